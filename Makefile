@@ -1,0 +1,100 @@
+# lfhttpd — build, run and test.
+#   make            build build/lfhttpd
+#   make run        build and serve www/ on port 8080 with conf/lfhttpd.conf
+#   make test       build and run every test (unit, integration, sanitizers)
+#   make clean
+# Variant builds go to their own folders: build/asan (ASan + UBSan), build/tsan.
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+STD     := -std=c11 -D_GNU_SOURCE -pthread
+INC     := -Iserver -Imodules
+LDLIBS  := -pthread
+PYTHON  := /usr/bin/python3
+B       ?= build
+
+SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c)) $(wildcard modules/*.c)
+SERVER_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(SERVER_SRC))
+MAIN_OBJ   := $(B)/obj/server/main.o
+UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+UNIT_BIN   := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
+
+.PHONY: all run test check-deps unit integration test-asan test-tsan clean
+
+all: $(B)/lfhttpd
+
+$(B)/lfhttpd: $(MAIN_OBJ) $(SERVER_OBJ)
+	$(CC) $(CFLAGS) $(STD) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/obj/%.o: %.c $(wildcard server/*.h modules/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(STD) $(WARN) $(INC) -c -o $@ $<
+
+$(B)/tests/test_%: tests/unit/test_%.c $(SERVER_OBJ) tests/unit/test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(STD) $(WARN) $(INC) -Itests/unit -o $@ $< $(SERVER_OBJ) $(LDLIBS)
+
+$(B)/tests/alloc_counter.so: tests/alloc_counter.c
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -O2 $(STD) $(WARN) -o $@ $<
+
+run: $(B)/lfhttpd
+	$(B)/lfhttpd -c conf/lfhttpd.conf
+
+# --- tests ------------------------------------------------------------------------------
+# Tools the tests drive. When one is missing: installed with apt-get when run as root,
+# otherwise the exact command to run is printed.
+TEST_PKGS := curl:curl ab:apache2-utils wrk:wrk clang:clang setpriv:util-linux
+check-deps:
+	@missing=""; \
+	for pair in $(TEST_PKGS); do \
+	  cmd=$${pair%%:*}; pkg=$${pair#*:}; \
+	  command -v $$cmd >/dev/null 2>&1 || missing="$$missing $$pkg"; \
+	done; \
+	$(PYTHON) -c 'import pytest' 2>/dev/null || missing="$$missing python3-pytest"; \
+	[ -e /usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.asan-x86_64.a ] || \
+	  [ -n "$$(ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.asan-x86_64.a 2>/dev/null)" ] || \
+	  missing="$$missing libclang-rt-14-dev"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else \
+	    echo "missing test tools; run: sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+
+unit: $(UNIT_BIN)
+	@for t in $(UNIT_BIN); do $$t || exit 1; done
+
+integration: $(B)/lfhttpd $(B)/tests/alloc_counter.so
+	LFHTTPD_BIN=$(abspath $(B)/lfhttpd) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+
+SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+
+# The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
+test-asan:
+	$(MAKE) --no-print-directory B=build/asan CC=clang CFLAGS="$(SAN_FLAGS)" unit build/asan/lfhttpd
+	LFHTTPD_BIN=$(abspath build/asan/lfhttpd) LFHTTPD_SANITIZE=asan \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+
+# The thread pool (unit tests of lf_group) and the server under load, under ThreadSanitizer.
+test-tsan:
+	$(MAKE) --no-print-directory B=build/tsan CC=clang CFLAGS="-O1 -g -fsanitize=thread" \
+	  build/tsan/tests/test_lf_group build/tsan/lfhttpd
+	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/test_lf_group
+	LFHTTPD_BIN=$(abspath build/tsan/lfhttpd) LFHTTPD_SANITIZE=tsan \
+	  TSAN_OPTIONS=halt_on_error=0:report_signal_unsafe=0 \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider -k "load or pipelin or concurrent or shutdown" \
+	  tests/integration
+
+test: check-deps
+	$(MAKE) --no-print-directory all unit
+	$(MAKE) --no-print-directory integration
+	$(MAKE) --no-print-directory test-asan
+	$(MAKE) --no-print-directory test-tsan
+
+clean:
+	rm -rf build

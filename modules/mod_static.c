@@ -1,0 +1,404 @@
+/* mod_static.c — files from the document root.
+ *
+ * GET and HEAD only (405 otherwise). The request path arrives decoded and normalized; the
+ * file is opened with openat2(RESOLVE_BENEATH) relative to the root's descriptor, so no
+ * "..", absolute path or symlink can leave the root. A symlink with an absolute target
+ * makes openat2 fail with EXDEV even when it points inside the root; that rare case is
+ * opened normally and admitted only if its real path is under the root's real path.
+ *
+ * Directories: a 301 adds the missing trailing slash; otherwise the index files are tried
+ * in order; none: 403. Files: Last-Modified, a strong ETag, the conditional requests of
+ * RFC 9110 section 13 in its order of evaluation, and Range (single and multipart) with
+ * If-Range. The body is sent by the core with sendfile.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "module.h"
+
+#define STATIC_MAX_RANGES 16
+
+struct static_state {
+    char root_real[PATH_MAX]; /* the root's real path, for the absolute-symlink check */
+    size_t root_real_len;
+};
+
+/* --- content types (mod_mime will take this over) ------------------------------------ */
+
+static const struct {
+    const char *ext;
+    const char *type;
+} mime_table[] = {
+    {"html", "text/html; charset=utf-8"},
+    {"htm", "text/html; charset=utf-8"},
+    {"css", "text/css; charset=utf-8"},
+    {"js", "text/javascript; charset=utf-8"},
+    {"mjs", "text/javascript; charset=utf-8"},
+    {"json", "application/json"},
+    {"map", "application/json"},
+    {"txt", "text/plain; charset=utf-8"},
+    {"md", "text/markdown; charset=utf-8"},
+    {"csv", "text/csv; charset=utf-8"},
+    {"xml", "application/xml"},
+    {"svg", "image/svg+xml"},
+    {"png", "image/png"},
+    {"jpg", "image/jpeg"},
+    {"jpeg", "image/jpeg"},
+    {"gif", "image/gif"},
+    {"webp", "image/webp"},
+    {"avif", "image/avif"},
+    {"ico", "image/x-icon"},
+    {"pdf", "application/pdf"},
+    {"wasm", "application/wasm"},
+    {"woff", "font/woff"},
+    {"woff2", "font/woff2"},
+    {"ttf", "font/ttf"},
+    {"otf", "font/otf"},
+    {"mp4", "video/mp4"},
+    {"webm", "video/webm"},
+    {"mp3", "audio/mpeg"},
+    {"ogg", "audio/ogg"},
+    {"wav", "audio/wav"},
+    {"zip", "application/zip"},
+    {"gz", "application/gzip"},
+    {"tar", "application/x-tar"},
+};
+
+static const char *content_type(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *dot = strrchr(slash ? slash : path, '.');
+    if (dot && dot[1]) {
+        for (size_t i = 0; i < sizeof(mime_table) / sizeof(mime_table[0]); i++)
+            if (strcasecmp(dot + 1, mime_table[i].ext) == 0)
+                return mime_table[i].type;
+    }
+    return "application/octet-stream";
+}
+
+/* --- opening beneath the root -------------------------------------------------------- */
+
+/* Open rel (relative, no leading '/') beneath dirfd. Returns an fd or -errno. */
+static int open_beneath(const struct static_state *st, int dirfd, const char *rel)
+{
+    struct open_how how = {
+        .flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+    };
+    int fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
+    if (fd >= 0)
+        return fd;
+    if (errno != EXDEV)
+        return -errno;
+    /* A symlink with an absolute target, or one leading out: admit it only if it lands
+     * under the root. */
+    fd = openat(dirfd, rel, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    char link[64], real[PATH_MAX];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, real, sizeof(real) - 1);
+    size_t rl = st->root_real_len;
+    if (n >= 0)
+        real[n] = '\0';
+    bool inside = n >= 0 && strncmp(real, st->root_real, rl) == 0 &&
+                  (real[rl] == '/' || real[rl] == '\0' || rl == 1);
+    if (!inside) {
+        close(fd);
+        return -EXDEV;
+    }
+    return fd;
+}
+
+static int errno_status(int err)
+{
+    switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+        return 404;
+    case ENAMETOOLONG:
+        return 414;
+    case EMFILE:
+    case ENFILE:
+        return 503;
+    case EACCES:
+    case EPERM:
+    case EXDEV:
+    case ELOOP:
+    case ENXIO:
+    default:
+        return 403;
+    }
+}
+
+/* --- validators and conditionals ----------------------------------------------------- */
+
+struct validators {
+    char etag[64];        /* quoted */
+    char last_mod[30];    /* IMF-fixdate */
+    int64_t mtime_s;
+};
+
+static void make_validators(const struct stat *sb, struct validators *v)
+{
+    snprintf(v->etag, sizeof(v->etag), "\"%llx-%llx-%llx\"", (unsigned long long)sb->st_ino,
+             (unsigned long long)sb->st_size,
+             (unsigned long long)sb->st_mtim.tv_sec * 1000000000ull +
+                 (unsigned long long)sb->st_mtim.tv_nsec);
+    v->mtime_s = sb->st_mtim.tv_sec;
+    http_date_format(v->mtime_s, v->last_mod);
+}
+
+/* Does the list (If-Match / If-None-Match) contain our tag? weak: W/ prefixes are ignored
+ * on both sides (weak comparison); strong: a W/ tag never matches. "*" matches anything. */
+static bool etag_list_matches(struct http_slice list, const char *etag, bool weak)
+{
+    size_t tl = strlen(etag);
+    const char *p = list.p, *end = list.p + list.len;
+    while (p < end) {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
+            p++;
+        if (p >= end)
+            break;
+        if (*p == '*')
+            return true;
+        bool is_weak = false;
+        if (end - p >= 2 && p[0] == 'W' && p[1] == '/') {
+            is_weak = true;
+            p += 2;
+        }
+        if (p >= end || *p != '"')
+            return false; /* malformed: no match */
+        const char *q = memchr(p + 1, '"', (size_t)(end - p - 1));
+        if (!q)
+            return false;
+        size_t len = (size_t)(q - p + 1);
+        if ((weak || !is_weak) && len == tl && memcmp(p, etag, tl) == 0)
+            return true;
+        p = q + 1;
+    }
+    return false;
+}
+
+/* RFC 9110 section 13.2.2, steps 1 to 4. Returns 0 to go on, or 304 / 412. */
+static int check_preconditions(const struct http_request *h, const struct validators *v)
+{
+    int64_t t;
+    if (h->if_match.len) {
+        if (!etag_list_matches(h->if_match, v->etag, false))
+            return 412;
+    } else if (h->if_unmodified_since.len && http_date_parse(h->if_unmodified_since, &t) == 0) {
+        if (v->mtime_s > t)
+            return 412;
+    }
+    if (h->if_none_match.len) {
+        if (etag_list_matches(h->if_none_match, v->etag, true))
+            return 304;
+    } else if (h->if_modified_since.len && http_date_parse(h->if_modified_since, &t) == 0) {
+        if (v->mtime_s <= t)
+            return 304;
+    }
+    return 0;
+}
+
+/* If-Range (RFC 9110 section 13.1.5): the range applies only if the validator matches. */
+static bool if_range_holds(struct http_slice ir, const struct validators *v)
+{
+    if (ir.len == 0)
+        return true;
+    if (ir.p[0] == '"' || (ir.len > 2 && ir.p[0] == 'W' && ir.p[1] == '/'))
+        return ir.len == strlen(v->etag) && memcmp(ir.p, v->etag, ir.len) == 0;
+    int64_t t;
+    return http_date_parse(ir, &t) == 0 && t == v->mtime_s;
+}
+
+/* --- responses ------------------------------------------------------------------------ */
+
+static void add_file_headers(struct response *resp, const struct validators *v)
+{
+    resp_header(resp, "Last-Modified", v->last_mod);
+    resp_header(resp, "ETag", v->etag);
+}
+
+static void multipart(struct response *resp, int fd, uint64_t size, const char *type,
+                      const struct http_range *r, unsigned n)
+{
+    static _Thread_local unsigned long long counter;
+    char boundary[40];
+    snprintf(boundary, sizeof(boundary), "lfhttpd-%016llx",
+             (unsigned long long)(uintptr_t)&counter * 2654435761u ^ ++counter);
+    resp_headerf(resp, "Content-Type: multipart/byteranges; boundary=%s", boundary);
+    for (unsigned i = 0; i < n; i++) {
+        char part[512];
+        int len = snprintf(part, sizeof(part),
+                           "%s--%s\r\nContent-Type: %s\r\nContent-Range: bytes %llu-%llu/%llu"
+                           "\r\n\r\n",
+                           i ? "\r\n" : "", boundary, type, (unsigned long long)r[i].first,
+                           (unsigned long long)r[i].last, (unsigned long long)size);
+        resp_body_copy(resp, part, (size_t)len);
+        resp_body_file(resp, fd, r[i].first, r[i].last - r[i].first + 1);
+    }
+    char tail[64];
+    int len = snprintf(tail, sizeof(tail), "\r\n--%s--\r\n", boundary);
+    resp_body_copy(resp, tail, (size_t)len);
+}
+
+static void serve_file(const struct request *req, struct response *resp, int fd,
+                       const struct stat *sb, const char *name)
+{
+    const struct http_request *h = req->http;
+    struct validators v;
+    make_validators(sb, &v);
+    resp->file_fd = fd; /* the core closes it once the response is sent */
+    uint64_t size = (uint64_t)sb->st_size;
+    const char *type = content_type(name);
+
+    int pre = check_preconditions(h, &v);
+    if (pre == 304) {
+        resp_start(resp, 304);
+        add_file_headers(resp, &v);
+        return;
+    }
+    if (pre) {
+        resp_error(resp, pre);
+        return;
+    }
+
+    struct http_range ranges[STATIC_MAX_RANGES];
+    unsigned n = 0;
+    enum http_range_result rr = HTTP_RANGE_IGNORE;
+    if (h->method == HTTP_METHOD_GET && h->range.len && if_range_holds(h->if_range, &v))
+        rr = http_range_parse(h->range, size, ranges, STATIC_MAX_RANGES, &n);
+
+    if (rr == HTTP_RANGE_UNSATISFIABLE) {
+        resp_error(resp, 416);
+        resp_headerf(resp, "Content-Range: bytes */%llu", (unsigned long long)size);
+        add_file_headers(resp, &v);
+        return;
+    }
+    if (rr == HTTP_RANGE_OK) {
+        resp_start(resp, 206);
+        add_file_headers(resp, &v);
+        resp_header(resp, "Accept-Ranges", "bytes");
+        if (n == 1) {
+            resp_header(resp, "Content-Type", type);
+            resp_headerf(resp, "Content-Range: bytes %llu-%llu/%llu",
+                         (unsigned long long)ranges[0].first,
+                         (unsigned long long)ranges[0].last, (unsigned long long)size);
+            resp_body_file(resp, fd, ranges[0].first, ranges[0].last - ranges[0].first + 1);
+        } else {
+            multipart(resp, fd, size, type, ranges, n);
+        }
+        return;
+    }
+    resp_start(resp, 200);
+    resp_header(resp, "Content-Type", type);
+    add_file_headers(resp, &v);
+    resp_header(resp, "Accept-Ranges", "bytes");
+    resp_body_file(resp, fd, 0, size);
+}
+
+/* The directory `dirfd` was asked for with its trailing slash: try the index files. */
+static void serve_index(const struct static_state *st, const struct request *req,
+                        struct response *resp, int dirfd)
+{
+    const struct config *cfg = req->cfg;
+    for (unsigned i = 0; i < cfg->n_index; i++) {
+        int fd = open_beneath(st, dirfd, cfg->index[i]);
+        if (fd < 0) {
+            if (fd == -ENOENT)
+                continue;
+            resp_error(resp, errno_status(-fd));
+            return;
+        }
+        struct stat sb;
+        if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+            close(fd);
+            continue;
+        }
+        serve_file(req, resp, fd, &sb, cfg->index[i]);
+        return;
+    }
+    resp_error(resp, 403); /* no index file, and listings are not enabled */
+}
+
+static void redirect_slash(const struct request *req, struct response *resp)
+{
+    const struct http_request *h = req->http;
+    resp_error(resp, 301);
+    resp_headerf(resp, "Location: %.*s/%s%.*s", (int)h->path.len, h->path.p,
+                 h->has_query ? "?" : "", (int)h->query.len, h->query.p);
+}
+
+static enum mod_result static_handle(void *state, const struct request *req,
+                                     struct response *resp)
+{
+    const struct static_state *st = state;
+    const struct http_request *h = req->http;
+    if (h->method != HTTP_METHOD_GET && h->method != HTTP_METHOD_HEAD) {
+        resp_error(resp, 405);
+        resp_header(resp, "Allow", "GET, HEAD");
+        return MOD_HANDLED;
+    }
+    const char *rel = req->path[1] ? req->path + 1 : ".";
+    int fd = open_beneath(st, req->root_fd, rel);
+    if (fd < 0) {
+        resp_error(resp, errno_status(-fd));
+        return MOD_HANDLED;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) < 0) {
+        close(fd);
+        resp_error(resp, 500);
+        return MOD_HANDLED;
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        if (req->path[req->path_len - 1] != '/')
+            redirect_slash(req, resp);
+        else
+            serve_index(st, req, resp, fd);
+        close(fd);
+        return MOD_HANDLED;
+    }
+    if (!S_ISREG(sb.st_mode)) { /* FIFOs, devices, sockets: never served */
+        close(fd);
+        resp_error(resp, 403);
+        return MOD_HANDLED;
+    }
+    serve_file(req, resp, fd, &sb, req->path);
+    return MOD_HANDLED;
+}
+
+static int static_init(const struct config *cfg, void **state, char *err, size_t err_len)
+{
+    struct static_state *st = calloc(1, sizeof(*st));
+    if (!st || !realpath(cfg->root, st->root_real)) {
+        snprintf(err, err_len, "root \"%s\": %s", cfg->root, strerror(errno));
+        free(st);
+        return -1;
+    }
+    st->root_real_len = strlen(st->root_real);
+    *state = st;
+    return 0;
+}
+
+static void static_fini(void *state)
+{
+    free(state);
+}
+
+const struct module mod_static = {
+    .name = "static",
+    .init = static_init,
+    .fini = static_fini,
+    .handle = static_handle,
+};

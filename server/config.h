@@ -1,0 +1,90 @@
+/* config.h — the configuration file, parsed into plain structs.
+ *
+ * The syntax is nginx's: `name arg ...;` statements, `name arg ... { ... }` blocks,
+ * `#` comments, "quoted" and 'quoted' arguments. Parsing has two steps: the file becomes
+ * a tree of statements (struct conf_node), then the top-level directives are interpreted
+ * into struct config. Every error names the file and line.
+ */
+#ifndef LFHTTPD_CONFIG_H
+#define LFHTTPD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define CONFIG_MAX_LISTEN 16
+#define CONFIG_MAX_INDEX 8
+#define CONFIG_MAX_ARGS 16
+#define CONFIG_PATH_MAX 4096
+
+/* One statement of the file: `name args...;` or `name args... { children }`. */
+struct conf_node {
+    char *name;
+    char *args[CONFIG_MAX_ARGS];
+    unsigned n_args;
+    bool is_block;
+    struct conf_node *children; /* first statement inside the block */
+    struct conf_node *next;     /* next statement at the same level */
+    unsigned line;
+};
+
+struct config_listen {
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+    char text[80]; /* as written, for messages */
+};
+
+enum log_level { LOG_LEVEL_ERROR = 0, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_DEBUG };
+
+struct config {
+    char file[CONFIG_PATH_MAX]; /* the file it was read from, "" for built-in defaults */
+
+    struct config_listen listen[CONFIG_MAX_LISTEN];
+    unsigned n_listen;
+
+    char root[CONFIG_PATH_MAX];
+    char index[CONFIG_MAX_INDEX][256];
+    unsigned n_index;
+
+    unsigned threads; /* 0 = one per CPU */
+    unsigned max_connections;
+
+    size_t max_header_size;  /* request line + fields, at most CONFIG_MAX_HEADER_SIZE */
+    unsigned max_headers;
+    uint64_t max_body_size;
+
+    unsigned header_timeout_ms;
+    unsigned keepalive_timeout_ms;
+    unsigned send_timeout_ms;
+    unsigned shutdown_timeout_ms;
+    unsigned keepalive_requests; /* 0 = unlimited */
+
+    char access_log[CONFIG_PATH_MAX]; /* path, "stdout", "stderr", or "off" */
+    char error_log[CONFIG_PATH_MAX];  /* path, "stdout" or "stderr" */
+    enum log_level error_level;
+    bool server_tokens;
+
+    struct conf_node *tree; /* the whole file, for directives of later parts */
+};
+
+/* The largest max_header_size: the size of the per-thread stack buffer requests are read into. */
+#define CONFIG_MAX_HEADER_SIZE 16384
+
+/* Fill cfg with the built-in defaults. */
+void config_defaults(struct config *cfg);
+
+/* Read and interpret the file at path into cfg (which should hold defaults).
+ * Returns 0, or -1 with a "FILE:LINE: message" in err. */
+int config_load(struct config *cfg, const char *path, char *err, size_t err_len);
+
+/* Parse "ADDR:PORT", "PORT", "[V6]:PORT" or "*:PORT" into l. Returns 0 or -1. */
+int config_parse_listen(const char *text, struct config_listen *l);
+
+/* Parse a size ("8k", "1m", "512") or a duration ("10s", "250ms", "2m"). Return 0 or -1. */
+int config_parse_size(const char *s, uint64_t *out);
+int config_parse_duration_ms(const char *s, unsigned *out);
+
+void config_free(struct config *cfg);
+
+#endif

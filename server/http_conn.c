@@ -1,0 +1,373 @@
+/* http_conn.c — HTTP/1.1 on one connection: read, parse, answer, repeat.
+ *
+ * Called on the processing thread when a connection's socket is ready. The request is
+ * read into a buffer on this thread's stack and parsed in place; every request already
+ * complete in the buffer is answered in order (pipelining); the connection is then parked
+ * in the handle set with only what must outlive this call (a partial request, the rest of
+ * a response the socket would not take, a body still being skipped).
+ *
+ * Request bodies: no module reads bodies yet, so every body is skipped, exactly, so that
+ * the next request on the connection starts where the body ends. What is already in the
+ * buffer is checked before the request is answered (a malformed chunked body is a 400);
+ * the rest is skipped after the answer as it arrives. A body the client has not started
+ * sending because it waits for "100 Continue" is not asked for: the answer says
+ * Connection: close instead.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "server.h"
+
+static struct server *conn_server(const struct conn *c)
+{
+    return c->svc->srv;
+}
+
+/* Skip body bytes at the start of buf. Returns the bytes consumed; *err is set to 400 or
+ * 413 if the body is malformed or too large. */
+static size_t skip_body(struct conn *c, char *buf, size_t len, int *err)
+{
+    if (c->body_mode == CONN_BODY_LENGTH) {
+        size_t take = len < c->body_left ? len : (size_t)c->body_left;
+        c->body_left -= take;
+        if (c->body_left == 0)
+            c->body_mode = CONN_BODY_NONE;
+        return take;
+    }
+    size_t used = 0, out = 0;
+    enum http_chunked_result r = http_chunked_decode(
+        &c->chunked, buf, len, conn_server(c)->cfg.max_body_size, &used, &out);
+    if (r == HTTP_CHUNKED_DONE)
+        c->body_mode = CONN_BODY_NONE;
+    else if (r == HTTP_CHUNKED_ERROR)
+        *err = 400;
+    else if (r == HTTP_CHUNKED_TOO_LARGE)
+        *err = 413;
+    return used;
+}
+
+/* The request line as sent, for the access log. */
+static struct http_slice request_line(const struct http_request *req)
+{
+    const char *end = req->target.p + req->target.len + 9; /* " HTTP/1.x" */
+    return (struct http_slice){req->method_name.p, (size_t)(end - req->method_name.p)};
+}
+
+static void log_access(struct conn *c, struct http_slice line, const struct http_request *req,
+                       const struct response *resp, int64_t now_s)
+{
+    struct access_entry e = {
+        .peer = &c->peer.sa,
+        .request_line = line.p,
+        .request_line_len = line.len,
+        .status = resp->status,
+        .bytes = resp->head_only || resp->no_length ? 0 : resp->content_length,
+        .time_s = now_s,
+    };
+    if (req) {
+        e.referer = req->referer.p;
+        e.referer_len = req->referer.len;
+        e.user_agent = req->user_agent.p;
+        e.user_agent_len = req->user_agent.len;
+    }
+    access_log_write(&conn_server(c)->access_log, &e);
+}
+
+/* Fill resp for a parsed request: the core's checks, then the module chain. */
+static void answer(struct conn *c, const struct http_request *req, struct response *resp,
+                   int64_t now_s)
+{
+    struct server *srv = conn_server(c);
+    if (req->method == HTTP_METHOD_UNKNOWN) {
+        resp_error(resp, 501);
+        return;
+    }
+    if (req->method == HTTP_METHOD_CONNECT) {
+        resp_error(resp, 405);
+        resp_header(resp, "Allow", "GET, HEAD");
+        return;
+    }
+    char path[4096];
+    long n = http_path_normalize(req->path, path, sizeof(path));
+    if (n < 0) {
+        resp_error(resp, (int)-n);
+        return;
+    }
+    struct request r = {
+        .http = req,
+        .path = path,
+        .path_len = (size_t)n,
+        .peer = &c->peer.sa,
+        .now_s = now_s,
+        .cfg = &srv->cfg,
+        .root_fd = srv->root_fd,
+    };
+    module_chain_handle(&srv->chain, &r, resp);
+}
+
+/* Keep unparsed bytes on the connection until its next event. Returns false if out of
+ * memory. */
+static bool save_input(struct conn *c, const char *p, size_t n)
+{
+    if (n == 0)
+        return true;
+    c->in = conn_buf_get(c->svc);
+    if (!c->in)
+        return false;
+    memcpy(c->in->data, p, n);
+    c->in->len = (uint32_t)n;
+    return true;
+}
+
+/* Send a finished response, then either go on (true) or hand the connection off: parked
+ * for EPOLLOUT, lingering, or closed (false). rest/rest_len: input not yet processed. */
+static bool send_and_continue(struct conn *c, struct response *resp, const char *rest,
+                              size_t rest_len)
+{
+    struct server *srv = conn_server(c);
+    enum send_result sr = conn_send_response(c, resp);
+    if (sr == SEND_ERROR) {
+        conn_close(c);
+        return false;
+    }
+    if (sr == SEND_PARKED) {
+        if (!save_input(c, rest, rest_len)) {
+            conn_close(c);
+            return false;
+        }
+        c->close_after_send = !resp->keep_alive;
+        conn_wait(c, CONN_SEND, EPOLLOUT, conn_now_ms() + srv->cfg.send_timeout_ms);
+        return false;
+    }
+    if (resp->keep_alive)
+        return true;
+    /* Linger only when the client may still be sending; otherwise a plain close. */
+    if (resp->status >= 400 || rest_len > 0 || c->body_mode != CONN_BODY_NONE)
+        conn_linger(c);
+    else
+        conn_close(c);
+    return false;
+}
+
+/* Answer a request whose head could not be parsed: status, then close. */
+static void answer_malformed(struct conn *c, int status, const char *buf, size_t len)
+{
+    struct response resp;
+    int64_t now_s;
+    http_date_header(&now_s);
+    resp.file_fd = -1;
+    resp.head_only = false;
+    resp.keep_alive = false;
+    resp_error(&resp, status);
+    resp_finish(&resp, false);
+    const char *eol = memchr(buf, '\r', len < 2048 ? len : 2048);
+    struct http_slice line = {buf, eol ? (size_t)(eol - buf) : (len < 2048 ? len : 2048)};
+    log_access(c, line, NULL, &resp, now_s);
+    c->body_mode = CONN_BODY_NONE;
+    send_and_continue(c, &resp, NULL, 0);
+}
+
+/* Answer one complete request whose head is buf[*pos .. *pos + head_len). Advances *pos
+ * past the head and whatever of its body is in the buffer. Returns true to go on with the
+ * connection, false if it was handed off. */
+static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
+                      const struct http_request *req, size_t head_len)
+{
+    struct server *srv = conn_server(c);
+    struct response resp;
+    int64_t now_s;
+    http_date_header(&now_s);
+
+    c->requests++;
+    resp.file_fd = -1;
+    resp.head_only = req->method == HTTP_METHOD_HEAD;
+    resp.keep_alive = req->keep_alive &&
+                      !atomic_load_explicit(&srv->stopping, memory_order_relaxed) &&
+                      (srv->cfg.keepalive_requests == 0 ||
+                       c->requests < srv->cfg.keepalive_requests);
+    *pos += head_len;
+
+    int early = 0; /* an error found in the framing, answered instead of the request */
+    if (req->framing == HTTP_BODY_LENGTH && req->content_length > 0) {
+        c->body_mode = CONN_BODY_LENGTH;
+        c->body_left = req->content_length;
+        if (req->content_length > srv->cfg.max_body_size)
+            early = 413;
+    } else if (req->framing == HTTP_BODY_CHUNKED) {
+        c->body_mode = CONN_BODY_CHUNKED;
+        http_chunked_init(&c->chunked);
+    }
+    if (!early && c->body_mode != CONN_BODY_NONE) {
+        if (req->expect_continue && *pos == len) {
+            resp.keep_alive = false; /* the client waits for 100: don't ask for the body */
+        } else {
+            int err = 0;
+            *pos += skip_body(c, buf + *pos, len - *pos, &err);
+            early = err;
+        }
+    }
+    if (early) {
+        resp.keep_alive = false;
+        resp_error(&resp, early);
+    } else {
+        answer(c, req, &resp, now_s);
+    }
+    if (!resp.keep_alive)
+        c->body_mode = CONN_BODY_NONE; /* closing: the rest of the body is drained, not parsed */
+    resp_finish(&resp, req->version_minor == 0);
+    log_access(c, request_line(req), req, &resp, now_s);
+    return send_and_continue(c, &resp, buf + *pos, len - *pos);
+}
+
+/* Wait for more input, keeping what is buffered. head_started: a partial head was already
+ * waiting before this event, so its deadline (from its first byte) stands. */
+static void park_reading(struct conn *c, const char *p, size_t n, bool head_started)
+{
+    const struct config *cfg = &conn_server(c)->cfg;
+    int64_t now = conn_now_ms();
+    if (!save_input(c, p, n)) {
+        conn_close(c);
+        return;
+    }
+    if (c->body_mode != CONN_BODY_NONE) {
+        conn_wait(c, CONN_BODY, EPOLLIN, now + cfg->header_timeout_ms);
+    } else if (n > 0) {
+        int64_t dl = head_started ? atomic_load_explicit(&c->deadline_ms, memory_order_relaxed)
+                                  : now + cfg->header_timeout_ms;
+        conn_wait(c, CONN_HEAD, EPOLLIN, dl);
+    } else if (c->requests == 0) {
+        conn_wait(c, CONN_NEW, EPOLLIN, atomic_load(&c->deadline_ms));
+    } else {
+        conn_wait(c, CONN_IDLE, EPOLLIN, now + cfg->keepalive_timeout_ms);
+    }
+}
+
+/* Read and answer requests until the socket has nothing more for now. */
+static void http_process(struct conn *c)
+{
+    struct server *srv = conn_server(c);
+    char buf[CONN_BUF_SIZE];
+    size_t len = 0, pos = 0;
+    bool served = false;
+    bool head_started = atomic_load_explicit(&c->state, memory_order_relaxed) == CONN_HEAD;
+
+    if (c->in) {
+        len = c->in->len;
+        memcpy(buf, c->in->data, len);
+        conn_buf_put(c->svc, c->in);
+        c->in = NULL;
+    }
+    for (;;) {
+        if (c->body_mode != CONN_BODY_NONE && pos < len) {
+            int err = 0;
+            pos += skip_body(c, buf + pos, len - pos, &err);
+            if (err) { /* the answer is already sent: nothing to say, just stop */
+                conn_close(c);
+                return;
+            }
+        }
+        if (c->body_mode == CONN_BODY_NONE && pos < len) {
+            struct http_request req;
+            int r = http_parse_request(buf + pos, len - pos, &srv->limits, &req);
+            if (r > 0) {
+                if (!serve_one(c, buf, &pos, len, &req, (size_t)r))
+                    return;
+                served = true;
+                head_started = false;
+                continue;
+            }
+            if (r < 0) {
+                answer_malformed(c, -r, buf + pos, len - pos);
+                return;
+            }
+        }
+        if (pos == len && served)
+            break; /* wait for the next request: a read now would only say EAGAIN */
+        if (pos > 0) {
+            memmove(buf, buf + pos, len - pos);
+            len -= pos;
+            pos = 0;
+        }
+        if (len == sizeof(buf)) { /* cannot happen with the header limit, but never spin */
+            answer_malformed(c, 431, buf, len);
+            return;
+        }
+        ssize_t n = read(c->h.fd, buf + len, sizeof(buf) - len);
+        if (n > 0) {
+            len += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            break;
+        conn_close(c); /* the client closed, or the connection failed */
+        return;
+    }
+    park_reading(c, buf + pos, len - pos, head_started && !served);
+}
+
+/* A deadline passed (the sweep shut the socket). A partial request gets a 408. */
+static void expire(struct conn *c)
+{
+    if (atomic_load_explicit(&c->state, memory_order_relaxed) == CONN_HEAD && c->in) {
+        struct response resp;
+        resp.file_fd = -1;
+        resp.head_only = false;
+        resp.keep_alive = false;
+        resp_error(&resp, 408);
+        resp_finish(&resp, false);
+        ssize_t w = send(c->h.fd, resp.head, resp.head_len, MSG_NOSIGNAL | MSG_MORE);
+        if (w == (ssize_t)resp.head_len && resp.n_segs == 1)
+            w = send(c->h.fd, resp.segs[0].mem, resp.segs[0].len, MSG_NOSIGNAL);
+        (void)w;
+    }
+    conn_close(c);
+}
+
+void http_conn_event(struct lf_handle *h, uint32_t events)
+{
+    (void)events;
+    struct conn *c = (struct conn *)h;
+    uint8_t state = atomic_load_explicit(&c->state, memory_order_relaxed);
+    if (atomic_load_explicit(&c->expired, memory_order_relaxed)) {
+        /* A response in flight is only cut when its own (send) deadline has passed: the
+         * sweep may have seen a stale state while this connection was being served. */
+        if (state != CONN_SEND ||
+            atomic_load_explicit(&c->deadline_ms, memory_order_relaxed) <= conn_now_ms()) {
+            expire(c);
+            return;
+        }
+        atomic_store_explicit(&c->expired, false, memory_order_relaxed);
+    }
+    if (state == CONN_LINGER) {
+        conn_linger_event(c);
+        return;
+    }
+    if (state == CONN_SEND) {
+        enum send_result r = conn_send_pending(c);
+        if (r == SEND_ERROR) {
+            conn_close(c);
+            return;
+        }
+        if (r == SEND_PARKED) {
+            conn_wait(c, CONN_SEND, EPOLLOUT,
+                      conn_now_ms() + conn_server(c)->cfg.send_timeout_ms);
+            return;
+        }
+        if (c->close_after_send) {
+            conn_linger(c);
+            return;
+        }
+        atomic_store_explicit(&c->state, CONN_IDLE, memory_order_relaxed);
+    }
+    http_process(c);
+}
+
+void http_conn_start(struct conn *c)
+{
+    http_process(c);
+}

@@ -1,0 +1,214 @@
+/* http_response.c — status lines, headers, the cached Date, error pages. */
+#include "http_response.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "http_parse.h"
+
+/* Process-wide, set once before the threads start. */
+static char server_line[96] = "Server: lfhttpd\r\n";
+static size_t server_line_len = 17;
+
+void http_response_set_server(const char *name)
+{
+    int n = snprintf(server_line, sizeof(server_line), "Server: %s\r\n", name);
+    server_line_len = n > 0 && (size_t)n < sizeof(server_line) ? (size_t)n : 0;
+}
+
+const char *http_status_text(int status)
+{
+    switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 204: return "No Content";
+    case 206: return "Partial Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 303: return "See Other";
+    case 304: return "Not Modified";
+    case 307: return "Temporary Redirect";
+    case 308: return "Permanent Redirect";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 411: return "Length Required";
+    case 412: return "Precondition Failed";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 416: return "Range Not Satisfiable";
+    case 417: return "Expectation Failed";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Unknown";
+    }
+}
+
+const char *http_date_header(int64_t *now_s)
+{
+    /* Per thread, so no lock and no shared cache line: formatting happens once a second. */
+    static _Thread_local int64_t cached_s = -1;
+    static _Thread_local char cached[40];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    if (ts.tv_sec != cached_s) {
+        memcpy(cached, "Date: ", 6);
+        http_date_format(ts.tv_sec, cached + 6);
+        memcpy(cached + 35, "\r\n", 3);
+        cached_s = ts.tv_sec;
+    }
+    if (now_s)
+        *now_s = cached_s;
+    return cached;
+}
+
+static void head_append(struct response *r, const char *p, size_t n)
+{
+    if (r->head_len + n > sizeof(r->head) - 96) { /* keep room for the framing headers */
+        r->overflow = true;
+        return;
+    }
+    memcpy(r->head + r->head_len, p, n);
+    r->head_len += n;
+}
+
+void resp_start(struct response *r, int status)
+{
+    r->status = status;
+    r->no_length = status < 200 || status == 204 || status == 304;
+    r->overflow = false;
+    r->content_length = 0;
+    r->n_segs = 0;
+    r->scratch_len = 0;
+    /* file_fd is left alone: whoever opened it still owns it until the response is sent */
+    int n = snprintf(r->head, sizeof(r->head), "HTTP/1.1 %d %s\r\n", status,
+                     http_status_text(status));
+    r->head_len = (size_t)n;
+    head_append(r, http_date_header(NULL), 37);
+    head_append(r, server_line, server_line_len);
+}
+
+int resp_header(struct response *r, const char *name, const char *value)
+{
+    size_t nl = strlen(name), vl = strlen(value);
+    if (r->head_len + nl + vl + 4 > sizeof(r->head) - 96) {
+        r->overflow = true;
+        return -1;
+    }
+    head_append(r, name, nl);
+    head_append(r, ": ", 2);
+    head_append(r, value, vl);
+    head_append(r, "\r\n", 2);
+    return 0;
+}
+
+int resp_headerf(struct response *r, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line) - 2, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(line) - 2) {
+        r->overflow = true;
+        return -1;
+    }
+    memcpy(line + n, "\r\n", 2);
+    head_append(r, line, (size_t)n + 2);
+    return r->overflow ? -1 : 0;
+}
+
+static int add_seg(struct response *r, struct out_seg seg)
+{
+    if (r->n_segs == RESP_MAX_SEGS) {
+        r->overflow = true;
+        return -1;
+    }
+    r->segs[r->n_segs++] = seg;
+    r->content_length += seg.len;
+    return 0;
+}
+
+int resp_body_mem(struct response *r, const char *p, size_t len)
+{
+    if (len == 0)
+        return 0;
+    return add_seg(r, (struct out_seg){.mem = p, .fd = -1, .len = len});
+}
+
+int resp_body_file(struct response *r, int fd, uint64_t off, uint64_t len)
+{
+    if (len == 0)
+        return 0;
+    return add_seg(r, (struct out_seg){.mem = NULL, .fd = fd, .off = off, .len = len});
+}
+
+char *resp_scratch(struct response *r, size_t n)
+{
+    if (r->scratch_len + n > sizeof(r->scratch)) {
+        r->overflow = true;
+        return NULL;
+    }
+    char *p = r->scratch + r->scratch_len;
+    r->scratch_len += n;
+    return p;
+}
+
+int resp_body_copy(struct response *r, const char *p, size_t len)
+{
+    char *dst = resp_scratch(r, len);
+    if (!dst)
+        return -1;
+    memcpy(dst, p, len);
+    return resp_body_mem(r, dst, len);
+}
+
+void resp_error(struct response *r, int status)
+{
+    resp_start(r, status);
+    if (r->no_length)
+        return;
+    resp_header(r, "Content-Type", "text/html; charset=utf-8");
+    char *body = resp_scratch(r, 512);
+    int n = snprintf(body, 512,
+                     "<!DOCTYPE html>\n<html><head><title>%d %s</title></head>\n"
+                     "<body><h1>%d %s</h1><hr><address>lfhttpd</address></body></html>\n",
+                     status, http_status_text(status), status, http_status_text(status));
+    r->scratch_len -= 512 - (size_t)n;
+    resp_body_mem(r, body, (size_t)n);
+}
+
+void resp_finish(struct response *r, bool http10)
+{
+    if (r->overflow) {
+        r->keep_alive = false;
+        resp_error(r, 500);
+    }
+    if (!r->no_length) {
+        char cl[48];
+        int n = snprintf(cl, sizeof(cl), "Content-Length: %llu\r\n",
+                         (unsigned long long)r->content_length);
+        memcpy(r->head + r->head_len, cl, (size_t)n);
+        r->head_len += (size_t)n;
+    }
+    if (!r->keep_alive) {
+        memcpy(r->head + r->head_len, "Connection: close\r\n", 19);
+        r->head_len += 19;
+    } else if (http10) {
+        memcpy(r->head + r->head_len, "Connection: keep-alive\r\n", 24);
+        r->head_len += 24;
+    }
+    memcpy(r->head + r->head_len, "\r\n", 2);
+    r->head_len += 2;
+}

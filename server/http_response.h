@@ -1,0 +1,79 @@
+/* http_response.h — building a response: status line, headers, body segments.
+ *
+ * A response lives on the processing thread's stack. Its head is formatted into `head`;
+ * its body is a list of segments, each either bytes in memory or a range of an open file
+ * (sent with sendfile). The connection layer sends the head and the segments in order and,
+ * only if the socket would block, copies what is left onto the connection.
+ */
+#ifndef LFHTTPD_HTTP_RESPONSE_H
+#define LFHTTPD_HTTP_RESPONSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RESP_HEAD_CAP 4096
+#define RESP_SCRATCH_CAP 4096
+#define RESP_MAX_SEGS 72 /* enough for a multipart/byteranges answer of 16 ranges */
+
+/* One piece of a response body: memory when mem != NULL, else len bytes of fd at off. */
+struct out_seg {
+    const char *mem;
+    int fd;
+    uint64_t off;
+    uint64_t len;
+};
+
+struct response {
+    int status;
+    bool head_only;    /* HEAD: every header as for GET, no body bytes */
+    bool keep_alive;   /* the connection stays open after this response */
+    bool no_length;    /* 1xx, 204, 304: no Content-Length and no body */
+    bool overflow;     /* a header or segment did not fit: finish turns this into a 500 */
+    uint64_t content_length;
+
+    size_t head_len;
+    char head[RESP_HEAD_CAP]; /* status line and header lines, CRLF-terminated */
+
+    unsigned n_segs;
+    struct out_seg segs[RESP_MAX_SEGS];
+    int file_fd; /* an open file the body refers to, closed when sent; -1 if none */
+
+    size_t scratch_len;
+    char scratch[RESP_SCRATCH_CAP]; /* small body bytes: error pages, multipart part heads */
+};
+
+/* Set the process-wide Server header value (at start, before any thread runs). */
+void http_response_set_server(const char *name);
+
+/* The reason phrase for a status code ("Not Found"). */
+const char *http_status_text(int status);
+
+/* The current time as "Date: <IMF-fixdate>\r\n", cached per thread per second. */
+const char *http_date_header(int64_t *now_s);
+
+/* Start (or restart) the response: clears headers and body, writes the status line,
+ * Date and Server. The body is empty and Content-Length 0 until a body is added. */
+void resp_start(struct response *r, int status);
+
+/* Append a header line. Values must not contain CR or LF (callers pass server-made text).
+ * Returns 0, or -1 if the head is full (the response then becomes a 500 at finish). */
+int resp_header(struct response *r, const char *name, const char *value);
+int resp_headerf(struct response *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Add body bytes that outlive the response (static memory, or scratch). */
+int resp_body_mem(struct response *r, const char *p, size_t len);
+/* Add len bytes of the open file fd from offset off. */
+int resp_body_file(struct response *r, int fd, uint64_t off, uint64_t len);
+/* Reserve n bytes of scratch space for body text; NULL if full. */
+char *resp_scratch(struct response *r, size_t n);
+/* Copy bytes into scratch and add them as a body segment. */
+int resp_body_copy(struct response *r, const char *p, size_t len);
+
+/* A complete error response with a small HTML body naming the status. */
+void resp_error(struct response *r, int status);
+
+/* End the head: Content-Length (unless no_length), Connection, blank line. */
+void resp_finish(struct response *r, bool http10);
+
+#endif

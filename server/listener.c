@@ -1,0 +1,144 @@
+/* listener.c — listening sockets and the accept step of the Leader/Followers loop.
+ *
+ * A listener is a handle like any other, registered EPOLLONESHOT: the thread that gets
+ * its event has already promoted a successor. It accepts what is queued (a bounded
+ * batch), re-arms the listener so the next leader can accept more, registers all but the
+ * last new connection in the handle set, and processes the last one itself at once:
+ * TCP_DEFER_ACCEPT means its first request is usually already there to be read.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "server.h"
+
+#define ACCEPT_BATCH 16
+
+static const char busy_response[] =
+    "HTTP/1.1 503 Service Unavailable\r\n"
+    "Server: lfhttpd\r\n"
+    "Content-Type: text/html; charset=utf-8\r\n"
+    "Content-Length: 91\r\n"
+    "Retry-After: 1\r\n"
+    "Connection: close\r\n\r\n"
+    "<!DOCTYPE html>\n<html><head><title>503</title></head><body><h1>503 Busy</h1></body></html>\n";
+
+static_assert(sizeof("<!DOCTYPE html>\n<html><head><title>503</title></head><body><h1>503 Busy"
+                     "</h1></body></html>\n") - 1 == 91,
+              "Content-Length of the busy page");
+
+int listener_open(struct server *srv, struct listener *l, const struct config_listen *addr)
+{
+    l->addr = *addr;
+    l->h.on_event = listener_event;
+    l->h.fd = -1;
+    int fd = socket(addr->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (addr->addr.ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    /* Accepted sockets inherit TCP_NODELAY: small responses leave at once. */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (bind(fd, (const struct sockaddr *)&addr->addr, addr->addr_len) < 0 ||
+        listen(fd, 4096) < 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    int defer_s = (int)(srv->cfg.header_timeout_ms / 1000);
+    defer_s = defer_s < 1 ? 1 : defer_s;
+    setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof(defer_s));
+
+    /* Learn the port the kernel chose when 0 was asked, and say where we listen. */
+    socklen_t len = sizeof(l->addr.addr);
+    getsockname(fd, (struct sockaddr *)&l->addr.addr, &len);
+    char host[INET6_ADDRSTRLEN] = "?";
+    unsigned port;
+    if (l->addr.addr.ss_family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&l->addr.addr;
+        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+        port = ntohs(a->sin6_port);
+        snprintf(l->addr.text, sizeof(l->addr.text), "[%s]:%u", host, port);
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&l->addr.addr;
+        inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+        port = ntohs(a->sin_port);
+        snprintf(l->addr.text, sizeof(l->addr.text), "%s:%u", host, port);
+    }
+    l->h.fd = fd;
+    return 0;
+}
+
+/* Out of descriptors: free the spare, take one pending connection, answer it 503 and
+ * close it, and take the spare back. The listener's queue shrinks instead of spinning. */
+static void shed_one(struct server *srv, int lfd)
+{
+    pthread_mutex_lock(&srv->spare_lock);
+    if (srv->spare_fd >= 0)
+        close(srv->spare_fd);
+    int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t w = send(fd, busy_response, sizeof(busy_response) - 1, MSG_NOSIGNAL);
+        (void)w;
+        close(fd);
+    }
+    srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    pthread_mutex_unlock(&srv->spare_lock);
+}
+
+void listener_event(struct lf_handle *h, uint32_t events)
+{
+    (void)events;
+    struct listener *l = (struct listener *)h;
+    struct service *svc = l->svc;
+    struct server *srv = svc->srv;
+    struct conn *last = NULL;
+    static _Thread_local int64_t last_warn_ms;
+
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        struct sockaddr_storage peer;
+        socklen_t plen = sizeof(peer);
+        int fd = accept4(h->fd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EMFILE || errno == ENFILE) {
+                int64_t now = conn_now_ms();
+                if (now - last_warn_ms > 1000) {
+                    log_warn("out of file descriptors: shedding connections");
+                    last_warn_ms = now;
+                }
+                shed_one(srv, h->fd);
+                continue;
+            }
+            break; /* EAGAIN, or the listener was shut down */
+        }
+        if (atomic_load_explicit(&srv->stopping, memory_order_relaxed) ||
+            atomic_load_explicit(&srv->n_conns, memory_order_relaxed) >=
+                srv->cfg.max_connections) {
+            ssize_t w = send(fd, busy_response, sizeof(busy_response) - 1, MSG_NOSIGNAL);
+            (void)w;
+            close(fd);
+            continue;
+        }
+        struct conn *c = conn_open(svc, fd, (struct sockaddr *)&peer, plen);
+        if (!c)
+            continue;
+        if (last)
+            conn_wait(last, CONN_NEW, EPOLLIN, atomic_load(&last->deadline_ms));
+        last = c;
+    }
+    if (!atomic_load_explicit(&srv->stopping, memory_order_relaxed))
+        lf_group_rearm(h, EPOLLIN);
+    if (last)
+        http_conn_start(last);
+}

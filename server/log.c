@@ -1,0 +1,237 @@
+/* log.c — error log and buffered access log. */
+#include "log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The process-wide error log: the one place every part of the server reports to. */
+static struct {
+    int fd;
+    enum log_level level;
+} error_log = {2, LOG_LEVEL_INFO};
+
+static int open_dest(const char *dest, int *fd, bool *own)
+{
+    *own = false;
+    if (strcmp(dest, "stderr") == 0) {
+        *fd = 2;
+        return 0;
+    }
+    if (strcmp(dest, "stdout") == 0) {
+        *fd = 1;
+        return 0;
+    }
+    *fd = open(dest, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (*fd < 0)
+        return -1;
+    *own = true;
+    return 0;
+}
+
+int log_open_error(const char *dest, enum log_level level)
+{
+    int fd;
+    bool own;
+    if (open_dest(dest, &fd, &own) < 0)
+        return -1;
+    log_close_error();
+    error_log.fd = fd;
+    error_log.level = level;
+    return 0;
+}
+
+void log_close_error(void)
+{
+    if (error_log.fd > 2)
+        close(error_log.fd);
+    error_log.fd = 2;
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+    static const char *names[] = {"error", "warn", "info", "debug"};
+    if (level > error_log.level)
+        return;
+    char line[1024];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    size_t n = strftime(line, sizeof(line), "%Y/%m/%d %H:%M:%S", &tm);
+    n += (size_t)snprintf(line + n, sizeof(line) - n, " [%s] ", names[level]);
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
+    va_end(ap);
+    if (m > 0)
+        n += (size_t)m < sizeof(line) - n - 1 ? (size_t)m : sizeof(line) - n - 2;
+    line[n++] = '\n';
+    /* One write per message, so lines from several threads never interleave. */
+    ssize_t w = write(error_log.fd, line, n);
+    (void)w;
+}
+
+/* --- access log -------------------------------------------------------------------- */
+
+int access_log_open(struct access_log *log, const char *dest)
+{
+    memset(log, 0, sizeof(*log));
+    log->fd = -1;
+    pthread_mutex_init(&log->lock, NULL);
+    if (strcmp(dest, "off") == 0)
+        return 0;
+    return open_dest(dest, &log->fd, &log->own_fd);
+}
+
+static void buf_flush_locked(struct access_log *log, struct access_log_buf *b)
+{
+    size_t off = 0;
+    while (off < b->len) {
+        ssize_t w = write(log->fd, b->data + off, b->len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break; /* a full disk must not stop serving; the lines are dropped */
+        off += (size_t)w;
+    }
+    b->len = 0;
+}
+
+/* The calling thread's buffer for this log, created at the thread's first request. */
+static struct access_log_buf *thread_buf(struct access_log *log)
+{
+    static _Thread_local struct access_log *cached_log;
+    static _Thread_local struct access_log_buf *cached_buf;
+    if (cached_log == log && cached_buf)
+        return cached_buf;
+    struct access_log_buf *b = calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    pthread_mutex_init(&b->lock, NULL);
+    pthread_mutex_lock(&log->lock);
+    b->next = log->bufs;
+    log->bufs = b;
+    pthread_mutex_unlock(&log->lock);
+    cached_log = log;
+    cached_buf = b;
+    return b;
+}
+
+/* Copy s into out as a log-safe string: quotes, backslashes, control and non-ASCII bytes
+ * become \xHH, so one request is always one line and cannot forge another. */
+static size_t escape(char *out, size_t cap, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    if (!s || len == 0) {
+        out[0] = '-';
+        return 1;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < len && n + 4 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+            out[n++] = '\\';
+            out[n++] = 'x';
+            out[n++] = hex[c >> 4];
+            out[n++] = hex[c & 15];
+        } else {
+            out[n++] = (char)c;
+        }
+    }
+    return n;
+}
+
+static size_t format_peer(char *out, size_t cap, const struct sockaddr *sa)
+{
+    if (sa && sa->sa_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
+        if (inet_ntop(AF_INET, &a->sin_addr, out, (socklen_t)cap))
+            return strlen(out);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
+        if (inet_ntop(AF_INET6, &a->sin6_addr, out, (socklen_t)cap))
+            return strlen(out);
+    }
+    out[0] = '-';
+    return 1;
+}
+
+/* The time part of a line, "[21/Nov/2026:23:30:00 +0000]", cached per thread per second. */
+static const char *log_time(int64_t t)
+{
+    static _Thread_local int64_t cached_t = -1;
+    static _Thread_local char cached[40];
+    if (t != cached_t) {
+        time_t tt = (time_t)t;
+        struct tm tm;
+        localtime_r(&tt, &tm);
+        strftime(cached, sizeof(cached), "[%d/%b/%Y:%H:%M:%S %z]", &tm);
+        cached_t = t;
+    }
+    return cached;
+}
+
+void access_log_write(struct access_log *log, const struct access_entry *e)
+{
+    if (log->fd < 0)
+        return;
+    char line[4096 + 512];
+    size_t n = format_peer(line, 64, e->peer);
+    n += (size_t)snprintf(line + n, 64, " - - %s \"", log_time(e->time_s));
+    n += escape(line + n, 2048, e->request_line, e->request_line_len);
+    n += (size_t)snprintf(line + n, 64, "\" %d %llu \"", e->status, (unsigned long long)e->bytes);
+    n += escape(line + n, 1024, e->referer, e->referer_len);
+    memcpy(line + n, "\" \"", 3);
+    n += 3;
+    n += escape(line + n, 1024, e->user_agent, e->user_agent_len);
+    line[n++] = '"';
+    line[n++] = '\n';
+
+    struct access_log_buf *b = thread_buf(log);
+    if (!b)
+        return;
+    pthread_mutex_lock(&b->lock);
+    if (b->len + n > sizeof(b->data))
+        buf_flush_locked(log, b);
+    memcpy(b->data + b->len, line, n);
+    b->len += n;
+    pthread_mutex_unlock(&b->lock);
+}
+
+void access_log_flush(struct access_log *log)
+{
+    if (log->fd < 0)
+        return;
+    pthread_mutex_lock(&log->lock);
+    for (struct access_log_buf *b = log->bufs; b; b = b->next) {
+        pthread_mutex_lock(&b->lock);
+        if (b->len)
+            buf_flush_locked(log, b);
+        pthread_mutex_unlock(&b->lock);
+    }
+    pthread_mutex_unlock(&log->lock);
+}
+
+void access_log_close(struct access_log *log)
+{
+    access_log_flush(log);
+    struct access_log_buf *b = log->bufs;
+    while (b) {
+        struct access_log_buf *next = b->next;
+        pthread_mutex_destroy(&b->lock);
+        free(b);
+        b = next;
+    }
+    log->bufs = NULL;
+    if (log->own_fd)
+        close(log->fd);
+    log->fd = -1;
+    pthread_mutex_destroy(&log->lock);
+}

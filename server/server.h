@@ -1,0 +1,47 @@
+/* server.h — the server as a whole: configuration, document root, logs, modules, the
+ * services (Leader/Followers groups) and their listeners. One instance, made in main and
+ * passed to whatever needs it. */
+#ifndef LFHTTPD_SERVER_H
+#define LFHTTPD_SERVER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "config.h"
+#include "conn.h"
+#include "http_parse.h"
+#include "lf_group.h"
+#include "log.h"
+#include "module.h"
+
+#define LFHTTPD_VERSION "0.1.0"
+
+struct listener {
+    struct lf_handle h; /* first: the handle is the listener */
+    struct service *svc;
+    struct config_listen addr; /* as bound (port filled in when 0 was asked) */
+};
+
+struct server {
+    struct config cfg;
+    int root_fd;            /* the document root, O_PATH | O_DIRECTORY */
+    struct http_limits limits;
+    enum lf_promotion promotion;
+    struct access_log access_log;
+    struct module_chain chain;
+    struct service svc;
+    struct listener listeners[CONFIG_MAX_LISTEN];
+    unsigned n_listeners;
+
+    pthread_mutex_t spare_lock;
+    int spare_fd; /* held open so one can be freed to shed a connection on EMFILE */
+
+    atomic_bool stopping; /* SIGTERM/SIGINT: finish what is in flight, take nothing new */
+    atomic_uint n_conns;  /* open connections, all services */
+};
+
+/* listener.c */
+int listener_open(struct server *srv, struct listener *l, const struct config_listen *addr);
+void listener_event(struct lf_handle *h, uint32_t events);
+
+#endif

@@ -1,0 +1,227 @@
+"""Fixtures that start the real lfhttpd binary on a loopback port it picks itself.
+
+The server is started with `listen 127.0.0.1:0`; it logs the port it bound
+("listening on 127.0.0.1:PORT") and the fixture reads it from the error log.
+Every server started here is stopped by PID when the test ends, pass or fail.
+
+Environment:
+  LFHTTPD_BIN       the binary under test (default: build/lfhttpd)
+  LFHTTPD_SANITIZE  set when the binary is built with sanitizers (some tests skip)
+"""
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("LFHTTPD_BIN", os.path.join(ROOT, "build", "lfhttpd"))
+SANITIZED = bool(os.environ.get("LFHTTPD_SANITIZE"))
+
+
+class Server:
+    """One running lfhttpd process."""
+
+    def __init__(self, tmp_path, docroot, conf_extra="", args=(), env=None, wrap=()):
+        self.docroot = str(docroot)
+        self.dir = tmp_path
+        self.err_path = os.path.join(str(tmp_path), "error.log")
+        self.access_path = os.path.join(str(tmp_path), "access.log")
+        self.conf_path = os.path.join(str(tmp_path), "lfhttpd.conf")
+        conf = (
+            "listen 127.0.0.1:0;\n"
+            f'root "{self.docroot}";\n'
+            "threads 4;\n"
+            f'access_log "{self.access_path}";\n'
+            "error_log stderr debug;\n"
+            "shutdown_timeout 5s;\n" + conf_extra
+        )
+        with open(self.conf_path, "w") as f:
+            f.write(conf)
+        self.err = open(self.err_path, "w+")
+        full_env = dict(os.environ)
+        if env:
+            full_env.update(env)
+        self.proc = subprocess.Popen(
+            list(wrap) + [BIN, "-c", self.conf_path] + list(args),
+            stdout=subprocess.DEVNULL,
+            stderr=self.err,
+            env=full_env,
+        )
+        self.host = "127.0.0.1"
+        self.port = self._wait_for_port()
+
+    def _wait_for_port(self, timeout=15.0):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with open(self.err_path) as f:
+                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", f.read())
+            if m:
+                return int(m.group(1))
+            if self.proc.poll() is not None:
+                raise RuntimeError("lfhttpd exited at start:\n" + self.error_log())
+            time.sleep(0.02)
+        raise RuntimeError("lfhttpd did not report a port:\n" + self.error_log())
+
+    @property
+    def url(self):
+        return f"http://{self.host}:{self.port}"
+
+    def error_log(self):
+        with open(self.err_path) as f:
+            return f.read()
+
+    def access_log(self):
+        try:
+            with open(self.access_path) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def connect(self, timeout=5.0):
+        """A raw Client connected to the server."""
+        return Client(socket.create_connection((self.host, self.port), timeout=timeout))
+
+    def stop(self, sig=signal.SIGTERM, timeout=10.0):
+        """Stop the server; returns its exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.err.close()
+        return self.proc.returncode
+
+
+@pytest.fixture
+def docroot(tmp_path):
+    """An empty document root; tests add the files they need."""
+    d = tmp_path / "www"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def start_server(tmp_path):
+    """start_server(docroot, conf_extra="", args=(), env=None) -> Server.
+    Every server started is stopped when the test ends."""
+    servers = []
+
+    def start(docroot, conf_extra="", args=(), env=None, wrap=()):
+        s = Server(tmp_path, docroot, conf_extra, args, env, wrap)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        code = s.stop()
+        # A server must never die of a signal (crash) during a test.
+        assert code is None or code >= 0, f"lfhttpd died with signal {-code}:\n{s.error_log()}"
+        if SANITIZED:
+            log = s.error_log()
+            assert "ERROR: AddressSanitizer" not in log, log
+            assert "runtime error:" not in log, log
+            assert "WARNING: ThreadSanitizer" not in log, log
+
+
+@pytest.fixture
+def server(start_server, docroot):
+    """A server on an empty docroot with the default settings."""
+    return start_server(docroot)
+
+
+class Client:
+    """A raw HTTP/1.1 client on one TCP connection, for tests that need byte-level control.
+    Bytes received past one response are kept for the next read_response()."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = b""
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def close(self):
+        self.sock.close()
+
+    def recv_all(self, timeout=5.0):
+        """Read until the peer closes (or timeout). Returns the bytes, buffered ones first."""
+        self.sock.settimeout(timeout)
+        chunks = [self.buf]
+        self.buf = b""
+        try:
+            while True:
+                b = self.sock.recv(65536)
+                if not b:
+                    break
+                chunks.append(b)
+        except (socket.timeout, ConnectionResetError):
+            pass
+        return b"".join(chunks)
+
+    def is_closed(self, timeout=2.0):
+        """True if the server closed the connection (EOF or reset) within timeout."""
+        self.sock.settimeout(timeout)
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+        except socket.timeout:
+            return False
+
+    def read_response(self, head_only=False, timeout=5.0):
+        """Read one response framed by Content-Length or chunked (none for 1xx/204/304, or
+        when head_only, as for HEAD). Returns (status, headers with lowercase names, body,
+        raw head). For chunked responses the body is returned decoded."""
+        self.sock.settimeout(timeout)
+        while b"\r\n\r\n" not in self.buf:
+            b = self.sock.recv(65536)
+            if not b:
+                raise ConnectionError("closed before response head: %r" % self.buf)
+            self.buf += b
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ")[1])
+        headers = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            headers.setdefault(k.strip().lower(), v.strip())
+        if head_only or status in (204, 304) or status < 200:
+            return status, headers, b"", head.decode("latin-1")
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            body = b""
+            while True:
+                line = self._read_line()
+                size = int(line.split(b";")[0], 16)
+                if size == 0:
+                    while self._read_line() != b"":
+                        pass
+                    break
+                body += self._read_exact(size)
+                assert self._read_exact(2) == b"\r\n"
+            return status, headers, body, head.decode("latin-1")
+        n = int(headers.get("content-length", "0"))
+        return status, headers, self._read_exact(n), head.decode("latin-1")
+
+    def _fill(self):
+        b = self.sock.recv(65536)
+        if not b:
+            raise ConnectionError("closed in body")
+        self.buf += b
+
+    def _read_exact(self, n):
+        while len(self.buf) < n:
+            self._fill()
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def _read_line(self):
+        while b"\r\n" not in self.buf:
+            self._fill()
+        line, _, self.buf = self.buf.partition(b"\r\n")
+        return line
