@@ -25,15 +25,18 @@ UNIT_BIN   := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 all: $(B)/lfhttpd
 
 $(B)/lfhttpd: $(MAIN_OBJ) $(SERVER_OBJ)
-	$(CC) $(CFLAGS) $(STD) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	@echo "  LD    $@"
+	@$(CC) $(CFLAGS) $(STD) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(B)/obj/%.o: %.c $(wildcard server/*.h modules/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(STD) $(WARN) $(INC) -c -o $@ $<
+	@echo "  CC    $<"
+	@$(CC) $(CFLAGS) $(STD) $(WARN) $(INC) -c -o $@ $<
 
 $(B)/tests/test_%: tests/unit/test_%.c $(SERVER_OBJ) tests/unit/test.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(STD) $(WARN) $(INC) -Itests/unit -o $@ $< $(SERVER_OBJ) $(LDLIBS)
+	@echo "  CC    $<"
+	@$(CC) $(CFLAGS) $(STD) $(WARN) $(INC) -Itests/unit -o $@ $< $(SERVER_OBJ) $(LDLIBS)
 
 $(B)/tests/alloc_counter.so: tests/alloc_counter.c
 	@mkdir -p $(dir $@)

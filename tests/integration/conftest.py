@@ -125,6 +125,7 @@ def start_server(tmp_path):
         if SANITIZED:
             log = s.error_log()
             assert "ERROR: AddressSanitizer" not in log, log
+            assert "ERROR: LeakSanitizer" not in log, log
             assert "runtime error:" not in log, log
             assert "WARNING: ThreadSanitizer" not in log, log
 
