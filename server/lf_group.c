@@ -118,12 +118,14 @@ fail:;
 int lf_group_add(struct lf_group *g, struct lf_handle *h, uint32_t events)
 {
     h->group = g;
+    atomic_store_explicit(&h->handoff, 1, memory_order_release);
     struct epoll_event ev = {.events = events | EPOLLONESHOT, .data.ptr = h};
     return epoll_ctl(g->epfd, EPOLL_CTL_ADD, h->fd, &ev) < 0 ? -errno : 0;
 }
 
 int lf_group_rearm(struct lf_handle *h, uint32_t events)
 {
+    atomic_store_explicit(&h->handoff, 1, memory_order_release);
     struct epoll_event ev = {.events = events | EPOLLONESHOT, .data.ptr = h};
     return epoll_ctl(h->group->epfd, EPOLL_CTL_MOD, h->fd, &ev) < 0 ? -errno : 0;
 }
@@ -215,6 +217,7 @@ static void *lf_thread_main(void *arg)
         g->stats.events++;
         lf_promote(g);
         pthread_mutex_unlock(&g->lock);
+        (void)atomic_load_explicit(&h->handoff, memory_order_acquire);
         h->on_event(h, ev.events);
         pthread_mutex_lock(&g->lock);
     }

@@ -24,6 +24,11 @@ struct lf_handle {
     int fd;
     lf_event_fn on_event;
     struct lf_group *group; /* the group whose handle set holds it */
+    /* Written (release) when the handle is armed, read (acquire) before its event is
+     * processed: what one thread did before re-arming is visible to the next thread that
+     * gets the handle. The kernel orders epoll_ctl before the epoll_wait that reports it,
+     * but the C memory model (and ThreadSanitizer) cannot see that. */
+    atomic_uint handoff;
 };
 
 /* How a new leader is chosen from the waiting followers. */

@@ -1,0 +1,168 @@
+/* Unit tests of the configuration file parser. */
+#define TEST_MAIN
+#include "test.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include "config.h"
+
+/* Write text to a temporary file and load it over the defaults. Returns config_load's
+ * result; the error message is left in err. */
+static int load_text(const char *text, struct config *cfg, char *err, size_t err_len)
+{
+    char path[] = "/tmp/lfhttpd-test-conf-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return -2;
+    ssize_t w = write(fd, text, strlen(text));
+    close(fd);
+    if (w < 0)
+        return -2;
+    config_defaults(cfg);
+    err[0] = '\0';
+    int rc = config_load(cfg, path, err, err_len);
+    /* Messages name the file; make them comparable. */
+    char *p = strstr(err, path);
+    if (p) {
+        size_t pl = strlen(path);
+        memmove(p + 4, p + pl, strlen(p + pl) + 1);
+        memcpy(p, "FILE", 4);
+    }
+    unlink(path);
+    return rc;
+}
+
+TEST(defaults_listen_on_8080_and_serve_www)
+{
+    struct config cfg;
+    config_defaults(&cfg);
+    CHECK_EQ_INT(cfg.n_listen, 1);
+    CHECK_EQ_INT(ntohs(((struct sockaddr_in *)&cfg.listen[0].addr)->sin_port), 8080);
+    CHECK(strcmp(cfg.root, "www") == 0);
+    CHECK_EQ_INT(cfg.max_header_size, 8192);
+}
+
+TEST(directives_set_their_fields)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("root /srv/www;\nthreads 3;\nmax_body_size 2m;\n"
+                           "header_timeout 250ms;\nkeepalive_timeout 2m;\n"
+                           "index a.html b.html;\nserver_tokens off;\n",
+                           &cfg, err, sizeof(err)),
+                 0);
+    CHECK(strcmp(cfg.root, "/srv/www") == 0);
+    CHECK_EQ_INT(cfg.threads, 3);
+    CHECK_EQ_INT(cfg.max_body_size, 2 * 1024 * 1024);
+    CHECK_EQ_INT(cfg.header_timeout_ms, 250);
+    CHECK_EQ_INT(cfg.keepalive_timeout_ms, 120000);
+    CHECK_EQ_INT(cfg.n_index, 2);
+    CHECK(strcmp(cfg.index[1], "b.html") == 0);
+    CHECK(!cfg.server_tokens);
+    config_free(&cfg);
+}
+
+TEST(first_listen_replaces_the_default_and_more_add_to_it)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("listen 127.0.0.1:9000;\nlisten [::1]:9001;\n", &cfg, err,
+                           sizeof(err)),
+                 0);
+    CHECK_EQ_INT(cfg.n_listen, 2);
+    CHECK_EQ_INT(cfg.listen[0].addr.ss_family, AF_INET);
+    CHECK_EQ_INT(cfg.listen[1].addr.ss_family, AF_INET6);
+    CHECK_EQ_INT(ntohs(((struct sockaddr_in6 *)&cfg.listen[1].addr)->sin6_port), 9001);
+    config_free(&cfg);
+}
+
+TEST(comments_and_quoted_values_are_understood)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("# a comment\nroot \"/srv/my site\"; # trailing comment\n"
+                           "access_log '/var/log/a#b.log';\n",
+                           &cfg, err, sizeof(err)),
+                 0);
+    CHECK(strcmp(cfg.root, "/srv/my site") == 0);
+    CHECK(strcmp(cfg.access_log, "/var/log/a#b.log") == 0);
+    config_free(&cfg);
+}
+
+TEST(unknown_directive_names_file_and_line)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("root www;\n\nfrobnicate yes;\n", &cfg, err, sizeof(err)), -1);
+    CHECK(strstr(err, "FILE:3:") != NULL);
+    CHECK(strstr(err, "frobnicate") != NULL);
+    config_free(&cfg);
+}
+
+TEST(missing_semicolon_is_an_error_with_line)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("root www;\nthreads 2\n", &cfg, err, sizeof(err)), -1);
+    CHECK(strstr(err, "FILE:") != NULL);
+    CHECK(strstr(err, "not terminated") != NULL);
+    config_free(&cfg);
+}
+
+TEST(unbalanced_braces_are_errors)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("root www;\n}\n", &cfg, err, sizeof(err)), -1);
+    CHECK(strstr(err, "FILE:2:") != NULL);
+    config_free(&cfg);
+    CHECK_EQ_INT(load_text("class a {\n threads 2;\n", &cfg, err, sizeof(err)), -1);
+    CHECK(strstr(err, "end of file") != NULL);
+    config_free(&cfg);
+}
+
+TEST(bad_values_are_errors_naming_the_directive)
+{
+    const char *bad[] = {
+        "threads abc;",         "threads -1;",           "max_body_size 12q;",
+        "header_timeout 5x;",   "listen 1.2.3.4:99999;", "listen nowhere:80;",
+        "max_header_size 64k;", "error_log stderr loud;", "server_tokens maybe;",
+        "root;",                "root a b;",              "index ../x;",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct config cfg;
+        char err[512];
+        int rc = load_text(bad[i], &cfg, err, sizeof(err));
+        config_free(&cfg);
+        if (rc != -1 || strstr(err, "FILE:1:") == NULL) {
+            fprintf(stderr, "  accepted or unlocated: %s -> %s\n", bad[i], err);
+            CHECK(0);
+        }
+    }
+}
+
+TEST(sizes_and_durations_take_suffixes)
+{
+    uint64_t v;
+    unsigned ms;
+    CHECK(config_parse_size("16k", &v) == 0 && v == 16384);
+    CHECK(config_parse_size("1g", &v) == 0 && v == 1073741824ull);
+    CHECK(config_parse_size("k", &v) < 0);
+    CHECK(config_parse_duration_ms("10", &ms) == 0 && ms == 10000);
+    CHECK(config_parse_duration_ms("1h", &ms) == 0 && ms == 3600000);
+    CHECK(config_parse_duration_ms("10 s", &ms) < 0);
+}
+
+TEST(the_shipped_configuration_is_valid)
+{
+    struct config cfg;
+    char err[512];
+    config_defaults(&cfg);
+    int rc = config_load(&cfg, "conf/lfhttpd.conf", err, sizeof(err));
+    if (rc < 0)
+        fprintf(stderr, "  %s\n", err);
+    CHECK_EQ_INT(rc, 0);
+    config_free(&cfg);
+}
