@@ -23,44 +23,54 @@ SANITIZED = bool(os.environ.get("LFHTTPD_SANITIZE"))
 
 
 class Server:
-    """One running lfhttpd process."""
+    """One running lfhttpd process.
 
-    def __init__(self, tmp_path, docroot, conf_extra="", args=(), env=None, wrap=()):
-        self.docroot = str(docroot)
-        self.dir = tmp_path
-        self.err_path = os.path.join(str(tmp_path), "error.log")
-        self.access_path = os.path.join(str(tmp_path), "access.log")
-        self.conf_path = os.path.join(str(tmp_path), "lfhttpd.conf")
-        conf = (
-            "listen 127.0.0.1:0;\n"
-            f'root "{self.docroot}";\n'
-            "threads 4;\n"
-            f'access_log "{self.access_path}";\n'
-            "error_log stderr debug;\n"
-            "shutdown_timeout 5s;\n" + conf_extra
-        )
+    By default its configuration is the fixture's (a loopback port it picks itself,
+    `docroot`, 4 threads, an access log file, debug error log) plus `conf_extra`;
+    `conf` replaces all of that with the test's own text. The first listener the server
+    reports ("listening on ADDR:PORT") gives host and port. stdout goes to a file that
+    stdout() reads, stderr (the error log) to one that error_log() reads."""
+
+    def __init__(self, tmp_path, docroot, conf_extra="", args=(), env=None, wrap=(),
+                 conf=None):
+        self.docroot = str(docroot) if docroot is not None else None
+        self.dir = str(tmp_path)
+        os.makedirs(self.dir, exist_ok=True)
+        self.err_path = os.path.join(self.dir, "error.log")
+        self.out_path = os.path.join(self.dir, "stdout.log")
+        self.access_path = os.path.join(self.dir, "access.log")
+        self.conf_path = os.path.join(self.dir, "lfhttpd.conf")
+        if conf is None:
+            conf = (
+                "listen 127.0.0.1:0;\n"
+                f'root "{self.docroot}";\n'
+                "threads 4;\n"
+                f'access_log "{self.access_path}";\n'
+                "error_log stderr debug;\n"
+                "shutdown_timeout 5s;\n" + conf_extra
+            )
         with open(self.conf_path, "w") as f:
             f.write(conf)
         self.err = open(self.err_path, "w+")
+        self.out = open(self.out_path, "w+")
         full_env = dict(os.environ)
         if env:
             full_env.update(env)
         self.proc = subprocess.Popen(
             list(wrap) + [BIN, "-c", self.conf_path] + list(args),
-            stdout=subprocess.DEVNULL,
+            stdout=self.out,
             stderr=self.err,
             env=full_env,
+            cwd=self.dir,
         )
-        self.host = "127.0.0.1"
-        self.port = self._wait_for_port()
+        self.host, self.port = self._wait_for_port()
 
     def _wait_for_port(self, timeout=15.0):
         deadline = time.time() + timeout
         while time.time() < deadline:
-            with open(self.err_path) as f:
-                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", f.read())
+            m = re.search(r"listening on (\[[0-9a-fA-F:.]+\]|[0-9.]+):(\d+)", self.error_log())
             if m:
-                return int(m.group(1))
+                return m.group(1).strip("[]"), int(m.group(2))
             if self.proc.poll() is not None:
                 raise RuntimeError("lfhttpd exited at start:\n" + self.error_log())
             time.sleep(0.02)
@@ -68,10 +78,15 @@ class Server:
 
     @property
     def url(self):
-        return f"http://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
 
     def error_log(self):
         with open(self.err_path) as f:
+            return f.read()
+
+    def stdout(self):
+        with open(self.out_path) as f:
             return f.read()
 
     def access_log(self):
@@ -95,7 +110,20 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         self.err.close()
+        self.out.close()
         return self.proc.returncode
+
+
+def check_clean_exit(server):
+    """Stop the server and check it did not crash, and (in sanitizer builds) that the
+    sanitizers reported nothing, leaks at exit included."""
+    code = server.stop()
+    assert code is None or code >= 0, f"lfhttpd died with signal {-code}:\n{server.error_log()}"
+    if SANITIZED:
+        log = server.error_log()
+        for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                       "WARNING: ThreadSanitizer"):
+            assert marker not in log, log
 
 
 @pytest.fixture
@@ -108,32 +136,48 @@ def docroot(tmp_path):
 
 @pytest.fixture
 def start_server(tmp_path):
-    """start_server(docroot, conf_extra="", args=(), env=None) -> Server.
-    Every server started is stopped when the test ends."""
+    """start_server(docroot, conf_extra="", args=(), env=None, wrap=(), conf=None) -> Server.
+    Every server started is stopped (by PID) when the test ends, pass or fail."""
     servers = []
 
-    def start(docroot, conf_extra="", args=(), env=None, wrap=()):
-        s = Server(tmp_path, docroot, conf_extra, args, env, wrap)
+    def start(docroot, conf_extra="", args=(), env=None, wrap=(), conf=None):
+        s = Server(tmp_path / f"server{len(servers)}", docroot, conf_extra, args, env, wrap,
+                   conf)
         servers.append(s)
         return s
 
     yield start
     for s in servers:
-        code = s.stop()
-        # A server must never die of a signal (crash) during a test.
-        assert code is None or code >= 0, f"lfhttpd died with signal {-code}:\n{s.error_log()}"
-        if SANITIZED:
-            log = s.error_log()
-            assert "ERROR: AddressSanitizer" not in log, log
-            assert "ERROR: LeakSanitizer" not in log, log
-            assert "runtime error:" not in log, log
-            assert "WARNING: ThreadSanitizer" not in log, log
+        check_clean_exit(s)
 
 
 @pytest.fixture
 def server(start_server, docroot):
     """A server on an empty docroot with the default settings."""
     return start_server(docroot)
+
+
+@pytest.fixture
+def connect():
+    """connect(server, timeout=5.0, rcvbuf=None) -> Client with TCP_NODELAY; a small rcvbuf
+    makes a client that reads slowly. Every client is closed when the test ends."""
+    clients = []
+
+    def _connect(server, timeout=5.0, rcvbuf=None):
+        sock = socket.socket(socket.AF_INET6 if ":" in server.host else socket.AF_INET,
+                             socket.SOCK_STREAM)
+        if rcvbuf is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        sock.settimeout(timeout)
+        sock.connect((server.host, server.port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        c = Client(sock)
+        clients.append(c)
+        return c
+
+    yield _connect
+    for c in clients:
+        c.close()
 
 
 class Client:

@@ -14,31 +14,6 @@ SHORT_DEADLINES = "header_timeout 1s;\nkeepalive_timeout 1s;\nsend_timeout 1s;\n
 
 
 @pytest.fixture
-def connect(start_server):
-    """connect(server, rcvbuf=None) -> Client; all are closed before the servers stop."""
-    from conftest import Client
-
-    clients = []
-
-    def _connect(server, timeout=5.0, rcvbuf=None):
-        if rcvbuf is None:
-            c = server.connect(timeout)
-        else:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-            sock.settimeout(timeout)
-            sock.connect((server.host, server.port))
-            c = Client(sock)
-        c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        clients.append(c)
-        return c
-
-    yield _connect
-    for c in clients:
-        c.close()
-
-
-@pytest.fixture
 def site(start_server, docroot):
     (docroot / "f.txt").write_bytes(FILE_BODY)
     return start_server(docroot)

@@ -11,101 +11,13 @@ from datetime import datetime, timezone
 
 import pytest
 
-from conftest import BIN, ROOT, SANITIZED, Client, Server
+from conftest import BIN, ROOT
 
 FILE_BODY = b"hello"
 GOOD = b"GET /f.txt HTTP/1.1\r\nHost: t\r\n\r\n"
 
 
 # ---------------------------------------------------------------- helpers
-
-
-class CustomServer(Server):
-    """An lfhttpd started from a configuration written entirely by the test (the fixture's
-    Server always adds its own access_log, threads and shutdown_timeout lines)."""
-
-    def __init__(self, workdir, conf, args=(), port_re=r"listening on 127\.0\.0\.1:(\d+)",
-                 host="127.0.0.1"):
-        os.makedirs(workdir, exist_ok=True)
-        self.dir = workdir
-        self.docroot = None
-        self.err_path = os.path.join(workdir, "error.log")
-        self.out_path = os.path.join(workdir, "stdout.log")
-        self.access_path = os.path.join(workdir, "access.log")
-        self.conf_path = os.path.join(workdir, "lfhttpd.conf")
-        with open(self.conf_path, "w") as f:
-            f.write(conf)
-        self.err = open(self.err_path, "w+")
-        self.out = open(self.out_path, "w+")
-        self.proc = subprocess.Popen([BIN, "-c", self.conf_path] + list(args),
-                                     stdout=self.out, stderr=self.err, cwd=workdir)
-        self.host = host
-        self.port_re = port_re
-        self.port = self._wait_for_port()
-
-    def _wait_for_port(self, timeout=15.0):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            m = re.search(self.port_re, self.error_log())
-            if m:
-                return int(m.group(1))
-            if self.proc.poll() is not None:
-                raise RuntimeError("lfhttpd exited at start:\n" + self.error_log())
-            time.sleep(0.02)
-        raise RuntimeError("lfhttpd did not report a port:\n" + self.error_log())
-
-    def connect(self, timeout=5.0):
-        return Client(socket.create_connection((self.host, self.port), timeout=timeout))
-
-    def stdout(self):
-        with open(self.out_path) as f:
-            return f.read()
-
-    def stop(self, sig=signal.SIGTERM, timeout=10.0):
-        code = super().stop(sig, timeout)
-        self.out.close()
-        return code
-
-
-@pytest.fixture
-def start_custom(tmp_path):
-    """start_custom(conf_text, args=(), **kw) -> CustomServer, stopped at teardown."""
-    servers = []
-
-    def start(conf, args=(), **kw):
-        s = CustomServer(str(tmp_path / ("custom%d" % len(servers))), conf, args, **kw)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        code = s.stop()
-        assert code is None or code >= 0, f"lfhttpd died with signal {-code}:\n{s.error_log()}"
-        if SANITIZED:
-            log = s.error_log()
-            for marker in ("ERROR: AddressSanitizer", "runtime error:", "WARNING: ThreadSanitizer"):
-                assert marker not in log, log
-
-
-@pytest.fixture
-def connect(start_server, start_custom):
-    clients = []
-
-    def _connect(server, timeout=5.0, rcvbuf=None):
-        if rcvbuf is None:
-            c = server.connect(timeout)
-        else:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-            sock.settimeout(timeout)
-            sock.connect((server.host, server.port))
-            c = Client(sock)
-        clients.append(c)
-        return c
-
-    yield _connect
-    for c in clients:
-        c.close()
 
 
 @pytest.fixture
@@ -293,15 +205,15 @@ def test_listen_option_is_repeatable(start_server, docroot):
         assert fetch(s)[2] == FILE_BODY
 
 
-def test_ipv6_listen(start_custom, docroot):
+def test_ipv6_listen(start_server, docroot):
     """`listen [::1]:0;` serves over IPv6."""
     try:
         socket.socket(socket.AF_INET6).bind(("::1", 0))
     except OSError:
         pytest.skip("no IPv6 loopback")
     (docroot / "f.txt").write_bytes(FILE_BODY)
-    s = start_custom(f'listen [::1]:0;\nroot "{docroot}";\nthreads 2;\naccess_log off;\n',
-                     port_re=r"listening on \[::1\]:(\d+)", host="::1")
+    s = start_server(docroot, conf=f'listen [::1]:0;\nroot "{docroot}";\nthreads 2;\n'
+                     'access_log off;\n')
     st, _, body, head = fetch(s)
     assert st == 200 and body == FILE_BODY, head
 
@@ -460,11 +372,12 @@ def test_access_log_cannot_be_injected_through_request_line(site, connect):
         assert CLF.match(l), l
 
 
-def test_access_log_off_writes_nothing(start_custom, docroot, tmp_path):
+def test_access_log_off_writes_nothing(start_server, docroot, tmp_path):
     """`access_log off;` (and no other access_log): nothing on stdout (the default
     destination), no file created (say, one named "off" in the working directory)."""
     (docroot / "f.txt").write_bytes(FILE_BODY)
-    s = start_custom(f'listen 127.0.0.1:0;\nroot "{docroot}";\nthreads 2;\naccess_log off;\n')
+    s = start_server(docroot, conf=f'listen 127.0.0.1:0;\nroot "{docroot}";\n'
+                     'threads 2;\naccess_log off;\n')
     before = set(os.listdir(s.dir))
     for _ in range(3):
         assert fetch(s)[0] == 200
@@ -474,10 +387,11 @@ def test_access_log_off_writes_nothing(start_custom, docroot, tmp_path):
     assert set(os.listdir(s.dir)) == before
 
 
-def test_access_log_stdout(start_custom, docroot):
+def test_access_log_stdout(start_server, docroot):
     """`access_log stdout;` writes the CLF lines on standard output."""
     (docroot / "f.txt").write_bytes(FILE_BODY)
-    s = start_custom(f'listen 127.0.0.1:0;\nroot "{docroot}";\nthreads 2;\naccess_log stdout;\n')
+    s = start_server(docroot, conf=f'listen 127.0.0.1:0;\nroot "{docroot}";\n'
+                     'threads 2;\naccess_log stdout;\n')
     assert fetch(s)[0] == 200
     s.proc.send_signal(signal.SIGTERM)
     assert s.proc.wait(10) == 0
@@ -582,11 +496,12 @@ def test_new_connection_after_sigterm_is_refused(start_server, docroot, connect)
     assert s.proc.wait(6) == 0
 
 
-def test_shutdown_timeout_closes_stuck_connections(start_custom, docroot, connect):
+def test_shutdown_timeout_closes_stuck_connections(start_server, docroot, connect):
     """shutdown_timeout 1s: a client that never reads its response cannot hold the process;
     it exits within about a second of the signal."""
     (docroot / "big.bin").write_bytes(b"z" * (16 << 20))
-    s = start_custom(f'listen 127.0.0.1:0;\nroot "{docroot}";\nthreads 2;\naccess_log off;\n'
+    s = start_server(docroot, conf=f'listen 127.0.0.1:0;\nroot "{docroot}";\n'
+                     'threads 2;\naccess_log off;\n'
                      "shutdown_timeout 1s;\nsend_timeout 60s;\n")
     c = connect(s, rcvbuf=16384)
     c.send(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
