@@ -5,6 +5,7 @@
 #   make clean
 # Variant builds go to their own folders: build/asan (ASan + UBSan), build/tsan.
 
+SHELL   := /bin/bash
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
@@ -20,7 +21,7 @@ MAIN_OBJ   := $(B)/obj/server/main.o
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
-.PHONY: all run test check-deps unit integration test-asan test-tsan clean
+.PHONY: all run test check-deps unit integration test-asan test-tsan fuzz clean
 
 all: $(B)/lfhttpd
 
@@ -98,6 +99,22 @@ test: check-deps
 	$(MAKE) --no-print-directory integration
 	$(MAKE) --no-print-directory test-asan
 	$(MAKE) --no-print-directory test-tsan
+
+# libFuzzer targets (clang), each run for FUZZ_SECONDS from its corpus in build/fuzz/.
+FUZZ_SECONDS ?= 10
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+fuzz:
+	@mkdir -p build/fuzz
+	@for src in $(FUZZ_SRC); do \
+	  name=$$(basename $$src .c); \
+	  echo "  FUZZ  $$name ($(FUZZ_SECONDS) s)"; \
+	  clang $(FUZZ_FLAGS) $(STD) $(INC) -o build/fuzz/$$name $$src server/http_parse.c || exit 1; \
+	  mkdir -p build/fuzz/corpus-$$name; \
+	  build/fuzz/$$name -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    build/fuzz/corpus-$$name 2>&1 | grep -E "^(stat::number_of_executed_units|stat::peak_rss|#[0-9]+.*DONE)|ERROR|SUMMARY" ; \
+	  [ $${PIPESTATUS[0]} -eq 0 ] || exit 1; \
+	done
 
 clean:
 	rm -rf build
