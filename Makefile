@@ -21,7 +21,7 @@ MAIN_OBJ   := $(B)/obj/server/main.o
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
-.PHONY: all run test check-deps unit integration test-asan test-tsan fuzz clean
+.PHONY: all run test check-deps unit integration test-asan test-tsan fuzz docker clean
 
 all: $(B)/lfhttpd
 
@@ -115,6 +115,20 @@ fuzz:
 	    build/fuzz/corpus-$$name 2>&1 | grep -E "^(stat::number_of_executed_units|stat::peak_rss|#[0-9]+.*DONE)|ERROR|SUMMARY" ; \
 	  [ $${PIPESTATUS[0]} -eq 0 ] || exit 1; \
 	done
+
+# The container image, built with docker when an engine answers, else with podman.
+IMAGE ?= lfhttpd
+docker:
+	@if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \
+	  docker build -t $(IMAGE) .; \
+	elif command -v podman >/dev/null 2>&1; then \
+	  podman build -t $(IMAGE) .; \
+	else \
+	  echo "make docker: neither a docker engine nor podman is available"; exit 1; \
+	fi
+
+# The benchmark harness (make bench, make bench QUICK=1) lives beside its scripts.
+-include tests/bench/bench.mk
 
 clean:
 	rm -rf build

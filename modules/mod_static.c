@@ -378,13 +378,13 @@ static enum mod_result static_handle(void *state, const struct request *req,
     return MOD_HANDLED;
 }
 
-static int static_init(const struct config *cfg, void **state, char *err, size_t err_len)
+static int static_init(struct module_init *mi, void **state)
 {
     struct static_state *st = calloc(1, sizeof(*st));
-    if (!st || !realpath(cfg->root, st->root_real)) {
-        snprintf(err, err_len, "root \"%s\": %s", cfg->root, strerror(errno));
+    if (!st || !realpath(mi->cfg->root, st->root_real)) {
+        int saved = errno;
         free(st);
-        return -1;
+        return module_error(mi, NULL, "root \"%s\": %s", mi->cfg->root, strerror(saved));
     }
     st->root_real_len = strlen(st->root_real);
     *state = st;

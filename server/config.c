@@ -456,7 +456,8 @@ static const struct directive directives[] = {
     {"server_tokens", 1, 1, set_server_tokens},
 };
 
-static int apply_directives(struct config *cfg, const char *path, char *err, size_t err_len)
+static int apply_directives(struct config *cfg, const char *path, config_known_fn known,
+                            char *err, size_t err_len)
 {
     bool saw_listen = false;
     for (const struct conf_node *n = cfg->tree; n; n = n->next) {
@@ -464,6 +465,8 @@ static int apply_directives(struct config *cfg, const char *path, char *err, siz
         for (size_t i = 0; i < sizeof(directives) / sizeof(directives[0]); i++)
             if (strcmp(directives[i].name, n->name) == 0)
                 d = &directives[i];
+        if (!d && known && known(n->name))
+            continue; /* its owner reads it */
         if (!d) {
             snprintf(err, err_len, "%s:%u: unknown directive \"%s\"", path, n->line, n->name);
             return -1;
@@ -486,7 +489,17 @@ static int apply_directives(struct config *cfg, const char *path, char *err, siz
     return 0;
 }
 
-int config_load(struct config *cfg, const char *path, char *err, size_t err_len)
+const struct conf_node *config_next(const struct config *cfg, const char *name,
+                                    const struct conf_node *after)
+{
+    for (const struct conf_node *n = after ? after->next : cfg->tree; n; n = n->next)
+        if (strcmp(n->name, name) == 0)
+            return n;
+    return NULL;
+}
+
+int config_load(struct config *cfg, const char *path, config_known_fn known, char *err,
+                size_t err_len)
 {
     FILE *f = fopen(path, "r");
     if (!f) {
@@ -520,7 +533,7 @@ int config_load(struct config *cfg, const char *path, char *err, size_t err_len)
     free(text);
     if (rc < 0)
         return -1;
-    return apply_directives(cfg, path, err, err_len);
+    return apply_directives(cfg, path, known, err, err_len);
 }
 
 void config_free(struct config *cfg)

@@ -74,9 +74,18 @@ struct config {
 /* Fill cfg with the built-in defaults. */
 void config_defaults(struct config *cfg);
 
+/* Directives that belong to other parts (modules): config_load leaves them in the tree
+ * for their owners to read, and rejects any directive that neither it nor this knows. */
+typedef bool (*config_known_fn)(const char *name);
+
 /* Read and interpret the file at path into cfg (which should hold defaults).
  * Returns 0, or -1 with a "FILE:LINE: message" in err. */
-int config_load(struct config *cfg, const char *path, char *err, size_t err_len);
+int config_load(struct config *cfg, const char *path, config_known_fn known, char *err,
+                size_t err_len);
+
+/* The next top-level statement named `name` after `after` (NULL: from the start). */
+const struct conf_node *config_next(const struct config *cfg, const char *name,
+                                    const struct conf_node *after);
 
 /* Parse "ADDR:PORT", "PORT", "[V6]:PORT" or "*:PORT" into l. Returns 0 or -1. */
 int config_parse_listen(const char *text, struct config_listen *l);

@@ -68,7 +68,7 @@ void service_fini(struct service *svc)
 }
 
 struct conn *conn_open(struct service *svc, int fd, const struct sockaddr *peer,
-                       socklen_t peer_len)
+                       socklen_t peer_len, const struct sockaddr *local)
 {
     pthread_mutex_lock(&svc->lock);
     struct conn *c = svc->free_conns;
@@ -86,6 +86,7 @@ struct conn *conn_open(struct service *svc, int fd, const struct sockaddr *peer,
     c->h.on_event = http_conn_event;
     c->h.group = svc->group;
     c->svc = svc;
+    c->local = local;
     if (peer_len > sizeof(c->peer))
         peer_len = sizeof(c->peer);
     memcpy(&c->peer, peer, peer_len);
@@ -132,6 +133,8 @@ void conn_close(struct conn *c)
     if (c->in)
         conn_buf_put(svc, c->in);
     c->in = NULL;
+    free(c->collect);
+    c->collect = NULL;
     atomic_fetch_sub_explicit(&svc->n_conns, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&svc->srv->n_conns, 1, memory_order_relaxed);
 

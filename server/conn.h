@@ -31,7 +31,7 @@ enum conn_state {
     CONN_NEW = 0, /* accepted, no byte yet: header_timeout from accept */
     CONN_IDLE,    /* keep-alive, between requests: keepalive_timeout */
     CONN_HEAD,    /* part of a request head received: header_timeout from its first byte */
-    CONN_BODY,    /* skipping a request body: header_timeout since the last bytes */
+    CONN_BODY,    /* skipping or collecting a body: header_timeout since the last bytes */
     CONN_SEND,    /* a response is parked, waiting for EPOLLOUT: send_timeout */
     CONN_LINGER,  /* closing: output shut, draining what the client still sends */
 };
@@ -45,6 +45,16 @@ struct conn_buf {
 };
 
 struct conn_out; /* a parked response: see conn.c */
+
+/* A request whose body a handler needs, collected across events: the head, then the body
+ * (decoded, if chunked), then raw bytes not yet decoded. */
+struct conn_collect {
+    size_t head_len;
+    size_t body_len; /* decoded body bytes after the head */
+    size_t raw_len;  /* valid bytes in data: head + body + pending raw */
+    size_t cap;
+    char data[];
+};
 
 struct service; /* below */
 
@@ -66,6 +76,8 @@ struct conn {
 
     struct conn_buf *in;  /* carried-over request bytes, or NULL */
     struct conn_out *out; /* the rest of a response, or NULL */
+    struct conn_collect *collect; /* a request body being read for a handler, or NULL */
+    const struct sockaddr *local; /* the listener's address */
 
     union {
         struct sockaddr sa;
@@ -98,7 +110,7 @@ void service_fini(struct service *svc);
 
 /* A new connection on an accepted socket; NULL if out of memory (fd is then closed). */
 struct conn *conn_open(struct service *svc, int fd, const struct sockaddr *peer,
-                       socklen_t peer_len);
+                       socklen_t peer_len, const struct sockaddr *local);
 void conn_close(struct conn *c);
 
 /* Wait for `events` (EPOLLIN/EPOLLOUT) in `state` until deadline; the last act of an event. */

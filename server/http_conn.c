@@ -6,14 +6,18 @@
  * in the handle set with only what must outlive this call (a partial request, the rest of
  * a response the socket would not take, a body still being skipped).
  *
- * Request bodies: no module reads bodies yet, so every body is skipped, exactly, so that
- * the next request on the connection starts where the body ends. What is already in the
- * buffer is checked before the request is answered (a malformed chunked body is a 400);
- * the rest is skipped after the answer as it arrives. A body the client has not started
- * sending because it waits for "100 Continue" is not asked for: the answer says
+ * Request bodies: the request is routed (path decoded, rewrite hooks, mount found) before
+ * its body is touched. If the mount's module wants bodies, the whole body is read first:
+ * from the stack buffer when it is all there, else collected on the connection across
+ * events (after a "100 Continue" if the client waits for one). Every other body is
+ * skipped, exactly, so that the next request starts where the body ends: what is already
+ * in the buffer is checked before the request is answered (a malformed chunked body is a
+ * 400), the rest is skipped after the answer as it arrives. A body the client has not
+ * started to send because it waits for "100 Continue" is not asked for: the answer says
  * Connection: close instead.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -76,36 +80,50 @@ static void log_access(struct conn *c, struct http_slice line, const struct http
     access_log_write(&conn_server(c)->access_log, &e);
 }
 
-/* Fill resp for a parsed request: the core's checks, then the module chain. */
-static void answer(struct conn *c, const struct http_request *req, struct response *resp,
-                   int64_t now_s)
+/* Decode and route the request's path (rewrite hooks, mount). r is always usable by the
+ * log hooks afterwards. Returns 0, or the status of an error to answer instead. */
+static int route(struct conn *c, const struct http_request *h, struct request *r, char *path,
+                 int64_t now_s)
 {
     struct server *srv = conn_server(c);
-    if (req->method == HTTP_METHOD_UNKNOWN) {
-        resp_error(resp, 501);
-        return;
-    }
-    if (req->method == HTTP_METHOD_CONNECT) {
-        resp_error(resp, 405);
-        resp_header(resp, "Allow", "GET, HEAD");
-        return;
-    }
-    char path[4096];
-    long n = http_path_normalize(req->path, path, sizeof(path));
-    if (n < 0) {
-        resp_error(resp, (int)-n);
-        return;
-    }
-    struct request r = {
-        .http = req,
+    path[0] = '\0';
+    *r = (struct request){
+        .http = h,
         .path = path,
-        .path_len = (size_t)n,
         .peer = &c->peer.sa,
+        .local = c->local,
         .now_s = now_s,
         .cfg = &srv->cfg,
         .root_fd = srv->root_fd,
+        .server = srv,
     };
-    module_chain_handle(&srv->chain, &r, resp);
+    if (h->method == HTTP_METHOD_UNKNOWN)
+        return 501;
+    if (h->method == HTTP_METHOD_CONNECT)
+        return 405;
+    long n = http_path_normalize(h->path, path, REQUEST_PATH_MAX);
+    if (n < 0)
+        return (int)-n;
+    r->path_len = (size_t)n;
+    module_chain_route(&srv->chain, r);
+    return 0;
+}
+
+/* Fill, finish and log the response: an error status, or the module chain's answer. */
+static void respond(struct conn *c, const struct http_request *h, const struct request *r,
+                    int status, struct response *resp)
+{
+    struct server *srv = conn_server(c);
+    if (status) {
+        resp_error(resp, status);
+        if (status == 405)
+            resp_header(resp, "Allow", "GET, HEAD");
+    } else {
+        module_chain_answer(&srv->chain, r, resp);
+    }
+    resp_finish(resp, h->version_minor == 0);
+    log_access(c, request_line(h), h, resp, r->now_s);
+    module_chain_log(&srv->chain, r, resp);
 }
 
 /* Keep unparsed bytes on the connection until its next event. Returns false if out of
@@ -170,6 +188,67 @@ static void answer_malformed(struct conn *c, int status, const char *buf, size_t
     send_and_continue(c, &resp, NULL, 0);
 }
 
+/* Is the body the handler wants all in buf[*pos, len)? If so, point r at it and move *pos
+ * past it. A chunked body is decoded in place as far as it goes (*decoded says how far);
+ * a malformed or oversized one sets *status. */
+static bool body_in_buffer(struct conn *c, char *buf, size_t *pos, size_t len,
+                           struct request *r, size_t *decoded, int *status)
+{
+    size_t avail = len - *pos;
+    *decoded = 0;
+    if (c->body_mode == CONN_BODY_LENGTH) {
+        if (avail < c->body_left)
+            return false;
+        r->body = buf + *pos;
+        r->body_len = (size_t)c->body_left;
+        *pos += r->body_len;
+        c->body_mode = CONN_BODY_NONE;
+        return true;
+    }
+    size_t used = 0;
+    enum http_chunked_result res = http_chunked_decode(
+        &c->chunked, buf + *pos, avail, conn_server(c)->cfg.max_body_size, &used, decoded);
+    if (res == HTTP_CHUNKED_MORE)
+        return false;
+    if (res == HTTP_CHUNKED_DONE) {
+        r->body = buf + *pos;
+        r->body_len = *decoded;
+        *pos += used;
+        c->body_mode = CONN_BODY_NONE;
+    } else {
+        *status = res == HTTP_CHUNKED_TOO_LARGE ? 413 : 400;
+    }
+    return true;
+}
+
+/* Start collecting a body on the connection: `have` bytes of head + body so far. */
+static void start_collect(struct conn *c, const char *have, size_t n, size_t head_len,
+                          bool send_continue)
+{
+    const struct config *cfg = &conn_server(c)->cfg;
+    size_t cap = c->body_mode == CONN_BODY_LENGTH ? head_len + (size_t)c->body_left
+                                                  : n + 65536;
+    struct conn_collect *k = malloc(sizeof(*k) + cap);
+    if (!k) {
+        conn_close(c);
+        return;
+    }
+    memcpy(k->data, have, n);
+    k->head_len = head_len;
+    k->body_len = n - head_len;
+    k->raw_len = n;
+    k->cap = cap;
+    if (c->body_mode == CONN_BODY_LENGTH)
+        c->body_left -= k->body_len;
+    c->collect = k;
+    if (send_continue) {
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        ssize_t w = send(c->h.fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)w; /* 25 bytes into an idle socket: they go, or the client sends anyway */
+    }
+    conn_wait(c, CONN_BODY, EPOLLIN, conn_now_ms() + cfg->header_timeout_ms);
+}
+
 /* Answer one complete request whose head is buf[*pos .. *pos + head_len). Advances *pos
  * past the head and whatever of its body is in the buffer. Returns true to go on with the
  * connection, false if it was handed off. */
@@ -188,38 +267,152 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
                       !atomic_load_explicit(&srv->stopping, memory_order_relaxed) &&
                       (srv->cfg.keepalive_requests == 0 ||
                        c->requests < srv->cfg.keepalive_requests);
+    size_t head_at = *pos;
     *pos += head_len;
 
-    int early = 0; /* an error found in the framing, answered instead of the request */
+    int status = 0;
     if (req->framing == HTTP_BODY_LENGTH && req->content_length > 0) {
         c->body_mode = CONN_BODY_LENGTH;
         c->body_left = req->content_length;
         if (req->content_length > srv->cfg.max_body_size)
-            early = 413;
+            status = 413;
     } else if (req->framing == HTTP_BODY_CHUNKED) {
         c->body_mode = CONN_BODY_CHUNKED;
         http_chunked_init(&c->chunked);
     }
-    if (!early && c->body_mode != CONN_BODY_NONE) {
+    bool body_error = status != 0; /* framing errors close the connection; others do not */
+
+    char path[REQUEST_PATH_MAX];
+    struct request r;
+    int routed = route(c, req, &r, path, now_s);
+    status = status ? status : routed;
+    if (!status && c->body_mode != CONN_BODY_NONE && r.mount && r.mount->wants_body) {
+        size_t decoded;
+        if (!body_in_buffer(c, buf, pos, len, &r, &decoded, &status)) {
+            bool waiting = req->expect_continue && *pos == len;
+            size_t have = c->body_mode == CONN_BODY_LENGTH ? len - head_at
+                                                           : *pos + decoded - head_at;
+            start_collect(c, buf + head_at, have, head_len, waiting);
+            return false;
+        }
+        body_error = status != 0;
+    } else if (!status && c->body_mode != CONN_BODY_NONE) {
         if (req->expect_continue && *pos == len) {
             resp.keep_alive = false; /* the client waits for 100: don't ask for the body */
         } else {
-            int err = 0;
-            *pos += skip_body(c, buf + *pos, len - *pos, &err);
-            early = err;
+            *pos += skip_body(c, buf + *pos, len - *pos, &status);
+            body_error = status != 0;
         }
     }
-    if (early) {
+    if (body_error)
         resp.keep_alive = false;
-        resp_error(&resp, early);
-    } else {
-        answer(c, req, &resp, now_s);
-    }
     if (!resp.keep_alive)
         c->body_mode = CONN_BODY_NONE; /* closing: the rest of the body is drained, not parsed */
-    resp_finish(&resp, req->version_minor == 0);
-    log_access(c, request_line(req), req, &resp, now_s);
+    respond(c, req, &r, status, &resp);
     return send_and_continue(c, &resp, buf + *pos, len - *pos);
+}
+
+static void http_process(struct conn *c);
+
+/* The collected request is complete: answer it, then go on with what followed it. */
+static void serve_collected(struct conn *c)
+{
+    struct server *srv = conn_server(c);
+    struct conn_collect *k = c->collect;
+    struct http_request req;
+    struct response resp;
+    int64_t now_s;
+    http_date_header(&now_s);
+
+    /* The same bytes parse the same way; the head was valid when collecting began. */
+    int rc = http_parse_request(k->data, k->head_len, &srv->limits, &req);
+    resp.file_fd = -1;
+    resp.head_only = req.method == HTTP_METHOD_HEAD;
+    resp.keep_alive = rc > 0 && req.keep_alive &&
+                      !atomic_load_explicit(&srv->stopping, memory_order_relaxed) &&
+                      (srv->cfg.keepalive_requests == 0 ||
+                       c->requests < srv->cfg.keepalive_requests);
+    char path[REQUEST_PATH_MAX];
+    struct request r;
+    int status = rc > 0 ? route(c, &req, &r, path, now_s) : 500;
+    r.body = k->data + k->head_len;
+    r.body_len = k->body_len;
+    respond(c, &req, &r, status, &resp);
+    /* The response may point into k (an echo of the body): sending copies whatever it
+     * cannot send at once, so k can go as soon as the send returns. */
+    c->collect = NULL;
+    bool go_on = send_and_continue(c, &resp, NULL, 0);
+    free(k);
+    if (go_on)
+        http_process(c);
+}
+
+/* More of a collected body has arrived (or the socket says so). */
+static void collect_event(struct conn *c)
+{
+    const struct config *cfg = &conn_server(c)->cfg;
+    struct conn_collect *k = c->collect;
+    for (;;) {
+        size_t want;
+        if (c->body_mode == CONN_BODY_LENGTH) {
+            want = (size_t)c->body_left;
+        } else {
+            size_t limit = k->head_len + (size_t)cfg->max_body_size + CONN_BUF_SIZE;
+            if (k->cap - k->raw_len < 16384 && k->cap < limit) {
+                size_t cap = k->cap * 2 < limit ? k->cap * 2 : limit;
+                struct conn_collect *bigger = realloc(k, sizeof(*k) + cap);
+                if (!bigger) {
+                    conn_close(c);
+                    return;
+                }
+                c->collect = k = bigger;
+                k->cap = cap;
+            }
+            want = k->cap - k->raw_len < 16384 ? k->cap - k->raw_len : 16384;
+        }
+        if (want == 0)
+            break; /* cannot happen: the decoder stops a body over max_body_size first */
+        ssize_t n = read(c->h.fd, k->data + k->raw_len, want);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN) {
+            conn_wait(c, CONN_BODY, EPOLLIN, conn_now_ms() + cfg->header_timeout_ms);
+            return;
+        }
+        if (n <= 0) {
+            conn_close(c);
+            return;
+        }
+        if (c->body_mode == CONN_BODY_LENGTH) {
+            k->raw_len += (size_t)n;
+            k->body_len += (size_t)n;
+            c->body_left -= (uint64_t)n;
+            if (c->body_left == 0)
+                break;
+            continue;
+        }
+        size_t start = k->head_len + k->body_len, avail = k->raw_len + (size_t)n - start;
+        size_t used = 0, out = 0;
+        enum http_chunked_result res = http_chunked_decode(
+            &c->chunked, k->data + start, avail, cfg->max_body_size, &used, &out);
+        k->body_len += out;
+        k->raw_len = k->head_len + k->body_len;
+        if (res == HTTP_CHUNKED_MORE)
+            continue;
+        if (res != HTTP_CHUNKED_DONE) {
+            answer_malformed(c, res == HTTP_CHUNKED_TOO_LARGE ? 413 : 400, k->data,
+                             k->head_len);
+            return;
+        }
+        /* Bytes after the body belong to the next request. */
+        if (!save_input(c, k->data + start + used, avail - used)) {
+            conn_close(c);
+            return;
+        }
+        break;
+    }
+    c->body_mode = CONN_BODY_NONE;
+    serve_collected(c);
 }
 
 /* Wait for more input, keeping what is buffered. head_started: a partial head was already
@@ -345,6 +538,10 @@ void http_conn_event(struct lf_handle *h, uint32_t events)
     }
     if (state == CONN_LINGER) {
         conn_linger_event(c);
+        return;
+    }
+    if (c->collect) {
+        collect_event(c);
         return;
     }
     if (state == CONN_SEND) {

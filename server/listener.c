@@ -130,7 +130,8 @@ void listener_event(struct lf_handle *h, uint32_t events)
             close(fd);
             continue;
         }
-        struct conn *c = conn_open(svc, fd, (struct sockaddr *)&peer, plen);
+        struct conn *c = conn_open(svc, fd, (struct sockaddr *)&peer, plen,
+                                   (const struct sockaddr *)&l->addr.addr);
         if (!c)
             continue;
         if (last)

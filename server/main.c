@@ -73,7 +73,7 @@ static int load_config(struct config *cfg, const struct options *o, char *err, s
     const char *path = o->conf;
     if (!path && access(DEFAULT_CONF, F_OK) == 0)
         path = DEFAULT_CONF;
-    if (path && config_load(cfg, path, err, len) < 0)
+    if (path && config_load(cfg, path, module_known_directive, err, len) < 0)
         return -1;
     if (o->n_listen) {
         cfg->n_listen = 0;
@@ -208,6 +208,7 @@ int main(int argc, char **argv)
     static struct server srv; /* large (listeners, config): not on main's stack */
     srv.root_fd = -1;
     srv.spare_fd = -1;
+    srv.start_ms = conn_now_ms();
     char err[1024];
     if (load_config(&srv.cfg, &opts, err, sizeof(err)) < 0) {
         fprintf(stderr, "lfhttpd: %s\n", err);
@@ -215,6 +216,13 @@ int main(int argc, char **argv)
         return 1;
     }
     if (opts.test_only) {
+        /* The modules check their own directives (paths that must exist, and so on). */
+        if (module_chain_init(&srv.chain, &srv.cfg, err, sizeof(err)) < 0) {
+            fprintf(stderr, "lfhttpd: %s\n", err);
+            config_free(&srv.cfg);
+            return 1;
+        }
+        module_chain_fini(&srv.chain);
         printf("lfhttpd: configuration %s is valid\n", srv.cfg.file[0] ? srv.cfg.file
                                                                           : "(defaults)");
         config_free(&srv.cfg);

@@ -2,6 +2,7 @@
 #include "module.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* The modules, in the order the chain calls them. A new module is one line here. */
 extern const struct module mod_static;
@@ -10,18 +11,70 @@ static const struct module *const module_table[] = {
     &mod_static,
 };
 
+#define MODULE_COUNT (sizeof(module_table) / sizeof(module_table[0]))
+
+bool module_known_directive(const char *name)
+{
+    for (size_t i = 0; i < MODULE_COUNT; i++) {
+        const char *const *d = module_table[i]->directives;
+        for (; d && *d; d++)
+            if (strcmp(*d, name) == 0)
+                return true;
+    }
+    return false;
+}
+
+int module_error(struct module_init *mi, const struct conf_node *where, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    const char *name = mi->chain->mods[mi->index]->name;
+    if (where)
+        snprintf(mi->err, mi->err_len, "%s:%u: %s: %s", mi->cfg->file, where->line, name, msg);
+    else
+        snprintf(mi->err, mi->err_len, "%s: %s", name, msg);
+    return -1;
+}
+
+int module_mount_add(struct module_init *mi, const struct conf_node *where, const char *prefix,
+                     void *data, bool wants_body)
+{
+    struct module_chain *c = mi->chain;
+    size_t len = strlen(prefix);
+    if (prefix[0] != '/' || len >= sizeof(c->mounts[0].prefix))
+        return module_error(mi, where, "a mount prefix starts with '/' and is short: \"%s\"",
+                            prefix);
+    for (unsigned i = 0; i < c->n_mounts; i++)
+        if (strcmp(c->mounts[i].prefix, prefix) == 0)
+            return module_error(mi, where, "\"%s\" is already mounted", prefix);
+    if (c->n_mounts == MODULE_MOUNTS_MAX)
+        return module_error(mi, where, "too many mounts");
+    struct module_mount *m = &c->mounts[c->n_mounts++];
+    memcpy(m->prefix, prefix, len + 1);
+    m->prefix_len = len;
+    m->module = mi->index;
+    m->data = data;
+    m->wants_body = wants_body;
+    c->has_mounts[mi->index] = true;
+    return 0;
+}
+
 int module_chain_init(struct module_chain *c, const struct config *cfg, char *err,
                       size_t err_len)
 {
-    c->n = 0;
-    for (size_t i = 0; i < sizeof(module_table) / sizeof(module_table[0]); i++) {
+    memset(c, 0, sizeof(*c));
+    for (size_t i = 0; i < MODULE_COUNT; i++) {
         const struct module *m = module_table[i];
+        c->mods[c->n] = m;
+        struct module_init mi = {cfg, c, c->n, err, err_len};
         void *state = NULL;
-        if (m->init && m->init(cfg, &state, err, err_len) < 0) {
+        if (m->init && m->init(&mi, &state) < 0) {
             module_chain_fini(c);
             return -1;
         }
-        c->mods[c->n] = m;
         c->state[c->n] = state;
         c->n++;
     }
@@ -37,19 +90,79 @@ void module_chain_fini(struct module_chain *c)
     }
 }
 
-void module_chain_handle(const struct module_chain *c, const struct request *req,
-                         struct response *resp)
+/* A prefix matches the path itself, or the path continues with '/' after it
+ * ("/echo" matches "/echo" and "/echo/x", not "/echoes"; "/cgi-bin/" matches below it). */
+static bool prefix_matches(const struct module_mount *m, const char *path, size_t len)
+{
+    if (len < m->prefix_len || memcmp(path, m->prefix, m->prefix_len) != 0)
+        return false;
+    return len == m->prefix_len || m->prefix[m->prefix_len - 1] == '/' ||
+           path[m->prefix_len] == '/';
+}
+
+void module_chain_route(const struct module_chain *c, struct request *req)
+{
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->mods[i]->rewrite)
+            c->mods[i]->rewrite(c->state[i], req);
+    req->mount = NULL;
+    for (unsigned i = 0; i < c->n_mounts; i++) {
+        const struct module_mount *m = &c->mounts[i];
+        if (prefix_matches(m, req->path, req->path_len) &&
+            (!req->mount || m->prefix_len > req->mount->prefix_len))
+            req->mount = m;
+    }
+}
+
+static bool call_handle(const struct module_chain *c, unsigned i, const struct request *req,
+                        struct response *resp)
+{
+    enum mod_result r = c->mods[i]->handle(c->state[i], req, resp);
+    if (r == MOD_ERROR)
+        resp_error(resp, 500);
+    return r != MOD_DECLINED;
+}
+
+static void handle(const struct module_chain *c, const struct request *req,
+                   struct response *resp)
 {
     for (unsigned i = 0; i < c->n; i++) {
-        if (!c->mods[i]->handle)
+        if (!c->mods[i]->access)
             continue;
-        enum mod_result r = c->mods[i]->handle(c->state[i], req, resp);
-        if (r == MOD_HANDLED)
-            return;
-        if (r == MOD_ERROR) {
+        enum mod_result r = c->mods[i]->access(c->state[i], req, resp);
+        if (r == MOD_ERROR)
             resp_error(resp, 500);
+        if (r != MOD_DECLINED)
             return;
-        }
     }
+    if (req->mount) {
+        /* Only the owner: a handler that declines must not let static files serve, say,
+         * a CGI script's source. */
+        unsigned i = req->mount->module;
+        if (c->mods[i]->handle && call_handle(c, i, req, resp))
+            return;
+        resp_error(resp, 404);
+        return;
+    }
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->mods[i]->handle && !c->has_mounts[i] && call_handle(c, i, req, resp))
+            return;
     resp_error(resp, 404);
+}
+
+void module_chain_answer(const struct module_chain *c, const struct request *req,
+                         struct response *resp)
+{
+    handle(c, req, resp);
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->mods[i]->filter)
+            c->mods[i]->filter(c->state[i], req, resp);
+}
+
+void module_chain_log(const struct module_chain *c, const struct request *req,
+                      const struct response *resp)
+{
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->mods[i]->log)
+            c->mods[i]->log(c->state[i], req, resp);
 }

@@ -1,13 +1,27 @@
 /* module.h — the interface every module implements, and the chain that calls them.
  *
- * A module is a struct of optional hooks. For each request the chain calls the modules'
- * `handle` hooks in order; the first that returns MOD_HANDLED has filled the response.
- * If none does, the answer is 404. A module sees the request, the response it fills, and
- * the configuration: nothing of connections, threads or the event loop.
+ * A module is a struct of optional hooks (lighttpd's plugin struct and h2o's handler
+ * chain are the models). For each request the chain calls, in the order of the module
+ * table in module.c:
+ *
+ *   rewrite  every module, in order; may change the path
+ *   access   every module, in order; the first that returns MOD_HANDLED has answered
+ *            (a refusal) and no handler runs
+ *   handle   if the path falls under a mount (the longest prefix wins), only the module
+ *            that owns the mount; otherwise every module without mounts, in order, until
+ *            one returns MOD_HANDLED. Nobody: 404. MOD_ERROR: 500.
+ *   filter   every module, in order, on the finished response (compression)
+ *   log      every module, after the response is handed to the connection
+ *
+ * A module sees the request, the response it fills and the configuration: nothing of
+ * connections, threads or the event loop. Hooks run on many threads at once: whatever
+ * state they share must be read-only after init, or guarded.
  */
 #ifndef LFHTTPD_MODULE_H
 #define LFHTTPD_MODULE_H
 
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -21,39 +35,112 @@ enum mod_result {
     MOD_ERROR = -1,   /* failed: the chain answers 500 */
 };
 
+#define REQUEST_PATH_MAX 4096
+
+struct module_mount;
+struct server;
+
 struct request {
-    const struct http_request *http; /* the parsed head: slices into the thread's buffer */
-    const char *path;                /* percent-decoded, dot segments removed, NUL-ended */
-    size_t path_len;
-    const struct sockaddr *peer;
+    const struct http_request *http; /* the parsed head: slices into the request buffer */
+    char *path;                      /* percent-decoded, dot segments removed, NUL-ended; */
+    size_t path_len;                 /* a buffer of REQUEST_PATH_MAX that rewrite may edit */
+    const struct sockaddr *peer;     /* the client */
+    const struct sockaddr *local;    /* the listener the connection came in on */
     int64_t now_s;
     const struct config *cfg;
     int root_fd; /* the document root, opened O_PATH | O_DIRECTORY */
+    const struct module_mount *mount; /* the mount the path falls under, or NULL */
+    const char *body;                 /* the whole request body, when the mount asked for */
+    size_t body_len;                  /* it (wants_body); else NULL (a body is skipped) */
+    const struct server *server;      /* for module_server_stats() */
+};
+
+/* A path prefix a module answers for, e.g. `handler /echo echo;`. */
+struct module_mount {
+    char prefix[256];
+    size_t prefix_len;
+    unsigned module;  /* index in the chain */
+    void *data;       /* the module's own, from module_mount_add */
+    bool wants_body;  /* the core reads the whole request body before calling handle */
+};
+
+struct module_chain;
+
+/* What init is given: the configuration, and where to report errors. */
+struct module_init {
+    const struct config *cfg;
+    struct module_chain *chain;
+    unsigned index; /* this module's place in the chain */
+    char *err;
+    size_t err_len;
 };
 
 struct module {
     const char *name;
-    /* At start: read the configuration, build state. Returns 0, or -1 with a message. */
-    int (*init)(const struct config *cfg, void **state, char *err, size_t err_len);
+    /* The top-level directives this module reads (NULL-terminated), so that the
+     * configuration accepts them. The module finds them with config_next(). */
+    const char *const *directives;
+    /* At start (and for `lfhttpd -t`): read directives, build state, add mounts.
+     * Returns 0, or -1 after module_error(). */
+    int (*init)(struct module_init *mi, void **state);
     void (*fini)(void *state);
-    /* Answer the request, or decline it. */
+    enum mod_result (*rewrite)(void *state, struct request *req);
+    enum mod_result (*access)(void *state, const struct request *req, struct response *resp);
     enum mod_result (*handle)(void *state, const struct request *req, struct response *resp);
+    void (*filter)(void *state, const struct request *req, struct response *resp);
+    void (*log)(void *state, const struct request *req, const struct response *resp);
 };
 
 #define MODULE_CHAIN_MAX 16
+#define MODULE_MOUNTS_MAX 64
 
 struct module_chain {
     const struct module *mods[MODULE_CHAIN_MAX];
     void *state[MODULE_CHAIN_MAX];
+    bool has_mounts[MODULE_CHAIN_MAX];
     unsigned n;
+    struct module_mount mounts[MODULE_MOUNTS_MAX];
+    unsigned n_mounts;
 };
 
-/* Build the chain from the table of modules, in order, and init each one. */
+/* For init: mount the module on a path prefix. Returns 0, or -1 after module_error(). */
+int module_mount_add(struct module_init *mi, const struct conf_node *where, const char *prefix,
+                     void *data, bool wants_body);
+/* For init: write "FILE:LINE: module: message" (where may be NULL) and return -1. */
+int module_error(struct module_init *mi, const struct conf_node *where, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Is `name` a directive of some module? (The configuration's config_known_fn.) */
+bool module_known_directive(const char *name);
+
+/* Build the chain from the table of modules, in order, and init each one. Returns 0, or
+ * -1 with the message in err. */
 int module_chain_init(struct module_chain *c, const struct config *cfg, char *err,
                       size_t err_len);
 void module_chain_fini(struct module_chain *c);
-/* Run the request through the chain; the response is always filled on return. */
-void module_chain_handle(const struct module_chain *c, const struct request *req,
+
+/* Run rewrite hooks, then find the mount (sets req->mount). */
+void module_chain_route(const struct module_chain *c, struct request *req);
+/* Run access, handle and filter hooks; the response is always filled on return. */
+void module_chain_answer(const struct module_chain *c, const struct request *req,
                          struct response *resp);
+/* Run log hooks. */
+void module_chain_log(const struct module_chain *c, const struct request *req,
+                      const struct response *resp);
+
+/* Live figures of the whole server, for a status page. */
+#define SERVER_STATS_GROUPS 8
+struct server_stats {
+    int64_t uptime_s;
+    unsigned connections; /* open now, all groups */
+    unsigned n_groups;
+    struct {
+        char name[32];
+        unsigned threads;
+        unsigned connections;
+        uint64_t events, handoffs, waits;
+    } groups[SERVER_STATS_GROUPS];
+};
+void module_server_stats(const struct server *srv, struct server_stats *out);
 
 #endif

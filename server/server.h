@@ -36,6 +36,7 @@ struct server {
     pthread_mutex_t spare_lock;
     int spare_fd; /* held open so one can be freed to shed a connection on EMFILE */
 
+    int64_t start_ms;     /* CLOCK_MONOTONIC at start, for uptime */
     atomic_bool stopping; /* SIGTERM/SIGINT: finish what is in flight, take nothing new */
     atomic_uint n_conns;  /* open connections, all services */
 };

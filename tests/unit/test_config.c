@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "module.h"
 
 /* Write text to a temporary file and load it over the defaults. Returns config_load's
  * result; the error message is left in err. */
@@ -22,7 +23,7 @@ static int load_text(const char *text, struct config *cfg, char *err, size_t err
         return -2;
     config_defaults(cfg);
     err[0] = '\0';
-    int rc = config_load(cfg, path, err, err_len);
+    int rc = config_load(cfg, path, NULL, err, err_len);
     /* Messages name the file; make them comparable. */
     char *p = strstr(err, path);
     if (p) {
@@ -160,7 +161,7 @@ TEST(the_shipped_configuration_is_valid)
     struct config cfg;
     char err[512];
     config_defaults(&cfg);
-    int rc = config_load(&cfg, "conf/lfhttpd.conf", err, sizeof(err));
+    int rc = config_load(&cfg, "conf/lfhttpd.conf", module_known_directive, err, sizeof(err));
     if (rc < 0)
         fprintf(stderr, "  %s\n", err);
     CHECK_EQ_INT(rc, 0);
