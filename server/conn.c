@@ -299,6 +299,10 @@ enum send_result conn_send_response(struct conn *c, struct response *r)
         close(r->file_fd);
         r->file_fd = -1;
     }
+    if (r->release) { /* sent, or copied by park(): the module's memory is free to go */
+        r->release(r->release_ctx);
+        r->release = NULL;
+    }
     return res;
 }
 

@@ -96,6 +96,7 @@ static int route(struct conn *c, const struct http_request *h, struct request *r
         .cfg = &srv->cfg,
         .root_fd = srv->root_fd,
         .server = srv,
+        .chain = &srv->chain,
     };
     if (h->method == HTTP_METHOD_UNKNOWN)
         return 501;
@@ -176,9 +177,7 @@ static void answer_malformed(struct conn *c, int status, const char *buf, size_t
     struct response resp;
     int64_t now_s;
     http_date_header(&now_s);
-    resp.file_fd = -1;
-    resp.head_only = false;
-    resp.keep_alive = false;
+    resp_init(&resp);
     resp_error(&resp, status);
     resp_finish(&resp, false);
     const char *eol = memchr(buf, '\r', len < 2048 ? len : 2048);
@@ -261,7 +260,7 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     http_date_header(&now_s);
 
     c->requests++;
-    resp.file_fd = -1;
+    resp_init(&resp);
     resp.head_only = req->method == HTTP_METHOD_HEAD;
     resp.keep_alive = req->keep_alive &&
                       !atomic_load_explicit(&srv->stopping, memory_order_relaxed) &&
@@ -326,7 +325,7 @@ static void serve_collected(struct conn *c)
 
     /* The same bytes parse the same way; the head was valid when collecting began. */
     int rc = http_parse_request(k->data, k->head_len, &srv->limits, &req);
-    resp.file_fd = -1;
+    resp_init(&resp);
     resp.head_only = req.method == HTTP_METHOD_HEAD;
     resp.keep_alive = rc > 0 && req.keep_alive &&
                       !atomic_load_explicit(&srv->stopping, memory_order_relaxed) &&
@@ -508,9 +507,7 @@ static void expire(struct conn *c)
 {
     if (atomic_load_explicit(&c->state, memory_order_relaxed) == CONN_HEAD && c->in) {
         struct response resp;
-        resp.file_fd = -1;
-        resp.head_only = false;
-        resp.keep_alive = false;
+        resp_init(&resp);
         resp_error(&resp, 408);
         resp_finish(&resp, false);
         ssize_t w = send(c->h.fd, resp.head, resp.head_len, MSG_NOSIGNAL | MSG_MORE);

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "http_parse.h"
@@ -81,6 +82,74 @@ static void head_append(struct response *r, const char *p, size_t n)
     }
     memcpy(r->head + r->head_len, p, n);
     r->head_len += n;
+}
+
+void resp_init(struct response *r)
+{
+    r->file_fd = -1;
+    r->head_only = false;
+    r->keep_alive = false;
+    r->release = NULL;
+    r->release_ctx = NULL;
+    r->n_segs = 0;
+    r->head_len = 0;
+    r->scratch_len = 0;
+}
+
+/* Find the line of header `name` in the head (after the status line): its start and the
+ * start of the next line. */
+static bool header_line(const struct response *r, const char *name, size_t *start,
+                        size_t *next)
+{
+    size_t nl = strlen(name);
+    const char *head = r->head, *end = r->head + r->head_len;
+    const char *p = memchr(head, '\n', r->head_len);
+    while (p && p + 1 < end) {
+        const char *line = p + 1;
+        const char *eol = memchr(line, '\n', (size_t)(end - line));
+        if (!eol)
+            return false;
+        if ((size_t)(eol - line) > nl && line[nl] == ':' && strncasecmp(line, name, nl) == 0) {
+            *start = (size_t)(line - head);
+            *next = (size_t)(eol + 1 - head);
+            return true;
+        }
+        p = eol;
+    }
+    return false;
+}
+
+const char *resp_header_get(const struct response *r, const char *name, size_t *len)
+{
+    size_t start, next;
+    if (!header_line(r, name, &start, &next))
+        return NULL;
+    const char *v = r->head + start + strlen(name) + 1;
+    while (*v == ' ')
+        v++;
+    *len = (size_t)(r->head + next - 2 - v); /* without the CRLF */
+    return v;
+}
+
+void resp_header_remove(struct response *r, const char *name)
+{
+    size_t start, next;
+    while (header_line(r, name, &start, &next)) {
+        memmove(r->head + start, r->head + next, r->head_len - next);
+        r->head_len -= next - start;
+    }
+}
+
+int resp_header_set(struct response *r, const char *name, const char *value)
+{
+    resp_header_remove(r, name);
+    return resp_header(r, name, value);
+}
+
+void resp_body_clear(struct response *r)
+{
+    r->n_segs = 0;
+    r->content_length = 0;
 }
 
 void resp_start(struct response *r, int status)

@@ -41,7 +41,15 @@ struct response {
 
     size_t scratch_len;
     char scratch[RESP_SCRATCH_CAP]; /* small body bytes: error pages, multipart part heads */
+
+    /* Called once the body's memory is no longer needed (sent, or copied onto the
+     * connection because the socket would block): for bodies a module allocated. */
+    void (*release)(void *ctx);
+    void *release_ctx;
 };
+
+/* Prepare a response struct for use (file_fd -1, no release callback, keep_alive off). */
+void resp_init(struct response *r);
 
 /* Set the process-wide Server header value (at start, before any thread runs). */
 void http_response_set_server(const char *name);
@@ -69,6 +77,16 @@ int resp_body_file(struct response *r, int fd, uint64_t off, uint64_t len);
 char *resp_scratch(struct response *r, size_t n);
 /* Copy bytes into scratch and add them as a body segment. */
 int resp_body_copy(struct response *r, const char *p, size_t len);
+
+/* The value of header `name` (case-insensitive) in the head so far, and its length;
+ * NULL if absent. */
+const char *resp_header_get(const struct response *r, const char *name, size_t *len);
+/* Remove every line of header `name`. */
+void resp_header_remove(struct response *r, const char *name);
+/* Replace header `name` (or add it). Returns 0 or -1 if the head is full. */
+int resp_header_set(struct response *r, const char *name, const char *value);
+/* Drop the body (segments and length); an open file_fd stays to be closed. */
+void resp_body_clear(struct response *r);
 
 /* A complete error response with a small HTML body naming the status. */
 void resp_error(struct response *r, int status);

@@ -166,3 +166,17 @@ void module_chain_log(const struct module_chain *c, const struct request *req,
         if (c->mods[i]->log)
             c->mods[i]->log(c->state[i], req, resp);
 }
+
+const char *module_content_type(const struct request *req, const char *path, int fd,
+                                const struct stat *st)
+{
+    const struct module_chain *c = req->chain;
+    for (unsigned i = 0; c && i < c->n; i++) {
+        if (!c->mods[i]->content_type)
+            continue;
+        const char *t = c->mods[i]->content_type(c->state[i], path, fd, st);
+        if (t)
+            return t;
+    }
+    return "application/octet-stream";
+}

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "config.h"
 #include "http_parse.h"
@@ -53,6 +54,7 @@ struct request {
     const char *body;                 /* the whole request body, when the mount asked for */
     size_t body_len;                  /* it (wants_body); else NULL (a body is skipped) */
     const struct server *server;      /* for module_server_stats() */
+    const struct module_chain *chain; /* for module_content_type() */
 };
 
 /* A path prefix a module answers for, e.g. `handler /echo echo;`. */
@@ -89,6 +91,9 @@ struct module {
     enum mod_result (*handle)(void *state, const struct request *req, struct response *resp);
     void (*filter)(void *state, const struct request *req, struct response *resp);
     void (*log)(void *state, const struct request *req, const struct response *resp);
+    /* The media type of a file (path, and its open fd and stat), or NULL if unknown. Not
+     * part of answering: modules that serve files ask through module_content_type(). */
+    const char *(*content_type)(void *state, const char *path, int fd, const struct stat *st);
 };
 
 #define MODULE_CHAIN_MAX 16
@@ -127,6 +132,11 @@ void module_chain_answer(const struct module_chain *c, const struct request *req
 /* Run log hooks. */
 void module_chain_log(const struct module_chain *c, const struct request *req,
                       const struct response *resp);
+
+/* The media type of a file, from the first module that knows it (mod_mime), else
+ * "application/octet-stream". */
+const char *module_content_type(const struct request *req, const char *path, int fd,
+                                const struct stat *st);
 
 /* Live figures of the whole server, for a status page. */
 #define SERVER_STATS_GROUPS 8
