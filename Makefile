@@ -11,7 +11,7 @@ CFLAGS  ?= -O2 -g
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 STD     := -std=c11 -D_GNU_SOURCE -pthread
 INC     := -Iserver -Imodules
-LDLIBS  := -pthread
+LDLIBS  := -pthread -lz -lmagic
 PYTHON  := /usr/bin/python3
 B       ?= build
 
@@ -25,11 +25,30 @@ UNIT_BIN   := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
 all: $(B)/lfhttpd
 
+# Build dependencies: the -dev packages of zlib and libmagic. Checked once (a stamp file);
+# installed with apt-get when run as root, otherwise the exact command is printed.
+BUILD_PKGS := zlib.h:zlib1g-dev magic.h:libmagic-dev
+build/.build-deps:
+	@missing=""; \
+	for pair in $(BUILD_PKGS); do \
+	  hdr=$${pair%%:*}; pkg=$${pair#*:}; \
+	  [ -e /usr/include/$$hdr ] || missing="$$missing $$pkg"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else \
+	    echo "missing build packages; run: sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+	@mkdir -p build && touch $@
+
 $(B)/lfhttpd: $(MAIN_OBJ) $(SERVER_OBJ)
 	@echo "  LD    $@"
 	@$(CC) $(CFLAGS) $(STD) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(B)/obj/%.o: %.c $(wildcard server/*.h modules/*.h)
+$(B)/obj/%.o: %.c $(wildcard server/*.h modules/*.h) | build/.build-deps
 	@mkdir -p $(dir $@)
 	@echo "  CC    $<"
 	@$(CC) $(CFLAGS) $(STD) $(WARN) $(INC) -c -o $@ $<
