@@ -128,6 +128,8 @@ void conn_close(struct conn *c)
         c->next->prev = c->prev;
     pthread_mutex_unlock(&svc->lock);
 
+    if (c->stream)
+        http_stream_abort(c);
     close(c->h.fd);
     conn_out_free(c);
     if (c->in)

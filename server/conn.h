@@ -34,6 +34,7 @@ enum conn_state {
     CONN_BODY,    /* skipping or collecting a body: header_timeout since the last bytes */
     CONN_SEND,    /* a response is parked, waiting for EPOLLOUT: send_timeout */
     CONN_LINGER,  /* closing: output shut, draining what the client still sends */
+    CONN_STREAM,  /* a response streams from a pipe (CGI): its deadline kills the script */
 };
 
 enum conn_body { CONN_BODY_NONE = 0, CONN_BODY_LENGTH, CONN_BODY_CHUNKED };
@@ -77,6 +78,8 @@ struct conn {
     struct conn_buf *in;  /* carried-over request bytes, or NULL */
     struct conn_out *out; /* the rest of a response, or NULL */
     struct conn_collect *collect; /* a request body being read for a handler, or NULL */
+    struct conn_stream *stream;   /* a response streaming from a pipe, or NULL */
+    _Atomic int stream_pgid;      /* its process group, for the sweep to kill; 0 if none */
     const struct sockaddr *local; /* the listener's address */
 
     union {
@@ -134,6 +137,20 @@ void conn_linger(struct conn *c);
 void conn_linger_event(struct conn *c);
 
 int64_t conn_now_ms(void);
+
+/* Streams (http_stream.c): start streaming resp->stream to the client (the last act of
+ * the event: from then on the pipe's events drive the connection); go on after a parked
+ * part of it was sent; abort it (the connection is closing). */
+struct http_request;
+void http_stream_start(struct conn *c, struct response *resp, const struct http_request *h);
+void http_stream_resume(struct conn *c);
+void http_stream_abort(struct conn *c);
+
+/* For http_stream.c: send a finished response and go on with the connection (true), or
+ * it was handed off: parked, lingering or closed (false). */
+bool http_conn_send(struct conn *c, struct response *resp, const char *rest, size_t rest_len);
+/* Go on reading and answering requests on a connection this thread owns. */
+void http_conn_continue(struct conn *c);
 
 /* The event callback of every connection (http_conn.c). */
 void http_conn_event(struct lf_handle *h, uint32_t events);

@@ -121,6 +121,8 @@ static void respond(struct conn *c, const struct http_request *h, const struct r
             resp_header(resp, "Allow", "GET, HEAD");
     } else {
         module_chain_answer(&srv->chain, r, resp);
+        if (resp->streaming)
+            return; /* the head comes later, from the stream: finished and logged there */
     }
     resp_finish(resp, h->version_minor == 0);
     log_access(c, request_line(h), h, resp, r->now_s);
@@ -308,6 +310,16 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     if (!resp.keep_alive)
         c->body_mode = CONN_BODY_NONE; /* closing: the rest of the body is drained, not parsed */
     respond(c, req, &r, status, &resp);
+    if (resp.streaming) {
+        if (!save_input(c, buf + *pos, len - *pos)) {
+            resp.stream.ops->done(resp.stream.ctx, false);
+            close(resp.stream.fd);
+            conn_close(c);
+            return false;
+        }
+        http_stream_start(c, &resp, req);
+        return false;
+    }
     return send_and_continue(c, &resp, buf + *pos, len - *pos);
 }
 
@@ -337,9 +349,14 @@ static void serve_collected(struct conn *c)
     r.body = k->data + k->head_len;
     r.body_len = k->body_len;
     respond(c, &req, &r, status, &resp);
+    c->collect = NULL;
+    if (resp.streaming) { /* the handler has the body by now (a CGI script's stdin) */
+        http_stream_start(c, &resp, &req);
+        free(k);
+        return;
+    }
     /* The response may point into k (an echo of the body): sending copies whatever it
      * cannot send at once, so k can go as soon as the send returns. */
-    c->collect = NULL;
     bool go_on = send_and_continue(c, &resp, NULL, 0);
     free(k);
     if (go_on)
@@ -552,6 +569,10 @@ void http_conn_event(struct lf_handle *h, uint32_t events)
                       conn_now_ms() + conn_server(c)->cfg.send_timeout_ms);
             return;
         }
+        if (c->stream) { /* a part of a streamed response went out: read more of it */
+            http_stream_resume(c);
+            return;
+        }
         if (c->close_after_send) {
             conn_linger(c);
             return;
@@ -564,4 +585,14 @@ void http_conn_event(struct lf_handle *h, uint32_t events)
 void http_conn_start(struct conn *c)
 {
     http_process(c);
+}
+
+void http_conn_continue(struct conn *c)
+{
+    http_process(c);
+}
+
+bool http_conn_send(struct conn *c, struct response *resp, const char *rest, size_t rest_len)
+{
+    return send_and_continue(c, resp, rest, rest_len);
 }

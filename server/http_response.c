@@ -91,6 +91,12 @@ void resp_init(struct response *r)
     r->keep_alive = false;
     r->release = NULL;
     r->release_ctx = NULL;
+    r->streaming = false;
+    r->chunked = false;
+    r->length_known = false;
+    r->no_length = false;
+    r->overflow = false;
+    r->content_length = 0;
     r->n_segs = 0;
     r->head_len = 0;
     r->scratch_len = 0;
@@ -264,7 +270,10 @@ void resp_finish(struct response *r, bool http10)
         r->keep_alive = false;
         resp_error(r, 500);
     }
-    if (!r->no_length) {
+    if (r->chunked) {
+        memcpy(r->head + r->head_len, "Transfer-Encoding: chunked\r\n", 28);
+        r->head_len += 28;
+    } else if (!r->no_length) {
         char cl[48];
         int n = snprintf(cl, sizeof(cl), "Content-Length: %llu\r\n",
                          (unsigned long long)r->content_length);

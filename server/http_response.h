@@ -24,6 +24,30 @@ struct out_seg {
     uint64_t len;
 };
 
+struct response;
+
+/* A body produced over time by another process (a CGI script): the module starts it and
+ * describes it here; the core reads `fd` as it becomes readable, never blocking a thread,
+ * and sends what it reads (chunked when no length is known). */
+struct resp_stream_ops {
+    /* Parse the start of the output in buf[0..len): fill resp (resp_start, headers; set
+     * content_length and length_known if the output says how long the body is). Returns
+     * the bytes that were the head (> 0), 0 to wait for more, -1 if it is not a valid head
+     * (the core answers 502). */
+    int (*head)(void *ctx, const char *buf, size_t len, struct response *resp);
+    /* The stream is over (end of output, error, client gone, or deadline): free ctx.
+     * timed_out: the deadline passed and the process group was killed. */
+    void (*done)(void *ctx, bool timed_out);
+};
+
+struct resp_stream {
+    int fd;          /* non-blocking read end of the output; the core closes it */
+    int pgid;        /* process group killed with SIGKILL when the deadline passes */
+    unsigned timeout_ms; /* the whole response must be done within this */
+    const struct resp_stream_ops *ops;
+    void *ctx;
+};
+
 struct response {
     int status;
     bool head_only;    /* HEAD: every header as for GET, no body bytes */
@@ -46,6 +70,11 @@ struct response {
      * connection because the socket would block): for bodies a module allocated. */
     void (*release)(void *ctx);
     void *release_ctx;
+
+    bool chunked;        /* framed with Transfer-Encoding: chunked (set by the core) */
+    bool streaming;      /* the body comes from `stream` (set by a handler) */
+    bool length_known;   /* for a stream: content_length is the body's length */
+    struct resp_stream stream;
 };
 
 /* Prepare a response struct for use (file_fd -1, no release callback, keep_alive off). */

@@ -2,6 +2,7 @@
 #include "timer.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -33,6 +34,14 @@ static void timer_event(struct lf_handle *h, uint32_t events)
         if (dl > now && !(stopping && idle))
             continue;
         atomic_store_explicit(&c->expired, true, memory_order_relaxed);
+        if (st == CONN_STREAM) {
+            /* The socket is not in the handle set while a script runs: killing the
+             * script ends its output, and the pipe's end wakes the connection. */
+            int pgid = atomic_load_explicit(&c->stream_pgid, memory_order_relaxed);
+            if (pgid > 0)
+                kill(-pgid, SIGKILL);
+            continue;
+        }
         shutdown(c->h.fd, st == CONN_SEND ? SHUT_RDWR : SHUT_RD);
     }
     pthread_mutex_unlock(&svc->lock);

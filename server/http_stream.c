@@ -1,0 +1,287 @@
+/* http_stream.c — a response streamed from a pipe (a CGI script's output) to a client.
+ *
+ * A handler that starts a process returns its output pipe in resp->stream. From then on
+ * the connection is driven by two handles in its group, only one of them armed at a time,
+ * so exactly one thread owns the connection at any moment:
+ *
+ *   pipe armed (CONN_STREAM)  output is read as it comes, 16 KiB at a time, and sent on:
+ *                             first gathered until the handler's head() parser has the
+ *                             head, then as body (chunked when the length is unknown);
+ *   socket armed (CONN_SEND)  the client is slow: what the socket would not take waits on
+ *                             the connection, and the pipe is read again once it is sent.
+ *
+ * The whole response has a deadline (the handler's timeout): the sweep kills the script's
+ * process group, its output ends, and the connection answers 504 if no head was sent yet,
+ * or is closed. Nothing here ever blocks a thread.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "server.h"
+
+#define STREAM_HEAD_MAX 16384
+
+struct conn_stream {
+    struct lf_handle h; /* the pipe: first, so the handle is the stream */
+    struct conn *c;
+    struct resp_stream rs;
+    bool head_sent;
+    bool chunked;    /* the body goes out as chunks */
+    bool head_only;  /* HEAD: the script's body is read and dropped */
+    bool keep_alive; /* the connection goes on after this response */
+    bool http10;
+    int status;
+    uint64_t left;   /* with a known length: body bytes still to come */
+    uint64_t sent;   /* body bytes sent, for the access log */
+    int64_t deadline_ms;
+    /* For the access log, written when the response ends: the request is long gone. */
+    char request_line[512], referer[256], user_agent[256];
+    size_t pending_len;
+    char pending[STREAM_HEAD_MAX]; /* output gathered until the head is complete */
+};
+
+static size_t copy_slice(char *dst, size_t cap, const char *p, size_t len)
+{
+    size_t n = len < cap - 1 ? len : cap - 1;
+    if (n)
+        memcpy(dst, p, n);
+    dst[n] = '\0';
+    return n;
+}
+
+static void stream_log(struct conn_stream *cs)
+{
+    struct conn *c = cs->c;
+    int64_t now_s;
+    http_date_header(&now_s);
+    struct access_entry e = {
+        .peer = &c->peer.sa,
+        .request_line = cs->request_line,
+        .request_line_len = strlen(cs->request_line),
+        .status = cs->status,
+        .bytes = cs->sent,
+        .referer = cs->referer,
+        .referer_len = strlen(cs->referer),
+        .user_agent = cs->user_agent,
+        .user_agent_len = strlen(cs->user_agent),
+        .time_s = now_s,
+    };
+    access_log_write(&c->svc->srv->access_log, &e);
+}
+
+/* Release the stream: the handler's state, the pipe (closing it leaves the set). */
+static void stream_free(struct conn *c, bool timed_out)
+{
+    struct conn_stream *cs = c->stream;
+    atomic_store_explicit(&c->stream_pgid, 0, memory_order_relaxed);
+    c->stream = NULL;
+    cs->rs.ops->done(cs->rs.ctx, timed_out);
+    close(cs->h.fd);
+    free(cs);
+}
+
+void http_stream_abort(struct conn *c)
+{
+    struct conn_stream *cs = c->stream;
+    if (cs->rs.pgid > 0)
+        kill(-cs->rs.pgid, SIGKILL);
+    stream_log(cs);
+    stream_free(c, atomic_load_explicit(&c->expired, memory_order_relaxed));
+}
+
+/* Send what resp holds. Returns SEND_DONE, SEND_ERROR, or SEND_PARKED after arranging
+ * to come back through http_stream_resume once the client has taken it. */
+static enum send_result stream_send(struct conn_stream *cs, struct response *resp)
+{
+    struct conn *c = cs->c;
+    enum send_result r = conn_send_response(c, resp);
+    if (r == SEND_PARKED) {
+        c->close_after_send = false;
+        conn_wait(c, CONN_SEND, EPOLLOUT,
+                  conn_now_ms() + c->svc->srv->cfg.send_timeout_ms);
+    }
+    return r;
+}
+
+/* Queue body bytes on resp (as one chunk when chunked). The bytes must outlive the send:
+ * the caller's buffer does, and parking copies them. */
+static void add_body(struct conn_stream *cs, struct response *resp, const char *p, size_t n,
+                     char *chunk_line)
+{
+    if (n == 0 || cs->head_only)
+        return;
+    if (cs->left != UINT64_MAX) { /* never send more than the announced length */
+        if (n > cs->left)
+            n = (size_t)cs->left;
+        cs->left -= n;
+    }
+    if (cs->chunked) {
+        int l = snprintf(chunk_line, 24, "%zx\r\n", n);
+        resp_body_mem(resp, chunk_line, (size_t)l);
+    }
+    resp_body_mem(resp, p, n);
+    if (cs->chunked)
+        resp_body_mem(resp, "\r\n", 2);
+    cs->sent += n;
+}
+
+/* The end of the output (or a failure): answer what is still owed, then go on with the
+ * connection or close it. */
+static void stream_finish(struct conn_stream *cs, bool failed)
+{
+    struct conn *c = cs->c;
+    bool timed_out = atomic_load_explicit(&c->expired, memory_order_relaxed);
+    struct response resp;
+    resp_init(&resp);
+    bool ok = !failed && !timed_out;
+    bool keep_alive = cs->keep_alive;
+    if (!cs->head_sent) {
+        cs->status = timed_out ? 504 : 502;
+        resp_error(&resp, cs->status);
+        resp.head_only = cs->head_only;
+        resp.keep_alive = keep_alive;
+        resp_finish(&resp, cs->http10);
+        cs->sent = resp.head_only ? 0 : resp.content_length;
+    } else {
+        if (cs->chunked && !cs->head_only && ok)
+            resp_body_mem(&resp, "0\r\n\r\n", 5);
+        /* A body cut short (a failure, or less than the script announced) must look cut
+         * to the client: no last chunk, and the connection closes. */
+        if (!ok || (cs->left != UINT64_MAX && cs->left > 0))
+            keep_alive = false;
+    }
+    stream_log(cs);
+    stream_free(c, timed_out);
+    if (timed_out) /* the flag was for the script; the connection itself is fine */
+        atomic_store_explicit(&c->expired, false, memory_order_relaxed);
+    resp.keep_alive = keep_alive;
+    if (http_conn_send(c, &resp, NULL, 0))
+        http_conn_continue(c);
+}
+
+/* The head is complete in cs->pending (head_len bytes of it): send it with what follows. */
+static enum send_result send_head(struct conn_stream *cs, struct response *resp,
+                                  size_t head_len, char *chunk_line)
+{
+    cs->status = resp->status;
+    resp->keep_alive = cs->keep_alive;
+    resp->head_only = false; /* the body segments below are empty for HEAD anyway */
+    if (resp->no_length) {
+        cs->head_only = true; /* 204, 304: no body whatever the script writes */
+    } else if (resp->length_known) {
+        cs->left = resp->content_length;
+    } else if (cs->http10) {
+        resp->keep_alive = cs->keep_alive = false; /* the end of the body is the close */
+        resp->no_length = true;
+    } else {
+        resp->chunked = cs->chunked = true;
+    }
+    resp->n_segs = 0; /* a head() parser adds no body; content_length is the announced one */
+    resp_finish(resp, cs->http10);
+    resp->no_length = false; /* framing is written: now let the body segments go out */
+    cs->head_sent = true;
+    add_body(cs, resp, cs->pending + head_len, cs->pending_len - head_len, chunk_line);
+    return stream_send(cs, resp);
+}
+
+static void stream_event(struct lf_handle *h, uint32_t events)
+{
+    (void)events;
+    struct conn_stream *cs = (struct conn_stream *)h;
+    struct conn *c = cs->c;
+    char buf[16384];
+    char chunk_line[24];
+    for (;;) {
+        struct response resp;
+        resp_init(&resp);
+        if (!cs->head_sent && cs->pending_len == sizeof(cs->pending)) {
+            stream_finish(cs, true); /* a head larger than we take: 502 */
+            return;
+        }
+        char *dst = cs->head_sent ? buf : cs->pending + cs->pending_len;
+        size_t cap = cs->head_sent ? sizeof(buf) : sizeof(cs->pending) - cs->pending_len;
+        ssize_t n = read(h->fd, dst, cap);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN) {
+            atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
+            atomic_store_explicit(&c->deadline_ms, cs->deadline_ms, memory_order_relaxed);
+            lf_group_rearm(h, EPOLLIN);
+            return;
+        }
+        if (n <= 0) {
+            stream_finish(cs, false);
+            return;
+        }
+        enum send_result r = SEND_DONE;
+        if (cs->head_sent) {
+            add_body(cs, &resp, buf, (size_t)n, chunk_line);
+            if (resp.n_segs)
+                r = stream_send(cs, &resp);
+        } else {
+            cs->pending_len += (size_t)n;
+            int used = cs->rs.ops->head(cs->rs.ctx, cs->pending, cs->pending_len, &resp);
+            if (used < 0) {
+                stream_finish(cs, true);
+                return;
+            }
+            if (used > 0)
+                r = send_head(cs, &resp, (size_t)used, chunk_line);
+        }
+        if (r == SEND_PARKED)
+            return;
+        if (r == SEND_ERROR) { /* the client is gone: so is the script */
+            conn_close(c);
+            return;
+        }
+    }
+}
+
+void http_stream_resume(struct conn *c)
+{
+    struct conn_stream *cs = c->stream;
+    atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
+    atomic_store_explicit(&c->deadline_ms, cs->deadline_ms, memory_order_relaxed);
+    lf_group_rearm(&cs->h, EPOLLIN);
+}
+
+void http_stream_start(struct conn *c, struct response *resp, const struct http_request *h)
+{
+    struct conn_stream *cs = malloc(sizeof(*cs));
+    if (!cs) {
+        resp->stream.ops->done(resp->stream.ctx, false);
+        close(resp->stream.fd);
+        conn_close(c);
+        return;
+    }
+    memset(cs, 0, offsetof(struct conn_stream, pending));
+    cs->h.fd = resp->stream.fd;
+    cs->h.on_event = stream_event;
+    cs->c = c;
+    cs->rs = resp->stream;
+    cs->head_only = resp->head_only;
+    cs->keep_alive = resp->keep_alive;
+    cs->http10 = h->version_minor == 0;
+    cs->left = UINT64_MAX;
+    cs->deadline_ms = conn_now_ms() + cs->rs.timeout_ms;
+    const char *end = h->target.p + h->target.len + 9;
+    copy_slice(cs->request_line, sizeof(cs->request_line), h->method_name.p,
+               (size_t)(end - h->method_name.p));
+    copy_slice(cs->referer, sizeof(cs->referer), h->referer.p, h->referer.len);
+    copy_slice(cs->user_agent, sizeof(cs->user_agent), h->user_agent.p, h->user_agent.len);
+
+    c->stream = cs;
+    atomic_store_explicit(&c->stream_pgid, cs->rs.pgid, memory_order_relaxed);
+    atomic_store_explicit(&c->deadline_ms, cs->deadline_ms, memory_order_relaxed);
+    atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
+    /* The last act: from here the pipe's events own the connection. */
+    if (lf_group_add(c->h.group, &cs->h, EPOLLIN) < 0) {
+        log_error("epoll: cannot add a stream's pipe: %s", strerror(errno));
+        conn_close(c); /* aborts the stream */
+    }
+}
