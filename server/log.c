@@ -16,7 +16,21 @@
 static struct {
     int fd;
     enum log_level level;
-} error_log = {2, LOG_LEVEL_INFO};
+    char path[CONFIG_PATH_MAX]; /* "" for stdout/stderr */
+} error_log = {2, LOG_LEVEL_INFO, ""};
+
+/* Open path and put it in place of fd. */
+static int reopen_onto(const char *path, int fd)
+{
+    int nfd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (nfd < 0)
+        return -1;
+    int rc = dup3(nfd, fd, O_CLOEXEC);
+    int saved = errno;
+    close(nfd);
+    errno = saved;
+    return rc < 0 ? -1 : 0;
+}
 
 static int open_dest(const char *dest, int *fd, bool *own)
 {
@@ -45,7 +59,23 @@ int log_open_error(const char *dest, enum log_level level)
     log_close_error();
     error_log.fd = fd;
     error_log.level = level;
+    snprintf(error_log.path, sizeof(error_log.path), "%s", own ? dest : "");
     return 0;
+}
+
+int log_reopen_error(void)
+{
+    if (!error_log.path[0])
+        return 0;
+    return reopen_onto(error_log.path, error_log.fd);
+}
+
+int access_log_reopen(struct access_log *log)
+{
+    if (!log->own_fd || !log->path[0])
+        return 0;
+    access_log_flush(log); /* lines written before the rotation go to the old file */
+    return reopen_onto(log->path, log->fd);
 }
 
 void log_close_error(void)
@@ -87,7 +117,11 @@ int access_log_open(struct access_log *log, const char *dest)
     pthread_mutex_init(&log->lock, NULL);
     if (strcmp(dest, "off") == 0)
         return 0;
-    return open_dest(dest, &log->fd, &log->own_fd);
+    if (open_dest(dest, &log->fd, &log->own_fd) < 0)
+        return -1;
+    if (log->own_fd)
+        snprintf(log->path, sizeof(log->path), "%s", dest);
+    return 0;
 }
 
 static void buf_flush_locked(struct access_log *log, struct access_log_buf *b)

@@ -34,6 +34,7 @@ struct access_log_buf {
 struct access_log {
     int fd; /* -1 when the access log is off */
     bool own_fd;
+    char path[CONFIG_PATH_MAX]; /* the file, for reopening; "" for stdout/stderr/off */
     pthread_mutex_t lock; /* guards bufs (the list, not their contents) */
     struct access_log_buf *bufs;
 };
@@ -58,5 +59,11 @@ void access_log_write(struct access_log *log, const struct access_entry *e);
 /* Write every thread's pending lines (the timer calls this about once a second). */
 void access_log_flush(struct access_log *log);
 void access_log_close(struct access_log *log);
+
+/* After logrotate renamed the files (SIGUSR1): open them again by name and put the new
+ * file in place of the old one (dup2), so threads writing meanwhile never see a closed
+ * descriptor. Returns 0, or -1 (errno set; the old files stay in use). */
+int access_log_reopen(struct access_log *log);
+int log_reopen_error(void);
 
 #endif

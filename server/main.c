@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "server.h"
@@ -162,6 +163,22 @@ static int start(struct server *srv)
     return 0;
 }
 
+static void reap_children(void)
+{
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
+}
+
+static void reopen_logs(struct server *srv)
+{
+    if (log_reopen_error() < 0)
+        log_error("reopening the error log: %s", strerror(errno));
+    if (access_log_reopen(&srv->access_log) < 0)
+        log_error("reopening the access log: %s", strerror(errno));
+    else
+        log_info("SIGUSR1: log files reopened");
+}
+
 /* Stop accepting, let responses in flight finish, close idle connections, stop. */
 static void shut_down(struct server *srv, const sigset_t *sigs)
 {
@@ -172,6 +189,8 @@ static void shut_down(struct server *srv, const sigset_t *sigs)
     struct timespec tick = {0, 50 * 1000000L};
     while (atomic_load(&srv->n_conns) > 0 && conn_now_ms() < deadline) {
         int sig = sigtimedwait(sigs, NULL, &tick);
+        if (sig == SIGCHLD)
+            reap_children();
         if (sig == SIGTERM || sig == SIGINT) {
             log_info("second signal: closing %u connections now", atomic_load(&srv->n_conns));
             break;
@@ -237,6 +256,7 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGHUP);
     sigaddset(&sigs, SIGUSR1);
+    sigaddset(&sigs, SIGCHLD); /* CGI scripts: reaped here, so none is left a zombie */
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
     if (start(&srv) < 0) {
@@ -249,9 +269,12 @@ int main(int argc, char **argv)
             log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
             break;
         }
-        if (sig == SIGHUP || sig == SIGUSR1)
-            log_info("%s ignored: reload and log reopening are not built yet",
-                     sig == SIGHUP ? "SIGHUP" : "SIGUSR1");
+        if (sig == SIGCHLD)
+            reap_children();
+        if (sig == SIGUSR1)
+            reopen_logs(&srv);
+        if (sig == SIGHUP)
+            log_warn("SIGHUP ignored: configuration reload is not built yet; restart instead");
     }
     shut_down(&srv, &sigs);
     clean_up(&srv);

@@ -1,0 +1,49 @@
+"""Signals an operator sends: SIGUSR1 reopens the log files (logrotate), SIGHUP must not
+stop the server, and children (CGI scripts) are reaped."""
+import os
+import signal
+import time
+
+
+def fetch(server, path):
+    c = server.connect()
+    try:
+        c.send(f"GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode())
+        return c.read_response()[0]
+    finally:
+        c.close()
+
+
+def wait_for(predicate, timeout=5.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_sigusr1_reopens_access_log_after_rename(start_server, docroot):
+    """logrotate renames the file, then signals: lines before go to the old file, lines
+    after to a new file of the original name."""
+    (docroot / "a.txt").write_text("a")
+    s = start_server(docroot)
+    assert fetch(s, "/a.txt?before") == 200
+    assert wait_for(lambda: "before" in s.access_log())
+    os.rename(s.access_path, s.access_path + ".1")
+    s.proc.send_signal(signal.SIGUSR1)
+    assert wait_for(lambda: "log files reopened" in s.error_log())
+    assert fetch(s, "/a.txt?after") == 200
+    assert wait_for(lambda: "after" in s.access_log())
+    old = open(s.access_path + ".1").read()
+    assert "before" in old and "after" not in old
+    assert "before" not in s.access_log()
+
+
+def test_sighup_does_not_stop_the_server(start_server, docroot):
+    (docroot / "a.txt").write_text("a")
+    s = start_server(docroot)
+    s.proc.send_signal(signal.SIGHUP)
+    time.sleep(0.2)
+    assert s.proc.poll() is None
+    assert fetch(s, "/a.txt") == 200
