@@ -141,7 +141,7 @@ docker:
 	@if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \
 	  docker build -t $(IMAGE) .; \
 	elif command -v podman >/dev/null 2>&1; then \
-	  podman build -t $(IMAGE) .; \
+	  podman build --format docker -t $(IMAGE) .; \
 	else \
 	  echo "make docker: neither a docker engine nor podman is available"; exit 1; \
 	fi
