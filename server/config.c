@@ -456,11 +456,242 @@ static const struct directive directives[] = {
     {"server_tokens", 1, 1, set_server_tokens},
 };
 
+/* --- service classes ------------------------------------------------------------- */
+
+static int parse_cidr(const char *text, struct config_cidr *c)
+{
+    char addr[64];
+    const char *slash = strchr(text, '/');
+    size_t len = slash ? (size_t)(slash - text) : strlen(text);
+    if (len >= sizeof(addr))
+        return -1;
+    memcpy(addr, text, len);
+    addr[len] = '\0';
+    memset(c, 0, sizeof(*c));
+    if (inet_pton(AF_INET, addr, c->addr) == 1) {
+        c->family = AF_INET;
+        c->prefix_bits = 32;
+    } else if (inet_pton(AF_INET6, addr, c->addr) == 1) {
+        c->family = AF_INET6;
+        c->prefix_bits = 128;
+    } else {
+        return -1;
+    }
+    if (slash) {
+        unsigned bits;
+        if (parse_uint(slash + 1, c->prefix_bits, &bits) < 0)
+            return -1;
+        c->prefix_bits = bits;
+    }
+    return 0;
+}
+
+bool config_cidr_match(const struct config_cidr *c, const struct sockaddr *sa)
+{
+    const uint8_t *a;
+    uint8_t mapped[4];
+    if (sa->sa_family == AF_INET && c->family == AF_INET) {
+        a = (const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr;
+    } else if (sa->sa_family == AF_INET6 && c->family == AF_INET6) {
+        a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+    } else if (sa->sa_family == AF_INET6 && c->family == AF_INET &&
+               IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)sa)->sin6_addr)) {
+        memcpy(mapped, ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr + 12, 4);
+        a = mapped;
+    } else {
+        return false;
+    }
+    unsigned full = c->prefix_bits / 8, rest = c->prefix_bits % 8;
+    if (memcmp(a, c->addr, full) != 0)
+        return false;
+    if (rest == 0)
+        return true;
+    uint8_t mask = (uint8_t)(0xff << (8 - rest));
+    return (a[full] & mask) == (c->addr[full] & mask);
+}
+
+static int class_priority(const char *v, int *nice)
+{
+    if (strcmp(v, "high") == 0)
+        *nice = -10;
+    else if (strcmp(v, "normal") == 0)
+        *nice = 0;
+    else if (strcmp(v, "low") == 0)
+        *nice = 10;
+    else {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (*v == '\0' || *end || n < -20 || n > 19)
+            return -1;
+        *nice = (int)n;
+    }
+    return 0;
+}
+
+static int class_rule(struct config_class *k, const struct conf_node *n, char *msg, size_t len)
+{
+    if (n->n_args != 2)
+        return snprintf(msg, len, "match takes a kind and a value: path, host or addr"), -1;
+    const char *kind = n->args[0], *v = n->args[1];
+    if (strcmp(kind, "path") == 0) {
+        if (v[0] != '/' || strlen(v) >= sizeof(k->paths[0]) || k->n_paths == CONFIG_CLASS_RULES)
+            return snprintf(msg, len, "invalid path prefix \"%s\"", v), -1;
+        snprintf(k->paths[k->n_paths++], sizeof(k->paths[0]), "%s", v);
+    } else if (strcmp(kind, "host") == 0) {
+        if (strlen(v) >= sizeof(k->hosts[0]) || k->n_hosts == CONFIG_CLASS_RULES)
+            return snprintf(msg, len, "invalid host \"%s\"", v), -1;
+        char *h = k->hosts[k->n_hosts++];
+        for (size_t i = 0; v[i]; i++)
+            h[i] = (char)tolower((unsigned char)v[i]), h[i + 1] = '\0';
+    } else if (strcmp(kind, "addr") == 0) {
+        if (k->n_addrs == CONFIG_CLASS_RULES || parse_cidr(v, &k->addrs[k->n_addrs]) < 0)
+            return snprintf(msg, len, "invalid address or network \"%s\"", v), -1;
+        k->n_addrs++;
+    } else {
+        return snprintf(msg, len, "unknown match kind \"%s\" (path, host, addr)", kind), -1;
+    }
+    return 0;
+}
+
+static int class_directive(struct config_class *k, const struct conf_node *n, char *msg,
+                           size_t len)
+{
+    if (n->is_block)
+        return snprintf(msg, len, "\"%s\" cannot be a block", n->name), -1;
+    if (strcmp(n->name, "match") == 0)
+        return class_rule(k, n, msg, len);
+    if (n->n_args != 1)
+        return snprintf(msg, len, "invalid number of values for \"%s\"", n->name), -1;
+    const char *v = n->args[0];
+    if (strcmp(n->name, "threads") == 0) {
+        if (parse_uint(v, 1024, &k->threads) < 0)
+            return snprintf(msg, len, "invalid number \"%s\"", v), -1;
+    } else if (strcmp(n->name, "priority") == 0) {
+        if (class_priority(v, &k->nice) < 0)
+            return snprintf(msg, len, "priority is high, normal, low or -20..19, not \"%s\"",
+                            v), -1;
+    } else if (strcmp(n->name, "max_connections") == 0) {
+        if (parse_uint(v, 10000000, &k->max_connections) < 0)
+            return snprintf(msg, len, "invalid number \"%s\"", v), -1;
+    } else if (strcmp(n->name, "listen") == 0) {
+        if (k->n_listen == CONFIG_MAX_LISTEN ||
+            config_parse_listen(v, &k->listen[k->n_listen]) < 0)
+            return snprintf(msg, len, "invalid listen address \"%s\"", v), -1;
+        k->n_listen++;
+    } else {
+        return snprintf(msg, len, "unknown directive \"%s\" in a class", n->name), -1;
+    }
+    return 0;
+}
+
+static bool same_listen(const struct config_listen *a, const struct config_listen *b)
+{
+    /* Port 0 asks the kernel for a free port: two such listeners never collide. */
+    const struct sockaddr_in *a4 = (const struct sockaddr_in *)&a->addr;
+    if (a4->sin_port == 0) /* sin_port and sin6_port sit at the same offset */
+        return false;
+    return a->addr_len == b->addr_len && memcmp(&a->addr, &b->addr, a->addr_len) == 0;
+}
+
+/* A rule may send traffic to one class only: two classes with the same path prefix, host
+ * or listener would make the choice depend on the order of the file. */
+static int class_overlap(const struct config *cfg, const struct config_class *k, char *msg,
+                         size_t len)
+{
+    for (unsigned i = 0; i < cfg->n_classes; i++) {
+        const struct config_class *o = &cfg->classes[i];
+        if (strcmp(o->name, k->name) == 0)
+            return snprintf(msg, len, "class \"%s\" is defined twice", k->name), -1;
+        for (unsigned a = 0; a < k->n_paths; a++)
+            for (unsigned b = 0; b < o->n_paths; b++)
+                if (strcmp(k->paths[a], o->paths[b]) == 0)
+                    return snprintf(msg, len, "path \"%s\" is matched by class \"%s\" too",
+                                    k->paths[a], o->name), -1;
+        for (unsigned a = 0; a < k->n_hosts; a++)
+            for (unsigned b = 0; b < o->n_hosts; b++)
+                if (strcmp(k->hosts[a], o->hosts[b]) == 0)
+                    return snprintf(msg, len, "host \"%s\" is matched by class \"%s\" too",
+                                    k->hosts[a], o->name), -1;
+        for (unsigned a = 0; a < k->n_listen; a++)
+            for (unsigned b = 0; b < o->n_listen; b++)
+                if (same_listen(&k->listen[a], &o->listen[b]))
+                    return snprintf(msg, len, "listen %s belongs to class \"%s\" too",
+                                    k->listen[a].text, o->name), -1;
+    }
+    return 0;
+}
+
+static int apply_class(struct config *cfg, const struct conf_node *n, const char *path,
+                       char *err, size_t err_len)
+{
+    char msg[512];
+    if (!n->is_block || n->n_args != 1) {
+        snprintf(err, err_len, "%s:%u: class takes a name and a { block }", path, n->line);
+        return -1;
+    }
+    if (cfg->n_classes == CONFIG_MAX_CLASSES) {
+        snprintf(err, err_len, "%s:%u: at most %d classes", path, n->line, CONFIG_MAX_CLASSES);
+        return -1;
+    }
+    const char *name = n->args[0];
+    if (strlen(name) >= sizeof(cfg->classes[0].name) || strcmp(name, "default") == 0 ||
+        !isalpha((unsigned char)name[0])) {
+        snprintf(err, err_len, "%s:%u: invalid class name \"%s\" (\"default\" is taken)", path,
+                 n->line, name);
+        return -1;
+    }
+    struct config_class *k = &cfg->classes[cfg->n_classes];
+    memset(k, 0, sizeof(*k));
+    snprintf(k->name, sizeof(k->name), "%s", name);
+    k->line = n->line;
+    k->threads = 1;
+    for (const struct conf_node *d = n->children; d; d = d->next) {
+        if (class_directive(k, d, msg, sizeof(msg)) < 0) {
+            snprintf(err, err_len, "%s:%u: class %s: %s", path, d->line, name, msg);
+            return -1;
+        }
+    }
+    if (class_overlap(cfg, k, msg, sizeof(msg)) < 0) {
+        snprintf(err, err_len, "%s:%u: %s", path, n->line, msg);
+        return -1;
+    }
+    cfg->n_classes++;
+    return 0;
+}
+
+/* The default class listens on the top-level `listen` lines; the built-in 8080 only when
+ * no listen appears anywhere. A class's listener must be its own. */
+static int check_class_listens(struct config *cfg, const char *path, char *err, size_t err_len)
+{
+    bool top_level = config_next(cfg, "listen", NULL) != NULL;
+    bool in_classes = false;
+    for (unsigned i = 0; i < cfg->n_classes; i++)
+        in_classes |= cfg->classes[i].n_listen > 0;
+    if (!top_level && in_classes)
+        cfg->n_listen = 0;
+    for (unsigned i = 0; i < cfg->n_classes; i++) {
+        const struct config_class *k = &cfg->classes[i];
+        for (unsigned a = 0; a < k->n_listen; a++)
+            for (unsigned b = 0; b < cfg->n_listen; b++)
+                if (same_listen(&k->listen[a], &cfg->listen[b])) {
+                    snprintf(err, err_len, "%s:%u: listen %s belongs to class \"%s\" and to "
+                             "the default class", path, k->line, k->listen[a].text, k->name);
+                    return -1;
+                }
+    }
+    return 0;
+}
+
 static int apply_directives(struct config *cfg, const char *path, config_known_fn known,
                             char *err, size_t err_len)
 {
     bool saw_listen = false;
     for (const struct conf_node *n = cfg->tree; n; n = n->next) {
+        if (strcmp(n->name, "class") == 0) {
+            if (apply_class(cfg, n, path, err, err_len) < 0)
+                return -1;
+            continue;
+        }
         const struct directive *d = NULL;
         for (size_t i = 0; i < sizeof(directives) / sizeof(directives[0]); i++)
             if (strcmp(directives[i].name, n->name) == 0)
@@ -533,7 +764,9 @@ int config_load(struct config *cfg, const char *path, config_known_fn known, cha
     free(text);
     if (rc < 0)
         return -1;
-    return apply_directives(cfg, path, known, err, err_len);
+    if (apply_directives(cfg, path, known, err, err_len) < 0)
+        return -1;
+    return check_class_listens(cfg, path, err, err_len);
 }
 
 void config_free(struct config *cfg)

@@ -37,6 +37,34 @@ struct config_listen {
 
 enum log_level { LOG_LEVEL_ERROR = 0, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_DEBUG };
 
+#define CONFIG_MAX_CLASSES 8
+#define CONFIG_CLASS_RULES 16
+
+/* An IPv4 or IPv6 network, for `match addr`. */
+struct config_cidr {
+    int family;
+    uint8_t addr[16];
+    unsigned prefix_bits;
+};
+
+/* A service class: its own Leader/Followers group, thread priority and limits, and the
+ * rules that send connections and requests to it. */
+struct config_class {
+    char name[32];
+    unsigned line;
+    unsigned threads;        /* 0 = one per CPU */
+    int nice;                /* thread priority as a nice value: high -10, normal 0, low 10 */
+    unsigned max_connections; /* 0 = only the server-wide limit */
+    struct config_listen listen[CONFIG_MAX_LISTEN]; /* connections accepted here are ours */
+    unsigned n_listen;
+    char paths[CONFIG_CLASS_RULES][256]; /* `match path PREFIX` (decoded path prefixes) */
+    unsigned n_paths;
+    char hosts[CONFIG_CLASS_RULES][256]; /* `match host NAME` (without port, lowercase) */
+    unsigned n_hosts;
+    struct config_cidr addrs[CONFIG_CLASS_RULES]; /* `match addr CIDR` (client address) */
+    unsigned n_addrs;
+};
+
 struct config {
     char file[CONFIG_PATH_MAX]; /* the file it was read from, "" for built-in defaults */
 
@@ -65,8 +93,16 @@ struct config {
     enum log_level error_level;
     bool server_tokens;
 
+    /* Service classes beyond the default one (which has the top-level listen, threads and
+     * max_connections, and takes whatever no class matches). */
+    struct config_class classes[CONFIG_MAX_CLASSES];
+    unsigned n_classes;
+
     struct conf_node *tree; /* the whole file, for directives of later parts */
 };
+
+/* Does the client address match the network? */
+bool config_cidr_match(const struct config_cidr *c, const struct sockaddr *sa);
 
 /* The largest max_header_size: the size of the per-thread stack buffer requests are read into. */
 #define CONFIG_MAX_HEADER_SIZE 16384

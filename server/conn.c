@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sendfile.h>
@@ -36,15 +37,66 @@ int64_t conn_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int service_init(struct service *svc, struct server *srv, const char *name, unsigned threads)
+int service_init(struct service *svc, struct server *srv, const char *name, unsigned threads,
+                 int nice, const struct config_class *cls)
 {
     memset(svc, 0, sizeof(*svc));
     svc->srv = srv;
+    snprintf(svc->name, sizeof(svc->name), "%s", name);
+    svc->cls = cls;
+    svc->max_connections = cls ? cls->max_connections : 0;
+    svc->nice = nice;
+    svc->timer.fd = -1;
     pthread_mutex_init(&svc->lock, NULL);
-    svc->group = lf_group_create(name, threads, srv->promotion);
+    svc->group = lf_group_create(name, threads, srv->promotion, nice);
     if (!svc->group)
         return -1;
     return timer_init(svc);
+}
+
+bool service_full(const struct service *svc)
+{
+    return svc->max_connections &&
+           atomic_load_explicit(&svc->n_conns, memory_order_relaxed) >= svc->max_connections;
+}
+
+static void list_unlink(struct service *svc, struct conn *c)
+{
+    pthread_mutex_lock(&svc->lock);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        svc->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+    pthread_mutex_unlock(&svc->lock);
+    atomic_fetch_sub_explicit(&svc->n_conns, 1, memory_order_relaxed);
+}
+
+static void list_link(struct service *svc, struct conn *c)
+{
+    pthread_mutex_lock(&svc->lock);
+    c->prev = NULL;
+    c->next = svc->conns;
+    if (svc->conns)
+        svc->conns->prev = c;
+    svc->conns = c;
+    pthread_mutex_unlock(&svc->lock);
+    atomic_fetch_add_explicit(&svc->n_conns, 1, memory_order_relaxed);
+}
+
+void service_move(struct conn *c, struct service *to)
+{
+    /* One list at a time, never both locks: two moves in opposite directions cannot
+     * deadlock. Meanwhile the connection is in no list, so no sweep can touch it. */
+    list_unlink(c->svc, c);
+    if (c->registered) /* leave the old group's handle set; the new one adds it */
+        epoll_ctl(lf_group_epoll_fd(c->h.group), EPOLL_CTL_DEL, c->h.fd, NULL);
+    c->registered = false;
+    c->svc = to;
+    c->h.group = to->group;
+    list_link(to, c);
 }
 
 void service_fini(struct service *svc)
@@ -90,16 +142,10 @@ struct conn *conn_open(struct service *svc, int fd, const struct sockaddr *peer,
     if (peer_len > sizeof(c->peer))
         peer_len = sizeof(c->peer);
     memcpy(&c->peer, peer, peer_len);
+    c->home = svc;
     atomic_store_explicit(&c->deadline_ms,
                           conn_now_ms() + svc->srv->cfg.header_timeout_ms, memory_order_relaxed);
-
-    pthread_mutex_lock(&svc->lock);
-    c->next = svc->conns;
-    if (svc->conns)
-        svc->conns->prev = c;
-    svc->conns = c;
-    pthread_mutex_unlock(&svc->lock);
-    atomic_fetch_add_explicit(&svc->n_conns, 1, memory_order_relaxed);
+    list_link(svc, c);
     atomic_fetch_add_explicit(&svc->srv->n_conns, 1, memory_order_relaxed);
     return c;
 }
@@ -119,14 +165,7 @@ void conn_close(struct conn *c)
     struct service *svc = c->svc;
     /* Unlink before close(): the sweep calls shutdown() on listed fds under this lock, so
      * it can never act on a descriptor number that has been closed and reused. */
-    pthread_mutex_lock(&svc->lock);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        svc->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    pthread_mutex_unlock(&svc->lock);
+    list_unlink(svc, c);
 
     if (c->stream)
         http_stream_abort(c);
@@ -137,7 +176,6 @@ void conn_close(struct conn *c)
     c->in = NULL;
     free(c->collect);
     c->collect = NULL;
-    atomic_fetch_sub_explicit(&svc->n_conns, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&svc->srv->n_conns, 1, memory_order_relaxed);
 
     pthread_mutex_lock(&svc->lock);

@@ -18,6 +18,7 @@
 
 #include "http_parse.h"
 #include "http_response.h"
+#include "config.h"
 #include "lf_group.h"
 
 struct server;
@@ -81,6 +82,7 @@ struct conn {
     struct conn_stream *stream;   /* a response streaming from a pipe, or NULL */
     _Atomic int stream_pgid;      /* its process group, for the sweep to kill; 0 if none */
     const struct sockaddr *local; /* the listener's address */
+    struct service *home;         /* the class chosen at accept: requests no rule claims */
 
     union {
         struct sockaddr sa;
@@ -91,9 +93,14 @@ struct conn {
 
 static_assert(sizeof(struct conn) <= 256, "an idle connection should stay small");
 
-/* A service: one Leader/Followers group and the connections it serves. */
+/* A service class: one Leader/Followers group, its threads' priority, its limits, and
+ * the connections it serves. The default class is the server's first service. */
 struct service {
     struct server *srv;
+    char name[32];
+    const struct config_class *cls; /* its configuration; NULL for the default class */
+    unsigned max_connections;       /* 0: only the server-wide limit */
+    int nice;                       /* its threads' priority, as applied */
     struct lf_group *group;
     struct lf_handle timer; /* a timerfd in the group's set: the deadline sweep */
 
@@ -107,7 +114,12 @@ struct service {
     int64_t last_flush_ms; /* when the sweep last flushed the access log */
 };
 
-int service_init(struct service *svc, struct server *srv, const char *name, unsigned threads);
+int service_init(struct service *svc, struct server *srv, const char *name, unsigned threads,
+                 int nice, const struct config_class *cls);
+/* Is the class full (its own max_connections)? */
+bool service_full(const struct service *svc);
+/* Move a connection this thread owns to another service's list and group (not armed). */
+void service_move(struct conn *c, struct service *to);
 /* After the group's threads have stopped: close every connection and free the pools. */
 void service_fini(struct service *svc);
 

@@ -250,6 +250,47 @@ static void start_collect(struct conn *c, const char *have, size_t n, size_t hea
     conn_wait(c, CONN_BODY, EPOLLIN, conn_now_ms() + cfg->header_timeout_ms);
 }
 
+/* The service class this request belongs to: a class whose rules (path prefix, Host)
+ * claim it, else the class the connection was given at accept. */
+static struct service *request_class(struct conn *c, const struct http_request *req)
+{
+    char path[REQUEST_PATH_MAX];
+    long n = http_path_normalize(req->path, path, sizeof(path));
+    if (n < 0)
+        return c->svc; /* the error is answered where we are */
+    struct service *to = server_class_for_request(conn_server(c), path, (size_t)n, req->host);
+    return to ? to : c->home;
+}
+
+/* Move the connection, with the request and everything after it (buf[from, len)), to
+ * another class's group: a one-time move, not a queue. Its threads parse the request again
+ * from the carried bytes; the socket is armed for writing too, so that the move takes
+ * effect at once even though the bytes are no longer in the socket. */
+static void hand_off(struct conn *c, struct service *to, const char *p, size_t n)
+{
+    if (service_full(to)) {
+        struct response resp;
+        resp_init(&resp);
+        resp_error(&resp, 503);
+        resp_header(&resp, "Retry-After", "1");
+        resp_finish(&resp, false);
+        int64_t now_s;
+        http_date_header(&now_s);
+        const char *eol = memchr(p, '\r', n);
+        log_access(c, (struct http_slice){p, eol ? (size_t)(eol - p) : 0}, NULL, &resp, now_s);
+        c->body_mode = CONN_BODY_NONE;
+        send_and_continue(c, &resp, NULL, 0);
+        return;
+    }
+    if (!save_input(c, p, n)) {
+        conn_close(c);
+        return;
+    }
+    service_move(c, to);
+    conn_wait(c, CONN_HEAD, EPOLLIN | EPOLLOUT,
+              conn_now_ms() + conn_server(c)->cfg.header_timeout_ms);
+}
+
 /* Answer one complete request whose head is buf[*pos .. *pos + head_len). Advances *pos
  * past the head and whatever of its body is in the buffer. Returns true to go on with the
  * connection, false if it was handed off. */
@@ -257,6 +298,13 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
                       const struct http_request *req, size_t head_len)
 {
     struct server *srv = conn_server(c);
+    if (srv->n_svcs > 1) {
+        struct service *to = request_class(c, req);
+        if (to != c->svc) {
+            hand_off(c, to, buf + *pos, len - *pos);
+            return false;
+        }
+    }
     struct response resp;
     int64_t now_s;
     http_date_header(&now_s);

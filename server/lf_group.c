@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define LF_BATCH 32
@@ -52,6 +53,7 @@ struct lf_group {
     int epfd;
     struct lf_handle stop_handle; /* an eventfd, readable once the group is stopping */
     enum lf_promotion promo;
+    int nice; /* every thread's priority (a service class's) */
     unsigned n_threads;
     struct lf_thread *threads;
     bool started;
@@ -67,7 +69,8 @@ struct lf_group {
     struct lf_group_stats stats;
 };
 
-struct lf_group *lf_group_create(const char *name, unsigned threads, enum lf_promotion promo)
+struct lf_group *lf_group_create(const char *name, unsigned threads, enum lf_promotion promo,
+                                 int nice)
 {
     if (threads == 0) {
         errno = EINVAL;
@@ -78,6 +81,7 @@ struct lf_group *lf_group_create(const char *name, unsigned threads, enum lf_pro
         return NULL;
     snprintf(g->name, sizeof(g->name), "%s", name);
     g->promo = promo;
+    g->nice = nice;
     g->n_threads = threads;
     g->epfd = -1;
     g->stop_handle.fd = -1;
@@ -195,6 +199,12 @@ static void *lf_thread_main(void *arg)
     char tname[16];
     snprintf(tname, sizeof(tname), "%.10s-%u", g->name, t->index);
     pthread_setname_np(pthread_self(), tname);
+    /* On Linux a nice value belongs to a thread: PRIO_PROCESS with a thread id sets ours. */
+    if (g->nice != 0 && setpriority(PRIO_PROCESS, (id_t)gettid(), g->nice) < 0) {
+        pthread_mutex_lock(&g->lock);
+        g->stats.priority_failures++;
+        pthread_mutex_unlock(&g->lock);
+    }
 
     pthread_mutex_lock(&g->lock);
     while (lf_lead(g, t)) {
@@ -295,4 +305,9 @@ const char *lf_group_name(const struct lf_group *g)
 unsigned lf_group_threads(const struct lf_group *g)
 {
     return g->n_threads;
+}
+
+int lf_group_epoll_fd(const struct lf_group *g)
+{
+    return g->epfd;
 }

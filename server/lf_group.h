@@ -41,11 +41,13 @@ struct lf_group_stats {
     uint64_t events;   /* events dispatched */
     uint64_t handoffs; /* promotions of a waiting follower to leader */
     uint64_t waits;    /* epoll_wait calls made */
+    unsigned priority_failures; /* threads that could not take the group's nice value */
 };
 
-/* Create a group named `name` with `threads` threads (not started yet).
- * Returns NULL with errno set on failure. */
-struct lf_group *lf_group_create(const char *name, unsigned threads, enum lf_promotion promo);
+/* Create a group named `name` with `threads` threads (not started yet), each running at
+ * the nice value `nice` (0: the process's own). Returns NULL with errno set on failure. */
+struct lf_group *lf_group_create(const char *name, unsigned threads, enum lf_promotion promo,
+                                 int nice);
 
 /* Register h in the handle set, armed for `events` (EPOLLIN, EPOLLOUT...), one-shot. */
 int lf_group_add(struct lf_group *g, struct lf_handle *h, uint32_t events);
@@ -60,6 +62,8 @@ void lf_group_destroy(struct lf_group *g);
 
 void lf_group_get_stats(struct lf_group *g, struct lf_group_stats *out);
 const char *lf_group_name(const struct lf_group *g);
+/* The handle set itself, for removing a handle that moves to another group. */
+int lf_group_epoll_fd(const struct lf_group *g);
 unsigned lf_group_threads(const struct lf_group *g);
 
 #endif

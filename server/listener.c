@@ -122,18 +122,30 @@ void listener_event(struct lf_handle *h, uint32_t events)
             }
             break; /* EAGAIN, or the listener was shut down */
         }
+        /* A connection from a listener of the default class may belong to a class by
+         * its client's address. */
+        struct service *to = svc;
+        if (svc == &srv->svcs[0]) {
+            struct service *by_peer = server_class_for_peer(srv, (struct sockaddr *)&peer);
+            to = by_peer ? by_peer : svc;
+        }
         if (atomic_load_explicit(&srv->stopping, memory_order_relaxed) ||
             atomic_load_explicit(&srv->n_conns, memory_order_relaxed) >=
-                srv->cfg.max_connections) {
+                srv->cfg.max_connections ||
+            service_full(to)) {
             ssize_t w = send(fd, busy_response, sizeof(busy_response) - 1, MSG_NOSIGNAL);
             (void)w;
             close(fd);
             continue;
         }
-        struct conn *c = conn_open(svc, fd, (struct sockaddr *)&peer, plen,
+        struct conn *c = conn_open(to, fd, (struct sockaddr *)&peer, plen,
                                    (const struct sockaddr *)&l->addr.addr);
         if (!c)
             continue;
+        if (to != svc) { /* another class's group reads it */
+            conn_wait(c, CONN_NEW, EPOLLIN, atomic_load(&c->deadline_ms));
+            continue;
+        }
         if (last)
             conn_wait(last, CONN_NEW, EPOLLIN, atomic_load(&last->deadline_ms));
         last = c;

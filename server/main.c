@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -109,6 +110,91 @@ static int load_config(struct config *cfg, const struct options *o, char *err, s
     return 0;
 }
 
+/* Class priorities are nice values relative to the process's own (high -10, normal 0,
+ * low 10). Raising a thread above the process's own priority needs CAP_SYS_NICE (or
+ * RLIMIT_NICE); without it, every class moves up by the same amount, so that the most
+ * urgent runs at the process's own priority and the order between classes is kept.
+ * Returns that shift (0 when the priorities can be applied as configured). */
+static int priority_shift(const struct config *cfg)
+{
+    int lowest = 0;
+    for (unsigned i = 0; i < cfg->n_classes; i++)
+        lowest = cfg->classes[i].nice < lowest ? cfg->classes[i].nice : lowest;
+    if (lowest == 0)
+        return 0;
+    errno = 0;
+    int own = getpriority(PRIO_PROCESS, (id_t)gettid());
+    if (own == -1 && errno)
+        return -lowest;
+    if (setpriority(PRIO_PROCESS, (id_t)gettid(), own + lowest) == 0) {
+        setpriority(PRIO_PROCESS, (id_t)gettid(), own); /* a probe: put ours back */
+        return 0;
+    }
+    log_warn("cannot raise thread priorities (%s: no CAP_SYS_NICE): keeping the order of "
+             "the service classes by lowering the others by %d instead",
+             strerror(errno), -lowest);
+    return -lowest;
+}
+
+static int add_listener(struct server *srv, struct service *svc, const struct config_listen *a)
+{
+    struct listener *l = &srv->listeners[srv->n_listeners];
+    if (listener_open(srv, l, a) < 0) {
+        log_error("listen on %s: %s", a->text, strerror(errno));
+        return -1;
+    }
+    srv->n_listeners++;
+    l->svc = svc;
+    if (lf_group_add(svc->group, &l->h, EPOLLIN) < 0) {
+        log_error("epoll: %s", strerror(errno));
+        return -1;
+    }
+    log_info("listening on %s (class %s)", l->addr.text, svc->name);
+    return 0;
+}
+
+/* One service (a Leader/Followers group) per class, the default class first. */
+static int start_services(struct server *srv)
+{
+    const struct config *cfg = &srv->cfg;
+    int shift = priority_shift(cfg);
+    errno = 0;
+    int own = getpriority(PRIO_PROCESS, (id_t)gettid());
+    own = own == -1 && errno ? 0 : own;
+    for (unsigned i = 0; i <= cfg->n_classes; i++) {
+        const struct config_class *k = i ? &cfg->classes[i - 1] : NULL;
+        unsigned threads = k ? k->threads : cfg->threads;
+        if (threads == 0)
+            threads = cfg->threads; /* 0: one per CPU, already resolved for the default */
+        int nice = (k ? k->nice : 0) + shift;
+        nice = nice > 19 ? 19 : nice;
+        struct service *svc = &srv->svcs[srv->n_svcs];
+        if (service_init(svc, srv, k ? k->name : "default", threads, nice ? own + nice : 0, k) <
+            0) {
+            log_error("cannot create the thread group of class %s: %s",
+                      k ? k->name : "default", strerror(errno));
+            return -1;
+        }
+        srv->n_svcs++;
+        const struct config_listen *ls = k ? k->listen : cfg->listen;
+        unsigned n = k ? k->n_listen : cfg->n_listen;
+        for (unsigned j = 0; j < n; j++)
+            if (add_listener(srv, svc, &ls[j]) < 0)
+                return -1;
+    }
+    for (unsigned i = 0; i < srv->n_svcs; i++) {
+        struct service *svc = &srv->svcs[i];
+        int rc = lf_group_start(svc->group);
+        if (rc < 0) {
+            log_error("cannot start threads: %s", strerror(-rc));
+            return -1;
+        }
+        log_info("class %s: %u threads at nice %d", svc->name, lf_group_threads(svc->group),
+                 svc->nice ? svc->nice : own);
+    }
+    return 0;
+}
+
 static int start(struct server *srv)
 {
     char err[1024];
@@ -135,31 +221,10 @@ static int start(struct server *srv)
     }
     pthread_mutex_init(&srv->spare_lock, NULL);
     srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (service_init(&srv->svc, srv, "lf", cfg->threads) < 0) {
-        log_error("cannot create the thread group: %s", strerror(errno));
+    if (start_services(srv) < 0)
         return -1;
-    }
-    for (unsigned i = 0; i < cfg->n_listen; i++) {
-        struct listener *l = &srv->listeners[i];
-        if (listener_open(srv, l, &cfg->listen[i]) < 0) {
-            log_error("listen on %s: %s", cfg->listen[i].text, strerror(errno));
-            return -1;
-        }
-        srv->n_listeners++;
-        l->svc = &srv->svc;
-        if (lf_group_add(srv->svc.group, &l->h, EPOLLIN) < 0) {
-            log_error("epoll: %s", strerror(errno));
-            return -1;
-        }
-        log_info("listening on %s", l->addr.text);
-    }
-    int rc = lf_group_start(srv->svc.group);
-    if (rc < 0) {
-        log_error("cannot start threads: %s", strerror(-rc));
-        return -1;
-    }
-    log_info("lfhttpd %s serving %s with %u threads (Leader/Followers)", LFHTTPD_VERSION,
-             cfg->root, cfg->threads);
+    log_info("lfhttpd %s serving %s (Leader/Followers, %u service class%s)", LFHTTPD_VERSION,
+             cfg->root, srv->n_svcs, srv->n_svcs == 1 ? "" : "es");
     return 0;
 }
 
@@ -202,10 +267,10 @@ static void shut_down(struct server *srv, const sigset_t *sigs)
 
 static void clean_up(struct server *srv)
 {
-    if (srv->svc.group) {
-        lf_group_stop(srv->svc.group);
-        service_fini(&srv->svc);
-    }
+    for (unsigned i = 0; i < srv->n_svcs; i++)
+        lf_group_stop(srv->svcs[i].group);
+    for (unsigned i = 0; i < srv->n_svcs; i++)
+        service_fini(&srv->svcs[i]);
     for (unsigned i = 0; i < srv->n_listeners; i++)
         close(srv->listeners[i].h.fd);
     module_chain_fini(&srv->chain);

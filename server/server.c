@@ -1,6 +1,7 @@
 /* server.c — what the server as a whole tells its modules. */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "server.h"
 
@@ -9,9 +10,8 @@ void module_server_stats(const struct server *srv, struct server_stats *out)
     memset(out, 0, sizeof(*out));
     out->uptime_s = (conn_now_ms() - srv->start_ms) / 1000;
     out->connections = atomic_load_explicit(&srv->n_conns, memory_order_relaxed);
-    const struct service *svcs[] = {&srv->svc};
-    for (size_t i = 0; i < sizeof(svcs) / sizeof(svcs[0]) && i < SERVER_STATS_GROUPS; i++) {
-        const struct service *svc = svcs[i];
+    for (unsigned i = 0; i < srv->n_svcs && i < SERVER_STATS_GROUPS; i++) {
+        const struct service *svc = &srv->svcs[i];
         if (!svc->group)
             continue;
         struct lf_group_stats gs;
@@ -25,4 +25,47 @@ void module_server_stats(const struct server *srv, struct server_stats *out)
         out->groups[i].waits = gs.waits;
         out->n_groups++;
     }
+}
+
+struct service *server_class_for_request(struct server *srv, const char *path, size_t len,
+                                         struct http_slice host)
+{
+    struct service *best = NULL;
+    size_t best_len = 0;
+    for (unsigned i = 1; i < srv->n_svcs; i++) {
+        const struct config_class *k = srv->svcs[i].cls;
+        for (unsigned p = 0; p < k->n_paths; p++) {
+            size_t pl = strlen(k->paths[p]);
+            if (pl > best_len && pl <= len && memcmp(path, k->paths[p], pl) == 0) {
+                best = &srv->svcs[i];
+                best_len = pl;
+            }
+        }
+    }
+    if (best || host.len == 0)
+        return best;
+    /* The host without its port: "example.org:8080" -> "example.org", "[::1]:80" -> "[::1]". */
+    size_t hl = host.len;
+    const char *end = host.p[0] == '[' ? memchr(host.p, ']', host.len) : host.p;
+    const char *colon = end ? memchr(end, ':', host.len - (size_t)(end - host.p)) : NULL;
+    if (colon)
+        hl = (size_t)(colon - host.p);
+    for (unsigned i = 1; i < srv->n_svcs; i++) {
+        const struct config_class *k = srv->svcs[i].cls;
+        for (unsigned h = 0; h < k->n_hosts; h++)
+            if (strlen(k->hosts[h]) == hl && strncasecmp(k->hosts[h], host.p, hl) == 0)
+                return &srv->svcs[i];
+    }
+    return NULL;
+}
+
+struct service *server_class_for_peer(struct server *srv, const struct sockaddr *peer)
+{
+    for (unsigned i = 1; i < srv->n_svcs; i++) {
+        const struct config_class *k = srv->svcs[i].cls;
+        for (unsigned a = 0; a < k->n_addrs; a++)
+            if (config_cidr_match(&k->addrs[a], peer))
+                return &srv->svcs[i];
+    }
+    return NULL;
 }

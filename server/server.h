@@ -29,8 +29,9 @@ struct server {
     enum lf_promotion promotion;
     struct access_log access_log;
     struct module_chain chain;
-    struct service svc;
-    struct listener listeners[CONFIG_MAX_LISTEN];
+    struct service svcs[1 + CONFIG_MAX_CLASSES]; /* [0] is the default class */
+    unsigned n_svcs;
+    struct listener listeners[CONFIG_MAX_LISTEN * (1 + CONFIG_MAX_CLASSES)];
     unsigned n_listeners;
 
     pthread_mutex_t spare_lock;
@@ -40,6 +41,13 @@ struct server {
     atomic_bool stopping; /* SIGTERM/SIGINT: finish what is in flight, take nothing new */
     atomic_uint n_conns;  /* open connections, all services */
 };
+
+/* The class a request belongs to by its rules (path prefix, longest first; then Host), or
+ * NULL if no class's rule claims it. */
+struct service *server_class_for_request(struct server *srv, const char *path, size_t len,
+                                         struct http_slice host);
+/* The class a new connection belongs to by client address, or NULL. */
+struct service *server_class_for_peer(struct server *srv, const struct sockaddr *peer);
 
 /* listener.c */
 int listener_open(struct server *srv, struct listener *l, const struct config_listen *addr);

@@ -68,7 +68,7 @@ static void signal_handle(struct counter_handle *c)
 static void run_many_handles(enum lf_promotion promo)
 {
     enum { HANDLES = 16, EVENTS = 200 };
-    struct lf_group *g = lf_group_create("t", 4, promo);
+    struct lf_group *g = lf_group_create("t", 4, promo, 0);
     CHECK(g != NULL);
     static struct counter_handle hs[HANDLES];
     for (int i = 0; i < HANDLES; i++) {
@@ -106,7 +106,7 @@ TEST(every_event_is_processed_by_exactly_one_thread_condvar)
  * not stop another handle's events from being processed by the other threads. */
 TEST(slow_event_does_not_block_other_handles)
 {
-    struct lf_group *g = lf_group_create("t", 2, LF_PROMOTE_LIFO);
+    struct lf_group *g = lf_group_create("t", 2, LF_PROMOTE_LIFO, 0);
     CHECK(g != NULL);
     static struct counter_handle slow, fast;
     init_handle(&slow, 1, 500000); /* half a second */
@@ -132,7 +132,7 @@ TEST(slow_event_does_not_block_other_handles)
  * events on one handle end up processed by more than one thread. */
 TEST(leadership_is_handed_off_to_waiting_followers)
 {
-    struct lf_group *g = lf_group_create("t", 3, LF_PROMOTE_LIFO);
+    struct lf_group *g = lf_group_create("t", 3, LF_PROMOTE_LIFO, 0);
     CHECK(g != NULL);
     static struct counter_handle h;
     init_handle(&h, 0, 1000);
@@ -157,7 +157,7 @@ TEST(leadership_is_handed_off_to_waiting_followers)
 /* Stopping an idle group (one leader in epoll_wait, the rest followers) returns promptly. */
 TEST(stop_wakes_idle_leader_and_followers)
 {
-    struct lf_group *g = lf_group_create("t", 4, LF_PROMOTE_LIFO);
+    struct lf_group *g = lf_group_create("t", 4, LF_PROMOTE_LIFO, 0);
     CHECK(g != NULL);
     CHECK(lf_group_start(g) == 0);
     usleep(20000);
@@ -172,5 +172,5 @@ TEST(stop_wakes_idle_leader_and_followers)
 
 TEST(create_with_zero_threads_fails)
 {
-    CHECK(lf_group_create("t", 0, LF_PROMOTE_LIFO) == NULL);
+    CHECK(lf_group_create("t", 0, LF_PROMOTE_LIFO, 0) == NULL);
 }
