@@ -197,7 +197,7 @@ static void *lf_thread_main(void *arg)
     struct lf_thread *t = arg;
     struct lf_group *g = t->group;
     char tname[16];
-    snprintf(tname, sizeof(tname), "%.10s-%u", g->name, t->index);
+    snprintf(tname, sizeof(tname), "%.12s-%u", g->name, t->index); /* 15 chars at most */
     pthread_setname_np(pthread_self(), tname);
     /* On Linux a nice value belongs to a thread: PRIO_PROCESS with a thread id sets ours. */
     if (g->nice != 0 && setpriority(PRIO_PROCESS, (id_t)gettid(), g->nice) < 0) {

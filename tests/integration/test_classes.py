@@ -1,0 +1,215 @@
+"""Service classes: several Leader/Followers groups at different priorities.
+
+Which class served a request is observed from outside through /proc: each class's threads
+are named after it ("interactive-0", ...), and a class's threads accumulate CPU time
+(utime + stime in /proc/PID/task/TID/stat) only when they serve requests. Thousands of
+requests make that difference far larger than one 10 ms clock tick."""
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from conftest import BIN
+
+GET = "GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n"
+
+
+def threads_by_class(pid):
+    """{class name: [(tid, nice, cpu ticks)]} from /proc/PID/task/*/stat and comm."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            comm = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
+            stat = open(f"/proc/{pid}/task/{tid}/stat").read()
+        except FileNotFoundError:
+            continue
+        m = re.match(r"(.+)-(\d+)$", comm)
+        if not m:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        # fields[0] is field 3 (state): utime is field 14, stime 15, nice 19
+        utime, stime, nice = int(fields[11]), int(fields[12]), int(fields[16])
+        # thread names are "CLASS-N", the class cut to 12 characters (a name is 15 at most)
+        out.setdefault(m.group(1), []).append((int(tid), nice, utime + stime))
+    return out
+
+
+def cpu_of(pid, cls):
+    return sum(t[2] for t in threads_by_class(pid).get(cls[:12], []))
+
+
+def hammer(server, path, n=6000, host="t"):
+    """n keep-alive GETs, pipelined in batches of 50; returns the statuses."""
+    c = server.connect(timeout=10)
+    statuses = []
+    batch = 50
+    for _ in range(n // batch):
+        c.send((GET.format(path=path, host=host) * batch).encode())
+        for _ in range(batch):
+            statuses.append(c.read_response()[0])
+    c.close()
+    return statuses
+
+
+CLASSES = """
+class interactive { threads 2; priority high; match path /api/; match host api.example; }
+class bulk { threads 1; priority low; match path /downloads/; max_connections 2; }
+"""
+
+
+@pytest.fixture
+def site(docroot):
+    (docroot / "api").mkdir()
+    (docroot / "api" / "x.txt").write_text("api")
+    (docroot / "downloads").mkdir()
+    (docroot / "downloads" / "big.bin").write_bytes(os.urandom(1 << 20))
+    (docroot / "index.html").write_text("home")
+    (docroot / "plain.txt").write_text("plain")
+    return docroot
+
+
+def test_each_class_has_its_own_named_threads(start_server, site):
+    s = start_server(site, CLASSES)
+    t = threads_by_class(s.proc.pid)
+    assert len(t["interactive"]) == 2
+    assert len(t["bulk"]) == 1
+    assert len(t["default"]) == 4
+
+
+def test_priorities_are_applied_to_each_classes_thread_ids(start_server, site):
+    """high < normal < low in nice values, read back per thread from /proc. As root the
+    configured values apply (-10, 0, 10); without CAP_SYS_NICE the order is kept."""
+    s = start_server(site, CLASSES)
+    t = threads_by_class(s.proc.pid)
+    high = {n for _, n, _ in t["interactive"]}
+    normal = {n for _, n, _ in t["default"]}
+    low = {n for _, n, _ in t["bulk"]}
+    assert len(high) == len(normal) == len(low) == 1, t
+    assert high.pop() < normal.pop() < low.pop()
+    if os.geteuid() == 0:
+        assert {n for _, n, _ in t["interactive"]} == {-10}
+        assert {n for _, n, _ in t["bulk"]} == {10}
+
+
+def test_without_cap_sys_nice_the_order_is_kept_by_lowering_the_others(start_server, site):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop the capability")
+    s = start_server(site, CLASSES, wrap=("setpriv", "--inh-caps=-all", "--bounding-set=-all",
+                                          "--"))
+    t = threads_by_class(s.proc.pid)
+    assert {n for _, n, _ in t["interactive"]} == {0}
+    assert {n for _, n, _ in t["default"]} == {10}
+    assert {n for _, n, _ in t["bulk"]} == {19}
+    assert "cannot raise thread priorities" in s.error_log()
+
+
+def test_request_is_served_by_the_class_of_its_path(start_server, site):
+    s = start_server(site, CLASSES)
+    before = cpu_of(s.proc.pid, "interactive")
+    assert set(hammer(s, "/api/x.txt")) == {200}
+    assert cpu_of(s.proc.pid, "interactive") > before
+
+
+def test_unmatched_requests_stay_in_the_default_class(start_server, site):
+    s = start_server(site, CLASSES)
+    before = cpu_of(s.proc.pid, "interactive") + cpu_of(s.proc.pid, "bulk")
+    assert set(hammer(s, "/plain.txt")) == {200}
+    # no request went to the other classes (their threads stayed idle)
+    assert cpu_of(s.proc.pid, "interactive") + cpu_of(s.proc.pid, "bulk") - before <= 2
+
+
+def test_request_is_served_by_the_class_of_its_host(start_server, site):
+    s = start_server(site, CLASSES)
+    before = cpu_of(s.proc.pid, "interactive")
+    assert set(hammer(s, "/plain.txt", host="API.example:8080")) == {200}
+    assert cpu_of(s.proc.pid, "interactive") > before
+
+
+def test_connection_is_classified_by_its_listener(start_server, site):
+    s = start_server(site, "class side { threads 1; listen 127.0.0.1:0; }\n")
+    ports = re.findall(r"listening on 127\.0\.0\.1:(\d+) \(class (\w+)\)", s.error_log())
+    side = [int(p) for p, k in ports if k == "side"]
+    assert side
+    s.port = side[0]
+    before = cpu_of(s.proc.pid, "side")
+    assert set(hammer(s, "/plain.txt")) == {200}
+    assert cpu_of(s.proc.pid, "side") > before
+
+
+def test_connection_is_classified_by_client_address(start_server, site):
+    s = start_server(site, "class local { threads 1; match addr 127.0.0.0/8; }\n")
+    before = cpu_of(s.proc.pid, "local")
+    assert set(hammer(s, "/plain.txt")) == {200}
+    assert cpu_of(s.proc.pid, "local") > before
+
+
+def test_pipelined_requests_moving_between_classes_lose_nothing_and_keep_order(
+        start_server, site):
+    """One write holding requests for three classes, interleaved: every response arrives,
+    in order, with the right body."""
+    s = start_server(site, CLASSES)
+    paths = ["/api/x.txt", "/plain.txt", "/downloads/big.bin", "/api/x.txt", "/index.html"] * 8
+    c = s.connect(timeout=10)
+    c.send("".join(GET.format(path=p, host="t") for p in paths).encode())
+    want = {"/api/x.txt": b"api", "/plain.txt": b"plain", "/index.html": b"home",
+            "/downloads/big.bin": (site / "downloads" / "big.bin").read_bytes()}
+    for p in paths:
+        st, _, body, _ = c.read_response(timeout=10)
+        assert st == 200 and body == want[p], p
+
+
+def test_request_with_body_is_handed_off_with_its_body(start_server, site):
+    """The body bytes travel with the connection: the next request still parses."""
+    s = start_server(site, CLASSES)
+    c = s.connect()
+    c.send(b"POST /api/x.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello"
+           + GET.format(path="/api/x.txt", host="t").encode())
+    assert c.read_response()[0] == 405
+    st, _, body, _ = c.read_response()
+    assert st == 200 and body == b"api"
+
+
+def test_class_over_max_connections_answers_503_with_retry_after(start_server, site):
+    s = start_server(site, CLASSES)
+    holders = []
+    for _ in range(2):  # bulk allows 2 connections: hold them with a request each
+        c = s.connect()
+        c.send(GET.format(path="/downloads/big.bin", host="t").encode())
+        c.read_response(head_only=True)
+        holders.append(c)
+    c = s.connect()
+    c.send(GET.format(path="/downloads/big.bin", host="t").encode())
+    st, headers, _, _ = c.read_response()
+    assert st == 503
+    assert headers.get("retry-after") == "1"
+    for h in holders:
+        h.close()
+
+
+def check(tmp_path, text):
+    p = tmp_path / "c.conf"
+    p.write_text(f'root "{tmp_path}";\n' + text)
+    return subprocess.run([BIN, "-t", "-c", str(p)], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("text,line,words", [
+    ("class a { threads 1; }\nclass a { threads 1; }\n", 3, "defined twice"),
+    ("class a { match path /x/; }\nclass b { match path /x/; }\n", 3, "/x/"),
+    ("class a { match host h; }\nclass b { match host H; }\n", 3, "host"),
+    ("class a { listen 127.0.0.1:8181; }\nclass b { listen 127.0.0.1:8181; }\n", 3, "listen"),
+    ("listen 127.0.0.1:8181;\nclass a { listen 127.0.0.1:8181; }\n", 3, "default class"),
+    ("class default { threads 1; }\n", 2, "invalid class name"),
+    ("class a {\n  colour red;\n}\n", 3, "unknown directive"),
+    ("class a { priority urgent; }\n", 2, "priority"),
+    ("class a { match path api; }\n", 2, "path"),
+    ("class a { match addr 10.0.0.0/33; }\n", 2, "addr"),
+    ("class a { match port 1; }\n", 2, "match kind"),
+    ("class a;\n", 2, "block"),
+])
+def test_bad_class_configuration_is_refused_with_its_line(tmp_path, text, line, words):
+    r = check(tmp_path, text)
+    assert r.returncode == 1, r.stdout
+    assert f"c.conf:{line}:" in r.stderr, r.stderr
+    assert words in r.stderr, r.stderr
