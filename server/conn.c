@@ -37,6 +37,13 @@ int64_t conn_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t conn_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 int service_init(struct service *svc, struct server *srv, const char *name, unsigned threads,
                  int nice, const struct config_class *cls)
 {
@@ -52,6 +59,15 @@ int service_init(struct service *svc, struct server *srv, const char *name, unsi
     if (!svc->group)
         return -1;
     return timer_init(svc);
+}
+
+void service_record(struct service *svc, int64_t us)
+{
+    unsigned b = 0;
+    while (b + 1 < SERVICE_LATENCY_BUCKETS && us >= (1ll << b))
+        b++;
+    atomic_fetch_add_explicit(&svc->requests, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&svc->latency_us_log2[b], 1, memory_order_relaxed);
 }
 
 bool service_full(const struct service *svc)

@@ -93,6 +93,8 @@ struct conn {
 
 static_assert(sizeof(struct conn) <= 256, "an idle connection should stay small");
 
+#define SERVICE_LATENCY_BUCKETS 32
+
 /* A service class: one Leader/Followers group, its threads' priority, its limits, and
  * the connections it serves. The default class is the server's first service. */
 struct service {
@@ -112,7 +114,15 @@ struct service {
     unsigned n_free_bufs;
     atomic_uint n_conns;
     int64_t last_flush_ms; /* when the sweep last flushed the access log */
+
+    /* Requests answered, and a histogram of their service time (request parsed to
+     * response handed to the socket): bucket i counts times below 2^i microseconds. */
+    atomic_ulong requests;
+    atomic_ulong latency_us_log2[SERVICE_LATENCY_BUCKETS];
 };
+
+/* Count one request served in `us` microseconds. */
+void service_record(struct service *svc, int64_t us);
 
 int service_init(struct service *svc, struct server *srv, const char *name, unsigned threads,
                  int nice, const struct config_class *cls);
@@ -149,6 +159,7 @@ void conn_linger(struct conn *c);
 void conn_linger_event(struct conn *c);
 
 int64_t conn_now_ms(void);
+int64_t conn_now_us(void); /* CLOCK_MONOTONIC, precise: for measuring */
 
 /* Streams (http_stream.c): start streaming resp->stream to the client (the last act of
  * the event: from then on the pipe's events drive the connection); go on after a parked

@@ -298,6 +298,7 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
                       const struct http_request *req, size_t head_len)
 {
     struct server *srv = conn_server(c);
+    int64_t t0_us = conn_now_us();
     if (srv->n_svcs > 1) {
         struct service *to = request_class(c, req);
         if (to != c->svc) {
@@ -358,6 +359,7 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     if (!resp.keep_alive)
         c->body_mode = CONN_BODY_NONE; /* closing: the rest of the body is drained, not parsed */
     respond(c, req, &r, status, &resp);
+    struct service *svc = c->svc; /* c may be gone once the response is sent */
     if (resp.streaming) {
         if (!save_input(c, buf + *pos, len - *pos)) {
             resp.stream.ops->done(resp.stream.ctx, false);
@@ -368,7 +370,9 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
         http_stream_start(c, &resp, req);
         return false;
     }
-    return send_and_continue(c, &resp, buf + *pos, len - *pos);
+    bool go_on = send_and_continue(c, &resp, buf + *pos, len - *pos);
+    service_record(svc, (conn_now_us() - t0_us));
+    return go_on;
 }
 
 static void http_process(struct conn *c);

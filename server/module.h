@@ -148,7 +148,10 @@ struct server_stats {
         char name[32];
         unsigned threads;
         unsigned connections;
+        int nice;
         uint64_t events, handoffs, waits;
+        uint64_t requests;
+        uint64_t p50_us, p99_us; /* service time percentiles (upper bounds: powers of 2) */
     } groups[SERVER_STATS_GROUPS];
 };
 void module_server_stats(const struct server *srv, struct server_stats *out);

@@ -5,6 +5,20 @@
 
 #include "server.h"
 
+/* The upper bound (2^i us) of the bucket holding the pct-th percentile. */
+static uint64_t percentile(const uint64_t *counts, uint64_t total, unsigned pct)
+{
+    if (total == 0)
+        return 0;
+    uint64_t want = (total * pct + 99) / 100, seen = 0;
+    for (unsigned b = 0; b < SERVICE_LATENCY_BUCKETS; b++) {
+        seen += counts[b];
+        if (seen >= want)
+            return 1ull << b;
+    }
+    return 1ull << (SERVICE_LATENCY_BUCKETS - 1);
+}
+
 void module_server_stats(const struct server *srv, struct server_stats *out)
 {
     memset(out, 0, sizeof(*out));
@@ -23,6 +37,15 @@ void module_server_stats(const struct server *srv, struct server_stats *out)
         out->groups[i].events = gs.events;
         out->groups[i].handoffs = gs.handoffs;
         out->groups[i].waits = gs.waits;
+        out->groups[i].nice = svc->nice;
+        uint64_t counts[SERVICE_LATENCY_BUCKETS], total = 0;
+        for (unsigned b = 0; b < SERVICE_LATENCY_BUCKETS; b++) {
+            counts[b] = atomic_load_explicit(&svc->latency_us_log2[b], memory_order_relaxed);
+            total += counts[b];
+        }
+        out->groups[i].requests = atomic_load_explicit(&svc->requests, memory_order_relaxed);
+        out->groups[i].p50_us = percentile(counts, total, 50);
+        out->groups[i].p99_us = percentile(counts, total, 99);
         out->n_groups++;
     }
 }

@@ -36,6 +36,18 @@ def threads_by_class(pid):
     return out
 
 
+def settled_threads(pid, want):
+    """threads_by_class once every class in want {name: count} has its threads running
+    (each names itself and sets its priority as it starts, after the port is reported)."""
+    deadline = time.time() + 5
+    while True:
+        t = threads_by_class(pid)
+        if all(len(t.get(k, [])) == n for k, n in want.items()) or time.time() > deadline:
+            time.sleep(0.05)  # the priority is set just after the name
+            return threads_by_class(pid)
+        time.sleep(0.02)
+
+
 def cpu_of(pid, cls):
     return sum(t[2] for t in threads_by_class(pid).get(cls[:12], []))
 
@@ -72,7 +84,7 @@ def site(docroot):
 
 def test_each_class_has_its_own_named_threads(start_server, site):
     s = start_server(site, CLASSES)
-    t = threads_by_class(s.proc.pid)
+    t = settled_threads(s.proc.pid, {"interactive": 2, "bulk": 1, "default": 4})
     assert len(t["interactive"]) == 2
     assert len(t["bulk"]) == 1
     assert len(t["default"]) == 4
@@ -82,7 +94,7 @@ def test_priorities_are_applied_to_each_classes_thread_ids(start_server, site):
     """high < normal < low in nice values, read back per thread from /proc. As root the
     configured values apply (-10, 0, 10); without CAP_SYS_NICE the order is kept."""
     s = start_server(site, CLASSES)
-    t = threads_by_class(s.proc.pid)
+    t = settled_threads(s.proc.pid, {"interactive": 2, "bulk": 1, "default": 4})
     high = {n for _, n, _ in t["interactive"]}
     normal = {n for _, n, _ in t["default"]}
     low = {n for _, n, _ in t["bulk"]}
@@ -98,7 +110,7 @@ def test_without_cap_sys_nice_the_order_is_kept_by_lowering_the_others(start_ser
         pytest.skip("needs root to drop the capability")
     s = start_server(site, CLASSES, wrap=("setpriv", "--inh-caps=-all", "--bounding-set=-all",
                                           "--"))
-    t = threads_by_class(s.proc.pid)
+    t = settled_threads(s.proc.pid, {"interactive": 2, "bulk": 1, "default": 4})
     assert {n for _, n, _ in t["interactive"]} == {0}
     assert {n for _, n, _ in t["default"]} == {10}
     assert {n for _, n, _ in t["bulk"]} == {19}
