@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -31,59 +30,6 @@ struct static_state {
     char root_real[PATH_MAX]; /* the root's real path, for the absolute-symlink check */
     size_t root_real_len;
 };
-
-/* --- content types (mod_mime will take this over) ------------------------------------ */
-
-static const struct {
-    const char *ext;
-    const char *type;
-} mime_table[] = {
-    {"html", "text/html; charset=utf-8"},
-    {"htm", "text/html; charset=utf-8"},
-    {"css", "text/css; charset=utf-8"},
-    {"js", "text/javascript; charset=utf-8"},
-    {"mjs", "text/javascript; charset=utf-8"},
-    {"json", "application/json"},
-    {"map", "application/json"},
-    {"txt", "text/plain; charset=utf-8"},
-    {"md", "text/markdown; charset=utf-8"},
-    {"csv", "text/csv; charset=utf-8"},
-    {"xml", "application/xml"},
-    {"svg", "image/svg+xml"},
-    {"png", "image/png"},
-    {"jpg", "image/jpeg"},
-    {"jpeg", "image/jpeg"},
-    {"gif", "image/gif"},
-    {"webp", "image/webp"},
-    {"avif", "image/avif"},
-    {"ico", "image/x-icon"},
-    {"pdf", "application/pdf"},
-    {"wasm", "application/wasm"},
-    {"woff", "font/woff"},
-    {"woff2", "font/woff2"},
-    {"ttf", "font/ttf"},
-    {"otf", "font/otf"},
-    {"mp4", "video/mp4"},
-    {"webm", "video/webm"},
-    {"mp3", "audio/mpeg"},
-    {"ogg", "audio/ogg"},
-    {"wav", "audio/wav"},
-    {"zip", "application/zip"},
-    {"gz", "application/gzip"},
-    {"tar", "application/x-tar"},
-};
-
-static const char *content_type(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    const char *dot = strrchr(slash ? slash : path, '.');
-    if (dot && dot[1]) {
-        for (size_t i = 0; i < sizeof(mime_table) / sizeof(mime_table[0]); i++)
-            if (strcasecmp(dot + 1, mime_table[i].ext) == 0)
-                return mime_table[i].type;
-    }
-    return "application/octet-stream";
-}
 
 /* --- opening beneath the root -------------------------------------------------------- */
 
@@ -260,7 +206,6 @@ static void serve_file(const struct request *req, struct response *resp, int fd,
     make_validators(sb, &v);
     resp->file_fd = fd; /* the core closes it once the response is sent */
     uint64_t size = (uint64_t)sb->st_size;
-    const char *type = content_type(name);
 
     int pre = check_preconditions(h, &v);
     if (pre == 304) {
@@ -272,6 +217,8 @@ static void serve_file(const struct request *req, struct response *resp, int fd,
         resp_error(resp, pre);
         return;
     }
+    /* After the preconditions: a 304 or 412 has no use for it (and it may cost libmagic). */
+    const char *type = module_content_type(req, name, fd, sb);
 
     struct http_range ranges[STATIC_MAX_RANGES];
     unsigned n = 0;

@@ -759,7 +759,8 @@ int config_load(struct config *cfg, const char *path, config_known_fn known, cha
     fclose(f);
 
     snprintf(cfg->file, sizeof(cfg->file), "%s", path);
-    struct conf_lexer lx = {text, text + len, 1, path, err, err_len};
+    const char *start = text ? text : ""; /* an empty file: no buffer, no statements */
+    struct conf_lexer lx = {start, start + len, 1, path, err, err_len};
     int rc = conf_parse_block(&lx, &cfg->tree, 0);
     free(text);
     if (rc < 0)

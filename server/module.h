@@ -83,7 +83,8 @@ struct module {
      * configuration accepts them. The module finds them with config_next(). */
     const char *const *directives;
     /* At start (and for `lfhttpd -t`): read directives, build state, add mounts.
-     * Returns 0, or -1 after module_error(). */
+     * Returns 0, or -1 after module_error(), having freed whatever it allocated: fini is
+     * called only for modules whose init succeeded. */
     int (*init)(struct module_init *mi, void **state);
     void (*fini)(void *state);
     enum mod_result (*rewrite)(void *state, struct request *req);

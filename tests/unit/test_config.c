@@ -167,3 +167,12 @@ TEST(the_shipped_configuration_is_valid)
     CHECK_EQ_INT(rc, 0);
     config_free(&cfg);
 }
+
+TEST(empty_file_is_valid_and_keeps_the_defaults)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("", &cfg, err, sizeof(err)), 0);
+    CHECK(strcmp(cfg.root, "www") == 0);
+    config_free(&cfg);
+}

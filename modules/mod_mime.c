@@ -1,0 +1,746 @@
+/* mod_mime.c — the media type of a file: by its extension, else by its content.
+ *
+ * Extensions: one table built at init from three layers, a later layer winning over an
+ * earlier one: the built-in defaults; the system's mime.types (`mime_types`), where a later
+ * line also overrides an earlier one for the same extension, as Apache and nginx do; and
+ * the few types browsers are strict about (a module script, a stylesheet in standards
+ * mode, wasm for streaming compilation, fonts are all refused under a wrong type), so that
+ * an old or odd mime.types cannot break a site. Extensions are matched without case.
+ *
+ * Content: a regular file whose extension is absent or unknown is sniffed by libmagic
+ * (`mime_magic`) on its first MIME_SNIFF_BYTES, read with pread so the descriptor's offset
+ * and state stay as the caller left them (magic_descriptor reads through the descriptor,
+ * moving the shared offset while it works, and its man page promises nothing about it).
+ * libmagic is slow and a handle must not be used by two threads at once:
+ *   - handles live in a pool: a thread takes one, sniffs, gives it back. The pool grows
+ *     to the number of threads that ever sniffed at the same time, and fini closes every
+ *     handle. (A pool, not thread-local handles: nothing is left behind by threads that
+ *     exit, and no handle outlives the state that opened it, however often init and fini
+ *     run in one process.)
+ *   - results are cached per file, keyed by (st_dev, st_ino) and valid while the mtime,
+ *     nanoseconds included, and the size match: MIME_CACHE_SETS sets of MIME_CACHE_WAYS
+ *     entries, round-robin eviction within a set. A set has a rwlock for lookups, and a
+ *     mutex held by the thread sniffing for it, so that a new file asked for by many
+ *     threads at once is sniffed once.
+ *
+ * Every string returned is interned (owned by the state, alive until fini) and already
+ * carries "; charset=utf-8" when it is a text type: a lookup never allocates.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <magic.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "module.h"
+
+#define MIME_TYPES_DEFAULT "/etc/mime.types"
+#define MIME_DEFAULT_TYPE "application/octet-stream"
+#define MIME_CHARSET "; charset=utf-8"
+#define MIME_EXT_MAX 48           /* bytes, NUL included: longer extensions match nothing */
+#define MIME_TYPE_MAX 160         /* bytes, NUL and charset included */
+#define MIME_SNIFF_BYTES 8192     /* what libmagic sees of a file: every common signature */
+#define MIME_CACHE_SETS 1024      /* times MIME_CACHE_WAYS: 4096 files remembered */
+#define MIME_CACHE_WAYS 4
+#define MIME_MAGIC_TYPES_MAX 1024 /* types libmagic may add to the table's: a bound */
+
+static_assert((MIME_CACHE_SETS & (MIME_CACHE_SETS - 1)) == 0, "sets are indexed by a mask");
+
+/* --- the built-in tables ------------------------------------------------------------- */
+
+struct mime_builtin {
+    const char *ext;
+    const char *type; /* without charset: it is added by the same rule as for mime.types */
+};
+
+/* Used when mime.types is absent or off, and for what it does not list. */
+static const struct mime_builtin mime_base[] = {
+    {"txt", "text/plain"},
+    {"md", "text/markdown"},
+    {"csv", "text/csv"},
+    {"vtt", "text/vtt"},
+    {"ics", "text/calendar"},
+    {"xml", "application/xml"},
+    {"xhtml", "application/xhtml+xml"},
+    {"jsonld", "application/ld+json"},
+    {"png", "image/png"},
+    {"apng", "image/apng"},
+    {"jpg", "image/jpeg"},
+    {"jpeg", "image/jpeg"},
+    {"gif", "image/gif"},
+    {"webp", "image/webp"},
+    {"avif", "image/avif"},
+    {"bmp", "image/bmp"},
+    {"ico", "image/vnd.microsoft.icon"},
+    {"tif", "image/tiff"},
+    {"tiff", "image/tiff"},
+    {"pdf", "application/pdf"},
+    {"rtf", "application/rtf"},
+    {"ttf", "font/ttf"},
+    {"otf", "font/otf"},
+    {"mp4", "video/mp4"},
+    {"m4v", "video/mp4"},
+    {"webm", "video/webm"},
+    {"ogv", "video/ogg"},
+    {"mov", "video/quicktime"},
+    {"mpeg", "video/mpeg"},
+    {"mp3", "audio/mpeg"},
+    {"m4a", "audio/mp4"},
+    {"ogg", "audio/ogg"},
+    {"oga", "audio/ogg"},
+    {"opus", "audio/ogg"},
+    {"flac", "audio/flac"},
+    {"wav", "audio/wav"},
+    {"zip", "application/zip"},
+    {"gz", "application/gzip"},
+    {"tar", "application/x-tar"},
+    {"bz2", "application/x-bzip2"},
+    {"xz", "application/x-xz"},
+    {"zst", "application/zstd"},
+    {"7z", "application/x-7z-compressed"},
+    {"m3u8", "application/vnd.apple.mpegurl"},
+    {"mpd", "application/dash+xml"},
+};
+
+/* Win over mime.types: browsers refuse these under another type, or the file is known to
+ * be wrong somewhere (an older Debian says application/javascript for js and lacks mjs
+ * and wasm; this one lacks map and calls ts "Qt Linguist" where the web means MPEG-TS). */
+static const struct mime_builtin mime_strict[] = {
+    {"html", "text/html"},
+    {"htm", "text/html"},
+    {"css", "text/css"},
+    {"js", "text/javascript"}, /* RFC 9239 */
+    {"mjs", "text/javascript"},
+    {"json", "application/json"},
+    {"map", "application/json"}, /* source maps */
+    {"webmanifest", "application/manifest+json"},
+    {"svg", "image/svg+xml"},
+    {"wasm", "application/wasm"},
+    {"woff", "font/woff"},
+    {"woff2", "font/woff2"},
+    {"ts", "video/mp2t"}, /* HLS segments */
+};
+
+/* --- interned strings: a set that owns them ------------------------------------------ */
+
+struct str_set {
+    char **slots; /* open addressing; NULL: free */
+    size_t cap;   /* a power of two, or 0 */
+    size_t n;
+};
+
+static uint64_t hash_bytes(const char *s, size_t len)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+static char **str_set_slot(char **slots, size_t cap, const char *s)
+{
+    size_t i = hash_bytes(s, strlen(s)) & (cap - 1);
+    while (slots[i] && strcmp(slots[i], s) != 0)
+        i = (i + 1) & (cap - 1);
+    return &slots[i];
+}
+
+static int str_set_grow(struct str_set *set)
+{
+    size_t cap = set->cap ? set->cap * 2 : 64;
+    char **slots = calloc(cap, sizeof(*slots));
+    if (!slots)
+        return -ENOMEM;
+    for (size_t i = 0; i < set->cap; i++)
+        if (set->slots[i])
+            *str_set_slot(slots, cap, set->slots[i]) = set->slots[i];
+    free(set->slots);
+    set->slots = slots;
+    set->cap = cap;
+    return 0;
+}
+
+/* The set's copy of s, added if new; NULL when out of memory or the set holds limit. */
+static const char *str_set_intern(struct str_set *set, const char *s, size_t limit)
+{
+    if (set->cap) {
+        char **slot = str_set_slot(set->slots, set->cap, s);
+        if (*slot)
+            return *slot;
+    }
+    if (set->n >= limit)
+        return NULL;
+    if (2 * (set->n + 1) > set->cap && str_set_grow(set) < 0)
+        return NULL;
+    char **slot = str_set_slot(set->slots, set->cap, s);
+    *slot = strdup(s);
+    if (!*slot)
+        return NULL;
+    set->n++;
+    return *slot;
+}
+
+static void str_set_free(struct str_set *set)
+{
+    for (size_t i = 0; i < set->cap; i++)
+        free(set->slots[i]);
+    free(set->slots);
+    memset(set, 0, sizeof(*set));
+}
+
+/* --- the extension table ------------------------------------------------------------- */
+
+struct ext_entry {
+    char *ext;        /* lowercase; NULL: a free slot */
+    const char *type; /* interned */
+};
+
+struct ext_table {
+    struct ext_entry *slots; /* open addressing */
+    size_t cap;              /* a power of two, or 0 */
+    size_t n;
+};
+
+/* The extension of the last segment of path, lowercased into buf (MIME_EXT_MAX bytes).
+ * False when there is none ("README", ".profile", "a.") or it is too long. */
+static bool path_extension(const char *path, char *buf)
+{
+    if (!path)
+        return false;
+    const char *name = strrchr(path, '/');
+    name = name ? name + 1 : path;
+    const char *dot = strrchr(name, '.');
+    if (!dot || dot == name || !dot[1])
+        return false;
+    size_t len = strlen(dot + 1);
+    if (len >= MIME_EXT_MAX)
+        return false;
+    for (size_t i = 0; i <= len; i++) {
+        char c = dot[1 + i];
+        buf[i] = (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+    }
+    return true;
+}
+
+static struct ext_entry *ext_table_slot(struct ext_entry *slots, size_t cap, const char *ext)
+{
+    size_t i = hash_bytes(ext, strlen(ext)) & (cap - 1);
+    while (slots[i].ext && strcmp(slots[i].ext, ext) != 0)
+        i = (i + 1) & (cap - 1);
+    return &slots[i];
+}
+
+static const char *ext_table_get(const struct ext_table *t, const char *ext)
+{
+    if (!t->cap)
+        return NULL;
+    return ext_table_slot(t->slots, t->cap, ext)->type;
+}
+
+static int ext_table_grow(struct ext_table *t)
+{
+    size_t cap = t->cap ? t->cap * 2 : 256;
+    struct ext_entry *slots = calloc(cap, sizeof(*slots));
+    if (!slots)
+        return -ENOMEM;
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->slots[i].ext)
+            *ext_table_slot(slots, cap, t->slots[i].ext) = t->slots[i];
+    free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    return 0;
+}
+
+/* Map ext (any case, an optional leading '.') to type, replacing an earlier mapping.
+ * Returns 0, 1 if ext is not usable (skipped), or -ENOMEM. */
+static int ext_table_set(struct ext_table *t, const char *ext, const char *type)
+{
+    if (ext[0] == '.')
+        ext++;
+    char lower[MIME_EXT_MAX];
+    size_t len = strlen(ext);
+    if (len == 0 || len >= sizeof(lower) || strchr(ext, '/'))
+        return 1;
+    for (size_t i = 0; i <= len; i++)
+        lower[i] = (ext[i] >= 'A' && ext[i] <= 'Z') ? (char)(ext[i] - 'A' + 'a') : ext[i];
+    if (2 * (t->n + 1) > t->cap && ext_table_grow(t) < 0)
+        return -ENOMEM;
+    struct ext_entry *e = ext_table_slot(t->slots, t->cap, lower);
+    if (!e->ext) {
+        e->ext = strdup(lower);
+        if (!e->ext)
+            return -ENOMEM;
+        t->n++;
+    }
+    e->type = type;
+    return 0;
+}
+
+static void ext_table_free(struct ext_table *t)
+{
+    for (size_t i = 0; i < t->cap; i++)
+        free(t->slots[i].ext);
+    free(t->slots);
+    memset(t, 0, sizeof(*t));
+}
+
+/* --- media types ---------------------------------------------------------------------- */
+
+static bool is_tchar(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* RFC 9110 section 8.3.1: token "/" token, then, if params, "; ..." in visible ASCII,
+ * spaces and tabs (nothing that could end a header line). */
+static bool media_type_valid(const char *s, bool params)
+{
+    size_t i = 0;
+    while (is_tchar(s[i]))
+        i++;
+    if (i == 0 || s[i] != '/')
+        return false;
+    size_t sub = ++i;
+    while (is_tchar(s[i]))
+        i++;
+    if (i == sub)
+        return false;
+    if (!s[i])
+        return i + sizeof(MIME_CHARSET) <= MIME_TYPE_MAX;
+    if (!params)
+        return false;
+    for (size_t j = i; s[j]; j++)
+        if ((s[j] < 0x20 && s[j] != '\t') || s[j] == 0x7f)
+            return false;
+    for (; s[i] == ' ' || s[i] == '\t'; i++)
+        ;
+    return s[i] == ';' && strlen(s) < MIME_TYPE_MAX;
+}
+
+/* Text a browser shows: what it decodes should be told the charset. application/json is
+ * not here: RFC 8259 defines no charset parameter (JSON is UTF-8 by definition). */
+static bool media_type_is_text(const char *type)
+{
+    return strncasecmp(type, "text/", 5) == 0 || strcasecmp(type, "application/javascript") == 0 ||
+           strcasecmp(type, "application/x-javascript") == 0 ||
+           strcasecmp(type, "application/ecmascript") == 0;
+}
+
+/* --- the state ----------------------------------------------------------------------- */
+
+/* One libmagic handle, with the buffer a file's head is read into for it. */
+struct magic_handle {
+    magic_t cookie;
+    struct magic_handle *next_idle;
+    unsigned char buf[MIME_SNIFF_BYTES];
+};
+
+struct mime_cache_entry {
+    dev_t dev; /* (dev, ino): the file */
+    ino_t ino;
+    struct timespec mtime; /* (mtime, size): the version sniffed */
+    off_t size_bytes;
+    const char *type; /* interned; NULL: an empty way */
+};
+
+struct mime_cache_set {
+    alignas(64) pthread_rwlock_t lock; /* guards ways and victim */
+    pthread_mutex_t sniffing;          /* held by the one thread sniffing for this set */
+    struct mime_cache_entry ways[MIME_CACHE_WAYS];
+    unsigned victim; /* the way replaced next when every way is taken */
+};
+
+struct mime_state {
+    struct ext_table exts;        /* read-only after init */
+    pthread_mutex_t types_lock;   /* guards types: libmagic answers are added at run time */
+    struct str_set types;         /* every string content_type returns */
+    size_t types_max;             /* how many types may hold: no bound during init */
+    const char *default_type;     /* interned */
+    bool magic;                   /* mime_magic on */
+    pthread_mutex_t pool_lock;    /* guards idle and n_handles */
+    struct magic_handle *idle;    /* handles no thread is using */
+    unsigned n_handles;           /* opened, idle or not */
+    struct mime_cache_set *cache; /* MIME_CACHE_SETS sets, or NULL when magic is off */
+};
+
+/* The interned form of a media type, with the charset added to text types that carry no
+ * parameter. NULL when out of memory, or types is full. */
+static const char *mime_intern(struct mime_state *ms, const char *type)
+{
+    char buf[MIME_TYPE_MAX];
+    bool add = !strchr(type, ';') && media_type_is_text(type);
+    int n = snprintf(buf, sizeof(buf), "%s%s", type, add ? MIME_CHARSET : "");
+    if (n < 0 || (size_t)n >= sizeof(buf))
+        return NULL;
+    pthread_mutex_lock(&ms->types_lock);
+    const char *s = str_set_intern(&ms->types, buf, ms->types_max);
+    pthread_mutex_unlock(&ms->types_lock);
+    return s;
+}
+
+static int mime_add_builtins(struct mime_state *ms, const struct mime_builtin *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *type = mime_intern(ms, b[i].type);
+        if (!type || ext_table_set(&ms->exts, b[i].ext, type) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+/* Read a mime.types file: "type ext ext ...", '#' comments. Lines whose type is not a
+ * valid media type are skipped. Returns 0 or -ENOMEM. */
+static int mime_load_types(struct mime_state *ms, FILE *f)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    while (rc == 0 && getline(&line, &cap, f) >= 0) {
+        char *save;
+        const char *tok = strtok_r(line, " \t\r\n", &save);
+        if (!tok || tok[0] == '#' || !media_type_valid(tok, false))
+            continue;
+        const char *type = mime_intern(ms, tok);
+        if (!type) {
+            rc = -ENOMEM;
+            break;
+        }
+        while ((tok = strtok_r(NULL, " \t\r\n", &save)) && tok[0] != '#')
+            if (ext_table_set(&ms->exts, tok, type) < 0) {
+                rc = -ENOMEM;
+                break;
+            }
+    }
+    free(line);
+    return rc;
+}
+
+/* --- libmagic: the handle pool -------------------------------------------------------- */
+
+static struct magic_handle *magic_handle_open(char *err, size_t err_len)
+{
+    struct magic_handle *h = malloc(sizeof(*h));
+    if (!h) {
+        snprintf(err, err_len, "out of memory");
+        return NULL;
+    }
+    h->next_idle = NULL;
+    h->cookie = magic_open(MAGIC_MIME_TYPE);
+    if (!h->cookie) {
+        snprintf(err, err_len, "magic_open: %s", strerror(errno));
+        free(h);
+        return NULL;
+    }
+    if (magic_load(h->cookie, NULL) < 0) {
+        const char *e = magic_error(h->cookie);
+        snprintf(err, err_len, "magic_load: %s", e ? e : "failed");
+        magic_close(h->cookie);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* An idle handle, or a new one: NULL if none can be opened. Opening happens under the
+ * pool's lock: it is rare (once per thread that sniffs at the same time as others), and
+ * nothing then asks of libmagic's loader that it be reentrant. */
+static struct magic_handle *magic_take(struct mime_state *ms)
+{
+    pthread_mutex_lock(&ms->pool_lock);
+    struct magic_handle *h = ms->idle;
+    if (h) {
+        ms->idle = h->next_idle;
+    } else {
+        char err[256];
+        h = magic_handle_open(err, sizeof(err));
+        if (h)
+            log_debug("mime: libmagic handle %u opened", ++ms->n_handles);
+        else
+            log_warn("mime: libmagic: %s", err);
+    }
+    pthread_mutex_unlock(&ms->pool_lock);
+    return h;
+}
+
+static void magic_give(struct mime_state *ms, struct magic_handle *h)
+{
+    pthread_mutex_lock(&ms->pool_lock);
+    h->next_idle = ms->idle;
+    ms->idle = h;
+    pthread_mutex_unlock(&ms->pool_lock);
+}
+
+/* --- libmagic: the per-file cache ----------------------------------------------------- */
+
+static struct mime_cache_set *cache_set_of(const struct mime_state *ms, const struct stat *st)
+{
+    uint64_t h = (uint64_t)st->st_ino * 0x9e3779b97f4a7c15ull ^ (uint64_t)st->st_dev;
+    h ^= h >> 29;
+    return &ms->cache[(h * 0xbf58476d1ce4e5b9ull >> 32) & (MIME_CACHE_SETS - 1)];
+}
+
+static bool cache_entry_is(const struct mime_cache_entry *e, const struct stat *st)
+{
+    return e->dev == st->st_dev && e->ino == st->st_ino;
+}
+
+static const char *cache_get(struct mime_cache_set *set, const struct stat *st)
+{
+    const char *type = NULL;
+    pthread_rwlock_rdlock(&set->lock);
+    for (unsigned i = 0; i < MIME_CACHE_WAYS; i++) {
+        const struct mime_cache_entry *e = &set->ways[i];
+        if (e->type && cache_entry_is(e, st) && e->size_bytes == st->st_size &&
+            e->mtime.tv_sec == st->st_mtim.tv_sec && e->mtime.tv_nsec == st->st_mtim.tv_nsec) {
+            type = e->type;
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&set->lock);
+    return type;
+}
+
+/* Remember type for this version of the file: in its own way if it has one (an older
+ * version), else a free way, else the next victim. */
+static void cache_put(struct mime_cache_set *set, const struct stat *st, const char *type)
+{
+    pthread_rwlock_wrlock(&set->lock);
+    struct mime_cache_entry *e = NULL;
+    for (unsigned i = 0; i < MIME_CACHE_WAYS && !e; i++)
+        if (set->ways[i].type && cache_entry_is(&set->ways[i], st))
+            e = &set->ways[i];
+    for (unsigned i = 0; i < MIME_CACHE_WAYS && !e; i++)
+        if (!set->ways[i].type)
+            e = &set->ways[i];
+    if (!e) {
+        e = &set->ways[set->victim];
+        set->victim = (set->victim + 1) % MIME_CACHE_WAYS;
+    }
+    *e = (struct mime_cache_entry){st->st_dev, st->st_ino, st->st_mtim, st->st_size, type};
+    pthread_rwlock_unlock(&set->lock);
+}
+
+/* What libmagic says of the file's head, interned; default_type when it does not know.
+ * NULL on a failure worth retrying later (a read error, no handle): not cached. */
+static const char *mime_sniff(struct mime_state *ms, int fd, const struct stat *st)
+{
+    if (st->st_size == 0)
+        return ms->default_type;
+    struct magic_handle *h = magic_take(ms);
+    if (!h)
+        return NULL;
+    ssize_t n;
+    do
+        n = pread(fd, h->buf, sizeof(h->buf), 0);
+    while (n < 0 && errno == EINTR);
+    const char *type = NULL;
+    if (n > 0) {
+        /* The answer lives in the handle: intern it before giving the handle back. */
+        const char *raw = magic_buffer(h->cookie, h->buf, (size_t)n);
+        bool unknown = !raw || !media_type_valid(raw, false) ||
+                       strcmp(raw, "application/octet-stream") == 0 ||
+                       strcmp(raw, "application/x-empty") == 0 ||
+                       strcmp(raw, "inode/x-empty") == 0;
+        type = unknown ? NULL : mime_intern(ms, raw);
+        if (!type) /* unknown, or no room for another type: the default, cached as well */
+            type = ms->default_type;
+    } else if (n == 0) {
+        type = ms->default_type; /* truncated since fstat: empty now */
+    }
+    magic_give(ms, h);
+    return type;
+}
+
+static const char *mime_by_content(struct mime_state *ms, int fd, const struct stat *st)
+{
+    struct mime_cache_set *set = cache_set_of(ms, st);
+    const char *type = cache_get(set, st);
+    if (type)
+        return type;
+    pthread_mutex_lock(&set->sniffing);
+    type = cache_get(set, st); /* sniffed by another thread while this one waited? */
+    if (!type) {
+        type = mime_sniff(ms, fd, st);
+        if (type)
+            cache_put(set, st, type);
+        /* The inode, not the path: a decoded path may hold anything, newlines included. */
+        log_debug("mime: sniffed inode %llu on device %llu: %s",
+                  (unsigned long long)st->st_ino, (unsigned long long)st->st_dev,
+                  type ? type : "(failed)");
+    }
+    pthread_mutex_unlock(&set->sniffing);
+    return type ? type : ms->default_type;
+}
+
+/* --- the hook ------------------------------------------------------------------------- */
+
+static const char *mime_content_type(void *state, const char *path, int fd,
+                                     const struct stat *st)
+{
+    struct mime_state *ms = state;
+    char ext[MIME_EXT_MAX];
+    if (path_extension(path, ext)) {
+        const char *type = ext_table_get(&ms->exts, ext);
+        if (type)
+            return type;
+    }
+    if (!ms->magic || fd < 0 || !st || !S_ISREG(st->st_mode))
+        return ms->default_type;
+    return mime_by_content(ms, fd, st);
+}
+
+/* --- init and fini -------------------------------------------------------------------- */
+
+static const char *const mime_directives[] = {"mime_types", "mime_magic", "default_type", NULL};
+
+/* The value of the one statement `name` in the configuration, or dflt when there is none.
+ * Two of them, or not exactly one value, is an error. Returns 0, or -1 after
+ * module_error(). */
+static int mime_directive(struct module_init *mi, const char *name, const char *dflt,
+                          const char **value, const struct conf_node **where)
+{
+    const struct conf_node *n = config_next(mi->cfg, name, NULL);
+    *value = dflt;
+    *where = n;
+    if (!n)
+        return 0;
+    if (n->is_block || n->n_args != 1)
+        return module_error(mi, n, "%s takes one value", name);
+    const struct conf_node *again = config_next(mi->cfg, name, n);
+    if (again)
+        return module_error(mi, again, "%s is duplicate (line %u)", name, n->line);
+    *value = n->args[0];
+    return 0;
+}
+
+static void mime_fini(void *state)
+{
+    struct mime_state *ms = state;
+    if (!ms)
+        return;
+    while (ms->idle) {
+        struct magic_handle *h = ms->idle;
+        ms->idle = h->next_idle;
+        magic_close(h->cookie);
+        free(h);
+    }
+    if (ms->cache) {
+        for (unsigned i = 0; i < MIME_CACHE_SETS; i++) {
+            pthread_rwlock_destroy(&ms->cache[i].lock);
+            pthread_mutex_destroy(&ms->cache[i].sniffing);
+        }
+        free(ms->cache);
+    }
+    ext_table_free(&ms->exts);
+    str_set_free(&ms->types);
+    pthread_mutex_destroy(&ms->types_lock);
+    pthread_mutex_destroy(&ms->pool_lock);
+    free(ms);
+}
+
+/* The extension table: built-ins, the file, the strict built-ins. */
+static int mime_build_table(struct module_init *mi, struct mime_state *ms)
+{
+    const char *path;
+    const struct conf_node *where;
+    if (mime_directive(mi, "mime_types", MIME_TYPES_DEFAULT, &path, &where) < 0)
+        return -1;
+    if (mime_add_builtins(ms, mime_base, sizeof(mime_base) / sizeof(mime_base[0])) < 0)
+        return module_error(mi, NULL, "out of memory");
+    if (strcmp(path, "off") != 0) {
+        FILE *f = fopen(path, "re");
+        /* The system's file is optional; one named in the configuration is not. */
+        if (!f && (where || errno != ENOENT))
+            return module_error(mi, where, "mime_types \"%s\": %s", path, strerror(errno));
+        int rc = f ? mime_load_types(ms, f) : 0;
+        if (f)
+            fclose(f);
+        if (rc < 0)
+            return module_error(mi, where, "mime_types \"%s\": out of memory", path);
+    }
+    if (mime_add_builtins(ms, mime_strict, sizeof(mime_strict) / sizeof(mime_strict[0])) < 0)
+        return module_error(mi, NULL, "out of memory");
+    return 0;
+}
+
+/* mime_magic: load libmagic once now, so that a missing database is a configuration error
+ * (and `lfhttpd -t` says so); the handle becomes the pool's first. Then the cache. */
+static int mime_start_magic(struct module_init *mi, struct mime_state *ms)
+{
+    const char *value;
+    const struct conf_node *where;
+    if (mime_directive(mi, "mime_magic", "on", &value, &where) < 0)
+        return -1;
+    if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
+        return module_error(mi, where, "mime_magic: expected \"on\" or \"off\", not \"%s\"",
+                            value);
+    ms->magic = strcmp(value, "on") == 0;
+    if (!ms->magic)
+        return 0;
+    char err[256];
+    struct magic_handle *h = magic_handle_open(err, sizeof(err));
+    if (!h)
+        return module_error(mi, where, "libmagic: %s", err);
+    ms->idle = h;
+    ms->n_handles = 1;
+    ms->cache = aligned_alloc(alignof(struct mime_cache_set),
+                              MIME_CACHE_SETS * sizeof(struct mime_cache_set));
+    if (!ms->cache)
+        return module_error(mi, NULL, "out of memory");
+    memset(ms->cache, 0, MIME_CACHE_SETS * sizeof(struct mime_cache_set));
+    for (unsigned i = 0; i < MIME_CACHE_SETS; i++) {
+        pthread_rwlock_init(&ms->cache[i].lock, NULL);
+        pthread_mutex_init(&ms->cache[i].sniffing, NULL);
+    }
+    return 0;
+}
+
+static int mime_init(struct module_init *mi, void **state)
+{
+    struct mime_state *ms = calloc(1, sizeof(*ms));
+    if (!ms)
+        return module_error(mi, NULL, "out of memory");
+    pthread_mutex_init(&ms->types_lock, NULL);
+    pthread_mutex_init(&ms->pool_lock, NULL);
+    ms->types_max = SIZE_MAX;
+
+    const char *dflt;
+    const struct conf_node *where;
+    if (mime_directive(mi, "default_type", MIME_DEFAULT_TYPE, &dflt, &where) < 0)
+        goto fail;
+    if (!media_type_valid(dflt, true)) {
+        module_error(mi, where, "default_type: \"%s\" is not a media type", dflt);
+        goto fail;
+    }
+    ms->default_type = mime_intern(ms, dflt);
+    if (!ms->default_type) {
+        module_error(mi, NULL, "out of memory");
+        goto fail;
+    }
+    if (mime_build_table(mi, ms) < 0 || mime_start_magic(mi, ms) < 0)
+        goto fail;
+    ms->types_max = ms->types.n + MIME_MAGIC_TYPES_MAX;
+    *state = ms;
+    return 0;
+fail:
+    mime_fini(ms);
+    return -1;
+}
+
+const struct module mod_mime = {
+    .name = "mime",
+    .directives = mime_directives,
+    .init = mime_init,
+    .fini = mime_fini,
+    .content_type = mime_content_type,
+};
