@@ -21,7 +21,7 @@ MAIN_OBJ   := $(B)/obj/server/main.o
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
-.PHONY: all run test check-deps unit integration test-asan test-tsan fuzz docker clean
+.PHONY: all run test check-deps unit integration test-asan test-tsan fuzz docker bench-classes clean
 
 all: $(B)/lfhttpd
 
@@ -145,6 +145,10 @@ docker:
 	else \
 	  echo "make docker: neither a docker engine nor podman is available"; exit 1; \
 	fi
+
+# Service classes under bulk load: interactive latency with classes vs one group.
+bench-classes: $(B)/lfhttpd
+	$(PYTHON) tests/bench/bench_classes.py $(abspath $(B)/lfhttpd) build/bench $(if $(QUICK),--quick)
 
 # The benchmark harness (make bench, make bench QUICK=1) lives beside its scripts.
 -include tests/bench/bench.mk
