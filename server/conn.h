@@ -172,6 +172,9 @@ void http_stream_abort(struct conn *c);
 /* For http_stream.c: send a finished response and go on with the connection (true), or
  * it was handed off: parked, lingering or closed (false). */
 bool http_conn_send(struct conn *c, struct response *resp, const char *rest, size_t rest_len);
+/* Run the modules' log hooks for a response whose request is no longer at hand (not
+ * parsed, or streamed): they see an empty request (no fields, method unknown, path ""). */
+void http_conn_log_unparsed(struct conn *c, const struct response *resp, int64_t now_s);
 /* Go on reading and answering requests on a connection this thread owns. */
 void http_conn_continue(struct conn *c);
 

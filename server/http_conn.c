@@ -173,6 +173,28 @@ static bool send_and_continue(struct conn *c, struct response *resp, const char 
     return false;
 }
 
+/* Run the modules' log hooks for a response to a request that was not parsed (or not
+ * routed): they see an empty request (no fields, method unknown, path ""). */
+void http_conn_log_unparsed(struct conn *c, const struct response *resp, int64_t now_s)
+{
+    struct server *srv = conn_server(c);
+    struct http_request empty;
+    memset(&empty, 0, sizeof(empty));
+    char path[1] = "";
+    struct request r = {
+        .http = &empty,
+        .path = path,
+        .peer = &c->peer.sa,
+        .local = c->local,
+        .now_s = now_s,
+        .cfg = &srv->cfg,
+        .root_fd = srv->root_fd,
+        .server = srv,
+        .chain = &srv->chain,
+    };
+    module_chain_log(&srv->chain, &r, resp);
+}
+
 /* Answer a request whose head could not be parsed: status, then close. */
 static void answer_malformed(struct conn *c, int status, const char *buf, size_t len)
 {
@@ -185,6 +207,7 @@ static void answer_malformed(struct conn *c, int status, const char *buf, size_t
     const char *eol = memchr(buf, '\r', len < 2048 ? len : 2048);
     struct http_slice line = {buf, eol ? (size_t)(eol - buf) : (len < 2048 ? len : 2048)};
     log_access(c, line, NULL, &resp, now_s);
+    http_conn_log_unparsed(c, &resp, now_s);
     c->body_mode = CONN_BODY_NONE;
     send_and_continue(c, &resp, NULL, 0);
 }
@@ -278,6 +301,7 @@ static void hand_off(struct conn *c, struct service *to, const char *p, size_t n
         http_date_header(&now_s);
         const char *eol = memchr(p, '\r', n);
         log_access(c, (struct http_slice){p, eol ? (size_t)(eol - p) : 0}, NULL, &resp, now_s);
+        http_conn_log_unparsed(c, &resp, now_s);
         c->body_mode = CONN_BODY_NONE;
         send_and_continue(c, &resp, NULL, 0);
         return;
@@ -384,8 +408,9 @@ static void serve_collected(struct conn *c)
     struct conn_collect *k = c->collect;
     struct http_request req;
     struct response resp;
-    int64_t now_s;
+    int64_t now_s, t0_us = conn_now_us();
     http_date_header(&now_s);
+    struct service *svc = c->svc; /* c may be gone once the response is sent */
 
     /* The same bytes parse the same way; the head was valid when collecting began. */
     int rc = http_parse_request(k->data, k->head_len, &srv->limits, &req);
@@ -410,6 +435,7 @@ static void serve_collected(struct conn *c)
     /* The response may point into k (an echo of the body): sending copies whatever it
      * cannot send at once, so k can go as soon as the send returns. */
     bool go_on = send_and_continue(c, &resp, NULL, 0);
+    service_record(svc, conn_now_us() - t0_us);
     free(k);
     if (go_on)
         http_process(c);

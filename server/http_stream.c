@@ -39,6 +39,7 @@ struct conn_stream {
     uint64_t left;   /* with a known length: body bytes still to come */
     uint64_t sent;   /* body bytes sent, for the access log */
     int64_t deadline_ms;
+    int64_t start_us; /* for the class's service time, recorded when the response ends */
     /* For the access log, written when the response ends: the request is long gone. */
     char request_line[512], referer[256], user_agent[256];
     size_t pending_len;
@@ -57,6 +58,7 @@ static size_t copy_slice(char *dst, size_t cap, const char *p, size_t len)
 static void stream_log(struct conn_stream *cs)
 {
     struct conn *c = cs->c;
+    service_record(c->svc, conn_now_us() - cs->start_us);
     int64_t now_s;
     http_date_header(&now_s);
     struct access_entry e = {
@@ -72,6 +74,11 @@ static void stream_log(struct conn_stream *cs)
         .time_s = now_s,
     };
     access_log_write(&c->svc->srv->access_log, &e);
+    struct response resp; /* what the modules' log hooks need to know of it */
+    resp_init(&resp);
+    resp.status = cs->status;
+    resp.content_length = cs->sent;
+    http_conn_log_unparsed(c, &resp, now_s);
 }
 
 /* Release the stream: the handler's state, the pipe (closing it leaves the set). */
@@ -269,6 +276,7 @@ void http_stream_start(struct conn *c, struct response *resp, const struct http_
     cs->http10 = h->version_minor == 0;
     cs->left = UINT64_MAX;
     cs->deadline_ms = conn_now_ms() + cs->rs.timeout_ms;
+    cs->start_us = conn_now_us();
     const char *end = h->target.p + h->target.len + 9;
     copy_slice(cs->request_line, sizeof(cs->request_line), h->method_name.p,
                (size_t)(end - h->method_name.p));

@@ -1,0 +1,719 @@
+/* mod_dirlist.c — listings of directories that have no index file.
+ *
+ * With `autoindex on;`, a GET or HEAD for a directory path that ends in '/' and whose
+ * directory holds none of the index files is answered with a listing: an HTML page (a
+ * table of names, sizes and modification times in UTC, directories first, each group in
+ * byte order) or, with ?format=json, a JSON array for scripts. Everything else is
+ * declined, and mod_static answers it: the 301 that adds the slash, the index file, 403
+ * when listings are off.
+ *
+ * The listing shows what mod_static would serve and nothing else. The directory is opened
+ * beneath the root as mod_static opens files (openat2 RESOLVE_BENEATH, and the same
+ * real-path check for absolute symlinks); entries are examined without following links,
+ * and a symlink is listed as what it points to only when it resolves inside the root.
+ * Broken links, links that lead out, FIFOs, sockets and devices are left out. Dotfiles
+ * are listed only with `autoindex_hidden on;`.
+ *
+ * Names are hostile input. In HTML text they are escaped (& < > " '), with control bytes
+ * and invalid UTF-8 shown as U+FFFD; in links they are percent-encoded byte for byte, so
+ * every link fetches exactly the file listed. In JSON they are escaped per RFC 8259, with
+ * invalid UTF-8 as \ufffd so the document is always valid; "href" keeps the exact bytes.
+ *
+ * The body is built in memory allocated here, grown as needed up to DIRLIST_BODY_MAX (a
+ * listing past it is a 500, never a silently shortened page), and freed by the response's
+ * release callback once it is sent.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "module.h"
+
+#define DIRLIST_BODY_MAX ((size_t)64 << 20) /* the largest listing answered, in bytes */
+#define DIRLIST_ENTRIES_MAX (1u << 20)      /* the most entries read from one directory */
+
+struct dirlist_state {
+    bool enabled;             /* autoindex on */
+    bool hidden;              /* autoindex_hidden on: dotfiles are listed */
+    char root_real[PATH_MAX]; /* the root's real path, for the absolute-symlink check */
+    size_t root_real_len;
+};
+
+/* --- a growing output buffer --------------------------------------------------------- */
+
+struct dl_buf {
+    char *p;
+    size_t len, cap;
+    bool failed; /* out of memory or past DIRLIST_BODY_MAX: nothing more is added */
+};
+
+static bool buf_reserve(struct dl_buf *b, size_t n)
+{
+    if (b->failed)
+        return false;
+    if (n <= b->cap - b->len)
+        return true;
+    if (n > DIRLIST_BODY_MAX - b->len) {
+        b->failed = true;
+        return false;
+    }
+    size_t cap = b->cap ? b->cap : 16384;
+    while (cap - b->len < n)
+        cap *= 2;
+    if (cap > DIRLIST_BODY_MAX)
+        cap = DIRLIST_BODY_MAX;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->failed = true;
+        return false;
+    }
+    b->p = p;
+    b->cap = cap;
+    return true;
+}
+
+static void buf_add(struct dl_buf *b, const char *s, size_t n)
+{
+    if (!buf_reserve(b, n))
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+}
+
+static void buf_puts(struct dl_buf *b, const char *s)
+{
+    buf_add(b, s, strlen(s));
+}
+
+__attribute__((format(printf, 2, 3))) static void buf_printf(struct dl_buf *b,
+                                                             const char *fmt, ...)
+{
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(line)) { /* only short, server-made text comes here */
+        b->failed = true;
+        return;
+    }
+    buf_add(b, line, (size_t)n);
+}
+
+/* --- escaping ------------------------------------------------------------------------ */
+
+static const char replacement_char[] = "\xEF\xBF\xBD"; /* U+FFFD */
+
+/* The length of the well-formed UTF-8 sequence at p (of n bytes), or 0 if there is none
+ * (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF). */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+    unsigned char c = p[0];
+    if (c < 0x80)
+        return 1;
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF; /* the range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (n < len || p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+    return len;
+}
+
+/* Text for an HTML element or a quoted attribute value. */
+static void html_escape(struct dl_buf *b, const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = p[i];
+        const char *rep = NULL;
+        switch (c) {
+        case '&': rep = "&amp;"; break;
+        case '<': rep = "&lt;"; break;
+        case '>': rep = "&gt;"; break;
+        case '"': rep = "&quot;"; break;
+        case '\'': rep = "&#39;"; break;
+        default:
+            if (c < 0x20 || c == 0x7F)
+                rep = replacement_char;
+        }
+        if (rep) {
+            buf_puts(b, rep);
+            i++;
+            continue;
+        }
+        size_t len = utf8_len(p + i, n - i);
+        if (len == 0) {
+            buf_puts(b, replacement_char);
+            i++;
+        } else {
+            buf_add(b, s + i, len);
+            i += len;
+        }
+    }
+}
+
+/* A path segment for a URL: every byte but the unreserved ones (RFC 3986 section 2.3) and
+ * '/' is percent-encoded, so the link names exactly these bytes. */
+static void url_encode(struct dl_buf *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                     (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~' ||
+                     c == '/';
+        if (plain) {
+            buf_add(b, s + i, 1);
+        } else {
+            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+            buf_add(b, e, 3);
+        }
+    }
+}
+
+/* A JSON string, quotes included: valid JSON whatever the bytes are. */
+static void json_string(struct dl_buf *b, const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    buf_add(b, "\"", 1);
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = p[i];
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            buf_add(b, e, 2);
+            i++;
+        } else if (c < 0x20) {
+            buf_printf(b, "\\u%04x", c);
+            i++;
+        } else {
+            size_t len = utf8_len(p + i, n - i);
+            if (len == 0) {
+                buf_puts(b, "\\ufffd");
+                i++;
+            } else {
+                buf_add(b, s + i, len);
+                i += len;
+            }
+        }
+    }
+    buf_add(b, "\"", 1);
+}
+
+/* --- figures --------------------------------------------------------------------------- */
+
+/* "512 B", "1.5 KiB", "23 MiB": three significant figures at most. */
+static void human_size(uint64_t n, char out[16])
+{
+    static const char units[][4] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (n < 1024) {
+        snprintf(out, 16, "%u B", (unsigned)n);
+        return;
+    }
+    double v = (double)n;
+    unsigned u = 0;
+    while (v >= 1024 && u < 6) {
+        v /= 1024;
+        u++;
+    }
+    if (v >= 1023.5 && u < 6) { /* would print as "1024 KiB" */
+        v /= 1024;
+        u++;
+    }
+    snprintf(out, 16, v < 9.95 ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
+/* "2024-05-01T12:34:56Z" */
+static void iso_time(int64_t t, char out[32])
+{
+    struct tm tm;
+    time_t tt = (time_t)t;
+    if (!gmtime_r(&tt, &tm) || strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(out, 32, "1970-01-01T00:00:00Z");
+}
+
+/* Does the query ask for JSON (a `format=json` parameter)? */
+static bool query_wants_json(const struct http_request *h)
+{
+    if (h->query.len == 0)
+        return false; /* (query.p is NULL then) */
+    const char *p = h->query.p, *end = h->query.p + h->query.len;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *stop = amp ? amp : end;
+        if (stop - p == 11 && memcmp(p, "format=json", 11) == 0)
+            return true;
+        p = stop + 1;
+    }
+    return false;
+}
+
+/* --- opening beneath the root -------------------------------------------------------- */
+
+/* Is the open fd's real path the root or below it? */
+static bool fd_inside_root(const struct dirlist_state *st, int fd)
+{
+    char link[64], real[PATH_MAX];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, real, sizeof(real) - 1);
+    if (n < 0)
+        return false;
+    real[n] = '\0';
+    size_t rl = st->root_real_len;
+    return strncmp(real, st->root_real, rl) == 0 &&
+           (real[rl] == '/' || real[rl] == '\0' || rl == 1);
+}
+
+/* Open rel (relative to the root) beneath the root with flags. A symlink with an absolute
+ * target makes openat2 fail with EXDEV even when it points inside; that case is opened
+ * normally and admitted only if it lands under the root (as mod_static does).
+ * Returns an fd or -errno. */
+static int open_beneath(const struct dirlist_state *st, int root_fd, const char *rel,
+                        int flags)
+{
+    struct open_how how = {
+        .flags = (uint64_t)(flags | O_CLOEXEC),
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+    };
+    int fd = (int)syscall(SYS_openat2, root_fd, rel, &how, sizeof(how));
+    if (fd >= 0)
+        return fd;
+    if (errno != EXDEV)
+        return -errno;
+    fd = openat(root_fd, rel, flags | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    if (!fd_inside_root(st, fd)) {
+        close(fd);
+        return -EXDEV;
+    }
+    return fd;
+}
+
+/* The root-relative path of `name` in the directory dir ("" for the root, else "a/b/").
+ * Returns false if it does not fit. */
+static bool join_rel(char *out, size_t cap, const char *dir, const char *name)
+{
+    int n = snprintf(out, cap, "%s%s", dir, name);
+    return n >= 0 && (size_t)n < cap;
+}
+
+/* Would mod_static find an index file in the directory (or fail trying)? Mirrors its
+ * serve_index: a missing or non-regular candidate is skipped, anything else is its. */
+static bool has_index(const struct dirlist_state *st, const struct request *req,
+                      const char *dir)
+{
+    const struct config *cfg = req->cfg;
+    char rel[REQUEST_PATH_MAX + 256];
+    for (unsigned i = 0; i < cfg->n_index; i++) {
+        if (!join_rel(rel, sizeof(rel), dir, cfg->index[i]))
+            return true;
+        int fd = open_beneath(st, req->root_fd, rel, O_PATH);
+        if (fd == -ENOENT)
+            continue;
+        if (fd < 0)
+            return true; /* mod_static answers the error */
+        struct stat sb;
+        bool regular = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
+        close(fd);
+        if (regular)
+            return true;
+    }
+    return false;
+}
+
+/* --- reading the directory ------------------------------------------------------------- */
+
+struct dl_entry {
+    const char *name; /* NUL-terminated, in the list's names buffer */
+    size_t name_off;  /* where in that buffer, while it may still move */
+    size_t name_len;
+    bool is_dir;
+    uint64_t size_bytes; /* 0 for directories */
+    int64_t mtime_s;
+};
+
+struct dl_list {
+    struct dl_entry *v;
+    size_t n, cap;
+    struct dl_buf names; /* every name, each followed by a NUL */
+    unsigned n_dirs, n_files;
+};
+
+static void list_free(struct dl_list *l)
+{
+    free(l->v);
+    free(l->names.p);
+}
+
+/* Directories first, then files; each in byte order of their names. */
+static int entry_cmp(const void *a, const void *b)
+{
+    const struct dl_entry *x = a, *y = b;
+    if (x->is_dir != y->is_dir)
+        return x->is_dir ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* What the entry is, as mod_static would serve it: lstat, and for a symlink the target
+ * it resolves to inside the root. Returns false for what is not listed. */
+static bool entry_stat(const struct dirlist_state *st, const struct request *req, int dfd,
+                       const char *dir, const char *name, struct stat *sb)
+{
+    if (fstatat(dfd, name, sb, AT_SYMLINK_NOFOLLOW) < 0)
+        return false;
+    if (S_ISLNK(sb->st_mode)) {
+        char rel[REQUEST_PATH_MAX + 256];
+        if (!join_rel(rel, sizeof(rel), dir, name))
+            return false;
+        int fd = open_beneath(st, req->root_fd, rel, O_PATH);
+        if (fd < 0)
+            return false; /* broken, a loop, or leading out of the root */
+        int rc = fstat(fd, sb);
+        close(fd);
+        if (rc < 0)
+            return false;
+    }
+    return S_ISDIR(sb->st_mode) || S_ISREG(sb->st_mode);
+}
+
+static bool list_add(struct dl_list *l, const char *name, size_t len, const struct stat *sb)
+{
+    if (l->n == l->cap) {
+        if (l->cap >= DIRLIST_ENTRIES_MAX)
+            return false;
+        size_t cap = l->cap ? l->cap * 2 : 256;
+        struct dl_entry *v = realloc(l->v, cap * sizeof(*v));
+        if (!v)
+            return false;
+        l->v = v;
+        l->cap = cap;
+    }
+    size_t off = l->names.len;
+    buf_add(&l->names, name, len + 1);
+    if (l->names.failed)
+        return false;
+    bool is_dir = S_ISDIR(sb->st_mode);
+    l->v[l->n++] = (struct dl_entry){
+        .name_off = off,
+        .name_len = len,
+        .is_dir = is_dir,
+        .size_bytes = is_dir ? 0 : (uint64_t)sb->st_size,
+        .mtime_s = sb->st_mtim.tv_sec,
+    };
+    if (is_dir)
+        l->n_dirs++;
+    else
+        l->n_files++;
+    return true;
+}
+
+/* Read the open directory dfd (which this takes) into l, sorted. dir: its root-relative
+ * path. Returns 0 or -1 (out of memory, too large, or unreadable). */
+static int list_read(const struct dirlist_state *st, const struct request *req, int dfd,
+                     const char *dir, struct dl_list *l)
+{
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return -1;
+    }
+    int rc = 0;
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(d);
+        if (!de) {
+            rc = errno ? -1 : 0;
+            break;
+        }
+        const char *name = de->d_name;
+        if (name[0] == '.' && (!st->hidden || name[1] == '\0' ||
+                               (name[1] == '.' && name[2] == '\0')))
+            continue;
+        struct stat sb;
+        if (!entry_stat(st, req, dirfd(d), dir, name, &sb))
+            continue;
+        if (!list_add(l, name, strlen(name), &sb)) {
+            rc = -1;
+            break;
+        }
+    }
+    closedir(d);
+    if (rc < 0)
+        return -1;
+    for (size_t i = 0; i < l->n; i++)
+        l->v[i].name = l->names.p + l->v[i].name_off;
+    if (l->n > 1)
+        qsort(l->v, l->n, sizeof(l->v[0]), entry_cmp);
+    return 0;
+}
+
+/* --- rendering ------------------------------------------------------------------------- */
+
+/* Icons are CSS masks (data: URIs), so they follow the text colour in both schemes. */
+static const char page_style[] =
+    ":root{color-scheme:light dark;--bg:#fff;--fg:#1f2328;--muted:#59636e;--line:#d1d9e0;"
+    "--head:#f6f8fa;--hover:#eef4fd;--link:#0969da;--dir:#9a6700}\n"
+    "@media (prefers-color-scheme:dark){:root{--bg:#0d1117;--fg:#e6edf3;--muted:#9198a1;"
+    "--line:#30363d;--head:#151b23;--hover:#16202e;--link:#4493f8;--dir:#d29922}}\n"
+    "*{box-sizing:border-box}\n"
+    "body{margin:0;background:var(--bg);color:var(--fg);"
+    "font:15px/1.5 system-ui,-apple-system,\"Segoe UI\",Roboto,\"Noto Sans\",sans-serif}\n"
+    "main{max-width:980px;margin:0 auto;padding:28px 16px 40px}\n"
+    "h1{font-size:20px;font-weight:600;margin:0 0 18px;overflow-wrap:anywhere}\n"
+    "h1 .crumbs a{color:var(--link)}\n"
+    "a{color:var(--link);text-decoration:none}a:hover{text-decoration:underline}\n"
+    "table{width:100%;border-collapse:separate;border-spacing:0;border:1px solid var(--line);"
+    "border-radius:8px;overflow:hidden}\n"
+    "th,td{padding:7px 14px;text-align:left;vertical-align:top}\n"
+    "th{background:var(--head);color:var(--muted);font-size:12px;font-weight:600;"
+    "text-transform:uppercase;letter-spacing:.04em;border-bottom:1px solid var(--line)}\n"
+    "tbody tr+tr td{border-top:1px solid var(--line)}\n"
+    "tbody tr:hover{background:var(--hover)}\n"
+    "td.n{width:100%;overflow-wrap:anywhere}\n"
+    ".s,.m{white-space:nowrap;color:var(--muted);font-variant-numeric:tabular-nums}\n"
+    ".s{text-align:right}\n"
+    "td.n a{display:inline-flex}\n"
+    "td.n a::before{content:\"\";flex:none;width:16px;height:16px;"
+    "margin:3px 10px 0 0;background:var(--muted);"
+    "-webkit-mask:var(--icon) center/contain no-repeat;mask:var(--icon) center/contain "
+    "no-repeat}\n"
+    "tr.d td.n a::before{background:var(--dir)}\n"
+    "tr.f{--icon:url(\"data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' "
+    "viewBox='0 0 16 16'%3E%3Cpath d='M3 1h6l4 4v10H3z' fill='none' stroke='black' "
+    "stroke-width='1.5'/%3E%3Cpath d='M9 1v4h4' fill='none' stroke='black' "
+    "stroke-width='1.5'/%3E%3C/svg%3E\")}\n"
+    "tr.d{--icon:url(\"data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' "
+    "viewBox='0 0 16 16'%3E%3Cpath d='M1 3h5l2 2h7v9H1z'/%3E%3C/svg%3E\")}\n"
+    "tr.u{--icon:url(\"data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' "
+    "viewBox='0 0 16 16'%3E%3Cpath d='M8 2 3 7h3v7h4V7h3z'/%3E%3C/svg%3E\")}\n"
+    "footer{margin-top:14px;color:var(--muted);font-size:13px}\n"
+    "@media (max-width:600px){main{padding:16px 8px 28px}h1{font-size:17px}"
+    "th,td{padding:7px 8px}.m .t{display:none}body{font-size:14px}}\n";
+
+/* "Index of /a/b/" with each step a link: relative ("../../", "../", "./"), so the
+ * links hold whatever prefix or rewrite brought the request here. */
+static void render_crumbs(struct dl_buf *b, const char *path, size_t len)
+{
+    unsigned depth = 0;
+    for (size_t i = 1; i < len; i++)
+        if (path[i] == '/')
+            depth++;
+    buf_puts(b, "<a href=\"");
+    for (unsigned i = 0; i < depth; i++)
+        buf_puts(b, "../");
+    buf_puts(b, depth ? "\">/</a>" : "./\">/</a>");
+    const char *p = path + 1, *end = path + len;
+    for (unsigned level = 1; p < end; level++) {
+        const char *slash = memchr(p, '/', (size_t)(end - p));
+        if (!slash)
+            break;
+        buf_puts(b, "<a href=\"");
+        for (unsigned i = level; i < depth; i++)
+            buf_puts(b, "../");
+        if (level == depth)
+            buf_puts(b, "./");
+        buf_puts(b, "\">");
+        html_escape(b, p, (size_t)(slash - p));
+        buf_puts(b, "/</a>");
+        p = slash + 1;
+    }
+}
+
+static void render_row(struct dl_buf *b, const struct dl_entry *e)
+{
+    char when[32], size[16];
+    iso_time(e->mtime_s, when);
+    buf_puts(b, e->is_dir ? "<tr class=\"d\"><td class=\"n\"><a href=\""
+                          : "<tr class=\"f\"><td class=\"n\"><a href=\"");
+    url_encode(b, e->name, e->name_len);
+    buf_puts(b, e->is_dir ? "/\">" : "\">");
+    html_escape(b, e->name, e->name_len);
+    buf_puts(b, e->is_dir ? "/</a></td><td class=\"s\">&mdash;</td>" : "</a></td>");
+    if (!e->is_dir) {
+        human_size(e->size_bytes, size);
+        buf_printf(b, "<td class=\"s\" title=\"%llu byte%s\">%s</td>",
+                   (unsigned long long)e->size_bytes, e->size_bytes == 1 ? "" : "s", size);
+    }
+    /* when: YYYY-MM-DDTHH:MM:SSZ; shown as "YYYY-MM-DD HH:MM" */
+    buf_printf(b, "<td class=\"m\"><time datetime=\"%s\" title=\"%s\">%.10s<span class=\"t\"> "
+                  "%.5s</span></time></td></tr>\n",
+               when, when, when, when + 11);
+}
+
+static void render_html(struct dl_buf *b, const struct request *req, const struct dl_list *l)
+{
+    buf_puts(b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+                "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+                "<meta name=\"color-scheme\" content=\"light dark\">\n<title>Index of ");
+    html_escape(b, req->path, req->path_len);
+    buf_puts(b, "</title>\n<style>\n");
+    buf_puts(b, page_style);
+    buf_puts(b, "</style>\n</head>\n<body>\n<main>\n<h1>Index of <span class=\"crumbs\">");
+    render_crumbs(b, req->path, req->path_len);
+    buf_puts(b, "</span></h1>\n<table>\n<thead><tr><th>Name</th><th class=\"s\">Size</th>"
+                "<th class=\"m\">Modified (UTC)</th></tr></thead>\n<tbody>\n");
+    if (req->path_len > 1)
+        buf_puts(b, "<tr class=\"u\"><td class=\"n\"><a href=\"../\">Parent directory</a>"
+                    "</td><td class=\"s\"></td><td class=\"m\"></td></tr>\n");
+    for (size_t i = 0; i < l->n; i++)
+        render_row(b, &l->v[i]);
+    buf_puts(b, "</tbody>\n</table>\n");
+    buf_printf(b, "<footer>%u director%s, %u file%s &middot; lfhttpd</footer>\n", l->n_dirs,
+               l->n_dirs == 1 ? "y" : "ies", l->n_files, l->n_files == 1 ? "" : "s");
+    buf_puts(b, "</main>\n</body>\n</html>\n");
+}
+
+static void render_json(struct dl_buf *b, const struct dl_list *l)
+{
+    buf_puts(b, "[");
+    for (size_t i = 0; i < l->n; i++) {
+        const struct dl_entry *e = &l->v[i];
+        char when[32];
+        iso_time(e->mtime_s, when);
+        buf_puts(b, i ? ",\n{\"name\":" : "\n{\"name\":");
+        json_string(b, e->name, e->name_len);
+        buf_printf(b, ",\"type\":\"%s\",\"size\":%llu,\"mtime\":\"%s\",\"href\":\"",
+                   e->is_dir ? "dir" : "file", (unsigned long long)e->size_bytes, when);
+        url_encode(b, e->name, e->name_len); /* only unreserved bytes and '%': no escaping */
+        buf_puts(b, e->is_dir ? "/\"}" : "\"}");
+    }
+    buf_puts(b, "\n]\n");
+}
+
+/* --- the hooks ------------------------------------------------------------------------- */
+
+static enum mod_result dirlist_handle(void *state, const struct request *req,
+                                      struct response *resp)
+{
+    const struct dirlist_state *st = state;
+    const struct http_request *h = req->http;
+    if (!st->enabled || (h->method != HTTP_METHOD_GET && h->method != HTTP_METHOD_HEAD) ||
+        req->path_len == 0 || req->path[req->path_len - 1] != '/')
+        return MOD_DECLINED;
+    const char *dir = req->path + 1; /* "" for the root, else "a/b/" */
+    int dfd = open_beneath(st, req->root_fd, dir[0] ? dir : ".", O_RDONLY | O_DIRECTORY);
+    if (dfd < 0)
+        return MOD_DECLINED; /* not there, not a directory, not allowed: mod_static says */
+    if (has_index(st, req, dir)) {
+        close(dfd);
+        return MOD_DECLINED;
+    }
+
+    struct dl_list l = {0};
+    if (list_read(st, req, dfd, dir, &l) < 0) {
+        list_free(&l);
+        return MOD_ERROR;
+    }
+    bool json = query_wants_json(h);
+    struct dl_buf body = {0};
+    if (json)
+        render_json(&body, &l);
+    else
+        render_html(&body, req, &l);
+    list_free(&l);
+    if (body.failed) {
+        free(body.p);
+        return MOD_ERROR;
+    }
+
+    resp_start(resp, 200);
+    if (json) {
+        resp_header(resp, "Content-Type", "application/json");
+    } else {
+        resp_header(resp, "Content-Type", "text/html; charset=utf-8");
+        /* Defence in depth: even an escaping bug could run no script here. */
+        resp_header(resp, "Content-Security-Policy",
+                    "default-src 'none'; style-src 'unsafe-inline'; img-src data:");
+    }
+    resp_header(resp, "X-Content-Type-Options", "nosniff");
+    resp_header(resp, "Cache-Control", "no-cache");
+    resp_body_mem(resp, body.p, body.len);
+    resp->release = free;
+    resp->release_ctx = body.p;
+    return MOD_HANDLED;
+}
+
+/* Read an `on|off` directive (at most once). */
+static int read_flag(struct module_init *mi, const char *name, bool *out)
+{
+    const struct conf_node *n = config_next(mi->cfg, name, NULL);
+    if (!n)
+        return 0;
+    if (config_next(mi->cfg, name, n))
+        return module_error(mi, config_next(mi->cfg, name, n), "\"%s\" is set twice", name);
+    if (n->is_block || n->n_args != 1)
+        return module_error(mi, n, "usage: %s on|off;", name);
+    if (strcmp(n->args[0], "on") == 0)
+        *out = true;
+    else if (strcmp(n->args[0], "off") == 0)
+        *out = false;
+    else
+        return module_error(mi, n, "%s takes on or off, not \"%s\"", name, n->args[0]);
+    return 0;
+}
+
+static int dirlist_init(struct module_init *mi, void **state)
+{
+    struct dirlist_state *st = calloc(1, sizeof(*st));
+    if (!st)
+        return module_error(mi, NULL, "out of memory");
+    if (read_flag(mi, "autoindex", &st->enabled) < 0 ||
+        read_flag(mi, "autoindex_hidden", &st->hidden) < 0) {
+        free(st);
+        return -1;
+    }
+    if (st->enabled && !realpath(mi->cfg->root, st->root_real)) {
+        int saved = errno;
+        free(st);
+        return module_error(mi, NULL, "root \"%s\": %s", mi->cfg->root, strerror(saved));
+    }
+    st->root_real_len = strlen(st->root_real);
+    *state = st;
+    return 0;
+}
+
+static void dirlist_fini(void *state)
+{
+    free(state);
+}
+
+static const char *const dirlist_directives[] = {"autoindex", "autoindex_hidden", NULL};
+
+const struct module mod_dirlist = {
+    .name = "dirlist",
+    .directives = dirlist_directives,
+    .init = dirlist_init,
+    .fini = dirlist_fini,
+    .handle = dirlist_handle,
+};

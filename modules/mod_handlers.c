@@ -1,0 +1,640 @@
+/* mod_handlers.c — handlers that answer in-process, mounted on path prefixes.
+ *
+ *   handler /hello hello;    200 "Hello, world!\n" from static memory, nothing allocated:
+ *                            the least a dynamic answer can cost, for benchmarks
+ *   handler /echo echo;      the request as the server received it: request line, header
+ *                            fields, a blank line, then the body (decoded if it came
+ *                            chunked), as text/plain
+ *   handler /status status;  live figures: uptime, per service class (its Leader/Followers
+ *                            group's threads, nice, connections, requests, service-time
+ *                            p50/p99, events, hand-offs, epoll waits), requests, bytes and
+ *                            responses by status class; HTML, or JSON when asked
+ *
+ * `handler PREFIX NAME;` may be repeated; the longest matching prefix wins (the core's
+ * routing). Only echo asks the core for request bodies.
+ *
+ * Counting for the status page happens in the log hook, which runs for every response the
+ * chain answered (not, today, for the core's answers to heads that do not parse), on the
+ * thread that made it. Every thread counts into its own struct, a cache line of its
+ * own, registered once in a list under a mutex; the page sums the list. Each counter has
+ * one writer, so an increment is a relaxed load and store (no locked instruction), and
+ * relaxed loads on the reading side keep ThreadSanitizer informed. Nothing is counted
+ * unless a status handler is mounted.
+ */
+#include <assert.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "module.h"
+
+#define STATUS_PAGE_MAX 32768 /* the status page's buffer; its content is bounded */
+
+struct handlers_state;
+
+struct handler_kind {
+    const char *name;
+    enum mod_result (*handle)(struct handlers_state *st, const struct request *req,
+                              struct response *resp);
+    bool wants_body;
+};
+
+/* One thread's figures. Written only by its thread, read by whoever renders the page. */
+struct thread_counters {
+    alignas(64) _Atomic uint64_t requests;
+    _Atomic uint64_t bytes;       /* body bytes of responses, as in the access log */
+    _Atomic uint64_t by_class[5]; /* responses 1xx .. 5xx */
+    struct thread_counters *next; /* the list, under handlers_state.lock */
+};
+static_assert(sizeof(struct thread_counters) == 64, "one cache line per thread");
+
+struct handlers_state {
+    unsigned index;       /* this module's place in the chain */
+    bool counting;        /* a status handler is mounted */
+    uint64_t generation;  /* tells this instance's thread registrations from others' */
+    pthread_mutex_t lock; /* guards the list below */
+    struct thread_counters *counters;
+};
+
+/* A thread's registration: thread-local because the log hook runs on many threads, with a
+ * generation because a module instance (and so its list) may be made again (-t, tests). */
+static _Thread_local struct {
+    uint64_t generation;
+    struct thread_counters *tc;
+} tls_counters;
+static atomic_uint_fast64_t handlers_generations; /* process-wide: one per init */
+
+/* --- counting --------------------------------------------------------------------------- */
+
+static struct thread_counters *my_counters(struct handlers_state *st)
+{
+    if (tls_counters.generation == st->generation)
+        return tls_counters.tc;
+    struct thread_counters *tc = aligned_alloc(64, sizeof(*tc));
+    if (!tc)
+        return NULL;
+    memset(tc, 0, sizeof(*tc));
+    pthread_mutex_lock(&st->lock);
+    tc->next = st->counters;
+    st->counters = tc;
+    pthread_mutex_unlock(&st->lock);
+    tls_counters.generation = st->generation;
+    tls_counters.tc = tc;
+    return tc;
+}
+
+static void bump(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+static void handlers_log(void *state, const struct request *req, const struct response *resp)
+{
+    (void)req;
+    struct handlers_state *st = state;
+    if (!st->counting)
+        return;
+    struct thread_counters *tc = my_counters(st);
+    if (!tc)
+        return;
+    bump(&tc->requests, 1);
+    if (!resp->head_only && !resp->no_length)
+        bump(&tc->bytes, resp->content_length);
+    int cls = resp->status / 100;
+    if (cls >= 1 && cls <= 5)
+        bump(&tc->by_class[cls - 1], 1);
+}
+
+struct status_totals {
+    uint64_t requests, bytes, by_class[5];
+};
+
+static void totals_sum(struct handlers_state *st, struct status_totals *t)
+{
+    memset(t, 0, sizeof(*t));
+    pthread_mutex_lock(&st->lock);
+    for (const struct thread_counters *tc = st->counters; tc; tc = tc->next) {
+        t->requests += atomic_load_explicit(&tc->requests, memory_order_relaxed);
+        t->bytes += atomic_load_explicit(&tc->bytes, memory_order_relaxed);
+        for (int i = 0; i < 5; i++)
+            t->by_class[i] += atomic_load_explicit(&tc->by_class[i], memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&st->lock);
+}
+
+/* --- a bounded output buffer ----------------------------------------------------------- */
+
+struct out_buf {
+    char *p;
+    size_t len, cap;
+    bool failed; /* something did not fit */
+};
+
+static void out_add(struct out_buf *b, const char *s, size_t n)
+{
+    if (b->failed || n > b->cap - b->len) {
+        b->failed = true;
+        return;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+}
+
+static void out_puts(struct out_buf *b, const char *s)
+{
+    out_add(b, s, strlen(s));
+}
+
+__attribute__((format(printf, 2, 3))) static void out_printf(struct out_buf *b,
+                                                             const char *fmt, ...)
+{
+    if (b->failed)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= b->cap - b->len)
+        b->failed = true;
+    else
+        b->len += (size_t)n;
+}
+
+/* Server-made text (a group's name) in HTML. */
+static void out_html(struct out_buf *b, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': out_puts(b, "&amp;"); break;
+        case '<': out_puts(b, "&lt;"); break;
+        case '>': out_puts(b, "&gt;"); break;
+        case '"': out_puts(b, "&quot;"); break;
+        case '\'': out_puts(b, "&#39;"); break;
+        default: out_add(b, s, 1);
+        }
+    }
+}
+
+/* Server-made text in a JSON string (quotes included). */
+static void out_json(struct out_buf *b, const char *s)
+{
+    out_add(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            out_add(b, e, 2);
+        } else if (c < 0x20) {
+            out_printf(b, "\\u%04x", c);
+        } else {
+            out_add(b, s, 1);
+        }
+    }
+    out_add(b, "\"", 1);
+}
+
+/* --- content negotiation ---------------------------------------------------------------- */
+
+/* The q of a media range's parameters ("; q=0.5"), in thousandths; 1000 when absent. */
+static int accept_q(const char *p, const char *end)
+{
+    while (p < end) {
+        const char *semi = memchr(p, ';', (size_t)(end - p));
+        if (!semi)
+            return 1000;
+        p = semi + 1;
+        while (p < end && (*p == ' ' || *p == '\t'))
+            p++;
+        if (end - p < 2 || (p[0] != 'q' && p[0] != 'Q') || p[1] != '=')
+            continue;
+        p += 2;
+        int q = 0, scale = 1000;
+        if (p < end && *p >= '0' && *p <= '1')
+            q = (*p++ - '0') * 1000;
+        if (p < end && *p == '.')
+            for (p++; p < end && *p >= '0' && *p <= '9' && scale > 1; p++)
+                q += (*p - '0') * (scale /= 10);
+        return q > 1000 ? 1000 : q;
+    }
+    return 1000;
+}
+
+/* Does an Accept value prefer application/json to text/html? Only those two exact types
+ * count (a browser's list names text/html; "*" + "/" + "*" gets the default, HTML). */
+static bool accept_prefers_json(struct http_slice accept)
+{
+    if (accept.len == 0)
+        return false;
+    int q_json = 0, q_html = 0;
+    const char *p = accept.p, *end = accept.p + accept.len;
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *stop = comma ? comma : end;
+        while (p < stop && (*p == ' ' || *p == '\t'))
+            p++;
+        const char *type_end = p;
+        while (type_end < stop && *type_end != ';' && *type_end != ' ' && *type_end != '\t')
+            type_end++;
+        size_t tl = (size_t)(type_end - p);
+        if (tl == 16 && strncasecmp(p, "application/json", 16) == 0)
+            q_json = accept_q(type_end, stop);
+        else if (tl == 9 && strncasecmp(p, "text/html", 9) == 0)
+            q_html = accept_q(type_end, stop);
+        p = stop + 1;
+    }
+    return q_json > 0 && q_json > q_html;
+}
+
+/* Does the query have the parameter format=value? */
+static bool query_format_is(const struct http_request *h, const char *value)
+{
+    if (h->query.len == 0)
+        return false; /* (query.p is NULL then) */
+    size_t vl = strlen(value);
+    const char *p = h->query.p, *end = h->query.p + h->query.len;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *stop = amp ? amp : end;
+        if ((size_t)(stop - p) == 7 + vl && memcmp(p, "format=", 7) == 0 &&
+            memcmp(p + 7, value, vl) == 0)
+            return true;
+        p = stop + 1;
+    }
+    return false;
+}
+
+static bool status_wants_json(const struct http_request *h)
+{
+    if (query_format_is(h, "json"))
+        return true;
+    if (query_format_is(h, "html"))
+        return false;
+    const struct http_header *a = http_find_header(h, "accept");
+    return a && accept_prefers_json(a->value);
+}
+
+/* --- the handlers ----------------------------------------------------------------------- */
+
+static enum mod_result not_allowed(struct response *resp, const char *allow)
+{
+    resp_error(resp, 405);
+    resp_header(resp, "Allow", allow);
+    return MOD_HANDLED;
+}
+
+static bool get_or_head(const struct request *req)
+{
+    return req->http->method == HTTP_METHOD_GET || req->http->method == HTTP_METHOD_HEAD;
+}
+
+static enum mod_result hello_handle(struct handlers_state *st, const struct request *req,
+                                    struct response *resp)
+{
+    (void)st;
+    static const char hello[] = "Hello, world!\n";
+    if (!get_or_head(req))
+        return not_allowed(resp, "GET, HEAD");
+    resp_start(resp, 200);
+    resp_header(resp, "Content-Type", "text/plain; charset=utf-8");
+    resp_body_mem(resp, hello, sizeof(hello) - 1);
+    return MOD_HANDLED;
+}
+
+static bool echo_method(enum http_method m)
+{
+    switch (m) {
+    case HTTP_METHOD_GET:
+    case HTTP_METHOD_HEAD:
+    case HTTP_METHOD_POST:
+    case HTTP_METHOD_PUT:
+    case HTTP_METHOD_PATCH:
+    case HTTP_METHOD_DELETE:
+    case HTTP_METHOD_OPTIONS:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* The request line and header fields as an HTTP/1.1 head: CRLF lines, a blank line. */
+static size_t echo_head_len(const struct http_request *h)
+{
+    size_t n = h->method_name.len + 1 + h->target.len + 1 + 8 + 2;
+    for (unsigned i = 0; i < h->n_headers; i++)
+        n += h->headers[i].name.len + 2 + h->headers[i].value.len + 2;
+    return n + 2;
+}
+
+static void echo_head_write(const struct http_request *h, char *out)
+{
+    char *p = out;
+#define PUT(s, n) (memcpy(p, (s), (n)), p += (n))
+    PUT(h->method_name.p, h->method_name.len);
+    PUT(" ", 1);
+    PUT(h->target.p, h->target.len);
+    PUT(h->version_minor == 0 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n", 11);
+    for (unsigned i = 0; i < h->n_headers; i++) {
+        PUT(h->headers[i].name.p, h->headers[i].name.len);
+        PUT(": ", 2);
+        PUT(h->headers[i].value.p, h->headers[i].value.len);
+        PUT("\r\n", 2);
+    }
+    PUT("\r\n", 2);
+#undef PUT
+}
+
+static enum mod_result echo_handle(struct handlers_state *st, const struct request *req,
+                                   struct response *resp)
+{
+    (void)st;
+    const struct http_request *h = req->http;
+    if (!echo_method(h->method))
+        return not_allowed(resp, "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS");
+    resp_start(resp, 200);
+    resp_header(resp, "Content-Type", "text/plain; charset=utf-8");
+    resp_header(resp, "X-Content-Type-Options", "nosniff"); /* a body is never run as HTML */
+    resp_header(resp, "Cache-Control", "no-store");
+
+    size_t n = echo_head_len(h);
+    char *head;
+    if (n <= RESP_SCRATCH_CAP - resp->scratch_len) {
+        head = resp_scratch(resp, n);
+    } else {
+        head = malloc(n);
+        if (!head)
+            return MOD_ERROR;
+        resp->release = free;
+        resp->release_ctx = head;
+    }
+    echo_head_write(h, head);
+    resp_body_mem(resp, head, n);
+    /* The body stays where the core collected it until the response is sent (or copied
+     * because the socket would block), so it goes out without a copy. */
+    if (req->body && req->body_len)
+        resp_body_mem(resp, req->body, req->body_len);
+    return MOD_HANDLED;
+}
+
+static const char status_style[] =
+    ":root{color-scheme:light dark;--bg:#fff;--fg:#1f2328;--muted:#59636e;--line:#d1d9e0;"
+    "--head:#f6f8fa;--accent:#0969da}\n"
+    "@media (prefers-color-scheme:dark){:root{--bg:#0d1117;--fg:#e6edf3;--muted:#9198a1;"
+    "--line:#30363d;--head:#151b23;--accent:#4493f8}}\n"
+    "*{box-sizing:border-box}\n"
+    "body{margin:0;background:var(--bg);color:var(--fg);"
+    "font:15px/1.5 system-ui,-apple-system,\"Segoe UI\",Roboto,\"Noto Sans\",sans-serif}\n"
+    "main{max-width:980px;margin:0 auto;padding:28px 16px 40px}\n"
+    "h1{font-size:20px;font-weight:600;margin:0 0 18px}\n"
+    "h2{font-size:15px;font-weight:600;margin:26px 0 10px}\n"
+    ".cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(150px,1fr));gap:12px}\n"
+    ".card{border:1px solid var(--line);border-radius:8px;padding:12px 14px}\n"
+    ".card dt{color:var(--muted);font-size:12px;text-transform:uppercase;"
+    "letter-spacing:.04em}\n"
+    ".card dd{margin:2px 0 0;font-size:22px;font-weight:600;"
+    "font-variant-numeric:tabular-nums;color:var(--accent)}\n"
+    ".wrap{overflow-x:auto}\n"
+    "table{width:100%;border-collapse:separate;border-spacing:0;border:1px solid var(--line);"
+    "border-radius:8px;overflow:hidden}\n"
+    "th,td{padding:7px 12px;text-align:right;white-space:nowrap;"
+    "font-variant-numeric:tabular-nums}\n"
+    "th:first-child,td:first-child{text-align:left}\n"
+    "th{background:var(--head);color:var(--muted);font-size:12px;font-weight:600;"
+    "text-transform:uppercase;letter-spacing:.04em;border-bottom:1px solid var(--line)}\n"
+    "tbody tr+tr td{border-top:1px solid var(--line)}\n"
+    "footer{margin-top:18px;color:var(--muted);font-size:13px}\n"
+    "footer a{color:var(--accent)}\n"
+    "@media (max-width:600px){main{padding:16px 8px 28px}th,td{padding:7px 8px}}\n";
+
+/* "3d 04h 05m 06s", "5m 06s", "42s" */
+static void format_uptime(int64_t s, char out[48])
+{
+    if (s < 0)
+        s = 0;
+    long long d = s / 86400, h = s / 3600 % 24, m = s / 60 % 60, sec = s % 60;
+    if (d)
+        snprintf(out, 48, "%lldd %02lldh %02lldm %02llds", d, h, m, sec);
+    else if (h)
+        snprintf(out, 48, "%lldh %02lldm %02llds", h, m, sec);
+    else if (m)
+        snprintf(out, 48, "%lldm %02llds", m, sec);
+    else
+        snprintf(out, 48, "%llds", sec);
+}
+
+/* A service-time bound: "<= 256 us", "<= 1.0 ms", "<= 2.1 s"; "-" before any request. */
+static void format_micros(uint64_t us, char out[24])
+{
+    if (us == 0)
+        snprintf(out, 24, "&ndash;");
+    else if (us < 1000)
+        snprintf(out, 24, "&le; %llu &micro;s", (unsigned long long)us);
+    else if (us < 1000000)
+        snprintf(out, 24, "&le; %.1f ms", (double)us / 1e3);
+    else
+        snprintf(out, 24, "&le; %.1f s", (double)us / 1e6);
+}
+
+static void status_html(struct out_buf *b, const struct server_stats *ss,
+                        const struct status_totals *t)
+{
+    char up[48];
+    format_uptime(ss->uptime_s, up);
+    out_puts(b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+                "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+                "<meta name=\"color-scheme\" content=\"light dark\">\n"
+                "<title>lfhttpd status</title>\n<style>\n");
+    out_puts(b, status_style);
+    out_puts(b, "</style>\n</head>\n<body>\n<main>\n<h1>lfhttpd status</h1>\n"
+                "<dl class=\"cards\">\n");
+    out_printf(b, "<div class=\"card\"><dt>Uptime</dt><dd id=\"uptime\" data-s=\"%lld\">%s"
+                  "</dd></div>\n",
+               (long long)ss->uptime_s, up);
+    out_printf(b, "<div class=\"card\"><dt>Connections</dt><dd id=\"connections\">%u</dd>"
+                  "</div>\n",
+               ss->connections);
+    out_printf(b, "<div class=\"card\"><dt>Requests</dt><dd id=\"requests\">%llu</dd>"
+                  "</div>\n",
+               (unsigned long long)t->requests);
+    out_printf(b, "<div class=\"card\"><dt>Bytes served</dt><dd id=\"bytes\">%llu</dd>"
+                  "</div>\n</dl>\n",
+               (unsigned long long)t->bytes);
+    out_puts(b, "<h2>Responses</h2>\n<div class=\"wrap\"><table id=\"responses\">\n<thead><tr>"
+                "<th>Status</th><th>1xx</th><th>2xx</th><th>3xx</th><th>4xx</th><th>5xx</th>"
+                "</tr></thead>\n<tbody><tr><td>Responses</td>");
+    for (int i = 0; i < 5; i++)
+        out_printf(b, "<td>%llu</td>", (unsigned long long)t->by_class[i]);
+    out_puts(b, "</tr></tbody>\n</table></div>\n<h2>Service classes (Leader/Followers groups)"
+                "</h2>\n<div class=\"wrap\"><table id=\"groups\">\n<thead><tr><th>Class</th>"
+                "<th>Threads</th><th>Nice</th><th title=\"open connections\">Conns</th>"
+                "<th>Requests</th><th title=\"service time, median\">p50</th>"
+                "<th title=\"service time, 99th percentile\">p99</th>"
+                "<th title=\"events dispatched\">Events</th>"
+                "<th title=\"promotions of a follower to leader\">Hand-offs</th>"
+                "<th title=\"epoll_wait calls\">Epoll waits</th></tr></thead>\n<tbody>\n");
+    for (unsigned i = 0; i < ss->n_groups && i < SERVER_STATS_GROUPS; i++) {
+        char p50[24], p99[24];
+        format_micros(ss->groups[i].p50_us, p50);
+        format_micros(ss->groups[i].p99_us, p99);
+        out_puts(b, "<tr><td>");
+        out_html(b, ss->groups[i].name);
+        out_printf(b, "</td><td>%u</td><td>%d</td><td>%u</td><td>%llu</td><td>%s</td>"
+                      "<td>%s</td><td>%llu</td><td>%llu</td><td>%llu</td></tr>\n",
+                   ss->groups[i].threads, ss->groups[i].nice, ss->groups[i].connections,
+                   (unsigned long long)ss->groups[i].requests, p50, p99,
+                   (unsigned long long)ss->groups[i].events,
+                   (unsigned long long)ss->groups[i].handoffs,
+                   (unsigned long long)ss->groups[i].waits);
+    }
+    out_puts(b, "</tbody>\n</table></div>\n<footer>Figures since start; this page is not "
+                "counted until it is sent. <a href=\"?format=json\">JSON</a></footer>\n"
+                "</main>\n</body>\n</html>\n");
+}
+
+static void status_json(struct out_buf *b, const struct server_stats *ss,
+                        const struct status_totals *t)
+{
+    out_printf(b, "{\"uptime_s\":%lld,\"connections\":%u,\"requests\":%llu,\"bytes\":%llu,"
+                  "\"responses\":{\"1xx\":%llu,\"2xx\":%llu,\"3xx\":%llu,\"4xx\":%llu,"
+                  "\"5xx\":%llu},\"groups\":[",
+               (long long)ss->uptime_s, ss->connections, (unsigned long long)t->requests,
+               (unsigned long long)t->bytes, (unsigned long long)t->by_class[0],
+               (unsigned long long)t->by_class[1], (unsigned long long)t->by_class[2],
+               (unsigned long long)t->by_class[3], (unsigned long long)t->by_class[4]);
+    for (unsigned i = 0; i < ss->n_groups && i < SERVER_STATS_GROUPS; i++) {
+        out_puts(b, i ? ",{\"name\":" : "{\"name\":");
+        out_json(b, ss->groups[i].name);
+        out_printf(b, ",\"threads\":%u,\"nice\":%d,\"connections\":%u,\"requests\":%llu,"
+                      "\"p50_us\":%llu,\"p99_us\":%llu,\"events\":%llu,\"handoffs\":%llu,"
+                      "\"waits\":%llu}",
+                   ss->groups[i].threads, ss->groups[i].nice, ss->groups[i].connections,
+                   (unsigned long long)ss->groups[i].requests,
+                   (unsigned long long)ss->groups[i].p50_us,
+                   (unsigned long long)ss->groups[i].p99_us,
+                   (unsigned long long)ss->groups[i].events,
+                   (unsigned long long)ss->groups[i].handoffs,
+                   (unsigned long long)ss->groups[i].waits);
+    }
+    out_puts(b, "]}\n");
+}
+
+static enum mod_result status_handle(struct handlers_state *st, const struct request *req,
+                                     struct response *resp)
+{
+    if (!get_or_head(req))
+        return not_allowed(resp, "GET, HEAD");
+    struct server_stats ss;
+    struct status_totals t;
+    module_server_stats(req->server, &ss);
+    totals_sum(st, &t);
+
+    struct out_buf b = {.p = malloc(STATUS_PAGE_MAX), .cap = STATUS_PAGE_MAX};
+    if (!b.p)
+        return MOD_ERROR;
+    bool json = status_wants_json(req->http);
+    if (json)
+        status_json(&b, &ss, &t);
+    else
+        status_html(&b, &ss, &t);
+    if (b.failed) {
+        free(b.p);
+        return MOD_ERROR;
+    }
+    resp_start(resp, 200);
+    resp_header(resp, "Content-Type", json ? "application/json" : "text/html; charset=utf-8");
+    resp_header(resp, "Cache-Control", "no-store");
+    resp_header(resp, "Vary", "Accept");
+    resp_body_mem(resp, b.p, b.len);
+    resp->release = free;
+    resp->release_ctx = b.p;
+    return MOD_HANDLED;
+}
+
+static const struct handler_kind handler_kinds[] = {
+    {"echo", echo_handle, true},
+    {"hello", hello_handle, false},
+    {"status", status_handle, false},
+};
+#define HANDLER_KINDS (sizeof(handler_kinds) / sizeof(handler_kinds[0]))
+
+/* --- the hooks ----------------------------------------------------------------------- */
+
+static enum mod_result handlers_handle(void *state, const struct request *req,
+                                       struct response *resp)
+{
+    struct handlers_state *st = state;
+    if (!req->mount || req->mount->module != st->index)
+        return MOD_DECLINED;
+    const struct handler_kind *k = req->mount->data;
+    return k->handle(st, req, resp);
+}
+
+static const struct handler_kind *kind_named(const char *name)
+{
+    for (size_t i = 0; i < HANDLER_KINDS; i++)
+        if (strcmp(handler_kinds[i].name, name) == 0)
+            return &handler_kinds[i];
+    return NULL;
+}
+
+static void handlers_fini(void *state)
+{
+    struct handlers_state *st = state;
+    if (!st)
+        return;
+    while (st->counters) {
+        struct thread_counters *next = st->counters->next;
+        free(st->counters);
+        st->counters = next;
+    }
+    pthread_mutex_destroy(&st->lock);
+    free(st);
+}
+
+static int handlers_init(struct module_init *mi, void **state)
+{
+    struct handlers_state *st = calloc(1, sizeof(*st));
+    if (!st)
+        return module_error(mi, NULL, "out of memory");
+    st->index = mi->index;
+    st->generation = atomic_fetch_add(&handlers_generations, 1) + 1;
+    pthread_mutex_init(&st->lock, NULL);
+    for (const struct conf_node *n = config_next(mi->cfg, "handler", NULL); n;
+         n = config_next(mi->cfg, "handler", n)) {
+        if (n->is_block || n->n_args != 2) {
+            handlers_fini(st);
+            return module_error(mi, n, "usage: handler PREFIX NAME;");
+        }
+        const struct handler_kind *k = kind_named(n->args[1]);
+        if (!k) {
+            handlers_fini(st);
+            return module_error(mi, n, "unknown handler \"%s\" (known: echo, hello, status)",
+                                n->args[1]);
+        }
+        /* The kinds are read-only: the cast only fits the mount's generic pointer. */
+        if (module_mount_add(mi, n, n->args[0], (void *)k, k->wants_body) < 0) {
+            handlers_fini(st);
+            return -1;
+        }
+        if (k->handle == status_handle)
+            st->counting = true;
+    }
+    *state = st;
+    return 0;
+}
+
+static const char *const handlers_directives[] = {"handler", NULL};
+
+const struct module mod_handlers = {
+    .name = "handlers",
+    .directives = handlers_directives,
+    .init = handlers_init,
+    .fini = handlers_fini,
+    .handle = handlers_handle,
+    .log = handlers_log,
+};

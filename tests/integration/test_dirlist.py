@@ -1,0 +1,477 @@
+"""mod_dirlist: directory listings (`autoindex on;`), HTML and JSON.
+
+File names are hostile input: they must appear as text, never as markup; every link must
+fetch exactly the file it names; the JSON form must parse whatever the bytes of a name are.
+The browser tests render the page in headless Chromium and check the DOM it built.
+"""
+import html.parser
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+import urllib.parse
+
+import pytest
+
+from conftest import BIN
+
+# Names that break naive HTML, URL or JSON building. (No '/' or NUL: a file name can't.)
+HOSTILE = [
+    "<img src=x onerror=alert(1)>",
+    "<script>alert(1)<",
+    "a&b.txt",
+    "&amp;.txt",
+    '"quoted".txt',
+    "it's.txt",
+    "with space.txt",
+    "é café.txt",
+    "100%.txt",
+    "%41.txt",
+    "#hash.txt",
+    "q?x=1.txt",
+    "javascript:alert(1)",
+    "semi;colon+plus=eq.txt",
+    "back\\slash.txt",
+    "日本語.txt",
+]
+ISO_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+
+
+def content_of(name):
+    return ("content of " + name).encode()
+
+
+@pytest.fixture
+def tree(docroot):
+    """A docroot with hostile names, subdirectories, a dotfile and symlinks."""
+    for n in HOSTILE:
+        (docroot / n).write_bytes(content_of(n))
+    (docroot / "zeta dir").mkdir()
+    (docroot / "Alpha").mkdir()
+    (docroot / "Alpha" / "inner.txt").write_bytes(b"inner\n")
+    (docroot / "<b>dir").mkdir()
+    (docroot / ".hidden").write_bytes(b"secret\n")
+    (docroot / ".hiddendir").mkdir()
+    (docroot / "big.bin").write_bytes(b"\0" * 1536)
+    return docroot
+
+
+@pytest.fixture
+def site(start_server, tree):
+    return start_server(tree, conf_extra="autoindex on;\n")
+
+
+def get(server, path, extra=b"", method=b"GET"):
+    c = server.connect()
+    try:
+        c.send(method + b" " + path.encode() + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+               + extra + b"\r\n")
+        return c.read_response(head_only=method == b"HEAD")
+    finally:
+        c.close()
+
+
+def get_json(server, path):
+    st, h, body, head = get(server, path + "?format=json")
+    assert st == 200, head
+    assert h["content-type"] == "application/json", head
+    return json.loads(body)
+
+
+class Links(html.parser.HTMLParser):
+    """Collects <a href> (href, text) pairs and the tags seen."""
+
+    def __init__(self):
+        super().__init__()
+        self.links, self.tags, self.attrs = [], [], []
+        self._href = None
+        self._text = ""
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.attrs.extend(k for k, _ in attrs)
+        if tag == "a":
+            self._href = dict(attrs).get("href")
+            self._text = ""
+
+    def handle_data(self, data):
+        if self._href is not None:
+            self._text += data
+
+    def handle_endtag(self, tag):
+        if tag == "a" and self._href is not None:
+            self.links.append((self._href, self._text))
+            self._href = None
+
+
+def parse(body):
+    p = Links()
+    p.feed(body.decode("utf-8"))
+    return p
+
+
+def entry_links(p):
+    """The links of the table's entries: not the breadcrumbs, not the parent link."""
+    return [(h, t) for h, t in p.links
+            if not h.startswith("..") and h != "./" and t != "Parent directory"]
+
+
+# ---------------------------------------------------------------- switching it on and off
+
+
+def test_autoindex_off_is_403(start_server, tree):
+    s = start_server(tree)
+    st, _, _, head = get(s, "/")
+    assert st == 403, head
+
+
+def test_autoindex_off_explicitly_is_403(start_server, tree):
+    s = start_server(tree, conf_extra="autoindex off;\n")
+    assert get(s, "/Alpha/")[0] == 403
+
+
+def test_directory_with_index_serves_the_index(start_server, tree):
+    (tree / "Alpha" / "index.html").write_bytes(b"<p>index</p>\n")
+    s = start_server(tree, conf_extra="autoindex on;\n")
+    st, h, body, head = get(s, "/Alpha/")
+    assert st == 200, head
+    assert body == b"<p>index</p>\n"
+
+
+def test_directory_without_slash_is_redirected(site):
+    st, h, _, head = get(site, "/Alpha")
+    assert st == 301, head
+    assert h["location"].endswith("/Alpha/"), head
+
+
+def test_files_are_still_served(site):
+    st, _, body, head = get(site, "/Alpha/inner.txt")
+    assert (st, body) == (200, b"inner\n"), head
+
+
+def test_missing_directory_is_404(site):
+    assert get(site, "/nope/")[0] == 404
+
+
+def test_post_to_a_directory_is_405(site):
+    st, h, _, head = get(site, "/", method=b"POST", extra=b"Content-Length: 0\r\n")
+    assert st == 405, head
+
+
+# ---------------------------------------------------------------- the HTML page
+
+
+def test_listing_headers(site):
+    st, h, body, head = get(site, "/")
+    assert st == 200, head
+    assert h["content-type"] == "text/html; charset=utf-8"
+    assert int(h["content-length"]) == len(body)
+    assert "script-src" not in h.get("content-security-policy", "x")  # default-src 'none'
+    text = body.decode()
+    assert text.startswith("<!DOCTYPE html>")
+    assert '<meta name="viewport"' in text
+    assert "prefers-color-scheme" in text
+
+
+def test_head_has_the_get_headers_and_no_body(site):
+    st, hh, _, head = get(site, "/", method=b"HEAD")
+    assert st == 200, head
+    st, gh, body, _ = get(site, "/")
+    assert int(hh["content-length"]) == len(body)
+    hh.pop("date"), gh.pop("date")
+    assert hh == gh
+
+
+def test_hostile_names_are_text_not_markup(site):
+    _, _, body, _ = get(site, "/")
+    text = body.decode()
+    assert "<img" not in text
+    assert "<script" not in text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in text
+    assert "&lt;b&gt;dir/" in text
+    p = parse(body)
+    assert "img" not in p.tags and "script" not in p.tags and "b" not in p.tags
+    assert "onerror" not in p.attrs
+    names = {t for _, t in entry_links(p)}
+    for n in HOSTILE:
+        assert n in names, n
+
+
+def test_links_are_percent_encoded_and_fetch_the_files(site):
+    _, _, body, _ = get(site, "/")
+    links = dict((t, h) for h, t in entry_links(parse(body)))
+    for n in HOSTILE:
+        href = links[n]
+        assert href == urllib.parse.quote(n, safe="/"), (n, href)
+        st, _, got, head = get(site, "/" + href)
+        assert (st, got) == (200, content_of(n)), (n, head)
+
+
+def test_sorted_directories_first_then_files_in_byte_order(site):
+    _, _, body, _ = get(site, "/")
+    names = [t for _, t in entry_links(parse(body))]
+    dirs = [n for n in names if n.endswith("/")]
+    files = [n for n in names if not n.endswith("/")]
+    assert names == dirs + files
+    assert dirs == sorted(dirs, key=lambda n: n.encode())
+    assert files == sorted(files, key=lambda n: n.encode())
+    assert dirs == ["<b>dir/", "Alpha/", "zeta dir/"]
+
+
+def test_directory_links_end_in_slash(site):
+    _, _, body, _ = get(site, "/")
+    links = dict((t, h) for h, t in entry_links(parse(body)))
+    assert links["zeta dir/"] == "zeta%20dir/"
+    assert links["<b>dir/"] == "%3Cb%3Edir/"
+    assert get(site, "/zeta%20dir/")[0] == 200
+
+
+def test_sizes_human_and_exact(site):
+    _, _, body, _ = get(site, "/")
+    text = body.decode()
+    assert re.search(r'title="1536 bytes">1\.5 KiB<', text), text
+
+
+def test_times_are_utc_iso(site):
+    _, _, body, _ = get(site, "/")
+    stamps = re.findall(r'<time datetime="([^"]+)"', body.decode())
+    assert stamps and all(ISO_Z.match(s) for s in stamps), stamps
+
+
+def test_parent_link_except_at_the_root(site):
+    _, _, body, _ = get(site, "/")
+    assert "../" not in [h for h, _ in parse(body).links]
+    _, _, body, _ = get(site, "/Alpha/")
+    p = parse(body)
+    assert ("../", "Parent directory") in p.links
+    assert [t for _, t in entry_links(p)] == ["inner.txt"]
+
+
+def test_title_and_breadcrumbs_escape_the_path(site):
+    st, _, body, head = get(site, "/%3Cb%3Edir/")
+    assert st == 200, head
+    text = body.decode()
+    assert "<title>Index of /&lt;b&gt;dir/</title>" in text
+    assert "<b>" not in text
+
+
+def test_hidden_files_not_listed_by_default(site):
+    _, _, body, _ = get(site, "/")
+    assert ".hidden" not in body.decode()
+    assert all(not e["name"].startswith(".") for e in get_json(site, "/"))
+
+
+def test_hidden_files_listed_when_asked(start_server, tree):
+    s = start_server(tree, conf_extra="autoindex on;\nautoindex_hidden on;\n")
+    names = [e["name"] for e in get_json(s, "/")]
+    assert ".hidden" in names and ".hiddendir" in names
+    assert "." not in names and ".." not in names
+
+
+# ---------------------------------------------------------------- JSON
+
+
+def test_json_listing(site):
+    entries = get_json(site, "/")
+    by_name = {e["name"]: e for e in entries}
+    for n in HOSTILE:
+        e = by_name[n]
+        assert e["type"] == "file"
+        assert e["size"] == len(content_of(n))
+        assert ISO_Z.match(e["mtime"]), e
+    assert by_name["Alpha"]["type"] == "dir"
+    assert by_name["big.bin"]["size"] == 1536
+    names = [e["name"] for e in entries]
+    dirs = [e["name"] for e in entries if e["type"] == "dir"]
+    assert names[: len(dirs)] == sorted(dirs, key=lambda n: n.encode())
+    files = names[len(dirs):]
+    assert files == sorted(files, key=lambda n: n.encode())
+
+
+def test_json_href_fetches_the_file(site):
+    for e in get_json(site, "/"):
+        if e["type"] == "file":
+            st, _, body, _ = get(site, "/" + e["href"])
+            assert st == 200, e
+            assert len(body) == e["size"], e
+
+
+def test_json_with_other_query_parameters(site):
+    st, h, body, _ = get(site, "/?sort=x&format=json&y")
+    assert h["content-type"] == "application/json"
+    json.loads(body)
+    assert get(site, "/?format=html")[1]["content-type"].startswith("text/html")
+
+
+def test_json_of_names_with_control_bytes_and_invalid_utf8(start_server, docroot):
+    """The document stays valid JSON: control bytes escaped, invalid UTF-8 as U+FFFD; the
+    href keeps the exact bytes."""
+    raw = [b"new\nline", b"tab\tand\x01ctl", b"bad\xff\xfe.bin", b"half\xc3.txt",
+           b"quote\"back\\slash", b"\xed\xa0\x80surrogate"]
+    for r in raw:
+        with open(os.path.join(os.fsencode(str(docroot)), r), "wb") as f:
+            f.write(r)
+    s = start_server(docroot, conf_extra="autoindex on;\n")
+    st, _, body, _ = get(s, "/?format=json")
+    entries = json.loads(body.decode("utf-8"))  # strict: the body is valid UTF-8
+    names = {e["name"] for e in entries}
+    assert "new\nline" in names and "tab\tand\x01ctl" in names
+    assert "quote\"back\\slash" in names
+    assert "bad\ufffd\ufffd.bin" in names and "half\ufffd.txt" in names
+    assert "\ufffd\ufffd\ufffdsurrogate" in names
+    for e in entries:
+        st, _, got, head = get(s, "/" + e["href"])
+        assert st == 200, (e, head)
+        assert got in raw, e
+    # The HTML page is valid UTF-8 too, and shows the names.
+    st, _, body, _ = get(s, "/")
+    text = body.decode("utf-8")
+    assert "bad\ufffd\ufffd.bin" in text
+    links = [h for h, _ in entry_links(parse(body))]
+    assert "bad%FF%FE.bin" in links and "new%0Aline" in links
+
+
+def test_empty_directory(start_server, docroot):
+    (docroot / "empty").mkdir()
+    s = start_server(docroot, conf_extra="autoindex on;\n")
+    assert get_json(s, "/empty/") == []
+    st, _, body, _ = get(s, "/empty/")
+    assert st == 200 and "0 directories, 0 files" in body.decode()
+
+
+# ---------------------------------------------------------------- symlinks and odd files
+
+
+def test_symlinks_inside_listed_as_targets_outside_never(start_server, tmp_path, docroot):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_bytes(b"secret")
+    (docroot / "real.txt").write_bytes(b"12345")
+    (docroot / "sub").mkdir()
+    os.symlink("real.txt", docroot / "rel-link")
+    os.symlink(str(docroot / "real.txt"), docroot / "abs-link")
+    os.symlink("sub", docroot / "dir-link")
+    os.symlink("../../outside/secret.txt", docroot / "sub" / "escape")
+    os.symlink(str(outside / "secret.txt"), docroot / "abs-escape")
+    os.symlink(str(outside), docroot / "outdir")
+    os.symlink("nowhere", docroot / "broken")
+    os.symlink("loop", docroot / "loop")
+    os.symlink("../real.txt", docroot / "sub" / "up-link")
+    os.mkfifo(docroot / "fifo")
+    s = start_server(docroot, conf_extra="autoindex on;\n")
+    by_name = {e["name"]: e for e in get_json(s, "/")}
+    assert by_name["rel-link"] == dict(by_name["rel-link"], type="file", size=5)
+    assert by_name["abs-link"]["type"] == "file" and by_name["abs-link"]["size"] == 5
+    assert by_name["dir-link"]["type"] == "dir"
+    for gone in ("abs-escape", "outdir", "broken", "loop", "fifo"):
+        assert gone not in by_name, gone
+    sub = {e["name"] for e in get_json(s, "/sub/")}
+    assert sub == {"up-link"}
+    assert get(s, "/sub/up-link")[2] == b"12345"
+    assert get(s, "/outdir/")[0] in (403, 404)
+
+
+def test_large_directory_is_listed_whole(start_server, docroot):
+    d = docroot / "many"
+    d.mkdir()
+    n = 10000
+    for i in range(n):
+        (d / f"file-{i:05d}-{'x' * 40}.txt").write_bytes(b"")
+    s = start_server(docroot, conf_extra="autoindex on;\n")
+    entries = get_json(s, "/many/")
+    assert len(entries) == n
+    assert [e["name"] for e in entries] == sorted(e["name"] for e in entries)
+    st, h, body, head = get(s, "/many/")
+    assert st == 200, head
+    assert len(entry_links(parse(body))) == n
+    assert f"0 directories, {n} files" in body.decode()
+
+
+# ---------------------------------------------------------------- configuration
+
+
+@pytest.mark.parametrize("line", ["autoindex maybe;", "autoindex;", "autoindex on off;",
+                                  "autoindex_hidden yes;", "autoindex on;\nautoindex off;"])
+def test_bad_autoindex_directive_is_a_config_error(tmp_path, line):
+    path = tmp_path / "t.conf"
+    path.write_text("listen 127.0.0.1:0;\nroot .;\n" + line + "\n")
+    p = subprocess.run([BIN, "-t", "-c", str(path)], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=10, cwd=str(tmp_path))
+    out = p.stdout.decode("latin-1")
+    assert p.returncode == 1, out
+    assert re.search(re.escape(str(path)) + r":[34]:", out), out
+
+
+# ---------------------------------------------------------------- in a browser
+
+
+def chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def run_chromium(args, timeout=90):
+    exe = chromium()
+    if not exe:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    with tempfile.TemporaryDirectory() as profile:
+        p = subprocess.run(
+            [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}"] + args,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    return p
+
+
+def test_browser_dom_shows_names_as_text_with_right_links(site):
+    url = site.url + "/"
+    p = run_chromium(["--dump-dom", url])
+    dom = p.stdout.decode("utf-8")
+    assert "Index of" in dom, p.stderr.decode(errors="replace")[-2000:]
+    parsed = parse(p.stdout)
+    # No element the names could have injected: not one <img>, <script> or <b>.
+    assert "img" not in parsed.tags and "script" not in parsed.tags and "b" not in parsed.tags
+    assert "onerror" not in parsed.attrs
+    links = dict((t, h) for h, t in entry_links(parsed))
+    for n in HOSTILE:
+        assert n in links, n
+        resolved = urllib.parse.urljoin(url, links[n])
+        assert resolved == url + urllib.parse.quote(n, safe="/"), (n, resolved)
+        # The URL the browser would fetch gives the file.
+        path = urllib.parse.urlsplit(resolved).path
+        assert get(site, path)[2] == content_of(n), n
+    for d in ("Alpha/", "zeta dir/", "<b>dir/"):
+        assert urllib.parse.urljoin(url, links[d]) == url + urllib.parse.quote(d, safe="/")
+
+
+def test_browser_breadcrumbs_resolve(site):
+    url = site.url + "/Alpha/"
+    parsed = parse(run_chromium(["--dump-dom", url]).stdout)
+    crumbs = [(urllib.parse.urljoin(url, h), t) for h, t in parsed.links
+              if h.startswith("..") or h == "./"]
+    assert (site.url + "/", "/") in crumbs
+    assert (site.url + "/Alpha/", "Alpha/") in crumbs
+    assert (site.url + "/", "Parent directory") in crumbs
+
+
+def png_size(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", head[16:24])
+
+
+@pytest.mark.parametrize("width", [1000, 390])
+def test_browser_screenshot(site, tmp_path, width):
+    shot = tmp_path / f"listing-{width}.png"
+    run_chromium([f"--screenshot={shot}", f"--window-size={width},800", site.url + "/"])
+    assert shot.exists()
+    w, h = png_size(shot)
+    assert (w, h) == (width, 800)
+    assert shot.stat().st_size > 5000  # a rendered page, not a blank one
