@@ -195,6 +195,18 @@ static int start_services(struct server *srv)
     return 0;
 }
 
+/* Each connection is a descriptor: take the hard limit, not the (often 1024) soft one. */
+static void raise_fd_limit(unsigned want)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)want + 64)
+        log_warn("open files limited to %llu: fewer than max_connections (%u) can be served",
+                 (unsigned long long)rl.rlim_cur, want);
+}
+
 static int start(struct server *srv)
 {
     char err[1024];
@@ -207,6 +219,7 @@ static int start(struct server *srv)
         log_error("access log \"%s\": %s", cfg->access_log, strerror(errno));
         return -1;
     }
+    raise_fd_limit(cfg->max_connections);
     srv->root_fd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (srv->root_fd < 0) {
         log_error("root \"%s\": %s", cfg->root, strerror(errno));

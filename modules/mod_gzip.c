@@ -1,0 +1,1181 @@
+/* mod_gzip.c — the gzip content coding (RFC 9110 sections 8.4, 12.5.3), as a filter.
+ *
+ * The filter runs on every finished response. It touches GET and HEAD answers of a
+ * compressible media type with no Content-Encoding yet, of two kinds:
+ *
+ *   files    responses that carry an open file (resp->file_fd, mod_static's): 200 whole
+ *            files, and the 304 and 206 answers about them;
+ *   memory   200 responses whose body is all memory (in-process handlers).
+ *
+ * A response is negotiable when its type is compressible and its size is in
+ * [gzip_min_length, gzip_max_length] (a file over the maximum still is when a fresh
+ * sidecar NAME.gz stands beside it). Every negotiable response gets `Vary:
+ * Accept-Encoding`, compressed or not, 304 and 206 included, so that caches keep the
+ * variants apart. Range requests are answered from the identity file (gzip is skipped).
+ *
+ * The gzip variant's ETag is the identity's, weakened, with "-gzip" before the closing
+ * quote: "i-s-m" becomes W/"i-s-m-gzip". Weak, because the variant's bytes are not one
+ * fixed sequence: they come from a sidecar when one is fresh, else from zlib at the
+ * configured level, and the two differ while meaning the same content (nginx weakens the
+ * ETag of what it compresses for the same reason). A weak tag is all If-None-Match needs,
+ * and since ranges of the variant are never served, strong comparison buys nothing;
+ * If-Match, which compares strongly, then matches the variant only with "*", as RFC 9110
+ * section 13.1.1 says it must. mod_static evaluates the conditionals against the identity
+ * ETag; when gzip is chosen this filter evaluates If-Match and If-None-Match again against
+ * the variant's tag (a 200 may become a 304, a 304 a 200, a 200 a 412).
+ *
+ * A file's variant comes from its fresh sidecar (gzip_static), else from the cache, else
+ * it is compressed into a memfd and offered to the cache. The cache is keyed by (st_dev,
+ * st_ino) and valid for one (mtime, size); it keeps each variant in a sealed memfd and
+ * hands out duplicates of its descriptor, which become the response's file_fd: the body
+ * goes out with sendfile, and an entry evicted during a send cannot pull the bytes from
+ * under it (the memory goes with the last descriptor). Threads asking for a version
+ * another thread is compressing wait for it, so a hot file is compressed once.
+ */
+#include "mod_gzip.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "log.h"
+#include "module.h"
+
+#define GZIP_TYPES_MAX 64
+#define GZIP_TYPE_LEN 128
+#define GZIP_CHUNK (64 * 1024)      /* bytes read and written per step of a file */
+#define GZIP_CACHE_ENTRIES_MAX 4096 /* descriptors the cache may hold, at most */
+#define GZIP_NAME_CAP (REQUEST_PATH_MAX + 260)
+
+struct gzip_state {
+    bool enabled;             /* gzip on|off */
+    bool use_static;          /* gzip_static: serve fresh NAME.gz sidecars */
+    int level;                /* gzip_comp_level, 1 to 9 */
+    uint64_t min_length;      /* gzip_min_length: smaller bodies are sent as they are */
+    uint64_t max_length;      /* gzip_max_length: larger ones are not compressed here */
+    uint64_t cache_bytes;     /* gzip_cache_size; 0: no cache */
+    struct gzip_cache *cache; /* NULL when off */
+    bool any_type;            /* `gzip_types *` */
+    unsigned n_types;
+    char types[GZIP_TYPES_MAX][GZIP_TYPE_LEN]; /* gzip_types, lowercase; may end in a slash-star */
+};
+
+/* --- Accept-Encoding ------------------------------------------------------------------ */
+
+static bool is_tchar(char c)
+{
+    return isalnum((unsigned char)c) || (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static const char *skip_ows(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    return p;
+}
+
+/* qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] ), in thousandths; -1 if not. */
+static int parse_qvalue(const char *p, size_t len)
+{
+    if (len == 0 || (p[0] != '0' && p[0] != '1'))
+        return -1;
+    int q = (p[0] - '0') * 1000;
+    if (len == 1)
+        return q;
+    if (p[1] != '.' || len > 5)
+        return -1;
+    int scale = 100;
+    for (size_t i = 2; i < len; i++, scale /= 10) {
+        if (!isdigit((unsigned char)p[i]))
+            return -1;
+        q += (p[i] - '0') * scale;
+    }
+    return q > 1000 ? -1 : q;
+}
+
+/* A parameter value: a token or a quoted-string. Returns the end, or NULL if malformed. */
+static const char *param_value(const char *p, const char *end, const char **v, size_t *vlen)
+{
+    if (p < end && *p == '"') {
+        const char *q = p + 1;
+        while (q < end && *q != '"')
+            q += (*q == '\\' && q + 1 < end) ? 2 : 1;
+        if (q >= end)
+            return NULL;
+        *v = p + 1;
+        *vlen = (size_t)(q - p - 1);
+        return q + 1;
+    }
+    const char *q = p;
+    while (q < end && is_tchar(*q))
+        q++;
+    *v = p;
+    *vlen = (size_t)(q - p);
+    return q;
+}
+
+/* The parameters after a coding: `*( OWS ";" OWS name "=" value )`. Sets *q from "q=";
+ * returns the end, or NULL if malformed. */
+static const char *parse_params(const char *p, const char *end, int *q)
+{
+    for (;;) {
+        p = skip_ows(p, end);
+        if (p >= end || *p != ';')
+            return p;
+        p = skip_ows(p + 1, end);
+        const char *name = p;
+        while (p < end && is_tchar(*p))
+            p++;
+        size_t nlen = (size_t)(p - name);
+        p = skip_ows(p, end);
+        if (nlen == 0 || p >= end || *p != '=')
+            return NULL;
+        p = skip_ows(p + 1, end);
+        const char *v;
+        size_t vlen;
+        p = param_value(p, end, &v, &vlen);
+        if (!p)
+            return NULL;
+        if (nlen == 1 && (name[0] == 'q' || name[0] == 'Q') && (*q = parse_qvalue(v, vlen)) < 0)
+            return NULL;
+    }
+}
+
+static bool token_is(const char *p, size_t len, const char *lower)
+{
+    return strlen(lower) == len && strncasecmp(p, lower, len) == 0;
+}
+
+static void weigh(int *slot, int q)
+{
+    if (q > *slot) /* a coding listed twice: the kinder weight */
+        *slot = q;
+}
+
+void gzip_accept_init(struct gzip_accept *a)
+{
+    *a = (struct gzip_accept){.gzip = -1, .identity = -1, .star = -1, .any = false};
+}
+
+void gzip_accept_parse(struct gzip_accept *a, const char *value, size_t len)
+{
+    const char *p = value, *end = value + len;
+    while (p < end) {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
+            p++;
+        if (p >= end)
+            break;
+        const char *tok = p;
+        while (p < end && is_tchar(*p))
+            p++;
+        size_t tlen = (size_t)(p - tok);
+        int q = 1000;
+        const char *after = tlen ? parse_params(p, end, &q) : NULL;
+        if (after)
+            after = skip_ows(after, end);
+        if (!after || (after < end && *after != ',')) { /* malformed: skip the element */
+            const char *comma = memchr(p, ',', (size_t)(end - p));
+            p = comma ? comma : end;
+            continue;
+        }
+        p = after;
+        a->any = true;
+        if (token_is(tok, tlen, "gzip") || token_is(tok, tlen, "x-gzip"))
+            weigh(&a->gzip, q);
+        else if (token_is(tok, tlen, "identity"))
+            weigh(&a->identity, q);
+        else if (token_is(tok, tlen, "*"))
+            weigh(&a->star, q);
+    }
+}
+
+enum gzip_choice gzip_accept_choose(const struct gzip_accept *a)
+{
+    if (!a->any)
+        return GZIP_CHOICE_IDENTITY;
+    int gz = a->gzip >= 0 ? a->gzip : (a->star >= 0 ? a->star : 0);
+    int id = a->identity >= 0 ? a->identity : a->star; /* -1: no preference stated */
+    if (gz > 0 && gz >= id)
+        return GZIP_CHOICE_GZIP;
+    return id != 0 ? GZIP_CHOICE_IDENTITY : GZIP_CHOICE_NONE;
+}
+
+enum gzip_choice gzip_negotiate(const char *value, size_t len)
+{
+    struct gzip_accept a;
+    gzip_accept_init(&a);
+    gzip_accept_parse(&a, value, len);
+    return gzip_accept_choose(&a);
+}
+
+/* Every Accept-Encoding line of the request, taken together. */
+static enum gzip_choice request_choice(const struct http_request *h)
+{
+    struct gzip_accept a;
+    gzip_accept_init(&a);
+    for (unsigned i = 0; i < h->n_headers; i++)
+        if (http_slice_eq(h->headers[i].name, "accept-encoding"))
+            gzip_accept_parse(&a, h->headers[i].value.p, h->headers[i].value.len);
+    return gzip_accept_choose(&a);
+}
+
+/* --- compression ---------------------------------------------------------------------- */
+
+/* Window and memory level for an input of `size` bytes: no larger than it needs (as nginx
+ * does), which saves most of deflate's allocation for small bodies. */
+static void deflate_params(uint64_t size, int *wbits, int *mem_level)
+{
+    *wbits = 15;
+    *mem_level = 8;
+    while (*wbits > 9 && size < (uint64_t)((1 << (*wbits - 1)) - 262)) {
+        (*wbits)--;
+        (*mem_level)--;
+    }
+    if (*mem_level < 1)
+        *mem_level = 1;
+}
+
+static int deflate_start(z_stream *z, uint64_t size, int level)
+{
+    int wbits, mem_level;
+    deflate_params(size, &wbits, &mem_level);
+    memset(z, 0, sizeof(*z));
+    /* 16 + wbits: a gzip wrapper, with zlib's default header (no name, mtime 0) */
+    int rc = deflateInit2(z, level, Z_DEFLATED, 16 + wbits, mem_level, Z_DEFAULT_STRATEGY);
+    return rc == Z_OK ? 0 : -ENOMEM;
+}
+
+int gzip_compress_iov(const struct iovec *in, unsigned n, int level, char **out,
+                      size_t *out_len)
+{
+    uint64_t total = 0;
+    for (unsigned i = 0; i < n; i++)
+        total += in[i].iov_len;
+    if (total > UINT32_MAX / 2)
+        return -EFBIG;
+    z_stream z;
+    if (deflate_start(&z, total, level) < 0)
+        return -ENOMEM;
+    size_t cap = deflateBound(&z, (uLong)total);
+    char *buf = malloc(cap);
+    int rc = buf ? 0 : -ENOMEM;
+    size_t used = 0;
+    for (unsigned i = 0; rc == 0 && i <= n; i++) {
+        z.next_in = i < n ? (Bytef *)in[i].iov_base : NULL;
+        z.avail_in = i < n ? (uInt)in[i].iov_len : 0;
+        int flush = i < n ? Z_NO_FLUSH : Z_FINISH;
+        for (;;) {
+            if (used == cap) { /* deflateBound makes this rare; grow rather than fail */
+                char *bigger = realloc(buf, cap * 2);
+                if (!bigger) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                buf = bigger;
+                cap *= 2;
+            }
+            z.next_out = (Bytef *)buf + used;
+            z.avail_out = (uInt)(cap - used);
+            int zr = deflate(&z, flush);
+            used = cap - z.avail_out;
+            if (zr == Z_STREAM_ERROR) {
+                rc = -EIO;
+                break;
+            }
+            if (flush == Z_FINISH ? zr == Z_STREAM_END : z.avail_in == 0)
+                break;
+        }
+    }
+    deflateEnd(&z);
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    *out_len = used;
+    return 0;
+}
+
+static int write_all(int fd, const unsigned char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Deflate fd's bytes [0, size) into out_fd; the compressed length in *gz_len. */
+static int deflate_file(z_stream *z, int fd, uint64_t size, int out_fd, unsigned char *in,
+                        unsigned char *out, uint64_t *gz_len)
+{
+    uint64_t off = 0, total = 0;
+    for (;;) {
+        size_t want = size - off < GZIP_CHUNK ? (size_t)(size - off) : GZIP_CHUNK;
+        ssize_t got = want ? pread(fd, in, want, (off_t)off) : 0;
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return -errno;
+        if (got == 0 && want)
+            return -ESTALE; /* the file shrank */
+        off += (uint64_t)got;
+        z->next_in = in;
+        z->avail_in = (uInt)got;
+        int flush = off == size ? Z_FINISH : Z_NO_FLUSH;
+        int zr;
+        do {
+            z->next_out = out;
+            z->avail_out = GZIP_CHUNK;
+            zr = deflate(z, flush);
+            if (zr == Z_STREAM_ERROR)
+                return -EIO;
+            size_t have = GZIP_CHUNK - z->avail_out;
+            int rc = write_all(out_fd, out, have);
+            if (rc < 0)
+                return rc;
+            total += have;
+        } while (z->avail_out == 0);
+        if (flush == Z_FINISH) {
+            if (zr != Z_STREAM_END)
+                return -EIO;
+            *gz_len = total;
+            return 0;
+        }
+    }
+}
+
+int gzip_compress_file(int fd, uint64_t size, int level, int *memfd, uint64_t *gz_len)
+{
+    z_stream z;
+    if (deflate_start(&z, size, level) < 0)
+        return -ENOMEM;
+    int rc = 0;
+    int mfd = memfd_create("lfhttpd-gzip", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    unsigned char *in = malloc(GZIP_CHUNK), *out = malloc(GZIP_CHUNK);
+    if (mfd < 0)
+        rc = -errno;
+    else if (!in || !out)
+        rc = -ENOMEM;
+    else
+        rc = deflate_file(&z, fd, size, mfd, in, out, gz_len);
+    deflateEnd(&z);
+    free(in);
+    free(out);
+    if (rc < 0) {
+        if (mfd >= 0)
+            close(mfd);
+        return rc;
+    }
+    /* Sealed: nothing can change the bytes a cached variant promises. */
+    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+    *memfd = mfd;
+    return 0;
+}
+
+/* --- the cache -------------------------------------------------------------------------- */
+
+struct gzip_cache_entry {
+    struct gzip_file_id id;
+    int fd;              /* the memfd holding the variant; -1 while pending */
+    uint64_t gz_len;
+    uint64_t cost_bytes; /* gz_len rounded up to whole pages: what the memfd holds */
+    bool pending;        /* a thread is compressing it; others wait on `ready` */
+    struct gzip_cache_entry *hash_next;
+    struct gzip_cache_entry *lru_prev, *lru_next; /* ready entries, most recent first */
+};
+
+struct gzip_cache {
+    pthread_mutex_t lock;
+    pthread_cond_t ready; /* broadcast when a pending entry is filled or abandoned */
+    uint64_t cap_bytes, bytes;
+    unsigned max_entries, n_entries; /* ready entries: each holds one descriptor */
+    uint64_t hits, misses, evictions;
+    struct gzip_cache_entry lru; /* sentinel of the ring: lru.lru_next is the newest */
+    size_t mask;                 /* buckets - 1 */
+    struct gzip_cache_entry *buckets[];
+};
+
+struct gzip_cache *gzip_cache_create(uint64_t cap_bytes, unsigned max_entries)
+{
+    size_t n = 64;
+    while (n < (size_t)max_entries * 2)
+        n *= 2;
+    struct gzip_cache *c = calloc(1, sizeof(*c) + n * sizeof(c->buckets[0]));
+    if (!c)
+        return NULL;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->ready, NULL);
+    c->cap_bytes = cap_bytes;
+    c->max_entries = max_entries ? max_entries : 1;
+    c->lru.lru_next = c->lru.lru_prev = &c->lru;
+    c->mask = n - 1;
+    return c;
+}
+
+static struct gzip_cache_entry **bucket(struct gzip_cache *c, dev_t dev, ino_t ino)
+{
+    uint64_t h = ((uint64_t)dev * 0x9e3779b97f4a7c15ull) ^ (uint64_t)ino;
+    h *= 0xff51afd7ed558ccdull;
+    return &c->buckets[(h >> 32) & c->mask];
+}
+
+static struct gzip_cache_entry *find(struct gzip_cache *c, const struct gzip_file_id *id)
+{
+    for (struct gzip_cache_entry *e = *bucket(c, id->dev, id->ino); e; e = e->hash_next)
+        if (e->id.dev == id->dev && e->id.ino == id->ino)
+            return e;
+    return NULL;
+}
+
+static void lru_unlink(struct gzip_cache_entry *e)
+{
+    e->lru_prev->lru_next = e->lru_next;
+    e->lru_next->lru_prev = e->lru_prev;
+}
+
+static void lru_push_front(struct gzip_cache *c, struct gzip_cache_entry *e)
+{
+    e->lru_prev = &c->lru;
+    e->lru_next = c->lru.lru_next;
+    c->lru.lru_next->lru_prev = e;
+    c->lru.lru_next = e;
+}
+
+/* Unlink e from its bucket and free it (and its memfd and accounting, if ready). */
+static void drop(struct gzip_cache *c, struct gzip_cache_entry *e)
+{
+    struct gzip_cache_entry **pp = bucket(c, e->id.dev, e->id.ino);
+    while (*pp != e)
+        pp = &(*pp)->hash_next;
+    *pp = e->hash_next;
+    if (!e->pending) {
+        lru_unlink(e);
+        close(e->fd); /* a send holding a duplicate keeps the bytes alive */
+        c->bytes -= e->cost_bytes;
+        c->n_entries--;
+    }
+    free(e);
+}
+
+static void evict(struct gzip_cache *c)
+{
+    while ((c->bytes > c->cap_bytes || c->n_entries > c->max_entries) &&
+           c->lru.lru_prev != &c->lru) {
+        drop(c, c->lru.lru_prev);
+        c->evictions++;
+    }
+}
+
+static bool same_version(const struct gzip_file_id *a, const struct gzip_file_id *b)
+{
+    return a->mtime_ns == b->mtime_ns && a->size == b->size;
+}
+
+enum gzip_cache_result gzip_cache_get(struct gzip_cache *c, const struct gzip_file_id *id,
+                                      int *fd, uint64_t *gz_len,
+                                      struct gzip_cache_entry **pending)
+{
+    enum gzip_cache_result res = GZIP_CACHE_MISS;
+    *pending = NULL;
+    pthread_mutex_lock(&c->lock);
+    struct gzip_cache_entry *e;
+    while ((e = find(c, id))) {
+        if (!same_version(&e->id, id)) {
+            if (e->pending) { /* another version is being made: leave it be */
+                res = GZIP_CACHE_BYPASS;
+                goto out;
+            }
+            drop(c, e); /* stale */
+            break;
+        }
+        if (e->pending) {
+            pthread_cond_wait(&c->ready, &c->lock);
+            continue;
+        }
+        /* Duplicated under the lock: an eviction cannot close it between look-up and dup. */
+        *fd = fcntl(e->fd, F_DUPFD_CLOEXEC, 0);
+        if (*fd < 0) {
+            res = GZIP_CACHE_BYPASS;
+            goto out;
+        }
+        *gz_len = e->gz_len;
+        lru_unlink(e);
+        lru_push_front(c, e);
+        c->hits++;
+        res = GZIP_CACHE_HIT;
+        goto out;
+    }
+    e = calloc(1, sizeof(*e));
+    if (!e) {
+        res = GZIP_CACHE_BYPASS;
+        goto out;
+    }
+    e->id = *id;
+    e->fd = -1;
+    e->pending = true;
+    struct gzip_cache_entry **b = bucket(c, id->dev, id->ino);
+    e->hash_next = *b;
+    *b = e;
+    c->misses++;
+    *pending = e;
+out:
+    pthread_mutex_unlock(&c->lock);
+    return res;
+}
+
+void gzip_cache_fill(struct gzip_cache *c, struct gzip_cache_entry *e, int fd,
+                     uint64_t gz_len)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t cost = (gz_len + page - 1) / page * page;
+    if (cost == 0)
+        cost = page;
+    pthread_mutex_lock(&c->lock);
+    int dup_fd = cost <= c->cap_bytes ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+    if (dup_fd < 0) { /* too large to keep, or no descriptor left */
+        drop(c, e);
+    } else {
+        e->pending = false;
+        e->fd = dup_fd;
+        e->gz_len = gz_len;
+        e->cost_bytes = cost;
+        c->bytes += cost;
+        c->n_entries++;
+        lru_push_front(c, e);
+        evict(c);
+    }
+    pthread_cond_broadcast(&c->ready);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void gzip_cache_abandon(struct gzip_cache *c, struct gzip_cache_entry *e)
+{
+    pthread_mutex_lock(&c->lock);
+    drop(c, e);
+    pthread_cond_broadcast(&c->ready);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void gzip_cache_get_stats(struct gzip_cache *c, struct gzip_cache_stats *out)
+{
+    pthread_mutex_lock(&c->lock);
+    *out = (struct gzip_cache_stats){c->n_entries, c->bytes, c->hits, c->misses,
+                                     c->evictions};
+    pthread_mutex_unlock(&c->lock);
+}
+
+void gzip_cache_destroy(struct gzip_cache *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i <= c->mask; i++)
+        while (c->buckets[i])
+            drop(c, c->buckets[i]);
+    pthread_cond_destroy(&c->ready);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+/* --- headers ---------------------------------------------------------------------------- */
+
+/* Is the media type of a Content-Type value one to compress? */
+static bool type_compressible(const struct gzip_state *g, const char *v, size_t len)
+{
+    static const char *const defaults[] = {"application/javascript", "application/json",
+                                           "application/xml", "image/svg+xml"};
+    char t[GZIP_TYPE_LEN];
+    size_t n = 0;
+    while (len > 0 && (*v == ' ' || *v == '\t'))
+        v++, len--;
+    while (n < len && v[n] != ';' && v[n] != ' ' && v[n] != '\t') {
+        if (n + 1 == sizeof(t))
+            return false;
+        t[n] = (char)tolower((unsigned char)v[n]);
+        n++;
+    }
+    t[n] = '\0';
+    if (n == 0)
+        return false;
+    if (g->any_type || strncmp(t, "text/", 5) == 0)
+        return true;
+    for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
+        if (strcmp(t, defaults[i]) == 0)
+            return true;
+    for (unsigned i = 0; i < g->n_types; i++) {
+        const char *c = g->types[i];
+        size_t cl = strlen(c);
+        if (strcmp(t, c) == 0 || (cl >= 2 && strcmp(c + cl - 2, "/*") == 0 &&
+                                  strncmp(t, c, cl - 1) == 0))
+            return true;
+    }
+    return false;
+}
+
+/* Does the comma-separated list hold `lower` (case-insensitive)? */
+static bool list_has(const char *v, size_t len, const char *lower)
+{
+    const char *p = v, *end = v + len;
+    while (p < end) {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
+            p++;
+        const char *s = p;
+        while (p < end && *p != ',')
+            p++;
+        const char *e = p;
+        while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        if (token_is(s, (size_t)(e - s), lower))
+            return true;
+    }
+    return false;
+}
+
+static void vary_add(struct response *r)
+{
+    size_t len;
+    const char *v = resp_header_get(r, "Vary", &len);
+    if (!v) {
+        resp_header(r, "Vary", "Accept-Encoding");
+        return;
+    }
+    if (list_has(v, len, "accept-encoding") || list_has(v, len, "*"))
+        return;
+    char merged[512];
+    int n = snprintf(merged, sizeof(merged), "%.*s, Accept-Encoding", (int)len, v);
+    if (n < 0 || (size_t)n >= sizeof(merged)) {
+        r->overflow = true;
+        return;
+    }
+    resp_header_set(r, "Vary", merged);
+}
+
+/* The gzip variant's ETag from the response's: W/"<opaque>-gzip" (see the top). False if
+ * the response has no well-formed ETag. */
+static bool variant_etag(const struct response *r, char *out, size_t cap)
+{
+    size_t len;
+    const char *v = resp_header_get(r, "ETag", &len);
+    if (!v)
+        return false;
+    if (len >= 2 && v[0] == 'W' && v[1] == '/')
+        v += 2, len -= 2;
+    if (len < 2 || v[0] != '"' || v[len - 1] != '"' || memchr(v + 1, '"', len - 2))
+        return false;
+    int n = snprintf(out, cap, "W/%.*s-gzip\"", (int)(len - 1), v);
+    return n > 0 && (size_t)n < cap;
+}
+
+/* Does the If-Match / If-None-Match list contain etag? weak: weak comparison (W/ ignored on
+ * both sides); strong: a weak tag never matches. "*" matches anything. */
+static bool etag_list_matches(struct http_slice list, const char *etag, bool weak)
+{
+    const char *tag = etag;
+    bool tag_weak = strncmp(tag, "W/", 2) == 0;
+    if (tag_weak)
+        tag += 2;
+    size_t tl = strlen(tag);
+    const char *p = list.p, *end = list.p + list.len;
+    while (p < end) {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
+            p++;
+        if (p >= end)
+            break;
+        if (*p == '*')
+            return true;
+        bool is_weak = false;
+        if (end - p >= 2 && p[0] == 'W' && p[1] == '/') {
+            is_weak = true;
+            p += 2;
+        }
+        if (p >= end || *p != '"')
+            return false; /* malformed: no match */
+        const char *q = memchr(p + 1, '"', (size_t)(end - p - 1));
+        if (!q)
+            return false;
+        size_t len = (size_t)(q - p + 1);
+        if ((weak || (!is_weak && !tag_weak)) && tl && len == tl && memcmp(p, tag, tl) == 0)
+            return true;
+        p = q + 1;
+    }
+    return false;
+}
+
+/* Change the status of a response whose head is written: its first line is replaced. */
+static void set_status(struct response *r, int status)
+{
+    char line[64];
+    int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", status,
+                     http_status_text(status));
+    const char *eol = memchr(r->head, '\n', r->head_len);
+    if (!eol || n <= 0 || (size_t)n >= sizeof(line)) {
+        r->overflow = true;
+        return;
+    }
+    size_t old = (size_t)(eol + 1 - r->head), rest = r->head_len - old;
+    if (rest + (size_t)n > sizeof(r->head) - 96) { /* the framing headers' reserve */
+        r->overflow = true;
+        return;
+    }
+    memmove(r->head + n, r->head + old, rest);
+    memcpy(r->head, line, (size_t)n);
+    r->head_len = (size_t)n + rest;
+    r->status = status;
+    r->no_length = status < 200 || status == 204 || status == 304;
+}
+
+/* Headers of a response now carrying the gzip variant. */
+static void mark_gzip(struct response *r, const char *etag)
+{
+    if (etag)
+        resp_header_set(r, "ETag", etag);
+    resp_header_remove(r, "Accept-Ranges"); /* ranges are served of the identity only */
+    resp_header_set(r, "Content-Encoding", "gzip");
+}
+
+/* --- file responses --------------------------------------------------------------------- */
+
+/* What the filter learns about a file response, lazily. */
+struct file_ctx {
+    int fd; /* the identity file: resp->file_fd */
+    struct stat st;
+    const char *type;         /* its media type, when the response does not say (304, 206) */
+    int name_state;           /* 0: not looked up, 1: name holds it, -1: unknown */
+    char name[GZIP_NAME_CAP]; /* relative to the root, no leading '/' */
+    int side_state;           /* 0: not looked for, 1: side_fd is a fresh sidecar, -1: none */
+    int side_fd;
+    struct stat side_st;
+};
+
+/* The served file's path relative to the root: the request's, or for a directory the index
+ * file that is this file (same dev and inode). */
+static bool served_name(const struct request *req, struct file_ctx *f)
+{
+    if (f->name_state)
+        return f->name_state > 0;
+    f->name_state = -1;
+    const char *rel = req->path + 1;
+    size_t rl = req->path_len ? req->path_len - 1 : 0;
+    if (rl == 0 || req->path[req->path_len - 1] != '/') {
+        if (rl == 0 || rl + 4 >= sizeof(f->name))
+            return false;
+        memcpy(f->name, rel, rl + 1);
+        f->name_state = 1;
+        return true;
+    }
+    const struct config *cfg = req->cfg;
+    for (unsigned i = 0; i < cfg->n_index; i++) {
+        int n = snprintf(f->name, sizeof(f->name) - 4, "%s%s", rel, cfg->index[i]);
+        struct stat st;
+        if (n < 0 || (size_t)n >= sizeof(f->name) - 4 ||
+            fstatat(req->root_fd, f->name, &st, 0) < 0)
+            continue;
+        if (st.st_dev == f->st.st_dev && st.st_ino == f->st.st_ino) {
+            f->name_state = 1;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool not_older(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec >= b->tv_nsec);
+}
+
+/* Is there a NAME.gz beside the file, a regular file no older than it? Opened beneath the
+ * root as mod_static opens files (openat2 RESOLVE_BENEATH), kept open in side_fd. */
+static bool sidecar_fresh(const struct request *req, struct file_ctx *f)
+{
+    if (f->side_state)
+        return f->side_state > 0;
+    f->side_state = -1;
+    if (!served_name(req, f))
+        return false;
+    char side[GZIP_NAME_CAP];
+    size_t nl = strlen(f->name); /* < sizeof(name) - 4: served_name keeps the room */
+    memcpy(side, f->name, nl);
+    memcpy(side + nl, ".gz", 4);
+    struct open_how how = {
+        .flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+    };
+    int fd = (int)syscall(SYS_openat2, req->root_fd, side, &how, sizeof(how));
+    if (fd < 0)
+        return false;
+    if (fstat(fd, &f->side_st) < 0 || !S_ISREG(f->side_st.st_mode) ||
+        f->side_st.st_size == 0 || !not_older(&f->side_st.st_mtim, &f->st.st_mtim)) {
+        close(fd);
+        return false;
+    }
+    f->side_fd = fd;
+    f->side_state = 1;
+    return true;
+}
+
+/* Is the body the whole file (what a 200 of mod_static's carries)? */
+static bool whole_file(const struct response *r, const struct stat *st)
+{
+    if (r->n_segs == 0)
+        return st->st_size == 0;
+    const struct out_seg *s = &r->segs[0];
+    return r->n_segs == 1 && !s->mem && s->fd == r->file_fd && s->off == 0 &&
+           s->len == (uint64_t)st->st_size;
+}
+
+static bool file_negotiable(const struct gzip_state *g, const struct request *req,
+                            const struct response *resp, struct file_ctx *f)
+{
+    uint64_t size = (uint64_t)f->st.st_size;
+    if (size < g->min_length)
+        return false;
+    size_t len;
+    const char *ct = resp->status == 200 ? resp_header_get(resp, "Content-Type", &len) : NULL;
+    if (!ct) { /* 304 and 206 say nothing or multipart/byteranges: ask who knows types */
+        if (!served_name(req, f))
+            return false;
+        f->type = module_content_type(req, f->name, f->fd, &f->st);
+        ct = f->type;
+        len = strlen(ct);
+    }
+    if (!type_compressible(g, ct, len))
+        return false;
+    return size <= g->max_length || (g->use_static && sidecar_fresh(req, f));
+}
+
+static int64_t mtime_ns(const struct stat *st)
+{
+    return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+/* Compress the file (or take it from the cache). */
+static int compressed_variant(const struct gzip_state *g, const struct request *req,
+                              struct file_ctx *f, int *fd, uint64_t *len)
+{
+    struct gzip_file_id id = {f->st.st_dev, f->st.st_ino, mtime_ns(&f->st),
+                              (uint64_t)f->st.st_size};
+    struct gzip_cache_entry *pending = NULL;
+    enum gzip_cache_result cr = GZIP_CACHE_BYPASS;
+    if (g->cache)
+        cr = gzip_cache_get(g->cache, &id, fd, len, &pending);
+    if (cr == GZIP_CACHE_HIT)
+        return 0;
+    int rc = gzip_compress_file(f->fd, id.size, g->level, fd, len);
+    struct stat after;
+    if (rc == 0 && (fstat(f->fd, &after) < 0 || mtime_ns(&after) != id.mtime_ns ||
+                    (uint64_t)after.st_size != id.size)) {
+        close(*fd); /* changed while we read it: these bytes are no version of it */
+        rc = -ESTALE;
+    }
+    if (pending && rc == 0)
+        gzip_cache_fill(g->cache, pending, *fd, *len);
+    else if (pending)
+        gzip_cache_abandon(g->cache, pending);
+    if (rc == 0)
+        log_debug("gzip: compressed %s: %llu -> %llu bytes", req->path,
+                  (unsigned long long)id.size, (unsigned long long)*len);
+    else
+        log_warn("gzip: cannot compress %s: %s", req->path, strerror(-rc));
+    return rc;
+}
+
+/* The gzip variant of the file: a descriptor (the caller's) and its length. */
+static int file_variant(const struct gzip_state *g, const struct request *req,
+                        struct file_ctx *f, int *fd, uint64_t *len)
+{
+    if (g->use_static && sidecar_fresh(req, f)) {
+        *fd = f->side_fd;
+        *len = (uint64_t)f->side_st.st_size;
+        f->side_fd = -1;
+        return 0;
+    }
+    if ((uint64_t)f->st.st_size > g->max_length)
+        return -EFBIG;
+    return compressed_variant(g, req, f, fd, len);
+}
+
+/* Gzip was chosen for a file that mod_static answered 200 or 304 about, judging by the
+ * identity ETag: judge again by the variant's, then send the variant. */
+static void answer_gzip(const struct gzip_state *g, const struct request *req,
+                        struct response *resp, struct file_ctx *f)
+{
+    const struct http_request *h = req->http;
+    char etag[160];
+    bool has_etag = variant_etag(resp, etag, sizeof(etag));
+    const char *tag = has_etag ? etag : "";
+    if (h->if_match.len && !etag_list_matches(h->if_match, tag, false)) {
+        resp_error(resp, 412);
+        vary_add(resp);
+        return;
+    }
+    bool not_modified = resp->status == 304; /* If-Modified-Since: the same for both */
+    if (h->if_none_match.len)
+        not_modified = etag_list_matches(h->if_none_match, tag, true);
+    if (not_modified) {
+        if (resp->status != 304)
+            set_status(resp, 304);
+        resp_header_remove(resp, "Content-Type");
+        resp_header_remove(resp, "Accept-Ranges");
+        if (has_etag)
+            resp_header_set(resp, "ETag", etag);
+        resp_body_clear(resp);
+        return;
+    }
+    int vfd;
+    uint64_t vlen;
+    if (file_variant(g, req, f, &vfd, &vlen) < 0)
+        return; /* mod_static's answer stands: identity (a 304 of it stays a 304) */
+    if (resp->status != 200) {
+        set_status(resp, 200);
+        resp_header_set(resp, "Content-Type", f->type);
+    }
+    mark_gzip(resp, has_etag ? etag : NULL);
+    close(resp->file_fd);
+    resp->file_fd = vfd; /* the core closes it once sent */
+    resp_body_clear(resp);
+    resp_body_file(resp, vfd, 0, vlen);
+}
+
+static void filter_file(const struct gzip_state *g, const struct request *req,
+                        struct response *resp)
+{
+    struct file_ctx f = {.fd = resp->file_fd, .side_fd = -1};
+    if (fstat(f.fd, &f.st) < 0 || !S_ISREG(f.st.st_mode))
+        return;
+    if (resp->status == 200 && !whole_file(resp, &f.st))
+        return;
+    if (!file_negotiable(g, req, resp, &f))
+        goto out;
+    vary_add(resp);
+    /* Range requests get the identity: mod_static's 206 (or its 200 if it ignored them). */
+    if (resp->status == 206 || req->http->range.len)
+        goto out;
+    if (request_choice(req->http) == GZIP_CHOICE_GZIP)
+        answer_gzip(g, req, resp, &f);
+out:
+    if (f.side_fd >= 0)
+        close(f.side_fd);
+}
+
+/* --- memory responses ------------------------------------------------------------------- */
+
+static void filter_memory(const struct gzip_state *g, const struct request *req,
+                          struct response *resp)
+{
+    struct iovec iov[RESP_MAX_SEGS];
+    for (unsigned i = 0; i < resp->n_segs; i++) {
+        if (!resp->segs[i].mem)
+            return;
+        iov[i] = (struct iovec){(void *)resp->segs[i].mem, (size_t)resp->segs[i].len};
+    }
+    size_t len;
+    const char *ct = resp_header_get(resp, "Content-Type", &len);
+    if (!ct || !type_compressible(g, ct, len) || resp->content_length < g->min_length ||
+        resp->content_length > g->max_length)
+        return;
+    vary_add(resp);
+    if (request_choice(req->http) != GZIP_CHOICE_GZIP)
+        return;
+    char *out;
+    size_t out_len;
+    if (gzip_compress_iov(iov, resp->n_segs, g->level, &out, &out_len) < 0)
+        return;
+    if (resp->release) /* the handler's memory is no longer needed */
+        resp->release(resp->release_ctx);
+    resp_body_clear(resp);
+    resp_body_mem(resp, out, out_len);
+    resp->release = free;
+    resp->release_ctx = out;
+    char etag[160];
+    mark_gzip(resp, variant_etag(resp, etag, sizeof(etag)) ? etag : NULL);
+}
+
+/* --- the module ------------------------------------------------------------------------- */
+
+static void gzip_filter(void *state, const struct request *req, struct response *resp)
+{
+    const struct gzip_state *g = state;
+    const struct http_request *h = req->http;
+    size_t len;
+    if (!g->enabled || resp->streaming || resp->overflow ||
+        (h->method != HTTP_METHOD_GET && h->method != HTTP_METHOD_HEAD) ||
+        resp_header_get(resp, "Content-Encoding", &len))
+        return;
+    if (resp->file_fd >= 0 &&
+        (resp->status == 200 || resp->status == 304 || resp->status == 206))
+        filter_file(g, req, resp);
+    else if (resp->file_fd < 0 && resp->status == 200)
+        filter_memory(g, req, resp);
+}
+
+static const char *const gzip_directives[] = {
+    "gzip",        "gzip_types",      "gzip_min_length", "gzip_max_length",
+    "gzip_static", "gzip_comp_level", "gzip_cache_size", NULL,
+};
+
+static int want_args(struct module_init *mi, const struct conf_node *n, bool many)
+{
+    if (n->n_args == 1 || (many && n->n_args > 1))
+        return 0;
+    return module_error(mi, n, "%s takes %s", n->name, many ? "one or more types" : "one value");
+}
+
+static int get_flag(struct module_init *mi, const char *name, bool *out)
+{
+    for (const struct conf_node *n = NULL; (n = config_next(mi->cfg, name, n));) {
+        if (want_args(mi, n, false) < 0)
+            return -1;
+        if (strcmp(n->args[0], "on") != 0 && strcmp(n->args[0], "off") != 0)
+            return module_error(mi, n, "%s is on or off, not \"%s\"", name, n->args[0]);
+        *out = strcmp(n->args[0], "on") == 0;
+    }
+    return 0;
+}
+
+static int get_size(struct module_init *mi, const char *name, uint64_t *out)
+{
+    for (const struct conf_node *n = NULL; (n = config_next(mi->cfg, name, n));) {
+        if (want_args(mi, n, false) < 0)
+            return -1;
+        if (config_parse_size(n->args[0], out) < 0)
+            return module_error(mi, n, "invalid size \"%s\"", n->args[0]);
+    }
+    return 0;
+}
+
+static int get_level(struct module_init *mi, int *out)
+{
+    for (const struct conf_node *n = NULL; (n = config_next(mi->cfg, "gzip_comp_level", n));) {
+        if (want_args(mi, n, false) < 0)
+            return -1;
+        const char *a = n->args[0];
+        if (a[0] < '1' || a[0] > '9' || a[1] != '\0')
+            return module_error(mi, n, "invalid level \"%s\" (1 to 9)", a);
+        *out = a[0] - '0';
+    }
+    return 0;
+}
+
+static int get_types(struct module_init *mi, struct gzip_state *g)
+{
+    for (const struct conf_node *n = NULL; (n = config_next(mi->cfg, "gzip_types", n));) {
+        if (want_args(mi, n, true) < 0)
+            return -1;
+        for (unsigned i = 0; i < n->n_args; i++) {
+            const char *a = n->args[i];
+            if (strcmp(a, "*") == 0) {
+                g->any_type = true;
+                continue;
+            }
+            const char *slash = strchr(a, '/');
+            size_t len = strlen(a);
+            if (!slash || slash == a || !slash[1] || strchr(slash + 1, '/') ||
+                len >= GZIP_TYPE_LEN || strpbrk(a, " \t;,"))
+                return module_error(mi, n, "invalid media type \"%s\" (type/subtype, "
+                                           "type/* or *)", a);
+            if (g->n_types == GZIP_TYPES_MAX)
+                return module_error(mi, n, "more than %d types", GZIP_TYPES_MAX);
+            for (size_t k = 0; k <= len; k++)
+                g->types[g->n_types][k] = (char)tolower((unsigned char)a[k]);
+            g->n_types++;
+        }
+    }
+    return 0;
+}
+
+/* The statement that set a directive: its last occurrence (the last one wins). */
+static const struct conf_node *last_of(const struct config *cfg, const char *name)
+{
+    const struct conf_node *n = NULL, *next;
+    while ((next = config_next(cfg, name, n)))
+        n = next;
+    return n;
+}
+
+/* The cache holds one descriptor per variant: keep it to a fraction of the limit. */
+static unsigned cache_max_entries(void)
+{
+    struct rlimit rl;
+    uint64_t n = GZIP_CACHE_ENTRIES_MAX;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur / 8 < n)
+        n = rl.rlim_cur / 8;
+    return n < 16 ? 16 : (unsigned)n;
+}
+
+static int gzip_init(struct module_init *mi, void **state)
+{
+    struct gzip_state *g = calloc(1, sizeof(*g));
+    if (!g)
+        return module_error(mi, NULL, "out of memory");
+    g->enabled = true;
+    g->use_static = true;
+    g->level = 6;
+    g->min_length = 256;
+    g->max_length = 16 << 20;
+    g->cache_bytes = 64 << 20;
+    if (get_flag(mi, "gzip", &g->enabled) < 0 ||
+        get_flag(mi, "gzip_static", &g->use_static) < 0 ||
+        get_size(mi, "gzip_min_length", &g->min_length) < 0 ||
+        get_size(mi, "gzip_max_length", &g->max_length) < 0 ||
+        get_size(mi, "gzip_cache_size", &g->cache_bytes) < 0 || get_level(mi, &g->level) < 0 ||
+        get_types(mi, g) < 0)
+        goto fail;
+    if (g->max_length > (1ull << 30)) {
+        module_error(mi, last_of(mi->cfg, "gzip_max_length"), "gzip_max_length is at most 1g");
+        goto fail;
+    }
+    if (g->min_length > g->max_length) {
+        const struct conf_node *where = last_of(mi->cfg, "gzip_min_length");
+        module_error(mi, where ? where : last_of(mi->cfg, "gzip_max_length"),
+                     "gzip_min_length is larger than gzip_max_length");
+        goto fail;
+    }
+    if (g->enabled && g->cache_bytes > 0) {
+        g->cache = gzip_cache_create(g->cache_bytes, cache_max_entries());
+        if (!g->cache) {
+            module_error(mi, NULL, "out of memory");
+            goto fail;
+        }
+    }
+    *state = g;
+    return 0;
+fail:
+    free(g);
+    return -1;
+}
+
+static void gzip_fini(void *state)
+{
+    struct gzip_state *g = state;
+    if (!g)
+        return;
+    gzip_cache_destroy(g->cache);
+    free(g);
+}
+
+const struct module mod_gzip = {
+    .name = "gzip",
+    .directives = gzip_directives,
+    .init = gzip_init,
+    .fini = gzip_fini,
+    .filter = gzip_filter,
+};
