@@ -27,13 +27,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,8 +43,6 @@
 struct dirlist_state {
     bool enabled;             /* autoindex on */
     bool hidden;              /* autoindex_hidden on: dotfiles are listed */
-    char root_real[PATH_MAX]; /* the root's real path, for the absolute-symlink check */
-    size_t root_real_len;
 };
 
 /* --- a growing output buffer --------------------------------------------------------- */
@@ -280,46 +276,6 @@ static bool query_wants_json(const struct http_request *h)
 
 /* --- opening beneath the root -------------------------------------------------------- */
 
-/* Is the open fd's real path the root or below it? */
-static bool fd_inside_root(const struct dirlist_state *st, int fd)
-{
-    char link[64], real[PATH_MAX];
-    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(link, real, sizeof(real) - 1);
-    if (n < 0)
-        return false;
-    real[n] = '\0';
-    size_t rl = st->root_real_len;
-    return strncmp(real, st->root_real, rl) == 0 &&
-           (real[rl] == '/' || real[rl] == '\0' || rl == 1);
-}
-
-/* Open rel (relative to the root) beneath the root with flags. A symlink with an absolute
- * target makes openat2 fail with EXDEV even when it points inside; that case is opened
- * normally and admitted only if it lands under the root (as mod_static does).
- * Returns an fd or -errno. */
-static int open_beneath(const struct dirlist_state *st, int root_fd, const char *rel,
-                        int flags)
-{
-    struct open_how how = {
-        .flags = (uint64_t)(flags | O_CLOEXEC),
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
-    };
-    int fd = (int)syscall(SYS_openat2, root_fd, rel, &how, sizeof(how));
-    if (fd >= 0)
-        return fd;
-    if (errno != EXDEV)
-        return -errno;
-    fd = openat(root_fd, rel, flags | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    if (!fd_inside_root(st, fd)) {
-        close(fd);
-        return -EXDEV;
-    }
-    return fd;
-}
-
 /* The root-relative path of `name` in the directory dir ("" for the root, else "a/b/").
  * Returns false if it does not fit. */
 static bool join_rel(char *out, size_t cap, const char *dir, const char *name)
@@ -330,15 +286,14 @@ static bool join_rel(char *out, size_t cap, const char *dir, const char *name)
 
 /* Would mod_static find an index file in the directory (or fail trying)? Mirrors its
  * serve_index: a missing or non-regular candidate is skipped, anything else is its. */
-static bool has_index(const struct dirlist_state *st, const struct request *req,
-                      const char *dir)
+static bool has_index(const struct request *req, const char *dir)
 {
     const struct config *cfg = req->cfg;
     char rel[REQUEST_PATH_MAX + 256];
     for (unsigned i = 0; i < cfg->n_index; i++) {
         if (!join_rel(rel, sizeof(rel), dir, cfg->index[i]))
             return true;
-        int fd = open_beneath(st, req->root_fd, rel, O_PATH);
+        int fd = open_beneath(req->root_fd, rel, O_PATH, req->root_real);
         if (fd == -ENOENT)
             continue;
         if (fd < 0)
@@ -387,7 +342,7 @@ static int entry_cmp(const void *a, const void *b)
 
 /* What the entry is, as mod_static would serve it: lstat, and for a symlink the target
  * it resolves to inside the root. Returns false for what is not listed. */
-static bool entry_stat(const struct dirlist_state *st, const struct request *req, int dfd,
+static bool entry_stat(const struct request *req, int dfd,
                        const char *dir, const char *name, struct stat *sb)
 {
     if (fstatat(dfd, name, sb, AT_SYMLINK_NOFOLLOW) < 0)
@@ -396,7 +351,7 @@ static bool entry_stat(const struct dirlist_state *st, const struct request *req
         char rel[REQUEST_PATH_MAX + 256];
         if (!join_rel(rel, sizeof(rel), dir, name))
             return false;
-        int fd = open_beneath(st, req->root_fd, rel, O_PATH);
+        int fd = open_beneath(req->root_fd, rel, O_PATH, req->root_real);
         if (fd < 0)
             return false; /* broken, a loop, or leading out of the root */
         int rc = fstat(fd, sb);
@@ -461,7 +416,7 @@ static int list_read(const struct dirlist_state *st, const struct request *req, 
                                (name[1] == '.' && name[2] == '\0')))
             continue;
         struct stat sb;
-        if (!entry_stat(st, req, dirfd(d), dir, name, &sb))
+        if (!entry_stat(req, dirfd(d), dir, name, &sb))
             continue;
         if (!list_add(l, name, strlen(name), &sb)) {
             rc = -1;
@@ -622,10 +577,10 @@ static enum mod_result dirlist_handle(void *state, const struct request *req,
         req->path_len == 0 || req->path[req->path_len - 1] != '/')
         return MOD_DECLINED;
     const char *dir = req->path + 1; /* "" for the root, else "a/b/" */
-    int dfd = open_beneath(st, req->root_fd, dir[0] ? dir : ".", O_RDONLY | O_DIRECTORY);
+    int dfd = open_beneath(req->root_fd, dir[0] ? dir : ".", O_RDONLY | O_DIRECTORY, req->root_real);
     if (dfd < 0)
         return MOD_DECLINED; /* not there, not a directory, not allowed: mod_static says */
-    if (has_index(st, req, dir)) {
+    if (has_index(req, dir)) {
         close(dfd);
         return MOD_DECLINED;
     }
@@ -693,12 +648,6 @@ static int dirlist_init(struct module_init *mi, void **state)
         free(st);
         return -1;
     }
-    if (st->enabled && !realpath(mi->cfg->root, st->root_real)) {
-        int saved = errno;
-        free(st);
-        return module_error(mi, NULL, "root \"%s\": %s", mi->cfg->root, strerror(saved));
-    }
-    st->root_real_len = strlen(st->root_real);
     *state = st;
     return 0;
 }

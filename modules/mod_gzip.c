@@ -37,7 +37,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +45,6 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -802,7 +800,7 @@ static bool not_older(const struct timespec *a, const struct timespec *b)
 }
 
 /* Is there a NAME.gz beside the file, a regular file no older than it? Opened beneath the
- * root as mod_static opens files (openat2 RESOLVE_BENEATH), kept open in side_fd. */
+ * root as mod_static opens files (open_beneath), kept open in side_fd. */
 static bool sidecar_fresh(const struct request *req, struct file_ctx *f)
 {
     if (f->side_state)
@@ -814,11 +812,7 @@ static bool sidecar_fresh(const struct request *req, struct file_ctx *f)
     size_t nl = strlen(f->name); /* < sizeof(name) - 4: served_name keeps the room */
     memcpy(side, f->name, nl);
     memcpy(side + nl, ".gz", 4);
-    struct open_how how = {
-        .flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
-    };
-    int fd = (int)syscall(SYS_openat2, req->root_fd, side, &how, sizeof(how));
+    int fd = open_beneath(req->root_fd, side, O_RDONLY | O_NONBLOCK | O_NOCTTY, req->root_real);
     if (fd < 0)
         return false;
     if (fstat(fd, &f->side_st) < 0 || !S_ISREG(f->side_st.st_mode) ||

@@ -1,10 +1,8 @@
 /* mod_static.c — files from the document root.
  *
  * GET and HEAD only (405 otherwise). The request path arrives decoded and normalized; the
- * file is opened with openat2(RESOLVE_BENEATH) relative to the root's descriptor, so no
- * "..", absolute path or symlink can leave the root. A symlink with an absolute target
- * makes openat2 fail with EXDEV even when it points inside the root; that rare case is
- * opened normally and admitted only if its real path is under the root's real path.
+ * file is opened beneath the root (open_beneath: openat2 RESOLVE_BENEATH), so no
+ * "..", absolute path or symlink can leave the root.
  *
  * Directories: a 301 adds the missing trailing slash; otherwise the index files are tried
  * in order; none: 403. Files: Last-Modified, a strong ETag, the conditional requests of
@@ -14,55 +12,22 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "module.h"
 
 #define STATIC_MAX_RANGES 16
 
-struct static_state {
-    char root_real[PATH_MAX]; /* the root's real path, for the absolute-symlink check */
-    size_t root_real_len;
-};
 
 /* --- opening beneath the root -------------------------------------------------------- */
 
-/* Open rel (relative, no leading '/') beneath dirfd. Returns an fd or -errno. */
-static int open_beneath(const struct static_state *st, int dirfd, const char *rel)
+static int open_file(const struct request *req, int dirfd, const char *rel)
 {
-    struct open_how how = {
-        .flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
-    };
-    int fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
-    if (fd >= 0)
-        return fd;
-    if (errno != EXDEV)
-        return -errno;
-    /* A symlink with an absolute target, or one leading out: admit it only if it lands
-     * under the root. */
-    fd = openat(dirfd, rel, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return -errno;
-    char link[64], real[PATH_MAX];
-    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(link, real, sizeof(real) - 1);
-    size_t rl = st->root_real_len;
-    if (n >= 0)
-        real[n] = '\0';
-    bool inside = n >= 0 && strncmp(real, st->root_real, rl) == 0 &&
-                  (real[rl] == '/' || real[rl] == '\0' || rl == 1);
-    if (!inside) {
-        close(fd);
-        return -EXDEV;
-    }
-    return fd;
+    return open_beneath(dirfd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, req->root_real);
 }
 
 static int errno_status(int err)
@@ -96,12 +61,19 @@ struct validators {
 
 static void make_validators(const struct stat *sb, struct validators *v)
 {
-    snprintf(v->etag, sizeof(v->etag), "\"%llx-%llx-%llx\"", (unsigned long long)sb->st_ino,
-             (unsigned long long)sb->st_size,
-             (unsigned long long)sb->st_mtim.tv_sec * 1000000000ull +
-                 (unsigned long long)sb->st_mtim.tv_nsec);
+    /* "inode-size-mtime_ns" in hex: changes when the file is replaced or rewritten. */
+    char *p = v->etag;
+    *p++ = '"';
+    p = http_fmt_hex(p, (uint64_t)sb->st_ino);
+    *p++ = '-';
+    p = http_fmt_hex(p, (uint64_t)sb->st_size);
+    *p++ = '-';
+    p = http_fmt_hex(p, (uint64_t)sb->st_mtim.tv_sec * 1000000000ull +
+                            (uint64_t)sb->st_mtim.tv_nsec);
+    *p++ = '"';
+    *p = '\0';
     v->mtime_s = sb->st_mtim.tv_sec;
-    http_date_format(v->mtime_s, v->last_mod);
+    memcpy(v->last_mod, http_last_modified(v->mtime_s), sizeof(v->last_mod));
 }
 
 /* Does the list (If-Match / If-None-Match) contain our tag? weak: W/ prefixes are ignored
@@ -255,12 +227,12 @@ static void serve_file(const struct request *req, struct response *resp, int fd,
 }
 
 /* The directory `dirfd` was asked for with its trailing slash: try the index files. */
-static void serve_index(const struct static_state *st, const struct request *req,
+static void serve_index(const struct request *req,
                         struct response *resp, int dirfd)
 {
     const struct config *cfg = req->cfg;
     for (unsigned i = 0; i < cfg->n_index; i++) {
-        int fd = open_beneath(st, dirfd, cfg->index[i]);
+        int fd = open_file(req, dirfd, cfg->index[i]);
         if (fd < 0) {
             if (fd == -ENOENT)
                 continue;
@@ -289,7 +261,7 @@ static void redirect_slash(const struct request *req, struct response *resp)
 static enum mod_result static_handle(void *state, const struct request *req,
                                      struct response *resp)
 {
-    const struct static_state *st = state;
+    (void)state;
     const struct http_request *h = req->http;
     if (h->method != HTTP_METHOD_GET && h->method != HTTP_METHOD_HEAD) {
         resp_error(resp, 405);
@@ -297,7 +269,7 @@ static enum mod_result static_handle(void *state, const struct request *req,
         return MOD_HANDLED;
     }
     const char *rel = req->path[1] ? req->path + 1 : ".";
-    int fd = open_beneath(st, req->root_fd, rel);
+    int fd = open_file(req, req->root_fd, rel);
     if (fd < 0) {
         resp_error(resp, errno_status(-fd));
         return MOD_HANDLED;
@@ -312,7 +284,7 @@ static enum mod_result static_handle(void *state, const struct request *req,
         if (req->path[req->path_len - 1] != '/')
             redirect_slash(req, resp);
         else
-            serve_index(st, req, resp, fd);
+            serve_index(req, resp, fd);
         close(fd);
         return MOD_HANDLED;
     }
@@ -325,27 +297,7 @@ static enum mod_result static_handle(void *state, const struct request *req,
     return MOD_HANDLED;
 }
 
-static int static_init(struct module_init *mi, void **state)
-{
-    struct static_state *st = calloc(1, sizeof(*st));
-    if (!st || !realpath(mi->cfg->root, st->root_real)) {
-        int saved = errno;
-        free(st);
-        return module_error(mi, NULL, "root \"%s\": %s", mi->cfg->root, strerror(saved));
-    }
-    st->root_real_len = strlen(st->root_real);
-    *state = st;
-    return 0;
-}
-
-static void static_fini(void *state)
-{
-    free(state);
-}
-
 const struct module mod_static = {
     .name = "static",
-    .init = static_init,
-    .fini = static_fini,
     .handle = static_handle,
 };

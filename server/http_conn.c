@@ -95,6 +95,7 @@ static int route(struct conn *c, const struct http_request *h, struct request *r
         .now_s = now_s,
         .cfg = &srv->cfg,
         .root_fd = srv->root_fd,
+        .root_real = srv->root_real,
         .server = srv,
         .chain = &srv->chain,
     };
@@ -189,6 +190,7 @@ void http_conn_log_unparsed(struct conn *c, const struct response *resp, int64_t
         .now_s = now_s,
         .cfg = &srv->cfg,
         .root_fd = srv->root_fd,
+        .root_real = srv->root_real,
         .server = srv,
         .chain = &srv->chain,
     };

@@ -53,7 +53,13 @@ static bool is_ows(unsigned char c)
 static bool is_tchar(unsigned char c)
 {
     if (is_digit(c) || is_alpha(c)) return true;
-    return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+    switch (c) {
+    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
+    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
+        return true;
+    default:
+        return false;
+    }
 }
 
 /* Field-value bytes: VCHAR, SP, HTAB and obs-text; no other CTL, no DEL. */
@@ -441,31 +447,32 @@ static int on_first(struct head_state *st, struct http_slice *slot, struct http_
 
 static const struct field_rule {
     const char *name; /* lowercase */
+    size_t len;
     int (*apply)(struct head_state *st, struct http_slice *slot, struct http_slice value);
     size_t slot; /* offset of the struct http_slice it fills, or NO_SLOT */
 } field_rules[] = {
-    {"host", on_host, SLOT(host)},
-    {"content-length", on_content_length, NO_SLOT},
-    {"transfer-encoding", on_transfer_encoding, NO_SLOT},
-    {"connection", on_connection, NO_SLOT},
-    {"expect", on_expect, NO_SLOT},
-    {"if-none-match", on_single, SLOT(if_none_match)},
-    {"if-modified-since", on_single, SLOT(if_modified_since)},
-    {"if-match", on_single, SLOT(if_match)},
-    {"if-unmodified-since", on_single, SLOT(if_unmodified_since)},
-    {"range", on_single, SLOT(range)},
-    {"if-range", on_single, SLOT(if_range)},
-    {"content-type", on_single, SLOT(content_type)},
-    {"user-agent", on_first, SLOT(user_agent)},
-    {"referer", on_first, SLOT(referer)},
-    {"accept-encoding", on_first, SLOT(accept_encoding)},
+    {"host", 4, on_host, SLOT(host)},
+    {"content-length", 14, on_content_length, NO_SLOT},
+    {"transfer-encoding", 17, on_transfer_encoding, NO_SLOT},
+    {"connection", 10, on_connection, NO_SLOT},
+    {"expect", 6, on_expect, NO_SLOT},
+    {"if-none-match", 13, on_single, SLOT(if_none_match)},
+    {"if-modified-since", 17, on_single, SLOT(if_modified_since)},
+    {"if-match", 8, on_single, SLOT(if_match)},
+    {"if-unmodified-since", 19, on_single, SLOT(if_unmodified_since)},
+    {"range", 5, on_single, SLOT(range)},
+    {"if-range", 8, on_single, SLOT(if_range)},
+    {"content-type", 12, on_single, SLOT(content_type)},
+    {"user-agent", 10, on_first, SLOT(user_agent)},
+    {"referer", 7, on_first, SLOT(referer)},
+    {"accept-encoding", 15, on_first, SLOT(accept_encoding)},
 };
 
 static int apply_field(struct head_state *st, struct http_slice name, struct http_slice value)
 {
     for (size_t i = 0; i < sizeof field_rules / sizeof field_rules[0]; i++) {
         const struct field_rule *r = &field_rules[i];
-        if (!http_slice_eq(name, r->name)) continue;
+        if (name.len != r->len || !bytes_eq_nocase(name.p, r->name, r->len)) continue;
         struct http_slice *slot =
             r->slot == NO_SLOT ? NULL : (struct http_slice *)((char *)st->req + r->slot);
         return r->apply(st, slot, value);
@@ -529,26 +536,29 @@ static int finish_head(const struct head_state *st)
 /* --- the head ------------------------------------------------------------------------- */
 
 /* Finds the line starting at *pos, before end. Returns 1 and sets *line (without its
- * CRLF) and moves *pos past the LF; 0 if the line has not ended yet; -400 on a bare LF,
- * or a CR followed by anything but LF. */
+ * CRLF) and moves *pos past the LF; 0 if the line has not ended yet; -400 on a bare LF.
+ * A CR anywhere else is left in the line, where every grammar that reads a line (method,
+ * target, version, field name and value) refuses it: so bare CR is a 400 too. */
 static int next_line(const char *buf, size_t end, size_t *pos, struct http_slice *line)
 {
-    for (size_t i = *pos; i < end; i++) {
-        if (buf[i] == '\n') return -400;
-        if (buf[i] != '\r') continue;
-        if (i + 1 == end) return 0;
-        if (buf[i + 1] != '\n') return -400;
-        *line = slice(buf + *pos, i - *pos);
-        *pos = i + 2;
-        return 1;
+    const char *lf = memchr(buf + *pos, '\n', end - *pos);
+    if (!lf) { /* incomplete; but a CR with a byte after it can already be refused */
+        const char *cr = memchr(buf + *pos, '\r', end - *pos);
+        return cr && cr + 1 < buf + end ? -400 : 0;
     }
-    return 0;
+    size_t i = (size_t)(lf - buf);
+    if (i == *pos || buf[i - 1] != '\r') return -400;
+    *line = slice(buf + *pos, i - 1 - *pos);
+    *pos = i + 1;
+    return 1;
 }
 
 int http_parse_request(const char *buf, size_t len, const struct http_limits *lim,
                        struct http_request *req)
 {
-    memset(req, 0, sizeof *req);
+    /* Everything but the header array, which is filled as far as n_headers says. */
+    memset(req, 0, offsetof(struct http_request, headers));
+    memset(&req->n_headers, 0, sizeof *req - offsetof(struct http_request, n_headers));
     struct head_state st = {.req = req, .max_headers = lim->max_headers};
     if (st.max_headers > HTTP_MAX_HEADERS) st.max_headers = HTTP_MAX_HEADERS;
     /* the head must end within the limit, and its size must fit the int we return */

@@ -2,6 +2,7 @@
 #include "http_response.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -17,6 +18,44 @@ void http_response_set_server(const char *name)
 {
     int n = snprintf(server_line, sizeof(server_line), "Server: %s\r\n", name);
     server_line_len = n > 0 && (size_t)n < sizeof(server_line) ? (size_t)n : 0;
+}
+
+char *http_fmt_u64(char *out, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *out++ = tmp[--n];
+    return out;
+}
+
+char *http_fmt_hex(char *out, uint64_t v)
+{
+    static const char digits[] = "0123456789abcdef";
+    char tmp[16];
+    size_t n = 0;
+    do {
+        tmp[n++] = digits[v & 15];
+        v >>= 4;
+    } while (v);
+    while (n)
+        *out++ = tmp[--n];
+    return out;
+}
+
+const char *http_last_modified(int64_t mtime_s)
+{
+    static _Thread_local int64_t cached_t = INT64_MIN;
+    static _Thread_local char cached[30];
+    if (mtime_s != cached_t) {
+        http_date_format(mtime_s, cached);
+        cached_t = mtime_s;
+    }
+    return cached;
 }
 
 const char *http_status_text(int status)
@@ -167,9 +206,15 @@ void resp_start(struct response *r, int status)
     r->n_segs = 0;
     r->scratch_len = 0;
     /* file_fd is left alone: whoever opened it still owns it until the response is sent */
-    int n = snprintf(r->head, sizeof(r->head), "HTTP/1.1 %d %s\r\n", status,
-                     http_status_text(status));
-    r->head_len = (size_t)n;
+    char *p = r->head;
+    memcpy(p, "HTTP/1.1 ", 9);
+    p = http_fmt_u64(p + 9, (uint64_t)(status > 0 && status < 1000 ? status : 500));
+    *p++ = ' ';
+    const char *text = http_status_text(status);
+    size_t tl = strlen(text);
+    memcpy(p, text, tl);
+    memcpy(p + tl, "\r\n", 2);
+    r->head_len = (size_t)(p + tl + 2 - r->head);
     head_append(r, http_date_header(NULL), 37);
     head_append(r, server_line, server_line_len);
 }
@@ -274,11 +319,11 @@ void resp_finish(struct response *r, bool http10)
         memcpy(r->head + r->head_len, "Transfer-Encoding: chunked\r\n", 28);
         r->head_len += 28;
     } else if (!r->no_length) {
-        char cl[48];
-        int n = snprintf(cl, sizeof(cl), "Content-Length: %llu\r\n",
-                         (unsigned long long)r->content_length);
-        memcpy(r->head + r->head_len, cl, (size_t)n);
-        r->head_len += (size_t)n;
+        char *p = r->head + r->head_len;
+        memcpy(p, "Content-Length: ", 16);
+        p = http_fmt_u64(p + 16, r->content_length);
+        memcpy(p, "\r\n", 2);
+        r->head_len = (size_t)(p + 2 - r->head);
     }
     if (!r->keep_alive) {
         memcpy(r->head + r->head_len, "Connection: close\r\n", 19);

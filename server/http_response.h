@@ -80,6 +80,15 @@ struct response {
 /* Prepare a response struct for use (file_fd -1, no release callback, keep_alive off). */
 void resp_init(struct response *r);
 
+/* Number formatting without printf (it costs thousands of instructions a call): write v
+ * in decimal or lowercase hex at out, return the end. out needs 21 / 17 bytes. */
+char *http_fmt_u64(char *out, uint64_t v);
+char *http_fmt_hex(char *out, uint64_t v);
+
+/* Last-Modified for a modification time: IMF-fixdate, cached per thread for the last
+ * time asked (a hot file asks for the same one again and again). */
+const char *http_last_modified(int64_t mtime_s);
+
 /* Set the process-wide Server header value (at start, before any thread runs). */
 void http_response_set_server(const char *name);
 

@@ -221,7 +221,7 @@ static int start(struct server *srv)
     }
     raise_fd_limit(cfg->max_connections);
     srv->root_fd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (srv->root_fd < 0) {
+    if (srv->root_fd < 0 || !realpath(cfg->root, srv->root_real)) {
         log_error("root \"%s\": %s", cfg->root, strerror(errno));
         return -1;
     }

@@ -29,6 +29,7 @@
 #include "config.h"
 #include "http_parse.h"
 #include "http_response.h"
+#include "open_beneath.h"
 
 enum mod_result {
     MOD_DECLINED = 0, /* not mine: ask the next module */
@@ -49,7 +50,8 @@ struct request {
     const struct sockaddr *local;    /* the listener the connection came in on */
     int64_t now_s;
     const struct config *cfg;
-    int root_fd; /* the document root, opened O_PATH | O_DIRECTORY */
+    int root_fd;           /* the document root, opened O_PATH | O_DIRECTORY */
+    const char *root_real; /* its real path, for open_beneath() */
     const struct module_mount *mount; /* the mount the path falls under, or NULL */
     const char *body;                 /* the whole request body, when the mount asked for */
     size_t body_len;                  /* it (wants_body); else NULL (a body is skipped) */

@@ -25,6 +25,7 @@ struct listener {
 struct server {
     struct config cfg;
     int root_fd;            /* the document root, O_PATH | O_DIRECTORY */
+    char root_real[4096];   /* its real path */
     struct http_limits limits;
     enum lf_promotion promotion;
     struct access_log access_log;
