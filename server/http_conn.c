@@ -17,6 +17,7 @@
  * Connection: close instead.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -388,6 +389,8 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     struct service *svc = c->svc; /* c may be gone once the response is sent */
     if (resp.streaming) {
         if (!save_input(c, buf + *pos, len - *pos)) {
+            if (resp.stream.pgid > 0)
+                kill(-resp.stream.pgid, SIGKILL);
             resp.stream.ops->done(resp.stream.ctx, false);
             close(resp.stream.fd);
             conn_close(c);

@@ -159,7 +159,7 @@ static void stream_finish(struct conn_stream *cs, bool failed)
             resp_body_mem(&resp, "0\r\n\r\n", 5);
         /* A body cut short (a failure, or less than the script announced) must look cut
          * to the client: no last chunk, and the connection closes. */
-        if (!ok || (cs->left != UINT64_MAX && cs->left > 0))
+        if (!ok || (!cs->head_only && cs->left != UINT64_MAX && cs->left > 0))
             keep_alive = false;
     }
     stream_log(cs);
@@ -261,6 +261,8 @@ void http_stream_start(struct conn *c, struct response *resp, const struct http_
 {
     struct conn_stream *cs = malloc(sizeof(*cs));
     if (!cs) {
+        if (resp->stream.pgid > 0)
+            kill(-resp->stream.pgid, SIGKILL);
         resp->stream.ops->done(resp->stream.ctx, false);
         close(resp->stream.fd);
         conn_close(c);

@@ -273,7 +273,7 @@ def test_flags_add_to_the_image_config(engine, image, run_container, tmp_path):
     status, _, body = c.get("/blob.bin")
     assert status == 200 and body == files["blob.bin"]
     logs = c.logs()
-    assert "listening on 0.0.0.0:9090" in logs and "with 2 threads" in logs, logs
+    assert "listening on 0.0.0.0:9090" in logs and "class default: 2 threads" in logs, logs
     # The health check probes port 8080, where nothing listens now: it must fail.
     r = c.exec(*_healthcheck(engine, image))
     assert r.returncode != 0, "the health check passed with no server on port 8080"
