@@ -4,15 +4,14 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The modules, in the order the chain calls them. A new module is one line here.
- * (Weak while the set is being built: a module whose file is not there yet is skipped.) */
-#define MODULE_DECLARE(m) extern const struct module m __attribute__((weak))
-MODULE_DECLARE(mod_mime);     /* content types: extension table, then libmagic */
-MODULE_DECLARE(mod_dirlist);  /* listings of directories that have no index file */
-MODULE_DECLARE(mod_static);   /* files from the document root */
-MODULE_DECLARE(mod_handlers); /* in-process handlers mounted on prefixes: echo, hello, status */
-MODULE_DECLARE(mod_cgi);      /* CGI/1.1 scripts mounted on prefixes */
-MODULE_DECLARE(mod_gzip);     /* compresses responses (a filter) */
+/* The modules, in the order the chain calls them. A new module is one line here and one
+ * in the table below. */
+extern const struct module mod_mime;     /* content types: extension table, then libmagic */
+extern const struct module mod_dirlist;  /* listings of directories without an index file */
+extern const struct module mod_static;   /* files from the document root */
+extern const struct module mod_handlers; /* in-process handlers on prefixes: echo, hello, status */
+extern const struct module mod_cgi;      /* CGI/1.1 scripts mounted on prefixes */
+extern const struct module mod_gzip;     /* compresses responses (a filter) */
 
 static const struct module *const module_table[] = {
     &mod_mime, &mod_dirlist, &mod_static, &mod_handlers, &mod_cgi, &mod_gzip,
@@ -23,8 +22,6 @@ static const struct module *const module_table[] = {
 bool module_known_directive(const char *name)
 {
     for (size_t i = 0; i < MODULE_COUNT; i++) {
-        if (!module_table[i])
-            continue;
         const char *const *d = module_table[i]->directives;
         for (; d && *d; d++)
             if (strcmp(*d, name) == 0)
@@ -77,8 +74,6 @@ int module_chain_init(struct module_chain *c, const struct config *cfg, char *er
     memset(c, 0, sizeof(*c));
     for (size_t i = 0; i < MODULE_COUNT; i++) {
         const struct module *m = module_table[i];
-        if (!m)
-            continue;
         c->mods[c->n] = m;
         struct module_init mi = {cfg, c, c->n, err, err_len};
         void *state = NULL;
