@@ -250,12 +250,29 @@ static void serve_index(const struct request *req,
     resp_error(resp, 403); /* no index file, and listings are not enabled */
 }
 
+/* 301 to the directory with its slash. The Location is made from the normalized path,
+ * percent-encoded, never from the raw target: "//evil.example/../sub" names /sub, and
+ * must not send a browser to the host evil.example; a decoded %0d%0a must not start a
+ * header. A Location too long for the response head is a 414. */
 static void redirect_slash(const struct request *req, struct response *resp)
 {
     const struct http_request *h = req->http;
+    char loc[2048];
+    long n = http_path_encode(req->path, req->path_len, loc, sizeof(loc) - 2);
+    size_t q = h->has_query ? h->query.len + 1 : 0;
+    if (n < 0 || (size_t)n + 1 + q >= sizeof(loc)) {
+        resp_error(resp, 414);
+        return;
+    }
+    loc[n++] = '/';
+    if (h->has_query) {
+        loc[n++] = '?';
+        memcpy(loc + n, h->query.p, h->query.len); /* visible ASCII, checked by the parser */
+        n += (long)h->query.len;
+    }
+    loc[n] = '\0';
     resp_error(resp, 301);
-    resp_headerf(resp, "Location: %.*s/%s%.*s", (int)h->path.len, h->path.p,
-                 h->has_query ? "?" : "", (int)h->query.len, h->query.p);
+    resp_header(resp, "Location", loc);
 }
 
 static enum mod_result static_handle(void *state, const struct request *req,

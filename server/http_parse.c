@@ -1080,3 +1080,24 @@ long http_path_normalize(struct http_slice in, char *out, size_t cap)
     out[po.len] = '\0';
     return (long)po.len;
 }
+
+long http_path_encode(const char *in, size_t len, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)in[i];
+        bool keep = is_digit(c) || is_alpha(c) || (c != 0 && strchr("-._~/!$&'()*+,;=:@", c));
+        if (n + (keep ? 1 : 3) >= cap) return -1;
+        if (keep) {
+            out[n++] = (char)c;
+        } else {
+            out[n++] = '%';
+            out[n++] = hex[c >> 4];
+            out[n++] = hex[c & 15];
+        }
+    }
+    if (n >= cap) return -1;
+    out[n] = '\0';
+    return (long)n;
+}

@@ -160,4 +160,10 @@ void http_date_format(int64_t t, char out[30]);
  * or a path that climbs above "/"; -414 if it does not fit in cap. */
 long http_path_normalize(struct http_slice in, char *out, size_t cap);
 
+/* Percent-encode a decoded path for a header or a link: every byte but the unreserved
+ * ones (RFC 3986 section 2.3), '/' and the sub-delims and ':' '@' that are safe in a path
+ * becomes %XX (so CR, LF, '\\', '?', '#' and '%' never pass through). Writes a NUL.
+ * Returns the length, or -1 if it does not fit in cap. */
+long http_path_encode(const char *in, size_t len, char *out, size_t cap);
+
 #endif

@@ -1773,3 +1773,21 @@ TEST(path_climbing_above_root_is_400_even_when_too_long)
 {
     CHECK_STR(norm_cap("/a-very-long-name/../../b", 3), "<-400>");
 }
+
+/* --- path encoding (for Location and links) ------------------------------------------ */
+
+TEST(path_encode_keeps_safe_bytes_and_escapes_the_rest)
+{
+    char out[64];
+    const char in[] = "/a b/\r\n%?#\\\xc3\xa9/x-y_z.~";
+    long n = http_path_encode(in, sizeof(in) - 1, out, sizeof(out));
+    CHECK(n > 0);
+    CHECK(strcmp(out, "/a%20b/%0D%0A%25%3F%23%5C%C3%A9/x-y_z.~") == 0);
+}
+
+TEST(path_encode_reports_when_it_does_not_fit)
+{
+    char out[8];
+    CHECK_EQ_INT(http_path_encode("/aaaaaaaa", 9, out, sizeof(out)), -1);
+    CHECK_EQ_INT(http_path_encode("/ \x01", 3, out, 7), -1);
+}
