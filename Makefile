@@ -68,7 +68,8 @@ run: $(B)/lfhttpd
 # --- tests ------------------------------------------------------------------------------
 # Tools the tests drive. When one is missing: installed with apt-get when run as root,
 # otherwise the exact command to run is printed.
-TEST_PKGS := curl:curl ab:apache2-utils wrk:wrk clang:clang setpriv:util-linux
+TEST_PKGS := curl:curl ab:apache2-utils wrk:wrk clang:clang setpriv:util-linux \
+             slowhttptest:slowhttptest valgrind:valgrind chromium:chromium
 check-deps:
 	@missing=""; \
 	for pair in $(TEST_PKGS); do \
@@ -109,7 +110,7 @@ test-tsan:
 	  build/tsan/tests/test_lf_group build/tsan/lfhttpd
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/test_lf_group
 	LFHTTPD_BIN=$(abspath build/tsan/lfhttpd) LFHTTPD_SANITIZE=tsan \
-	  TSAN_OPTIONS=halt_on_error=0:report_signal_unsafe=0 \
+	  TSAN_OPTIONS=halt_on_error=0:report_signal_unsafe=0:suppressions=$(abspath tests/tsan.supp) \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider -k "load or pipelin or concurrent or shutdown" \
 	  tests/integration
 
@@ -119,19 +120,25 @@ test: check-deps
 	$(MAKE) --no-print-directory test-asan
 	$(MAKE) --no-print-directory test-tsan
 
-# libFuzzer targets (clang), each run for FUZZ_SECONDS from its corpus in build/fuzz/.
+# libFuzzer targets (clang), each run for FUZZ_SECONDS from its seed corpus
+# (tests/fuzz/corpus/NAME) and its growing corpus in build/fuzz/. The server's objects are
+# built once with fuzzer instrumentation and linked into every target.
 FUZZ_SECONDS ?= 10
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+FUZZ_OBJ := $(patsubst %.c,build/fuzz/obj/%.o,$(SERVER_SRC))
 fuzz:
-	@mkdir -p build/fuzz
+	@$(MAKE) --no-print-directory B=build/fuzz CC=clang \
+	  CFLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all" \
+	  $(FUZZ_OBJ)
 	@for src in $(FUZZ_SRC); do \
 	  name=$$(basename $$src .c); \
 	  echo "  FUZZ  $$name ($(FUZZ_SECONDS) s)"; \
-	  clang $(FUZZ_FLAGS) $(STD) $(INC) -o build/fuzz/$$name $$src server/http_parse.c || exit 1; \
+	  clang $(FUZZ_FLAGS) $(STD) $(INC) -o build/fuzz/$$name $$src $(FUZZ_OBJ) $(LDLIBS) || exit 1; \
 	  mkdir -p build/fuzz/corpus-$$name; \
 	  build/fuzz/$$name -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	    build/fuzz/corpus-$$name 2>&1 | grep -E "^(stat::number_of_executed_units|stat::peak_rss|#[0-9]+.*DONE)|ERROR|SUMMARY" ; \
+	    build/fuzz/corpus-$$name $$(ls -d tests/fuzz/corpus/$$name 2>/dev/null) 2>&1 | \
+	    grep -E "^(stat::number_of_executed_units|stat::peak_rss|#[0-9]+.*DONE)|ERROR|SUMMARY|^FAIL" ; \
 	  [ $${PIPESTATUS[0]} -eq 0 ] || exit 1; \
 	done
 
