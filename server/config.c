@@ -409,6 +409,16 @@ static int set_access_log(struct config *cfg, const struct conf_node *n, char *m
     return set_path(cfg->access_log, n, msg, len);
 }
 
+static int set_access_log_format(struct config *cfg, const struct conf_node *n, char *msg,
+                                 size_t len)
+{
+    if (strcmp(n->args[0], "combined") != 0 && strcmp(n->args[0], "json") != 0)
+        return snprintf(msg, len, "expected \"combined\" or \"json\", not \"%s\"",
+                        n->args[0]), -1;
+    cfg->access_log_json = strcmp(n->args[0], "json") == 0;
+    return 0;
+}
+
 static int set_error_log(struct config *cfg, const struct conf_node *n, char *msg, size_t len)
 {
     static const char *levels[] = {"error", "warn", "info", "debug"};
@@ -452,6 +462,7 @@ static const struct directive directives[] = {
     {"shutdown_timeout", 1, 1, set_shutdown_timeout_ms},
     {"keepalive_requests", 1, 1, set_keepalive_requests},
     {"access_log", 1, 1, set_access_log},
+    {"access_log_format", 1, 1, set_access_log_format},
     {"error_log", 1, 2, set_error_log},
     {"server_tokens", 1, 1, set_server_tokens},
 };

@@ -89,6 +89,7 @@ struct config {
     unsigned keepalive_requests; /* 0 = unlimited */
 
     char access_log[CONFIG_PATH_MAX]; /* path, "stdout", "stderr", or "off" */
+    bool access_log_json;             /* JSON lines instead of Combined Log Format */
     char error_log[CONFIG_PATH_MAX];  /* path, "stdout" or "stderr" */
     enum log_level error_level;
     bool server_tokens;

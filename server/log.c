@@ -110,10 +110,11 @@ void log_msg(enum log_level level, const char *fmt, ...)
 
 /* --- access log -------------------------------------------------------------------- */
 
-int access_log_open(struct access_log *log, const char *dest)
+int access_log_open(struct access_log *log, const char *dest, bool json)
 {
     memset(log, 0, sizeof(*log));
     log->fd = -1;
+    log->json = json;
     pthread_mutex_init(&log->lock, NULL);
     if (strcmp(dest, "off") == 0)
         return 0;
@@ -212,12 +213,64 @@ static const char *log_time(int64_t t)
     return cached;
 }
 
+/* Copy s into out as the inside of a JSON string: quotes, backslashes and control bytes
+ * escaped, and every byte >= 0x80 as \u00XX, so the line is valid JSON (and ASCII)
+ * whatever the client sent. */
+static size_t json_escape(char *out, size_t cap, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+    for (size_t i = 0; s && i < len && n + 7 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') {
+            out[n++] = '\\';
+            out[n++] = (char)c;
+        } else if (c < 0x20 || c >= 0x7f) {
+            memcpy(out + n, "\\u00", 4);
+            out[n + 4] = hex[c >> 4];
+            out[n + 5] = hex[c & 15];
+            n += 6;
+        } else {
+            out[n++] = (char)c;
+        }
+    }
+    return n;
+}
+
+/* {"time":"2026-11-22T01:00:00+00:00","remote":"127.0.0.1","request":"GET / HTTP/1.1",
+ *  "status":200,"bytes":5,"referer":"","user_agent":"curl/7.88.1"} */
+static size_t format_json(char *line, const struct access_entry *e)
+{
+    char peer[64], when[40];
+    format_peer(peer, sizeof(peer), e->peer);
+    time_t tt = (time_t)e->time_s;
+    struct tm tm;
+    localtime_r(&tt, &tm);
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S%z", &tm);
+    size_t n = (size_t)sprintf(line, "{\"time\":\"%s\",\"remote\":\"%s\",\"request\":\"", when,
+                               peer);
+    /* caps: 2048 + 1024 + 1024 escaped bytes and about 250 fixed ones fit the line */
+    n += json_escape(line + n, 2048, e->request_line, e->request_line_len);
+    n += (size_t)sprintf(line + n, "\",\"status\":%d,\"bytes\":%llu,\"referer\":\"", e->status,
+                         (unsigned long long)e->bytes);
+    n += json_escape(line + n, 1024, e->referer, e->referer_len);
+    n += (size_t)sprintf(line + n, "\",\"user_agent\":\"");
+    n += json_escape(line + n, 1024, e->user_agent, e->user_agent_len);
+    memcpy(line + n, "\"}\n", 3);
+    return n + 3;
+}
+
 void access_log_write(struct access_log *log, const struct access_entry *e)
 {
     if (log->fd < 0)
         return;
     char line[4096 + 512];
-    size_t n = format_peer(line, 64, e->peer);
+    size_t n;
+    if (log->json) {
+        n = format_json(line, e);
+        goto append;
+    }
+    n = format_peer(line, 64, e->peer);
     n += (size_t)snprintf(line + n, 64, " - - %s \"", log_time(e->time_s));
     n += escape(line + n, 2048, e->request_line, e->request_line_len);
     n += (size_t)snprintf(line + n, 64, "\" %d %llu \"", e->status, (unsigned long long)e->bytes);
@@ -228,6 +281,7 @@ void access_log_write(struct access_log *log, const struct access_entry *e)
     line[n++] = '"';
     line[n++] = '\n';
 
+append:;
     struct access_log_buf *b = thread_buf(log);
     if (!b)
         return;

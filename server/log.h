@@ -34,6 +34,7 @@ struct access_log_buf {
 struct access_log {
     int fd; /* -1 when the access log is off */
     bool own_fd;
+    bool json; /* JSON lines, one object a request, instead of Combined Log Format */
     char path[CONFIG_PATH_MAX]; /* the file, for reopening; "" for stdout/stderr/off */
     pthread_mutex_t lock; /* guards bufs (the list, not their contents) */
     struct access_log_buf *bufs;
@@ -53,8 +54,9 @@ struct access_entry {
     int64_t time_s;
 };
 
-/* dest: path, "stdout", "stderr" or "off". Returns 0 or -1 (errno set). */
-int access_log_open(struct access_log *log, const char *dest);
+/* dest: path, "stdout", "stderr" or "off"; json: JSON lines instead of Combined Log
+ * Format. Returns 0 or -1 (errno set). */
+int access_log_open(struct access_log *log, const char *dest, bool json);
 void access_log_write(struct access_log *log, const struct access_entry *e);
 /* Write every thread's pending lines (the timer calls this about once a second). */
 void access_log_flush(struct access_log *log);

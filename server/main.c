@@ -215,7 +215,7 @@ static int start(struct server *srv)
         fprintf(stderr, "lfhttpd: error log \"%s\": %s\n", cfg->error_log, strerror(errno));
         return -1;
     }
-    if (access_log_open(&srv->access_log, cfg->access_log) < 0) {
+    if (access_log_open(&srv->access_log, cfg->access_log, cfg->access_log_json) < 0) {
         log_error("access log \"%s\": %s", cfg->access_log, strerror(errno));
         return -1;
     }

@@ -47,3 +47,25 @@ def test_sighup_does_not_stop_the_server(start_server, docroot):
     time.sleep(0.2)
     assert s.proc.poll() is None
     assert fetch(s, "/a.txt") == 200
+
+
+def test_access_log_json_lines_are_valid_json_even_for_hostile_bytes(start_server, docroot):
+    """access_log_format json: one JSON object a line; quotes, backslashes and non-ASCII
+    bytes (obs-text) in the request line and User-Agent cannot break the line or the JSON
+    (control bytes never get this far: the parser refuses them)."""
+    import json
+    (docroot / "a.txt").write_text("a")
+    s = start_server(docroot, "access_log_format json;\n")
+    c = s.connect()
+    c.send(b'GET /a.txt?q="x"\\ HTTP/1.1\r\nHost: t\r\nUser-Agent: ev"il\xff\\\r\n'
+           b"Referer: http://r.example/\r\nConnection: close\r\n\r\n")
+    assert c.read_response()[0] == 200
+    assert wait_for(lambda: s.access_log().count("\n") >= 1)
+    lines = s.access_log().splitlines()
+    assert len(lines) == 1
+    rec = json.loads(lines[0])
+    assert rec["request"] == 'GET /a.txt?q="x"\\ HTTP/1.1'
+    assert rec["status"] == 200 and rec["bytes"] == 1
+    assert rec["remote"] == "127.0.0.1"
+    assert rec["user_agent"] == 'ev"il\xff\\'
+    assert rec["referer"] == "http://r.example/"
