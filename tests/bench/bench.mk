@@ -1,0 +1,50 @@
+# tests/bench/bench.mk — `make bench`: lfhttpd against nginx and lighttpd (included by
+# the top-level Makefile). Results go to build/bench/ (results.csv, results.md,
+# bench.png); the driver is tests/bench/bench.py.
+#   make bench            5 rounds of 5 s per workload (about 11 minutes)
+#   make bench QUICK=1    2 rounds of 2 s, 1 for the variants (under two minutes)
+#   make bench BENCH_ARGS="--only small_ka,gzip --rounds 3"
+# The server is built with release flags into its own folder, apart from build/lfhttpd.
+
+BENCH_OUT   := build/bench
+BENCH_OBJ   := build/bench-obj
+BENCH_FLAGS := -O2 -DNDEBUG
+# command:package pairs; mod_deflate is its own package on Debian.
+BENCH_PKGS  := wrk:wrk ab:apache2-utils nginx:nginx-light lighttpd:lighttpd \
+               /usr/lib/lighttpd/mod_deflate.so:lighttpd-mod-deflate gnuplot:gnuplot-nox \
+               curl:curl
+
+.PHONY: bench bench-deps bench-build bench-clean
+
+bench: bench-deps bench-build
+	$(PYTHON) tests/bench/bench.py --bin $(BENCH_OUT)/lfhttpd $(if $(QUICK),--quick) $(BENCH_ARGS)
+
+# Missing tools are installed when running as root; otherwise the exact command is
+# printed and make stops. (nginx and lighttpd are found in /usr/sbin even when it is
+# not in PATH.)
+bench-deps:
+	@missing=""; \
+	for pair in $(BENCH_PKGS); do \
+	  cmd=$${pair%%:*}; pkg=$${pair#*:}; \
+	  if [ "$${cmd#/}" != "$$cmd" ]; then [ -e "$$cmd" ] && continue; \
+	  else PATH="$$PATH:/usr/sbin:/sbin" command -v $$cmd >/dev/null 2>&1 && continue; fi; \
+	  missing="$$missing $$pkg"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else \
+	    echo "missing benchmark tools; run: sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+
+# Release build in its own folder, then copied where the driver expects it (copy and
+# rename: a binary still running from an earlier run cannot be overwritten in place).
+bench-build:
+	@$(MAKE) --no-print-directory -j2 B=$(BENCH_OBJ) CFLAGS="$(BENCH_FLAGS)" $(BENCH_OBJ)/lfhttpd
+	@mkdir -p $(BENCH_OUT)
+	@cp $(BENCH_OBJ)/lfhttpd $(BENCH_OUT)/.lfhttpd.tmp && mv -f $(BENCH_OUT)/.lfhttpd.tmp $(BENCH_OUT)/lfhttpd
+
+bench-clean:
+	rm -rf $(BENCH_OUT) $(BENCH_OBJ)

@@ -1,0 +1,1079 @@
+#!/usr/bin/python3
+"""bench.py — `make bench`: lfhttpd side by side with nginx and lighttpd.
+
+    bench.py --bin build/bench/lfhttpd [--quick] [--rounds N] [--duration S]
+             [--only WORKLOAD,...]
+
+Starts the three servers on free loopback ports (configurations from the templates
+beside this file), runs every workload interleaved across the servers (lfhttpd, nginx,
+lighttpd, lfhttpd, nginx, ... for several rounds, so slow drifts of this noisy machine
+hit all three alike), and writes under build/bench/:
+    results.csv   every round's raw figures, then the medians
+    results.md    a Markdown table for the README, with date, machine and commands
+    bench.png     requests/s, requests per server CPU-second and p99 per workload
+The servers are stopped by PID at the end, on failure and on Ctrl-C as well.
+
+The machine has 2 cores and the load generator (wrk or ab, one thread) takes about one
+of them, so the absolute figures say more about the machine than about the servers.
+Requests per server CPU-second (utime+stime of every process of the server, read from
+/proc/PID/stat around each run) is the steadiest figure; the ratios to nginx in the
+same run are what to compare.
+
+Standard library only.
+"""
+import argparse
+import csv
+import datetime
+import os
+import re
+import resource
+import selectors
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+OUT = os.path.join(ROOT, "build", "bench")
+RUN = os.path.join(OUT, "run")
+DOCROOT = os.path.join(OUT, "www")
+
+SERVERS = ("lfhttpd", "nginx", "lighttpd")
+BASELINE = "nginx"
+THREADS = 2               # lfhttpd threads = nginx workers: one per core of this machine
+FD_WANTED = 65536         # 10,000 idle connections + wrk -c1000, in us and in the servers
+IDLE_CONNS = 10000        # the memory workload
+RANDOM_FILES = 10000      # files/00000.html .. files/09999.html
+FD_LIMIT = FD_WANTED      # what raise_fd_limit() could get
+START_TIMEOUT = 10.0      # seconds for a server to start listening
+STOP_TIMEOUT = 5.0        # seconds for a server to exit on SIGTERM before SIGKILL
+MAX_RESTARTS = 3          # a server that keeps dying is not restarted forever
+GZIP_HOW = {              # how each configuration compresses (see the templates)
+    "lfhttpd": "compressed once, then a cached copy",
+    "nginx": "compressed per request",
+    "lighttpd": "compressed per request",
+}
+
+try:
+    CLK_TCK = int(subprocess.run(["getconf", "CLK_TCK"], capture_output=True,
+                                 text=True, check=True).stdout)
+except (OSError, ValueError, subprocess.CalledProcessError):
+    CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def log(msg=""):
+    print(msg, flush=True)
+
+
+# --- workloads -----------------------------------------------------------------------
+
+class Workload:
+    """One load pattern. tool: wrk, ab or mem; variant: which server instances it uses
+    ("main", "log" for the access-log-on servers, "mem" for fresh ones)."""
+
+    def __init__(self, key, title, label, tool="wrk", conns=100, path="/index.html",
+                 headers=(), script=None, variant="main", check=False, skip=None,
+                 variant_of=None):
+        self.key, self.title, self.label = key, title, label
+        self.tool, self.conns, self.path = tool, conns, path
+        self.headers, self.script, self.variant = list(headers), script, variant
+        self.check = check      # ask each server for path first; skip it unless 200
+        self.skip = skip or {}  # server -> why it never runs this workload
+        # A variation on another workload (QUICK=1 gives it one round: the nine
+        # workloads x 3 servers x 2 rounds x 2 s would leave no room in two minutes).
+        self.variant_of = variant_of
+
+    def command(self, url, duration, ab_requests):
+        """The exact load-generator command for this workload against url."""
+        if self.tool == "ab":
+            # -t caps the run at the others' duration (-n after it, or ab takes -n 50000).
+            return ["ab", "-q", "-t", str(duration), "-n", str(ab_requests),
+                    "-c", str(self.conns), "-s", "10", url + self.path]
+        cmd = ["wrk", "-t1", "-c%d" % self.conns, "-d%ds" % duration, "--latency"]
+        for h in self.headers:
+            cmd += ["-H", h]
+        if self.script:
+            cmd += ["-s", os.path.join(HERE, self.script)]
+        return cmd + [url + self.path]
+
+
+WORKLOADS = [
+    Workload("small_ka", "1 KiB file, keep-alive, 100 connections", "1 KiB c100"),
+    Workload("c1000", "1 KiB file, keep-alive, 1000 connections", "1 KiB c1000",
+             conns=1000),
+    Workload("close_wrk", "1 KiB file, Connection: close, 50 connections (wrk)",
+             "close, wrk", conns=50, headers=["Connection: close"]),
+    Workload("close_ab", "1 KiB file, no keep-alive, 50 concurrent (ab; single-threaded, "
+             "saturates first)", "close, ab", tool="ab", conns=50),
+    Workload("large", "10 MiB file, 10 connections", "10 MiB c10", conns=10,
+             path="/big.bin"),
+    Workload("gzip", "100 KiB text, Accept-Encoding: gzip, 50 connections",
+             "gzip 100 KiB", conns=50, path="/text.txt",
+             headers=["Accept-Encoding: gzip"]),
+    Workload("random", "random one of 10,000 small files, 100 connections",
+             "random file", path="/", script="random.lua"),
+    Workload("hello", "dynamic handler /hello, 100 connections", "/hello",
+             path="/hello", check=True, variant_of="small_ka",
+             skip={"lighttpd": "no trivial equivalent in lighttpd"}),
+    Workload("access_log", "1 KiB file, keep-alive, 100 connections, access log on",
+             "access log on", variant="log", variant_of="small_ka"),
+    Workload("memory", "10,000 idle keep-alive connections: resident memory",
+             "memory", tool="mem", variant="mem"),
+]
+
+
+# --- /proc -------------------------------------------------------------------------------
+
+def proc_stat(pid):
+    """(ppid, utime+stime in clock ticks) of one process, or None if it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            s = f.read()
+    except OSError:
+        return None
+    rest = s[s.rindex(")") + 2:].split()  # the name may hold spaces and parentheses
+    return int(rest[1]), int(rest[11]) + int(rest[12])
+
+
+def process_tree(root):
+    """root and all its descendants (nginx: master and workers)."""
+    children = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = proc_stat(int(name))
+            if st:
+                children.setdefault(st[0], []).append(int(name))
+    pids, todo = [], [root]
+    while todo and len(pids) < 1000:
+        pid = todo.pop()
+        pids.append(pid)
+        todo += children.get(pid, [])
+    return pids
+
+
+def cpu_ticks(pids):
+    return sum(st[1] for st in map(proc_stat, pids) if st)
+
+
+def rss_kib(pids):
+    total = 0
+    for pid in pids:
+        try:
+            with open("/proc/%d/status" % pid) as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+# --- servers -------------------------------------------------------------------------
+
+def free_port():
+    """A port free on 127.0.0.1 right now (for servers that need one named)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def fill_template(name, values, dest):
+    with open(os.path.join(HERE, name)) as f:
+        text = f.read()
+    for k, v in values.items():
+        text = text.replace("@%s@" % k, str(v))
+    leftover = re.search(r"^[^#\n]*(@[A-Z_]+@)", text, re.M)
+    if leftover:
+        raise RuntimeError("%s: %s was not filled in" % (name, leftover.group(1)))
+    with open(dest, "w") as f:
+        f.write(text)
+
+
+class Server:
+    """One running server instance: kind (lfhttpd, nginx, lighttpd) and variant."""
+
+    def __init__(self, kind, variant, lfhttpd_bin):
+        self.kind, self.variant, self.bin = kind, variant, lfhttpd_bin
+        self.dir = os.path.join(RUN, "%s-%s" % (kind, variant))
+        self.error_log = os.path.join(self.dir, "error.log")
+        self.access_log = os.path.join(self.dir, "access.log")
+        self.proc, self.port, self.restarts = None, None, 0
+        self.events = []  # crashes and restarts, for the report
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def _access_log_directive(self):
+        on = self.variant == "log"
+        if self.kind == "lfhttpd":
+            return '"%s"' % self.access_log if on else "off"
+        if self.kind == "nginx":
+            return ('access_log "%s" combined buffer=64k flush=1s;' % self.access_log
+                    if on else "access_log off;")
+        return 'accesslog.filename = "%s"' % self.access_log if on else ""
+
+    def _command(self):
+        """Write the configuration and return the command line that runs the server."""
+        values = {"DOCROOT": DOCROOT, "RUNDIR": self.dir, "ERROR_LOG": self.error_log,
+                  "THREADS": THREADS, "WORKERS": THREADS, "PORT": self.port,
+                  "FD_LIMIT": FD_LIMIT, "MAX_CONNS": min(20000, FD_LIMIT // 2),
+                  "ACCESS_LOG": self._access_log_directive(),
+                  "ACCESS_LOG_DIRECTIVE": self._access_log_directive()}
+        conf = os.path.join(self.dir, self.kind + ".conf")
+        fill_template(self.kind + ".conf.in", values, conf)
+        if self.kind == "lfhttpd":
+            self._drop_unknown_optional(conf)
+            return [self.bin, "-c", conf]
+        if self.kind == "nginx":
+            return ["nginx", "-p", self.dir + "/", "-c", conf]
+        return ["lighttpd", "-D", "-f", conf]
+
+    def _drop_unknown_optional(self, conf):
+        """lfhttpd is changing under the benchmark: when `lfhttpd -t` rejects the file,
+        drop the lines marked `# optional` (directives of newer modules) and say so."""
+        check = subprocess.run([self.bin, "-t", "-c", conf], capture_output=True, text=True)
+        if check.returncode == 0:
+            return
+        with open(conf) as f:
+            lines = f.readlines()
+        kept = [ln for ln in lines if not re.search(r";\s*#\s*optional\b", ln)]
+        with open(conf, "w") as f:
+            f.writelines(kept)
+        note = "this lfhttpd rejects its full configuration (%s): run without the " \
+               "optional directives (%s)" % (last_line(check.stdout + check.stderr),
+                                            "; ".join(ln.split(";")[0].strip()
+                                                      for ln in lines if ln not in kept))
+        if note not in self.events:
+            self.events.append(note)
+
+    def start(self):
+        os.makedirs(self.dir, exist_ok=True)
+        for attempt in range(3):  # a port picked for nginx/lighttpd may be taken meanwhile
+            self.port = 0 if self.kind == "lfhttpd" else free_port()
+            open(self.error_log, "w").close()
+            cmd = self._command()
+            out = open(os.path.join(self.dir, "stdout.log"), "w")
+            # Own session: Ctrl-C reaches the driver only, which stops servers in order.
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                         cwd=self.dir, start_new_session=True)
+            out.close()
+            if self._wait_ready():
+                return
+            self.stop(check_exit=False)
+        raise RuntimeError("%s did not start: %s\n%s" % (self.kind, " ".join(cmd),
+                                                         self.log_tail()))
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            if self.kind == "lfhttpd":
+                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", self.read_error_log())
+                if m:
+                    self.port = int(m.group(1))
+            if self.port and port_open(self.port):
+                # nginx: wait for every worker too, or the first run meets only one.
+                if self.kind != "nginx" or len(self.pids()) >= THREADS + 1:
+                    return True
+            time.sleep(0.05)
+        return False
+
+    def read_error_log(self):
+        try:
+            with open(self.error_log, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def log_tail(self, lines=15):
+        text = self.read_error_log()
+        try:
+            with open(os.path.join(self.dir, "stdout.log"), errors="replace") as f:
+                text += f.read()
+        except OSError:
+            pass
+        return "\n".join(text.splitlines()[-lines:])
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def note_exit(self, where):
+        """Record how the server ended (for the report), with its last log lines."""
+        code = self.proc.returncode
+        what = "exited with status %s" % code if code >= 0 else "killed by signal %d" % -code
+        self.events.append("%s (%s) %s %s; last log lines:\n%s"
+                           % (self.kind, self.variant, what, where, self.log_tail()))
+        log("  !! %s (%s) %s %s" % (self.kind, self.variant, what, where))
+
+    def ensure_running(self, where):
+        """Restart a server that died (bounded), noting when and how it ended."""
+        if self.alive():
+            return True
+        self.note_exit("before " + where)
+        if self.restarts >= MAX_RESTARTS:
+            return False
+        self.restarts += 1
+        self.start()
+        return True
+
+    def pids(self):
+        return process_tree(self.proc.pid) if self.alive() else []
+
+    def stop(self, check_exit=True):
+        """SIGTERM, wait, then SIGKILL by PID: the master and every process it had.
+        check_exit: a server found dead, or not exiting 0 on SIGTERM, is noted."""
+        if self.proc is None:
+            return
+        pids = self.pids()
+        if self.proc.poll() is not None:
+            if check_exit:
+                self.note_exit("before it was stopped")
+        else:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_TIMEOUT)
+                if check_exit and self.proc.returncode != 0:
+                    self.note_exit("on SIGTERM")
+            except subprocess.TimeoutExpired:
+                if check_exit:
+                    self.events.append("%s (%s) did not exit within %.0f s of SIGTERM: killed"
+                                       % (self.kind, self.variant, STOP_TIMEOUT))
+                self.proc.kill()
+                self.proc.wait(STOP_TIMEOUT)
+        for pid in pids[1:]:  # workers left behind by a master that was killed
+            if proc_stat(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+# --- load generators -------------------------------------------------------------------
+
+TIME_MS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}
+SIZE_B = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 1024 ** 4}
+
+
+def parse_wrk(out):
+    """wrk's summary: requests, seconds, bytes, req/s, p50/p99 (ms), errors."""
+    r = {}
+    m = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m|h), ([\d.]+)([KMGT]?B) read", out)
+    if not m:
+        return None
+    r["requests"] = int(m.group(1))
+    r["seconds"] = float(m.group(2)) * TIME_MS[m.group(3)] / 1000
+    r["bytes"] = float(m.group(4)) * SIZE_B[m.group(5)]
+    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    r["rps"] = float(m.group(1)) if m else r["requests"] / max(r["seconds"], 1e-9)
+    for pct in ("50", "99"):
+        m = re.search(r"^\s+%s%%\s+([\d.]+)(us|ms|s|m|h)\s*$" % pct, out, re.M)
+        r["p" + pct] = float(m.group(1)) * TIME_MS[m.group(2)] if m else None
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    r["socket_errors"] = sum(map(int, m.groups())) if m else 0
+    r["socket_detail"] = ("connect %s read %s write %s timeout %s" % m.groups()) if m else ""
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    r["non2xx"] = int(m.group(1)) if m else 0
+    return r
+
+
+def parse_ab(out, asked, code):
+    """ab's summary, in the same terms as parse_wrk (ab reports whole milliseconds)."""
+    r = {}
+    m = re.search(r"^Complete requests:\s+(\d+)", out, re.M)
+    if not m:
+        return None
+    r["requests"] = int(m.group(1))
+    m = re.search(r"^Time taken for tests:\s+([\d.]+) seconds", out, re.M)
+    r["seconds"] = float(m.group(1)) if m else None
+    m = re.search(r"^Total transferred:\s+(\d+) bytes", out, re.M)
+    r["bytes"] = float(m.group(1)) if m else 0.0
+    m = re.search(r"^Requests per second:\s+([\d.]+)", out, re.M)
+    r["rps"] = float(m.group(1)) if m else None
+    for pct in ("50", "99"):
+        m = re.search(r"^\s+%s%%\s+(\d+)" % pct, out, re.M)
+        r["p" + pct] = float(m.group(1)) if m else None
+    m = re.search(r"^Failed requests:\s+(\d+)", out, re.M)
+    failed = int(m.group(1)) if m else 0
+    # ab gives up on a reset connection (and exits non-zero): the requests it never made
+    # count as errors then. With -t, fewer than asked is just the time limit.
+    lost = max(0, asked - r["requests"]) if code != 0 else 0
+    r["socket_errors"] = failed + lost
+    r["socket_detail"] = "failed %d, not completed %d" % (failed, lost)
+    m = re.search(r"^Non-2xx responses:\s+(\d+)", out, re.M)
+    r["non2xx"] = int(m.group(1)) if m else 0
+    return r
+
+
+def last_line(text):
+    lines = text.strip().splitlines()
+    return lines[-1][:160] if lines else ""
+
+
+def run_load(server, wl, opts, record=True):
+    """One run of wl's load generator against server; server CPU measured around it."""
+    cmd = wl.command(server.url, opts.duration if record else opts.warmup, opts.ab_requests)
+    pids = server.pids()
+    before = cpu_ticks(pids)
+    timeout = (opts.duration if record else opts.warmup) + 60
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
+                           timeout=timeout)
+        out, code = p.stdout + p.stderr, p.returncode
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout or ""
+        out, code = out.decode(errors="replace") if isinstance(out, bytes) else out, "timeout"
+    after = cpu_ticks(pids)
+    if not record:
+        return None
+    r = parse_wrk(out) if wl.tool == "wrk" else parse_ab(out, opts.ab_requests, code)
+    if r is None:
+        return {"failed": "%s gave no summary (exit %s): %s" % (cmd[0], code, last_line(out))}
+    if code != 0:
+        r["socket_detail"] += " (exit %s: %s)" % (code, last_line(out))
+        r["socket_errors"] = r["socket_errors"] or 1
+    r["errors"] = r["socket_errors"] + r["non2xx"]
+    r["cpu_s"] = (after - before) / CLK_TCK
+    r["req_per_cpu_s"] = r["requests"] / r["cpu_s"] if r["cpu_s"] > 0 else None
+    r["mib_s"] = r["bytes"] / r["seconds"] / 1024 ** 2 if r["seconds"] else None
+    return r
+
+
+def run_memory(lfhttpd_bin, notices):
+    """Fresh servers, warmed up; RSS of each before and with IDLE_CONNS idle connections
+    to it. The three are measured side by side (resident memory does not depend on
+    timing, and it saves time). Returns {server: result}; crashes go to notices."""
+    servers = {k: Server(k, "mem", lfhttpd_bin) for k in SERVERS}
+    helpers, results = {}, {}
+    try:
+        for srv in servers.values():
+            srv.start()
+            # Warm up, so lazily made state (buffers, thread stacks, caches) is in "before".
+            subprocess.run(["ab", "-q", "-k", "-n", "2000", "-c", "20",
+                            srv.url + "/index.html"], capture_output=True, timeout=60)
+        time.sleep(0.2)
+        before = {k: rss_kib(srv.pids()) for k, srv in servers.items()}
+        for k, srv in servers.items():
+            helpers[k] = subprocess.Popen(
+                [sys.executable, os.path.join(HERE, "idle_conns.py"), "127.0.0.1",
+                 str(srv.port), str(IDLE_CONNS), "/index.html"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        lines = {k: read_line(h, 150) for k, h in helpers.items()}
+        time.sleep(0.3)  # every connection has had its response: let the servers settle
+        for k, srv in servers.items():
+            results[k] = memory_result(lines[k], before[k], rss_kib(srv.pids()), srv.alive())
+        return results
+    finally:
+        for h in helpers.values():  # let go of the connections, then stop the servers
+            try:
+                h.communicate("\n", timeout=30)
+            except subprocess.TimeoutExpired:
+                h.kill()
+                h.wait()
+        for srv in servers.values():
+            srv.stop()  # notes a server that died or did not exit cleanly
+            notices += srv.events
+
+
+def memory_result(line, before, after, alive):
+    """One server's figures from idle_conns.py's "open N failed F" and its RSS (KiB)."""
+    m = re.match(r"open (\d+) failed (\d+)", line or "")
+    if not m:
+        return {"failed": "idle_conns.py: %r" % line}
+    opened, failed = int(m.group(1)), int(m.group(2))
+    died = 0 if alive else 1
+    return {"requests": opened, "errors": failed + died, "socket_errors": failed + died,
+            "non2xx": 0, "socket_detail": "server died" if died else "",
+            "rss_before_kib": before, "rss_after_kib": after,
+            "bytes_per_conn": (after - before) * 1024 / opened if opened else None}
+
+
+def read_line(proc, timeout):
+    """One line of proc's stdout within timeout seconds (None if not)."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        if sel.select(timeout):
+            return proc.stdout.readline()
+    return None
+
+
+def curl_headers(url, *headers):
+    """Status line and headers of a GET, from curl (body discarded), plus body size."""
+    cmd = ["curl", "-s", "-o", "/dev/null", "-D", "-", "-w", "SIZE %{size_download}\n",
+           "--max-time", "10"]
+    for h in headers:
+        cmd += ["-H", h]
+    out = subprocess.run(cmd + [url], capture_output=True, text=True).stdout
+    status = re.match(r"HTTP/\S+ (\d+)", out)
+    enc = re.search(r"^content-encoding:\s*(\S+)", out, re.M | re.I)
+    size = re.search(r"^SIZE (\d+)", out, re.M)
+    return (int(status.group(1)) if status else None, enc.group(1) if enc else "identity",
+            int(size.group(1)) if size else None)
+
+
+# --- document root ---------------------------------------------------------------------
+
+DOCROOT_VERSION = "2"  # bump when the files change: they are made again
+
+
+def make_docroot():
+    """index.html (1 KiB), text.txt (100 KiB of compressible text), big.bin (10 MiB of
+    incompressible bytes), files/ (10,000 small files). Reused when already there."""
+    stamp = os.path.join(DOCROOT, ".complete")
+    if os.path.exists(stamp) and open(stamp).read() == DOCROOT_VERSION:
+        return
+    shutil.rmtree(DOCROOT, ignore_errors=True)
+    os.makedirs(os.path.join(DOCROOT, "files"))
+    head = "<!DOCTYPE html>\n<html><head><title>bench</title></head><body>\n<p>"
+    tail = "</p>\n</body></html>\n"
+    with open(os.path.join(DOCROOT, "index.html"), "w") as f:
+        f.write(head + "x" * (1024 - len(head) - len(tail)) + tail)
+    # Text from a small vocabulary in a pseudo-random order: compresses like prose
+    # (about 4:1 at gzip level 1), not like one repeated line.
+    words = ("the server leader follower thread event handle request response file "
+             "connection socket buffer header body kernel epoll promote queue").split()
+    seed, text, size = 1, [], 0
+    while size < 100 * 1024:
+        seed = (seed * 1103515245 + 12345) % 2 ** 31
+        text.append(words[(seed >> 16) % len(words)] + ("\n" if seed % 13 == 0 else " "))
+        size += len(text[-1])
+    with open(os.path.join(DOCROOT, "text.txt"), "w") as f:
+        f.write("".join(text)[:100 * 1024])
+    with open(os.path.join(DOCROOT, "big.bin"), "wb") as f:
+        f.write(os.urandom(10 * 1024 * 1024))
+    for i in range(RANDOM_FILES):
+        with open(os.path.join(DOCROOT, "files", "%05d.html" % i), "w") as f:
+            f.write("<html><body>file %05d %s</body></html>\n" % (i, "y" * (200 + i % 800)))
+    with open(stamp, "w") as f:
+        f.write(DOCROOT_VERSION)
+
+
+# --- figures and output ----------------------------------------------------------------
+
+def median(rows, key):
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def summarize(results):
+    """{(workload, server): medians over rounds}, plus error totals."""
+    summary = {}
+    for (wk, sv), rows in results.items():
+        ok = [r for r in rows if "failed" not in r]
+        s = {k: median(ok, k) for k in ("rps", "p50", "p99", "req_per_cpu_s", "mib_s",
+                                         "cpu_s", "requests", "seconds", "rss_before_kib",
+                                         "rss_after_kib", "bytes_per_conn")}
+        for k in ("errors", "socket_errors", "non2xx"):
+            s[k] = sum(r.get(k, 0) for r in ok)
+        s["runs_with_errors"] = sum(1 for r in ok if r.get("errors"))
+        s["runs"] = len(rows)
+        s["failed_runs"] = len(rows) - len(ok)
+        summary[(wk, sv)] = s
+    return summary
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def fmt(v, kind):
+    if v is None:
+        return "-"
+    if kind == "int":
+        return "{:,.0f}".format(v)
+    if kind == "ratio":
+        return "%.2f" % v
+    if kind == "ms":
+        return "%.3g" % v if v < 100 else "%.0f" % v
+    if kind == "mib":
+        return "%.1f" % v
+    return str(v)
+
+
+def table_rows(summary, notes, skipped):
+    """Rows of the results table (a list of lists of strings), workload by workload."""
+    head = ["workload", "server", "req/s", "x nginx", "p50 ms", "p99 ms", "p99 x nginx",
+            "req/CPU-s", "x nginx", "errors", "notes"]
+    rows = []
+    for wl in WORKLOADS:
+        if wl.tool == "mem":
+            continue
+        base = summary.get((wl.key, BASELINE))
+        for sv in SERVERS:
+            note = notes.get((wl.key, sv), "")
+            if (wl.key, sv) in skipped:
+                rows.append([wl.label, sv, "skipped", "", "", "", "", "", "", "",
+                             skipped[(wl.key, sv)]])
+                continue
+            s = summary.get((wl.key, sv))
+            if not s:
+                continue
+            errs = "0" if not s["errors"] else "%d (%d/%d runs) !" % (
+                s["errors"], s["runs_with_errors"], s["runs"])
+            if s["failed_runs"]:
+                errs += " %d runs failed" % s["failed_runs"]
+            b = base or {}
+            rows.append([wl.label, sv, fmt(s["rps"], "int"),
+                         fmt(ratio(s["rps"], b.get("rps")), "ratio"),
+                         fmt(s["p50"], "ms"), fmt(s["p99"], "ms"),
+                         fmt(ratio(s["p99"], b.get("p99")), "ratio"),
+                         fmt(s["req_per_cpu_s"], "int"),
+                         fmt(ratio(s["req_per_cpu_s"], b.get("req_per_cpu_s")), "ratio"),
+                         errs, note])
+    return head, rows
+
+
+def memory_rows(summary):
+    head = ["server", "RSS before (KiB)", "RSS with 10,000 idle (KiB)", "bytes/connection",
+            "x nginx", "errors"]
+    rows = []
+    base = summary.get(("memory", BASELINE), {})
+    for sv in SERVERS:
+        s = summary.get(("memory", sv))
+        if not s:
+            continue
+        rows.append([sv, fmt(s["rss_before_kib"], "int"), fmt(s["rss_after_kib"], "int"),
+                     fmt(s["bytes_per_conn"], "int"),
+                     fmt(ratio(s["bytes_per_conn"], base.get("bytes_per_conn")), "ratio"),
+                     str(s["errors"]) + (" !" if s["errors"] else "")])
+    return head, rows
+
+
+def text_table(head, rows):
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    line = lambda r: "  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip()
+    return "\n".join([line(head), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def md_table(head, rows):
+    esc = lambda x: str(x).replace("|", "\\|")
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(out + ["| " + " | ".join(esc(x) for x in r) + " |" for r in rows])
+
+
+CSV_FIELDS = ["workload", "server", "round", "requests", "seconds", "rps", "p50_ms",
+              "p99_ms", "mib_s", "socket_errors", "non2xx", "errors", "cpu_s",
+              "req_per_cpu_s", "rss_before_kib", "rss_after_kib", "bytes_per_conn", "detail"]
+
+
+def csv_value(v):
+    return round(v, 4) if isinstance(v, float) else v
+
+
+def write_csv(path, results, summary):
+    """Every round's raw figures, then one "median" row per workload and server."""
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_FIELDS)
+        for (wk, sv), rows in results.items():
+            for i, r in enumerate(rows, 1):
+                w.writerow([wk, sv, i] + [csv_value(r.get(k)) for k in (
+                    "requests", "seconds", "rps", "p50", "p99", "mib_s", "socket_errors",
+                    "non2xx", "errors", "cpu_s", "req_per_cpu_s", "rss_before_kib",
+                    "rss_after_kib", "bytes_per_conn")] +
+                    [r.get("failed") or r.get("socket_detail", "")])
+        for (wk, sv), s in summary.items():
+            w.writerow([wk, sv, "median"] + [csv_value(s.get(k)) for k in (
+                "requests", "seconds", "rps", "p50", "p99", "mib_s", "socket_errors",
+                "non2xx", "errors", "cpu_s", "req_per_cpu_s", "rss_before_kib",
+                "rss_after_kib", "bytes_per_conn")] + ["errors: total over the rounds"])
+
+
+def write_plot(summary, skipped):
+    """bench.png from a data file and bench.gp: one row per workload, one column per
+    server and figure. Skipped or missing values are NaN (no bar)."""
+    dat = os.path.join(OUT, "plot.dat")
+    if not any(v.get("rps") for (wk, sv), v in summary.items() if (wk, sv) not in skipped):
+        log("no throughput figures: no plot")
+        return None
+    with open(dat, "w") as f:
+        f.write("# workload " + " ".join("rps_%s cpu_%s p99_%s" % (s, s, s) for s in SERVERS)
+                + "\n")
+        for wl in WORKLOADS:
+            if wl.tool == "mem":
+                continue
+            vals = []
+            for key in ("rps", "req_per_cpu_s", "p99"):
+                for sv in SERVERS:
+                    s = summary.get((wl.key, sv))
+                    v = None if (wl.key, sv) in skipped or not s else s[key]
+                    vals.append("NaN" if v is None else "%.6g" % v)
+            f.write('"%s" %s\n' % (wl.label, " ".join(vals)))
+    png = os.path.join(OUT, "bench.png")
+    subtitle = "median over rounds; 2 cores shared with the load generator (noisy)"
+    p = subprocess.run(["gnuplot", "-e", "datafile='%s'; outfile='%s'; subtitle='%s'"
+                        % (dat, png, subtitle), os.path.join(HERE, "bench.gp")],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        log("gnuplot failed: " + p.stderr.strip())
+    return png
+
+
+def machine_info():
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            m = re.search(r"^model name\s*:\s*(.+)$", f.read(), re.M)
+            model = m.group(1).strip() if m else model
+    except OSError:
+        pass
+    return {"nproc": os.cpu_count(), "cpu": model, "kernel": os.uname().release}
+
+
+def versions(lfhttpd_bin):
+    """Short version strings of the servers and load generators."""
+    def version(cmd, pattern):
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return "?"
+        m = re.search(pattern, p.stdout + p.stderr)
+        return m.group(0) if m else "?"
+    commit = version(["git", "-C", ROOT, "describe", "--always", "--dirty"], r"\S+")
+    return {"lfhttpd": version([lfhttpd_bin, "-V"], r"lfhttpd \S+") + " (git %s)" % commit,
+            "nginx": version(["nginx", "-v"], r"nginx/\S+"),
+            "lighttpd": version(["lighttpd", "-v"], r"lighttpd/\S+"),
+            "wrk": version(["wrk", "-v"], r"wrk \S+"),
+            "ab": version(["ab", "-V"], r"ApacheBench, Version \S+")}
+
+
+def write_markdown(path, opts, workloads, tables, machine, vers, notices):
+    """results.md: the tables ready for the README, with date, machine and commands."""
+    (head, rows), (mhead, mrows) = tables
+    cmds = []
+    for wl in workloads:
+        if wl.tool == "mem":
+            cmds.append("- %s: `tests/bench/idle_conns.py 127.0.0.1 PORT %d /index.html` "
+                        "on a freshly started server (after `ab -k -n 2000 -c 20`); VmRSS "
+                        "summed over the server's processes before and with the "
+                        "connections open" % (wl.label, IDLE_CONNS))
+        else:
+            c = wl.command("http://127.0.0.1:PORT", opts.duration, opts.ab_requests)
+            c = [x.replace(HERE, "tests/bench") for x in c]
+            cmds.append("- %s: `%s`%s" % (wl.label, " ".join(
+                "'%s'" % x if " " in x else x for x in c),
+                " (servers started with their access log on)" if wl.variant == "log" else ""))
+    text = [
+        "## Benchmark: lfhttpd, nginx and lighttpd",
+        "",
+        "Measured %s with `make bench%s` (%d rounds of %d s per workload, the servers "
+        "interleaved in each round; the figures are medians over the rounds, the ratios "
+        "are to nginx in the same run)." % (
+            datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+            " QUICK=1" if opts.quick else "", opts.rounds, opts.duration) + (
+            " QUICK=1 gives the variant workloads (access log on, /hello) one round."
+            if opts.quick else ""),
+        "",
+        "Machine: %d cores (`nproc`), %s, Linux %s. The load generator (wrk or ab, one "
+        "thread) runs on the same cores and takes about one of them; the machine is shared "
+        "and noisy, so requests per server CPU-second is the steadiest figure." % (
+            machine["nproc"], machine["cpu"], machine["kernel"]),
+        "",
+        "Servers: %s (%d threads); %s (%d workers); %s (single process, event loop). "
+        "Load: %s; %s. Configurations: `tests/bench/*.conf.in`." % (
+            vers["lfhttpd"], THREADS, vers["nginx"], THREADS, vers["lighttpd"],
+            vers["wrk"], vers["ab"]),
+        "",
+        md_table(head, rows),
+        "",
+    ]
+    if mrows:
+        text += ["Memory with %d idle keep-alive connections (resident set summed over the "
+                 "server's processes, a fresh server per round, median over rounds):"
+                 % IDLE_CONNS, "", md_table(mhead, mrows), ""]
+    if notices:
+        # A notice may end with a server's log lines: keep them inside the list item.
+        text += ["Notes:", ""] + ["- " + n.replace("\n", "\n    ") for n in notices] + [""]
+    text += ["Commands (PORT is the server's port; wrk runs with `-t1`, one thread):", ""]
+    text += cmds + [""]
+    with open(path, "w") as f:
+        f.write("\n".join(text))
+
+
+# --- the run -----------------------------------------------------------------------------
+
+def raise_fd_limit():
+    """wrk -c1000 and 10,000 idle connections need descriptors; the servers inherit
+    the limit (nginx and lighttpd are told it). Returns the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (FD_WANTED, max(hard, FD_WANTED)))
+        return FD_WANTED
+    except (ValueError, OSError):
+        # Raising the hard limit needs CAP_SYS_RESOURCE; containers often lack it.
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        if hard < IDLE_CONNS + 1000:  # the client and each server: one per connection
+            log("note: descriptor limit %d (raising it needs CAP_SYS_RESOURCE): too low for "
+                "%d idle connections" % (hard, IDLE_CONNS))
+        return hard
+
+
+def check_workload(wl, servers):
+    """Skip reasons for servers that cannot run wl: (workload, server) -> reason."""
+    skipped = {(wl.key, sv): why for sv, why in wl.skip.items()}
+    if wl.check:
+        for sv, srv in servers.items():
+            if (wl.key, sv) not in skipped:
+                status, _, _ = curl_headers(srv.url + wl.path)
+                if status != 200:
+                    skipped[(wl.key, sv)] = "%s answers %s: no handler yet" % (wl.path, status)
+    return skipped
+
+
+def describe(r, wl):
+    """One line about one run, for the progress output."""
+    if "failed" in r:
+        return "FAILED: " + r["failed"]
+    if "bytes_per_conn" in r:
+        return "RSS %s -> %s KiB, %s B/conn, %d errors" % (
+            fmt(r["rss_before_kib"], "int"), fmt(r["rss_after_kib"], "int"),
+            fmt(r["bytes_per_conn"], "int"), r["errors"])
+    extra = ", %.0f MiB/s" % r["mib_s"] if wl.key == "large" and r.get("mib_s") else ""
+    err = ", %d errors (%s, non-2xx %d)" % (r["errors"], r["socket_detail"], r["non2xx"]) \
+        if r["errors"] else ""
+    return "%s req/s, p50 %s ms, p99 %s ms, %s req/CPU-s%s%s" % (
+        fmt(r["rps"], "int"), fmt(r["p50"], "ms"), fmt(r["p99"], "ms"),
+        fmt(r["req_per_cpu_s"], "int"), extra, err)
+
+
+class Bench:
+    """One `make bench`: the server instances, and what the runs found."""
+
+    def __init__(self, opts):
+        self.opts = opts
+        self.workloads = [w for w in WORKLOADS if not opts.only or w.key in opts.only]
+        self.instances = {}  # (variant, kind) -> Server
+        self.results = {}    # (workload, server) -> [one dict per round]
+        self.notes = {}      # (workload, server) -> text for the table
+        self.skipped = {}    # (workload, server) -> why
+        self.notices = []    # crashes and other surprises
+        self.t0 = time.monotonic()
+
+    def say(self, msg):
+        log("[%4.0fs] %s" % (time.monotonic() - self.t0, msg))
+
+    def start_servers(self):
+        """The long-lived instances: "main" (access log off) and "log" (on), if used."""
+        variants = sorted({w.variant for w in self.workloads} - {"mem"})
+        for variant in variants:
+            for kind in SERVERS:
+                srv = Server(kind, variant, self.opts.bin)
+                self.instances[(variant, kind)] = srv
+                srv.start()
+                self.say("started %-8s (%s) on 127.0.0.1:%d, pid %d" % (
+                    kind, variant, srv.port, srv.proc.pid))
+
+    def check_gzip(self):
+        """What each server really sends for the gzip workload (curl, once)."""
+        for kind in SERVERS:
+            srv = self.instances.get(("main", kind))
+            if srv:
+                status, enc, size = curl_headers(srv.url + "/text.txt", "Accept-Encoding: gzip")
+                self.notes[("gzip", kind)] = "sent %s, %s bytes (status %s); %s" % (
+                    enc, fmt(size, "int"), status, GZIP_HOW[kind] if enc == "gzip" else
+                    "not compressed")
+
+    def record(self, wl, kind, r, rnd, rounds):
+        self.results.setdefault((wl.key, kind), []).append(r)
+        self.say("round %d/%d %-8s %s" % (rnd + 1, rounds, kind, describe(r, wl)))
+
+    def rounds(self, wl):
+        return 1 if self.opts.quick and wl.variant_of else self.opts.rounds
+
+    def run_load_workload(self, wl):
+        """Warm-up, then rounds of A B C: each server once per round, in turn."""
+        servers = {k: self.instances[(wl.variant, k)] for k in SERVERS}
+        skip = check_workload(wl, servers)
+        self.skipped.update(skip)
+        for (_, kind), why in skip.items():
+            self.say("skipping %s: %s" % (kind, why))
+        active = [k for k in SERVERS if (wl.key, k) not in skip]
+        if self.opts.quick and "lfhttpd" not in active:
+            # A smoke run has no time for figures that compare nothing to lfhttpd.
+            self.say("QUICK: skipping the workload for all servers")
+            for kind in active:
+                self.skipped[(wl.key, kind)] = "QUICK=1: lfhttpd cannot run it"
+            return
+        if self.opts.warmup:
+            for kind in active:
+                if servers[kind].ensure_running(wl.key + " warm-up"):
+                    run_load(servers[kind], wl, self.opts, record=False)
+        rounds = self.rounds(wl)
+        for rnd in range(rounds):
+            for kind in active:
+                srv = servers[kind]
+                if not srv.ensure_running("%s round %d" % (wl.key, rnd + 1)):
+                    r = {"failed": "%s is down" % kind}
+                else:
+                    r = run_load(srv, wl, self.opts)
+                    if "failed" not in r and not srv.alive():
+                        r["socket_detail"] += "; the server died during the run"
+                        r["errors"] += 1
+                self.record(wl, kind, r, rnd, rounds)
+
+    def run_memory_workload(self, wl):
+        for rnd in range(self.opts.mem_rounds):
+            found = run_memory(self.opts.bin, self.notices)
+            for kind in SERVERS:
+                self.record(wl, kind, found[kind], rnd, self.opts.mem_rounds)
+
+    def run_all(self):
+        """Every workload; the servers are stopped whatever happens."""
+        try:
+            self.start_servers()
+            self.check_gzip()
+            for wl in self.workloads:
+                log("\n-- %s: %s%s" % (wl.key, wl.title, " (QUICK=1: one round)"
+                                        if wl.tool != "mem" and self.rounds(wl) == 1
+                                        and self.opts.quick else ""))
+                if wl.tool == "mem":
+                    self.run_memory_workload(wl)
+                else:
+                    self.run_load_workload(wl)
+        finally:
+            for srv in self.instances.values():
+                srv.stop()
+            for srv in self.instances.values():
+                self.notices += srv.events
+        self.elapsed = time.monotonic() - self.t0
+
+    def check_access_logs(self):
+        """Did the "access log on" servers log every request? (Then drop the big files.)"""
+        for kind in SERVERS:
+            srv = self.instances.get(("log", kind))
+            rows = self.results.get(("access_log", kind))
+            if not (srv and rows):
+                continue
+            lines = count_lines(srv.access_log)
+            done = sum(r.get("requests", 0) for r in rows if "failed" not in r)
+            self.notes[("access_log", kind)] = "%s log lines for %s requests measured%s" % (
+                fmt(lines, "int"), fmt(done, "int"), " + warm-up" if self.opts.warmup else "")
+            try:
+                os.remove(srv.access_log)  # hundreds of MB after a full run
+            except OSError:
+                pass
+
+    def report(self, machine, vers):
+        """The table on stdout, results.csv, results.md and bench.png."""
+        self.check_access_logs()
+        summary = summarize(self.results)
+        for kind in SERVERS:
+            s = summary.get(("large", kind))
+            if s and s["mib_s"]:
+                self.notes[("large", kind)] = "%.0f MiB/s" % s["mib_s"]
+        head, rows = table_rows(summary, self.notes, self.skipped)
+        mhead, mrows = memory_rows(summary)
+        log("\n== Results: medians over rounds; x nginx = ratio to nginx's median in this "
+            "run; p99 from wrk's latency distribution (ab's: whole ms)")
+        log("Machine: %d cores shared with the load generator, noisy; requests per server "
+            "CPU-second is the steadiest figure.\n" % machine["nproc"])
+        log(text_table(head, rows))
+        if mrows:
+            log("\nMemory: %d idle keep-alive connections (a fresh server per round; VmRSS "
+                "summed over its processes; kernel socket memory not included)\n" % IDLE_CONNS)
+            log(text_table(mhead, mrows))
+        if self.notices:
+            log("\nNotes:")
+            for n in self.notices:
+                log("  - " + n)
+        csv_path = os.path.join(OUT, "results.csv")
+        md_path = os.path.join(OUT, "results.md")
+        write_csv(csv_path, self.results, summary)
+        write_markdown(md_path, self.opts, self.workloads, ((head, rows), (mhead, mrows)),
+                       machine, vers, self.notices)
+        png = write_plot(summary, self.skipped)
+        log("\nWrote %s (benchmark %.0f s)" % (", ".join(
+            os.path.relpath(p, ROOT) for p in (csv_path, md_path, png) if p), self.elapsed))
+
+
+def run(opts):
+    global FD_LIMIT
+    FD_LIMIT = raise_fd_limit()
+    machine = machine_info()
+    log("== make bench%s: lfhttpd vs nginx vs lighttpd" % (" QUICK=1" if opts.quick else ""))
+    log("Machine: %d cores (%s), Linux %s. The load generator shares these cores and takes"
+        " about one of them; the machine is noisy. Compare medians and ratios to nginx;"
+        " requests per server CPU-second is the steadiest figure." % (
+            machine["nproc"], machine["cpu"], machine["kernel"]))
+    log("%d rounds of %d s per workload, servers interleaved in each round." % (
+        opts.rounds, opts.duration))
+    make_docroot()
+    shutil.rmtree(RUN, ignore_errors=True)
+    os.makedirs(RUN)
+    bench = Bench(opts)
+    bench.run_all()
+    bench.report(machine, versions(opts.bin))
+    return 0
+
+
+def count_lines(path):
+    n = 0
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                n += chunk.count(b"\n")
+    except OSError:
+        return None
+    return n
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--bin", default=os.path.join(OUT, "lfhttpd"), help="lfhttpd binary")
+    p.add_argument("--quick", action="store_true", help="2 rounds of 2 s, one round for the variant "
+                   "workloads (access log on, /hello), one memory round (QUICK=1)")
+    p.add_argument("--rounds", type=int, help="rounds per workload (default 5, quick 2)")
+    p.add_argument("--duration", type=int, help="seconds per run (default 5, quick 2)")
+    p.add_argument("--warmup", type=int, help="warm-up seconds per server and workload "
+                   "(default 1, quick 0)")
+    p.add_argument("--mem-rounds", type=int, help="rounds of the memory workload "
+                   "(default 3, quick 1)")
+    p.add_argument("--ab-requests", type=int, default=20000, help="ab -n (default 20000)")
+    p.add_argument("--only", help="comma-separated workloads: " +
+                   ",".join(w.key for w in WORKLOADS))
+    o = p.parse_args(argv)
+    o.bin = os.path.abspath(o.bin)  # servers run in their own directories
+    o.rounds = o.rounds or (2 if o.quick else 5)
+    o.duration = o.duration or (2 if o.quick else 5)
+    o.warmup = o.warmup if o.warmup is not None else (0 if o.quick else 1)
+    o.mem_rounds = o.mem_rounds or (1 if o.quick else 3)
+    o.only = set(o.only.split(",")) if o.only else None
+    if o.only and o.only - {w.key for w in WORKLOADS}:
+        p.error("unknown workload in --only: %s" % ", ".join(o.only - {w.key for w in WORKLOADS}))
+    return o
+
+
+def main(argv):
+    opts = parse_args(argv)
+    if not os.access(opts.bin, os.X_OK):
+        log("bench: %s is not built" % opts.bin)
+        return 2
+
+    def on_signal(signum, _frame):
+        raise KeyboardInterrupt("signal %d" % signum)
+    # SIGINT too: a shell that starts us in the background sets it to "ignore", and
+    # Python then installs no KeyboardInterrupt handler of its own.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    try:
+        return run(opts)
+    except KeyboardInterrupt:
+        log("\nbench: interrupted; servers stopped")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
