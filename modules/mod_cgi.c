@@ -511,22 +511,6 @@ struct cgi_target {
     size_t script_name_len;     /* req->path[0..this) is SCRIPT_NAME */
 };
 
-static int errno_status(int err)
-{
-    switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-        return 404;
-    case ENAMETOOLONG:
-        return 414;
-    case EMFILE:
-    case ENFILE:
-    case ENOMEM:
-        return 503;
-    default: /* EXDEV (a way out), ELOOP, EACCES... */
-        return 403;
-    }
-}
 
 /* stat rel beneath the mount's directory, never leaving it. Returns 0 or -errno. */
 static int stat_beneath(const struct cgi_dir *d, const char *rel, struct stat *sb)
@@ -558,7 +542,7 @@ static int cgi_resolve(const struct cgi_dir *d, const struct request *req,
         struct stat sb;
         int rc = stat_beneath(d, t->rel, &sb);
         if (rc < 0)
-            return errno_status(-rc);
+            return http_status_for_errno(-rc);
         if (S_ISREG(sb.st_mode)) {
             if (!(sb.st_mode & (S_IXUSR | S_IXGRP | S_IXOTH)))
                 return 403;

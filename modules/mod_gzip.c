@@ -682,40 +682,6 @@ static bool variant_etag(const struct response *r, char *out, size_t cap)
     return n > 0 && (size_t)n < cap;
 }
 
-/* Does the If-Match / If-None-Match list contain etag? weak: weak comparison (W/ ignored on
- * both sides); strong: a weak tag never matches. "*" matches anything. */
-static bool etag_list_matches(struct http_slice list, const char *etag, bool weak)
-{
-    const char *tag = etag;
-    bool tag_weak = strncmp(tag, "W/", 2) == 0;
-    if (tag_weak)
-        tag += 2;
-    size_t tl = strlen(tag);
-    const char *p = list.p, *end = list.p + list.len;
-    while (p < end) {
-        while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
-            p++;
-        if (p >= end)
-            break;
-        if (*p == '*')
-            return true;
-        bool is_weak = false;
-        if (end - p >= 2 && p[0] == 'W' && p[1] == '/') {
-            is_weak = true;
-            p += 2;
-        }
-        if (p >= end || *p != '"')
-            return false; /* malformed: no match */
-        const char *q = memchr(p + 1, '"', (size_t)(end - p - 1));
-        if (!q)
-            return false;
-        size_t len = (size_t)(q - p + 1);
-        if ((weak || (!is_weak && !tag_weak)) && tl && len == tl && memcmp(p, tag, tl) == 0)
-            return true;
-        p = q + 1;
-    }
-    return false;
-}
 
 /* Change the status of a response whose head is written: its first line is replaced. */
 static void set_status(struct response *r, int status)
@@ -915,14 +881,14 @@ static void answer_gzip(const struct gzip_state *g, const struct request *req,
     char etag[160];
     bool has_etag = variant_etag(resp, etag, sizeof(etag));
     const char *tag = has_etag ? etag : "";
-    if (h->if_match.len && !etag_list_matches(h->if_match, tag, false)) {
+    if (h->if_match.len && !http_etag_list_matches(h->if_match, tag, false)) {
         resp_error(resp, 412);
         vary_add(resp);
         return;
     }
     bool not_modified = resp->status == 304; /* If-Modified-Since: the same for both */
     if (h->if_none_match.len)
-        not_modified = etag_list_matches(h->if_none_match, tag, true);
+        not_modified = http_etag_list_matches(h->if_none_match, tag, true);
     if (not_modified) {
         if (resp->status != 304)
             set_status(resp, 304);

@@ -30,26 +30,6 @@ static int open_file(const struct request *req, int dirfd, const char *rel)
     return open_beneath(dirfd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, req->root_real);
 }
 
-static int errno_status(int err)
-{
-    switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-        return 404;
-    case ENAMETOOLONG:
-        return 414;
-    case EMFILE:
-    case ENFILE:
-        return 503;
-    case EACCES:
-    case EPERM:
-    case EXDEV:
-    case ELOOP:
-    case ENXIO:
-    default:
-        return 403;
-    }
-}
 
 /* --- validators and conditionals ----------------------------------------------------- */
 
@@ -76,50 +56,20 @@ static void make_validators(const struct stat *sb, struct validators *v)
     memcpy(v->last_mod, http_last_modified(v->mtime_s), sizeof(v->last_mod));
 }
 
-/* Does the list (If-Match / If-None-Match) contain our tag? weak: W/ prefixes are ignored
- * on both sides (weak comparison); strong: a W/ tag never matches. "*" matches anything. */
-static bool etag_list_matches(struct http_slice list, const char *etag, bool weak)
-{
-    size_t tl = strlen(etag);
-    const char *p = list.p, *end = list.p + list.len;
-    while (p < end) {
-        while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
-            p++;
-        if (p >= end)
-            break;
-        if (*p == '*')
-            return true;
-        bool is_weak = false;
-        if (end - p >= 2 && p[0] == 'W' && p[1] == '/') {
-            is_weak = true;
-            p += 2;
-        }
-        if (p >= end || *p != '"')
-            return false; /* malformed: no match */
-        const char *q = memchr(p + 1, '"', (size_t)(end - p - 1));
-        if (!q)
-            return false;
-        size_t len = (size_t)(q - p + 1);
-        if ((weak || !is_weak) && len == tl && memcmp(p, etag, tl) == 0)
-            return true;
-        p = q + 1;
-    }
-    return false;
-}
 
 /* RFC 9110 section 13.2.2, steps 1 to 4. Returns 0 to go on, or 304 / 412. */
 static int check_preconditions(const struct http_request *h, const struct validators *v)
 {
     int64_t t;
     if (h->if_match.len) {
-        if (!etag_list_matches(h->if_match, v->etag, false))
+        if (!http_etag_list_matches(h->if_match, v->etag, false))
             return 412;
     } else if (h->if_unmodified_since.len && http_date_parse(h->if_unmodified_since, &t) == 0) {
         if (v->mtime_s > t)
             return 412;
     }
     if (h->if_none_match.len) {
-        if (etag_list_matches(h->if_none_match, v->etag, true))
+        if (http_etag_list_matches(h->if_none_match, v->etag, true))
             return 304;
     } else if (h->if_modified_since.len && http_date_parse(h->if_modified_since, &t) == 0) {
         if (v->mtime_s <= t)
@@ -236,7 +186,7 @@ static void serve_index(const struct request *req,
         if (fd < 0) {
             if (fd == -ENOENT)
                 continue;
-            resp_error(resp, errno_status(-fd));
+            resp_error(resp, http_status_for_errno(-fd));
             return;
         }
         struct stat sb;
@@ -288,7 +238,7 @@ static enum mod_result static_handle(void *state, const struct request *req,
     const char *rel = req->path[1] ? req->path + 1 : ".";
     int fd = open_file(req, req->root_fd, rel);
     if (fd < 0) {
-        resp_error(resp, errno_status(-fd));
+        resp_error(resp, http_status_for_errno(-fd));
         return MOD_HANDLED;
     }
     struct stat sb;

@@ -1101,3 +1101,38 @@ long http_path_encode(const char *in, size_t len, char *out, size_t cap)
     out[n] = '\0';
     return (long)n;
 }
+
+/* Does the If-Match / If-None-Match list contain etag? weak: weak comparison (W/ ignored on
+ * both sides); strong: a weak tag never matches. "*" matches anything. */
+bool http_etag_list_matches(struct http_slice list, const char *etag, bool weak)
+{
+    const char *tag = etag;
+    bool tag_weak = strncmp(tag, "W/", 2) == 0;
+    if (tag_weak)
+        tag += 2;
+    size_t tl = strlen(tag);
+    const char *p = list.p, *end = list.p + list.len;
+    while (p < end) {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
+            p++;
+        if (p >= end)
+            break;
+        if (*p == '*')
+            return true;
+        bool is_weak = false;
+        if (end - p >= 2 && p[0] == 'W' && p[1] == '/') {
+            is_weak = true;
+            p += 2;
+        }
+        if (p >= end || *p != '"')
+            return false; /* malformed: no match */
+        const char *q = memchr(p + 1, '"', (size_t)(end - p - 1));
+        if (!q)
+            return false;
+        size_t len = (size_t)(q - p + 1);
+        if ((weak || (!is_weak && !tag_weak)) && tl && len == tl && memcmp(p, tag, tl) == 0)
+            return true;
+        p = q + 1;
+    }
+    return false;
+}

@@ -166,4 +166,9 @@ long http_path_normalize(struct http_slice in, char *out, size_t cap);
  * Returns the length, or -1 if it does not fit in cap. */
 long http_path_encode(const char *in, size_t len, char *out, size_t cap);
 
+/* Does an If-Match / If-None-Match list hold etag (a quoted tag, maybe W/)? weak: weak
+ * comparison (RFC 9110 section 8.8.3.2: W/ ignored on both sides); strong: a weak tag on
+ * either side never matches. "*" matches anything; a malformed list matches nothing. */
+bool http_etag_list_matches(struct http_slice list, const char *etag, bool weak);
+
 #endif

@@ -1,6 +1,7 @@
 /* http_response.c — status lines, headers, the cached Date, error pages. */
 #include "http_response.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -334,4 +335,21 @@ void resp_finish(struct response *r, bool http10)
     }
     memcpy(r->head + r->head_len, "\r\n", 2);
     r->head_len += 2;
+}
+
+int http_status_for_errno(int err)
+{
+    switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+        return 404;
+    case ENAMETOOLONG:
+        return 414;
+    case EMFILE:
+    case ENFILE:
+    case ENOMEM:
+        return 503;
+    default: /* EXDEV (a way out of the root), ELOOP, EACCES, ENXIO... */
+        return 403;
+    }
 }

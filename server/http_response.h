@@ -126,6 +126,10 @@ int resp_header_set(struct response *r, const char *name, const char *value);
 /* Drop the body (segments and length); an open file_fd stays to be closed. */
 void resp_body_clear(struct response *r);
 
+/* The status for a failed open of a client-named file: 404 missing, 414 too long,
+ * 503 out of descriptors or memory, 403 for the rest (refused, or leading out). */
+int http_status_for_errno(int err);
+
 /* A complete error response with a small HTML body naming the status. */
 void resp_error(struct response *r, int status);
 

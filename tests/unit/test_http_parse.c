@@ -1791,3 +1791,32 @@ TEST(path_encode_reports_when_it_does_not_fit)
     CHECK_EQ_INT(http_path_encode("/aaaaaaaa", 9, out, sizeof(out)), -1);
     CHECK_EQ_INT(http_path_encode("/ \x01", 3, out, 7), -1);
 }
+
+/* --- entity-tag lists (If-Match, If-None-Match) --------------------------------------- */
+
+static bool tags(const char *list, const char *etag, bool weak)
+{
+    return http_etag_list_matches((struct http_slice){list, strlen(list)}, etag, weak);
+}
+
+TEST(etag_list_weak_comparison_ignores_w_prefix_on_both_sides)
+{
+    CHECK(tags("\"a\"", "\"a\"", true));
+    CHECK(tags("W/\"a\"", "\"a\"", true));
+    CHECK(tags("\"x\", W/\"a\"", "W/\"a\"", true));
+    CHECK(!tags("\"b\"", "\"a\"", true));
+}
+
+TEST(etag_list_strong_comparison_never_matches_a_weak_tag)
+{
+    CHECK(tags("\"a\"", "\"a\"", false));
+    CHECK(!tags("W/\"a\"", "\"a\"", false));
+    CHECK(!tags("\"a\"", "W/\"a\"", false));
+}
+
+TEST(etag_list_star_matches_and_malformed_matches_nothing)
+{
+    CHECK(tags("*", "\"a\"", false));
+    CHECK(!tags("a", "\"a\"", true));
+    CHECK(!tags("\"a", "\"a\"", true));
+}
