@@ -111,7 +111,7 @@ test-tsan:
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/test_lf_group
 	LFHTTPD_BIN=$(abspath build/tsan/lfhttpd) LFHTTPD_SANITIZE=tsan \
 	  TSAN_OPTIONS=halt_on_error=0:report_signal_unsafe=0:suppressions=$(abspath tests/tsan.supp) \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider -k "load or pipelin or concurrent or shutdown" \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider -k "load or pipelin or concurrent or shutdown or classes" \
 	  tests/integration
 
 test: check-deps
