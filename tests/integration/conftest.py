@@ -158,12 +158,14 @@ def server(start_server, docroot):
 
 
 @pytest.fixture
-def connect():
-    """connect(server, timeout=5.0, rcvbuf=None) -> Client with TCP_NODELAY; a small rcvbuf
-    makes a client that reads slowly. Every client is closed when the test ends."""
+def connect(start_server):
+    """connect(server, timeout=10.0, rcvbuf=None) -> Client with TCP_NODELAY; a small rcvbuf
+    makes a client that reads slowly. Every client is closed when the test ends, before the
+    servers are stopped (the fixture depends on start_server for that order), so a graceful
+    shutdown never waits for a test's idle client."""
     clients = []
 
-    def _connect(server, timeout=5.0, rcvbuf=None):
+    def _connect(server, timeout=10.0, rcvbuf=None):
         sock = socket.socket(socket.AF_INET6 if ":" in server.host else socket.AF_INET,
                              socket.SOCK_STREAM)
         if rcvbuf is not None:

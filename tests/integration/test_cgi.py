@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BIN, ROOT, Client
+from conftest import BIN, ROOT
 
 ALLOWED_ENV = {
     "GATEWAY_INTERFACE", "SERVER_SOFTWARE", "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL",
@@ -27,27 +27,6 @@ CAT_SCRIPT = "printf 'Content-Type: application/octet-stream\\n\\n'\nexec cat\n"
 
 
 # ---------------------------------------------------------------- helpers
-
-
-@pytest.fixture
-def connect(start_server):
-    """connect(server) -> Client; closed before the servers are stopped."""
-    clients = []
-
-    def _connect(server, timeout=10.0, rcvbuf=None):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        if rcvbuf is not None:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        sock.settimeout(timeout)
-        sock.connect((server.host, server.port))
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        c = Client(sock)
-        clients.append(c)
-        return c
-
-    yield _connect
-    for c in clients:
-        c.close()
 
 
 @pytest.fixture
