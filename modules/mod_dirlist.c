@@ -577,7 +577,8 @@ static enum mod_result dirlist_handle(void *state, const struct request *req,
         req->path_len == 0 || req->path[req->path_len - 1] != '/')
         return MOD_DECLINED;
     const char *dir = req->path + 1; /* "" for the root, else "a/b/" */
-    int dfd = open_beneath(req->root_fd, dir[0] ? dir : ".", O_RDONLY | O_DIRECTORY, req->root_real);
+    int dfd = open_beneath(req->root_fd, dir[0] ? dir : ".", O_RDONLY | O_DIRECTORY,
+                           req->root_real);
     if (dfd < 0)
         return MOD_DECLINED; /* not there, not a directory, not allowed: mod_static says */
     if (has_index(req, dir)) {
