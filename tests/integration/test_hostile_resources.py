@@ -118,10 +118,23 @@ def small_site(docroot):
 # ---------------------------------------------------------------- out of descriptors
 
 
-def test_out_of_descriptors_sheds_load_without_spinning(start_server, small_site):
+@pytest.fixture
+def sockets():
+    """A list to put sockets in; every one is closed when the test ends, pass or fail, so
+    that a failure here cannot leave the test process short of descriptors."""
+    held = []
+    yield held
+    for so in held:
+        so.close()
+
+
+def test_out_of_descriptors_sheds_load_without_spinning(start_server, small_site, sockets):
     """256 descriptors, 2,000 connections each with a request: what the server cannot hold
     is answered 503 (or closed), it never spins on EMFILE, and once the clients go it
-    serves normally."""
+    serves normally. Its bounds are for real time: under ThreadSanitizer (a server several
+    times slower) it is skipped; the plain and ASan runs keep it."""
+    if os.environ.get("LFHTTPD_SANITIZE") == "tsan":
+        pytest.skip("timing-bound: runs in the plain and ASan builds")
     s = start_server(small_site, "keepalive_timeout 30s;\nheader_timeout 10s;\n",
                      wrap=("prlimit", "--nofile=256:256", "--"))
     pid = s.proc.pid
@@ -132,12 +145,12 @@ def test_out_of_descriptors_sheds_load_without_spinning(start_server, small_site
     rss = RssSampler(pid)
     rss.start()
 
-    socks = []
+    socks = sockets
     for _ in range(2000):
         so = socket.socket()
+        socks.append(so)
         so.setblocking(False)
         so.connect_ex((s.host, s.port))
-        socks.append(so)
     poller = select.poll()  # not select(): these descriptors go past FD_SETSIZE
     by_fd = {so.fileno(): so for so in socks}
     for so in socks:  # every connect completes (the backlog is 4096): then the request
@@ -191,6 +204,7 @@ def test_out_of_descriptors_sheds_load_without_spinning(start_server, small_site
     extra = []
     for _ in range(200):
         so = socket.create_connection((s.host, s.port), timeout=5)
+        sockets.append(so)
         so.sendall(GET_SMALL)
         extra.append(so)
     time.sleep(3.0)  # pending or shed, the server must be idle, not spinning
