@@ -81,10 +81,11 @@ static void log_access(struct conn *c, struct http_slice line, const struct http
     access_log_write(&conn_server(c)->access_log, &e);
 }
 
-/* Decode and route the request's path (rewrite hooks, mount). r is always usable by the
- * log hooks afterwards. Returns 0, or the status of an error to answer instead. */
-static int route(struct conn *c, const struct http_request *h, struct request *r, char *path,
-                 int64_t now_s)
+/* What every module sees of a request on this connection, before its path is decoded:
+ * path is an empty string in a buffer of REQUEST_PATH_MAX (or 1 for a request that will
+ * not be routed). */
+static void request_init(struct conn *c, const struct http_request *h, struct request *r,
+                         char *path, int64_t now_s)
 {
     struct server *srv = conn_server(c);
     path[0] = '\0';
@@ -100,6 +101,15 @@ static int route(struct conn *c, const struct http_request *h, struct request *r
         .server = srv,
         .chain = &srv->chain,
     };
+}
+
+/* Decode and route the request's path (rewrite hooks, mount). r is always usable by the
+ * log hooks afterwards. Returns 0, or the status of an error to answer instead. */
+static int route(struct conn *c, const struct http_request *h, struct request *r, char *path,
+                 int64_t now_s)
+{
+    struct server *srv = conn_server(c);
+    request_init(c, h, r, path, now_s);
     if (h->method == HTTP_METHOD_UNKNOWN)
         return 501;
     if (h->method == HTTP_METHOD_CONNECT)
@@ -179,23 +189,12 @@ static bool send_and_continue(struct conn *c, struct response *resp, const char 
  * routed): they see an empty request (no fields, method unknown, path ""). */
 void http_conn_log_unparsed(struct conn *c, const struct response *resp, int64_t now_s)
 {
-    struct server *srv = conn_server(c);
     struct http_request empty;
     memset(&empty, 0, sizeof(empty));
-    char path[1] = "";
-    struct request r = {
-        .http = &empty,
-        .path = path,
-        .peer = &c->peer.sa,
-        .local = c->local,
-        .now_s = now_s,
-        .cfg = &srv->cfg,
-        .root_fd = srv->root_fd,
-        .root_real = srv->root_real,
-        .server = srv,
-        .chain = &srv->chain,
-    };
-    module_chain_log(&srv->chain, &r, resp);
+    char path[1];
+    struct request r;
+    request_init(c, &empty, &r, path, now_s);
+    module_chain_log(&conn_server(c)->chain, &r, resp);
 }
 
 /* Answer a request whose head could not be parsed: status, then close. */
