@@ -821,29 +821,14 @@ static enum mod_result cgi_handle(void *state, const struct request *req,
 
 /* --- configuration --------------------------------------------------------------------- */
 
-/* A directive that may appear once with one argument: its node, or NULL if absent. */
-static int single(struct module_init *mi, const char *name, const char *usage,
-                  const struct conf_node **out)
-{
-    const struct conf_node *n = config_next(mi->cfg, name, NULL);
-    *out = n;
-    if (!n)
-        return 0;
-    if (config_next(mi->cfg, name, n))
-        return module_error(mi, config_next(mi->cfg, name, n), "\"%s\" is set twice", name);
-    if (n->is_block || n->n_args != 1)
-        return module_error(mi, n, "usage: %s", usage);
-    return 0;
-}
-
 static int read_settings(struct module_init *mi, struct cgi_state *st)
 {
     const struct conf_node *n;
-    if (single(mi, "cgi_timeout", "cgi_timeout TIME;", &n) < 0)
+    if (module_single_directive(mi, "cgi_timeout", "cgi_timeout TIME;", &n) < 0)
         return -1;
     if (n && (config_parse_duration_ms(n->args[0], &st->timeout_ms) < 0 || !st->timeout_ms))
         return module_error(mi, n, "cgi_timeout: invalid duration \"%s\"", n->args[0]);
-    if (single(mi, "cgi_max_processes", "cgi_max_processes N;", &n) < 0)
+    if (module_single_directive(mi, "cgi_max_processes", "cgi_max_processes N;", &n) < 0)
         return -1;
     if (n) {
         uint64_t v;
@@ -852,7 +837,7 @@ static int read_settings(struct module_init *mi, struct cgi_state *st)
                                        "\"%s\"", n->args[0]);
         st->max_processes = (unsigned)v;
     }
-    if (single(mi, "cgi_stderr", "cgi_stderr SIZE|off;", &n) < 0)
+    if (module_single_directive(mi, "cgi_stderr", "cgi_stderr SIZE|off;", &n) < 0)
         return -1;
     if (n) {
         uint64_t v = 0;

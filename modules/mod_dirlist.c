@@ -623,13 +623,13 @@ static enum mod_result dirlist_handle(void *state, const struct request *req,
 /* Read an `on|off` directive (at most once). */
 static int read_flag(struct module_init *mi, const char *name, bool *out)
 {
-    const struct conf_node *n = config_next(mi->cfg, name, NULL);
+    char usage[64];
+    snprintf(usage, sizeof(usage), "%s on|off;", name);
+    const struct conf_node *n;
+    if (module_single_directive(mi, name, usage, &n) < 0)
+        return -1;
     if (!n)
         return 0;
-    if (config_next(mi->cfg, name, n))
-        return module_error(mi, config_next(mi->cfg, name, n), "\"%s\" is set twice", name);
-    if (n->is_block || n->n_args != 1)
-        return module_error(mi, n, "usage: %s on|off;", name);
     if (strcmp(n->args[0], "on") == 0)
         *out = true;
     else if (strcmp(n->args[0], "off") == 0)

@@ -45,6 +45,21 @@ int module_error(struct module_init *mi, const struct conf_node *where, const ch
     return -1;
 }
 
+int module_single_directive(struct module_init *mi, const char *name, const char *usage,
+                            const struct conf_node **out)
+{
+    const struct conf_node *n = config_next(mi->cfg, name, NULL);
+    *out = n;
+    if (!n)
+        return 0;
+    const struct conf_node *again = config_next(mi->cfg, name, n);
+    if (again)
+        return module_error(mi, again, "\"%s\" is set twice", name);
+    if (n->is_block || n->n_args != 1)
+        return module_error(mi, n, "usage: %s", usage);
+    return 0;
+}
+
 int module_mount_add(struct module_init *mi, const struct conf_node *where, const char *prefix,
                      void *data, bool wants_body)
 {

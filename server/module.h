@@ -118,6 +118,12 @@ int module_mount_add(struct module_init *mi, const struct conf_node *where, cons
 int module_error(struct module_init *mi, const struct conf_node *where, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* For init: the directive `name`, which may appear at most once with one value: *out is
+ * its statement, or NULL if absent. Returns 0, or -1 after module_error() (set twice, or
+ * not `name VALUE;`, with usage as the hint). */
+int module_single_directive(struct module_init *mi, const char *name, const char *usage,
+                            const struct conf_node **out);
+
 /* Is `name` a directive of some module? (The configuration's config_known_fn.) */
 bool module_known_directive(const char *name);
 
