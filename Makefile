@@ -25,6 +25,18 @@ UNIT_BIN   := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
 all: $(B)/lfhttpd
 
+# $(call APT_INSTALL,WHAT) ends a recipe that has put the missing Debian packages in the
+# shell variable `missing`: installs them with apt-get when run as root, otherwise prints
+# the exact command and fails.
+APT_INSTALL = if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else \
+	    echo "missing $(1); run: sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+
 # Build dependencies: the -dev packages of zlib and libmagic. Checked once (a stamp file);
 # installed with apt-get when run as root, otherwise the exact command is printed.
 BUILD_PKGS := zlib.h:zlib1g-dev magic.h:libmagic-dev
@@ -34,14 +46,7 @@ build/.build-deps:
 	  hdr=$${pair%%:*}; pkg=$${pair#*:}; \
 	  [ -e /usr/include/$$hdr ] || missing="$$missing $$pkg"; \
 	done; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing:$$missing"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	  else \
-	    echo "missing build packages; run: sudo apt-get install -y$$missing"; exit 1; \
-	  fi; \
-	fi
+	$(call APT_INSTALL,build packages)
 	@mkdir -p build && touch $@
 
 $(B)/lfhttpd: $(MAIN_OBJ) $(SERVER_OBJ)
@@ -80,14 +85,7 @@ check-deps:
 	[ -e /usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.asan-x86_64.a ] || \
 	  [ -n "$$(ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.asan-x86_64.a 2>/dev/null)" ] || \
 	  missing="$$missing libclang-rt-14-dev"; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing:$$missing"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	  else \
-	    echo "missing test tools; run: sudo apt-get install -y$$missing"; exit 1; \
-	  fi; \
-	fi
+	$(call APT_INSTALL,test tools)
 
 unit: $(UNIT_BIN)
 	@for t in $(UNIT_BIN); do $$t || exit 1; done

@@ -30,14 +30,7 @@ bench-deps:
 	  else PATH="$$PATH:/usr/sbin:/sbin" command -v $$cmd >/dev/null 2>&1 && continue; fi; \
 	  missing="$$missing $$pkg"; \
 	done; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing:$$missing"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	  else \
-	    echo "missing benchmark tools; run: sudo apt-get install -y$$missing"; exit 1; \
-	  fi; \
-	fi
+	$(call APT_INSTALL,benchmark tools)
 
 # Release build in its own folder, then copied where the driver expects it (copy and
 # rename: a binary still running from an earlier run cannot be overwritten in place).
