@@ -78,21 +78,43 @@ int listener_open(struct server *srv, struct listener *l, const struct config_li
     return 0;
 }
 
-/* Out of descriptors: free the spare, take one pending connection, answer it 503 and
- * close it, and take the spare back. The listener's queue shrinks instead of spinning. */
-static void shed_one(struct server *srv, int lfd)
+/* Out of descriptors: free the spare, take one pending connection, answer it 503, and keep
+ * that socket (shut down, so the client sees its answer end) as the new spare: the slot
+ * never becomes free for another thread to take. Returns false if nothing could be shed
+ * (no spare, or the slot went elsewhere), and the caller must not spin on the listener. */
+static bool shed_one(struct server *srv, int lfd)
 {
     pthread_mutex_lock(&srv->spare_lock);
-    if (srv->spare_fd >= 0)
+    if (srv->spare_fd < 0)
+        srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    bool shed = false;
+    if (srv->spare_fd >= 0) {
         close(srv->spare_fd);
-    int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t w = send(fd, busy_response, sizeof(busy_response) - 1, MSG_NOSIGNAL);
-        (void)w;
-        close(fd);
+        srv->spare_fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (srv->spare_fd >= 0) {
+            ssize_t w = send(srv->spare_fd, busy_response, sizeof(busy_response) - 1,
+                             MSG_NOSIGNAL);
+            (void)w;
+            shutdown(srv->spare_fd, SHUT_RDWR);
+            shed = true;
+        }
     }
-    srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     pthread_mutex_unlock(&srv->spare_lock);
+    return shed;
+}
+
+void listener_resume_paused(struct server *srv, struct service *svc)
+{
+    pthread_mutex_lock(&srv->spare_lock);
+    if (srv->spare_fd < 0)
+        srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    pthread_mutex_unlock(&srv->spare_lock);
+    for (unsigned i = 0; i < srv->n_listeners; i++) {
+        struct listener *l = &srv->listeners[i];
+        if (l->svc == svc && atomic_exchange(&l->paused, false) &&
+            !atomic_load_explicit(&srv->stopping, memory_order_relaxed))
+            lf_group_rearm(&l->h, EPOLLIN);
+    }
 }
 
 void listener_event(struct lf_handle *h, uint32_t events)
@@ -117,8 +139,12 @@ void listener_event(struct lf_handle *h, uint32_t events)
                     log_warn("out of file descriptors: shedding connections");
                     last_warn_ms = now;
                 }
-                shed_one(srv, h->fd);
-                continue;
+                if (shed_one(srv, h->fd))
+                    continue;
+                /* Nothing to shed with: leave the listener disarmed until the timer's
+                 * next tick, rather than be woken for the same queue at once. */
+                atomic_store(&l->paused, true);
+                break;
             }
             break; /* EAGAIN, or the listener was shut down */
         }
@@ -150,7 +176,8 @@ void listener_event(struct lf_handle *h, uint32_t events)
             conn_wait(last, CONN_NEW, EPOLLIN, atomic_load(&last->deadline_ms));
         last = c;
     }
-    if (!atomic_load_explicit(&srv->stopping, memory_order_relaxed))
+    if (!atomic_load_explicit(&srv->stopping, memory_order_relaxed) &&
+        !atomic_load(&l->paused))
         lf_group_rearm(h, EPOLLIN);
     if (last)
         http_conn_start(last);

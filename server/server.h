@@ -20,7 +20,14 @@ struct listener {
     struct lf_handle h; /* first: the handle is the listener */
     struct service *svc;
     struct config_listen addr; /* as bound (port filled in when 0 was asked) */
+    /* Out of descriptors with nothing left to shed with: not re-armed (it would fire again
+     * at once and spin); the timer re-arms it on its next tick. */
+    atomic_bool paused;
 };
+
+/* The timer's tick: re-arm the service's paused listeners, and take back a spare
+ * descriptor if shedding used it up. */
+void listener_resume_paused(struct server *srv, struct service *svc);
 
 struct server {
     struct config cfg;

@@ -46,6 +46,8 @@ static void timer_event(struct lf_handle *h, uint32_t events)
     }
     pthread_mutex_unlock(&svc->lock);
 
+    listener_resume_paused(srv, svc);
+
     /* Access-log lines wait at most about a second in their thread's buffer. */
     if (now - svc->last_flush_ms >= 1000) {
         svc->last_flush_ms = now;
