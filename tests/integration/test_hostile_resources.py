@@ -131,10 +131,7 @@ def sockets():
 def test_out_of_descriptors_sheds_load_without_spinning(start_server, small_site, sockets):
     """256 descriptors, 2,000 connections each with a request: what the server cannot hold
     is answered 503 (or closed), it never spins on EMFILE, and once the clients go it
-    serves normally. Its bounds are for real time: under ThreadSanitizer (a server several
-    times slower) it is skipped; the plain and ASan runs keep it."""
-    if os.environ.get("LFHTTPD_SANITIZE") == "tsan":
-        pytest.skip("timing-bound: runs in the plain and ASan builds")
+    serves normally."""
     s = start_server(small_site, "keepalive_timeout 30s;\nheader_timeout 10s;\n",
                      wrap=("prlimit", "--nofile=256:256", "--"))
     pid = s.proc.pid
