@@ -15,8 +15,8 @@
  *
  * Counting for the status page happens in the log hook, which runs for every response the
  * chain answered (not, today, for the core's answers to heads that do not parse), on the
- * thread that made it. Every thread counts into its own struct, a cache line of its
- * own, registered once in a list under a mutex; the page sums the list. Each counter has
+ * thread that made it. Every thread counts into its own struct, cache-line aligned,
+ * registered once in a list under a mutex; the page sums the list. Each counter has
  * one writer, so an increment is a relaxed load and store (no locked instruction), and
  * relaxed loads on the reading side keep ThreadSanitizer informed. Nothing is counted
  * unless a status handler is mounted.
@@ -50,8 +50,8 @@ struct thread_counters {
     _Atomic uint64_t bytes;       /* body bytes of responses, as in the access log */
     _Atomic uint64_t by_class[5]; /* responses 1xx .. 5xx */
     struct thread_counters *next; /* the list, under handlers_state.lock */
+    pthread_t owner;
 };
-static_assert(sizeof(struct thread_counters) == 64, "one cache line per thread");
 
 struct handlers_state {
     unsigned index;       /* this module's place in the chain */
@@ -62,7 +62,9 @@ struct handlers_state {
 };
 
 /* A thread's registration: thread-local because the log hook runs on many threads, with a
- * generation because a module instance (and so its list) may be made again (-t, tests). */
+ * generation because a module instance (and so its list) may be made again (-t, tests, a
+ * configuration reload, after which the old and the new instance serve side by side for a
+ * while). */
 static _Thread_local struct {
     uint64_t generation;
     struct thread_counters *tc;
@@ -75,14 +77,22 @@ static struct thread_counters *my_counters(struct handlers_state *st)
 {
     if (tls_counters.generation == st->generation)
         return tls_counters.tc;
-    struct thread_counters *tc = aligned_alloc(64, sizeof(*tc));
+    /* Not this instance's last user: find this thread's entry, or make one. A thread that
+     * alternates between two instances finds its entry again instead of adding more. */
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&st->lock);
+    struct thread_counters *tc = st->counters;
+    while (tc && !pthread_equal(tc->owner, self))
+        tc = tc->next;
+    if (!tc && (tc = aligned_alloc(64, sizeof(*tc)))) {
+        memset(tc, 0, sizeof(*tc));
+        tc->owner = self;
+        tc->next = st->counters;
+        st->counters = tc;
+    }
+    pthread_mutex_unlock(&st->lock);
     if (!tc)
         return NULL;
-    memset(tc, 0, sizeof(*tc));
-    pthread_mutex_lock(&st->lock);
-    tc->next = st->counters;
-    st->counters = tc;
-    pthread_mutex_unlock(&st->lock);
     tls_counters.generation = st->generation;
     tls_counters.tc = tc;
     return tc;
@@ -458,6 +468,9 @@ static void status_html(struct out_buf *b, const struct server_stats *ss,
     out_printf(b, "<div class=\"card\"><dt>Connections</dt><dd id=\"connections\">%u</dd>"
                   "</div>\n",
                ss->connections);
+    out_printf(b, "<div class=\"card\"><dt>Configuration</dt><dd id=\"generation\" "
+                  "title=\"1 at start, one more per reload\">generation %u</dd></div>\n",
+               ss->generation);
     out_printf(b, "<div class=\"card\"><dt>Requests</dt><dd id=\"requests\">%llu</dd>"
                   "</div>\n",
                (unsigned long long)t->requests);
@@ -491,18 +504,20 @@ static void status_html(struct out_buf *b, const struct server_stats *ss,
                    (unsigned long long)ss->groups[i].handoffs,
                    (unsigned long long)ss->groups[i].waits);
     }
-    out_puts(b, "</tbody>\n</table></div>\n<footer>Figures since start; this page is not "
-                "counted until it is sent. <a href=\"?format=json\">JSON</a></footer>\n"
+    out_puts(b, "</tbody>\n</table></div>\n<footer>Figures since start; requests, bytes and "
+                "responses since the last reload. This page is not counted until it is sent. <a href=\"?format=json\">JSON</a></footer>\n"
                 "</main>\n</body>\n</html>\n");
 }
 
 static void status_json(struct out_buf *b, const struct server_stats *ss,
                         const struct status_totals *t)
 {
-    out_printf(b, "{\"uptime_s\":%lld,\"connections\":%u,\"requests\":%llu,\"bytes\":%llu,"
+    out_printf(b, "{\"uptime_s\":%lld,\"generation\":%u,\"connections\":%u,"
+                  "\"requests\":%llu,\"bytes\":%llu,"
                   "\"responses\":{\"1xx\":%llu,\"2xx\":%llu,\"3xx\":%llu,\"4xx\":%llu,"
                   "\"5xx\":%llu},\"groups\":[",
-               (long long)ss->uptime_s, ss->connections, (unsigned long long)t->requests,
+               (long long)ss->uptime_s, ss->generation, ss->connections,
+               (unsigned long long)t->requests,
                (unsigned long long)t->bytes, (unsigned long long)t->by_class[0],
                (unsigned long long)t->by_class[1], (unsigned long long)t->by_class[2],
                (unsigned long long)t->by_class[3], (unsigned long long)t->by_class[4]);

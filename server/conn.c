@@ -135,8 +135,9 @@ void service_fini(struct service *svc)
     pthread_mutex_destroy(&svc->lock);
 }
 
-struct conn *conn_open(struct service *svc, int fd, const struct sockaddr *peer,
-                       socklen_t peer_len, const struct sockaddr *local)
+struct conn *conn_open(struct service *svc, struct generation *gen, int fd,
+                       const struct sockaddr *peer, socklen_t peer_len,
+                       const struct sockaddr *local)
 {
     pthread_mutex_lock(&svc->lock);
     struct conn *c = svc->free_conns;
@@ -159,8 +160,10 @@ struct conn *conn_open(struct service *svc, int fd, const struct sockaddr *peer,
         peer_len = sizeof(c->peer);
     memcpy(&c->peer, peer, peer_len);
     c->home = svc;
-    atomic_store_explicit(&c->deadline_ms,
-                          conn_now_ms() + svc->srv->cfg.header_timeout_ms, memory_order_relaxed);
+    generation_hold(gen);
+    c->gen = gen;
+    atomic_store_explicit(&c->deadline_ms, conn_now_ms() + gen->cfg.header_timeout_ms,
+                          memory_order_relaxed);
     list_link(svc, c);
     atomic_fetch_add_explicit(&svc->srv->n_conns, 1, memory_order_relaxed);
     return c;
@@ -192,6 +195,8 @@ void conn_close(struct conn *c)
     c->in = NULL;
     free(c->collect);
     c->collect = NULL;
+    generation_release(c->gen);
+    c->gen = NULL;
     atomic_fetch_sub_explicit(&svc->srv->n_conns, 1, memory_order_relaxed);
 
     pthread_mutex_lock(&svc->lock);
@@ -203,6 +208,16 @@ void conn_close(struct conn *c)
     }
     pthread_mutex_unlock(&svc->lock);
     free(c);
+}
+
+void conn_renew_generation(struct conn *c)
+{
+    struct server *srv = c->svc->srv;
+    if (atomic_load_explicit(&srv->gen, memory_order_relaxed) == c->gen)
+        return;
+    struct generation *old = c->gen;
+    c->gen = generation_acquire(srv);
+    generation_release(old);
 }
 
 void conn_wait(struct conn *c, enum conn_state state, uint32_t events, int64_t deadline_ms)

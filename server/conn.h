@@ -83,6 +83,7 @@ struct conn {
     _Atomic int stream_pgid;      /* its process group, for the sweep to kill; 0 if none */
     const struct sockaddr *local; /* the listener's address */
     struct service *home;         /* the class chosen at accept: requests no rule claims */
+    struct generation *gen;       /* the configuration its requests use (a reference) */
 
     union {
         struct sockaddr sa;
@@ -133,10 +134,14 @@ void service_move(struct conn *c, struct service *to);
 /* After the group's threads have stopped: close every connection and free the pools. */
 void service_fini(struct service *svc);
 
-/* A new connection on an accepted socket; NULL if out of memory (fd is then closed). */
-struct conn *conn_open(struct service *svc, int fd, const struct sockaddr *peer,
-                       socklen_t peer_len, const struct sockaddr *local);
+/* A new connection on an accepted socket, using generation gen (it takes its own
+ * reference); NULL if out of memory (fd is then closed). */
+struct conn *conn_open(struct service *svc, struct generation *gen, int fd,
+                       const struct sockaddr *peer, socklen_t peer_len,
+                       const struct sockaddr *local);
 void conn_close(struct conn *c);
+/* Between requests: move to the server's current generation if a reload made another. */
+void conn_renew_generation(struct conn *c);
 
 /* Wait for `events` (EPOLLIN/EPOLLOUT) in `state` until deadline; the last act of an event. */
 void conn_wait(struct conn *c, enum conn_state state, uint32_t events, int64_t deadline_ms);

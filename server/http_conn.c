@@ -44,7 +44,7 @@ static size_t skip_body(struct conn *c, char *buf, size_t len, int *err)
     }
     size_t used = 0, out = 0;
     enum http_chunked_result r = http_chunked_decode(
-        &c->chunked, buf, len, conn_server(c)->cfg.max_body_size, &used, &out);
+        &c->chunked, buf, len, c->gen->cfg.max_body_size, &used, &out);
     if (r == HTTP_CHUNKED_DONE)
         c->body_mode = CONN_BODY_NONE;
     else if (r == HTTP_CHUNKED_ERROR)
@@ -87,7 +87,6 @@ static void log_access(struct conn *c, struct http_slice line, const struct http
 static void request_init(struct conn *c, const struct http_request *h, struct request *r,
                          char *path, int64_t now_s)
 {
-    struct server *srv = conn_server(c);
     path[0] = '\0';
     *r = (struct request){
         .http = h,
@@ -95,11 +94,11 @@ static void request_init(struct conn *c, const struct http_request *h, struct re
         .peer = &c->peer.sa,
         .local = c->local,
         .now_s = now_s,
-        .cfg = &srv->cfg,
-        .root_fd = srv->root_fd,
-        .root_real = srv->root_real,
-        .server = srv,
-        .chain = &srv->chain,
+        .cfg = &c->gen->cfg,
+        .root_fd = c->gen->root_fd,
+        .root_real = c->gen->root_real,
+        .server = conn_server(c),
+        .chain = &c->gen->chain,
     };
 }
 
@@ -108,7 +107,6 @@ static void request_init(struct conn *c, const struct http_request *h, struct re
 static int route(struct conn *c, const struct http_request *h, struct request *r, char *path,
                  int64_t now_s)
 {
-    struct server *srv = conn_server(c);
     request_init(c, h, r, path, now_s);
     if (h->method == HTTP_METHOD_UNKNOWN)
         return 501;
@@ -118,7 +116,7 @@ static int route(struct conn *c, const struct http_request *h, struct request *r
     if (n < 0)
         return (int)-n;
     r->path_len = (size_t)n;
-    module_chain_route(&srv->chain, r);
+    module_chain_route(&c->gen->chain, r);
     return 0;
 }
 
@@ -126,19 +124,18 @@ static int route(struct conn *c, const struct http_request *h, struct request *r
 static void respond(struct conn *c, const struct http_request *h, const struct request *r,
                     int status, struct response *resp)
 {
-    struct server *srv = conn_server(c);
     if (status) {
         resp_error(resp, status);
         if (status == 405)
             resp_header(resp, "Allow", "GET, HEAD");
     } else {
-        module_chain_answer(&srv->chain, r, resp);
+        module_chain_answer(&c->gen->chain, r, resp);
         if (resp->streaming)
             return; /* the head comes later, from the stream: finished and logged there */
     }
     resp_finish(resp, h->version_minor == 0);
     log_access(c, request_line(h), h, resp, r->now_s);
-    module_chain_log(&srv->chain, r, resp);
+    module_chain_log(&c->gen->chain, r, resp);
 }
 
 /* Keep unparsed bytes on the connection until its next event. Returns false if out of
@@ -160,7 +157,6 @@ static bool save_input(struct conn *c, const char *p, size_t n)
 static bool send_and_continue(struct conn *c, struct response *resp, const char *rest,
                               size_t rest_len)
 {
-    struct server *srv = conn_server(c);
     enum send_result sr = conn_send_response(c, resp);
     if (sr == SEND_ERROR) {
         conn_close(c);
@@ -172,7 +168,7 @@ static bool send_and_continue(struct conn *c, struct response *resp, const char 
             return false;
         }
         c->close_after_send = !resp->keep_alive;
-        conn_wait(c, CONN_SEND, EPOLLOUT, conn_now_ms() + srv->cfg.send_timeout_ms);
+        conn_wait(c, CONN_SEND, EPOLLOUT, conn_now_ms() + c->gen->cfg.send_timeout_ms);
         return false;
     }
     if (resp->keep_alive)
@@ -194,7 +190,7 @@ void http_conn_log_unparsed(struct conn *c, const struct response *resp, int64_t
     char path[1];
     struct request r;
     request_init(c, &empty, &r, path, now_s);
-    module_chain_log(&conn_server(c)->chain, &r, resp);
+    module_chain_log(&c->gen->chain, &r, resp);
 }
 
 /* Answer a request whose head could not be parsed: status, then close. */
@@ -233,7 +229,7 @@ static bool body_in_buffer(struct conn *c, char *buf, size_t *pos, size_t len,
     }
     size_t used = 0;
     enum http_chunked_result res = http_chunked_decode(
-        &c->chunked, buf + *pos, avail, conn_server(c)->cfg.max_body_size, &used, decoded);
+        &c->chunked, buf + *pos, avail, c->gen->cfg.max_body_size, &used, decoded);
     if (res == HTTP_CHUNKED_MORE)
         return false;
     if (res == HTTP_CHUNKED_DONE) {
@@ -251,7 +247,7 @@ static bool body_in_buffer(struct conn *c, char *buf, size_t *pos, size_t len,
 static void start_collect(struct conn *c, const char *have, size_t n, size_t head_len,
                           bool send_continue)
 {
-    const struct config *cfg = &conn_server(c)->cfg;
+    const struct config *cfg = &c->gen->cfg;
     size_t cap = c->body_mode == CONN_BODY_LENGTH ? head_len + (size_t)c->body_left
                                                   : n + 65536;
     struct conn_collect *k = malloc(sizeof(*k) + cap);
@@ -283,7 +279,7 @@ static struct service *request_class(struct conn *c, const struct http_request *
     long n = http_path_normalize(req->path, path, sizeof(path));
     if (n < 0)
         return c->svc; /* the error is answered where we are */
-    struct service *to = server_class_for_request(conn_server(c), path, (size_t)n, req->host);
+    struct service *to = server_class_for_request(conn_server(c), &c->gen->cfg, path, (size_t)n, req->host);
     return to ? to : c->home;
 }
 
@@ -314,7 +310,7 @@ static void hand_off(struct conn *c, struct service *to, const char *p, size_t n
     }
     service_move(c, to);
     conn_wait(c, CONN_HEAD, EPOLLIN | EPOLLOUT,
-              conn_now_ms() + conn_server(c)->cfg.header_timeout_ms);
+              conn_now_ms() + c->gen->cfg.header_timeout_ms);
 }
 
 /* Answer one complete request whose head is buf[*pos .. *pos + head_len). Advances *pos
@@ -341,8 +337,8 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     resp.head_only = req->method == HTTP_METHOD_HEAD;
     resp.keep_alive = req->keep_alive &&
                       !atomic_load_explicit(&srv->stopping, memory_order_relaxed) &&
-                      (srv->cfg.keepalive_requests == 0 ||
-                       c->requests < srv->cfg.keepalive_requests);
+                      (c->gen->cfg.keepalive_requests == 0 ||
+                       c->requests < c->gen->cfg.keepalive_requests);
     size_t head_at = *pos;
     *pos += head_len;
 
@@ -350,7 +346,7 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     if (req->framing == HTTP_BODY_LENGTH && req->content_length > 0) {
         c->body_mode = CONN_BODY_LENGTH;
         c->body_left = req->content_length;
-        if (req->content_length > srv->cfg.max_body_size)
+        if (req->content_length > c->gen->cfg.max_body_size)
             status = 413;
     } else if (req->framing == HTTP_BODY_CHUNKED) {
         c->body_mode = CONN_BODY_CHUNKED;
@@ -417,13 +413,13 @@ static void serve_collected(struct conn *c)
     struct service *svc = c->svc; /* c may be gone once the response is sent */
 
     /* The same bytes parse the same way; the head was valid when collecting began. */
-    int rc = http_parse_request(k->data, k->head_len, &srv->limits, &req);
+    int rc = http_parse_request(k->data, k->head_len, &c->gen->limits, &req);
     resp_init(&resp);
     resp.head_only = req.method == HTTP_METHOD_HEAD;
     resp.keep_alive = rc > 0 && req.keep_alive &&
                       !atomic_load_explicit(&srv->stopping, memory_order_relaxed) &&
-                      (srv->cfg.keepalive_requests == 0 ||
-                       c->requests < srv->cfg.keepalive_requests);
+                      (c->gen->cfg.keepalive_requests == 0 ||
+                       c->requests < c->gen->cfg.keepalive_requests);
     char path[REQUEST_PATH_MAX];
     struct request r;
     int status = rc > 0 ? route(c, &req, &r, path, now_s) : 500;
@@ -448,7 +444,7 @@ static void serve_collected(struct conn *c)
 /* More of a collected body has arrived (or the socket says so). */
 static void collect_event(struct conn *c)
 {
-    const struct config *cfg = &conn_server(c)->cfg;
+    const struct config *cfg = &c->gen->cfg;
     struct conn_collect *k = c->collect;
     for (;;) {
         size_t want;
@@ -517,7 +513,7 @@ static void collect_event(struct conn *c)
  * waiting before this event, so its deadline (from its first byte) stands. */
 static void park_reading(struct conn *c, const char *p, size_t n, bool head_started)
 {
-    const struct config *cfg = &conn_server(c)->cfg;
+    const struct config *cfg = &c->gen->cfg;
     int64_t now = conn_now_ms();
     if (!save_input(c, p, n)) {
         conn_close(c);
@@ -539,11 +535,12 @@ static void park_reading(struct conn *c, const char *p, size_t n, bool head_star
 /* Read and answer requests until the socket has nothing more for now. */
 static void http_process(struct conn *c)
 {
-    struct server *srv = conn_server(c);
     char buf[CONN_BUF_SIZE];
     size_t len = 0, pos = 0;
     bool served = false;
     bool head_started = atomic_load_explicit(&c->state, memory_order_relaxed) == CONN_HEAD;
+    if (!head_started && c->body_mode == CONN_BODY_NONE)
+        conn_renew_generation(c); /* between requests: where a reload takes effect */
 
     if (c->in) {
         len = c->in->len;
@@ -562,7 +559,7 @@ static void http_process(struct conn *c)
         }
         if (c->body_mode == CONN_BODY_NONE && pos < len) {
             struct http_request req;
-            int r = http_parse_request(buf + pos, len - pos, &srv->limits, &req);
+            int r = http_parse_request(buf + pos, len - pos, &c->gen->limits, &req);
             if (r > 0) {
                 if (!serve_one(c, buf, &pos, len, &req, (size_t)r))
                     return;
@@ -648,7 +645,7 @@ void http_conn_event(struct lf_handle *h, uint32_t events)
         }
         if (r == SEND_PARKED) {
             conn_wait(c, CONN_SEND, EPOLLOUT,
-                      conn_now_ms() + conn_server(c)->cfg.send_timeout_ms);
+                      conn_now_ms() + c->gen->cfg.send_timeout_ms);
             return;
         }
         if (c->stream) { /* a part of a streamed response went out: read more of it */

@@ -110,7 +110,7 @@ static enum send_result stream_send(struct conn_stream *cs, struct response *res
     if (r == SEND_PARKED) {
         c->close_after_send = false;
         conn_wait(c, CONN_SEND, EPOLLOUT,
-                  conn_now_ms() + c->svc->srv->cfg.send_timeout_ms);
+                  conn_now_ms() + c->gen->cfg.send_timeout_ms);
     }
     return r;
 }

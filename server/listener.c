@@ -54,7 +54,8 @@ int listener_open(struct server *srv, struct listener *l, const struct config_li
         errno = saved;
         return -1;
     }
-    int defer_s = (int)(srv->cfg.header_timeout_ms / 1000);
+    /* At start, on the main thread: the generation cannot change under us. */
+    int defer_s = (int)(atomic_load(&srv->gen)->cfg.header_timeout_ms / 1000);
     defer_s = defer_s < 1 ? 1 : defer_s;
     setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof(defer_s));
 
@@ -125,6 +126,7 @@ void listener_event(struct lf_handle *h, uint32_t events)
     struct server *srv = svc->srv;
     struct conn *last = NULL;
     static _Thread_local int64_t last_warn_ms;
+    struct generation *gen = generation_acquire(srv); /* one lock per batch, not per accept */
 
     for (int i = 0; i < ACCEPT_BATCH; i++) {
         struct sockaddr_storage peer;
@@ -152,19 +154,19 @@ void listener_event(struct lf_handle *h, uint32_t events)
          * its client's address. */
         struct service *to = svc;
         if (svc == &srv->svcs[0]) {
-            struct service *by_peer = server_class_for_peer(srv, (struct sockaddr *)&peer);
+            struct service *by_peer = server_class_for_peer(srv, &gen->cfg, (struct sockaddr *)&peer);
             to = by_peer ? by_peer : svc;
         }
         if (atomic_load_explicit(&srv->stopping, memory_order_relaxed) ||
             atomic_load_explicit(&srv->n_conns, memory_order_relaxed) >=
-                srv->cfg.max_connections ||
+                srv->max_connections ||
             service_full(to)) {
             ssize_t w = send(fd, busy_response, sizeof(busy_response) - 1, MSG_NOSIGNAL);
             (void)w;
             close(fd);
             continue;
         }
-        struct conn *c = conn_open(to, fd, (struct sockaddr *)&peer, plen,
+        struct conn *c = conn_open(to, gen, fd, (struct sockaddr *)&peer, plen,
                                    (const struct sockaddr *)&l->addr.addr);
         if (!c)
             continue;
@@ -179,6 +181,7 @@ void listener_event(struct lf_handle *h, uint32_t events)
     if (!atomic_load_explicit(&srv->stopping, memory_order_relaxed) &&
         !atomic_load(&l->paused))
         lf_group_rearm(h, EPOLLIN);
+    generation_release(gen);
     if (last)
         http_conn_start(last);
 }

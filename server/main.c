@@ -110,6 +110,103 @@ static int load_config(struct config *cfg, const struct options *o, char *err, s
     return 0;
 }
 
+/* Read the configuration and build what depends on it (the document root, the parser's
+ * limits, the module chain): a generation, not yet installed. `open_root` is false for
+ * -t, which checks the file without serving. Returns NULL with the message in err. */
+static struct generation *build_generation(const struct options *o, unsigned number,
+                                           bool open_root, char *err, size_t len)
+{
+    struct generation *g = calloc(1, sizeof(*g));
+    if (!g) {
+        snprintf(err, len, "out of memory");
+        return NULL;
+    }
+    g->number = number;
+    g->root_fd = -1;
+    if (load_config(&g->cfg, o, err, len) < 0)
+        goto fail;
+    const struct config *cfg = &g->cfg;
+    if (open_root) {
+        g->root_fd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (g->root_fd < 0 || !realpath(cfg->root, g->root_real)) {
+            snprintf(err, len, "root \"%.500s\": %s", cfg->root, strerror(errno));
+            goto fail;
+        }
+    }
+    g->limits.max_header_bytes = cfg->max_header_size;
+    g->limits.max_headers = cfg->max_headers;
+    /* The modules check their own directives (paths that must exist, and so on). */
+    if (module_chain_init(&g->chain, cfg, err, len) < 0)
+        goto fail;
+    g->chain_ready = true;
+    return g;
+fail:
+    generation_free(g);
+    return NULL;
+}
+
+static bool same_listen(const struct config_listen *a, unsigned na,
+                        const struct config_listen *b, unsigned nb)
+{
+    if (na != nb)
+        return false;
+    for (unsigned i = 0; i < na; i++)
+        if (a[i].addr_len != b[i].addr_len || memcmp(&a[i].addr, &b[i].addr, a[i].addr_len))
+            return false;
+    return true;
+}
+
+/* What a reload cannot change, because it was built once at start (sockets, threads,
+ * groups, log files): the first such directive that differs, or NULL. */
+static const char *needs_restart(const struct config *a, const struct config *b)
+{
+    if (!same_listen(a->listen, a->n_listen, b->listen, b->n_listen))
+        return "listen";
+    if (a->threads != b->threads)
+        return "threads";
+    if (a->max_connections != b->max_connections)
+        return "max_connections";
+    if (strcmp(a->error_log, b->error_log) || a->error_level != b->error_level)
+        return "error_log";
+    if (strcmp(a->access_log, b->access_log) || a->access_log_json != b->access_log_json)
+        return "access_log";
+    if (a->server_tokens != b->server_tokens)
+        return "server_tokens";
+    if (a->n_classes != b->n_classes)
+        return "class (added or removed)";
+    for (unsigned i = 0; i < a->n_classes; i++) {
+        const struct config_class *x = &a->classes[i], *y = &b->classes[i];
+        if (strcmp(x->name, y->name) || x->threads != y->threads || x->nice != y->nice ||
+            x->max_connections != y->max_connections ||
+            !same_listen(x->listen, x->n_listen, y->listen, y->n_listen))
+            return "class (name, threads, priority, max_connections or listen)";
+    }
+    return NULL;
+}
+
+/* SIGHUP: build the new generation beside the running one and switch to it. Connections
+ * move to it at their next request; a configuration that does not load, or that changes
+ * what only a restart can, is refused and the running one stays. */
+static void reload(struct server *srv, const struct options *o)
+{
+    char err[1024];
+    struct generation *cur = atomic_load(&srv->gen); /* main is the only writer */
+    struct generation *g = build_generation(o, cur->number + 1, true, err, sizeof(err));
+    const char *what = g ? needs_restart(&cur->cfg, &g->cfg) : NULL;
+    if (!g || what) {
+        if (what)
+            snprintf(err, sizeof(err), "changing `%s` needs a restart", what);
+        log_error("SIGHUP: configuration not reloaded: %s; still serving generation %u", err,
+                  cur->number);
+        generation_free(g);
+        return;
+    }
+    server_install_generation(srv, g);
+    log_info("SIGHUP: configuration reloaded (generation %u): new connections and the "
+             "next request of open ones use it",
+             g->number);
+}
+
 /* Class priorities are nice values relative to the process's own (high -10, normal 0,
  * low 10). Raising a thread above the process's own priority needs CAP_SYS_NICE (or
  * RLIMIT_NICE); without it, every class moves up by the same amount, so that the most
@@ -156,7 +253,7 @@ static int add_listener(struct server *srv, struct service *svc, const struct co
 /* One service (a Leader/Followers group) per class, the default class first. */
 static int start_services(struct server *srv)
 {
-    const struct config *cfg = &srv->cfg;
+    const struct config *cfg = &atomic_load(&srv->gen)->cfg;
     int shift = priority_shift(cfg);
     errno = 0;
     int own = getpriority(PRIO_PROCESS, (id_t)gettid());
@@ -209,8 +306,7 @@ static void raise_fd_limit(unsigned want)
 
 static int start(struct server *srv)
 {
-    char err[1024];
-    const struct config *cfg = &srv->cfg;
+    const struct config *cfg = &atomic_load(&srv->gen)->cfg;
     if (log_open_error(cfg->error_log, cfg->error_level) < 0) {
         fprintf(stderr, "lfhttpd: error log \"%s\": %s\n", cfg->error_log, strerror(errno));
         return -1;
@@ -220,18 +316,8 @@ static int start(struct server *srv)
         return -1;
     }
     raise_fd_limit(cfg->max_connections);
-    srv->root_fd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (srv->root_fd < 0 || !realpath(cfg->root, srv->root_real)) {
-        log_error("root \"%s\": %s", cfg->root, strerror(errno));
-        return -1;
-    }
+    srv->max_connections = cfg->max_connections;
     http_response_set_server(cfg->server_tokens ? "lfhttpd/" LFHTTPD_VERSION : "lfhttpd");
-    srv->limits.max_header_bytes = cfg->max_header_size;
-    srv->limits.max_headers = cfg->max_headers;
-    if (module_chain_init(&srv->chain, cfg, err, sizeof(err)) < 0) {
-        log_error("%s", err);
-        return -1;
-    }
     pthread_mutex_init(&srv->spare_lock, NULL);
     srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (start_services(srv) < 0)
@@ -263,7 +349,7 @@ static void shut_down(struct server *srv, const sigset_t *sigs)
     atomic_store(&srv->stopping, true);
     for (unsigned i = 0; i < srv->n_listeners; i++)
         shutdown(srv->listeners[i].h.fd, SHUT_RDWR); /* new connections are refused now */
-    int64_t deadline = conn_now_ms() + srv->cfg.shutdown_timeout_ms;
+    int64_t deadline = conn_now_ms() + atomic_load(&srv->gen)->cfg.shutdown_timeout_ms;
     struct timespec tick = {0, 50 * 1000000L};
     while (atomic_load(&srv->n_conns) > 0 && conn_now_ms() < deadline) {
         int sig = sigtimedwait(sigs, NULL, &tick);
@@ -286,13 +372,13 @@ static void clean_up(struct server *srv)
         service_fini(&srv->svcs[i]);
     for (unsigned i = 0; i < srv->n_listeners; i++)
         close(srv->listeners[i].h.fd);
-    module_chain_fini(&srv->chain);
     access_log_close(&srv->access_log);
-    if (srv->root_fd >= 0)
-        close(srv->root_fd);
     if (srv->spare_fd >= 0)
         close(srv->spare_fd);
-    config_free(&srv->cfg);
+    /* Every connection is closed: the server's is the last reference. */
+    struct generation *g = atomic_exchange(&srv->gen, NULL);
+    if (g)
+        generation_release(g);
 }
 
 int main(int argc, char **argv)
@@ -302,29 +388,23 @@ int main(int argc, char **argv)
     if (rc != 0)
         return rc > 0 ? 0 : 1;
 
-    static struct server srv; /* large (listeners, config): not on main's stack */
-    srv.root_fd = -1;
+    static struct server srv; /* large (listeners, classes): not on main's stack */
     srv.spare_fd = -1;
     srv.start_ms = conn_now_ms();
+    pthread_mutex_init(&srv.gen_lock, NULL);
     char err[1024];
-    if (load_config(&srv.cfg, &opts, err, sizeof(err)) < 0) {
+    struct generation *g = build_generation(&opts, 1, !opts.test_only, err, sizeof(err));
+    if (!g) {
         fprintf(stderr, "lfhttpd: %s\n", err);
-        config_free(&srv.cfg);
         return 1;
     }
     if (opts.test_only) {
-        /* The modules check their own directives (paths that must exist, and so on). */
-        if (module_chain_init(&srv.chain, &srv.cfg, err, sizeof(err)) < 0) {
-            fprintf(stderr, "lfhttpd: %s\n", err);
-            config_free(&srv.cfg);
-            return 1;
-        }
-        module_chain_fini(&srv.chain);
-        printf("lfhttpd: configuration %s is valid\n", srv.cfg.file[0] ? srv.cfg.file
-                                                                          : "(defaults)");
-        config_free(&srv.cfg);
+        printf("lfhttpd: configuration %s is valid\n", g->cfg.file[0] ? g->cfg.file
+                                                                      : "(defaults)");
+        generation_free(g);
         return 0;
     }
+    server_install_generation(&srv, g);
 
     /* Signals are taken synchronously by this thread; the workers never see them. */
     signal(SIGPIPE, SIG_IGN);
@@ -352,7 +432,7 @@ int main(int argc, char **argv)
         if (sig == SIGUSR1)
             reopen_logs(&srv);
         if (sig == SIGHUP)
-            log_warn("SIGHUP ignored: configuration reload is not built yet; restart instead");
+            reload(&srv, &opts);
     }
     shut_down(&srv, &sigs);
     clean_up(&srv);

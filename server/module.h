@@ -152,6 +152,7 @@ const char *module_content_type(const struct request *req, const char *path, int
 struct server_stats {
     int64_t uptime_s;
     unsigned connections; /* open now, all groups */
+    unsigned generation;  /* configuration generation: 1 at start, one more per reload */
     unsigned n_groups;
     struct {
         char name[32];

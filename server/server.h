@@ -4,6 +4,7 @@
 #ifndef LFHTTPD_SERVER_H
 #define LFHTTPD_SERVER_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -29,14 +30,42 @@ struct listener {
  * descriptor if shedding used it up. */
 void listener_resume_paused(struct server *srv, struct service *svc);
 
-struct server {
+/* One loaded configuration and what is built from it: the document root, the parser's
+ * limits, the module chain. SIGHUP builds a new generation beside the running one; new
+ * connections, and each connection's next request, take the new one, while requests in
+ * flight finish with the generation they started with. The last reference frees it. */
+struct generation {
+    atomic_uint refs;      /* the server's (while current) + one per connection */
+    unsigned number;       /* 1 at start, then one more per reload */
     struct config cfg;
-    int root_fd;            /* the document root, O_PATH | O_DIRECTORY */
-    char root_real[4096];   /* its real path */
+    int root_fd;           /* the document root, O_PATH | O_DIRECTORY */
+    char root_real[4096];  /* its real path */
     struct http_limits limits;
+    struct module_chain chain;
+    bool chain_ready;      /* module_chain_init succeeded: fini is owed */
+};
+
+/* The current generation, with a reference for the caller. */
+struct generation *generation_acquire(struct server *srv);
+/* Another reference to a generation the caller already holds. */
+void generation_hold(struct generation *g);
+/* Drop a reference; the last one frees the generation (module fini, root, config). */
+void generation_release(struct generation *g);
+/* Free an unpublished generation (refs never taken), or the last reference's. */
+void generation_free(struct generation *g);
+/* Make g current (it arrives with the server's reference) and release the old one. */
+void server_install_generation(struct server *srv, struct generation *g);
+
+struct server {
+    /* Current generation: read without the lock only to compare pointers, or by the main
+     * thread (the only writer); everyone else dereferences it through
+     * generation_acquire(). */
+    struct generation *_Atomic gen;
+    pthread_mutex_t gen_lock;
+    atomic_uint gen_number;   /* the current generation's number, for the status page */
+    unsigned max_connections; /* from the configuration at start: needs a restart */
     enum lf_promotion promotion;
     struct access_log access_log;
-    struct module_chain chain;
     struct service svcs[1 + CONFIG_MAX_CLASSES]; /* [0] is the default class */
     unsigned n_svcs;
     struct listener listeners[CONFIG_MAX_LISTEN * (1 + CONFIG_MAX_CLASSES)];
@@ -52,10 +81,11 @@ struct server {
 
 /* The class a request belongs to by its rules (path prefix, longest first; then Host), or
  * NULL if no class's rule claims it. */
-struct service *server_class_for_request(struct server *srv, const char *path, size_t len,
-                                         struct http_slice host);
+struct service *server_class_for_request(struct server *srv, const struct config *cfg,
+                                         const char *path, size_t len, struct http_slice host);
 /* The class a new connection belongs to by client address, or NULL. */
-struct service *server_class_for_peer(struct server *srv, const struct sockaddr *peer);
+struct service *server_class_for_peer(struct server *srv, const struct config *cfg,
+                                      const struct sockaddr *peer);
 
 /* listener.c */
 int listener_open(struct server *srv, struct listener *l, const struct config_listen *addr);
