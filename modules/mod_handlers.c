@@ -513,10 +513,12 @@ static void status_json(struct out_buf *b, const struct server_stats *ss,
                         const struct status_totals *t)
 {
     out_printf(b, "{\"uptime_s\":%lld,\"generation\":%u,\"connections\":%u,"
+                  "\"context_switches\":{\"voluntary\":%llu,\"involuntary\":%llu},"
                   "\"requests\":%llu,\"bytes\":%llu,"
                   "\"responses\":{\"1xx\":%llu,\"2xx\":%llu,\"3xx\":%llu,\"4xx\":%llu,"
                   "\"5xx\":%llu},\"groups\":[",
                (long long)ss->uptime_s, ss->generation, ss->connections,
+               (unsigned long long)ss->ctx_voluntary, (unsigned long long)ss->ctx_involuntary,
                (unsigned long long)t->requests,
                (unsigned long long)t->bytes, (unsigned long long)t->by_class[0],
                (unsigned long long)t->by_class[1], (unsigned long long)t->by_class[2],

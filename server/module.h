@@ -153,6 +153,9 @@ struct server_stats {
     int64_t uptime_s;
     unsigned connections; /* open now, all groups */
     unsigned generation;  /* configuration generation: 1 at start, one more per reload */
+    /* The process's context switches since start, every thread's (getrusage): voluntary
+     * (a thread waited) and involuntary (preempted). */
+    uint64_t ctx_voluntary, ctx_involuntary;
     unsigned n_groups;
     struct {
         char name[32];

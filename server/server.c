@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "server.h"
@@ -27,6 +28,11 @@ void module_server_stats(const struct server *srv, struct server_stats *out)
     out->uptime_s = (conn_now_ms() - srv->start_ms) / 1000;
     out->connections = atomic_load_explicit(&srv->n_conns, memory_order_relaxed);
     out->generation = atomic_load_explicit(&srv->gen_number, memory_order_relaxed);
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
+        out->ctx_voluntary = (uint64_t)ru.ru_nvcsw;
+        out->ctx_involuntary = (uint64_t)ru.ru_nivcsw;
+    }
     for (unsigned i = 0; i < srv->n_svcs && i < SERVER_STATS_GROUPS; i++) {
         const struct service *svc = &srv->svcs[i];
         if (!svc->group)

@@ -453,6 +453,18 @@ def test_status_json(srv, connect):
     assert g["events"] >= 1 and g["waits"] >= 1
 
 
+def test_status_json_counts_the_process_context_switches(srv, connect):
+    """getrusage's figures for the whole process: its threads wait (voluntary switches)
+    for every event they do not find ready, so the count grows with requests."""
+    first = status_json(srv, connect)["context_switches"]
+    assert set(first) == {"voluntary", "involuntary"}
+    for _ in range(20):
+        status_json(srv, connect)
+    later = status_json(srv, connect)["context_switches"]
+    assert later["voluntary"] > first["voluntary"]
+    assert later["involuntary"] >= first["involuntary"]
+
+
 def test_status_lists_every_service_class(start_server, docroot, connect):
     """One entry per class, each with the threads its configuration gives it."""
     (docroot / "bulk").mkdir()
