@@ -4,6 +4,8 @@
 #   make bench            5 rounds of 5 s per workload (about 11 minutes)
 #   make bench QUICK=1    2 rounds of 2 s, 1 for the variants (under two minutes)
 #   make bench BENCH_ARGS="--only small_ka,gzip --rounds 3"
+#   make bench-strategies [QUICK=1] [STRATEGY_ARGS="--only small_ka --rounds 5"]
+# `make bench` ends with the comparison of concurrency strategies (bench_strategies.py).
 # The server is built with release flags into its own folder, apart from build/lfhttpd.
 
 BENCH_OUT   := build/bench
@@ -14,10 +16,18 @@ BENCH_PKGS  := wrk:wrk ab:apache2-utils nginx:nginx-light lighttpd:lighttpd \
                /usr/lib/lighttpd/mod_deflate.so:lighttpd-mod-deflate gnuplot:gnuplot-nox \
                curl:curl
 
-.PHONY: bench bench-deps bench-build bench-clean
+.PHONY: bench bench-strategies bench-deps bench-build bench-clean
 
-bench: bench-deps bench-build
+bench: bench-deps bench-build build/tests/alloc_counter.so
 	$(PYTHON) tests/bench/bench.py --bin $(BENCH_OUT)/lfhttpd $(if $(QUICK),--quick) $(BENCH_ARGS)
+	$(PYTHON) tests/bench/bench_strategies.py --bin $(BENCH_OUT)/lfhttpd \
+	  --alloc-lib build/tests/alloc_counter.so $(if $(QUICK),--quick)
+
+# Only the comparison of concurrency strategies (Leader/Followers with LIFO or condvar
+# promotion, half-sync/half-async, thread-per-connection): build/bench/strategies.*
+bench-strategies: bench-deps bench-build build/tests/alloc_counter.so
+	$(PYTHON) tests/bench/bench_strategies.py --bin $(BENCH_OUT)/lfhttpd \
+	  --alloc-lib build/tests/alloc_counter.so $(if $(QUICK),--quick) $(STRATEGY_ARGS)
 
 # Missing tools are installed when running as root; otherwise the exact command is
 # printed and make stops. (nginx and lighttpd are found in /usr/sbin even when it is
