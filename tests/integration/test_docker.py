@@ -315,3 +315,31 @@ def test_stop_sends_sigterm_and_exits_0(engine, run_container):
     logs = c.logs()
     assert code == "0", f"exit status {code}:\n{logs}"
     assert "SIGTERM: shutting down" in logs, logs
+
+
+def test_kill_hup_reloads_a_mounted_config(engine, run_container, tmp_path):
+    """`docker kill -s HUP` reloads: the mounted file (its directory mounted, so that an
+    edit on the host is seen inside) now serves another root, and the container lives on."""
+    site, files = _site(tmp_path)
+    other, _ = _site(tmp_path, "other")
+    (other / "index.html").write_bytes(b"the other site\n")
+    confdir = tmp_path / "conf"
+    confdir.mkdir()
+    os.chmod(confdir, 0o755)
+    text = "listen 8080;\nroot %s;\naccess_log off;\nerror_log stderr info;\n"
+    conf = confdir / "my.conf"
+    conf.write_text(text % "/srv/site")
+    os.chmod(conf, 0o644)
+    c = run_container(args=["-c", "/srv/conf/my.conf"],
+                      volumes=[f"{site}:/srv/site:ro", f"{other}:/srv/other:ro",
+                               f"{confdir}:/srv/conf:ro"])
+    assert c.get("/")[2] == files["index.html"]
+    conf.write_text(text % "/srv/other")
+    r = _run([engine, "kill", "--signal", "HUP", c.name], timeout=60)
+    assert r.returncode == 0, r.stdout
+    deadline = time.time() + 15
+    while "configuration reloaded" not in c.logs() and time.time() < deadline:
+        time.sleep(0.1)
+    assert "configuration reloaded (generation 2)" in c.logs(), c.logs()
+    assert c.get("/")[2] == b"the other site\n"
+    assert c.running()
