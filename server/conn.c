@@ -55,7 +55,8 @@ int service_init(struct service *svc, struct server *srv, const char *name, unsi
     svc->nice = nice;
     svc->timer.fd = -1;
     pthread_mutex_init(&svc->lock, NULL);
-    svc->group = lf_group_create(name, threads, srv->promotion, nice);
+    svc->group =
+        lf_group_create(name, threads, LF_STRATEGY_LEADER_FOLLOWERS, srv->promotion, nice);
     if (!svc->group)
         return -1;
     return timer_init(svc);
