@@ -55,8 +55,7 @@ int service_init(struct service *svc, struct server *srv, const char *name, unsi
     svc->nice = nice;
     svc->timer.fd = -1;
     pthread_mutex_init(&svc->lock, NULL);
-    svc->group =
-        lf_group_create(name, threads, LF_STRATEGY_LEADER_FOLLOWERS, srv->promotion, nice);
+    svc->group = lf_group_create(name, threads, srv->cfg.concurrency, srv->cfg.promotion, nice);
     if (!svc->group)
         return -1;
     return timer_init(svc);

@@ -236,8 +236,13 @@ static int start(struct server *srv)
     srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (start_services(srv) < 0)
         return -1;
-    log_info("lfhttpd %s serving %s (Leader/Followers, %u service class%s)", LFHTTPD_VERSION,
-             cfg->root, srv->n_svcs, srv->n_svcs == 1 ? "" : "es");
+    const char *promotion = "";
+    if (cfg->concurrency == LF_STRATEGY_LEADER_FOLLOWERS)
+        promotion = cfg->promotion == LF_PROMOTE_LIFO ? " with LIFO promotion"
+                                                      : " with condvar promotion";
+    log_info("lfhttpd %s serving %s (%s%s, %u service class%s)", LFHTTPD_VERSION, cfg->root,
+             lf_strategy_name(cfg->concurrency), promotion, srv->n_svcs,
+             srv->n_svcs == 1 ? "" : "es");
     return 0;
 }
 

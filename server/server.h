@@ -34,7 +34,6 @@ struct server {
     int root_fd;            /* the document root, O_PATH | O_DIRECTORY */
     char root_real[4096];   /* its real path */
     struct http_limits limits;
-    enum lf_promotion promotion;
     struct access_log access_log;
     struct module_chain chain;
     struct service svcs[1 + CONFIG_MAX_CLASSES]; /* [0] is the default class */
