@@ -482,13 +482,16 @@ static void status_html(struct out_buf *b, const struct server_stats *ss,
                 "</tr></thead>\n<tbody><tr><td>Responses</td>");
     for (int i = 0; i < 5; i++)
         out_printf(b, "<td>%llu</td>", (unsigned long long)t->by_class[i]);
-    out_puts(b, "</tr></tbody>\n</table></div>\n<h2>Service classes (Leader/Followers groups)"
+    out_puts(b, "</tr></tbody>\n</table></div>\n<h2>Service classes (thread groups)"
                 "</h2>\n<div class=\"wrap\"><table id=\"groups\">\n<thead><tr><th>Class</th>"
-                "<th>Threads</th><th>Nice</th><th title=\"open connections\">Conns</th>"
+                "<th>Strategy</th><th>Threads</th><th>Nice</th>"
+                "<th title=\"open connections\">Conns</th>"
                 "<th>Requests</th><th title=\"service time, median\">p50</th>"
                 "<th title=\"service time, 99th percentile\">p99</th>"
                 "<th title=\"events dispatched\">Events</th>"
-                "<th title=\"promotions of a follower to leader\">Hand-offs</th>"
+                "<th title=\"promotions of a follower to leader; events queued for a worker "
+                "(Half-Sync/Half-Async); connections given a thread (Thread-per-Connection)\">"
+                "Hand-offs</th>"
                 "<th title=\"epoll_wait calls\">Epoll waits</th></tr></thead>\n<tbody>\n");
     for (unsigned i = 0; i < ss->n_groups && i < SERVER_STATS_GROUPS; i++) {
         char p50[24], p99[24];
@@ -496,6 +499,8 @@ static void status_html(struct out_buf *b, const struct server_stats *ss,
         format_micros(ss->groups[i].p99_us, p99);
         out_puts(b, "<tr><td>");
         out_html(b, ss->groups[i].name);
+        out_puts(b, "</td><td>");
+        out_html(b, ss->groups[i].strategy);
         out_printf(b, "</td><td>%u</td><td>%d</td><td>%u</td><td>%llu</td><td>%s</td>"
                       "<td>%s</td><td>%llu</td><td>%llu</td><td>%llu</td></tr>\n",
                    ss->groups[i].threads, ss->groups[i].nice, ss->groups[i].connections,
@@ -526,6 +531,8 @@ static void status_json(struct out_buf *b, const struct server_stats *ss,
     for (unsigned i = 0; i < ss->n_groups && i < SERVER_STATS_GROUPS; i++) {
         out_puts(b, i ? ",{\"name\":" : "{\"name\":");
         out_json(b, ss->groups[i].name);
+        out_puts(b, ",\"strategy\":");
+        out_json(b, ss->groups[i].strategy);
         out_printf(b, ",\"threads\":%u,\"nice\":%d,\"connections\":%u,\"requests\":%llu,"
                       "\"p50_us\":%llu,\"p99_us\":%llu,\"events\":%llu,\"handoffs\":%llu,"
                       "\"waits\":%llu}",

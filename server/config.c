@@ -19,6 +19,8 @@ void config_defaults(struct config *cfg)
     snprintf(cfg->index[0], sizeof(cfg->index[0]), "index.html");
     cfg->n_index = 1;
     cfg->threads = 0;
+    cfg->concurrency = LF_STRATEGY_LEADER_FOLLOWERS;
+    cfg->promotion = LF_PROMOTE_LIFO;
     cfg->max_connections = 10000;
     cfg->max_header_size = 8192;
     cfg->max_headers = 64;
@@ -447,11 +449,59 @@ static int set_server_tokens(struct config *cfg, const struct conf_node *n, char
     return 0;
 }
 
+/* --- concurrency strategy ---------------------------------------------------------- */
+
+/* For a directive that may appear once: n must be the first statement of its name. */
+static int check_once(const struct config *cfg, const struct conf_node *n, char *msg,
+                      size_t len)
+{
+    const struct conf_node *first = config_next(cfg, n->name, NULL);
+    if (first != n)
+        return snprintf(msg, len, "set twice (first on line %u)", first->line), -1;
+    return 0;
+}
+
+static int set_concurrency(struct config *cfg, const struct conf_node *n, char *msg,
+                           size_t len)
+{
+    static const struct {
+        const char *name;
+        enum lf_strategy strategy;
+    } names[] = {
+        {"leader_followers", LF_STRATEGY_LEADER_FOLLOWERS},
+        {"half_sync_half_async", LF_STRATEGY_HALF_SYNC_HALF_ASYNC},
+        {"thread_per_connection", LF_STRATEGY_THREAD_PER_CONNECTION},
+    };
+    if (check_once(cfg, n, msg, len) < 0)
+        return -1;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcmp(n->args[0], names[i].name) == 0) {
+            cfg->concurrency = names[i].strategy;
+            return 0;
+        }
+    }
+    return snprintf(msg, len, "expected \"leader_followers\", \"half_sync_half_async\" or "
+                    "\"thread_per_connection\", not \"%s\"", n->args[0]), -1;
+}
+
+static int set_promotion(struct config *cfg, const struct conf_node *n, char *msg, size_t len)
+{
+    if (check_once(cfg, n, msg, len) < 0)
+        return -1;
+    if (strcmp(n->args[0], "lifo") != 0 && strcmp(n->args[0], "condvar") != 0)
+        return snprintf(msg, len, "expected \"lifo\" or \"condvar\", not \"%s\"",
+                        n->args[0]), -1;
+    cfg->promotion = strcmp(n->args[0], "lifo") == 0 ? LF_PROMOTE_LIFO : LF_PROMOTE_CONDVAR;
+    return 0;
+}
+
 static const struct directive directives[] = {
     {"listen", 1, 1, set_listen},
     {"root", 1, 1, set_root},
     {"index", 1, CONFIG_MAX_INDEX, set_index},
     {"threads", 1, 1, set_threads},
+    {"concurrency", 1, 1, set_concurrency},
+    {"promotion", 1, 1, set_promotion},
     {"max_connections", 1, 1, set_max_connections},
     {"max_header_size", 1, 1, set_max_header_size},
     {"max_headers", 1, 1, set_max_headers},

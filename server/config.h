@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "lf_group.h" /* enum lf_strategy, enum lf_promotion */
+
 #define CONFIG_MAX_LISTEN 16
 #define CONFIG_MAX_INDEX 8
 #define CONFIG_MAX_ARGS 16
@@ -76,6 +78,8 @@ struct config {
     unsigned n_index;
 
     unsigned threads; /* 0 = one per CPU */
+    enum lf_strategy concurrency; /* how every class's threads share its connections */
+    enum lf_promotion promotion;  /* Leader/Followers: which waiting thread leads next */
     unsigned max_connections;
 
     size_t max_header_size;  /* request line + fields, at most CONFIG_MAX_HEADER_SIZE */

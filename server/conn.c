@@ -55,7 +55,8 @@ int service_init(struct service *svc, struct server *srv, const char *name, unsi
     svc->nice = nice;
     svc->timer.fd = -1;
     pthread_mutex_init(&svc->lock, NULL);
-    svc->group = lf_group_create(name, threads, srv->promotion, nice);
+    const struct config *cfg = &atomic_load(&srv->gen)->cfg; /* at start, on main */
+    svc->group = lf_group_create(name, threads, cfg->concurrency, cfg->promotion, nice);
     if (!svc->group)
         return -1;
     return timer_init(svc);
@@ -108,7 +109,7 @@ void service_move(struct conn *c, struct service *to)
      * deadlock. Meanwhile the connection is in no list, so no sweep can touch it. */
     list_unlink(c->svc, c);
     if (c->registered) /* leave the old group's handle set; the new one adds it */
-        epoll_ctl(lf_group_epoll_fd(c->h.group), EPOLL_CTL_DEL, c->h.fd, NULL);
+        lf_group_detach(&c->h, false);
     c->registered = false;
     c->svc = to;
     c->h.group = to->group;
@@ -188,6 +189,7 @@ void conn_close(struct conn *c)
 
     if (c->stream)
         http_stream_abort(c);
+    lf_group_detach(&c->h, true); /* a thread of its own leaves after this event */
     close(c->h.fd);
     conn_out_free(c);
     if (c->in)
@@ -229,7 +231,7 @@ void conn_wait(struct conn *c, enum conn_state state, uint32_t events, int64_t d
         rc = lf_group_rearm(&c->h, events);
     } else {
         c->registered = true;
-        rc = lf_group_add(c->h.group, &c->h, events);
+        rc = lf_group_add_conn(c->h.group, &c->h, events);
     }
     if (rc < 0) {
         log_error("epoll_ctl on fd %d: %s", c->h.fd, strerror(-rc));

@@ -1,8 +1,10 @@
-/* lf_group.h — one Leader/Followers group: a pool of threads sharing one handle set.
+/* lf_group.h — one thread group: a pool of threads sharing one handle set.
  *
- * The group knows nothing of HTTP. It owns an epoll instance (the handle set) and N
- * threads; handles are anything with a file descriptor and an event callback. See the
- * comment at the top of lf_group.c for the protocol.
+ * The group knows nothing of HTTP. It owns an epoll instance (the handle set) and its
+ * threads; handles are anything with a file descriptor and an event callback. How the
+ * threads share the set is the group's concurrency strategy: Leader/Followers (the
+ * default), Half-Sync/Half-Async or Thread-per-Connection. See the comment at the top of
+ * lf_group.c for the protocols. Callers see the same interface whichever runs.
  */
 #ifndef LFHTTPD_LF_GROUP_H
 #define LFHTTPD_LF_GROUP_H
@@ -31,39 +33,77 @@ struct lf_handle {
     atomic_uint handoff;
 };
 
-/* How a new leader is chosen from the waiting followers. */
+/* How the group's threads share its handle set. */
+enum lf_strategy {
+    /* N threads take turns as the leader waiting on the set; the leader promotes a
+     * follower, then processes the event itself: the default. */
+    LF_STRATEGY_LEADER_FOLLOWERS = 0,
+    /* One I/O thread waits on the set and queues ready handles; N worker threads take
+     * them from the queue and process them. N + 1 threads. */
+    LF_STRATEGY_HALF_SYNC_HALF_ASYNC,
+    /* One thread serves the group's own handles (listeners, timer); each connection
+     * added with lf_group_add_conn() gets a handle set and a thread of its own. */
+    LF_STRATEGY_THREAD_PER_CONNECTION,
+};
+
+/* How a new leader is chosen from the waiting followers (Leader/Followers only). */
 enum lf_promotion {
     LF_PROMOTE_LIFO = 0, /* the most recently idle thread (warm cache) is woken: the default */
     LF_PROMOTE_CONDVAR,  /* a plain condition variable: whichever thread the kernel wakes */
 };
 
 struct lf_group_stats {
-    uint64_t events;   /* events dispatched */
-    uint64_t handoffs; /* promotions of a waiting follower to leader */
+    uint64_t events; /* events dispatched */
+    /* Hand-offs between threads: promotions of a waiting follower to leader
+     * (Leader/Followers), events passed from the I/O thread to the workers through the
+     * queue (Half-Sync/Half-Async), connections given a thread of their own
+     * (Thread-per-Connection). */
+    uint64_t handoffs;
     uint64_t waits;    /* epoll_wait calls made */
     unsigned priority_failures; /* threads that could not take the group's nice value */
 };
 
-/* Create a group named `name` with `threads` threads (not started yet), each running at
- * the nice value `nice` (0: the process's own). Returns NULL with errno set on failure. */
-struct lf_group *lf_group_create(const char *name, unsigned threads, enum lf_promotion promo,
-                                 int nice);
+/* Create a group named `name` with `threads` threads (not started yet), sharing its
+ * handle set by `strategy` (`promo` chooses the Leader/Followers promotion), each thread
+ * running at the nice value `nice` (0: the process's own). Thread-per-Connection uses one
+ * thread for the group's own handles whatever `threads` says. Returns NULL with errno set
+ * on failure. */
+struct lf_group *lf_group_create(const char *name, unsigned threads, enum lf_strategy strategy,
+                                 enum lf_promotion promo, int nice);
 
 /* Register h in the handle set, armed for `events` (EPOLLIN, EPOLLOUT...), one-shot. */
 int lf_group_add(struct lf_group *g, struct lf_handle *h, uint32_t events);
+/* Register a connection's handle: as lf_group_add(), except in a Thread-per-Connection
+ * group, where h gets a handle set and a thread of its own, started at once, and
+ * h->group becomes that private set (so lf_group_rearm(h) and lf_group_add(h->group, ...)
+ * for the connection's other handles land there). The thread leaves when the connection
+ * is detached (lf_group_detach). While the group is stopping no thread is started: the
+ * handle stays registered, unserved, for its owner to close. */
+int lf_group_add_conn(struct lf_group *g, struct lf_handle *h, uint32_t events);
 /* Reactivate h for `events`: the end of processing an event. */
 int lf_group_rearm(struct lf_handle *h, uint32_t events);
+/* A connection's handle leaves its handle set, called by the thread processing it:
+ * `closing` just before its descriptor is closed (a no-op but in Thread-per-Connection),
+ * otherwise as it moves to another group (the handle is removed from the set). A
+ * connection's own thread leaves once the current event's callback returns, without
+ * touching the handle again. */
+void lf_group_detach(struct lf_handle *h, bool closing);
 
 /* Start the threads. Returns 0 or -errno. */
 int lf_group_start(struct lf_group *g);
-/* Ask every thread to leave after its current event, and wait for them. */
+/* Ask every thread to leave after its current event, and wait for them (the threads of
+ * connections too). */
 void lf_group_stop(struct lf_group *g);
 void lf_group_destroy(struct lf_group *g);
 
 void lf_group_get_stats(struct lf_group *g, struct lf_group_stats *out);
 const char *lf_group_name(const struct lf_group *g);
-/* The handle set itself, for removing a handle that moves to another group. */
+enum lf_strategy lf_group_strategy(const struct lf_group *g);
+/* "Leader/Followers", "Half-Sync/Half-Async", "Thread-per-Connection". */
+const char *lf_strategy_name(enum lf_strategy s);
+/* The handle set itself. */
 int lf_group_epoll_fd(const struct lf_group *g);
+/* Threads running now: for Thread-per-Connection, connections' threads included. */
 unsigned lf_group_threads(const struct lf_group *g);
 
 #endif

@@ -5,6 +5,8 @@
  * batch), re-arms the listener so the next leader can accept more, registers all but the
  * last new connection in the handle set, and processes the last one itself at once:
  * TCP_DEFER_ACCEPT means its first request is usually already there to be read.
+ * (Half-Sync/Half-Async: the listener's event is processed by a worker, which may do the
+ * same. Thread-per-Connection: every connection is registered, for a thread of its own.)
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -126,6 +128,7 @@ void listener_event(struct lf_handle *h, uint32_t events)
     struct server *srv = svc->srv;
     struct conn *last = NULL;
     static _Thread_local int64_t last_warn_ms;
+    bool at_once = lf_group_strategy(svc->group) != LF_STRATEGY_THREAD_PER_CONNECTION;
     struct generation *gen = generation_acquire(srv); /* one lock per batch, not per accept */
 
     for (int i = 0; i < ACCEPT_BATCH; i++) {
@@ -170,7 +173,7 @@ void listener_event(struct lf_handle *h, uint32_t events)
                                    (const struct sockaddr *)&l->addr.addr);
         if (!c)
             continue;
-        if (to != svc) { /* another class's group reads it */
+        if (to != svc || !at_once) { /* another class's group (or its own thread) reads it */
             conn_wait(c, CONN_NEW, EPOLLIN, atomic_load(&c->deadline_ms));
             continue;
         }

@@ -164,6 +164,10 @@ static const char *needs_restart(const struct config *a, const struct config *b)
         return "listen";
     if (a->threads != b->threads)
         return "threads";
+    if (a->concurrency != b->concurrency)
+        return "concurrency";
+    if (a->promotion != b->promotion)
+        return "promotion";
     if (a->max_connections != b->max_connections)
         return "max_connections";
     if (strcmp(a->error_log, b->error_log) || a->error_level != b->error_level)
@@ -322,8 +326,13 @@ static int start(struct server *srv)
     srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (start_services(srv) < 0)
         return -1;
-    log_info("lfhttpd %s serving %s (Leader/Followers, %u service class%s)", LFHTTPD_VERSION,
-             cfg->root, srv->n_svcs, srv->n_svcs == 1 ? "" : "es");
+    const char *promotion = "";
+    if (cfg->concurrency == LF_STRATEGY_LEADER_FOLLOWERS)
+        promotion = cfg->promotion == LF_PROMOTE_LIFO ? " with LIFO promotion"
+                                                      : " with condvar promotion";
+    log_info("lfhttpd %s serving %s (%s%s, %u service class%s)", LFHTTPD_VERSION, cfg->root,
+             lf_strategy_name(cfg->concurrency), promotion, srv->n_svcs,
+             srv->n_svcs == 1 ? "" : "es");
     return 0;
 }
 

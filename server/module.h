@@ -159,6 +159,7 @@ struct server_stats {
     unsigned n_groups;
     struct {
         char name[32];
+        const char *strategy; /* "Leader/Followers", "Half-Sync/Half-Async"... (static) */
         unsigned threads;
         unsigned connections;
         int nice;

@@ -41,6 +41,7 @@ void module_server_stats(const struct server *srv, struct server_stats *out)
         lf_group_get_stats(svc->group, &gs);
         snprintf(out->groups[i].name, sizeof(out->groups[i].name), "%s",
                  lf_group_name(svc->group));
+        out->groups[i].strategy = lf_strategy_name(lf_group_strategy(svc->group));
         out->groups[i].threads = lf_group_threads(svc->group);
         out->groups[i].connections = atomic_load_explicit(&svc->n_conns, memory_order_relaxed);
         out->groups[i].events = gs.events;

@@ -64,7 +64,6 @@ struct server {
     pthread_mutex_t gen_lock;
     atomic_uint gen_number;   /* the current generation's number, for the status page */
     unsigned max_connections; /* from the configuration at start: needs a restart */
-    enum lf_promotion promotion;
     struct access_log access_log;
     struct service svcs[1 + CONFIG_MAX_CLASSES]; /* [0] is the default class */
     unsigned n_svcs;

@@ -146,6 +146,7 @@ def test_reload_with_a_missing_root_is_refused(start_server, two_roots, tmp_path
 
 @pytest.mark.parametrize("change, name", [
     ("threads 3;\n", "threads"),
+    ("concurrency half_sync_half_async;\n", "concurrency"),
     ("listen 127.0.0.1:0;\n", "listen"),
     ("max_connections 77;\n", "max_connections"),
     ("access_log_format json;\n", "access_log"),

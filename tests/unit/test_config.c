@@ -176,3 +176,82 @@ TEST(empty_file_is_valid_and_keeps_the_defaults)
     CHECK(strcmp(cfg.root, "www") == 0);
     config_free(&cfg);
 }
+
+TEST(concurrency_defaults_to_leader_followers_with_lifo_promotion)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("threads 2;\n", &cfg, err, sizeof(err)), 0);
+    CHECK_EQ_INT(cfg.concurrency, LF_STRATEGY_LEADER_FOLLOWERS);
+    CHECK_EQ_INT(cfg.promotion, LF_PROMOTE_LIFO);
+    config_free(&cfg);
+}
+
+TEST(concurrency_directive_selects_each_strategy)
+{
+    static const struct {
+        const char *text;
+        enum lf_strategy want;
+    } cases[] = {
+        {"concurrency leader_followers;\n", LF_STRATEGY_LEADER_FOLLOWERS},
+        {"concurrency half_sync_half_async;\n", LF_STRATEGY_HALF_SYNC_HALF_ASYNC},
+        {"concurrency thread_per_connection;\n", LF_STRATEGY_THREAD_PER_CONNECTION},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct config cfg;
+        char err[512];
+        CHECK_EQ_INT(load_text(cases[i].text, &cfg, err, sizeof(err)), 0);
+        CHECK_EQ_INT(cfg.concurrency, cases[i].want);
+        config_free(&cfg);
+    }
+}
+
+TEST(promotion_directive_selects_lifo_or_condvar)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("promotion condvar;\n", &cfg, err, sizeof(err)), 0);
+    CHECK_EQ_INT(cfg.promotion, LF_PROMOTE_CONDVAR);
+    config_free(&cfg);
+    CHECK_EQ_INT(load_text("promotion lifo;\n", &cfg, err, sizeof(err)), 0);
+    CHECK_EQ_INT(cfg.promotion, LF_PROMOTE_LIFO);
+    config_free(&cfg);
+}
+
+TEST(bad_concurrency_and_promotion_values_are_errors_with_their_line)
+{
+    const char *bad[] = {
+        "threads 2;\nconcurrency fast;\n",
+        "threads 2;\nconcurrency leader-followers;\n",
+        "threads 2;\nconcurrency leader_followers half_sync_half_async;\n",
+        "threads 2;\nconcurrency;\n",
+        "threads 2;\npromotion fifo;\n",
+        "threads 2;\npromotion LIFO;\n",
+        "threads 2;\npromotion { lifo; }\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct config cfg;
+        char err[512];
+        int rc = load_text(bad[i], &cfg, err, sizeof(err));
+        config_free(&cfg);
+        if (rc != -1 || strstr(err, "FILE:2:") == NULL) {
+            fprintf(stderr, "  accepted or unlocated: %s -> %s\n", bad[i], err);
+            CHECK(0);
+        }
+    }
+}
+
+TEST(concurrency_and_promotion_set_twice_are_errors_on_the_second_line)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("concurrency leader_followers;\nthreads 2;\n"
+                           "concurrency thread_per_connection;\n",
+                           &cfg, err, sizeof(err)),
+                 -1);
+    CHECK(strstr(err, "FILE:3: concurrency: set twice (first on line 1)") != NULL);
+    config_free(&cfg);
+    CHECK_EQ_INT(load_text("promotion lifo;\npromotion lifo;\n", &cfg, err, sizeof(err)), -1);
+    CHECK(strstr(err, "FILE:2: promotion: set twice") != NULL);
+    config_free(&cfg);
+}

@@ -1,7 +1,9 @@
-/* Unit tests of the Leader/Followers group (also run under ThreadSanitizer). */
+/* Unit tests of the thread group, in each of its strategies (also run under
+ * ThreadSanitizer). */
 #define TEST_MAIN
 #include "test.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/eventfd.h>
@@ -58,22 +60,29 @@ static void init_handle(struct counter_handle *c, int target, int sleep_us)
     c->sleep_us = sleep_us;
 }
 
-static void signal_handle(struct counter_handle *c)
+static void signal_fd(int fd)
 {
     uint64_t one = 1;
-    ssize_t w = write(c->h.fd, &one, sizeof(one));
+    ssize_t w = write(fd, &one, sizeof(one));
     (void)w;
 }
 
-static void run_many_handles(enum lf_promotion promo)
+static void signal_handle(struct counter_handle *c)
+{
+    signal_fd(c->h.fd);
+}
+
+/* Connections' handles are added with lf_group_add_conn (the same as lf_group_add but in
+ * Thread-per-Connection, where each gets a thread of its own). */
+static void run_many_handles(enum lf_strategy strategy, enum lf_promotion promo)
 {
     enum { HANDLES = 16, EVENTS = 200 };
-    struct lf_group *g = lf_group_create("t", 4, promo, 0);
+    struct lf_group *g = lf_group_create("t", 4, strategy, promo, 0);
     CHECK(g != NULL);
     static struct counter_handle hs[HANDLES];
     for (int i = 0; i < HANDLES; i++) {
         init_handle(&hs[i], EVENTS, 0);
-        CHECK(lf_group_add(g, &hs[i].h, EPOLLIN) == 0);
+        CHECK(lf_group_add_conn(g, &hs[i].h, EPOLLIN) == 0);
     }
     CHECK(lf_group_start(g) == 0);
     for (int i = 0; i < HANDLES; i++)
@@ -94,25 +103,35 @@ static void run_many_handles(enum lf_promotion promo)
 
 TEST(every_event_is_processed_by_exactly_one_thread_lifo)
 {
-    run_many_handles(LF_PROMOTE_LIFO);
+    run_many_handles(LF_STRATEGY_LEADER_FOLLOWERS, LF_PROMOTE_LIFO);
 }
 
 TEST(every_event_is_processed_by_exactly_one_thread_condvar)
 {
-    run_many_handles(LF_PROMOTE_CONDVAR);
+    run_many_handles(LF_STRATEGY_LEADER_FOLLOWERS, LF_PROMOTE_CONDVAR);
 }
 
-/* The leader promotes a follower before it processes: a slow event on one handle does
- * not stop another handle's events from being processed by the other threads. */
-TEST(slow_event_does_not_block_other_handles)
+TEST(every_event_is_processed_by_exactly_one_thread_half_sync_half_async)
 {
-    struct lf_group *g = lf_group_create("t", 2, LF_PROMOTE_LIFO, 0);
+    run_many_handles(LF_STRATEGY_HALF_SYNC_HALF_ASYNC, LF_PROMOTE_LIFO);
+}
+
+TEST(every_event_is_processed_by_exactly_one_thread_thread_per_connection)
+{
+    run_many_handles(LF_STRATEGY_THREAD_PER_CONNECTION, LF_PROMOTE_LIFO);
+}
+
+/* A slow event on one handle does not stop another handle's events from being processed
+ * by the other threads. */
+static void run_slow_and_fast(enum lf_strategy strategy)
+{
+    struct lf_group *g = lf_group_create("t", 2, strategy, LF_PROMOTE_LIFO, 0);
     CHECK(g != NULL);
     static struct counter_handle slow, fast;
     init_handle(&slow, 1, 500000); /* half a second */
     init_handle(&fast, 50, 0);
-    CHECK(lf_group_add(g, &slow.h, EPOLLIN) == 0);
-    CHECK(lf_group_add(g, &fast.h, EPOLLIN) == 0);
+    CHECK(lf_group_add_conn(g, &slow.h, EPOLLIN) == 0);
+    CHECK(lf_group_add_conn(g, &fast.h, EPOLLIN) == 0);
     CHECK(lf_group_start(g) == 0);
     signal_handle(&slow);
     usleep(50000); /* the slow one is being processed now */
@@ -128,11 +147,29 @@ TEST(slow_event_does_not_block_other_handles)
     lf_group_destroy(g);
 }
 
+/* The leader promotes a follower before it processes. */
+TEST(slow_event_does_not_block_other_handles)
+{
+    run_slow_and_fast(LF_STRATEGY_LEADER_FOLLOWERS);
+}
+
+/* The I/O thread queues and goes back to waiting; another worker takes the next event. */
+TEST(slow_event_does_not_block_other_handles_half_sync_half_async)
+{
+    run_slow_and_fast(LF_STRATEGY_HALF_SYNC_HALF_ASYNC);
+}
+
+TEST(slow_event_does_not_block_other_handles_thread_per_connection)
+{
+    run_slow_and_fast(LF_STRATEGY_THREAD_PER_CONNECTION);
+}
+
 /* When followers are waiting, the leader hands leadership to one before it processes, so
  * events on one handle end up processed by more than one thread. */
 TEST(leadership_is_handed_off_to_waiting_followers)
 {
-    struct lf_group *g = lf_group_create("t", 3, LF_PROMOTE_LIFO, 0);
+    struct lf_group *g =
+        lf_group_create("t", 3, LF_STRATEGY_LEADER_FOLLOWERS, LF_PROMOTE_LIFO, 0);
     CHECK(g != NULL);
     static struct counter_handle h;
     init_handle(&h, 0, 1000);
@@ -156,23 +193,352 @@ TEST(leadership_is_handed_off_to_waiting_followers)
     lf_group_destroy(g);
 }
 
-/* Stopping an idle group (one leader in epoll_wait, the rest followers) returns promptly. */
-TEST(stop_wakes_idle_leader_and_followers)
+/* Every event crosses the queue: from the I/O thread to a worker, counted as a hand-off. */
+TEST(half_sync_half_async_queues_every_event_for_a_worker)
 {
-    struct lf_group *g = lf_group_create("t", 4, LF_PROMOTE_LIFO, 0);
+    struct lf_group *g =
+        lf_group_create("t", 3, LF_STRATEGY_HALF_SYNC_HALF_ASYNC, LF_PROMOTE_LIFO, 0);
+    CHECK(g != NULL);
+    CHECK_EQ_INT(lf_group_threads(g), 4); /* the workers and the I/O thread */
+    static struct counter_handle h;
+    init_handle(&h, 100, 0);
+    CHECK(lf_group_add(g, &h.h, EPOLLIN) == 0);
+    CHECK(lf_group_start(g) == 0);
+    signal_handle(&h);
+    wait_for(&h.events, 100, 10000);
+    lf_group_stop(g);
+    struct lf_group_stats st;
+    lf_group_get_stats(g, &st);
+    CHECK_EQ_INT(atomic_load(&h.events), 100);
+    CHECK(st.events >= 1 && st.handoffs == st.events);
+    close(h.h.fd);
+    lf_group_destroy(g);
+}
+
+/* --- hand-off of a handle's state between threads --------------------------------------- */
+
+/* A handle whose state is plain memory, as a connection's is: only the release/acquire
+ * of `handoff` orders one thread's writes before the next thread's reads (ThreadSanitizer
+ * reports a race otherwise). It moves to `move_to` after `move_after` events, and after
+ * `close_after` detaches as a closing connection does (the test closes the descriptor
+ * later: a close while the previous thread may still be in epoll_ctl is the race
+ * tests/tsan.supp explains). */
+struct plain_handle {
+    struct lf_handle h;
+    int events;          /* plain: written by whichever thread has the handle */
+    pthread_t last;      /* plain: the thread that processed the last event */
+    int thread_changes;  /* plain: events processed by another thread than the last */
+    int close_after;     /* 0: never */
+    int move_after;      /* 0: never */
+    struct lf_group *move_to;
+    atomic_int seen;     /* events, for the test's thread to wait on */
+    atomic_bool closed;
+};
+
+static void plain_event(struct lf_handle *h, uint32_t ev)
+{
+    (void)ev;
+    struct plain_handle *p = (struct plain_handle *)h;
+    uint64_t v;
+    ssize_t r = read(h->fd, &v, sizeof(v));
+    (void)r;
+    /* Signal the next event first: the eventfd would order our writes below before the
+     * next reader's reads too, and the point is that the hand-off alone does. */
+    if (p->events + 1 != p->close_after)
+        signal_fd(h->fd);
+    if (p->events > 0 && !pthread_equal(p->last, pthread_self()))
+        p->thread_changes++;
+    p->last = pthread_self();
+    p->events++;
+    atomic_store(&p->seen, p->events);
+    if (p->events == p->close_after) {
+        lf_group_detach(h, true);
+        atomic_store(&p->closed, true);
+        return;
+    }
+    if (p->events == p->move_after) {
+        lf_group_detach(h, false);
+        lf_group_add_conn(p->move_to, h, EPOLLIN);
+        return;
+    }
+    lf_group_rearm(h, EPOLLIN);
+}
+
+static void init_plain(struct plain_handle *p, int close_after)
+{
+    memset(p, 0, sizeof(*p));
+    p->h.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    p->h.on_event = plain_event;
+    p->close_after = close_after;
+}
+
+static void run_plain_handoff(enum lf_strategy strategy)
+{
+    enum { EVENTS = 300 };
+    struct lf_group *g = lf_group_create("t", 4, strategy, LF_PROMOTE_LIFO, 0);
+    CHECK(g != NULL);
+    static struct plain_handle p;
+    init_plain(&p, EVENTS);
+    CHECK(lf_group_add_conn(g, &p.h, EPOLLIN) == 0);
+    CHECK(lf_group_start(g) == 0);
+    signal_fd(p.h.fd);
+    wait_for(&p.seen, EVENTS, 10000);
+    lf_group_stop(g);
+    CHECK(atomic_load(&p.closed));
+    CHECK_EQ_INT(p.events, EVENTS);
+    close(p.h.fd);
+    lf_group_destroy(g);
+}
+
+TEST(handoff_makes_a_handles_plain_state_visible_to_the_next_thread)
+{
+    run_plain_handoff(LF_STRATEGY_LEADER_FOLLOWERS);
+}
+
+TEST(handoff_makes_a_handles_plain_state_visible_to_the_next_worker)
+{
+    run_plain_handoff(LF_STRATEGY_HALF_SYNC_HALF_ASYNC);
+}
+
+/* --- Thread-per-Connection ------------------------------------------------------------- */
+
+/* Threads of this process whose name starts with prefix (from /proc/self/task). */
+static int threads_named(const char *prefix)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fgets(comm, sizeof(comm), f) && strncmp(comm, prefix, strlen(prefix)) == 0)
+            n++;
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+static bool wait_for_threads_named(const char *prefix, int want, int timeout_ms)
+{
+    for (int i = 0; i < timeout_ms; i++) {
+        if (threads_named(prefix) == want)
+            return true;
+        usleep(1000);
+    }
+    return false;
+}
+
+/* One thread for the group's own handles, and one more for each connection. */
+TEST(each_connection_gets_a_thread_of_its_own)
+{
+    enum { CONNS = 8 };
+    struct lf_group *g =
+        lf_group_create("own", 4, LF_STRATEGY_THREAD_PER_CONNECTION, LF_PROMOTE_LIFO, 0);
     CHECK(g != NULL);
     CHECK(lf_group_start(g) == 0);
-    usleep(20000);
+    static struct plain_handle ps[CONNS];
+    for (int i = 0; i < CONNS; i++) {
+        init_plain(&ps[i], 3);
+        CHECK(lf_group_add_conn(g, &ps[i].h, EPOLLIN) == 0);
+        CHECK(ps[i].h.group != g); /* its private set */
+    }
+    CHECK_EQ_INT(lf_group_threads(g), 1 + CONNS);
+    CHECK(wait_for_threads_named("own-c", CONNS, 5000));
+    CHECK(wait_for_threads_named("own-0", 1, 5000));
+    for (int i = 0; i < CONNS; i++)
+        signal_fd(ps[i].h.fd);
+    for (int i = 0; i < CONNS; i++)
+        wait_for(&ps[i].seen, 3, 5000);
+    lf_group_stop(g);
+    for (int i = 0; i < CONNS; i++) {
+        CHECK_EQ_INT(ps[i].events, 3);
+        CHECK_EQ_INT(ps[i].thread_changes, 0); /* always its own thread */
+        close(ps[i].h.fd);
+    }
+    lf_group_destroy(g);
+}
+
+/* A connection detached as it closes ends its thread (and frees its set: LeakSanitizer). */
+TEST(detach_ends_a_connections_thread)
+{
+    struct lf_group *g =
+        lf_group_create("det", 1, LF_STRATEGY_THREAD_PER_CONNECTION, LF_PROMOTE_LIFO, 0);
+    CHECK(g != NULL);
+    CHECK(lf_group_start(g) == 0);
+    static struct plain_handle p;
+    init_plain(&p, 5);
+    CHECK(lf_group_add_conn(g, &p.h, EPOLLIN) == 0);
+    CHECK(wait_for_threads_named("det-c", 1, 5000));
+    signal_fd(p.h.fd);
+    wait_for(&p.seen, 5, 5000);
+    CHECK(atomic_load(&p.closed));
+    for (int i = 0; i < 5000 && lf_group_threads(g) > 1; i++)
+        usleep(1000);
+    CHECK_EQ_INT(lf_group_threads(g), 1);
+    CHECK(wait_for_threads_named("det-c", 0, 5000));
+    lf_group_stop(g);
+    close(p.h.fd);
+    lf_group_destroy(g);
+}
+
+/* A connection moving to another group leaves its thread, and gets one in the new group,
+ * which sees everything the old one did (the hand-off through lf_group_add_conn). */
+TEST(a_moved_connection_gets_a_new_thread_that_sees_its_state)
+{
+    struct lf_group *a =
+        lf_group_create("mva", 1, LF_STRATEGY_THREAD_PER_CONNECTION, LF_PROMOTE_LIFO, 0);
+    struct lf_group *b =
+        lf_group_create("mvb", 1, LF_STRATEGY_THREAD_PER_CONNECTION, LF_PROMOTE_LIFO, 0);
+    CHECK(a != NULL && b != NULL);
+    CHECK(lf_group_start(a) == 0 && lf_group_start(b) == 0);
+    static struct plain_handle p;
+    init_plain(&p, 20);
+    p.move_after = 10;
+    p.move_to = b;
+    CHECK(lf_group_add_conn(a, &p.h, EPOLLIN) == 0);
+    signal_fd(p.h.fd);
+    wait_for(&p.seen, 20, 5000);
+    CHECK(atomic_load(&p.closed));
+    CHECK(wait_for_threads_named("mva-c", 0, 5000));
+    CHECK(wait_for_threads_named("mvb-c", 0, 5000));
+    lf_group_stop(a);
+    lf_group_stop(b);
+    CHECK_EQ_INT(p.events, 20);
+    CHECK_EQ_INT(p.thread_changes, 1);
+    struct lf_group_stats sa, sb;
+    lf_group_get_stats(a, &sa);
+    lf_group_get_stats(b, &sb);
+    CHECK_EQ_INT(sa.events, 10);
+    CHECK_EQ_INT(sb.events, 10);
+    close(p.h.fd);
+    lf_group_destroy(a);
+    lf_group_destroy(b);
+}
+
+/* A handle that takes its time, to be stopped in the middle of it. */
+static atomic_int slow_started, slow_finished;
+
+static void slow_event(struct lf_handle *h, uint32_t ev)
+{
+    (void)ev;
+    uint64_t v;
+    ssize_t r = read(h->fd, &v, sizeof(v));
+    (void)r;
+    atomic_fetch_add(&slow_started, 1);
+    usleep(200000);
+    atomic_fetch_add(&slow_finished, 1);
+    lf_group_rearm(h, EPOLLIN);
+}
+
+/* stop() returns only when every connection's thread has finished its event and left. */
+TEST(stop_waits_for_every_connections_thread)
+{
+    enum { CONNS = 6 };
+    struct lf_group *g =
+        lf_group_create("stp", 1, LF_STRATEGY_THREAD_PER_CONNECTION, LF_PROMOTE_LIFO, 0);
+    CHECK(g != NULL);
+    CHECK(lf_group_start(g) == 0);
+    static struct counter_handle hs[CONNS];
+    for (int i = 0; i < CONNS; i++) {
+        init_handle(&hs[i], 0, 0);
+        hs[i].h.on_event = slow_event;
+        CHECK(lf_group_add_conn(g, &hs[i].h, EPOLLIN) == 0);
+        signal_handle(&hs[i]);
+    }
+    wait_for(&slow_started, CONNS, 5000);
+    CHECK_EQ_INT(atomic_load(&slow_started), CONNS);
+    lf_group_stop(g);
+    CHECK_EQ_INT(atomic_load(&slow_finished), CONNS);
+    CHECK_EQ_INT(lf_group_threads(g), 1);
+    CHECK(wait_for_threads_named("stp-", 0, 5000)); /* the acceptor too */
+    lf_group_destroy(g); /* frees the sets of connections still there */
+    for (int i = 0; i < CONNS; i++)
+        close(hs[i].h.fd);
+}
+
+/* While the group stops, a new connection is registered but gets no thread. */
+TEST(a_connection_added_to_a_stopped_group_gets_no_thread)
+{
+    struct lf_group *g =
+        lf_group_create("late", 1, LF_STRATEGY_THREAD_PER_CONNECTION, LF_PROMOTE_LIFO, 0);
+    CHECK(g != NULL);
+    CHECK(lf_group_start(g) == 0);
+    lf_group_stop(g);
+    static struct plain_handle p;
+    init_plain(&p, 0);
+    CHECK(lf_group_add_conn(g, &p.h, EPOLLIN) == 0);
+    CHECK_EQ_INT(lf_group_threads(g), 1);
+    lf_group_detach(&p.h, true); /* as its owner closes it after the stop */
+    close(p.h.fd);
+    lf_group_destroy(g);
+}
+
+TEST(add_conn_is_a_plain_add_in_the_other_strategies)
+{
+    struct lf_group *g =
+        lf_group_create("t", 2, LF_STRATEGY_HALF_SYNC_HALF_ASYNC, LF_PROMOTE_LIFO, 0);
+    CHECK(g != NULL);
+    static struct plain_handle p;
+    init_plain(&p, 0);
+    CHECK(lf_group_add_conn(g, &p.h, EPOLLIN) == 0);
+    CHECK(p.h.group == g);
+    CHECK_EQ_INT(lf_group_threads(g), 3);
+    lf_group_detach(&p.h, false);
+    close(p.h.fd);
+    lf_group_destroy(g);
+}
+
+/* --- stop ------------------------------------------------------------------------------ */
+
+/* Start an idle group (with one idle connection if given), stop it: the milliseconds
+ * stop() took, or -1. */
+static long stop_idle_group_ms(enum lf_strategy strategy, struct lf_handle *conn)
+{
+    struct lf_group *g = lf_group_create("t", 4, strategy, LF_PROMOTE_LIFO, 0);
+    if (!g || lf_group_start(g) != 0)
+        return -1;
+    if (conn && lf_group_add_conn(g, conn, EPOLLIN) != 0)
+        return -1;
+    usleep(20000); /* every thread is waiting now */
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     lf_group_stop(g);
     clock_gettime(CLOCK_MONOTONIC, &b);
-    long ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
-    CHECK(ms < 1000);
     lf_group_destroy(g);
+    return (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
+}
+
+/* Stopping an idle group (one leader in epoll_wait, the rest followers) returns promptly. */
+TEST(stop_wakes_idle_leader_and_followers)
+{
+    long ms = stop_idle_group_ms(LF_STRATEGY_LEADER_FOLLOWERS, NULL);
+    CHECK(ms >= 0 && ms < 1000);
+}
+
+/* The I/O thread waits in epoll_wait, the workers on the empty queue. */
+TEST(stop_wakes_idle_io_thread_and_workers)
+{
+    long ms = stop_idle_group_ms(LF_STRATEGY_HALF_SYNC_HALF_ASYNC, NULL);
+    CHECK(ms >= 0 && ms < 1000);
+}
+
+/* The acceptor and a connection's thread wait in epoll_wait on different sets. */
+TEST(stop_wakes_idle_acceptor_and_connection_threads)
+{
+    static struct plain_handle p;
+    init_plain(&p, 0);
+    long ms = stop_idle_group_ms(LF_STRATEGY_THREAD_PER_CONNECTION, &p.h);
+    CHECK(ms >= 0 && ms < 1000);
+    close(p.h.fd);
 }
 
 TEST(create_with_zero_threads_fails)
 {
-    CHECK(lf_group_create("t", 0, LF_PROMOTE_LIFO, 0) == NULL);
+    CHECK(lf_group_create("t", 0, LF_STRATEGY_LEADER_FOLLOWERS, LF_PROMOTE_LIFO, 0) == NULL);
 }
