@@ -45,7 +45,7 @@ RUN = os.path.join(OUT, "run-strategies")
 THREADS = bench.THREADS
 
 VARIANTS = [
-    ("lf", "Leader/Followers (LIFO)", ""),
+    ("lf", "Leader/Followers (LIFO)", "concurrency leader_followers;\npromotion lifo;\n"),
     ("lf_condvar", "Leader/Followers (condvar)",
      "concurrency leader_followers;\npromotion condvar;\n"),
     ("hsha", "half-sync/half-async", "concurrency half_sync_half_async;\n"),
