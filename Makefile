@@ -102,11 +102,13 @@ test-asan:
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
-# The thread pool (unit tests of lf_group) and the server under load, under ThreadSanitizer.
+# The thread pool and the open-file cache (their unit tests) and the server under load,
+# under ThreadSanitizer.
 test-tsan:
 	$(MAKE) --no-print-directory B=build/tsan CC=clang CFLAGS="-O1 -g -fsanitize=thread" \
-	  build/tsan/tests/test_lf_group build/tsan/lfhttpd
+	  build/tsan/tests/test_lf_group build/tsan/tests/test_file_cache build/tsan/lfhttpd
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/test_lf_group
+	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/test_file_cache
 	LFHTTPD_BIN=$(abspath build/tsan/lfhttpd) LFHTTPD_SANITIZE=tsan \
 	  TSAN_OPTIONS=halt_on_error=0:report_signal_unsafe=0:suppressions=$(abspath tests/tsan.supp) \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider -k "load or pipelin or concurrent or shutdown or classes" \

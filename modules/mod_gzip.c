@@ -908,8 +908,8 @@ static void answer_gzip(const struct gzip_state *g, const struct request *req,
         resp_header_set(resp, "Content-Type", f->type);
     }
     mark_gzip(resp, has_etag ? etag : NULL);
-    close(resp->file_fd);
-    resp->file_fd = vfd; /* the core closes it once sent */
+    resp_file_close(resp); /* the identity file: closed, or given back to its cache */
+    resp->file_fd = vfd;   /* the core closes it once sent */
     resp_body_clear(resp);
     resp_body_file(resp, vfd, 0, vlen);
 }
@@ -918,7 +918,11 @@ static void filter_file(const struct gzip_state *g, const struct request *req,
                         struct response *resp)
 {
     struct file_ctx f = {.fd = resp->file_fd, .side_fd = -1};
-    if (fstat(f.fd, &f.st) < 0 || !S_ISREG(f.st.st_mode))
+    if (resp->file_st) /* what mod_static's ETag was made from (its open-file cache's) */
+        f.st = *resp->file_st;
+    else if (fstat(f.fd, &f.st) < 0)
+        return;
+    if (!S_ISREG(f.st.st_mode))
         return;
     if (resp->status == 200 && !whole_file(resp, &f.st))
         return;

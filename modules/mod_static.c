@@ -8,6 +8,19 @@
  * in order; none: 403. Files: Last-Modified, a strong ETag, the conditional requests of
  * RFC 9110 section 13 in its order of evaluation, and Range (single and multipart) with
  * If-Range. The body is sent by the core with sendfile.
+ *
+ * Open-file cache (open_file_cache, on by default; file_cache.h): a regular file served
+ * once stays open, keyed by the path given to open_beneath ("dir/" or "." for a directory
+ * whose index file it is), with its stat, validators and media type. A hit opens, stats
+ * and allocates nothing; the response holds a reference to the entry instead of a
+ * descriptor of its own (resp->file_release). An entry older than open_file_cache_valid
+ * is looked at again beneath the root, as a request would open it (openat2
+ * RESOLVE_BENEATH, O_PATH, then fstat): the same file unchanged (device, inode, size,
+ * mtime and ctime to the nanosecond, and for a directory the same index file) keeps it;
+ * anything else (changed, replaced, gone, a symlink now leading out) drops it, and the
+ * request is answered as if the cache were empty. So edits show within the validity
+ * window, and a file rewritten in place may be sent within it with the old length and
+ * validators, as with nginx. Errors, directories and listings are not cached.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,12 +28,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file_cache.h"
+#include "log.h"
 #include "module.h"
 
 #define STATIC_MAX_RANGES 16
+#define STATIC_CACHE_MAX 10000         /* open_file_cache_max */
+#define STATIC_CACHE_VALID_MS 1000     /* open_file_cache_valid */
+#define STATIC_CACHE_INACTIVE_MS 60000 /* open_file_cache_inactive */
+
+struct static_state {
+    struct file_cache *cache; /* NULL: open_file_cache off */
+};
 
 
 /* --- opening beneath the root -------------------------------------------------------- */
@@ -33,13 +56,7 @@ static int open_file(const struct request *req, int dirfd, const char *rel)
 
 /* --- validators and conditionals ----------------------------------------------------- */
 
-struct validators {
-    char etag[64];        /* quoted */
-    char last_mod[30];    /* IMF-fixdate */
-    int64_t mtime_s;
-};
-
-static void make_validators(const struct stat *sb, struct validators *v)
+static void make_validators(const struct stat *sb, struct file_validators *v)
 {
     /* "inode-size-mtime_ns" in hex: changes when the file is replaced or rewritten. */
     char *p = v->etag;
@@ -58,7 +75,7 @@ static void make_validators(const struct stat *sb, struct validators *v)
 
 
 /* RFC 9110 section 13.2.2, steps 1 to 4. Returns 0 to go on, or 304 / 412. */
-static int check_preconditions(const struct http_request *h, const struct validators *v)
+static int check_preconditions(const struct http_request *h, const struct file_validators *v)
 {
     int64_t t;
     if (h->if_match.len) {
@@ -79,7 +96,7 @@ static int check_preconditions(const struct http_request *h, const struct valida
 }
 
 /* If-Range (RFC 9110 section 13.1.5): the range applies only if the validator matches. */
-static bool if_range_holds(struct http_slice ir, const struct validators *v)
+static bool if_range_holds(struct http_slice ir, const struct file_validators *v)
 {
     if (ir.len == 0)
         return true;
@@ -91,7 +108,7 @@ static bool if_range_holds(struct http_slice ir, const struct validators *v)
 
 /* --- responses ------------------------------------------------------------------------ */
 
-static void add_file_headers(struct response *resp, const struct validators *v)
+static void add_file_headers(struct response *resp, const struct file_validators *v)
 {
     resp_header(resp, "Last-Modified", v->last_mod);
     resp_header(resp, "ETag", v->etag);
@@ -120,19 +137,26 @@ static void multipart(struct response *resp, int fd, uint64_t size, const char *
     resp_body_copy(resp, tail, (size_t)len);
 }
 
-static void serve_file(const struct request *req, struct response *resp, int fd,
-                       const struct stat *sb, const char *name)
+/* A file to answer with: one opened for this request, or a cache entry. */
+struct file_view {
+    int fd;
+    const struct stat *st;
+    const struct file_validators *v;
+    const char *type; /* NULL: asked for when needed (after the preconditions) */
+    const char *name; /* for the type */
+};
+
+static void serve_file(const struct request *req, struct response *resp,
+                       const struct file_view *f)
 {
     const struct http_request *h = req->http;
-    struct validators v;
-    make_validators(sb, &v);
-    resp->file_fd = fd; /* the core closes it once the response is sent */
-    uint64_t size = (uint64_t)sb->st_size;
+    const struct file_validators *v = f->v;
+    uint64_t size = (uint64_t)f->st->st_size;
 
-    int pre = check_preconditions(h, &v);
+    int pre = check_preconditions(h, v);
     if (pre == 304) {
         resp_start(resp, 304);
-        add_file_headers(resp, &v);
+        add_file_headers(resp, v);
         return;
     }
     if (pre) {
@@ -140,45 +164,162 @@ static void serve_file(const struct request *req, struct response *resp, int fd,
         return;
     }
     /* After the preconditions: a 304 or 412 has no use for it (and it may cost libmagic). */
-    const char *type = module_content_type(req, name, fd, sb);
+    const char *type = f->type ? f->type : module_content_type(req, f->name, f->fd, f->st);
 
     struct http_range ranges[STATIC_MAX_RANGES];
     unsigned n = 0;
     enum http_range_result rr = HTTP_RANGE_IGNORE;
-    if (h->method == HTTP_METHOD_GET && h->range.len && if_range_holds(h->if_range, &v))
+    if (h->method == HTTP_METHOD_GET && h->range.len && if_range_holds(h->if_range, v))
         rr = http_range_parse(h->range, size, ranges, STATIC_MAX_RANGES, &n);
 
     if (rr == HTTP_RANGE_UNSATISFIABLE) {
         resp_error(resp, 416);
         resp_headerf(resp, "Content-Range: bytes */%llu", (unsigned long long)size);
-        add_file_headers(resp, &v);
+        add_file_headers(resp, v);
         return;
     }
     if (rr == HTTP_RANGE_OK) {
         resp_start(resp, 206);
-        add_file_headers(resp, &v);
+        add_file_headers(resp, v);
         resp_header(resp, "Accept-Ranges", "bytes");
         if (n == 1) {
             resp_header(resp, "Content-Type", type);
             resp_headerf(resp, "Content-Range: bytes %llu-%llu/%llu",
                          (unsigned long long)ranges[0].first,
                          (unsigned long long)ranges[0].last, (unsigned long long)size);
-            resp_body_file(resp, fd, ranges[0].first, ranges[0].last - ranges[0].first + 1);
+            resp_body_file(resp, f->fd, ranges[0].first, ranges[0].last - ranges[0].first + 1);
         } else {
-            multipart(resp, fd, size, type, ranges, n);
+            multipart(resp, f->fd, size, type, ranges, n);
         }
         return;
     }
     resp_start(resp, 200);
     resp_header(resp, "Content-Type", type);
-    add_file_headers(resp, &v);
+    add_file_headers(resp, v);
     resp_header(resp, "Accept-Ranges", "bytes");
-    resp_body_file(resp, fd, 0, size);
+    resp_body_file(resp, f->fd, 0, size);
 }
 
-/* The directory `dirfd` was asked for with its trailing slash: try the index files. */
-static void serve_index(const struct request *req,
-                        struct response *resp, int dirfd)
+/* --- the open-file cache -------------------------------------------------------------- */
+
+static void release_entry(void *entry)
+{
+    file_cache_put(entry);
+}
+
+/* Answer from e, a reference the response now holds: the core gives it back once sent. */
+static void serve_entry(const struct request *req, struct response *resp,
+                        struct file_cache_entry *e)
+{
+    resp->file_fd = e->fd;
+    resp->file_release = release_entry;
+    resp->file_release_ctx = e;
+    resp->file_st = &e->st;
+    struct file_view f = {e->fd, &e->st, &e->v, e->type, NULL};
+    serve_file(req, resp, &f);
+}
+
+/* Is key a directory's ("." for the root, else ending in '/')? */
+static bool key_is_dir(const char *key, size_t len)
+{
+    return key[len - 1] == '/' || (len == 1 && key[0] == '.');
+}
+
+/* The path beneath the root of index file `index` of the directory key, in buf. */
+static bool index_path(const char *key, size_t len, const char *index, char *buf, size_t cap)
+{
+    if (len == 1 && key[0] == '.')
+        len = 0;
+    size_t il = strlen(index);
+    if (len + il >= cap)
+        return false;
+    memcpy(buf, key, len);
+    memcpy(buf + len, index, il + 1);
+    return true;
+}
+
+/* The status of what a request would open at rel now, beneath the root as mod_static
+ * opens files (O_PATH: nothing is opened for reading, a FIFO does not block).
+ * Returns 0 or -errno. */
+static int stat_beneath(const struct request *req, const char *rel, struct stat *st)
+{
+    int fd = open_beneath(req->root_fd, rel, O_PATH, req->root_real);
+    if (fd < 0)
+        return fd;
+    int rc = fstat(fd, st) < 0 ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+/* Would a request for e's key be answered with e's file, unchanged, now? */
+static bool entry_current(const struct request *req, const struct file_cache_entry *e)
+{
+    struct stat st;
+    if (!key_is_dir(e->key, e->key_len))
+        return stat_beneath(req, e->key, &st) == 0 && file_cache_same_file(e, &st);
+    /* The same index file as the first regular one found, as serve_index looks. */
+    const struct config *cfg = req->cfg;
+    for (unsigned i = 0; i < cfg->n_index; i++) {
+        char path[REQUEST_PATH_MAX + 256];
+        if (!index_path(e->key, e->key_len, cfg->index[i], path, sizeof(path)))
+            return false;
+        int rc = stat_beneath(req, path, &st);
+        if (rc == -ENOENT || (rc == 0 && !S_ISREG(st.st_mode)))
+            continue;
+        return rc == 0 && i == e->variant && file_cache_same_file(e, &st);
+    }
+    return false;
+}
+
+/* Answer from the cache if it holds rel, still current. False: not answered. */
+static bool serve_cached(struct file_cache *cache, const struct request *req,
+                         struct response *resp, const char *rel)
+{
+    int64_t now = file_cache_now_ms();
+    struct file_cache_entry *e;
+    enum file_cache_result r = file_cache_get(cache, rel, strlen(rel), now, &e);
+    if (r == FILE_CACHE_MISS)
+        return false;
+    if (r == FILE_CACHE_EXPIRED) {
+        if (!entry_current(req, e)) {
+            file_cache_remove(cache, e);
+            file_cache_put(e);
+            return false;
+        }
+        file_cache_validated(e, now);
+    }
+    serve_entry(req, resp, e);
+    return true;
+}
+
+/* A regular file opened for this request (fd, the caller's until now): answer with it,
+ * through a new cache entry for key when the cache is on. name: for its media type. */
+static void serve_opened(struct static_state *s, const struct request *req,
+                         struct response *resp, int fd, const struct stat *sb,
+                         const char *name, const char *key, unsigned variant)
+{
+    struct file_cache_entry *e = s->cache ? file_cache_entry_new(key, strlen(key), fd, sb) : NULL;
+    if (e) {
+        make_validators(sb, &e->v);
+        e->type = module_content_type(req, name, fd, sb);
+        e->variant = variant;
+        file_cache_insert(s->cache, e, file_cache_now_ms());
+        serve_entry(req, resp, e);
+        return;
+    }
+    struct file_validators v;
+    make_validators(sb, &v);
+    resp->file_fd = fd; /* the core closes it once the response is sent */
+    struct file_view f = {fd, sb, &v, NULL, name};
+    serve_file(req, resp, &f);
+}
+
+/* --- directories and the handler -------------------------------------------------------- */
+
+/* The directory `dirfd` (rel beneath the root) was asked for with its trailing slash: try
+ * the index files. */
+static void serve_index(struct static_state *s, const struct request *req,
+                        struct response *resp, int dirfd, const char *rel)
 {
     const struct config *cfg = req->cfg;
     for (unsigned i = 0; i < cfg->n_index; i++) {
@@ -194,7 +335,7 @@ static void serve_index(const struct request *req,
             close(fd);
             continue;
         }
-        serve_file(req, resp, fd, &sb, cfg->index[i]);
+        serve_opened(s, req, resp, fd, &sb, cfg->index[i], rel, i);
         return;
     }
     resp_error(resp, 403); /* no index file, and listings are not enabled */
@@ -228,7 +369,7 @@ static void redirect_slash(const struct request *req, struct response *resp)
 static enum mod_result static_handle(void *state, const struct request *req,
                                      struct response *resp)
 {
-    (void)state;
+    struct static_state *s = state;
     const struct http_request *h = req->http;
     if (h->method != HTTP_METHOD_GET && h->method != HTTP_METHOD_HEAD) {
         resp_error(resp, 405);
@@ -236,6 +377,8 @@ static enum mod_result static_handle(void *state, const struct request *req,
         return MOD_HANDLED;
     }
     const char *rel = req->path[1] ? req->path + 1 : ".";
+    if (s->cache && serve_cached(s->cache, req, resp, rel))
+        return MOD_HANDLED;
     int fd = open_file(req, req->root_fd, rel);
     if (fd < 0) {
         resp_error(resp, http_status_for_errno(-fd));
@@ -251,7 +394,7 @@ static enum mod_result static_handle(void *state, const struct request *req,
         if (req->path[req->path_len - 1] != '/')
             redirect_slash(req, resp);
         else
-            serve_index(req, resp, fd);
+            serve_index(s, req, resp, fd, rel);
         close(fd);
         return MOD_HANDLED;
     }
@@ -260,11 +403,118 @@ static enum mod_result static_handle(void *state, const struct request *req,
         resp_error(resp, 403);
         return MOD_HANDLED;
     }
-    serve_file(req, resp, fd, &sb, req->path);
+    serve_opened(s, req, resp, fd, &sb, req->path, rel, 0);
     return MOD_HANDLED;
+}
+
+/* --- configuration ---------------------------------------------------------------------- */
+
+static const char *const static_directives[] = {
+    "open_file_cache", "open_file_cache_max", "open_file_cache_valid",
+    "open_file_cache_inactive", NULL,
+};
+
+static int get_flag(struct module_init *mi, const char *name, bool *out)
+{
+    char usage[64];
+    snprintf(usage, sizeof(usage), "%s on|off;", name);
+    const struct conf_node *n;
+    if (module_single_directive(mi, name, usage, &n) < 0)
+        return -1;
+    if (!n)
+        return 0;
+    if (strcmp(n->args[0], "on") != 0 && strcmp(n->args[0], "off") != 0)
+        return module_error(mi, n, "%s is on or off, not \"%s\"", name, n->args[0]);
+    *out = strcmp(n->args[0], "on") == 0;
+    return 0;
+}
+
+static int get_duration(struct module_init *mi, const char *name, int64_t *out_ms)
+{
+    char usage[64];
+    snprintf(usage, sizeof(usage), "%s TIME;", name);
+    const struct conf_node *n;
+    if (module_single_directive(mi, name, usage, &n) < 0)
+        return -1;
+    if (!n)
+        return 0;
+    unsigned ms;
+    if (config_parse_duration_ms(n->args[0], &ms) < 0)
+        return module_error(mi, n, "invalid duration \"%s\"", n->args[0]);
+    *out_ms = ms;
+    return 0;
+}
+
+static int get_max(struct module_init *mi, unsigned *out)
+{
+    const struct conf_node *n;
+    if (module_single_directive(mi, "open_file_cache_max", "open_file_cache_max N;", &n) < 0)
+        return -1;
+    if (!n)
+        return 0;
+    const char *a = n->args[0];
+    unsigned long v = 0;
+    size_t i = 0;
+    for (; a[i] >= '0' && a[i] <= '9' && v <= FILE_CACHE_MAX_ENTRIES; i++)
+        v = v * 10 + (unsigned long)(a[i] - '0');
+    if (i == 0 || a[i] != '\0' || v < 1 || v > FILE_CACHE_MAX_ENTRIES)
+        return module_error(mi, n, "open_file_cache_max is a number from 1 to %d, not \"%s\"",
+                            FILE_CACHE_MAX_ENTRIES, a);
+    *out = (unsigned)v;
+    return 0;
+}
+
+/* Each entry holds a descriptor: a quarter of the limit at most, so that a large maximum
+ * cannot leave no descriptors for connections. */
+static unsigned descriptor_bound(unsigned max)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur / 4 >= max)
+        return max;
+    return rl.rlim_cur / 4 < 16 ? 16 : (unsigned)(rl.rlim_cur / 4);
+}
+
+static int static_init(struct module_init *mi, void **state)
+{
+    bool on = true;
+    unsigned max = STATIC_CACHE_MAX;
+    int64_t valid_ms = STATIC_CACHE_VALID_MS, inactive_ms = STATIC_CACHE_INACTIVE_MS;
+    if (get_flag(mi, "open_file_cache", &on) < 0 || get_max(mi, &max) < 0 ||
+        get_duration(mi, "open_file_cache_valid", &valid_ms) < 0 ||
+        get_duration(mi, "open_file_cache_inactive", &inactive_ms) < 0)
+        return -1;
+    struct static_state *s = calloc(1, sizeof(*s));
+    if (!s)
+        return module_error(mi, NULL, "out of memory");
+    if (on) {
+        unsigned bound = descriptor_bound(max);
+        if (bound < max)
+            log_info("static: open_file_cache_max %u lowered to %u, a quarter of the "
+                     "descriptor limit", max, bound);
+        s->cache = file_cache_create(bound, valid_ms, inactive_ms);
+        if (!s->cache) {
+            free(s);
+            return module_error(mi, NULL, "out of memory");
+        }
+    }
+    *state = s;
+    return 0;
+}
+
+static void static_fini(void *state)
+{
+    struct static_state *s = state;
+    if (!s)
+        return;
+    file_cache_destroy(s->cache);
+    free(s);
 }
 
 const struct module mod_static = {
     .name = "static",
+    .directives = static_directives,
+    .init = static_init,
+    .fini = static_fini,
     .handle = static_handle,
 };

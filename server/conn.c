@@ -25,7 +25,9 @@
 /* The rest of a response, parked when the socket would block: one allocation holding the
  * segments still to send and copies of their memory bytes (the originals were on a stack). */
 struct conn_out {
-    int file_fd; /* closed when the response is done */
+    int file_fd; /* let go of when the response is done: */
+    void (*file_release)(void *ctx); /* called if set, else file_fd is closed */
+    void *file_release_ctx;
     unsigned n, pos;
     struct out_seg segs[];
 };
@@ -174,7 +176,9 @@ static void conn_out_free(struct conn *c)
 {
     if (!c->out)
         return;
-    if (c->out->file_fd >= 0)
+    if (c->out->file_release)
+        c->out->file_release(c->out->file_release_ctx);
+    else if (c->out->file_fd >= 0)
         close(c->out->file_fd);
     free(c->out);
     c->out = NULL;
@@ -326,8 +330,9 @@ static enum send_result send_segs(int fd, struct out_seg *segs, unsigned n, unsi
     return SEND_DONE;
 }
 
-/* Copy what is left of a response onto the connection. */
-static int park(struct conn *c, struct out_seg *segs, unsigned n, unsigned pos, int file_fd)
+/* Copy what is left of a response onto the connection; the response's file goes with it. */
+static int park(struct conn *c, struct out_seg *segs, unsigned n, unsigned pos,
+                struct response *r)
 {
     size_t bytes = 0;
     for (unsigned i = pos; i < n; i++)
@@ -339,7 +344,9 @@ static int park(struct conn *c, struct out_seg *segs, unsigned n, unsigned pos, 
     char *data = (char *)(o->segs + (n - pos));
     o->n = n - pos;
     o->pos = 0;
-    o->file_fd = file_fd;
+    o->file_fd = r->file_fd;
+    o->file_release = r->file_release;
+    o->file_release_ctx = r->file_release_ctx;
     for (unsigned i = pos; i < n; i++) {
         o->segs[i - pos] = segs[i];
         if (segs[i].mem) {
@@ -363,15 +370,14 @@ enum send_result conn_send_response(struct conn *c, struct response *r)
     }
     enum send_result res = send_segs(c->h.fd, segs, n, &pos);
     if (res == SEND_PARKED) {
-        if (park(c, segs, n, pos, r->file_fd) < 0)
+        if (park(c, segs, n, pos, r) < 0) {
             res = SEND_ERROR;
-        else
-            r->file_fd = -1; /* it belongs to the parked response now */
+        } else { /* the file belongs to the parked response now */
+            r->file_fd = -1;
+            r->file_release = NULL;
+        }
     }
-    if (r->file_fd >= 0) {
-        close(r->file_fd);
-        r->file_fd = -1;
-    }
+    resp_file_close(r);
     if (r->release) { /* sent, or copied by park(): the module's memory is free to go */
         r->release(r->release_ctx);
         r->release = NULL;

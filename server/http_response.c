@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "http_parse.h"
 
@@ -127,6 +128,9 @@ static void head_append(struct response *r, const char *p, size_t n)
 void resp_init(struct response *r)
 {
     r->file_fd = -1;
+    r->file_release = NULL;
+    r->file_release_ctx = NULL;
+    r->file_st = NULL;
     r->head_only = false;
     r->keep_alive = false;
     r->release = NULL;
@@ -140,6 +144,18 @@ void resp_init(struct response *r)
     r->n_segs = 0;
     r->head_len = 0;
     r->scratch_len = 0;
+}
+
+void resp_file_close(struct response *r)
+{
+    if (r->file_release)
+        r->file_release(r->file_release_ctx);
+    else if (r->file_fd >= 0)
+        close(r->file_fd);
+    r->file_fd = -1;
+    r->file_release = NULL;
+    r->file_release_ctx = NULL;
+    r->file_st = NULL;
 }
 
 /* Find the line of header `name` in the head (after the status line): its start and the

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #define RESP_HEAD_CAP 4096
 #define RESP_SCRATCH_CAP 4096
@@ -62,6 +63,15 @@ struct response {
     unsigned n_segs;
     struct out_seg segs[RESP_MAX_SEGS];
     int file_fd; /* an open file the body refers to, closed when sent; -1 if none */
+    /* When set, file_fd is not the response's to close: the core calls
+     * file_release(file_release_ctx) instead, once it no longer needs the file (sent, or
+     * the connection closed while the rest was parked). For a descriptor shared with
+     * others, as an open-file cache's is: the core reads it only at explicit offsets. */
+    void (*file_release)(void *ctx);
+    void *file_release_ctx;
+    /* file_fd's status as its owner saw it, valid while the response holds the file; NULL
+     * when not known (ask fstat). */
+    const struct stat *file_st;
 
     size_t scratch_len;
     char scratch[RESP_SCRATCH_CAP]; /* small body bytes: error pages, multipart part heads */
@@ -79,6 +89,10 @@ struct response {
 
 /* Prepare a response struct for use (file_fd -1, no release callback, keep_alive off). */
 void resp_init(struct response *r);
+
+/* Let go of the body's file: file_release if set, else close(file_fd). The response then
+ * holds no file (its segments must no longer refer to it). */
+void resp_file_close(struct response *r);
 
 /* Number formatting without printf (it costs thousands of instructions a call): write v
  * in decimal or lowercase hex at out, return the end. out needs 21 / 17 bytes. */

@@ -71,6 +71,14 @@ def srv(start_server, site):
     return start_server(site)
 
 
+@pytest.fixture
+def srv_live(start_server, site):
+    """For tests that change a file between requests: the open-file cache checks the file
+    again on every request (open_file_cache_valid 0), so that the change reaches mod_gzip
+    at the very next one."""
+    return start_server(site, "open_file_cache_valid 0;\n")
+
+
 # ---------------------------------------------------------------- what is compressed
 
 
@@ -472,34 +480,34 @@ def test_without_cache_every_response_is_compressed(start_server, site, connect)
     assert compressions(s, "/a.txt") == 2
 
 
-def test_changed_file_is_compressed_again(srv, site, connect):
-    b1 = gz(srv, connect, "/a.txt")[2]
-    e1 = gz(srv, connect, "/a.txt")[1]["etag"]
+def test_changed_file_is_compressed_again(srv_live, site, connect):
+    b1 = gz(srv_live, connect, "/a.txt")[2]
+    e1 = gz(srv_live, connect, "/a.txt")[1]["etag"]
     new = TEXT.replace(b"fox", b"cat")  # same size: only the mtime tells
     (site / "a.txt").write_bytes(new)
     st = os.stat(site / "a.txt")
     os.utime(site / "a.txt", ns=(st.st_atime_ns, st.st_mtime_ns + 5 * 10**9))
-    st, h, b2, raw = gz(srv, connect, "/a.txt")
+    st, h, b2, raw = gz(srv_live, connect, "/a.txt")
     assert_gzip(h, b2, raw, new)
     assert b2 != b1 and h["etag"] != e1
-    assert compressions(srv, "/a.txt") == 2
-    assert gz(srv, connect, "/a.txt")[2] == b2
-    assert compressions(srv, "/a.txt") == 2
+    assert compressions(srv_live, "/a.txt") == 2
+    assert gz(srv_live, connect, "/a.txt")[2] == b2
+    assert compressions(srv_live, "/a.txt") == 2
 
 
-def test_touched_file_is_compressed_again_to_the_same_bytes(srv, site, connect):
-    b1 = gz(srv, connect, "/a.txt")[2]
+def test_touched_file_is_compressed_again_to_the_same_bytes(srv_live, site, connect):
+    b1 = gz(srv_live, connect, "/a.txt")[2]
     st = os.stat(site / "a.txt")
     os.utime(site / "a.txt", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    st, h, b2, raw = gz(srv, connect, "/a.txt")
+    st, h, b2, raw = gz(srv_live, connect, "/a.txt")
     assert b2 == b1
-    assert compressions(srv, "/a.txt") == 2
+    assert compressions(srv_live, "/a.txt") == 2
 
 
-def test_old_etag_after_a_change_is_not_304(srv, site, connect):
-    e1 = gz(srv, connect, "/a.txt")[1]["etag"]
+def test_old_etag_after_a_change_is_not_304(srv_live, site, connect):
+    e1 = gz(srv_live, connect, "/a.txt")[1]["etag"]
     (site / "a.txt").write_bytes(TEXT + b"more\n")
-    st, h, body, raw = gz(srv, connect, "/a.txt", [("If-None-Match", e1)])
+    st, h, body, raw = gz(srv_live, connect, "/a.txt", [("If-None-Match", e1)])
     assert st == 200, raw
     assert_gzip(h, body, raw, TEXT + b"more\n")
 

@@ -109,6 +109,22 @@ def rst_close(s):
     s.close()
 
 
+def warm(server, *paths):
+    """HEAD each path once. The open-file cache then holds a descriptor of each file for
+    the rest of the test: part of the baseline that descriptor counts come back to."""
+    for path in paths:
+        so = socket.create_connection((server.host, server.port), timeout=5)
+        so.sendall(b"HEAD " + path + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        data = b""
+        while True:
+            b = so.recv(65536)
+            if not b:
+                break
+            data += b
+        so.close()
+        assert data.startswith(b"HTTP/1.1 200"), data[:80]
+
+
 @pytest.fixture
 def small_site(docroot):
     (docroot / "f.txt").write_bytes(SMALL)
@@ -302,6 +318,7 @@ def test_many_connections_writing_requests_and_never_reading(start_server, small
     (small_site / "big.bin").write_bytes(os.urandom(256 * 1024))
     s = start_server(small_site, "send_timeout 2s;\nkeepalive_requests 0;\n")
     pid = s.proc.pid
+    warm(s, b"/f.txt", b"/big.bin")
     base, fds0 = rss_mb(pid), n_fds(pid)
     rss = RssSampler(pid)
     rss.start()
@@ -385,6 +402,7 @@ def test_clients_resetting_during_a_large_sendfile(start_server, big_site):
     s = start_server(big_site)
     pid = s.proc.pid
     assert get(s)[0] == 200
+    warm(s, b"/big.bin")
     fds0 = n_fds(pid)
     socks = []
     for i in range(24):
@@ -462,6 +480,7 @@ def test_file_truncated_while_being_sent_closes_the_connection(start_server, big
     and the server goes on."""
     s = start_server(big_site)
     pid = s.proc.pid
+    warm(s, b"/big.bin")
     fds0 = n_fds(pid)
     so, head, body, length = _start_download(s, b"/big.bin")
     assert length == 100 << 20
@@ -489,6 +508,7 @@ def test_file_deleted_while_being_sent_is_sent_whole(start_server, small_site):
             f.write(block)
     s = start_server(small_site)
     pid = s.proc.pid
+    warm(s, b"/doomed.bin")
     fds0 = n_fds(pid)
     so, head, body, length = _start_download(s, b"/doomed.bin")
     assert length == 24 << 20
@@ -503,4 +523,8 @@ def test_file_deleted_while_being_sent_is_sent_whole(start_server, small_site):
     assert body == content[:len(body)]
     assert h.hexdigest() == hashlib.sha256(content[len(body):]).hexdigest()
     assert wait_fds_at_most(pid, fds0) <= fds0
+    # The open-file cache looks at the path again after open_file_cache_valid (1 s): then
+    # the name is gone, and so is the cache's descriptor of the deleted file.
+    time.sleep(1.5)
     assert get(s, b"/doomed.bin")[0] == 404
+    assert wait_fds_at_most(pid, fds0 - 1) <= fds0 - 1

@@ -190,10 +190,16 @@ def rewrite_keeping_mtime(path, data):
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
+# The two tests below change a file between requests: the open-file cache checks the file
+# again on every request (open_file_cache_valid 0), so that each request reaches mod_mime
+# with the file as it is now.
+RECHECK = "open_file_cache_valid 0;\n"
+
+
 def test_type_is_cached_while_mtime_and_size_match(start_server, docroot, connect):
     path = docroot / "data"
     path.write_bytes(PNG)
-    server = start_server(docroot)
+    server = start_server(docroot, RECHECK)
     assert ctype(connect, server, "/data") == "image/png"
     # The same inode, size and mtime: the cache answers (libmagic would say text now).
     rewrite_keeping_mtime(path, b"a" * len(PNG))
@@ -211,7 +217,7 @@ def test_type_is_cached_while_mtime_and_size_match(start_server, docroot, connec
 def test_type_changes_when_the_file_is_replaced(start_server, docroot, connect):
     path = docroot / "data"
     path.write_bytes(PNG)
-    server = start_server(docroot)
+    server = start_server(docroot, RECHECK)
     assert ctype(connect, server, "/data") == "image/png"
     # Rewritten in place with other content (another size).
     path.write_bytes(TEXT)

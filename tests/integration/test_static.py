@@ -359,16 +359,20 @@ def test_symlink_inside_the_root_has_the_targets_validators(srv):
 
 @pytest.fixture
 def live(start_server, docroot):
-    """A server of its own, on a root the test may change while it runs."""
+    """A server of its own, on a root the test may change while it runs. Its open-file
+    cache checks a cached file again on every request (open_file_cache_valid 0), so that a
+    change must show at the very next request: the tests below then check that the check
+    catches each kind of change."""
     f = docroot / "f.txt"
     f.write_bytes(b"first version")
     os.utime(f, (MTIME, MTIME))
-    return start_server(docroot), f
+    return start_server(docroot, "open_file_cache_valid 0;\n"), f
 
 
 def test_rewritten_file_gets_a_new_etag_length_and_body(live):
     """RFC 9110 section 8.8.3: a strong validator changes whenever the representation
-    does. The server may cache open files; the cache must not outlive a change."""
+    does. The server caches open files; the cache must not outlive a change once the file
+    is checked again."""
     s, f = live
     st, h1, body = request(s, "/f.txt")
     assert st == 200 and body == b"first version"
