@@ -288,6 +288,7 @@ void file_cache_put(struct file_cache_entry *e)
     if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) != 1)
         return;
     close(e->fd);
+    free(e->data);
     free(e);
 }
 

@@ -57,6 +57,7 @@ struct file_cache_entry {
     struct stat st;   /* the descriptor's, at open */
     unsigned variant; /* the caller's: which index file a key resolved to */
     const char *type; /* media type: a string that outlives the cache */
+    char *data;       /* NULL, or the whole file's bytes (malloc'd; freed with the entry) */
     struct file_validators v;
 
     /* The cache's. */

@@ -797,7 +797,8 @@ static bool whole_file(const struct response *r, const struct stat *st)
     if (r->n_segs == 0)
         return st->st_size == 0;
     const struct out_seg *s = &r->segs[0];
-    return r->n_segs == 1 && !s->mem && s->fd == r->file_fd && s->off == 0 &&
+    /* The file, or (from an open-file cache) the whole file's bytes in memory. */
+    return r->n_segs == 1 && (s->mem || (s->fd == r->file_fd && s->off == 0)) &&
            s->len == (uint64_t)st->st_size;
 }
 

@@ -7,7 +7,9 @@
  * Directories: a 301 adds the missing trailing slash; otherwise the index files are tried
  * in order; none: 403. Files: Last-Modified, a strong ETag, the conditional requests of
  * RFC 9110 section 13 in its order of evaluation, and Range (single and multipart) with
- * If-Range. The body is sent by the core with sendfile.
+ * If-Range. The body is sent by the core with sendfile; a file of at most
+ * open_file_cache_mem_max bytes (4k by default) is also read into its cache entry once,
+ * and a whole-file 200 then leaves with its head in one write.
  *
  * Open-file cache (open_file_cache, on by default; file_cache.h): a regular file served
  * once stays open, keyed by the path given to open_beneath ("dir/" or "." for a directory
@@ -40,9 +42,11 @@
 #define STATIC_CACHE_MAX 10000         /* open_file_cache_max */
 #define STATIC_CACHE_VALID_MS 1000     /* open_file_cache_valid */
 #define STATIC_CACHE_INACTIVE_MS 60000 /* open_file_cache_inactive */
+#define STATIC_CACHE_MEM_MAX 4096      /* open_file_cache_mem_max */
 
 struct static_state {
     struct file_cache *cache; /* NULL: open_file_cache off */
+    uint64_t mem_max;         /* open_file_cache_mem_max: files up to it kept in memory */
 };
 
 
@@ -144,6 +148,7 @@ struct file_view {
     const struct file_validators *v;
     const char *type; /* NULL: asked for when needed (after the preconditions) */
     const char *name; /* for the type */
+    const char *data; /* the whole file in memory (a cache entry's), or NULL */
 };
 
 static void serve_file(const struct request *req, struct response *resp,
@@ -197,7 +202,10 @@ static void serve_file(const struct request *req, struct response *resp,
     resp_header(resp, "Content-Type", type);
     add_file_headers(resp, v);
     resp_header(resp, "Accept-Ranges", "bytes");
-    resp_body_file(resp, f->fd, 0, size);
+    if (f->data) /* head and body leave in one write */
+        resp_body_mem(resp, f->data, size);
+    else
+        resp_body_file(resp, f->fd, 0, size);
 }
 
 /* --- the open-file cache -------------------------------------------------------------- */
@@ -215,7 +223,7 @@ static void serve_entry(const struct request *req, struct response *resp,
     resp->file_release = release_entry;
     resp->file_release_ctx = e;
     resp->file_st = &e->st;
-    struct file_view f = {e->fd, &e->st, &e->v, e->type, NULL};
+    struct file_view f = {e->fd, &e->st, &e->v, e->type, NULL, e->data};
     serve_file(req, resp, &f);
 }
 
@@ -292,6 +300,34 @@ static bool serve_cached(struct file_cache *cache, const struct request *req,
     return true;
 }
 
+/* The whole of a small file, read once for its cache entry, or NULL (too large, empty, a
+ * read error, or the file changed while it was read: then it is sent from the file). */
+static char *read_small(const struct static_state *s, int fd, const struct stat *sb)
+{
+    if (sb->st_size <= 0 || (uint64_t)sb->st_size > s->mem_max)
+        return NULL;
+    size_t size = (size_t)sb->st_size, got = 0;
+    char *data = malloc(size);
+    if (!data)
+        return NULL;
+    while (got < size) {
+        ssize_t n = pread(fd, data + got, size - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    struct stat after;
+    if (got != size || fstat(fd, &after) < 0 || after.st_size != sb->st_size ||
+        after.st_mtim.tv_sec != sb->st_mtim.tv_sec ||
+        after.st_mtim.tv_nsec != sb->st_mtim.tv_nsec) {
+        free(data);
+        return NULL;
+    }
+    return data;
+}
+
 /* A regular file opened for this request (fd, the caller's until now): answer with it,
  * through a new cache entry for key when the cache is on. name: for its media type. */
 static void serve_opened(struct static_state *s, const struct request *req,
@@ -303,6 +339,7 @@ static void serve_opened(struct static_state *s, const struct request *req,
         make_validators(sb, &e->v);
         e->type = module_content_type(req, name, fd, sb);
         e->variant = variant;
+        e->data = read_small(s, fd, sb);
         file_cache_insert(s->cache, e, file_cache_now_ms());
         serve_entry(req, resp, e);
         return;
@@ -310,7 +347,7 @@ static void serve_opened(struct static_state *s, const struct request *req,
     struct file_validators v;
     make_validators(sb, &v);
     resp->file_fd = fd; /* the core closes it once the response is sent */
-    struct file_view f = {fd, sb, &v, NULL, name};
+    struct file_view f = {fd, sb, &v, NULL, name, NULL};
     serve_file(req, resp, &f);
 }
 
@@ -411,7 +448,7 @@ static enum mod_result static_handle(void *state, const struct request *req,
 
 static const char *const static_directives[] = {
     "open_file_cache", "open_file_cache_max", "open_file_cache_valid",
-    "open_file_cache_inactive", NULL,
+    "open_file_cache_inactive", "open_file_cache_mem_max", NULL,
 };
 
 static int get_flag(struct module_init *mi, const char *name, bool *out)
@@ -475,6 +512,18 @@ static unsigned descriptor_bound(unsigned max)
     return rl.rlim_cur / 4 < 16 ? 16 : (unsigned)(rl.rlim_cur / 4);
 }
 
+static int get_size(struct module_init *mi, const char *name, uint64_t *out)
+{
+    const struct conf_node *n;
+    char usage[96];
+    snprintf(usage, sizeof(usage), "%s SIZE;", name);
+    if (module_single_directive(mi, name, usage, &n) < 0)
+        return -1;
+    if (n && (config_parse_size(n->args[0], out) < 0 || *out > (1u << 20)))
+        return module_error(mi, n, "%s is a size up to 1m, not \"%s\"", name, n->args[0]);
+    return 0;
+}
+
 static int static_init(struct module_init *mi, void **state)
 {
     bool on = true;
@@ -484,9 +533,13 @@ static int static_init(struct module_init *mi, void **state)
         get_duration(mi, "open_file_cache_valid", &valid_ms) < 0 ||
         get_duration(mi, "open_file_cache_inactive", &inactive_ms) < 0)
         return -1;
+    uint64_t mem_max = STATIC_CACHE_MEM_MAX;
+    if (get_size(mi, "open_file_cache_mem_max", &mem_max) < 0)
+        return -1;
     struct static_state *s = calloc(1, sizeof(*s));
     if (!s)
         return module_error(mi, NULL, "out of memory");
+    s->mem_max = mem_max;
     if (on) {
         unsigned bound = descriptor_bound(max);
         if (bound < max)

@@ -372,6 +372,68 @@ def test_concurrent_parked_response_keeps_its_entry_alive_when_evicted(start_ser
     assert wait_until(lambda: not fds_to(s.proc.pid, docroot / "big.bin"), 5)
 
 
+# ---------------------------------------------------------------- small files in memory
+
+
+def test_small_file_from_memory_is_byte_exact_for_get_head_range_and_gzip(start_server,
+                                                                          docroot, connect):
+    """A file under open_file_cache_mem_max is answered from its entry's copy: the same
+    bytes, headers and validators as from the file, for every kind of request."""
+    text = b"".join(b"line %d of a small compressible page\n" % i for i in range(60))
+    assert len(text) < 4096
+    (docroot / "page.txt").write_bytes(text)
+    s = start_server(docroot, "gzip on;\ngzip_types text/plain;\ngzip_min_length 0;\n")
+    for _ in range(3):  # a miss, then hits
+        st, h, body = get(s, connect, "/page.txt")
+        assert st == 200 and body == text and h["content-length"] == str(len(text))
+    st, h, body = get(s, connect, "/page.txt", method="HEAD")
+    assert st == 200 and body == b"" and h["content-length"] == str(len(text))
+    st, _, body = get(s, connect, "/page.txt", [("Range", "bytes=5-14")])
+    assert st == 206 and body == text[5:15]
+    st, h, body = get(s, connect, "/page.txt", [("Accept-Encoding", "gzip")])
+    assert st == 200 and h.get("content-encoding") == "gzip"
+    assert gzip.decompress(body) == text
+    etag = get(s, connect, "/page.txt")[1]["etag"]
+    assert get(s, connect, "/page.txt", [("If-None-Match", etag)])[0] == 304
+
+
+def test_small_file_rewritten_in_place_is_served_fresh_after_the_window(start_server,
+                                                                        docroot, connect):
+    """The memory copy is of one version of the file: a rewrite of the same size is seen
+    once the window has passed, like any change."""
+    f = docroot / "v.txt"
+    f.write_bytes(b"version 1")
+    s = start_server(docroot, WINDOW)
+    assert get(s, connect, "/v.txt")[2] == b"version 1"
+    time.sleep(0.05)
+    f.write_bytes(b"version 2")
+    time.sleep(PAST_WINDOW_S)
+    assert get(s, connect, "/v.txt")[2] == b"version 2"
+
+
+def test_pipelined_small_files_to_a_reader_that_stops_arrive_whole(start_server, docroot,
+                                                                   connect):
+    """200 pipelined requests for a 3 KiB file to a client that reads nothing at first:
+    the sends park (the memory bodies are copied onto the connection) and every response
+    then arrives whole."""
+    body3k = os.urandom(3000)
+    (docroot / "s.bin").write_bytes(body3k)
+    s = start_server(docroot)
+    c = connect(s, rcvbuf=8192)
+    c.send(b"GET /s.bin HTTP/1.1\r\nHost: t\r\n\r\n" * 200)
+    time.sleep(0.5)
+    for _ in range(200):
+        st, _, body, _ = c.read_response(timeout=30)
+        assert st == 200 and body == body3k
+
+
+def test_mem_max_zero_sends_small_files_from_the_descriptor(start_server, docroot, connect):
+    (docroot / "a.txt").write_bytes(b"abc")
+    s = start_server(docroot, "open_file_cache_mem_max 0;\n")
+    for _ in range(3):
+        assert get(s, connect, "/a.txt")[2] == b"abc"
+
+
 # ---------------------------------------------------------------- configuration
 
 
@@ -388,7 +450,8 @@ def check_config(tmp_path, lines):
 def test_config_accepts_every_open_file_cache_directive(tmp_path):
     code, out = check_config(tmp_path, "open_file_cache on;\nopen_file_cache_max 20000;\n"
                                        "open_file_cache_valid 60s;\n"
-                                       "open_file_cache_inactive 2m;\n")
+                                       "open_file_cache_inactive 2m;\n"
+                                       "open_file_cache_mem_max 16k;\n")
     assert code == 0, out
 
 
@@ -401,6 +464,8 @@ def test_config_accepts_every_open_file_cache_directive(tmp_path):
     "open_file_cache_inactive -1s;",
     "open_file_cache_valid 1s 2s;",
     "open_file_cache on;\nopen_file_cache off;",
+    "open_file_cache_mem_max 2m;",
+    "open_file_cache_mem_max lots;",
 ])
 def test_config_rejects_a_bad_open_file_cache_directive(tmp_path, line):
     code, out = check_config(tmp_path, line + "\n")
