@@ -620,32 +620,13 @@ static enum mod_result dirlist_handle(void *state, const struct request *req,
     return MOD_HANDLED;
 }
 
-/* Read an `on|off` directive (at most once). */
-static int read_flag(struct module_init *mi, const char *name, bool *out)
-{
-    char usage[64];
-    snprintf(usage, sizeof(usage), "%s on|off;", name);
-    const struct conf_node *n;
-    if (module_single_directive(mi, name, usage, &n) < 0)
-        return -1;
-    if (!n)
-        return 0;
-    if (strcmp(n->args[0], "on") == 0)
-        *out = true;
-    else if (strcmp(n->args[0], "off") == 0)
-        *out = false;
-    else
-        return module_error(mi, n, "%s takes on or off, not \"%s\"", name, n->args[0]);
-    return 0;
-}
-
 static int dirlist_init(struct module_init *mi, void **state)
 {
     struct dirlist_state *st = calloc(1, sizeof(*st));
     if (!st)
         return module_error(mi, NULL, "out of memory");
-    if (read_flag(mi, "autoindex", &st->enabled) < 0 ||
-        read_flag(mi, "autoindex_hidden", &st->hidden) < 0) {
+    if (module_flag_directive(mi, "autoindex", &st->enabled) < 0 ||
+        module_flag_directive(mi, "autoindex_hidden", &st->hidden) < 0) {
         free(st);
         return -1;
     }

@@ -451,37 +451,6 @@ static const char *const static_directives[] = {
     "open_file_cache_inactive", "open_file_cache_mem_max", NULL,
 };
 
-static int get_flag(struct module_init *mi, const char *name, bool *out)
-{
-    char usage[64];
-    snprintf(usage, sizeof(usage), "%s on|off;", name);
-    const struct conf_node *n;
-    if (module_single_directive(mi, name, usage, &n) < 0)
-        return -1;
-    if (!n)
-        return 0;
-    if (strcmp(n->args[0], "on") != 0 && strcmp(n->args[0], "off") != 0)
-        return module_error(mi, n, "%s is on or off, not \"%s\"", name, n->args[0]);
-    *out = strcmp(n->args[0], "on") == 0;
-    return 0;
-}
-
-static int get_duration(struct module_init *mi, const char *name, int64_t *out_ms)
-{
-    char usage[64];
-    snprintf(usage, sizeof(usage), "%s TIME;", name);
-    const struct conf_node *n;
-    if (module_single_directive(mi, name, usage, &n) < 0)
-        return -1;
-    if (!n)
-        return 0;
-    unsigned ms;
-    if (config_parse_duration_ms(n->args[0], &ms) < 0)
-        return module_error(mi, n, "invalid duration \"%s\"", n->args[0]);
-    *out_ms = ms;
-    return 0;
-}
-
 static int get_max(struct module_init *mi, unsigned *out)
 {
     const struct conf_node *n;
@@ -528,10 +497,10 @@ static int static_init(struct module_init *mi, void **state)
 {
     bool on = true;
     unsigned max = STATIC_CACHE_MAX;
-    int64_t valid_ms = STATIC_CACHE_VALID_MS, inactive_ms = STATIC_CACHE_INACTIVE_MS;
-    if (get_flag(mi, "open_file_cache", &on) < 0 || get_max(mi, &max) < 0 ||
-        get_duration(mi, "open_file_cache_valid", &valid_ms) < 0 ||
-        get_duration(mi, "open_file_cache_inactive", &inactive_ms) < 0)
+    unsigned valid_ms = STATIC_CACHE_VALID_MS, inactive_ms = STATIC_CACHE_INACTIVE_MS;
+    if (module_flag_directive(mi, "open_file_cache", &on) < 0 || get_max(mi, &max) < 0 ||
+        module_duration_directive(mi, "open_file_cache_valid", &valid_ms) < 0 ||
+        module_duration_directive(mi, "open_file_cache_inactive", &inactive_ms) < 0)
         return -1;
     uint64_t mem_max = STATIC_CACHE_MEM_MAX;
     if (get_size(mi, "open_file_cache_mem_max", &mem_max) < 0)

@@ -60,6 +60,33 @@ int module_single_directive(struct module_init *mi, const char *name, const char
     return 0;
 }
 
+int module_flag_directive(struct module_init *mi, const char *name, bool *out)
+{
+    char usage[96];
+    snprintf(usage, sizeof(usage), "%s on|off;", name);
+    const struct conf_node *n;
+    if (module_single_directive(mi, name, usage, &n) < 0)
+        return -1;
+    if (!n)
+        return 0;
+    if (strcmp(n->args[0], "on") != 0 && strcmp(n->args[0], "off") != 0)
+        return module_error(mi, n, "%s is on or off, not \"%s\"", name, n->args[0]);
+    *out = strcmp(n->args[0], "on") == 0;
+    return 0;
+}
+
+int module_duration_directive(struct module_init *mi, const char *name, unsigned *out_ms)
+{
+    char usage[96];
+    snprintf(usage, sizeof(usage), "%s TIME;", name);
+    const struct conf_node *n;
+    if (module_single_directive(mi, name, usage, &n) < 0)
+        return -1;
+    if (n && config_parse_duration_ms(n->args[0], out_ms) < 0)
+        return module_error(mi, n, "%s: invalid duration \"%s\"", name, n->args[0]);
+    return 0;
+}
+
 int module_mount_add(struct module_init *mi, const struct conf_node *where, const char *prefix,
                      void *data, bool wants_body)
 {

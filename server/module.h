@@ -124,6 +124,13 @@ int module_error(struct module_init *mi, const struct conf_node *where, const ch
 int module_single_directive(struct module_init *mi, const char *name, const char *usage,
                             const struct conf_node **out);
 
+/* For init: `name on|off;` at most once; *out keeps its default when absent. Returns 0,
+ * or -1 after module_error(). */
+int module_flag_directive(struct module_init *mi, const char *name, bool *out);
+/* For init: `name TIME;` at most once, in milliseconds; *out_ms keeps its default when
+ * absent. Returns 0, or -1 after module_error(). */
+int module_duration_directive(struct module_init *mi, const char *name, unsigned *out_ms);
+
 /* Is `name` a directive of some module? (The configuration's config_known_fn.) */
 bool module_known_directive(const char *name);
 
