@@ -2,9 +2,11 @@
  *
  * A listener is a handle like any other, registered EPOLLONESHOT: the thread that gets
  * its event has already promoted a successor. It accepts what is queued (a bounded
- * batch), re-arms the listener so the next leader can accept more, registers all but the
- * last new connection in the handle set, and processes the last one itself at once:
- * TCP_DEFER_ACCEPT means its first request is usually already there to be read.
+ * batch), re-arms the listener so the next leader can accept more, and then processes
+ * the new connections itself, one after the other: TCP_DEFER_ACCEPT means their first
+ * requests are usually already there to be read, and a connection answered and closed
+ * (no keep-alive) never enters the handle set at all. One that has more to say (keep-alive,
+ * a partial request) is registered then, like any other.
  * (Half-Sync/Half-Async: the listener's event is processed by a worker, which may do the
  * same. Thread-per-Connection: every connection is registered, for a thread of its own.)
  */
@@ -126,7 +128,8 @@ void listener_event(struct lf_handle *h, uint32_t events)
     struct listener *l = (struct listener *)h;
     struct service *svc = l->svc;
     struct server *srv = svc->srv;
-    struct conn *last = NULL;
+    struct conn *mine[ACCEPT_BATCH];
+    unsigned n_mine = 0;
     static _Thread_local int64_t last_warn_ms;
     bool at_once = lf_group_strategy(svc->group) != LF_STRATEGY_THREAD_PER_CONNECTION;
     struct generation *gen = generation_acquire(srv); /* one lock per batch, not per accept */
@@ -177,14 +180,12 @@ void listener_event(struct lf_handle *h, uint32_t events)
             conn_wait(c, CONN_NEW, EPOLLIN, atomic_load(&c->deadline_ms));
             continue;
         }
-        if (last)
-            conn_wait(last, CONN_NEW, EPOLLIN, atomic_load(&last->deadline_ms));
-        last = c;
+        mine[n_mine++] = c;
     }
     if (!atomic_load_explicit(&srv->stopping, memory_order_relaxed) &&
         !atomic_load(&l->paused))
         lf_group_rearm(h, EPOLLIN);
     generation_release(gen);
-    if (last)
-        http_conn_start(last);
+    for (unsigned i = 0; i < n_mine; i++)
+        http_conn_start(mine[i]);
 }
