@@ -470,15 +470,16 @@ static int get_max(struct module_init *mi, unsigned *out)
     return 0;
 }
 
-/* Each entry holds a descriptor: a quarter of the limit at most, so that a large maximum
- * cannot leave no descriptors for connections. */
+/* Each entry holds a descriptor: half the limit at most, so that a large maximum cannot
+ * leave no descriptors for connections. (Past the limit nothing breaks: accept sheds with
+ * 503, an open that fails answers 503; but the cache should not be why.) */
 static unsigned descriptor_bound(unsigned max)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
-        rl.rlim_cur / 4 >= max)
+        rl.rlim_cur / 2 >= max)
         return max;
-    return rl.rlim_cur / 4 < 16 ? 16 : (unsigned)(rl.rlim_cur / 4);
+    return rl.rlim_cur / 2 < 16 ? 16 : (unsigned)(rl.rlim_cur / 2);
 }
 
 static int get_size(struct module_init *mi, const char *name, uint64_t *out)
@@ -512,7 +513,7 @@ static int static_init(struct module_init *mi, void **state)
     if (on) {
         unsigned bound = descriptor_bound(max);
         if (bound < max)
-            log_info("static: open_file_cache_max %u lowered to %u, a quarter of the "
+            log_info("static: open_file_cache_max %u lowered to %u, half the "
                      "descriptor limit", max, bound);
         s->cache = file_cache_create(bound, valid_ms, inactive_ms);
         if (!s->cache) {

@@ -296,14 +296,22 @@ static int start_services(struct server *srv)
     return 0;
 }
 
-/* Each connection is a descriptor: take the hard limit, not the (often 1024) soft one. */
-static void raise_fd_limit(unsigned want)
+/* Each connection is a descriptor, and so is each entry of the open-file cache: take the
+ * hard limit, not the (often 1024) soft one. Done first, before the modules size their
+ * caches by it. */
+static void raise_fd_limit(void)
 {
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
-        return;
-    rl.rlim_cur = rl.rlim_max;
-    if (setrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)want + 64)
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+static void check_fd_limit(unsigned want)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)want + 64)
         log_warn("open files limited to %llu: fewer than max_connections (%u) can be served",
                  (unsigned long long)rl.rlim_cur, want);
 }
@@ -319,7 +327,7 @@ static int start(struct server *srv)
         log_error("access log \"%s\": %s", cfg->access_log, strerror(errno));
         return -1;
     }
-    raise_fd_limit(cfg->max_connections);
+    check_fd_limit(cfg->max_connections);
     srv->max_connections = cfg->max_connections;
     http_response_set_server(cfg->server_tokens ? "lfhttpd/" LFHTTPD_VERSION : "lfhttpd");
     pthread_mutex_init(&srv->spare_lock, NULL);
@@ -401,6 +409,7 @@ int main(int argc, char **argv)
     srv.spare_fd = -1;
     srv.start_ms = conn_now_ms();
     pthread_mutex_init(&srv.gen_lock, NULL);
+    raise_fd_limit();
     char err[1024];
     struct generation *g = build_generation(&opts, 1, !opts.test_only, err, sizeof(err));
     if (!g) {
