@@ -213,7 +213,7 @@ def run(opts):
             log("started %-11s on %s, pid %d" % (inst.key, inst.url, inst.proc.pid))
         for wl in workloads:
             log("\n-- %s: %s" % (wl.key, wl.title))
-            for inst in insts:  # warm-up: connection pools, page cache, threads
+            for inst in insts if not opts.quick else ():  # warm-up: pools, page cache
                 bench.run_load(inst, wl, argparse.Namespace(
                     duration=1, warmup=1, ab_requests=0), record=False)
             for rnd in range(opts.rounds):
@@ -301,7 +301,7 @@ def parse_args(argv):
     p.add_argument("--alloc-lib", default=os.path.join(bench.ROOT, "build", "tests",
                                                        "alloc_counter.so"))
     p.add_argument("--quick", action="store_true",
-                   help="one round of 2 s, two workloads (QUICK=1)")
+                   help="one round of 2 s, two workloads, no warm-up (QUICK=1)")
     p.add_argument("--rounds", type=int)
     p.add_argument("--duration", type=int)
     p.add_argument("--only", help=",".join(w.key for w in WORKLOADS))
