@@ -231,14 +231,18 @@ void conn_wait(struct conn *c, enum conn_state state, uint32_t events, int64_t d
     atomic_store_explicit(&c->deadline_ms, deadline_ms, memory_order_relaxed);
     atomic_store_explicit(&c->state, (uint8_t)state, memory_order_relaxed);
     int rc;
-    if (c->registered) {
+    bool first = !c->registered;
+    if (!first) {
         rc = lf_group_rearm(&c->h, events);
     } else {
         c->registered = true;
         rc = lf_group_add_conn(c->h.group, &c->h, events);
     }
     if (rc < 0) {
-        log_error("epoll_ctl on fd %d: %s", c->h.fd, strerror(-rc));
+        /* A first registration may also fail to start the connection's own thread
+         * (thread-per-connection). */
+        log_error("%s connection fd %d: %s", first ? "registering" : "re-arming", c->h.fd,
+                  strerror(-rc));
         conn_close(c);
     }
     /* From here on another thread may own c: touch nothing. */
