@@ -52,7 +52,6 @@ int service_init(struct service *svc, struct server *srv, const char *name, unsi
     memset(svc, 0, sizeof(*svc));
     svc->srv = srv;
     snprintf(svc->name, sizeof(svc->name), "%s", name);
-    svc->cls = cls;
     svc->max_connections = cls ? cls->max_connections : 0;
     svc->nice = nice;
     svc->timer.fd = -1;

@@ -101,7 +101,8 @@ static_assert(sizeof(struct conn) <= 256, "an idle connection should stay small"
 struct service {
     struct server *srv;
     char name[32];
-    const struct config_class *cls; /* its configuration; NULL for the default class */
+    /* Its class's configuration is not kept: it belongs to the generation the service
+     * was started with, which a reload frees. What a service needs is copied here. */
     unsigned max_connections;       /* 0: only the server-wide limit */
     int nice;                       /* its threads' priority, as applied */
     struct lf_group *group;
