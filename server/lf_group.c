@@ -221,11 +221,18 @@ int lf_group_rearm(struct lf_handle *h, uint32_t events)
 }
 
 /* Name the calling thread "<group>-<suffix>" and give it the group's nice value. */
-static void lf_thread_setup(struct lf_group *g, const char *suffix)
+/* Name the calling thread "<group>-<prefix><n>" (n < 0: no number) and give it the
+ * group's priority. */
+static void lf_thread_setup(struct lf_group *g, const char *prefix, long n)
 {
-    char tname[16];
-    snprintf(tname, sizeof(tname), "%.12s-%s", g->name, suffix); /* 15 chars at most */
-    pthread_setname_np(pthread_self(), tname);
+    char suffix[24], tname[16];
+    if (n < 0)
+        snprintf(suffix, sizeof(suffix), "%.3s", prefix);
+    else
+        snprintf(suffix, sizeof(suffix), "%.3s%ld", prefix, n);
+    /* Linux allows 15 characters: a long name is cut, on purpose. */
+    if (snprintf(tname, sizeof(tname), "%.12s-%s", g->name, suffix) >= 0)
+        pthread_setname_np(pthread_self(), tname);
     /* On Linux a nice value belongs to a thread: PRIO_PROCESS with a thread id sets ours. */
     if (g->nice != 0 && setpriority(PRIO_PROCESS, (id_t)gettid(), g->nice) < 0) {
         pthread_mutex_lock(&g->lock);
@@ -298,9 +305,7 @@ static void *lf_thread_main(void *arg)
 {
     struct lf_thread *t = arg;
     struct lf_group *g = t->group;
-    char suffix[12];
-    snprintf(suffix, sizeof(suffix), "%u", t->index);
-    lf_thread_setup(g, suffix);
+    lf_thread_setup(g, "", (long)t->index);
 
     pthread_mutex_lock(&g->lock);
     while (lf_lead(g, t)) {
@@ -340,7 +345,7 @@ static void *lf_thread_main(void *arg)
 static void *hsha_io_main(void *arg)
 {
     struct lf_group *g = arg;
-    lf_thread_setup(g, "io");
+    lf_thread_setup(g, "io", -1);
     struct epoll_event evs[LF_BATCH];
     bool stopping = false;
     while (!stopping) {
@@ -374,9 +379,7 @@ static void *hsha_worker_main(void *arg)
 {
     struct lf_thread *t = arg;
     struct lf_group *g = t->group;
-    char suffix[12];
-    snprintf(suffix, sizeof(suffix), "%u", t->index);
-    lf_thread_setup(g, suffix);
+    lf_thread_setup(g, "", (long)t->index);
 
     pthread_mutex_lock(&g->lock);
     for (;;) {
@@ -472,9 +475,7 @@ static void *tpc_conn_main(void *arg)
 {
     struct lf_group *s = arg;
     struct lf_group *g = s->tpc.parent;
-    char suffix[12];
-    snprintf(suffix, sizeof(suffix), "c%u", s->tpc.index);
-    lf_thread_setup(g, suffix);
+    lf_thread_setup(g, "c", (long)s->tpc.index);
 
     struct epoll_event evs[LF_CONN_BATCH];
     for (;;) {
