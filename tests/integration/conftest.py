@@ -114,6 +114,37 @@ class Server:
         return self.proc.returncode
 
 
+def wait_until(predicate, timeout=10.0):
+    """Poll predicate every 50 ms until it returns something true (returned), or timeout
+    seconds pass (then its last value is returned)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = predicate()
+        if v:
+            return v
+        time.sleep(0.05)
+    return predicate()
+
+
+def wait_closed(client, limit):
+    """Seconds until the server closed the connection (EOF or reset), reading and dropping
+    whatever arrives first; None if it stayed open for `limit` seconds."""
+    start = time.monotonic()
+    client.buf = b""
+    while True:
+        left = limit - (time.monotonic() - start)
+        if left <= 0:
+            return None
+        client.sock.settimeout(left)
+        try:
+            if client.sock.recv(65536) == b"":
+                return time.monotonic() - start
+        except socket.timeout:
+            return None
+        except ConnectionResetError:
+            return time.monotonic() - start
+
+
 def check_clean_exit(server):
     """Stop the server and check it did not crash, and (in sanitizer builds) that the
     sanitizers reported nothing, leaks at exit included."""

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BIN, ROOT
+from conftest import BIN, ROOT, wait_until
 
 ALLOWED_ENV = {
     "GATEWAY_INTERFACE", "SERVER_SOFTWARE", "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL",
@@ -108,15 +108,6 @@ def alive(pid):
     except OSError:
         return False
     return stat[stat.rindex(")") + 2] != "Z"
-
-
-def wait_for(cond, timeout=5.0, step=0.05):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return True
-        time.sleep(step)
-    return cond()
 
 
 def read_until(c, marker, timeout=10.0):
@@ -524,11 +515,11 @@ def test_client_gone_kills_the_script(cgi_server, cgi_dir, connect, tmp_path):
     c = connect(srv)
     c.send(request("GET", "/cgi-bin/yes.sh"))
     assert read_until(c, b"y\n").startswith(b"HTTP/1.1 200")
-    assert wait_for(pidfile.exists)
+    assert wait_until(pidfile.exists)
     pid = int(pidfile.read_text())
     c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
     c.close()  # a reset: the next send fails at once
-    assert wait_for(lambda: not alive(pid), timeout=10), "the script outlived its client"
+    assert wait_until(lambda: not alive(pid), timeout=10), "the script outlived its client"
 
 
 # ---------------------------------------------------------------- processes
@@ -546,7 +537,7 @@ def test_timeout_kills_the_process_group_and_is_504(cgi_server, cgi_dir, connect
     assert status == 504
     assert 0.9 < elapsed < 5
     bg, sh = (int(p) for p in pids.read_text().split())
-    assert wait_for(lambda: not alive(bg) and not alive(sh)), "a process of the group survived"
+    assert wait_until(lambda: not alive(bg) and not alive(sh)), "a process of the group survived"
     assert "cgi_timeout" in srv.error_log()
     c.send(request("GET", "/cgi-bin/nothere.sh"))  # the connection itself is fine
     assert c.read_response()[0] == 404
@@ -567,7 +558,7 @@ def test_shutdown_lets_a_running_script_finish(cgi_server, cgi_dir, connect):
     srv = cgi_server()
     c = connect(srv)
     c.send(request("GET", "/cgi-bin/slow.sh"))
-    assert wait_for(lambda: children(srv.proc.pid))
+    assert wait_until(lambda: children(srv.proc.pid))
     srv.proc.send_signal(15)
     status, _, body, _ = c.read_response()
     assert status == 200 and body == b"finished"
@@ -580,12 +571,12 @@ def test_shutdown_kills_scripts_past_shutdown_timeout(cgi_server, cgi_dir, conne
     srv = cgi_server("shutdown_timeout 1s;\n")
     c = connect(srv)
     c.send(request("GET", "/cgi-bin/hang.sh"))
-    assert wait_for(pids.exists) and wait_for(lambda: len(pids.read_text().split()) == 2)
+    assert wait_until(pids.exists) and wait_until(lambda: len(pids.read_text().split()) == 2)
     t0 = time.time()
     assert srv.stop() == 0
     assert time.time() - t0 < 5
     bg, sh = (int(p) for p in pids.read_text().split())
-    assert wait_for(lambda: not alive(bg) and not alive(sh)), "a script outlived the server"
+    assert wait_until(lambda: not alive(bg) and not alive(sh)), "a script outlived the server"
 
 
 def test_no_zombies_after_many_requests(cgi_server, cgi_dir, connect):
@@ -600,7 +591,7 @@ def test_no_zombies_after_many_requests(cgi_server, cgi_dir, connect):
     def no_zombies():
         return not [p for p, state in children(srv.proc.pid) if state == "Z"]
 
-    assert wait_for(lambda: not children(srv.proc.pid), timeout=5), children(srv.proc.pid)
+    assert wait_until(lambda: not children(srv.proc.pid), timeout=5), children(srv.proc.pid)
     assert no_zombies()
 
 
@@ -637,7 +628,7 @@ def test_max_processes_is_503(cgi_server, cgi_dir, connect):
     busy = [connect(srv) for _ in range(2)]
     for c in busy:
         c.send(request("GET", "/cgi-bin/slow.sh"))
-    assert wait_for(lambda: len(children(srv.proc.pid)) >= 2)
+    assert wait_until(lambda: len(children(srv.proc.pid)) >= 2)
     status, headers, _, _ = fetch(srv, connect, "/cgi-bin/slow.sh")
     assert status == 503
     assert headers["retry-after"].isdigit()
@@ -656,7 +647,7 @@ def test_slow_scripts_do_not_stall_static_files(start_server, docroot, cgi_dir, 
     hanging = [connect(srv, timeout=20) for _ in range(10)]
     for c in hanging:
         c.send(request("GET", "/cgi-bin/hang.sh"))
-    assert wait_for(lambda: len(children(srv.proc.pid)) >= 10)
+    assert wait_until(lambda: len(children(srv.proc.pid)) >= 10)
     worst = 0.0
     for _ in range(50):
         t0 = time.time()
@@ -699,7 +690,7 @@ def test_stderr_goes_to_the_error_log_bounded(cgi_server, cgi_dir, connect):
     srv = cgi_server("cgi_stderr 1k;\n")
     status, _, body, _ = fetch(srv, connect, "/cgi-bin/err.sh")
     assert status == 200 and body == b"ok"
-    assert wait_for(lambda: "cgi: /cgi-bin/err.sh: something went wrong" in srv.error_log())
+    assert wait_until(lambda: "cgi: /cgi-bin/err.sh: something went wrong" in srv.error_log())
     noise = srv.error_log().count("noise line")
     assert 5 < noise < 25, noise  # 1k of 300 lines: the first ones only
 

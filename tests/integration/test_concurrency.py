@@ -8,10 +8,11 @@ import json
 import os
 import re
 import signal
-import socket
 import time
 
 import pytest
+
+from conftest import wait_until, wait_closed
 
 GET = "GET {path} HTTP/1.1\r\nHost: t\r\n\r\n"
 
@@ -60,33 +61,6 @@ def threads_named(pid, pattern):
         if re.fullmatch(pattern, comm):
             names.append(comm)
     return names
-
-
-def wait_until(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
-
-
-def wait_closed(client, limit):
-    """Seconds until the server closed the connection, None if it stayed open `limit` s."""
-    start = time.monotonic()
-    client.buf = b""
-    while True:
-        left = limit - (time.monotonic() - start)
-        if left <= 0:
-            return None
-        client.sock.settimeout(left)
-        try:
-            if client.sock.recv(65536) == b"":
-                return time.monotonic() - start
-        except socket.timeout:
-            return None
-        except ConnectionResetError:
-            return time.monotonic() - start
 
 
 # ---------------------------------------------------------------- every strategy

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from conftest import wait_closed
+
 FILE_BODY = b"0123456789abcdef\n"
 GOOD = b"GET /f.txt HTTP/1.1\r\nHost: t\r\n\r\n"
 SHORT_DEADLINES = "header_timeout 1s;\nkeepalive_timeout 1s;\nsend_timeout 1s;\n"
@@ -36,25 +38,6 @@ def no_more_data(client, wait=0.3):
         return False
     r, _, _ = select.select([client.sock], [], [], wait)
     return not r
-
-
-def wait_closed(client, limit):
-    """Seconds until the server closed the connection (EOF or reset), reading and dropping
-    whatever arrives first; None if it stayed open for `limit` seconds."""
-    start = time.monotonic()
-    client.buf = b""
-    while True:
-        left = limit - (time.monotonic() - start)
-        if left <= 0:
-            return None
-        client.sock.settimeout(left)
-        try:
-            if client.sock.recv(65536) == b"":
-                return time.monotonic() - start
-        except socket.timeout:
-            return None
-        except ConnectionResetError:
-            return time.monotonic() - start
 
 
 # ---------------------------------------------------------------- persistence

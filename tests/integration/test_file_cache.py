@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import BIN, Client
+from conftest import BIN, Client, wait_until
 
 WINDOW = "open_file_cache_valid 300ms;\n"
 PAST_WINDOW_S = 0.6
@@ -43,15 +43,6 @@ def fds_to(pid, path):
         if target == str(path) or target == f"{path} (deleted)":
             out.append(int(name))
     return out
-
-
-def wait_until(predicate, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 # ---------------------------------------------------------------- hits

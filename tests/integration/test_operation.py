@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from conftest import BIN, ROOT
+from conftest import BIN, ROOT, wait_until
 
 FILE_BODY = b"hello"
 GOOD = b"GET /f.txt HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -47,16 +47,6 @@ def check_config(tmp_path, text, name="test.conf"):
     p = subprocess.run([BIN, "-t", "-c", str(path)], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, timeout=10, cwd=str(tmp_path))
     return p.returncode, p.stdout.decode("latin-1"), str(path)
-
-
-def wait_for(predicate, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = predicate()
-        if v:
-            return v
-        time.sleep(0.05)
-    return predicate()
 
 
 # ---------------------------------------------------------------- configuration check (-t)
@@ -200,7 +190,7 @@ def test_listen_option_is_repeatable(start_server, docroot):
     p1, p2 = free_port(), free_port()
     s = start_server(docroot, args=("-l", "127.0.0.1:%d" % p1, "-l", "127.0.0.1:%d" % p2))
     for port in (p1, p2):
-        wait_for(lambda: ("127.0.0.1:%d" % port) in s.error_log(), 3)
+        wait_until(lambda: ("127.0.0.1:%d" % port) in s.error_log(), 3)
         s.port = port
         assert fetch(s)[2] == FILE_BODY
 
@@ -242,7 +232,7 @@ def log_lines(server):
 
 
 def wait_lines(server, n, timeout=3.0):
-    return wait_for(lambda: len(log_lines(server)) >= n and log_lines(server), timeout) or log_lines(server)
+    return wait_until(lambda: len(log_lines(server)) >= n and log_lines(server), timeout) or log_lines(server)
 
 
 def unescape(s):
@@ -311,7 +301,7 @@ def test_access_log_is_flushed_while_running(site, connect):
     c = connect(site)
     c.send(GOOD)
     c.read_response()
-    assert wait_for(lambda: log_lines(site), 2.5), "no access log line after 2.5 s"
+    assert wait_until(lambda: log_lines(site), 2.5), "no access log line after 2.5 s"
     assert site.proc.poll() is None
 
 

@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from conftest import wait_until
+
 
 def fetch(server, path):
     c = server.connect()
@@ -21,15 +23,6 @@ def fetch(server, path):
         return c.read_response()
     finally:
         c.close()
-
-
-def wait_for(predicate, timeout=10.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def reload(server, conf_text=None, expect="reloaded"):
@@ -41,7 +34,7 @@ def reload(server, conf_text=None, expect="reloaded"):
     before = len(server.error_log())
     server.proc.send_signal(signal.SIGHUP)
     pattern = "configuration reloaded" if expect == "reloaded" else "configuration not reloaded"
-    assert wait_for(lambda: pattern in server.error_log()[before:]), server.error_log()[before:]
+    assert wait_until(lambda: pattern in server.error_log()[before:]), server.error_log()[before:]
     return server.error_log()[before:]
 
 
@@ -179,7 +172,7 @@ def test_reload_can_change_the_rules_of_an_existing_class(start_server, two_root
     assert bulk_requests() == 0
     reload(s, conf_for(s, a, base % "/other/"))
     fetch(s, "/other/f.txt")
-    assert wait_for(lambda: bulk_requests() == 1)
+    assert wait_until(lambda: bulk_requests() == 1)
 
 
 def test_reload_lets_a_request_in_flight_finish_with_its_configuration(start_server,
@@ -216,7 +209,7 @@ def test_repeated_reloads_release_each_old_generation(start_server, two_roots):
     for i in range(20):
         reload(s, conf_for(s, b if i % 2 else a))
         assert fetch(s, "/")[0] == 200
-    assert wait_for(lambda: len(os.listdir(fd_dir)) <= before, timeout=5), \
+    assert wait_until(lambda: len(os.listdir(fd_dir)) <= before, timeout=5), \
         (before, os.listdir(fd_dir))
 
 

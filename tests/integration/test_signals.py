@@ -4,6 +4,8 @@ import os
 import signal
 import time
 
+from conftest import wait_until
+
 
 def fetch(server, path):
     c = server.connect()
@@ -14,27 +16,18 @@ def fetch(server, path):
         c.close()
 
 
-def wait_for(predicate, timeout=5.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_sigusr1_reopens_access_log_after_rename(start_server, docroot):
     """logrotate renames the file, then signals: lines before go to the old file, lines
     after to a new file of the original name."""
     (docroot / "a.txt").write_text("a")
     s = start_server(docroot)
     assert fetch(s, "/a.txt?before") == 200
-    assert wait_for(lambda: "before" in s.access_log())
+    assert wait_until(lambda: "before" in s.access_log())
     os.rename(s.access_path, s.access_path + ".1")
     s.proc.send_signal(signal.SIGUSR1)
-    assert wait_for(lambda: "log files reopened" in s.error_log())
+    assert wait_until(lambda: "log files reopened" in s.error_log())
     assert fetch(s, "/a.txt?after") == 200
-    assert wait_for(lambda: "after" in s.access_log())
+    assert wait_until(lambda: "after" in s.access_log())
     old = open(s.access_path + ".1").read()
     assert "before" in old and "after" not in old
     assert "before" not in s.access_log()
@@ -60,7 +53,7 @@ def test_access_log_json_lines_are_valid_json_even_for_hostile_bytes(start_serve
     c.send(b'GET /a.txt?q="x"\\ HTTP/1.1\r\nHost: t\r\nUser-Agent: ev"il\xff\\\r\n'
            b"Referer: http://r.example/\r\nConnection: close\r\n\r\n")
     assert c.read_response()[0] == 200
-    assert wait_for(lambda: s.access_log().count("\n") >= 1)
+    assert wait_until(lambda: s.access_log().count("\n") >= 1)
     lines = s.access_log().splitlines()
     assert len(lines) == 1
     rec = json.loads(lines[0])
