@@ -19,8 +19,8 @@
 # --- build stage ---------------------------------------------------------------------------
 FROM debian:bookworm-slim AS build
 
-# zlib and libmagic are not linked yet; they are installed now so that the image builds
-# unchanged when the gzip and MIME modules arrive.
+# The compiler and the -dev packages of the two libraries the server links besides libc:
+# zlib (mod_gzip) and libmagic (mod_mime).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         gcc make libc6-dev zlib1g-dev libmagic-dev \
