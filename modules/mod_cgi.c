@@ -84,6 +84,7 @@ struct cgi_run {
     pid_t pid;
     int err_fd;       /* the stderr memfd, logged and closed by done(); -1 if none */
     char script[256]; /* SCRIPT_NAME, for log lines */
+    char name[264];   /* "cgi: SCRIPT_NAME": the stream's name in the core's log lines */
 };
 
 /* --- the response head (RFC 3875 section 6) ------------------------------------------ */
@@ -797,6 +798,7 @@ static enum mod_result cgi_handle(void *state, const struct request *req,
         run->st = st;
         run->err_fd = -1;
         printable(run->script, sizeof(run->script), req->path, t.script_name_len);
+        snprintf(run->name, sizeof(run->name), "cgi: %s", run->script);
         status = cgi_spawn(st, d, req, &t, run, &fd);
     }
     if (status) {
@@ -815,6 +817,7 @@ static enum mod_result cgi_handle(void *state, const struct request *req,
         .timeout_ms = st->timeout_ms,
         .ops = &cgi_stream_ops,
         .ctx = run,
+        .name = run->name,
     };
     return MOD_HANDLED;
 }

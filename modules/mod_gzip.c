@@ -1066,15 +1066,6 @@ static int get_types(struct module_init *mi, struct gzip_state *g)
     return 0;
 }
 
-/* The statement that set a directive: its last occurrence (the last one wins). */
-static const struct conf_node *last_of(const struct config *cfg, const char *name)
-{
-    const struct conf_node *n = NULL, *next;
-    while ((next = config_next(cfg, name, n)))
-        n = next;
-    return n;
-}
-
 /* The cache holds one descriptor per variant: keep it to a fraction of the limit. */
 static unsigned cache_max_entries(void)
 {
@@ -1105,12 +1096,13 @@ static int gzip_init(struct module_init *mi, void **state)
         get_types(mi, g) < 0)
         goto fail;
     if (g->max_length > (1ull << 30)) {
-        module_error(mi, last_of(mi->cfg, "gzip_max_length"), "gzip_max_length is at most 1g");
+        module_error(mi, config_next(mi->cfg, "gzip_max_length", NULL),
+                     "gzip_max_length is at most 1g");
         goto fail;
     }
     if (g->min_length > g->max_length) {
-        const struct conf_node *where = last_of(mi->cfg, "gzip_min_length");
-        module_error(mi, where ? where : last_of(mi->cfg, "gzip_max_length"),
+        const struct conf_node *where = config_next(mi->cfg, "gzip_min_length", NULL);
+        module_error(mi, where ? where : config_next(mi->cfg, "gzip_max_length", NULL),
                      "gzip_min_length is larger than gzip_max_length");
         goto fail;
     }

@@ -603,8 +603,8 @@ static const char *mime_content_type(void *state, const char *path, int fd,
 
 static const char *const mime_directives[] = {"mime_types", "mime_magic", "default_type", NULL};
 
-/* The value of the one statement `name` in the configuration, or dflt when there is none.
- * Two of them, or not exactly one value, is an error. Returns 0, or -1 after
+/* The value of the statement `name` in the configuration (config_load refuses a second
+ * one), or dflt when there is none. Not exactly one value is an error. Returns 0, or -1 after
  * module_error(). */
 static int mime_directive(struct module_init *mi, const char *name, const char *dflt,
                           const char **value, const struct conf_node **where)
@@ -616,9 +616,6 @@ static int mime_directive(struct module_init *mi, const char *name, const char *
         return 0;
     if (n->is_block || n->n_args != 1)
         return module_error(mi, n, "%s takes one value", name);
-    const struct conf_node *again = config_next(mi->cfg, name, n);
-    if (again)
-        return module_error(mi, again, "%s is duplicate (line %u)", name, n->line);
     *value = n->args[0];
     return 0;
 }

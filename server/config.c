@@ -451,16 +451,6 @@ static int set_server_tokens(struct config *cfg, const struct conf_node *n, char
 
 /* --- concurrency strategy ---------------------------------------------------------- */
 
-/* For a directive that may appear once: n must be the first statement of its name. */
-static int check_once(const struct config *cfg, const struct conf_node *n, char *msg,
-                      size_t len)
-{
-    const struct conf_node *first = config_next(cfg, n->name, NULL);
-    if (first != n)
-        return snprintf(msg, len, "set twice (first on line %u)", first->line), -1;
-    return 0;
-}
-
 static int set_concurrency(struct config *cfg, const struct conf_node *n, char *msg,
                            size_t len)
 {
@@ -472,8 +462,6 @@ static int set_concurrency(struct config *cfg, const struct conf_node *n, char *
         {"half_sync_half_async", LF_STRATEGY_HALF_SYNC_HALF_ASYNC},
         {"thread_per_connection", LF_STRATEGY_THREAD_PER_CONNECTION},
     };
-    if (check_once(cfg, n, msg, len) < 0)
-        return -1;
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (strcmp(n->args[0], names[i].name) == 0) {
             cfg->concurrency = names[i].strategy;
@@ -486,8 +474,6 @@ static int set_concurrency(struct config *cfg, const struct conf_node *n, char *
 
 static int set_promotion(struct config *cfg, const struct conf_node *n, char *msg, size_t len)
 {
-    if (check_once(cfg, n, msg, len) < 0)
-        return -1;
     if (strcmp(n->args[0], "lifo") != 0 && strcmp(n->args[0], "condvar") != 0)
         return snprintf(msg, len, "expected \"lifo\" or \"condvar\", not \"%s\"",
                         n->args[0]), -1;
@@ -516,6 +502,40 @@ static const struct directive directives[] = {
     {"error_log", 1, 2, set_error_log},
     {"server_tokens", 1, 1, set_server_tokens},
 };
+
+/* --- directives set once ------------------------------------------------------------ */
+
+/* The directives that add to one another when repeated: listeners, service classes, the
+ * modules' mounts (`handler`, `cgi`) and a class's `match` rules. Every other directive
+ * sets one value, and a second statement of it is an error, as in nginx: a silent "the
+ * last one wins" hides the line that does nothing. */
+static const char *const repeatable[] = {"listen", "class", "handler", "cgi", "match"};
+
+/* The earlier statement that n repeats among its siblings (from first), or NULL. */
+static const struct conf_node *duplicate_of(const struct conf_node *first,
+                                            const struct conf_node *n)
+{
+    for (size_t i = 0; i < sizeof(repeatable) / sizeof(repeatable[0]); i++)
+        if (strcmp(n->name, repeatable[i]) == 0)
+            return NULL;
+    for (const struct conf_node *m = first; m && m != n; m = m->next)
+        if (strcmp(m->name, n->name) == 0)
+            return m;
+    return NULL;
+}
+
+/* "FILE:LINE: [context]"NAME" directive is duplicate (first at FILE:LINE)" when n repeats
+ * an earlier sibling. Returns 0 or -1. */
+static int check_duplicate(const struct conf_node *first, const struct conf_node *n,
+                           const char *path, const char *context, char *err, size_t err_len)
+{
+    const struct conf_node *m = duplicate_of(first, n);
+    if (!m)
+        return 0;
+    snprintf(err, err_len, "%s:%u: %s\"%s\" directive is duplicate (first at %s:%u)", path,
+             n->line, context, n->name, path, m->line);
+    return -1;
+}
 
 /* --- service classes ------------------------------------------------------------- */
 
@@ -706,11 +726,15 @@ static int apply_class(struct config *cfg, const struct conf_node *n, const char
     snprintf(k->name, sizeof(k->name), "%s", name);
     k->line = n->line;
     k->threads = 1;
+    char context[64];
+    snprintf(context, sizeof(context), "class %s: ", name);
     for (const struct conf_node *d = n->children; d; d = d->next) {
         if (class_directive(k, d, msg, sizeof(msg)) < 0) {
             snprintf(err, err_len, "%s:%u: class %s: %s", path, d->line, name, msg);
             return -1;
         }
+        if (check_duplicate(n->children, d, path, context, err, err_len) < 0)
+            return -1;
     }
     if (class_overlap(cfg, k, msg, sizeof(msg)) < 0) {
         snprintf(err, err_len, "%s:%u: %s", path, n->line, msg);
@@ -757,12 +781,14 @@ static int apply_directives(struct config *cfg, const char *path, config_known_f
         for (size_t i = 0; i < sizeof(directives) / sizeof(directives[0]); i++)
             if (strcmp(directives[i].name, n->name) == 0)
                 d = &directives[i];
-        if (!d && known && known(n->name))
-            continue; /* its owner reads it */
-        if (!d) {
+        if (!d && !(known && known(n->name))) {
             snprintf(err, err_len, "%s:%u: unknown directive \"%s\"", path, n->line, n->name);
             return -1;
         }
+        if (check_duplicate(cfg->tree, n, path, "", err, err_len) < 0)
+            return -1;
+        if (!d)
+            continue; /* a module's: its owner reads it */
         if (n->is_block || n->n_args < d->min_args || n->n_args > d->max_args) {
             snprintf(err, err_len, "%s:%u: invalid number of values for \"%s\"", path, n->line,
                      n->name);
@@ -779,6 +805,21 @@ static int apply_directives(struct config *cfg, const char *path, config_known_f
         }
     }
     return 0;
+}
+
+/* `promotion` chooses which waiting Leader/Followers thread leads next: with another
+ * strategy nothing reads it, and a setting that does nothing must not pass for one. */
+static int check_promotion(const struct config *cfg, const char *path, char *err,
+                           size_t err_len)
+{
+    const struct conf_node *p = config_next(cfg, "promotion", NULL);
+    if (!p || cfg->concurrency == LF_STRATEGY_LEADER_FOLLOWERS)
+        return 0;
+    const struct conf_node *c = config_next(cfg, "concurrency", NULL);
+    snprintf(err, err_len, "%s:%u: promotion: only Leader/Followers promotes a thread, and "
+             "concurrency is %s (%s:%u)", path, p->line, c ? c->args[0] : "?", path,
+             c ? c->line : 0);
+    return -1;
 }
 
 const struct conf_node *config_next(const struct config *cfg, const char *name,
@@ -826,7 +867,8 @@ int config_load(struct config *cfg, const char *path, config_known_fn known, cha
     free(text);
     if (rc < 0)
         return -1;
-    if (apply_directives(cfg, path, known, err, err_len) < 0)
+    if (apply_directives(cfg, path, known, err, err_len) < 0 ||
+        check_promotion(cfg, path, err, err_len) < 0)
         return -1;
     return check_class_listens(cfg, path, err, err_len);
 }

@@ -47,6 +47,7 @@ struct resp_stream {
     unsigned timeout_ms; /* the whole response must be done within this */
     const struct resp_stream_ops *ops;
     void *ctx;
+    const char *name; /* for the error log ("cgi: /cgi-bin/x.sh"); lives as long as ctx */
 };
 
 struct response {

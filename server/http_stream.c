@@ -137,18 +137,22 @@ static void add_body(struct conn_stream *cs, struct response *resp, const char *
     cs->sent += n;
 }
 
-/* The end of the output (or a failure): answer what is still owed, then go on with the
- * connection or close it. */
-static void stream_finish(struct conn_stream *cs, bool failed)
+/* The end of the output, or a failure (why, or NULL): answer what is still owed, then go
+ * on with the connection or close it. */
+static void stream_finish(struct conn_stream *cs, const char *failure)
 {
     struct conn *c = cs->c;
     bool timed_out = atomic_load_explicit(&c->expired, memory_order_relaxed);
     struct response resp;
     resp_init(&resp);
-    bool ok = !failed && !timed_out;
+    bool ok = !failure && !timed_out;
     bool keep_alive = cs->keep_alive;
     if (!cs->head_sent) {
         cs->status = timed_out ? 504 : 502;
+        if (!timed_out) /* the client sees only "Bad Gateway": the log says why */
+            log_error("%s: answered 502: %s", cs->rs.name ? cs->rs.name : "stream",
+                      failure ? failure : cs->pending_len ? "its output ended inside the head"
+                                                          : "no output");
         resp_error(&resp, cs->status);
         resp.head_only = cs->head_only;
         resp.keep_alive = keep_alive;
@@ -207,7 +211,7 @@ static void stream_event(struct lf_handle *h, uint32_t events)
         struct response resp;
         resp_init(&resp);
         if (!cs->head_sent && cs->pending_len == sizeof(cs->pending)) {
-            stream_finish(cs, true); /* a head larger than we take: 502 */
+            stream_finish(cs, "a head larger than 16k"); /* 502 */
             return;
         }
         char *dst = cs->head_sent ? buf : cs->pending + cs->pending_len;
@@ -222,7 +226,7 @@ static void stream_event(struct lf_handle *h, uint32_t events)
             return;
         }
         if (n <= 0) {
-            stream_finish(cs, false);
+            stream_finish(cs, n < 0 ? strerror(errno) : NULL);
             return;
         }
         enum send_result r = SEND_DONE;
@@ -234,7 +238,8 @@ static void stream_event(struct lf_handle *h, uint32_t events)
             cs->pending_len += (size_t)n;
             int used = cs->rs.ops->head(cs->rs.ctx, cs->pending, cs->pending_len, &resp);
             if (used < 0) {
-                stream_finish(cs, true);
+                stream_finish(cs, "its head is not valid (a bad field, or no Content-Type, "
+                                  "Location or Status)");
                 return;
             }
             if (used > 0)

@@ -18,24 +18,44 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "server.h"
 
 #define ACCEPT_BATCH 16
 
-static const char busy_response[] =
-    "HTTP/1.1 503 Service Unavailable\r\n"
-    "Server: lfhttpd\r\n"
-    "Content-Type: text/html; charset=utf-8\r\n"
-    "Content-Length: 91\r\n"
-    "Retry-After: 1\r\n"
-    "Connection: close\r\n\r\n"
-    "<!DOCTYPE html>\n<html><head><title>503</title></head><body><h1>503 Busy</h1></body></html>\n";
+/* Read and drop what the client has sent so far (a bounded amount; the socket does not
+ * block). A socket closed with unread input sends a reset, which can destroy the answer
+ * before the client reads it. */
+static void drop_input(int fd)
+{
+    char sink[4096];
+    for (int i = 0; i < 16 && read(fd, sink, sizeof(sink)) > 0; i++)
+        ;
+}
 
-static_assert(sizeof("<!DOCTYPE html>\n<html><head><title>503</title></head><body><h1>503 Busy"
-                     "</h1></body></html>\n") - 1 == 91,
-              "Content-Length of the busy page");
+/* Answer a connection refused at accept (over max_connections, its class full, out of
+ * descriptors) with the same 503 as any other, Date and Server included, and end it
+ * gracefully: our side is shut down after the answer, and what the client sent is read
+ * first, so the close that follows is a FIN, not a reset. */
+static void answer_busy(int fd)
+{
+    struct response resp;
+    resp_init(&resp);
+    resp_error(&resp, 503);
+    resp_header(&resp, "Retry-After", "1");
+    resp_finish(&resp, false);
+    drop_input(fd);
+    struct iovec iov[2] = {{resp.head, resp.head_len}, {NULL, 0}};
+    if (resp.n_segs == 1)
+        iov[1] = (struct iovec){(void *)resp.segs[0].mem, resp.segs[0].len};
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
+    ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL); /* a fresh socket's buffer takes it whole */
+    (void)w;
+    shutdown(fd, SHUT_WR);
+    drop_input(fd);
+}
 
 int listener_open(struct server *srv, struct listener *l, const struct config_listen *addr)
 {
@@ -97,10 +117,7 @@ static bool shed_one(struct server *srv, int lfd)
         close(srv->spare_fd);
         srv->spare_fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (srv->spare_fd >= 0) {
-            ssize_t w = send(srv->spare_fd, busy_response, sizeof(busy_response) - 1,
-                             MSG_NOSIGNAL);
-            (void)w;
-            shutdown(srv->spare_fd, SHUT_RDWR);
+            answer_busy(srv->spare_fd);
             shed = true;
         }
     }
@@ -167,8 +184,7 @@ void listener_event(struct lf_handle *h, uint32_t events)
             atomic_load_explicit(&srv->n_conns, memory_order_relaxed) >=
                 srv->max_connections ||
             service_full(to)) {
-            ssize_t w = send(fd, busy_response, sizeof(busy_response) - 1, MSG_NOSIGNAL);
-            (void)w;
+            answer_busy(fd);
             close(fd);
             continue;
         }

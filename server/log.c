@@ -8,7 +8,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,6 +20,37 @@ static struct {
     enum log_level level;
     char path[CONFIG_PATH_MAX]; /* "" for stdout/stderr */
 } error_log = {2, LOG_LEVEL_INFO, ""};
+
+/* Error-level messages also to stderr, while the server starts. */
+static atomic_bool echo_errors;
+
+void log_echo_errors(bool on)
+{
+    atomic_store_explicit(&echo_errors, on, memory_order_relaxed);
+}
+
+int log_check_dest(const char *dest)
+{
+    if (!strcmp(dest, "stderr") || !strcmp(dest, "stdout") || !strcmp(dest, "off"))
+        return 0;
+    struct stat sb;
+    if (stat(dest, &sb) == 0) {
+        if (S_ISDIR(sb.st_mode)) {
+            errno = EISDIR;
+            return -1;
+        }
+        return access(dest, W_OK);
+    }
+    if (errno != ENOENT)
+        return -1;
+    char dir[CONFIG_PATH_MAX];
+    const char *slash = strrchr(dest, '/');
+    if (!slash)
+        snprintf(dir, sizeof(dir), ".");
+    else
+        snprintf(dir, sizeof(dir), "%.*s", slash == dest ? 1 : (int)(slash - dest), dest);
+    return access(dir, W_OK | X_OK); /* ENOENT when the directory itself is missing */
+}
 
 /* Open path and put it in place of fd. */
 static int reopen_onto(const char *path, int fd)
@@ -105,6 +138,9 @@ void log_msg(enum log_level level, const char *fmt, ...)
     line[n++] = '\n';
     /* One write per message, so lines from several threads never interleave. */
     ssize_t w = write(error_log.fd, line, n);
+    if (level == LOG_LEVEL_ERROR && error_log.fd != 2 &&
+        atomic_load_explicit(&echo_errors, memory_order_relaxed))
+        w = write(2, line, n);
     (void)w;
 }
 

@@ -7,6 +7,7 @@
 #ifndef LFHTTPD_LOG_H
 #define LFHTTPD_LOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>
@@ -16,6 +17,11 @@
 /* Open the error log ("stderr", "stdout" or a path). Returns 0 or -1 (errno set). */
 int log_open_error(const char *dest, enum log_level level);
 void log_close_error(void);
+/* Could dest ("stderr", "stdout", "off" or a path) be opened for appending, as the logs
+ * are at start? Checked without creating the file. Returns 0 or -1 (errno set). */
+int log_check_dest(const char *dest);
+/* While on, error-level messages to an error log file are written to stderr too. */
+void log_echo_errors(bool on);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)

@@ -68,6 +68,58 @@ static int parse_options(int argc, char **argv, struct options *o)
     return 0;
 }
 
+/* Where a directive's value came from, for messages: "FILE:LINE: ", or "" for a built-in
+ * default. */
+static void origin(const struct config *cfg, const char *name, char *out, size_t len)
+{
+    const struct conf_node *n = cfg->file[0] ? config_next(cfg, name, NULL) : NULL;
+    if (n)
+        snprintf(out, len, "%.3000s:%u: ", cfg->file, n->line);
+    else
+        out[0] = '\0';
+}
+
+/* The document root must be a directory. The message says where it was set and which
+ * directory that is: a relative root is relative to where the server started, which is
+ * not always where its user thinks. */
+static int check_root(const struct config *cfg, const struct options *o, char *err,
+                      size_t len)
+{
+    struct stat sb;
+    int rc = stat(cfg->root, &sb);
+    if (rc == 0 && S_ISDIR(sb.st_mode))
+        return 0;
+    const char *why = rc < 0 ? strerror(errno) : "not a directory";
+    char where[CONFIG_PATH_MAX + 32], cwd[CONFIG_PATH_MAX] = "";
+    if (o->root)
+        snprintf(where, sizeof(where), "-r: ");
+    else
+        origin(cfg, "root", where, sizeof(where));
+    if (cfg->root[0] != '/' && !getcwd(cwd, sizeof(cwd)))
+        cwd[0] = '\0';
+    snprintf(err, len, "%.1000sroot \"%.500s\"%s (%.1000s%s%.500s): %s", where, cfg->root,
+             where[0] ? "" : " (the default)", cwd, cwd[0] ? "/" : "", cfg->root, why);
+    return -1;
+}
+
+/* The log files the start will open, checked without creating them (for -t). Returns 0,
+ * or -1 with "FILE:LINE: directive \"path\": reason" in err. */
+static int check_logs(const struct config *cfg, char *err, size_t len)
+{
+    const char *names[] = {"error_log", "access_log"};
+    const char *dests[] = {cfg->error_log, cfg->access_log};
+    for (int i = 0; i < 2; i++) {
+        if (log_check_dest(dests[i]) < 0) {
+            char where[CONFIG_PATH_MAX + 32];
+            origin(cfg, names[i], where, sizeof(where));
+            snprintf(err, len, "%.1000s%s \"%.500s\": %s", where, names[i], dests[i],
+                     strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Read the file and apply the command line on top. Returns 0 or -1 with a message. */
 static int load_config(struct config *cfg, const struct options *o, char *err, size_t len)
 {
@@ -97,12 +149,8 @@ static int load_config(struct config *cfg, const struct options *o, char *err, s
         }
         cfg->threads = (unsigned)n;
     }
-    struct stat sb;
-    if (stat(cfg->root, &sb) < 0 || !S_ISDIR(sb.st_mode)) {
-        snprintf(err, len, "%.200s: root \"%.500s\" is not a directory",
-                 path ? path : "defaults", cfg->root);
+    if (check_root(cfg, o, err, len) < 0)
         return -1;
-    }
     if (cfg->threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         cfg->threads = n > 0 ? (unsigned)n : 1;
@@ -111,10 +159,10 @@ static int load_config(struct config *cfg, const struct options *o, char *err, s
 }
 
 /* Read the configuration and build what depends on it (the document root, the parser's
- * limits, the module chain): a generation, not yet installed. `open_root` is false for
- * -t, which checks the file without serving. Returns NULL with the message in err. */
+ * limits, the module chain): a generation, not yet installed. -t builds one too, so that
+ * it opens what a start would. Returns NULL with the message in err. */
 static struct generation *build_generation(const struct options *o, unsigned number,
-                                           bool open_root, char *err, size_t len)
+                                           char *err, size_t len)
 {
     struct generation *g = calloc(1, sizeof(*g));
     if (!g) {
@@ -126,12 +174,13 @@ static struct generation *build_generation(const struct options *o, unsigned num
     if (load_config(&g->cfg, o, err, len) < 0)
         goto fail;
     const struct config *cfg = &g->cfg;
-    if (open_root) {
-        g->root_fd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (g->root_fd < 0 || !realpath(cfg->root, g->root_real)) {
-            snprintf(err, len, "root \"%.500s\": %s", cfg->root, strerror(errno));
-            goto fail;
-        }
+    g->root_fd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (g->root_fd < 0 || !realpath(cfg->root, g->root_real)) {
+        char where[CONFIG_PATH_MAX + 32];
+        origin(cfg, "root", where, sizeof(where));
+        snprintf(err, len, "%.1000sroot \"%.500s\": %s", o->root ? "-r: " : where, cfg->root,
+                 strerror(errno));
+        goto fail;
     }
     g->limits.max_header_bytes = cfg->max_header_size;
     g->limits.max_headers = cfg->max_headers;
@@ -172,8 +221,10 @@ static const char *needs_restart(const struct config *a, const struct config *b)
         return "max_connections";
     if (strcmp(a->error_log, b->error_log) || a->error_level != b->error_level)
         return "error_log";
-    if (strcmp(a->access_log, b->access_log) || a->access_log_json != b->access_log_json)
+    if (strcmp(a->access_log, b->access_log))
         return "access_log";
+    if (a->access_log_json != b->access_log_json)
+        return "access_log_format";
     if (a->server_tokens != b->server_tokens)
         return "server_tokens";
     if (a->n_classes != b->n_classes)
@@ -193,9 +244,9 @@ static const char *needs_restart(const struct config *a, const struct config *b)
  * what only a restart can, is refused and the running one stays. */
 static void reload(struct server *srv, const struct options *o)
 {
-    char err[1024];
+    char err[4096];
     struct generation *cur = atomic_load(&srv->gen); /* main is the only writer */
-    struct generation *g = build_generation(o, cur->number + 1, true, err, sizeof(err));
+    struct generation *g = build_generation(o, cur->number + 1, err, sizeof(err));
     const char *what = g ? needs_restart(&cur->cfg, &g->cfg) : NULL;
     if (!g || what) {
         if (what)
@@ -319,12 +370,16 @@ static void check_fd_limit(unsigned want)
 static int start(struct server *srv)
 {
     const struct config *cfg = &atomic_load(&srv->gen)->cfg;
+    char where[CONFIG_PATH_MAX + 32];
     if (log_open_error(cfg->error_log, cfg->error_level) < 0) {
-        fprintf(stderr, "lfhttpd: error log \"%s\": %s\n", cfg->error_log, strerror(errno));
+        origin(cfg, "error_log", where, sizeof(where));
+        fprintf(stderr, "lfhttpd: %serror_log \"%s\": %s\n", where, cfg->error_log,
+                strerror(errno));
         return -1;
     }
     if (access_log_open(&srv->access_log, cfg->access_log, cfg->access_log_json) < 0) {
-        log_error("access log \"%s\": %s", cfg->access_log, strerror(errno));
+        origin(cfg, "access_log", where, sizeof(where));
+        log_error("%saccess_log \"%s\": %s", where, cfg->access_log, strerror(errno));
         return -1;
     }
     check_fd_limit(cfg->max_connections);
@@ -410,10 +465,15 @@ int main(int argc, char **argv)
     srv.start_ms = conn_now_ms();
     pthread_mutex_init(&srv.gen_lock, NULL);
     raise_fd_limit();
-    char err[1024];
-    struct generation *g = build_generation(&opts, 1, !opts.test_only, err, sizeof(err));
+    char err[4096];
+    struct generation *g = build_generation(&opts, 1, err, sizeof(err));
     if (!g) {
         fprintf(stderr, "lfhttpd: %s\n", err);
+        return 1;
+    }
+    if (opts.test_only && check_logs(&g->cfg, err, sizeof(err)) < 0) {
+        fprintf(stderr, "lfhttpd: %s\n", err);
+        generation_free(g);
         return 1;
     }
     if (opts.test_only) {
@@ -435,10 +495,14 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGCHLD); /* CGI scripts: reaped here, so none is left a zombie */
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
+    /* Until the server runs, an error that stops it is said on the terminal too, not only
+     * in an error_log file nobody is looking at yet (nginx's [emerg]). */
+    log_echo_errors(true);
     if (start(&srv) < 0) {
         clean_up(&srv);
         return 1;
     }
+    log_echo_errors(false);
     for (;;) {
         int sig = sigwaitinfo(&sigs, NULL);
         if (sig == SIGTERM || sig == SIGINT) {

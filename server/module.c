@@ -52,9 +52,6 @@ int module_single_directive(struct module_init *mi, const char *name, const char
     *out = n;
     if (!n)
         return 0;
-    const struct conf_node *again = config_next(mi->cfg, name, n);
-    if (again)
-        return module_error(mi, again, "\"%s\" is set twice", name);
     if (n->is_block || n->n_args != 1)
         return module_error(mi, n, "usage: %s", usage);
     return 0;

@@ -118,16 +118,16 @@ int module_mount_add(struct module_init *mi, const struct conf_node *where, cons
 int module_error(struct module_init *mi, const struct conf_node *where, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* For init: the directive `name`, which may appear at most once with one value: *out is
- * its statement, or NULL if absent. Returns 0, or -1 after module_error() (set twice, or
- * not `name VALUE;`, with usage as the hint). */
+/* For init: the directive `name`, with one value: *out is its statement, or NULL if
+ * absent (config_load has refused a second one). Returns 0, or -1 after module_error()
+ * (not `name VALUE;`, with usage as the hint). */
 int module_single_directive(struct module_init *mi, const char *name, const char *usage,
                             const struct conf_node **out);
 
-/* For init: `name on|off;` at most once; *out keeps its default when absent. Returns 0,
+/* For init: `name on|off;`; *out keeps its default when absent. Returns 0,
  * or -1 after module_error(). */
 int module_flag_directive(struct module_init *mi, const char *name, bool *out);
-/* For init: `name TIME;` at most once, in milliseconds; *out_ms keeps its default when
+/* For init: `name TIME;`, in milliseconds; *out_ms keeps its default when
  * absent. Returns 0, or -1 after module_error(). */
 int module_duration_directive(struct module_init *mi, const char *name, unsigned *out_ms);
 

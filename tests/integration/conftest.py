@@ -68,14 +68,17 @@ class Server:
         self.access_path = os.path.join(self.dir, "access.log")
         self.conf_path = os.path.join(self.dir, "lfhttpd.conf")
         if conf is None:
-            conf = (
-                "listen 127.0.0.1:0;\n"
-                f'root "{self.docroot}";\n'
-                "threads 4;\n"
-                f'access_log "{self.access_path}";\n'
-                "error_log stderr debug;\n"
-                "shutdown_timeout 5s;\n" + conf_extra
-            )
+            base = [
+                "listen 127.0.0.1:0;\n",
+                f'root "{self.docroot}";\n',
+                "threads 4;\n",
+                f'access_log "{self.access_path}";\n',
+                "error_log stderr debug;\n",
+                "shutdown_timeout 5s;\n",
+            ]
+            # A directive is set once: conf_extra's own takes the place of the fixture's.
+            ours = set(re.findall(r"(?m)^(\w+)\s", conf_extra)) - {"listen"}
+            conf = "".join(b for b in base if b.split()[0] not in ours) + conf_extra
         with open(self.conf_path, "w") as f:
             f.write(conf)
         self.err = open(self.err_path, "w+")

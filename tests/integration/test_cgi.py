@@ -793,7 +793,7 @@ def test_config_errors_name_the_line(tmp_path):
     r = check_conf(tmp_path, f'cgi /cgi-bin/ "{tmp_path}";\ncgi_max_processes 0;\n')
     assert r.returncode == 1 and ":4:" in r.stderr
     r = check_conf(tmp_path, "cgi_timeout 5s;\ncgi_timeout 6s;\n")
-    assert r.returncode == 1 and "set twice" in r.stderr
+    assert r.returncode == 1 and '"cgi_timeout" directive is duplicate' in r.stderr
     r = check_conf(tmp_path, f'cgi /cgi-bin/ "{tmp_path}";\ncgi_timeout 2m;\n'
                              "cgi_max_processes 8;\ncgi_stderr 16k;\n")
     assert r.returncode == 0, r.stderr

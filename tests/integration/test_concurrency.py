@@ -203,7 +203,7 @@ def chosen(strategy):
 
 def test_startup_line_names_the_strategy(start_server, site, strategy):
     s = start_server(site, strategy)
-    assert f"({NAMES[chosen(strategy)]}" in s.error_log()
+    assert wait_until(lambda: f"({NAMES[chosen(strategy)]}" in s.error_log()), s.error_log()
     if "condvar" in strategy:
         assert "condvar promotion" in s.error_log()
 

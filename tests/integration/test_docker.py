@@ -218,7 +218,8 @@ def test_image_config(engine, image):
     r = _run([engine, "run", "--rm", image, "-V"])
     assert r.returncode == 0 and "lfhttpd " in r.stdout, r.stdout
     r = _run([engine, "run", "--rm", image, "-r", "/nonexistent", "-t"])
-    assert r.returncode == 1 and "not a directory" in r.stdout, r.stdout
+    assert r.returncode == 1 and '"/nonexistent"' in r.stdout and "No such file" in r.stdout, \
+        r.stdout
 
 
 def test_serves_the_image_www_as_unprivileged_user(engine, image, run_container):

@@ -454,7 +454,6 @@ def test_config_accepts_every_open_file_cache_directive(tmp_path):
     "open_file_cache_valid soon;",
     "open_file_cache_inactive -1s;",
     "open_file_cache_valid 1s 2s;",
-    "open_file_cache on;\nopen_file_cache off;",
     "open_file_cache_mem_max 2m;",
     "open_file_cache_mem_max lots;",
 ])

@@ -319,7 +319,7 @@ def test_directive_errors_name_their_line(tmp_path):
     check_config_error(tmp_path, "default_type notatype;\n",
                        '3: mime: default_type: "notatype" is not a media type')
     check_config_error(tmp_path, "mime_magic on;\nmime_magic off;\n",
-                       "4: mime: mime_magic is duplicate (line 3)")
+                       f'4: "mime_magic" directive is duplicate (first at {tmp_path / "bad.conf"}:3)')
 
 
 def test_directives_pass_config_test(tmp_path):

@@ -39,12 +39,15 @@ def reload(server, conf_text=None, expect="reloaded"):
 
 
 def conf_for(server, root, extra=""):
-    return ("listen 127.0.0.1:0;\n"
+    base = ("listen 127.0.0.1:0;\n"
             f'root "{root}";\n'
             "threads 4;\n"
             f'access_log "{server.access_path}";\n'
             "error_log stderr debug;\n"
-            "shutdown_timeout 5s;\n" + extra)
+            "shutdown_timeout 5s;\n")
+    # A directive is set once: extra's own takes the place of the base's.
+    ours = set(re.findall(r"(?m)^(\w+)\s", extra)) - {"listen"}
+    return "".join(b for b in base.splitlines(True) if b.split()[0] not in ours) + extra
 
 
 @pytest.fixture

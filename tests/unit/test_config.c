@@ -23,10 +23,9 @@ static int load_text(const char *text, struct config *cfg, char *err, size_t err
         return -2;
     config_defaults(cfg);
     err[0] = '\0';
-    int rc = config_load(cfg, path, NULL, err, err_len);
-    /* Messages name the file; make them comparable. */
-    char *p = strstr(err, path);
-    if (p) {
+    int rc = config_load(cfg, path, module_known_directive, err, err_len);
+    /* Messages name the file (some twice); make them comparable. */
+    for (char *p; (p = strstr(err, path));) {
         size_t pl = strlen(path);
         memmove(p + 4, p + pl, strlen(p + pl) + 1);
         memcpy(p, "FILE", 4);
@@ -241,7 +240,7 @@ TEST(bad_concurrency_and_promotion_values_are_errors_with_their_line)
     }
 }
 
-TEST(concurrency_and_promotion_set_twice_are_errors_on_the_second_line)
+TEST(concurrency_and_promotion_set_twice_are_errors_naming_both_lines)
 {
     struct config cfg;
     char err[512];
@@ -249,9 +248,97 @@ TEST(concurrency_and_promotion_set_twice_are_errors_on_the_second_line)
                            "concurrency thread_per_connection;\n",
                            &cfg, err, sizeof(err)),
                  -1);
-    CHECK(strstr(err, "FILE:3: concurrency: set twice (first on line 1)") != NULL);
+    CHECK(strstr(err, "FILE:3: \"concurrency\" directive is duplicate (first at FILE:1)"));
     config_free(&cfg);
     CHECK_EQ_INT(load_text("promotion lifo;\npromotion lifo;\n", &cfg, err, sizeof(err)), -1);
-    CHECK(strstr(err, "FILE:2: promotion: set twice") != NULL);
+    CHECK(strstr(err, "FILE:2: \"promotion\" directive is duplicate (first at FILE:1)"));
+    config_free(&cfg);
+}
+
+TEST(a_repeated_core_directive_is_an_error_naming_both_lines)
+{
+    static const char *const cases[][2] = {
+        {"root a;\nthreads 2;\nroot b;\n",
+         "FILE:3: \"root\" directive is duplicate (first at FILE:1)"},
+        {"threads 2;\nthreads 3;\n",
+         "FILE:2: \"threads\" directive is duplicate (first at FILE:1)"},
+        {"index a.html;\nindex b.html;\n", "FILE:2: \"index\" directive is duplicate"},
+        {"error_log stderr;\nerror_log stdout;\n", "FILE:2: \"error_log\" directive is duplicate"},
+        {"access_log off;\n\naccess_log off;\n", "FILE:3: \"access_log\" directive is duplicate"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct config cfg;
+        char err[512];
+        CHECK_EQ_INT(load_text(cases[i][0], &cfg, err, sizeof(err)), -1);
+        CHECK(strstr(err, cases[i][1]) != NULL);
+        config_free(&cfg);
+    }
+}
+
+TEST(a_repeated_module_directive_is_an_error_naming_both_lines)
+{
+    static const char *const cases[][2] = {
+        {"gzip on;\ngzip off;\n", "FILE:2: \"gzip\" directive is duplicate (first at FILE:1)"},
+        {"gzip_types a/b;\ngzip_types c/d;\n", "FILE:2: \"gzip_types\" directive is duplicate"},
+        {"mime_magic on;\nmime_magic on;\n", "FILE:2: \"mime_magic\" directive is duplicate"},
+        {"autoindex on;\nautoindex off;\n", "FILE:2: \"autoindex\" directive is duplicate"},
+        {"open_file_cache_valid 1s;\nopen_file_cache_valid 2s;\n",
+         "FILE:2: \"open_file_cache_valid\" directive is duplicate"},
+        {"cgi_timeout 5s;\ncgi_timeout 6s;\n", "FILE:2: \"cgi_timeout\" directive is duplicate"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct config cfg;
+        char err[512];
+        CHECK_EQ_INT(load_text(cases[i][0], &cfg, err, sizeof(err)), -1);
+        CHECK(strstr(err, cases[i][1]) != NULL);
+        config_free(&cfg);
+    }
+}
+
+TEST(a_repeated_directive_in_a_class_is_an_error_naming_both_lines)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("class api {\n  threads 1;\n  priority low;\n  threads 2;\n}\n",
+                           &cfg, err, sizeof(err)),
+                 -1);
+    CHECK(strstr(err, "FILE:4: class api: \"threads\" directive is duplicate (first at FILE:2)"));
+    config_free(&cfg);
+}
+
+TEST(listeners_mounts_classes_and_match_rules_may_repeat)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("listen 127.0.0.1:0;\nlisten [::1]:0;\n"
+                           "handler /a hello;\nhandler /b echo;\n"
+                           "class a { match path /x; match path /y; listen 127.0.0.1:0; "
+                           "listen 127.0.0.1:0; }\nclass b { match host b; }\n",
+                           &cfg, err, sizeof(err)),
+                 0);
+    CHECK_EQ_INT(cfg.n_listen, 2);
+    CHECK_EQ_INT(cfg.n_classes, 2);
+    CHECK_EQ_INT(cfg.classes[0].n_paths, 2);
+    config_free(&cfg);
+}
+
+TEST(promotion_with_another_strategy_than_leader_followers_is_an_error)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("promotion condvar;\nconcurrency half_sync_half_async;\n", &cfg, err,
+                           sizeof(err)),
+                 -1);
+    CHECK(strstr(err, "FILE:1: promotion: ") != NULL);
+    CHECK(strstr(err, "half_sync_half_async (FILE:2)") != NULL);
+    config_free(&cfg);
+    CHECK_EQ_INT(load_text("concurrency thread_per_connection;\npromotion lifo;\n", &cfg, err,
+                           sizeof(err)),
+                 -1);
+    CHECK(strstr(err, "FILE:2: promotion: ") != NULL);
+    config_free(&cfg);
+    CHECK_EQ_INT(load_text("concurrency leader_followers;\npromotion condvar;\n", &cfg, err,
+                           sizeof(err)),
+                 0);
     config_free(&cfg);
 }
