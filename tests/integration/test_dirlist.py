@@ -169,11 +169,19 @@ def test_listing_headers(site):
     assert st == 200, head
     assert h["content-type"] == "text/html; charset=utf-8"
     assert int(h["content-length"]) == len(body)
-    assert "script-src" not in h.get("content-security-policy", "x")  # default-src 'none'
+    assert h["x-content-type-options"] == "nosniff"
     text = body.decode()
     assert text.startswith("<!DOCTYPE html>")
     assert '<meta name="viewport"' in text
     assert "prefers-color-scheme" in text
+
+
+def test_listing_carries_a_content_security_policy_that_allows_no_script(site):
+    """Defence in depth: even an escaping bug could run no script in the page."""
+    st, h, _, head = get(site, "/")
+    assert st == 200, head
+    assert h.get("content-security-policy") == \
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:", head
 
 
 def test_head_has_the_get_headers_and_no_body(site):

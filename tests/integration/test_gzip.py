@@ -563,11 +563,7 @@ HANDLERS = "handler /echo echo;\nhandler /hello hello;\nhandler /status status;\
 
 
 @pytest.fixture
-def hsrv(start_server, site, tmp_path):
-    conf = tmp_path / "check.conf"
-    conf.write_text("listen 127.0.0.1:0;\nroot .;\n" + HANDLERS)
-    if subprocess.run([BIN, "-t", "-c", str(conf)], capture_output=True).returncode != 0:
-        pytest.skip("mod_handlers is not built in")
+def hsrv(start_server, site):
     return start_server(site, conf_extra=HANDLERS)
 
 
