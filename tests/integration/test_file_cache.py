@@ -418,11 +418,30 @@ def test_pipelined_small_files_to_a_reader_that_stops_arrive_whole(start_server,
         assert st == 200 and body == body3k
 
 
+def rewrite_in_place(path, data):
+    """Overwrite the file's bytes without truncating or replacing it: same inode, size."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        assert os.write(fd, data) == len(data)
+    finally:
+        os.close(fd)
+
+
 def test_mem_max_zero_sends_small_files_from_the_descriptor(start_server, docroot, connect):
-    (docroot / "a.txt").write_bytes(b"abc")
-    s = start_server(docroot, "open_file_cache_mem_max 0;\n")
+    """With the window at a minute, a small file rewritten in place shows whether its bytes
+    were copied into the entry: by default (4k) the copy in memory is sent, with
+    open_file_cache_mem_max 0 the bytes come from the open descriptor, so the new ones."""
+    (docroot / "mem.txt").write_bytes(b"abc")
+    (docroot / "fd.txt").write_bytes(b"abc")
+    in_memory = start_server(docroot, "open_file_cache_valid 60s;\n")
+    from_fd = start_server(docroot, "open_file_cache_valid 60s;\nopen_file_cache_mem_max 0;\n")
+    assert get(in_memory, connect, "/mem.txt")[2] == b"abc"
+    assert get(from_fd, connect, "/fd.txt")[2] == b"abc"
+    rewrite_in_place(docroot / "mem.txt", b"xyz")
+    rewrite_in_place(docroot / "fd.txt", b"xyz")
     for _ in range(3):
-        assert get(s, connect, "/a.txt")[2] == b"abc"
+        assert get(in_memory, connect, "/mem.txt")[2] == b"abc"
+        assert get(from_fd, connect, "/fd.txt")[2] == b"xyz"
 
 
 # ---------------------------------------------------------------- configuration
