@@ -444,6 +444,24 @@ def test_mem_max_zero_sends_small_files_from_the_descriptor(start_server, docroo
         assert get(from_fd, connect, "/fd.txt")[2] == b"xyz"
 
 
+def test_cache_holds_at_most_half_the_descriptor_limit(start_server, docroot, connect):
+    """With 200 descriptors (prlimit), the default open_file_cache_max 10000 is lowered to
+    100, said at start, and after 150 different files only 100 stay open: the rest of
+    the descriptors are left for connections."""
+    for i in range(150):
+        (docroot / f"f{i}.txt").write_bytes(b"x" * 5000)  # past mem_max: kept open
+    s = start_server(docroot, wrap=("prlimit", "--nofile=200:200", "--"))
+    assert "open_file_cache_max 10000 lowered to 100, half the descriptor limit" in \
+        s.error_log(), s.error_log()
+    c = connect(s)
+    for i in range(150):
+        c.send(f"GET /f{i}.txt HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+        st, _, body, _ = c.read_response()
+        assert (st, len(body)) == (200, 5000), i
+    held = sum(len(fds_to(s.proc.pid, docroot / f"f{i}.txt")) for i in range(150))
+    assert 50 <= held <= 100, held
+
+
 # ---------------------------------------------------------------- configuration
 
 
