@@ -223,4 +223,3 @@ def test_systemd_unit_passes_systemd_analyze_verify(tmp_path):
     # depends on (network-online.target...), which may be absent in a container.
     ours = [line for line in (p.stdout + p.stderr).splitlines() if "lfhttpd.service" in line]
     assert not ours, "\n".join(ours)
-    assert p.returncode == 0 or not ours, p.stdout + p.stderr
