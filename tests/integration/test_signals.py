@@ -58,7 +58,7 @@ def test_sighup_reloads_the_configuration(start_server, docroot, tmp_path):
     c.close()
 
 
-def test_second_sigterm_closes_at_once(start_server, docroot):
+def test_second_sigterm_ends_a_graceful_shutdown_at_once(start_server, docroot):
     """A graceful shutdown waits (here up to a minute) for a download in flight to a
     client that stopped reading; a second SIGTERM closes it at once and exits 0."""
     with open(docroot / "big.bin", "wb") as f:
