@@ -4,6 +4,7 @@ File names are hostile input: they must appear as text, never as markup; every l
 fetch exactly the file it names; the JSON form must parse whatever the bytes of a name are.
 The browser tests render the page in headless Chromium and check the DOM it built.
 """
+import collections
 import html.parser
 import json
 import os
@@ -13,10 +14,11 @@ import struct
 import subprocess
 import tempfile
 import urllib.parse
+import zlib
 
 import pytest
 
-from conftest import BIN
+from conftest import BIN, scaled
 
 # Names that break naive HTML, URL or JSON building. (No '/' or NUL: a file name can't.)
 HOSTILE = [
@@ -169,11 +171,19 @@ def test_listing_headers(site):
     assert st == 200, head
     assert h["content-type"] == "text/html; charset=utf-8"
     assert int(h["content-length"]) == len(body)
-    assert "script-src" not in h.get("content-security-policy", "x")  # default-src 'none'
+    assert h["x-content-type-options"] == "nosniff"
     text = body.decode()
     assert text.startswith("<!DOCTYPE html>")
     assert '<meta name="viewport"' in text
     assert "prefers-color-scheme" in text
+
+
+def test_listing_carries_a_content_security_policy_that_allows_no_script(site):
+    """Defence in depth: even an escaping bug could run no script in the page."""
+    st, h, _, head = get(site, "/")
+    assert st == 200, head
+    assert h.get("content-security-policy") == \
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:", head
 
 
 def test_head_has_the_get_headers_and_no_body(site):
@@ -390,6 +400,36 @@ def test_large_directory_is_listed_whole(start_server, docroot):
     assert f"0 directories, {n} files" in body.decode()
 
 
+def test_listing_over_64_mib_is_500_never_cut(start_server, docroot):
+    """36,000 hard links to one empty file, named with 245 '&' each: the HTML page would
+    be about 80 MB ('&' is 5 bytes as text, 3 in a link), past the 64 MiB limit, so it is
+    refused whole (500); the JSON form of the same directory ('&' stays 1 byte) is about
+    38 MB and is listed whole. Links make the directory cheap: no data, no inodes."""
+    (docroot / "f").write_bytes(b"")
+    d = docroot / "many"
+    d.mkdir()
+    n = 36000
+    for i in range(n):
+        os.link(docroot / "f", d / ("&" * 245 + f"{i:05d}"))
+    s = start_server(docroot, conf_extra="autoindex on;\n")
+
+    def fetch(target):  # read_response's buffer is too slow for tens of megabytes
+        c = s.connect(timeout=scaled(20))
+        c.send(b"GET " + target + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        raw = c.recv_all(timeout=scaled(20))
+        c.close()
+        return raw.partition(b"\r\n\r\n")[::2]
+
+    head, body = fetch(b"/many/")
+    assert head.startswith(b"HTTP/1.1 500 "), head
+    assert len(body) < 1000 and b"&amp;" not in body, head
+    head, body = fetch(b"/many/?format=json")
+    assert head.startswith(b"HTTP/1.1 200 "), head
+    assert len(body) > 30 << 20
+    assert b"\r\nContent-Length: %d\r\n" % len(body) in head, head
+    assert len(json.loads(body)) == n
+
+
 # ---------------------------------------------------------------- configuration
 
 
@@ -460,18 +500,65 @@ def test_browser_breadcrumbs_resolve(site):
     assert (site.url + "/", "Parent directory") in crumbs
 
 
-def png_size(path):
+def png_pixels(path):
+    """(width, height, rows) of an 8-bit RGB or RGBA, non-interlaced PNG (what Chromium
+    writes); each row a bytearray of 3 or 4 bytes a pixel. Enough of the format for a
+    screenshot, with no imaging library."""
     with open(path, "rb") as f:
-        head = f.read(24)
-    assert head[:8] == b"\x89PNG\r\n\x1a\n"
-    return struct.unpack(">II", head[16:24])
+        data = f.read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat = 8, b""
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        chunk = data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            w, h, depth, ctype, _, _, interlace = struct.unpack(">IIBBBBB", chunk)
+        elif kind == b"IDAT":
+            idat += chunk
+        pos += 12 + n
+    assert depth == 8 and ctype in (2, 6) and interlace == 0, (depth, ctype, interlace)
+    bpp = 3 if ctype == 2 else 4
+    raw = zlib.decompress(idat)
+    stride = w * bpp
+    prev, rows = bytearray(stride), []
+    for y in range(h):
+        kind = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):  # undo the row's filter (PNG spec, section 9)
+            a = line[i - bpp] if i >= bpp else 0
+            b = prev[i]
+            c = prev[i - bpp] if i >= bpp else 0
+            if kind == 1:
+                line[i] = (line[i] + a) & 255
+            elif kind == 2:
+                line[i] = (line[i] + b) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                pred = a if pa <= pb and pa <= pc else b if pb <= pc else c
+                line[i] = (line[i] + pred) & 255
+        rows.append(line)
+        prev = line
+    return w, h, [bytes(r[x:x + 3]) for r in rows for x in range(0, stride, bpp)]
 
 
 @pytest.mark.parametrize("width", [1000, 390])
-def test_browser_screenshot(site, tmp_path, width):
+def test_browser_screenshot_shows_the_styled_listing(site, tmp_path, width):
+    """The rendered page is the listing with its style applied (which the CSP must let
+    through), not an error page or unstyled text: the exact colours of the table head's
+    background, its lines, the links and the directory icons are all on screen."""
     shot = tmp_path / f"listing-{width}.png"
     run_chromium([f"--screenshot={shot}", f"--window-size={width},800", site.url + "/"])
     assert shot.exists()
-    w, h = png_size(shot)
+    w, h, pixels = png_pixels(shot)
     assert (w, h) == (width, 800)
-    assert shot.stat().st_size > 5000  # a rendered page, not a blank one
+    count = collections.Counter(pixels)
+    seen = {name: count[bytes.fromhex(rgb)] for name, rgb in
+            (("table head", "f6f8fa"), ("lines", "d1d9e0"), ("links", "0969da"),
+             ("directory icons", "9a6700"))}
+    assert seen["table head"] > 5000, seen
+    assert seen["lines"] > 1000, seen
+    assert seen["links"] > 20, seen
+    assert seen["directory icons"] > 20, seen

@@ -418,11 +418,48 @@ def test_pipelined_small_files_to_a_reader_that_stops_arrive_whole(start_server,
         assert st == 200 and body == body3k
 
 
+def rewrite_in_place(path, data):
+    """Overwrite the file's bytes without truncating or replacing it: same inode, size."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        assert os.write(fd, data) == len(data)
+    finally:
+        os.close(fd)
+
+
 def test_mem_max_zero_sends_small_files_from_the_descriptor(start_server, docroot, connect):
-    (docroot / "a.txt").write_bytes(b"abc")
-    s = start_server(docroot, "open_file_cache_mem_max 0;\n")
+    """With the window at a minute, a small file rewritten in place shows whether its bytes
+    were copied into the entry: by default (4k) the copy in memory is sent, with
+    open_file_cache_mem_max 0 the bytes come from the open descriptor, so the new ones."""
+    (docroot / "mem.txt").write_bytes(b"abc")
+    (docroot / "fd.txt").write_bytes(b"abc")
+    in_memory = start_server(docroot, "open_file_cache_valid 60s;\n")
+    from_fd = start_server(docroot, "open_file_cache_valid 60s;\nopen_file_cache_mem_max 0;\n")
+    assert get(in_memory, connect, "/mem.txt")[2] == b"abc"
+    assert get(from_fd, connect, "/fd.txt")[2] == b"abc"
+    rewrite_in_place(docroot / "mem.txt", b"xyz")
+    rewrite_in_place(docroot / "fd.txt", b"xyz")
     for _ in range(3):
-        assert get(s, connect, "/a.txt")[2] == b"abc"
+        assert get(in_memory, connect, "/mem.txt")[2] == b"abc"
+        assert get(from_fd, connect, "/fd.txt")[2] == b"xyz"
+
+
+def test_cache_holds_at_most_half_the_descriptor_limit(start_server, docroot, connect):
+    """With 200 descriptors (prlimit), the default open_file_cache_max 10000 is lowered to
+    100, said at start, and after 150 different files only 100 stay open: the rest of
+    the descriptors are left for connections."""
+    for i in range(150):
+        (docroot / f"f{i}.txt").write_bytes(b"x" * 5000)  # past mem_max: kept open
+    s = start_server(docroot, wrap=("prlimit", "--nofile=200:200", "--"))
+    assert "open_file_cache_max 10000 lowered to 100, half the descriptor limit" in \
+        s.error_log(), s.error_log()
+    c = connect(s)
+    for i in range(150):
+        c.send(f"GET /f{i}.txt HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+        st, _, body, _ = c.read_response()
+        assert (st, len(body)) == (200, 5000), i
+    held = sum(len(fds_to(s.proc.pid, docroot / f"f{i}.txt")) for i in range(150))
+    assert 50 <= held <= 100, held
 
 
 # ---------------------------------------------------------------- configuration

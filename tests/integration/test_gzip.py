@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import BIN
+from conftest import BIN, scaled
 
 def noise(seed, alphabet, n):
     """n bytes drawn from alphabet: compressible, but not to nothing."""
@@ -563,11 +563,7 @@ HANDLERS = "handler /echo echo;\nhandler /hello hello;\nhandler /status status;\
 
 
 @pytest.fixture
-def hsrv(start_server, site, tmp_path):
-    conf = tmp_path / "check.conf"
-    conf.write_text("listen 127.0.0.1:0;\nroot .;\n" + HANDLERS)
-    if subprocess.run([BIN, "-t", "-c", str(conf)], capture_output=True).returncode != 0:
-        pytest.skip("mod_handlers is not built in")
+def hsrv(start_server, site):
     return start_server(site, conf_extra=HANDLERS)
 
 
@@ -669,3 +665,65 @@ def test_min_length_over_max_length_is_an_error(tmp_path):
     code, out, path = check_config(tmp_path, "gzip_min_length 2m;\ngzip_max_length 1m;\n")
     assert code != 0, out
     assert f"{path}:3:" in out and "gzip_min_length" in out, out
+
+
+# ---------------------------------------------------------------- CGI output
+
+
+@pytest.mark.parametrize("length", [False, True], ids=["chunked", "content-length"])
+def test_cgi_output_is_not_compressed(start_server, docroot, connect, length):
+    """A CGI script's text streams through as the script writes it, never compressed,
+    whether the script gives a Content-Length or not."""
+    cgi = docroot / "cgi-bin"
+    cgi.mkdir()
+    (cgi / "text.txt").write_bytes(TEXT)
+    head = "Content-Type: text/plain\\n"
+    if length:
+        head += f"Content-Length: {len(TEXT)}\\n"
+    script = cgi / "text.sh"
+    script.write_text(f"#!/bin/sh\nprintf '{head}\\n'\ncat text.txt\n")
+    script.chmod(0o755)
+    s = start_server(docroot, f'cgi /cgi-bin/ "{cgi}";\n')
+    st, h, body, raw = gz(s, connect, "/cgi-bin/text.sh")
+    assert st == 200, raw
+    assert "content-encoding" not in h, raw
+    assert body == TEXT
+    assert compressions(s, "/cgi-bin/text.sh") == 0
+
+
+# ---------------------------------------------------------------- the cache under load
+
+
+def test_concurrent_clients_of_many_files_share_a_small_gzip_cache(start_server, docroot):
+    """8 clients ask at once for 12 files whose variants do not all fit in the cache
+    (gzip_cache_size 150k, ~35 KB a variant): entries are added, found and evicted on
+    several threads at once, and every client gets each file's exact gzip body."""
+    files = {}
+    for i in range(12):
+        files[f"/c{i}.txt"] = noise(100 + i, b"abcdefghijklmnop \n", 60000)
+        (docroot / f"c{i}.txt").write_bytes(files[f"/c{i}.txt"])
+    s = start_server(docroot, conf_extra="gzip_cache_size 150k;\n")
+    errors = []
+
+    def worker(k):
+        try:
+            c = s.connect(timeout=scaled(30))
+            order = list(files)
+            random.Random(k).shuffle(order)
+            for path in order * 2:
+                c.send(f"GET {path} HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n\r\n"
+                       .encode())
+                st, h, body, raw = c.read_response(timeout=scaled(30))
+                assert st == 200 and h.get("content-encoding") == "gzip", raw
+                assert gzip.decompress(body) == files[path], path
+            c.close()
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert sum(compressions(s, p) for p in files) > len(files)  # some were evicted

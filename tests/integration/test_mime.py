@@ -329,3 +329,39 @@ def test_directives_pass_config_test(tmp_path):
     p = subprocess.run([BIN, "-t", "-c", str(conf)], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, timeout=30)
     assert p.returncode == 0, p.stdout.decode()
+
+
+def test_concurrent_sniffing_of_many_files_shares_the_libmagic_handle_pool(start_server,
+                                                                            docroot):
+    """8 clients at once ask for 80 new extensionless files (PNG and text): libmagic runs
+    on several threads together, each with a handle of the pool taken for the sniff and
+    given back. Every answer has the right type, each file is sniffed once, and the pool
+    never holds more handles than the 4 threads that could sniff at the same time."""
+    import re
+    for i in range(80):
+        (docroot / f"file{i}").write_bytes(PNG if i % 2 else TEXT + str(i).encode())
+    server = start_server(docroot)
+    errors = []
+
+    def worker(k):
+        try:
+            c = server.connect(timeout=30)
+            for i in list(range(k, 80)) + list(range(k)):
+                c.send(f"GET /file{i} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+                status, headers, _, raw = c.read_response(timeout=30)
+                want = "image/png" if i % 2 else "text/plain; charset=utf-8"
+                assert (status, headers.get("content-type")) == (200, want), (i, raw)
+            c.close()
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k * 10,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i in range(80):
+        assert sniffs(server, docroot / f"file{i}") == 1, i
+    opened = re.findall(r"mime: libmagic handle (\d+) opened", server.error_log())
+    assert 1 <= len(opened) <= 4, opened

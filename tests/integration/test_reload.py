@@ -140,20 +140,64 @@ def test_reload_with_a_missing_root_is_refused(start_server, two_roots, tmp_path
     assert fetch(s, "/")[2] == b"site A\n"
 
 
-@pytest.mark.parametrize("change, name", [
-    ("threads 3;\n", "threads"),
-    ("concurrency half_sync_half_async;\n", "concurrency"),
-    ("listen 127.0.0.1:0;\n", "listen"),
-    ("max_connections 77;\n", "max_connections"),
-    ("access_log_format json;\n", "access_log"),
-    ("class bulk { match path /big/; }\n", "class"),
+@pytest.mark.parametrize("line, change, name", [
+    ("threads 4;", "threads 3;", "threads"),
+    (None, "concurrency half_sync_half_async;", "concurrency"),
+    (None, "promotion condvar;", "promotion"),
+    (None, "listen 127.0.0.1:0;", "listen"),
+    (None, "max_connections 77;", "max_connections"),
+    ("error_log stderr debug;", "error_log stderr info;", "error_log"),
+    ("error_log stderr debug;", 'error_log "{dir}/other-error.log" debug;', "error_log"),
+    ('access_log "{access}";', 'access_log "{dir}/other-access.log";', "access_log"),
+    (None, "access_log_format json;", "access_log"),
+    (None, "server_tokens off;", "server_tokens"),
+    (None, "class bulk { match path /big/; }", "class"),
 ])
-def test_reload_refuses_a_change_that_needs_a_restart(start_server, two_roots, change, name):
+def test_reload_refuses_a_change_that_needs_a_restart(start_server, two_roots, line, change,
+                                                      name):
+    """The new file changes the line (or adds one); every other line is as at start. The
+    refusal names the directive, the running generation stays, and so does its
+    behaviour: the old root is served, with the Server header it had."""
     a, b = two_roots
     s = start_server(a)
-    log = reload(s, conf_for(s, b, change), expect="refused")
+
+    def fill(t):
+        return t.replace("{dir}", s.dir).replace("{access}", s.access_path)
+
+    text = conf_for(s, b)
+    if line is None:
+        text += change + "\n"
+    else:
+        assert fill(line) in text
+        text = text.replace(fill(line), fill(change))
+    log = reload(s, text, expect="refused")
     assert f"changing `{name}" in log and "needs a restart" in log, log
-    assert fetch(s, "/")[2] == b"site A\n"
+    assert "still serving generation 1" in log, log
+    status, headers, body, _ = fetch(s, "/")
+    assert (status, body) == (200, b"site A\n")
+    assert headers["server"].startswith("lfhttpd/"), headers
+    assert not os.path.exists(os.path.join(s.dir, "other-access.log"))
+    assert not os.path.exists(os.path.join(s.dir, "other-error.log"))
+
+
+def test_reload_applies_the_command_line_flags_again(start_server, two_roots):
+    """-r and -n given at start override the file at each reload too: the file's root (A)
+    and `threads 4` never take effect, so the reload is accepted (not refused as a change
+    of `threads`) and B is still served by 3 threads."""
+    import json
+    a, b = two_roots
+    s = start_server(a, "handler /status status;\n", args=("-r", str(b), "-n", "3"))
+
+    def threads():
+        groups = json.loads(fetch(s, "/status?format=json")[2])["groups"]
+        return next(g["threads"] for g in groups if g["name"] == "default")
+
+    assert fetch(s, "/")[2] == b"site B\n" and threads() == 3
+    log = reload(s, conf_for(s, a, "handler /status status;\nhandler /hello hello;\n"))
+    assert "generation 2" in log
+    assert fetch(s, "/hello")[0] == 200  # the new file is in effect...
+    assert fetch(s, "/")[2] == b"site B\n"  # ...under the flags given at start
+    assert threads() == 3
 
 
 def test_reload_can_change_the_rules_of_an_existing_class(start_server, two_roots):
