@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,7 +22,27 @@ struct counter_handle {
     int target;             /* re-signal itself until this many events */
     int sleep_us;           /* time spent "processing" each event */
     atomic_ulong threads_seen; /* bit set of thread ids (hashed) that processed it */
+    bool gated;             /* each event waits, inside its handler, for `released` */
+    atomic_int started;     /* a gated event is being processed */
+    atomic_int released;
 };
+
+/* Long enough for any machine and any sanitizer: only a failing test waits this long. */
+enum { PATIENCE_MS = 20000 };
+
+static void wait_for(atomic_int *v, int want, int timeout_ms)
+{
+    for (int i = 0; i < timeout_ms && atomic_load(v) < want; i++)
+        usleep(1000);
+}
+
+/* A slow event whose end the test decides: it lasts until the test releases it (or, if
+ * the test never does, PATIENCE_MS), not some fixed time a busy machine may outlast. */
+static void hold_until_released(struct counter_handle *c)
+{
+    atomic_store(&c->started, 1);
+    wait_for(&c->released, 1, PATIENCE_MS);
+}
 
 static void counter_event(struct lf_handle *h, uint32_t ev)
 {
@@ -34,6 +55,8 @@ static void counter_event(struct lf_handle *h, uint32_t ev)
     (void)r;
     if (c->sleep_us)
         usleep((useconds_t)c->sleep_us);
+    if (c->gated)
+        hold_until_released(c);
     atomic_fetch_or(&c->threads_seen, 1ul << ((unsigned long)pthread_self() % 61));
     int n = atomic_fetch_add(&c->events, (int)v) + (int)v;
     atomic_fetch_sub(&c->in_use, 1);
@@ -43,12 +66,6 @@ static void counter_event(struct lf_handle *h, uint32_t ev)
         (void)w;
     }
     lf_group_rearm(h, EPOLLIN);
-}
-
-static void wait_for(atomic_int *v, int want, int timeout_ms)
-{
-    for (int i = 0; i < timeout_ms && atomic_load(v) < want; i++)
-        usleep(1000);
 }
 
 static void init_handle(struct counter_handle *c, int target, int sleep_us)
@@ -122,26 +139,32 @@ TEST(every_event_is_processed_by_exactly_one_thread_thread_per_connection)
 }
 
 /* A slow event on one handle does not stop another handle's events from being processed
- * by the other threads. */
+ * by the other threads: all 50 events of the fast handle are processed while the slow
+ * one is still held in its handler, however long that takes on this machine. */
 static void run_slow_and_fast(enum lf_strategy strategy)
 {
     struct lf_group *g = lf_group_create("t", 2, strategy, LF_PROMOTE_LIFO, 0);
     CHECK(g != NULL);
     static struct counter_handle slow, fast;
-    init_handle(&slow, 1, 500000); /* half a second */
+    init_handle(&slow, 1, 0);
+    slow.gated = true;
     init_handle(&fast, 50, 0);
     CHECK(lf_group_add_conn(g, &slow.h, EPOLLIN) == 0);
     CHECK(lf_group_add_conn(g, &fast.h, EPOLLIN) == 0);
     CHECK(lf_group_start(g) == 0);
     signal_handle(&slow);
-    usleep(50000); /* the slow one is being processed now */
+    wait_for(&slow.started, 1, PATIENCE_MS);
+    CHECK_EQ_INT(atomic_load(&slow.started), 1);
     signal_handle(&fast);
-    wait_for(&fast.events, 50, 300);
+    wait_for(&fast.events, 50, PATIENCE_MS);
     int fast_done = atomic_load(&fast.events);
     int slow_done = atomic_load(&slow.events);
+    atomic_store(&slow.released, 1);
+    wait_for(&slow.events, 1, PATIENCE_MS);
     lf_group_stop(g);
     CHECK_EQ_INT(fast_done, 50);
-    CHECK_EQ_INT(slow_done, 0); /* still sleeping when the fast handle finished */
+    CHECK_EQ_INT(slow_done, 0); /* the slow one was still held when the fast one finished */
+    CHECK_EQ_INT(atomic_load(&slow.events), 1);
     close(slow.h.fd);
     close(fast.h.fd);
     lf_group_destroy(g);
