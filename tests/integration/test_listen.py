@@ -6,67 +6,12 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 
 import pytest
 
-from conftest import BIN, ROOT, Server, check_clean_exit, wait_until
-
-
-class Launched(Server):
-    """A server started with the test's own command line (argv after the binary) in the
-    test's own working directory. Its error log is read from `log_path` when the
-    configuration sends it to a file, else from stderr; stop() and connect() are
-    Server's."""
-
-    def __init__(self, dirpath, argv, cwd, log_path=None, wrap=()):
-        self.docroot = None
-        self.dir = str(dirpath)
-        os.makedirs(self.dir, exist_ok=True)
-        self.err_path = os.path.join(self.dir, "stderr.log")
-        self.out_path = os.path.join(self.dir, "stdout.log")
-        self.access_path = os.path.join(self.dir, "access.log")
-        self.conf_path = None
-        self.log_path = str(log_path) if log_path else self.err_path
-        self.err = open(self.err_path, "w+")
-        self.out = open(self.out_path, "w+")
-        self.proc = subprocess.Popen(list(wrap) + [BIN] + list(argv), stdout=self.out,
-                                     stderr=self.err, cwd=str(cwd))
-        try:
-            self.host, self.port = self._wait_for_port()
-        except BaseException:
-            self.proc.kill()
-            self.proc.wait()
-            raise
-
-    def error_log(self):
-        try:
-            with open(self.log_path) as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
-
-    def stderr(self):
-        with open(self.err_path) as f:
-            return f.read()
-
-
-@pytest.fixture
-def launch(tmp_path):
-    """launch(argv, cwd, log_path=None, wrap=()) -> Launched; each is stopped by PID at the
-    end of the test and must exit 0."""
-    servers = []
-
-    def start(argv, cwd, log_path=None, wrap=()):
-        s = Launched(tmp_path / f"launched{len(servers)}", argv, cwd, log_path, wrap)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        check_clean_exit(s)
+from conftest import BIN, ROOT, wait_until
 
 
 def get(host, port, path="/"):

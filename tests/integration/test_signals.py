@@ -7,7 +7,6 @@ import socket
 import time
 
 from conftest import scaled, wait_until
-from test_listen import Launched, launch  # noqa: F401 - launch is a fixture
 
 
 def fetch(server, path):
