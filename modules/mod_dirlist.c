@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "module.h"
 
 #define DIRLIST_BODY_MAX ((size_t)64 << 20) /* the largest listing answered, in bytes */
@@ -588,6 +589,8 @@ static enum mod_result dirlist_handle(void *state, const struct request *req,
 
     struct dl_list l = {0};
     if (list_read(st, req, dfd, dir, &l) < 0) {
+        log_error("dirlist: /%s: not listed (500): %s", dir,
+                  l.names.failed ? "out of memory or over 64 MiB of names" : strerror(errno));
         list_free(&l);
         return MOD_ERROR;
     }
@@ -599,6 +602,8 @@ static enum mod_result dirlist_handle(void *state, const struct request *req,
         render_html(&body, req, &l);
     list_free(&l);
     if (body.failed) {
+        log_error("dirlist: /%s: not listed (500): the listing is over 64 MiB or out of "
+                  "memory", dir);
         free(body.p);
         return MOD_ERROR;
     }

@@ -249,8 +249,9 @@ static void reload(struct server *srv, const struct options *o)
     struct generation *g = build_generation(o, cur->number + 1, err, sizeof(err));
     const char *what = g ? needs_restart(&cur->cfg, &g->cfg) : NULL;
     if (!g || what) {
-        if (what)
-            snprintf(err, sizeof(err), "changing `%s` needs a restart", what);
+        if (what) /* "NAME" or "NAME (DETAIL)": the directive's name stands quoted */
+            snprintf(err, sizeof(err), "changing `%.*s`%s needs a restart",
+                     (int)strcspn(what, " "), what, what + strcspn(what, " "));
         log_error("SIGHUP: configuration not reloaded: %s; still serving generation %u", err,
                   cur->number);
         generation_free(g);

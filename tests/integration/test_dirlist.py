@@ -18,7 +18,7 @@ import zlib
 
 import pytest
 
-from conftest import BIN, scaled
+from conftest import BIN, scaled, wait_until
 
 # Names that break naive HTML, URL or JSON building. (No '/' or NUL: a file name can't.)
 HOSTILE = [
@@ -423,6 +423,8 @@ def test_listing_over_64_mib_is_500_never_cut(start_server, docroot):
     head, body = fetch(b"/many/")
     assert head.startswith(b"HTTP/1.1 500 "), head
     assert len(body) < 1000 and b"&amp;" not in body, head
+    assert wait_until(lambda: "/many/: not listed (500)" in s.error_log(), scaled(5)), \
+        s.error_log()[-2000:]
     head, body = fetch(b"/many/?format=json")
     assert head.startswith(b"HTTP/1.1 200 "), head
     assert len(body) > 30 << 20

@@ -149,7 +149,7 @@ def test_reload_with_a_missing_root_is_refused(start_server, two_roots, tmp_path
     ("error_log stderr debug;", "error_log stderr info;", "error_log"),
     ("error_log stderr debug;", 'error_log "{dir}/other-error.log" debug;', "error_log"),
     ('access_log "{access}";', 'access_log "{dir}/other-access.log";', "access_log"),
-    (None, "access_log_format json;", "access_log"),
+    (None, "access_log_format json;", "access_log_format"),
     (None, "server_tokens off;", "server_tokens"),
     (None, "class bulk { match path /big/; }", "class"),
 ])
@@ -171,7 +171,7 @@ def test_reload_refuses_a_change_that_needs_a_restart(start_server, two_roots, l
         assert fill(line) in text
         text = text.replace(fill(line), fill(change))
     log = reload(s, text, expect="refused")
-    assert f"changing `{name}" in log and "needs a restart" in log, log
+    assert f"changing `{name}`" in log and "needs a restart" in log, log
     assert "still serving generation 1" in log, log
     status, headers, body, _ = fetch(s, "/")
     assert (status, body) == (200, b"site A\n")
