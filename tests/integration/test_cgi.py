@@ -539,10 +539,10 @@ def test_timeout_kills_the_process_group_and_is_504(cgi_server, cgi_dir, connect
     c = connect(srv)
     t0 = time.time()
     c.send(request("GET", "/cgi-bin/hang.sh"))
-    status, _, _, _ = c.read_response(timeout=10)
+    status, _, _, _ = c.read_response(timeout=scaled(10))
     elapsed = time.time() - t0
     assert status == 504
-    assert 0.9 < elapsed < 5
+    assert 0.9 < elapsed < scaled(5)
     bg, sh = (int(p) for p in pids.read_text().split())
     assert wait_until(lambda: not alive(bg) and not alive(sh)), "a process of the group survived"
     assert "cgi_timeout" in srv.error_log()
@@ -581,7 +581,7 @@ def test_shutdown_kills_scripts_past_shutdown_timeout(cgi_server, cgi_dir, conne
     assert wait_until(pids.exists) and wait_until(lambda: len(pids.read_text().split()) == 2)
     t0 = time.time()
     assert srv.stop() == 0
-    assert time.time() - t0 < 5
+    assert time.time() - t0 < scaled(5)
     bg, sh = (int(p) for p in pids.read_text().split())
     assert wait_until(lambda: not alive(bg) and not alive(sh)), "a script outlived the server"
 

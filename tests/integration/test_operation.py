@@ -456,9 +456,9 @@ def test_signal_lets_slow_download_complete(start_server, docroot, connect, sig)
             time.sleep(0.01)
     assert n == size, "download cut at %d of %d bytes" % (n, size)
     assert s.proc.poll() is None or s.proc.returncode == 0
-    code = s.proc.wait(6)
+    code = s.proc.wait(scaled(6))
     assert code == 0, s.error_log()
-    assert time.monotonic() - signalled < 6.0
+    assert time.monotonic() - signalled < scaled(6)
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=SIG_IDS)
@@ -510,7 +510,7 @@ def test_new_connection_after_sigterm_is_refused(start_server, docroot, connect)
             break
         n += len(b)
     assert n == size
-    assert s.proc.wait(6) == 0
+    assert s.proc.wait(scaled(6)) == 0
 
 
 def test_shutdown_timeout_closes_stuck_connections(start_server, docroot, connect):
