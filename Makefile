@@ -2,12 +2,20 @@
 #   make            build build/lfhttpd
 #   make run        build and serve www/ on port 8080 with conf/lfhttpd.conf
 #   make test       build and run every test (unit, integration, sanitizers)
+#   make test-fresh `make test` from a clean clone in a bare Debian 12 container (podman)
 #   make clean
 # Variant builds go to their own folders: build/asan (ASan + UBSan), build/tsan.
 
 SHELL   := /bin/bash
-CC      ?= cc
-CFLAGS  ?= -O2 -g
+# The compiler is gcc unless CC is given (on the command line or in the environment): make's
+# own default, `cc`, is whatever the machine links there, often clang once clang is
+# installed. The sanitizer and fuzz builds below use clang.
+ifeq ($(origin CC),default)
+CC      := gcc
+endif
+# DWARF 4: Debian 12's valgrind (3.19) cannot read the DWARF 5 that clang 14 writes by
+# default, and stops at once; gcc's reads either way.
+CFLAGS  ?= -O2 -g -gdwarf-4
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 STD     := -std=c11 -D_GNU_SOURCE -pthread
 INC     := -Iserver -Imodules
@@ -37,11 +45,13 @@ APT_INSTALL = if [ -n "$$missing" ]; then \
 	  fi; \
 	fi
 
-# Build dependencies: the -dev packages of zlib and libmagic. Checked once (a stamp file);
-# installed with apt-get when run as root, otherwise the exact command is printed.
-BUILD_PKGS := zlib.h:zlib1g-dev magic.h:libmagic-dev
+# Build dependencies: gcc, the C library's headers and the -dev packages of zlib and
+# libmagic. Checked once (a stamp file); installed with apt-get when run as root, otherwise
+# the exact command is printed.
+BUILD_PKGS := stdio.h:libc6-dev zlib.h:zlib1g-dev magic.h:libmagic-dev
 build/.build-deps:
 	@missing=""; \
+	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc"; \
 	for pair in $(BUILD_PKGS); do \
 	  hdr=$${pair%%:*}; pkg=$${pair#*:}; \
 	  [ -e /usr/include/$$hdr ] || missing="$$missing $$pkg"; \
@@ -73,7 +83,7 @@ run: $(B)/lfhttpd
 # --- tests ------------------------------------------------------------------------------
 # Tools the tests drive. When one is missing: installed with apt-get when run as root,
 # otherwise the exact command to run is printed.
-TEST_PKGS := curl:curl ab:apache2-utils wrk:wrk clang:clang setpriv:util-linux \
+TEST_PKGS := gcc:gcc curl:curl ab:apache2-utils wrk:wrk clang:clang setpriv:util-linux \
              slowhttptest:slowhttptest valgrind:valgrind chromium:chromium
 check-deps:
 	@missing=""; \
