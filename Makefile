@@ -29,7 +29,8 @@ MAIN_OBJ   := $(B)/obj/server/main.o
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
-.PHONY: all run test check-deps unit integration test-asan test-tsan fuzz docker bench-classes clean
+.PHONY: all run test test-fresh check-deps unit integration test-asan test-tsan fuzz docker \
+        bench-classes clean
 
 all: $(B)/lfhttpd
 
@@ -101,7 +102,7 @@ unit: $(UNIT_BIN)
 	@for t in $(UNIT_BIN); do $$t || exit 1; done
 
 integration: $(B)/lfhttpd $(B)/tests/alloc_counter.so
-	LFHTTPD_BIN=$(abspath $(B)/lfhttpd) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	LFHTTPD_BIN=$(abspath $(B)/lfhttpd) $(PYTHON) -m pytest -q -p no:cacheprovider -rs tests/integration
 
 SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
@@ -110,7 +111,7 @@ test-asan:
 	$(MAKE) --no-print-directory B=build/asan CC=clang CFLAGS="$(SAN_FLAGS)" unit build/asan/lfhttpd
 	LFHTTPD_BIN=$(abspath build/asan/lfhttpd) LFHTTPD_SANITIZE=asan \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	  $(PYTHON) -m pytest -q -p no:cacheprovider -rs tests/integration
 
 # The thread pool and the open-file cache (their unit tests) and the server under load,
 # under ThreadSanitizer.
@@ -121,7 +122,7 @@ test-tsan:
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/test_file_cache
 	LFHTTPD_BIN=$(abspath build/tsan/lfhttpd) LFHTTPD_SANITIZE=tsan \
 	  TSAN_OPTIONS=halt_on_error=0:report_signal_unsafe=0:suppressions=$(abspath tests/tsan.supp) \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider -k "load or pipelin or concurrent or shutdown or classes" \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider -rs -k "load or pipelin or concurrent or shutdown or classes" \
 	  tests/integration
 
 test: check-deps
@@ -129,6 +130,39 @@ test: check-deps
 	$(MAKE) --no-print-directory integration
 	$(MAKE) --no-print-directory test-asan
 	$(MAKE) --no-print-directory test-tsan
+
+# `make test` as a new user meets it: in a bare Debian 12 container (podman, image
+# debian:bookworm-slim), as root but without CAP_SYS_NICE or any capability beyond podman's
+# defaults, with only `make` installed first, so that `make test` must install everything
+# else itself (through the container's network, podman's default). It runs in a clean clone
+# (`git clone`) of this repository's HEAD: uncommitted changes are NOT included; commit
+# them first. Inside, the tests know it by LFHTTPD_IN_CONTAINER=1 (no container engine can
+# run in there, so the image tests skip, by design); LFHTTPD_STRICT_SKIPS is passed on.
+# Chromium needs a larger /dev/shm than podman's 64 MiB; descriptors and processes get
+# limits that an unprivileged root may set.
+FRESH_IMAGE   := docker.io/library/debian:bookworm-slim
+CONTAINER_ENV := ../shared/tools/container-env.sh
+FRESH_RUN     := podman run --rm --shm-size=1g --pids-limit=-1 \
+                 --ulimit nofile=20000:20000 --ulimit nproc=32768:32768 \
+                 -e LFHTTPD_IN_CONTAINER=1 \
+                 $(if $(LFHTTPD_STRICT_SKIPS),-e LFHTTPD_STRICT_SKIPS=$(LFHTTPD_STRICT_SKIPS))
+test-fresh:
+	@command -v podman >/dev/null 2>&1 || \
+	  { echo "make test-fresh: needs podman; run: sudo apt-get install -y podman"; exit 1; }
+	@if ! podman image exists $(FRESH_IMAGE); then \
+	  if [ -f $(CONTAINER_ENV) ]; then \
+	    sh $(CONTAINER_ENV); \
+	  else \
+	    echo "make test-fresh: needs the image $(FRESH_IMAGE); provide it, e.g.: podman pull $(FRESH_IMAGE)"; \
+	    exit 1; \
+	  fi; \
+	fi
+	@dir=$$(mktemp -d /tmp/lfhttpd-fresh.XXXXXX); trap 'rm -rf "$$dir"' EXIT; \
+	git clone -q --no-hardlinks . "$$dir/lfhttpd" && \
+	git -C "$$dir/lfhttpd" checkout -q --detach $$(git rev-parse HEAD) && \
+	echo "test-fresh: $$(git -C "$$dir/lfhttpd" log --oneline -1) in $(FRESH_IMAGE)" && \
+	$(FRESH_RUN) -v "$$dir/lfhttpd:/src" -w /src $(FRESH_IMAGE) bash -c \
+	  'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq make >/dev/null && make test'
 
 # libFuzzer targets (clang), each run for FUZZ_SECONDS from its seed corpus
 # (tests/fuzz/corpus/NAME) and its growing corpus in build/fuzz/. The server's objects are
