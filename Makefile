@@ -40,7 +40,12 @@ all: $(B)/lfhttpd
 APT_INSTALL = if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing:$$missing"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	    log=$$(mktemp); \
+	    if ! { apt-get update -qq && \
+	           DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; } >$$log 2>&1; then \
+	      tail -n 40 $$log; rm -f $$log; echo "apt-get install$$missing failed"; exit 1; \
+	    fi; \
+	    rm -f $$log; \
 	  else \
 	    echo "missing $(1); run: sudo apt-get install -y$$missing"; exit 1; \
 	  fi; \
@@ -121,7 +126,7 @@ test-tsan:
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/test_lf_group
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/test_file_cache
 	LFHTTPD_BIN=$(abspath build/tsan/lfhttpd) LFHTTPD_SANITIZE=tsan \
-	  TSAN_OPTIONS=halt_on_error=0:report_signal_unsafe=0:suppressions=$(abspath tests/tsan.supp) \
+	  TSAN_OPTIONS=halt_on_error=0:report_signal_unsafe=0 \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider -rs -k "load or pipelin or concurrent or shutdown or classes" \
 	  tests/integration
 

@@ -69,11 +69,11 @@ def _find_engine():
             reasons.append("podman: `podman info` timed out")
     else:
         reasons.append("podman: not installed (sh ../shared/tools/container-env.sh)")
+    why = "; ".join(reasons)
     if IN_CONTAINER:
-        reasons.append("inside make test-fresh's container, which runs no engine "
-                       + BY_DESIGN)
-    pytest.skip("THE IMAGE IS NOT TESTED: no container engine can build here; "
-                + "; ".join(reasons))
+        pytest.skip(f"no container engine inside make test-fresh's container {BY_DESIGN}: "
+                    + why)
+    pytest.skip("THE IMAGE IS NOT TESTED: no container engine can build here; " + why)
 
 
 @pytest.fixture(scope="module")
