@@ -11,7 +11,8 @@ import zlib
 
 import pytest
 
-from conftest import BIN, SANITIZED
+from conftest import BIN, BY_DESIGN, SANITIZED
+from test_allocations import alloc_counter
 
 TEXT = b"Just some plain text.\nA second line of it.\n"
 
@@ -229,16 +230,14 @@ def test_type_changes_when_the_file_is_replaced(start_server, docroot, connect):
     assert ctype(connect, server, "/data") == "image/png"
 
 
-ALLOC_COUNTER = os.path.join(os.path.dirname(BIN), "tests", "alloc_counter.so")
-
-
-@pytest.mark.skipif(SANITIZED or not os.path.exists(ALLOC_COUNTER),
-                    reason="needs build/tests/alloc_counter.so and a plain build")
+@pytest.mark.skipif(SANITIZED, reason="the sanitizers replace malloc, so there is nothing "
+                    "to count " + BY_DESIGN)
 def test_cached_types_cost_no_allocation(start_server, docroot, connect, tmp_path):
+    lib = alloc_counter()  # built when missing; never a skip
     (docroot / "picture").write_bytes(PNG)
     (docroot / "a.html").write_bytes(b"<p>x")
     counter = tmp_path / "allocs"
-    server = start_server(docroot, env={"LD_PRELOAD": ALLOC_COUNTER,
+    server = start_server(docroot, env={"LD_PRELOAD": lib,
                                         "LFHTTPD_ALLOC_COUNTER": str(counter)})
     c = connect(server)
 
