@@ -90,7 +90,8 @@ run: $(B)/lfhttpd
 # Tools the tests drive. When one is missing: installed with apt-get when run as root,
 # otherwise the exact command to run is printed.
 TEST_PKGS := gcc:gcc curl:curl ab:apache2-utils wrk:wrk clang:clang setpriv:util-linux \
-             slowhttptest:slowhttptest valgrind:valgrind chromium:chromium
+             slowhttptest:slowhttptest valgrind:valgrind chromium:chromium \
+             systemd-analyze:systemd
 check-deps:
 	@missing=""; \
 	for pair in $(TEST_PKGS); do \

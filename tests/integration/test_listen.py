@@ -156,7 +156,7 @@ def test_systemd_unit_passes_systemd_analyze_verify(tmp_path):
     verifier checks that the executables exist) and WorkingDirectory at a real one."""
     tool = shutil.which("systemd-analyze")
     if not tool:
-        pytest.skip("systemd-analyze is not installed (apt-get install systemd)")
+        pytest.skip("systemd-analyze is not installed (make check-deps installs systemd)")
     text = open(os.path.join(ROOT, "conf", "lfhttpd.service")).read()
     assert "ExecStart=/usr/local/bin/lfhttpd -c /etc/lfhttpd/lfhttpd.conf" in text
     unit = tmp_path / "lfhttpd.service"
