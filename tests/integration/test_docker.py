@@ -99,12 +99,6 @@ def image(engine):
     return TAG
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Container:
     def __init__(self, engine, name, port):
         self.engine, self.name, self.port = engine, name, port
@@ -157,13 +151,15 @@ def run_container(engine, image):
     def run(args=(), volumes=(), port=8080, wait=True):
         name = f"lfhttpd-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         names.append(name)
-        host_port = _free_port()
-        cmd = [engine, "run", "-d", "--name", name, "-p", f"127.0.0.1:{host_port}:{port}"]
+        # No host port given: the engine picks a free one as it binds (no window in which
+        # another process could take a port the test chose), and `port` tells which.
+        cmd = [engine, "run", "-d", "--name", name, "-p", f"127.0.0.1::{port}"]
         for v in volumes:
             cmd += ["-v", v]
         r = _run(cmd + [image] + list(args), timeout=120)
         assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout}"
-        c = Container(engine, name, host_port)
+        mapped = _run([engine, "port", name, str(port)], check=True).stdout.split()[0]
+        c = Container(engine, name, int(mapped.rpartition(":")[2]))
         if wait:
             c.wait_ready()
         return c
