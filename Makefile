@@ -69,15 +69,22 @@ $(B)/lfhttpd: $(MAIN_OBJ) $(SERVER_OBJ)
 	@echo "  LD    $@"
 	@$(CC) $(CFLAGS) $(STD) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(B)/obj/%.o: %.c $(wildcard server/*.h modules/*.h) | build/.build-deps
-	@mkdir -p $(dir $@)
-	@echo "  CC    $<"
-	@$(CC) $(CFLAGS) $(STD) $(WARN) $(INC) -c -o $@ $<
+# Each object depends on the headers it includes, as the compiler lists them (-MMD) in a .d
+# file beside it; -MP adds an empty rule for each header, so a header that is removed does
+# not stop the build.
+DEPFLAGS = -MMD -MP
 
-$(B)/tests/test_%: tests/unit/test_%.c $(SERVER_OBJ) tests/unit/test.h
+$(B)/obj/%.o: %.c | build/.build-deps
 	@mkdir -p $(dir $@)
 	@echo "  CC    $<"
-	@$(CC) $(CFLAGS) $(STD) $(WARN) $(INC) -Itests/unit -o $@ $< $(SERVER_OBJ) $(LDLIBS)
+	@$(CC) $(CFLAGS) $(STD) $(WARN) $(INC) $(DEPFLAGS) -c -o $@ $<
+
+$(B)/tests/test_%: tests/unit/test_%.c $(SERVER_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  CC    $<"
+	@$(CC) $(CFLAGS) $(STD) $(WARN) $(INC) -Itests/unit $(DEPFLAGS) -o $@ $< $(SERVER_OBJ) $(LDLIBS)
+
+-include $(patsubst %.o,%.d,$(SERVER_OBJ) $(MAIN_OBJ)) $(patsubst %,%.d,$(UNIT_BIN))
 
 $(B)/tests/alloc_counter.so: tests/alloc_counter.c
 	@mkdir -p $(dir $@)
