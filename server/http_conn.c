@@ -308,7 +308,7 @@ static struct http_host *request_class(struct conn *c, const struct http_request
         return http_host_of(c); /* the error is answered where we are */
     struct http_host *to =
         http_class_for_request(conn_shared(c), &c->gen->cfg, path, (size_t)n, req->host);
-    return to ? to : (struct http_host *)((char *)c->home - offsetof(struct http_host, pool));
+    return to ? to : http_host_of_pool(c->home);
 }
 
 /* Move the connection, with the request and everything after it (buf[from, len)), to

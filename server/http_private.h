@@ -11,10 +11,16 @@
 #include "http_parse.h"
 #include "http_response.h"
 
+/* The host (service class) whose pool this is. */
+static inline struct http_host *http_host_of_pool(const struct conn_pool *pool)
+{
+    return (struct http_host *)((char *)pool - offsetof(struct http_host, pool));
+}
+
 /* The host (service class) a connection belongs to now. */
 static inline struct http_host *http_host_of(const struct conn *c)
 {
-    return (struct http_host *)((char *)c->pool - offsetof(struct http_host, pool));
+    return http_host_of_pool(c->pool);
 }
 
 /* Count one request served in `us` microseconds. */
