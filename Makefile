@@ -1,7 +1,7 @@
 # lfhttpd — build, run and test.
 #   make            build build/lfhttpd
 #   make run        build and serve www/ on port 8080 with conf/lfhttpd.conf
-#   make test       build and run every test (unit, integration, sanitizers)
+#   make test       build and run every test (layers, unit, integration, sanitizers)
 #   make test-fresh `make test` from a clean clone in a bare Debian 12 container (podman)
 #   make clean
 # Variant builds go to their own folders: build/asan (ASan + UBSan), build/tsan.
@@ -29,8 +29,8 @@ MAIN_OBJ   := $(B)/obj/server/main.o
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
-.PHONY: all run test test-fresh check-deps unit integration test-asan test-tsan fuzz docker \
-        bench-classes clean
+.PHONY: all run test test-fresh check-deps check-layers unit integration test-asan test-tsan \
+        fuzz docker bench-classes clean
 
 all: $(B)/lfhttpd
 
@@ -69,15 +69,22 @@ $(B)/lfhttpd: $(MAIN_OBJ) $(SERVER_OBJ)
 	@echo "  LD    $@"
 	@$(CC) $(CFLAGS) $(STD) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(B)/obj/%.o: %.c $(wildcard server/*.h modules/*.h) | build/.build-deps
-	@mkdir -p $(dir $@)
-	@echo "  CC    $<"
-	@$(CC) $(CFLAGS) $(STD) $(WARN) $(INC) -c -o $@ $<
+# Each object depends on the headers it includes, as the compiler lists them (-MMD) in a .d
+# file beside it; -MP adds an empty rule for each header, so a header that is removed does
+# not stop the build.
+DEPFLAGS = -MMD -MP
 
-$(B)/tests/test_%: tests/unit/test_%.c $(SERVER_OBJ) tests/unit/test.h
+$(B)/obj/%.o: %.c | build/.build-deps
 	@mkdir -p $(dir $@)
 	@echo "  CC    $<"
-	@$(CC) $(CFLAGS) $(STD) $(WARN) $(INC) -Itests/unit -o $@ $< $(SERVER_OBJ) $(LDLIBS)
+	@$(CC) $(CFLAGS) $(STD) $(WARN) $(INC) $(DEPFLAGS) -c -o $@ $<
+
+$(B)/tests/test_%: tests/unit/test_%.c $(SERVER_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  CC    $<"
+	@$(CC) $(CFLAGS) $(STD) $(WARN) $(INC) -Itests/unit $(DEPFLAGS) -o $@ $< $(SERVER_OBJ) $(LDLIBS)
+
+-include $(patsubst %.o,%.d,$(SERVER_OBJ) $(MAIN_OBJ)) $(patsubst %,%.d,$(UNIT_BIN))
 
 $(B)/tests/alloc_counter.so: tests/alloc_counter.c
 	@mkdir -p $(dir $@)
@@ -131,7 +138,14 @@ test-tsan:
 	  $(PYTHON) -m pytest -q -p no:cacheprovider -rs -k "load or pipelin or concurrent or shutdown or classes" \
 	  tests/integration
 
+# The core's includes go one way, layer by layer (the layers are listed in the script).
+check-layers:
+	@$(PYTHON) tests/check_layers.py
+
+# The layer check comes first (it takes a moment), right after check-deps, which installs
+# the Python it runs on in a bare system.
 test: check-deps
+	$(MAKE) --no-print-directory check-layers
 	$(MAKE) --no-print-directory all unit
 	$(MAKE) --no-print-directory integration
 	$(MAKE) --no-print-directory test-asan

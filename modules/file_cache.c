@@ -1,5 +1,6 @@
 /* file_cache.c — see file_cache.h. */
 #include "file_cache.h"
+#include "clock.h"
 
 #include <assert.h>
 #include <pthread.h>
@@ -52,9 +53,7 @@ static uint64_t hash_key(const char *key, size_t len)
 
 int64_t file_cache_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return clock_now_ms();
 }
 
 struct file_cache *file_cache_create(unsigned max_entries, int64_t valid_ms, int64_t inactive_ms)

@@ -1,9 +1,10 @@
-/* conn.c — connection lifetime, carry-over buffers, and sending with parking. */
+/* conn.c — connection lifetime, the pool, carry-over buffers, and sending with parking. */
 #include "conn.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,12 +12,10 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
-#include "server.h"
-#include "timer.h"
 
 #define FREE_CONNS_MAX 1024
 #define FREE_BUFS_MAX 64
@@ -32,142 +31,131 @@ struct conn_out {
     struct out_seg segs[];
 };
 
-int64_t conn_now_ms(void)
+void conn_pool_init(struct conn_pool *pool, struct lf_group *group, unsigned max_connections,
+                    atomic_uint *n_total)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    memset(pool, 0, sizeof(*pool));
+    pool->group = group;
+    pool->max_connections = max_connections;
+    pool->n_total = n_total;
+    pthread_mutex_init(&pool->lock, NULL);
 }
 
-int64_t conn_now_us(void)
+bool conn_pool_full(const struct conn_pool *pool)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return pool->max_connections &&
+           atomic_load_explicit(&pool->n_conns, memory_order_relaxed) >= pool->max_connections;
 }
 
-int service_init(struct service *svc, struct server *srv, const char *name, unsigned threads,
-                 int nice, const struct config_class *cls)
+static void list_unlink(struct conn_pool *pool, struct conn *c)
 {
-    memset(svc, 0, sizeof(*svc));
-    svc->srv = srv;
-    snprintf(svc->name, sizeof(svc->name), "%s", name);
-    svc->max_connections = cls ? cls->max_connections : 0;
-    svc->nice = nice;
-    svc->timer.fd = -1;
-    pthread_mutex_init(&svc->lock, NULL);
-    const struct config *cfg = &atomic_load(&srv->gen)->cfg; /* at start, on main */
-    svc->group = lf_group_create(name, threads, cfg->concurrency, cfg->promotion, nice);
-    if (!svc->group)
-        return -1;
-    return timer_init(svc);
-}
-
-void service_record(struct service *svc, int64_t us)
-{
-    unsigned b = 0;
-    while (b + 1 < SERVICE_LATENCY_BUCKETS && us >= (1ll << b))
-        b++;
-    atomic_fetch_add_explicit(&svc->requests, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&svc->latency_us_log2[b], 1, memory_order_relaxed);
-}
-
-bool service_full(const struct service *svc)
-{
-    return svc->max_connections &&
-           atomic_load_explicit(&svc->n_conns, memory_order_relaxed) >= svc->max_connections;
-}
-
-static void list_unlink(struct service *svc, struct conn *c)
-{
-    pthread_mutex_lock(&svc->lock);
+    pthread_mutex_lock(&pool->lock);
     if (c->prev)
         c->prev->next = c->next;
     else
-        svc->conns = c->next;
+        pool->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
-    pthread_mutex_unlock(&svc->lock);
-    atomic_fetch_sub_explicit(&svc->n_conns, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&pool->lock);
+    atomic_fetch_sub_explicit(&pool->n_conns, 1, memory_order_relaxed);
 }
 
-static void list_link(struct service *svc, struct conn *c)
+static void list_link(struct conn_pool *pool, struct conn *c)
 {
-    pthread_mutex_lock(&svc->lock);
+    pthread_mutex_lock(&pool->lock);
     c->prev = NULL;
-    c->next = svc->conns;
-    if (svc->conns)
-        svc->conns->prev = c;
-    svc->conns = c;
-    pthread_mutex_unlock(&svc->lock);
-    atomic_fetch_add_explicit(&svc->n_conns, 1, memory_order_relaxed);
+    c->next = pool->conns;
+    if (pool->conns)
+        pool->conns->prev = c;
+    pool->conns = c;
+    pthread_mutex_unlock(&pool->lock);
+    atomic_fetch_add_explicit(&pool->n_conns, 1, memory_order_relaxed);
 }
 
-void service_move(struct conn *c, struct service *to)
+void conn_move(struct conn *c, struct conn_pool *to)
 {
     /* One list at a time, never both locks: two moves in opposite directions cannot
      * deadlock. Meanwhile the connection is in no list, so no sweep can touch it. */
-    list_unlink(c->svc, c);
+    list_unlink(c->pool, c);
     if (c->registered) /* leave the old group's handle set; the new one adds it */
         lf_group_detach(&c->h, false);
     c->registered = false;
-    c->svc = to;
+    c->pool = to;
     c->h.group = to->group;
     list_link(to, c);
 }
 
-void service_fini(struct service *svc)
+void conn_pool_fini(struct conn_pool *pool)
 {
-    while (svc->conns)
-        conn_close(svc->conns);
-    timer_fini(svc);
-    lf_group_destroy(svc->group);
-    svc->group = NULL;
-    while (svc->free_conns) {
-        struct conn *c = svc->free_conns;
-        svc->free_conns = c->next;
+    while (pool->conns)
+        conn_close(pool->conns);
+    while (pool->free_conns) {
+        struct conn *c = pool->free_conns;
+        pool->free_conns = c->next;
         free(c);
     }
-    while (svc->free_bufs) {
-        struct conn_buf *b = svc->free_bufs;
-        svc->free_bufs = b->next;
+    while (pool->free_bufs) {
+        struct conn_buf *b = pool->free_bufs;
+        pool->free_bufs = b->next;
         free(b);
     }
-    pthread_mutex_destroy(&svc->lock);
+    pthread_mutex_destroy(&pool->lock);
 }
 
-struct conn *conn_open(struct service *svc, struct generation *gen, int fd,
-                       const struct sockaddr *peer, socklen_t peer_len,
-                       const struct sockaddr *local)
+void conn_pool_sweep(struct conn_pool *pool, int64_t now_ms, bool stopping)
 {
-    pthread_mutex_lock(&svc->lock);
-    struct conn *c = svc->free_conns;
-    if (c) {
-        svc->free_conns = c->next;
-        svc->n_free_conns--;
+    pthread_mutex_lock(&pool->lock);
+    for (struct conn *c = pool->conns; c; c = c->next) {
+        if (atomic_load_explicit(&c->expired, memory_order_relaxed))
+            continue;
+        uint8_t st = atomic_load_explicit(&c->state, memory_order_relaxed);
+        int64_t dl = atomic_load_explicit(&c->deadline_ms, memory_order_relaxed);
+        bool idle = st == CONN_NEW || st == CONN_IDLE;
+        if (dl > now_ms && !(stopping && idle))
+            continue;
+        atomic_store_explicit(&c->expired, true, memory_order_relaxed);
+        if (st == CONN_STREAM) {
+            /* The socket is not in the handle set while a process writes the answer:
+             * killing it ends its output, and the pipe's end wakes the connection. */
+            int pgid = atomic_load_explicit(&c->stream_pgid, memory_order_relaxed);
+            if (pgid > 0)
+                kill(-pgid, SIGKILL);
+            continue;
+        }
+        shutdown(c->h.fd, st == CONN_SEND ? SHUT_RDWR : SHUT_RD);
     }
-    pthread_mutex_unlock(&svc->lock);
+    pthread_mutex_unlock(&pool->lock);
+}
+
+struct conn *conn_open(struct conn_pool *pool, int fd, const struct sockaddr *peer,
+                       socklen_t peer_len, const struct sockaddr *local, int64_t deadline_ms,
+                       lf_event_fn on_event, conn_close_fn on_close)
+{
+    pthread_mutex_lock(&pool->lock);
+    struct conn *c = pool->free_conns;
+    if (c) {
+        pool->free_conns = c->next;
+        pool->n_free_conns--;
+    }
+    pthread_mutex_unlock(&pool->lock);
     if (!c && !(c = malloc(sizeof(*c)))) {
         close(fd);
         return NULL;
     }
     memset(c, 0, sizeof(*c));
     c->h.fd = fd;
-    c->h.on_event = http_conn_event;
-    c->h.group = svc->group;
-    c->svc = svc;
+    c->h.on_event = on_event;
+    c->h.group = pool->group;
+    c->pool = pool;
+    c->on_close = on_close;
     c->local = local;
     if (peer_len > sizeof(c->peer))
         peer_len = sizeof(c->peer);
     memcpy(&c->peer, peer, peer_len);
-    c->home = svc;
-    generation_hold(gen);
-    c->gen = gen;
-    atomic_store_explicit(&c->deadline_ms, conn_now_ms() + gen->cfg.header_timeout_ms,
-                          memory_order_relaxed);
-    list_link(svc, c);
-    atomic_fetch_add_explicit(&svc->srv->n_conns, 1, memory_order_relaxed);
+    atomic_store_explicit(&c->deadline_ms, deadline_ms, memory_order_relaxed);
+    list_link(pool, c);
+    atomic_fetch_add_explicit(pool->n_total, 1, memory_order_relaxed);
     return c;
 }
 
@@ -185,44 +173,30 @@ static void conn_out_free(struct conn *c)
 
 void conn_close(struct conn *c)
 {
-    struct service *svc = c->svc;
+    struct conn_pool *pool = c->pool;
     /* Unlink before close(): the sweep calls shutdown() on listed fds under this lock, so
      * it can never act on a descriptor number that has been closed and reused. */
-    list_unlink(svc, c);
+    list_unlink(pool, c);
 
-    if (c->stream)
-        http_stream_abort(c);
+    if (c->on_close)
+        c->on_close(c);
     lf_group_detach(&c->h, true); /* a thread of its own leaves after this event */
     close(c->h.fd);
     conn_out_free(c);
     if (c->in)
-        conn_buf_put(svc, c->in);
+        conn_buf_put(pool, c->in);
     c->in = NULL;
-    free(c->collect);
-    c->collect = NULL;
-    generation_release(c->gen);
-    c->gen = NULL;
-    atomic_fetch_sub_explicit(&svc->srv->n_conns, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(pool->n_total, 1, memory_order_relaxed);
 
-    pthread_mutex_lock(&svc->lock);
-    if (svc->n_free_conns < FREE_CONNS_MAX) {
-        c->next = svc->free_conns;
-        svc->free_conns = c;
-        svc->n_free_conns++;
+    pthread_mutex_lock(&pool->lock);
+    if (pool->n_free_conns < FREE_CONNS_MAX) {
+        c->next = pool->free_conns;
+        pool->free_conns = c;
+        pool->n_free_conns++;
         c = NULL;
     }
-    pthread_mutex_unlock(&svc->lock);
+    pthread_mutex_unlock(&pool->lock);
     free(c);
-}
-
-void conn_renew_generation(struct conn *c)
-{
-    struct server *srv = c->svc->srv;
-    if (atomic_load_explicit(&srv->gen, memory_order_relaxed) == c->gen)
-        return;
-    struct generation *old = c->gen;
-    c->gen = generation_acquire(srv);
-    generation_release(old);
 }
 
 void conn_wait(struct conn *c, enum conn_state state, uint32_t events, int64_t deadline_ms)
@@ -247,15 +221,30 @@ void conn_wait(struct conn *c, enum conn_state state, uint32_t events, int64_t d
     /* From here on another thread may own c: touch nothing. */
 }
 
-struct conn_buf *conn_buf_get(struct service *svc)
+void conn_wait_on(struct conn *c, struct lf_handle *h, enum conn_state state,
+                  int64_t deadline_ms)
 {
-    pthread_mutex_lock(&svc->lock);
-    struct conn_buf *b = svc->free_bufs;
-    if (b) {
-        svc->free_bufs = b->next;
-        svc->n_free_bufs--;
+    atomic_store_explicit(&c->state, (uint8_t)state, memory_order_relaxed);
+    atomic_store_explicit(&c->deadline_ms, deadline_ms, memory_order_relaxed);
+    int rc = lf_group_rearm(h, EPOLLIN);
+    if (rc < 0) {
+        /* Armed, the handle would have been the connection's only way on: without it the
+         * connection would wait forever, out of every set. */
+        log_error("re-arming fd %d of connection fd %d: %s", h->fd, c->h.fd, strerror(-rc));
+        conn_close(c);
     }
-    pthread_mutex_unlock(&svc->lock);
+    /* From here on another thread may own c: touch nothing. */
+}
+
+struct conn_buf *conn_buf_get(struct conn_pool *pool)
+{
+    pthread_mutex_lock(&pool->lock);
+    struct conn_buf *b = pool->free_bufs;
+    if (b) {
+        pool->free_bufs = b->next;
+        pool->n_free_bufs--;
+    }
+    pthread_mutex_unlock(&pool->lock);
     if (!b)
         b = malloc(sizeof(*b));
     if (b)
@@ -263,16 +252,16 @@ struct conn_buf *conn_buf_get(struct service *svc)
     return b;
 }
 
-void conn_buf_put(struct service *svc, struct conn_buf *b)
+void conn_buf_put(struct conn_pool *pool, struct conn_buf *b)
 {
-    pthread_mutex_lock(&svc->lock);
-    if (svc->n_free_bufs < FREE_BUFS_MAX) {
-        b->next = svc->free_bufs;
-        svc->free_bufs = b;
-        svc->n_free_bufs++;
+    pthread_mutex_lock(&pool->lock);
+    if (pool->n_free_bufs < FREE_BUFS_MAX) {
+        b->next = pool->free_bufs;
+        pool->free_bufs = b;
+        pool->n_free_bufs++;
         b = NULL;
     }
-    pthread_mutex_unlock(&svc->lock);
+    pthread_mutex_unlock(&pool->lock);
     free(b);
 }
 
@@ -362,12 +351,12 @@ static int park(struct conn *c, struct out_seg *segs, unsigned n, unsigned pos,
     return 0;
 }
 
-enum send_result conn_send_response(struct conn *c, struct response *r)
+enum send_result conn_send(struct conn *c, struct response *r, bool body)
 {
     struct out_seg segs[RESP_MAX_SEGS + 1];
     unsigned n = 1, pos = 0;
     segs[0] = (struct out_seg){.mem = r->head, .fd = -1, .len = r->head_len};
-    if (!r->head_only && !r->no_length) {
+    if (body) {
         memcpy(segs + 1, r->segs, r->n_segs * sizeof(segs[0]));
         n += r->n_segs;
     }
@@ -421,7 +410,7 @@ void conn_linger(struct conn *c)
         conn_close(c);
         return;
     }
-    conn_wait(c, CONN_LINGER, EPOLLIN | EPOLLRDHUP, conn_now_ms() + LINGER_MS);
+    conn_wait(c, CONN_LINGER, EPOLLIN | EPOLLRDHUP, clock_now_ms() + LINGER_MS);
 }
 
 void conn_linger_event(struct conn *c)

@@ -20,15 +20,36 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "conn.h"
-#include "server.h"
+#include "clock.h"
+#include "http_private.h"
+#include "module.h"
 
-static struct server *conn_server(const struct conn *c)
+/* A request whose body a handler needs, collected across events: the head, then the body
+ * (decoded, if chunked), then raw bytes not yet decoded. */
+struct conn_collect {
+    size_t head_len;
+    size_t body_len; /* decoded body bytes after the head */
+    size_t raw_len;  /* valid bytes in data: head + body + pending raw */
+    size_t cap;
+    char data[];
+};
+
+static struct http_shared *conn_shared(const struct conn *c)
 {
-    return c->svc->srv;
+    return http_host_of(c)->shared;
+}
+
+void http_stats_record(struct http_stats *st, int64_t us)
+{
+    unsigned b = 0;
+    while (b + 1 < HTTP_LATENCY_BUCKETS && us >= (1ll << b))
+        b++;
+    atomic_fetch_add_explicit(&st->requests, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st->latency_us_log2[b], 1, memory_order_relaxed);
 }
 
 /* Skip body bytes at the start of buf. Returns the bytes consumed; *err is set to 400 or
@@ -54,31 +75,41 @@ static size_t skip_body(struct conn *c, char *buf, size_t len, int *err)
     return used;
 }
 
-/* The request line as sent, for the access log. */
-static struct http_slice request_line(const struct http_request *req)
-{
-    const char *end = req->target.p + req->target.len + 9; /* " HTTP/1.x" */
-    return (struct http_slice){req->method_name.p, (size_t)(end - req->method_name.p)};
-}
-
-static void log_access(struct conn *c, struct http_slice line, const struct http_request *req,
-                       const struct response *resp, int64_t now_s)
+void http_conn_log_access(struct conn *c, struct http_slice line, struct http_slice referer,
+                          struct http_slice user_agent, int status, uint64_t bytes,
+                          int64_t now_s)
 {
     struct access_entry e = {
         .peer = &c->peer.sa,
         .request_line = line.p,
         .request_line_len = line.len,
-        .status = resp->status,
-        .bytes = resp->head_only || resp->no_length ? 0 : resp->content_length,
+        .status = status,
+        .bytes = bytes,
+        .referer = referer.p,
+        .referer_len = referer.len,
+        .user_agent = user_agent.p,
+        .user_agent_len = user_agent.len,
         .time_s = now_s,
     };
-    if (req) {
-        e.referer = req->referer.p;
-        e.referer_len = req->referer.len;
-        e.user_agent = req->user_agent.p;
-        e.user_agent_len = req->user_agent.len;
-    }
-    access_log_write(&conn_server(c)->access_log, &e);
+    access_log_write(&conn_shared(c)->access_log, &e);
+}
+
+/* The access-log line of a response (req: NULL for a request that was not parsed). */
+static void log_access(struct conn *c, struct http_slice line, const struct http_request *req,
+                       const struct response *resp, int64_t now_s)
+{
+    struct http_slice none = {NULL, 0};
+    http_conn_log_access(c, line, req ? req->referer : none, req ? req->user_agent : none,
+                         resp->status,
+                         resp->head_only || resp->no_length ? 0 : resp->content_length, now_s);
+}
+
+/* The first line of bytes that did not parse, at most max bytes of it, for the log. */
+static struct http_slice first_line(const char *p, size_t len, size_t max)
+{
+    size_t n = len < max ? len : max;
+    const char *eol = memchr(p, '\r', n);
+    return (struct http_slice){p, eol ? (size_t)(eol - p) : n};
 }
 
 /* What every module sees of a request on this connection, before its path is decoded:
@@ -97,7 +128,7 @@ static void request_init(struct conn *c, const struct http_request *h, struct re
         .cfg = &c->gen->cfg,
         .root_fd = c->gen->root_fd,
         .root_real = c->gen->root_real,
-        .server = conn_server(c),
+        .server = conn_shared(c)->server,
         .chain = &c->gen->chain,
     };
 }
@@ -134,17 +165,15 @@ static void respond(struct conn *c, const struct http_request *h, const struct r
             return; /* the head comes later, from the stream: finished and logged there */
     }
     resp_finish(resp, h->version_minor == 0);
-    log_access(c, request_line(h), h, resp, r->now_s);
+    log_access(c, http_request_line(h), h, resp, r->now_s);
     module_chain_log(&c->gen->chain, r, resp);
 }
 
-/* Keep unparsed bytes on the connection until its next event. Returns false if out of
- * memory. */
-static bool save_input(struct conn *c, const char *p, size_t n)
+bool http_conn_save_input(struct conn *c, const char *p, size_t n)
 {
     if (n == 0)
         return true;
-    c->in = conn_buf_get(c->svc);
+    c->in = conn_buf_get(c->pool);
     if (!c->in)
         return false;
     memcpy(c->in->data, p, n);
@@ -157,18 +186,18 @@ static bool save_input(struct conn *c, const char *p, size_t n)
 static bool send_and_continue(struct conn *c, struct response *resp, const char *rest,
                               size_t rest_len)
 {
-    enum send_result sr = conn_send_response(c, resp);
+    enum send_result sr = conn_send(c, resp, !resp->head_only && !resp->no_length);
     if (sr == SEND_ERROR) {
         conn_close(c);
         return false;
     }
     if (sr == SEND_PARKED) {
-        if (!save_input(c, rest, rest_len)) {
+        if (!http_conn_save_input(c, rest, rest_len)) {
             conn_close(c);
             return false;
         }
         c->close_after_send = !resp->keep_alive;
-        conn_wait(c, CONN_SEND, EPOLLOUT, conn_now_ms() + c->gen->cfg.send_timeout_ms);
+        conn_wait(c, CONN_SEND, EPOLLOUT, clock_now_ms() + c->gen->cfg.send_timeout_ms);
         return false;
     }
     if (resp->keep_alive)
@@ -202,9 +231,7 @@ static void answer_malformed(struct conn *c, int status, const char *buf, size_t
     resp_init(&resp);
     resp_error(&resp, status);
     resp_finish(&resp, false);
-    const char *eol = memchr(buf, '\r', len < 2048 ? len : 2048);
-    struct http_slice line = {buf, eol ? (size_t)(eol - buf) : (len < 2048 ? len : 2048)};
-    log_access(c, line, NULL, &resp, now_s);
+    log_access(c, first_line(buf, len, 2048), NULL, &resp, now_s);
     http_conn_log_unparsed(c, &resp, now_s);
     c->body_mode = CONN_BODY_NONE;
     send_and_continue(c, &resp, NULL, 0);
@@ -268,28 +295,29 @@ static void start_collect(struct conn *c, const char *have, size_t n, size_t hea
         ssize_t w = send(c->h.fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
         (void)w; /* 25 bytes into an idle socket: they go, or the client sends anyway */
     }
-    conn_wait(c, CONN_BODY, EPOLLIN, conn_now_ms() + cfg->header_timeout_ms);
+    conn_wait(c, CONN_BODY, EPOLLIN, clock_now_ms() + cfg->header_timeout_ms);
 }
 
 /* The service class this request belongs to: a class whose rules (path prefix, Host)
  * claim it, else the class the connection was given at accept. */
-static struct service *request_class(struct conn *c, const struct http_request *req)
+static struct http_host *request_class(struct conn *c, const struct http_request *req)
 {
     char path[REQUEST_PATH_MAX];
     long n = http_path_normalize(req->path, path, sizeof(path));
     if (n < 0)
-        return c->svc; /* the error is answered where we are */
-    struct service *to = server_class_for_request(conn_server(c), &c->gen->cfg, path, (size_t)n, req->host);
-    return to ? to : c->home;
+        return http_host_of(c); /* the error is answered where we are */
+    struct http_host *to =
+        http_class_for_request(conn_shared(c), &c->gen->cfg, path, (size_t)n, req->host);
+    return to ? to : http_host_of_pool(c->home);
 }
 
 /* Move the connection, with the request and everything after it (buf[from, len)), to
  * another class's group: a one-time move, not a queue. Its threads parse the request again
  * from the carried bytes; the socket is armed for writing too, so that the move takes
  * effect at once even though the bytes are no longer in the socket. */
-static void hand_off(struct conn *c, struct service *to, const char *p, size_t n)
+static void hand_off(struct conn *c, struct http_host *to, const char *p, size_t n)
 {
-    if (service_full(to)) {
+    if (conn_pool_full(&to->pool)) {
         struct response resp;
         resp_init(&resp);
         resp_error(&resp, 503);
@@ -304,13 +332,23 @@ static void hand_off(struct conn *c, struct service *to, const char *p, size_t n
         send_and_continue(c, &resp, NULL, 0);
         return;
     }
-    if (!save_input(c, p, n)) {
+    if (!http_conn_save_input(c, p, n)) {
         conn_close(c);
         return;
     }
-    service_move(c, to);
+    conn_move(c, &to->pool);
     conn_wait(c, CONN_HEAD, EPOLLIN | EPOLLOUT,
-              conn_now_ms() + c->gen->cfg.header_timeout_ms);
+              clock_now_ms() + c->gen->cfg.header_timeout_ms);
+}
+
+/* May the connection go on after this request? Not if the client said close, nor while
+ * the server stops, nor past keepalive_requests. */
+static bool keep_alive_allowed(const struct conn *c, const struct http_request *req)
+{
+    const struct config *cfg = &c->gen->cfg;
+    return req->keep_alive &&
+           !atomic_load_explicit(&conn_shared(c)->stopping, memory_order_relaxed) &&
+           (cfg->keepalive_requests == 0 || c->requests < cfg->keepalive_requests);
 }
 
 /* Answer one complete request whose head is buf[*pos .. *pos + head_len). Advances *pos
@@ -319,11 +357,11 @@ static void hand_off(struct conn *c, struct service *to, const char *p, size_t n
 static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
                       const struct http_request *req, size_t head_len)
 {
-    struct server *srv = conn_server(c);
-    int64_t t0_us = conn_now_us();
-    if (srv->n_svcs > 1) {
-        struct service *to = request_class(c, req);
-        if (to != c->svc) {
+    int64_t t0_us = clock_now_us();
+    struct http_host *host = http_host_of(c); /* c may be gone once the response is sent */
+    if (host->shared->n_hosts > 1) {
+        struct http_host *to = request_class(c, req);
+        if (to != host) {
             hand_off(c, to, buf + *pos, len - *pos);
             return false;
         }
@@ -335,10 +373,7 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     c->requests++;
     resp_init(&resp);
     resp.head_only = req->method == HTTP_METHOD_HEAD;
-    resp.keep_alive = req->keep_alive &&
-                      !atomic_load_explicit(&srv->stopping, memory_order_relaxed) &&
-                      (c->gen->cfg.keepalive_requests == 0 ||
-                       c->requests < c->gen->cfg.keepalive_requests);
+    resp.keep_alive = keep_alive_allowed(c, req);
     size_t head_at = *pos;
     *pos += head_len;
 
@@ -381,21 +416,12 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     if (!resp.keep_alive)
         c->body_mode = CONN_BODY_NONE; /* closing: the rest of the body is drained, not parsed */
     respond(c, req, &r, status, &resp);
-    struct service *svc = c->svc; /* c may be gone once the response is sent */
     if (resp.streaming) {
-        if (!save_input(c, buf + *pos, len - *pos)) {
-            if (resp.stream.pgid > 0)
-                kill(-resp.stream.pgid, SIGKILL);
-            resp.stream.ops->done(resp.stream.ctx, false);
-            close(resp.stream.fd);
-            conn_close(c);
-            return false;
-        }
-        http_stream_start(c, &resp, req);
+        http_stream_start(c, &resp, req, buf + *pos, len - *pos);
         return false;
     }
     bool go_on = send_and_continue(c, &resp, buf + *pos, len - *pos);
-    service_record(svc, (conn_now_us() - t0_us));
+    http_stats_record(&host->stats, clock_now_us() - t0_us);
     return go_on;
 }
 
@@ -404,22 +430,18 @@ static void http_process(struct conn *c);
 /* The collected request is complete: answer it, then go on with what followed it. */
 static void serve_collected(struct conn *c)
 {
-    struct server *srv = conn_server(c);
     struct conn_collect *k = c->collect;
     struct http_request req;
     struct response resp;
-    int64_t now_s, t0_us = conn_now_us();
+    int64_t now_s, t0_us = clock_now_us();
     http_date_header(&now_s);
-    struct service *svc = c->svc; /* c may be gone once the response is sent */
+    struct http_host *host = http_host_of(c); /* c may be gone once the response is sent */
 
     /* The same bytes parse the same way; the head was valid when collecting began. */
     int rc = http_parse_request(k->data, k->head_len, &c->gen->limits, &req);
     resp_init(&resp);
     resp.head_only = req.method == HTTP_METHOD_HEAD;
-    resp.keep_alive = rc > 0 && req.keep_alive &&
-                      !atomic_load_explicit(&srv->stopping, memory_order_relaxed) &&
-                      (c->gen->cfg.keepalive_requests == 0 ||
-                       c->requests < c->gen->cfg.keepalive_requests);
+    resp.keep_alive = rc > 0 && keep_alive_allowed(c, &req);
     char path[REQUEST_PATH_MAX];
     struct request r;
     int status = rc > 0 ? route(c, &req, &r, path, now_s) : 500;
@@ -428,14 +450,14 @@ static void serve_collected(struct conn *c)
     respond(c, &req, &r, status, &resp);
     c->collect = NULL;
     if (resp.streaming) { /* the handler has the body by now (a CGI script's stdin) */
-        http_stream_start(c, &resp, &req);
+        http_stream_start(c, &resp, &req, NULL, 0);
         free(k);
         return;
     }
     /* The response may point into k (an echo of the body): sending copies whatever it
      * cannot send at once, so k can go as soon as the send returns. */
     bool go_on = send_and_continue(c, &resp, NULL, 0);
-    service_record(svc, conn_now_us() - t0_us);
+    http_stats_record(&host->stats, clock_now_us() - t0_us);
     free(k);
     if (go_on)
         http_process(c);
@@ -470,7 +492,7 @@ static void collect_event(struct conn *c)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN) {
-            conn_wait(c, CONN_BODY, EPOLLIN, conn_now_ms() + cfg->header_timeout_ms);
+            conn_wait(c, CONN_BODY, EPOLLIN, clock_now_ms() + cfg->header_timeout_ms);
             return;
         }
         if (n <= 0) {
@@ -499,7 +521,7 @@ static void collect_event(struct conn *c)
             return;
         }
         /* Bytes after the body belong to the next request. */
-        if (!save_input(c, k->data + start + used, avail - used)) {
+        if (!http_conn_save_input(c, k->data + start + used, avail - used)) {
             conn_close(c);
             return;
         }
@@ -514,8 +536,8 @@ static void collect_event(struct conn *c)
 static void park_reading(struct conn *c, const char *p, size_t n, bool head_started)
 {
     const struct config *cfg = &c->gen->cfg;
-    int64_t now = conn_now_ms();
-    if (!save_input(c, p, n)) {
+    int64_t now = clock_now_ms();
+    if (!http_conn_save_input(c, p, n)) {
         conn_close(c);
         return;
     }
@@ -532,6 +554,17 @@ static void park_reading(struct conn *c, const char *p, size_t n, bool head_star
     }
 }
 
+/* Between requests: move to the server's current generation if a reload made another. */
+static void renew_generation(struct conn *c)
+{
+    struct generation_current *cur = &conn_shared(c)->current;
+    if (atomic_load_explicit(&cur->gen, memory_order_relaxed) == c->gen)
+        return;
+    struct generation *old = c->gen;
+    c->gen = generation_acquire(cur);
+    generation_release(old);
+}
+
 /* Read and answer requests until the socket has nothing more for now. */
 static void http_process(struct conn *c)
 {
@@ -540,12 +573,12 @@ static void http_process(struct conn *c)
     bool served = false;
     bool head_started = atomic_load_explicit(&c->state, memory_order_relaxed) == CONN_HEAD;
     if (!head_started && c->body_mode == CONN_BODY_NONE)
-        conn_renew_generation(c); /* between requests: where a reload takes effect */
+        renew_generation(c); /* between requests: where a reload takes effect */
 
     if (c->in) {
         len = c->in->len;
         memcpy(buf, c->in->data, len);
-        conn_buf_put(c->svc, c->in);
+        conn_buf_put(c->pool, c->in);
         c->in = NULL;
     }
     for (;;) {
@@ -614,7 +647,8 @@ static void expire(struct conn *c)
     conn_close(c);
 }
 
-void http_conn_event(struct lf_handle *h, uint32_t events)
+/* The event handler of every HTTP connection. */
+static void http_conn_event(struct lf_handle *h, uint32_t events)
 {
     (void)events;
     struct conn *c = (struct conn *)h;
@@ -623,7 +657,7 @@ void http_conn_event(struct lf_handle *h, uint32_t events)
         /* A response in flight is only cut when its own (send) deadline has passed: the
          * sweep may have seen a stale state while this connection was being served. */
         if (state != CONN_SEND ||
-            atomic_load_explicit(&c->deadline_ms, memory_order_relaxed) <= conn_now_ms()) {
+            atomic_load_explicit(&c->deadline_ms, memory_order_relaxed) <= clock_now_ms()) {
             expire(c);
             return;
         }
@@ -645,7 +679,7 @@ void http_conn_event(struct lf_handle *h, uint32_t events)
         }
         if (r == SEND_PARKED) {
             conn_wait(c, CONN_SEND, EPOLLOUT,
-                      conn_now_ms() + c->gen->cfg.send_timeout_ms);
+                      clock_now_ms() + c->gen->cfg.send_timeout_ms);
             return;
         }
         if (c->stream) { /* a part of a streamed response went out: read more of it */
@@ -661,6 +695,45 @@ void http_conn_event(struct lf_handle *h, uint32_t events)
     http_process(c);
 }
 
+/* The close hook of every HTTP connection: what the HTTP layer hung on it goes. */
+static void http_conn_closed(struct conn *c)
+{
+    if (c->stream)
+        http_stream_abort(c);
+    free(c->collect);
+    c->collect = NULL;
+    generation_release(c->gen);
+    c->gen = NULL;
+}
+
+void http_host_init(struct http_host *host, struct http_shared *shared, struct lf_group *group,
+                    unsigned max_connections)
+{
+    memset(host, 0, sizeof(*host));
+    host->shared = shared;
+    conn_pool_init(&host->pool, group, max_connections, &shared->n_conns);
+}
+
+void http_host_fini(struct http_host *host)
+{
+    conn_pool_fini(&host->pool);
+}
+
+struct conn *http_conn_open(struct http_host *host, struct generation *gen, int fd,
+                            const struct sockaddr *peer, socklen_t peer_len,
+                            const struct sockaddr *local)
+{
+    struct conn *c = conn_open(&host->pool, fd, peer, peer_len, local,
+                               clock_now_ms() + gen->cfg.header_timeout_ms, http_conn_event,
+                               http_conn_closed);
+    if (!c)
+        return NULL;
+    c->home = &host->pool;
+    generation_hold(gen);
+    c->gen = gen;
+    return c;
+}
+
 void http_conn_start(struct conn *c)
 {
     http_process(c);
@@ -674,4 +747,51 @@ void http_conn_continue(struct conn *c)
 bool http_conn_send(struct conn *c, struct response *resp, const char *rest, size_t rest_len)
 {
     return send_and_continue(c, resp, rest, rest_len);
+}
+
+/* --- service classes ------------------------------------------------------------------ */
+
+struct http_host *http_class_for_request(const struct http_shared *shared,
+                                         const struct config *cfg, const char *path,
+                                         size_t len, struct http_slice host)
+{
+    struct http_host *best = NULL;
+    size_t best_len = 0;
+    for (unsigned i = 1; i < shared->n_hosts; i++) {
+        const struct config_class *k = &cfg->classes[i - 1];
+        for (unsigned p = 0; p < k->n_paths; p++) {
+            size_t pl = strlen(k->paths[p]);
+            if (pl > best_len && pl <= len && memcmp(path, k->paths[p], pl) == 0) {
+                best = shared->hosts[i];
+                best_len = pl;
+            }
+        }
+    }
+    if (best || host.len == 0)
+        return best;
+    /* The host without its port: "example.org:8080" -> "example.org", "[::1]:80" -> "[::1]". */
+    size_t hl = host.len;
+    const char *end = host.p[0] == '[' ? memchr(host.p, ']', host.len) : host.p;
+    const char *colon = end ? memchr(end, ':', host.len - (size_t)(end - host.p)) : NULL;
+    if (colon)
+        hl = (size_t)(colon - host.p);
+    for (unsigned i = 1; i < shared->n_hosts; i++) {
+        const struct config_class *k = &cfg->classes[i - 1];
+        for (unsigned h = 0; h < k->n_hosts; h++)
+            if (strlen(k->hosts[h]) == hl && strncasecmp(k->hosts[h], host.p, hl) == 0)
+                return shared->hosts[i];
+    }
+    return NULL;
+}
+
+struct http_host *http_class_for_peer(const struct http_shared *shared,
+                                      const struct config *cfg, const struct sockaddr *peer)
+{
+    for (unsigned i = 1; i < shared->n_hosts; i++) {
+        const struct config_class *k = &cfg->classes[i - 1];
+        for (unsigned a = 0; a < k->n_addrs; a++)
+            if (config_cidr_match(&k->addrs[a], peer))
+                return shared->hosts[i];
+    }
+    return NULL;
 }

@@ -21,8 +21,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "conn.h"
-#include "server.h"
+#include "clock.h"
+#include "http_private.h"
+#include "log.h"
 
 #define STREAM_HEAD_MAX 16384
 
@@ -55,25 +56,19 @@ static size_t copy_slice(char *dst, size_t cap, const char *p, size_t len)
     return n;
 }
 
+static struct http_slice slice_of(const char *s)
+{
+    return (struct http_slice){s, strlen(s)};
+}
+
 static void stream_log(struct conn_stream *cs)
 {
     struct conn *c = cs->c;
-    service_record(c->svc, conn_now_us() - cs->start_us);
+    http_stats_record(&http_host_of(c)->stats, clock_now_us() - cs->start_us);
     int64_t now_s;
     http_date_header(&now_s);
-    struct access_entry e = {
-        .peer = &c->peer.sa,
-        .request_line = cs->request_line,
-        .request_line_len = strlen(cs->request_line),
-        .status = cs->status,
-        .bytes = cs->sent,
-        .referer = cs->referer,
-        .referer_len = strlen(cs->referer),
-        .user_agent = cs->user_agent,
-        .user_agent_len = strlen(cs->user_agent),
-        .time_s = now_s,
-    };
-    access_log_write(&c->svc->srv->access_log, &e);
+    http_conn_log_access(c, slice_of(cs->request_line), slice_of(cs->referer),
+                         slice_of(cs->user_agent), cs->status, cs->sent, now_s);
     struct response resp; /* what the modules' log hooks need to know of it */
     resp_init(&resp);
     resp.status = cs->status;
@@ -106,11 +101,12 @@ void http_stream_abort(struct conn *c)
 static enum send_result stream_send(struct conn_stream *cs, struct response *resp)
 {
     struct conn *c = cs->c;
-    enum send_result r = conn_send_response(c, resp);
+    /* Whether there is a body is the stream's to say (HEAD, 204 and 304 add none). */
+    enum send_result r = conn_send(c, resp, true);
     if (r == SEND_PARKED) {
         c->close_after_send = false;
         conn_wait(c, CONN_SEND, EPOLLOUT,
-                  conn_now_ms() + c->gen->cfg.send_timeout_ms);
+                  clock_now_ms() + c->gen->cfg.send_timeout_ms);
     }
     return r;
 }
@@ -181,20 +177,18 @@ static enum send_result send_head(struct conn_stream *cs, struct response *resp,
 {
     cs->status = resp->status;
     resp->keep_alive = cs->keep_alive;
-    resp->head_only = false; /* the body segments below are empty for HEAD anyway */
     if (resp->no_length) {
         cs->head_only = true; /* 204, 304: no body whatever the script writes */
     } else if (resp->length_known) {
         cs->left = resp->content_length;
     } else if (cs->http10) {
         resp->keep_alive = cs->keep_alive = false; /* the end of the body is the close */
-        resp->no_length = true;
+        resp->no_length = true; /* no Content-Length: stream_send sends the body anyway */
     } else {
         resp->chunked = cs->chunked = true;
     }
     resp->n_segs = 0; /* a head() parser adds no body; content_length is the announced one */
     resp_finish(resp, cs->http10);
-    resp->no_length = false; /* framing is written: now let the body segments go out */
     cs->head_sent = true;
     add_body(cs, resp, cs->pending + head_len, cs->pending_len - head_len, chunk_line);
     return stream_send(cs, resp);
@@ -220,9 +214,7 @@ static void stream_event(struct lf_handle *h, uint32_t events)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN) {
-            atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
-            atomic_store_explicit(&c->deadline_ms, cs->deadline_ms, memory_order_relaxed);
-            lf_group_rearm(h, EPOLLIN);
+            conn_wait_on(c, h, CONN_STREAM, cs->deadline_ms);
             return;
         }
         if (n <= 0) {
@@ -257,15 +249,15 @@ static void stream_event(struct lf_handle *h, uint32_t events)
 void http_stream_resume(struct conn *c)
 {
     struct conn_stream *cs = c->stream;
-    atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
-    atomic_store_explicit(&c->deadline_ms, cs->deadline_ms, memory_order_relaxed);
-    lf_group_rearm(&cs->h, EPOLLIN);
+    conn_wait_on(c, &cs->h, CONN_STREAM, cs->deadline_ms);
 }
 
-void http_stream_start(struct conn *c, struct response *resp, const struct http_request *h)
+void http_stream_start(struct conn *c, struct response *resp, const struct http_request *h,
+                       const char *rest, size_t rest_len)
 {
-    struct conn_stream *cs = malloc(sizeof(*cs));
-    if (!cs) {
+    struct conn_stream *cs = NULL;
+    if (!http_conn_save_input(c, rest, rest_len) || !(cs = malloc(sizeof(*cs)))) {
+        /* Out of memory: the process and its pipe go, and so does the connection. */
         if (resp->stream.pgid > 0)
             kill(-resp->stream.pgid, SIGKILL);
         resp->stream.ops->done(resp->stream.ctx, false);
@@ -282,11 +274,10 @@ void http_stream_start(struct conn *c, struct response *resp, const struct http_
     cs->keep_alive = resp->keep_alive;
     cs->http10 = h->version_minor == 0;
     cs->left = UINT64_MAX;
-    cs->deadline_ms = conn_now_ms() + cs->rs.timeout_ms;
-    cs->start_us = conn_now_us();
-    const char *end = h->target.p + h->target.len + 9;
-    copy_slice(cs->request_line, sizeof(cs->request_line), h->method_name.p,
-               (size_t)(end - h->method_name.p));
+    cs->deadline_ms = clock_now_ms() + cs->rs.timeout_ms;
+    cs->start_us = clock_now_us();
+    struct http_slice line = http_request_line(h);
+    copy_slice(cs->request_line, sizeof(cs->request_line), line.p, line.len);
     copy_slice(cs->referer, sizeof(cs->referer), h->referer.p, h->referer.len);
     copy_slice(cs->user_agent, sizeof(cs->user_agent), h->user_agent.p, h->user_agent.len);
 
@@ -295,8 +286,9 @@ void http_stream_start(struct conn *c, struct response *resp, const struct http_
     atomic_store_explicit(&c->deadline_ms, cs->deadline_ms, memory_order_relaxed);
     atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
     /* The last act: from here the pipe's events own the connection. */
-    if (lf_group_add(c->h.group, &cs->h, EPOLLIN) < 0) {
-        log_error("epoll: cannot add a stream's pipe: %s", strerror(errno));
+    int rc = lf_group_add(c->h.group, &cs->h, EPOLLIN);
+    if (rc < 0) {
+        log_error("epoll: cannot add a stream's pipe: %s", strerror(-rc));
         conn_close(c); /* aborts the stream */
     }
 }

@@ -21,7 +21,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "server.h"
+#include "listener.h"
+
+#include "clock.h"
+#include "log.h"
 
 #define ACCEPT_BATCH 16
 
@@ -57,9 +60,26 @@ static void answer_busy(int fd)
     drop_input(fd);
 }
 
-int listener_open(struct server *srv, struct listener *l, const struct config_listen *addr)
+static void listener_event(struct lf_handle *h, uint32_t events);
+
+void listener_spare_init(struct listener_spare *spare)
+{
+    pthread_mutex_init(&spare->lock, NULL);
+    spare->fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+void listener_spare_fini(struct listener_spare *spare)
+{
+    if (spare->fd >= 0)
+        close(spare->fd);
+    spare->fd = -1;
+}
+
+int listener_open(struct listener *l, struct listener_spare *spare,
+                  const struct config_listen *addr, int64_t header_timeout_ms)
 {
     l->addr = *addr;
+    l->spare = spare;
     l->h.on_event = listener_event;
     l->h.fd = -1;
     int fd = socket(addr->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -78,8 +98,7 @@ int listener_open(struct server *srv, struct listener *l, const struct config_li
         errno = saved;
         return -1;
     }
-    /* At start, on the main thread: the generation cannot change under us. */
-    int defer_s = (int)(atomic_load(&srv->gen)->cfg.header_timeout_ms / 1000);
+    int defer_s = (int)(header_timeout_ms / 1000);
     defer_s = defer_s < 1 ? 1 : defer_s;
     setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof(defer_s));
 
@@ -107,49 +126,65 @@ int listener_open(struct server *srv, struct listener *l, const struct config_li
  * that socket (shut down, so the client sees its answer end) as the new spare: the slot
  * never becomes free for another thread to take. Returns false if nothing could be shed
  * (no spare, or the slot went elsewhere), and the caller must not spin on the listener. */
-static bool shed_one(struct server *srv, int lfd)
+static bool shed_one(struct listener_spare *spare, int lfd)
 {
-    pthread_mutex_lock(&srv->spare_lock);
-    if (srv->spare_fd < 0)
-        srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    pthread_mutex_lock(&spare->lock);
+    if (spare->fd < 0)
+        spare->fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     bool shed = false;
-    if (srv->spare_fd >= 0) {
-        close(srv->spare_fd);
-        srv->spare_fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (srv->spare_fd >= 0) {
-            answer_busy(srv->spare_fd);
+    if (spare->fd >= 0) {
+        close(spare->fd);
+        spare->fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (spare->fd >= 0) {
+            answer_busy(spare->fd);
             shed = true;
         }
     }
-    pthread_mutex_unlock(&srv->spare_lock);
+    pthread_mutex_unlock(&spare->lock);
     return shed;
 }
 
-void listener_resume_paused(struct server *srv, struct service *svc)
+/* Arm the listener for its next connections. If that fails, it is left paused, for the
+ * tick to try again: a listener out of the set would accept nothing ever again. */
+static void rearm(struct listener *l)
 {
-    pthread_mutex_lock(&srv->spare_lock);
-    if (srv->spare_fd < 0)
-        srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    pthread_mutex_unlock(&srv->spare_lock);
-    for (unsigned i = 0; i < srv->n_listeners; i++) {
-        struct listener *l = &srv->listeners[i];
-        if (l->svc == svc && atomic_exchange(&l->paused, false) &&
-            !atomic_load_explicit(&srv->stopping, memory_order_relaxed))
-            lf_group_rearm(&l->h, EPOLLIN);
+    int rc = lf_group_rearm(&l->h, EPOLLIN);
+    if (rc < 0) {
+        log_error("listener %s: re-arming: %s; trying again on the next tick", l->addr.text,
+                  strerror(-rc));
+        atomic_store(&l->paused, true);
     }
 }
 
-void listener_event(struct lf_handle *h, uint32_t events)
+void listener_resume_paused(struct listener *first)
+{
+    if (!first)
+        return;
+    struct listener_spare *spare = first->spare;
+    pthread_mutex_lock(&spare->lock);
+    if (spare->fd < 0)
+        spare->fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    pthread_mutex_unlock(&spare->lock);
+    for (struct listener *l = first; l; l = l->next) {
+        const atomic_bool *stopping = &l->host->shared->stopping;
+        if (atomic_exchange(&l->paused, false) &&
+            !atomic_load_explicit(stopping, memory_order_relaxed))
+            rearm(l);
+    }
+}
+
+static void listener_event(struct lf_handle *h, uint32_t events)
 {
     (void)events;
     struct listener *l = (struct listener *)h;
-    struct service *svc = l->svc;
-    struct server *srv = svc->srv;
+    struct http_host *host = l->host;
+    struct http_shared *shared = host->shared;
     struct conn *mine[ACCEPT_BATCH];
     unsigned n_mine = 0;
     static _Thread_local int64_t last_warn_ms;
-    bool at_once = lf_group_strategy(svc->group) != LF_STRATEGY_THREAD_PER_CONNECTION;
-    struct generation *gen = generation_acquire(srv); /* one lock per batch, not per accept */
+    bool at_once = lf_group_strategy(host->pool.group) != LF_STRATEGY_THREAD_PER_CONNECTION;
+    /* One lock per batch, not per accept. */
+    struct generation *gen = generation_acquire(&shared->current);
 
     for (int i = 0; i < ACCEPT_BATCH; i++) {
         struct sockaddr_storage peer;
@@ -159,12 +194,12 @@ void listener_event(struct lf_handle *h, uint32_t events)
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             if (errno == EMFILE || errno == ENFILE) {
-                int64_t now = conn_now_ms();
+                int64_t now = clock_now_ms();
                 if (now - last_warn_ms > 1000) {
                     log_warn("out of file descriptors: shedding connections");
                     last_warn_ms = now;
                 }
-                if (shed_one(srv, h->fd))
+                if (shed_one(l->spare, h->fd))
                     continue;
                 /* Nothing to shed with: leave the listener disarmed until the timer's
                  * next tick, rather than be woken for the same queue at once. */
@@ -175,32 +210,33 @@ void listener_event(struct lf_handle *h, uint32_t events)
         }
         /* A connection from a listener of the default class may belong to a class by
          * its client's address. */
-        struct service *to = svc;
-        if (svc == &srv->svcs[0]) {
-            struct service *by_peer = server_class_for_peer(srv, &gen->cfg, (struct sockaddr *)&peer);
-            to = by_peer ? by_peer : svc;
+        struct http_host *to = host;
+        if (host == shared->hosts[0]) {
+            struct http_host *by_peer =
+                http_class_for_peer(shared, &gen->cfg, (struct sockaddr *)&peer);
+            to = by_peer ? by_peer : host;
         }
-        if (atomic_load_explicit(&srv->stopping, memory_order_relaxed) ||
-            atomic_load_explicit(&srv->n_conns, memory_order_relaxed) >=
-                srv->max_connections ||
-            service_full(to)) {
+        if (atomic_load_explicit(&shared->stopping, memory_order_relaxed) ||
+            atomic_load_explicit(&shared->n_conns, memory_order_relaxed) >=
+                shared->max_connections ||
+            conn_pool_full(&to->pool)) {
             answer_busy(fd);
             close(fd);
             continue;
         }
-        struct conn *c = conn_open(to, gen, fd, (struct sockaddr *)&peer, plen,
-                                   (const struct sockaddr *)&l->addr.addr);
+        struct conn *c = http_conn_open(to, gen, fd, (struct sockaddr *)&peer, plen,
+                                        (const struct sockaddr *)&l->addr.addr);
         if (!c)
             continue;
-        if (to != svc || !at_once) { /* another class's group (or its own thread) reads it */
+        if (to != host || !at_once) { /* another class's group (or its own thread) reads it */
             conn_wait(c, CONN_NEW, EPOLLIN, atomic_load(&c->deadline_ms));
             continue;
         }
         mine[n_mine++] = c;
     }
-    if (!atomic_load_explicit(&srv->stopping, memory_order_relaxed) &&
+    if (!atomic_load_explicit(&shared->stopping, memory_order_relaxed) &&
         !atomic_load(&l->paused))
-        lf_group_rearm(h, EPOLLIN);
+        rearm(l);
     generation_release(gen);
     for (unsigned i = 0; i < n_mine; i++)
         http_conn_start(mine[i]);

@@ -1,4 +1,5 @@
-/* server.c — what the server as a whole tells its modules. */
+/* server.c — the server as a whole: starting its services and listeners, stopping them,
+ * and what it tells its modules. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,26 +9,33 @@
 
 #include "server.h"
 
+#include <errno.h>
+#include <fcntl.h>
+
+#include "clock.h"
+#include "log.h"
+#include "module.h"
+
 /* The upper bound (2^i us) of the bucket holding the pct-th percentile. */
 static uint64_t percentile(const uint64_t *counts, uint64_t total, unsigned pct)
 {
     if (total == 0)
         return 0;
     uint64_t want = (total * pct + 99) / 100, seen = 0;
-    for (unsigned b = 0; b < SERVICE_LATENCY_BUCKETS; b++) {
+    for (unsigned b = 0; b < HTTP_LATENCY_BUCKETS; b++) {
         seen += counts[b];
         if (seen >= want)
             return 1ull << b;
     }
-    return 1ull << (SERVICE_LATENCY_BUCKETS - 1);
+    return 1ull << (HTTP_LATENCY_BUCKETS - 1);
 }
 
 void module_server_stats(const struct server *srv, struct server_stats *out)
 {
     memset(out, 0, sizeof(*out));
-    out->uptime_s = (conn_now_ms() - srv->start_ms) / 1000;
-    out->connections = atomic_load_explicit(&srv->n_conns, memory_order_relaxed);
-    out->generation = atomic_load_explicit(&srv->gen_number, memory_order_relaxed);
+    out->uptime_s = (clock_now_ms() - srv->start_ms) / 1000;
+    out->connections = atomic_load_explicit(&srv->http.n_conns, memory_order_relaxed);
+    out->generation = atomic_load_explicit(&srv->http.current.number, memory_order_relaxed);
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0) {
         out->ctx_voluntary = (uint64_t)ru.ru_nvcsw;
@@ -43,113 +51,178 @@ void module_server_stats(const struct server *srv, struct server_stats *out)
                  lf_group_name(svc->group));
         out->groups[i].strategy = lf_strategy_name(lf_group_strategy(svc->group));
         out->groups[i].threads = lf_group_threads(svc->group);
-        out->groups[i].connections = atomic_load_explicit(&svc->n_conns, memory_order_relaxed);
+        out->groups[i].connections =
+            atomic_load_explicit(&svc->http.pool.n_conns, memory_order_relaxed);
         out->groups[i].events = gs.events;
         out->groups[i].handoffs = gs.handoffs;
         out->groups[i].waits = gs.waits;
         out->groups[i].nice = svc->nice;
-        uint64_t counts[SERVICE_LATENCY_BUCKETS], total = 0;
-        for (unsigned b = 0; b < SERVICE_LATENCY_BUCKETS; b++) {
-            counts[b] = atomic_load_explicit(&svc->latency_us_log2[b], memory_order_relaxed);
+        uint64_t counts[HTTP_LATENCY_BUCKETS], total = 0;
+        for (unsigned b = 0; b < HTTP_LATENCY_BUCKETS; b++) {
+            const atomic_ulong *bucket = &svc->http.stats.latency_us_log2[b];
+            counts[b] = atomic_load_explicit(bucket, memory_order_relaxed);
             total += counts[b];
         }
-        out->groups[i].requests = atomic_load_explicit(&svc->requests, memory_order_relaxed);
+        out->groups[i].requests =
+            atomic_load_explicit(&svc->http.stats.requests, memory_order_relaxed);
         out->groups[i].p50_us = percentile(counts, total, 50);
         out->groups[i].p99_us = percentile(counts, total, 99);
         out->n_groups++;
     }
 }
 
-/* The class rules come from the request's generation: a reload may change them (the set
- * of classes itself, one service each, stays as started). */
-struct service *server_class_for_request(struct server *srv, const struct config *cfg,
-                                         const char *path, size_t len, struct http_slice host)
+
+/* --- start and stop ------------------------------------------------------------------- */
+
+/* Class priorities are nice values relative to the process's own (high -10, normal 0,
+ * low 10). Raising a thread above the process's own priority needs CAP_SYS_NICE (or
+ * RLIMIT_NICE); without it, every class moves up by the same amount, so that the most
+ * urgent runs at the process's own priority and the order between classes is kept.
+ * Returns that shift (0 when the priorities can be applied as configured). */
+static int priority_shift(const struct config *cfg)
 {
-    struct service *best = NULL;
-    size_t best_len = 0;
-    for (unsigned i = 1; i < srv->n_svcs; i++) {
-        const struct config_class *k = &cfg->classes[i - 1];
-        for (unsigned p = 0; p < k->n_paths; p++) {
-            size_t pl = strlen(k->paths[p]);
-            if (pl > best_len && pl <= len && memcmp(path, k->paths[p], pl) == 0) {
-                best = &srv->svcs[i];
-                best_len = pl;
-            }
+    int lowest = 0;
+    for (unsigned i = 0; i < cfg->n_classes; i++)
+        lowest = cfg->classes[i].nice < lowest ? cfg->classes[i].nice : lowest;
+    if (lowest == 0)
+        return 0;
+    errno = 0;
+    int own = getpriority(PRIO_PROCESS, (id_t)gettid());
+    if (own == -1 && errno)
+        return -lowest;
+    if (setpriority(PRIO_PROCESS, (id_t)gettid(), own + lowest) == 0) {
+        setpriority(PRIO_PROCESS, (id_t)gettid(), own); /* a probe: put ours back */
+        return 0;
+    }
+    log_warn("cannot raise thread priorities (%s: no CAP_SYS_NICE): keeping the order of "
+             "the service classes by lowering the others by %d instead",
+             strerror(errno), -lowest);
+    return -lowest;
+}
+
+static int add_listener(struct server *srv, struct service *svc, const struct config_listen *a,
+                        int64_t header_timeout_ms)
+{
+    struct listener *l = &srv->listeners[srv->n_listeners];
+    if (listener_open(l, &srv->spare, a, header_timeout_ms) < 0) {
+        log_error("listen on %s: %s", a->text, strerror(errno));
+        return -1;
+    }
+    srv->n_listeners++;
+    int rc = service_add_listener(svc, l);
+    if (rc < 0) {
+        log_error("epoll: %s", strerror(-rc));
+        return -1;
+    }
+    log_info("listening on %s (class %s)", l->addr.text, svc->name);
+    return 0;
+}
+
+/* One service (a Leader/Followers group) per class, the default class first. */
+static int start_services(struct server *srv, const struct config *cfg)
+{
+    int shift = priority_shift(cfg);
+    errno = 0;
+    int own = getpriority(PRIO_PROCESS, (id_t)gettid());
+    own = own == -1 && errno ? 0 : own;
+    for (unsigned i = 0; i <= cfg->n_classes; i++) {
+        const struct config_class *k = i ? &cfg->classes[i - 1] : NULL;
+        unsigned threads = k ? k->threads : cfg->threads;
+        if (threads == 0)
+            threads = cfg->threads; /* 0: one per CPU, already resolved for the default */
+        int nice = (k ? k->nice : 0) + shift;
+        nice = nice > 19 ? 19 : nice;
+        struct service *svc = &srv->svcs[srv->n_svcs];
+        if (service_init(svc, &srv->http, k ? k->name : "default", threads, cfg->concurrency,
+                         cfg->promotion, nice ? own + nice : 0,
+                         k ? k->max_connections : 0) < 0) {
+            log_error("cannot create the thread group of class %s: %s",
+                      k ? k->name : "default", strerror(errno));
+            return -1;
         }
+        srv->http.hosts[srv->n_svcs] = &svc->http;
+        srv->n_svcs++;
+        srv->http.n_hosts = srv->n_svcs;
+        const struct config_listen *ls = k ? k->listen : cfg->listen;
+        unsigned n = k ? k->n_listen : cfg->n_listen;
+        for (unsigned j = 0; j < n; j++)
+            if (add_listener(srv, svc, &ls[j], cfg->header_timeout_ms) < 0)
+                return -1;
     }
-    if (best || host.len == 0)
-        return best;
-    /* The host without its port: "example.org:8080" -> "example.org", "[::1]:80" -> "[::1]". */
-    size_t hl = host.len;
-    const char *end = host.p[0] == '[' ? memchr(host.p, ']', host.len) : host.p;
-    const char *colon = end ? memchr(end, ':', host.len - (size_t)(end - host.p)) : NULL;
-    if (colon)
-        hl = (size_t)(colon - host.p);
-    for (unsigned i = 1; i < srv->n_svcs; i++) {
-        const struct config_class *k = &cfg->classes[i - 1];
-        for (unsigned h = 0; h < k->n_hosts; h++)
-            if (strlen(k->hosts[h]) == hl && strncasecmp(k->hosts[h], host.p, hl) == 0)
-                return &srv->svcs[i];
+    for (unsigned i = 0; i < srv->n_svcs; i++) {
+        struct service *svc = &srv->svcs[i];
+        int rc = lf_group_start(svc->group);
+        if (rc < 0) {
+            log_error("cannot start threads: %s", strerror(-rc));
+            return -1;
+        }
+        log_info("class %s: %u threads at nice %d", svc->name, lf_group_threads(svc->group),
+                 svc->nice ? svc->nice : own);
     }
-    return NULL;
+    return 0;
 }
 
-struct service *server_class_for_peer(struct server *srv, const struct config *cfg,
-                                      const struct sockaddr *peer)
+static void check_fd_limit(unsigned want)
 {
-    for (unsigned i = 1; i < srv->n_svcs; i++) {
-        const struct config_class *k = &cfg->classes[i - 1];
-        for (unsigned a = 0; a < k->n_addrs; a++)
-            if (config_cidr_match(&k->addrs[a], peer))
-                return &srv->svcs[i];
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)want + 64)
+        log_warn("open files limited to %llu: fewer than max_connections (%u) can be served",
+                 (unsigned long long)rl.rlim_cur, want);
+}
+
+void server_init(struct server *srv)
+{
+    memset(srv, 0, sizeof(*srv));
+    generation_current_init(&srv->http.current);
+    srv->http.server = srv;
+    srv->http.access_log.fd = -1;
+    srv->spare.fd = -1;
+    srv->start_ms = clock_now_ms();
+}
+
+int server_start(struct server *srv, struct generation *g)
+{
+    generation_install(&srv->http.current, g);
+    const struct config *cfg = &g->cfg; /* the server's reference keeps it */
+    char where[CONFIG_PATH_MAX + 32];
+    if (log_open_error(cfg->error_log, cfg->error_level) < 0) {
+        generation_origin(cfg, "error_log", where, sizeof(where));
+        fprintf(stderr, "lfhttpd: %serror_log \"%s\": %s\n", where, cfg->error_log,
+                strerror(errno));
+        return -1;
     }
-    return NULL;
+    if (access_log_open(&srv->http.access_log, cfg->access_log, cfg->access_log_json) < 0) {
+        generation_origin(cfg, "access_log", where, sizeof(where));
+        log_error("%saccess_log \"%s\": %s", where, cfg->access_log, strerror(errno));
+        return -1;
+    }
+    check_fd_limit(cfg->max_connections);
+    srv->http.max_connections = cfg->max_connections;
+    http_response_set_server(cfg->server_tokens ? "lfhttpd/" LFHTTPD_VERSION : "lfhttpd");
+    listener_spare_init(&srv->spare);
+    if (start_services(srv, cfg) < 0)
+        return -1;
+    const char *promotion = "";
+    if (cfg->concurrency == LF_STRATEGY_LEADER_FOLLOWERS)
+        promotion = cfg->promotion == LF_PROMOTE_LIFO ? " with LIFO promotion"
+                                                      : " with condvar promotion";
+    log_info("lfhttpd %s serving %s (%s%s, %u service class%s)", LFHTTPD_VERSION, cfg->root,
+             lf_strategy_name(cfg->concurrency), promotion, srv->n_svcs,
+             srv->n_svcs == 1 ? "" : "es");
+    return 0;
 }
 
-/* --- configuration generations -------------------------------------------------------- */
-
-struct generation *generation_acquire(struct server *srv)
+void server_fini(struct server *srv)
 {
-    /* Under the lock, so the generation cannot lose its last reference (the server's)
-     * between being read and being held. */
-    pthread_mutex_lock(&srv->gen_lock);
-    struct generation *g = atomic_load_explicit(&srv->gen, memory_order_relaxed);
-    atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&srv->gen_lock);
-    return g;
+    for (unsigned i = 0; i < srv->n_svcs; i++)
+        lf_group_stop(srv->svcs[i].group);
+    for (unsigned i = 0; i < srv->n_svcs; i++)
+        service_fini(&srv->svcs[i]);
+    for (unsigned i = 0; i < srv->n_listeners; i++)
+        close(srv->listeners[i].h.fd);
+    access_log_close(&srv->http.access_log);
+    listener_spare_fini(&srv->spare);
+    /* Every connection is closed: the server's is the last reference. */
+    generation_current_fini(&srv->http.current);
 }
 
-void generation_hold(struct generation *g)
-{
-    atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
-}
-
-void generation_release(struct generation *g)
-{
-    if (atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) == 1)
-        generation_free(g);
-}
-
-void generation_free(struct generation *g)
-{
-    if (!g)
-        return;
-    if (g->chain_ready)
-        module_chain_fini(&g->chain);
-    if (g->root_fd >= 0)
-        close(g->root_fd);
-    config_free(&g->cfg);
-    free(g);
-}
-
-void server_install_generation(struct server *srv, struct generation *g)
-{
-    atomic_store_explicit(&g->refs, 1, memory_order_relaxed);
-    pthread_mutex_lock(&srv->gen_lock);
-    struct generation *old = atomic_load_explicit(&srv->gen, memory_order_relaxed);
-    atomic_store_explicit(&srv->gen, g, memory_order_relaxed);
-    pthread_mutex_unlock(&srv->gen_lock);
-    atomic_store_explicit(&srv->gen_number, g->number, memory_order_relaxed);
-    if (old)
-        generation_release(old);
-}

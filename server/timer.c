@@ -1,84 +1,66 @@
-/* timer.c — the deadline sweep. See timer.h. */
+/* timer.c — a periodic tick. See timer.h. */
 #include "timer.h"
 
 #include <errno.h>
-#include <signal.h>
-#include <stddef.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "conn.h"
 #include "log.h"
-#include "server.h"
+
+/* The tick could not be re-armed: without it nothing would sweep again, so take the handle
+ * out of the set and put it back. If even that fails, say so: from then on deadlines are
+ * not enforced in this group. */
+static void rearm_failed(struct timer *t, int rc)
+{
+    log_error("timer fd %d: re-arming: %s; registering it again", t->h.fd, strerror(-rc));
+    lf_group_detach(&t->h, false);
+    rc = lf_group_add(t->h.group, &t->h, EPOLLIN);
+    if (rc < 0)
+        log_error("timer fd %d: registering again: %s; deadlines are no longer enforced",
+                  t->h.fd, strerror(-rc));
+}
 
 static void timer_event(struct lf_handle *h, uint32_t events)
 {
     (void)events;
-    struct service *svc = (struct service *)((char *)h - offsetof(struct service, timer));
-    struct server *srv = svc->srv;
+    struct timer *t = (struct timer *)h;
     uint64_t ticks;
     ssize_t r = read(h->fd, &ticks, sizeof(ticks));
-    (void)r;
-
-    int64_t now = conn_now_ms();
-    bool stopping = atomic_load_explicit(&srv->stopping, memory_order_relaxed);
-    pthread_mutex_lock(&svc->lock);
-    for (struct conn *c = svc->conns; c; c = c->next) {
-        if (atomic_load_explicit(&c->expired, memory_order_relaxed))
-            continue;
-        uint8_t st = atomic_load_explicit(&c->state, memory_order_relaxed);
-        int64_t dl = atomic_load_explicit(&c->deadline_ms, memory_order_relaxed);
-        bool idle = st == CONN_NEW || st == CONN_IDLE;
-        if (dl > now && !(stopping && idle))
-            continue;
-        atomic_store_explicit(&c->expired, true, memory_order_relaxed);
-        if (st == CONN_STREAM) {
-            /* The socket is not in the handle set while a script runs: killing the
-             * script ends its output, and the pipe's end wakes the connection. */
-            int pgid = atomic_load_explicit(&c->stream_pgid, memory_order_relaxed);
-            if (pgid > 0)
-                kill(-pgid, SIGKILL);
-            continue;
-        }
-        shutdown(c->h.fd, st == CONN_SEND ? SHUT_RDWR : SHUT_RD);
-    }
-    pthread_mutex_unlock(&svc->lock);
-
-    listener_resume_paused(srv, svc);
-
-    /* Access-log lines wait at most about a second in their thread's buffer. */
-    if (now - svc->last_flush_ms >= 1000) {
-        svc->last_flush_ms = now;
-        access_log_flush(&srv->access_log);
-    }
-    lf_group_rearm(h, EPOLLIN);
+    (void)r; /* how many ticks were missed does not matter: one pass covers them */
+    t->on_tick(t);
+    int rc = lf_group_rearm(h, EPOLLIN);
+    if (rc < 0)
+        rearm_failed(t, rc);
 }
 
-int timer_init(struct service *svc)
+int timer_start(struct timer *t, struct lf_group *g, unsigned period_ms, timer_tick_fn on_tick)
 {
     int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (fd < 0)
         return -1;
+    long ns = (long)(period_ms % 1000) * 1000000L;
     struct itimerspec its = {
-        .it_interval = {0, TIMER_TICK_MS * 1000000L},
-        .it_value = {0, TIMER_TICK_MS * 1000000L},
+        .it_interval = {period_ms / 1000, ns},
+        .it_value = {period_ms / 1000, ns},
     };
     timerfd_settime(fd, 0, &its, NULL);
-    svc->timer.fd = fd;
-    svc->timer.on_event = timer_event;
-    if (lf_group_add(svc->group, &svc->timer, EPOLLIN) < 0) {
+    t->h.fd = fd;
+    t->h.on_event = timer_event;
+    t->on_tick = on_tick;
+    int rc = lf_group_add(g, &t->h, EPOLLIN);
+    if (rc < 0) {
         close(fd);
-        svc->timer.fd = -1;
+        t->h.fd = -1;
+        errno = -rc;
         return -1;
     }
     return 0;
 }
 
-void timer_fini(struct service *svc)
+void timer_stop(struct timer *t)
 {
-    if (svc->timer.fd >= 0)
-        close(svc->timer.fd);
-    svc->timer.fd = -1;
+    if (t->h.fd >= 0)
+        close(t->h.fd);
+    t->h.fd = -1;
 }

@@ -1,20 +1,24 @@
-/* timer.h — deadlines: the sweep that ends connections whose deadline has passed.
- *
- * Each service has a timerfd in its group's handle set, firing every TIMER_TICK_MS. The
- * thread that gets it walks the service's connections; for each whose deadline has
- * passed it sets `expired` and shuts the socket down (reading side only, so a 408 can
- * still be written; both sides for a stalled send). That wakes the connection in the
- * handle set as usual, and the thread that then gets it closes it. The sweep itself never
- * closes or frees a connection, so it cannot race the connection's owner.
- */
+/* timer.h — a periodic tick in a group's handle set (a timerfd, armed one-shot like every
+ * handle): whichever thread gets it calls the owner's tick function, then re-arms it. The
+ * service's tick runs the deadline sweep and the service's other chores (service.c). */
 #ifndef LFHTTPD_TIMER_H
 #define LFHTTPD_TIMER_H
 
+#include "lf_group.h"
+
 #define TIMER_TICK_MS 250
 
-struct service;
+struct timer;
+typedef void (*timer_tick_fn)(struct timer *t);
 
-int timer_init(struct service *svc);
-void timer_fini(struct service *svc);
+struct timer {
+    struct lf_handle h; /* first: the handle is the timer */
+    timer_tick_fn on_tick;
+};
+
+/* Start ticking every `period_ms` in group g. Returns 0, or -1 with errno set. */
+int timer_start(struct timer *t, struct lf_group *g, unsigned period_ms, timer_tick_fn on_tick);
+/* After the group's threads have stopped. */
+void timer_stop(struct timer *t);
 
 #endif

@@ -1,0 +1,42 @@
+/* listener.h — listening sockets and the accept step of the Leader/Followers loop. */
+#ifndef LFHTTPD_LISTENER_H
+#define LFHTTPD_LISTENER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "http_conn.h"
+#include "lf_group.h"
+
+/* A descriptor held open, server-wide, so that one can be freed to answer a connection
+ * 503 when the process is out of descriptors (EMFILE). */
+struct listener_spare {
+    pthread_mutex_t lock;
+    int fd; /* -1 when used up: taken back on the next tick */
+};
+
+struct listener {
+    struct lf_handle h; /* first: the handle is the listener */
+    struct http_host *host;       /* the class its connections go to (but see accept) */
+    struct listener_spare *spare;
+    struct listener *next;        /* the next listener of the same class */
+    struct config_listen addr;    /* as bound (port filled in when 0 was asked) */
+    /* Out of descriptors with nothing left to shed with, or a failed re-arm: not armed
+     * (it would fire again at once and spin); the tick re-arms it. */
+    atomic_bool paused;
+};
+
+void listener_spare_init(struct listener_spare *spare);
+void listener_spare_fini(struct listener_spare *spare);
+
+/* Bind and listen on addr (TCP_DEFER_ACCEPT for up to header_timeout_ms). Returns 0, or
+ * -1 with errno set. Its events go to listener_event once it is in a group's set. */
+int listener_open(struct listener *l, struct listener_spare *spare,
+                  const struct config_listen *addr, int64_t header_timeout_ms);
+/* The tick of the listeners' class: re-arm the paused ones (first, first->next, ...), and
+ * take back a spare descriptor if shedding used it up. */
+void listener_resume_paused(struct listener *first);
+
+#endif

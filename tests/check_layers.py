@@ -1,0 +1,147 @@
+#!/usr/bin/python3
+"""The core's layers go one way: a file includes only headers of its own layer or below,
+and the only include loop is http_conn <-> http_stream (through their private header).
+
+Reads the #include "..." lines of server/ and modules/. A file's node is its name without
+the extension (conn.c and conn.h are one node, `conn`); a private header stands for the
+files that share it. Exits 1, saying why, when a file includes a higher layer, when the
+include graph has any other loop, or when a file is in no layer (add it to LAYERS below).
+
+Usage: check_layers.py [PROJECT_ROOT]
+"""
+import fnmatch
+import os
+import re
+import sys
+
+# From the bottom up. A file may include headers of its own layer or of any layer below.
+LAYERS = [
+    ("base", ["clock", "lf_*", "http_parse", "open_beneath"]),
+    ("text helpers", ["strbuf", "http_params"]),
+    ("configuration", ["config", "directive", "log"]),
+    ("responses", ["http_response"]),
+    ("periodic tick", ["timer"]),
+    ("module interface", ["module", "module_*"]),
+    ("modules", ["mod_*", "file_cache"]),
+    ("generation", ["generation"]),
+    ("transport", ["conn"]),
+    ("http", ["http_conn", "http_stream", "http_private"]),
+    ("listener", ["listener"]),
+    ("service", ["service"]),
+    ("server", ["server"]),
+    ("main", ["main"]),
+]
+
+# A private header is the shared inside of the files named: including it is including them.
+PRIVATE = {"http_private": ("http_conn", "http_stream")}
+
+# The one loop allowed: the two halves of the HTTP state machine.
+ALLOWED_LOOPS = [{"http_conn", "http_stream"}]
+
+DIRS = ("server", "modules")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def layer_of(node):
+    for rank, (name, patterns) in enumerate(LAYERS):
+        if any(fnmatch.fnmatchcase(node, p) for p in patterns):
+            return rank, name
+    return None
+
+
+def nodes_of(stem):
+    return PRIVATE.get(stem, (stem,))
+
+
+def read_graph(root):
+    """{file: [included project files]}, paths relative to root."""
+    files = {}
+    for d in DIRS:
+        for name in sorted(os.listdir(os.path.join(root, d))):
+            if name.endswith((".c", ".h")):
+                files[os.path.join(d, name)] = None
+    known = {os.path.basename(f): f for f in files}
+    for f in files:
+        with open(os.path.join(root, f), encoding="utf-8") as fh:
+            text = fh.read()
+        files[f] = [known[os.path.basename(i)] for i in INCLUDE.findall(text)
+                    if os.path.basename(i) in known]
+    return files
+
+
+def stem(path):
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+def loops(edges):
+    """The strongly connected components with more than one node (Tarjan)."""
+    index, low, on_stack, stack, found = {}, {}, set(), [], []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(comp)
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def check(root):
+    errors = []
+    graph = read_graph(root)
+    edges = {}
+    for f, includes in graph.items():
+        if layer_of(stem(f)) is None:
+            errors.append(f"{f}: in no layer: add it to LAYERS in {os.path.relpath(__file__)}")
+            continue
+        for inc in includes:
+            lower, higher = layer_of(stem(f)), layer_of(stem(inc))
+            if higher is None:
+                continue  # reported as a file of its own
+            if higher[0] > lower[0]:
+                errors.append(f"{f} ({lower[1]}) includes {os.path.basename(inc)}, "
+                              f"a higher layer ({higher[1]})")
+            for a in nodes_of(stem(f)):
+                for b in nodes_of(stem(inc)):
+                    if a != b:
+                        edges.setdefault(a, set()).add(b)
+    for comp in loops(edges):
+        if comp not in ALLOWED_LOOPS:
+            errors.append("include loop: " + " <-> ".join(sorted(comp)))
+    return errors, len(graph)
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+    errors, n = check(root)
+    for e in errors:
+        print("check_layers: " + e)
+    if errors:
+        return 1
+    print(f"check_layers: {n} files, includes go one way; "
+          "the only loop is http_conn <-> http_stream")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
