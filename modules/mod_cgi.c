@@ -188,25 +188,6 @@ static bool field_dropped(struct http_slice name)
     return false;
 }
 
-/* Put the script's reason phrase in the status line resp_start wrote. */
-static void set_reason(struct response *r, int status, struct http_slice reason)
-{
-    if (reason.len == 0 || reason.len > CGI_REASON_MAX)
-        return;
-    char line[CGI_REASON_MAX + 32];
-    int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %.*s\r\n", status, (int)reason.len,
-                     reason.p);
-    const char *eol = memchr(r->head, '\n', r->head_len);
-    if (n <= 0 || !eol)
-        return;
-    size_t old = (size_t)(eol + 1 - r->head), rest = r->head_len - old;
-    if ((size_t)n + rest > sizeof(r->head) - 96) /* the room resp_finish counts on */
-        return;
-    memmove(r->head + n, r->head + old, rest);
-    memcpy(r->head, line, (size_t)n);
-    r->head_len = (size_t)n + rest;
-}
-
 static int add_field(struct response *resp, const struct cgi_field *f)
 {
     char line[RESP_HEAD_CAP];
@@ -262,16 +243,15 @@ int cgi_parse_head(const char *buf, size_t len, struct response *resp)
 
     int status = h.status ? h.status : h.location ? 302 : 200;
     resp_start(resp, status);
-    set_reason(resp, status, h.reason);
+    if (h.reason.len <= CGI_REASON_MAX)
+        resp_set_reason(resp, h.reason.p, h.reason.len);
     pos = 0;
     while (next_field(buf, head_len, &pos, &f) == 1)
         if (!field_dropped(f.name) && add_field(resp, &f) < 0)
             return -1;
-    if (h.has_length && !resp->no_length) {
-        resp->content_length = h.length;
-        resp->length_known = true;
-    }
-    return resp->overflow ? -1 : (int)head_len;
+    if (h.has_length)
+        resp_stream_length(resp, h.length);
+    return resp_failed(resp) ? -1 : (int)head_len;
 }
 
 /* --- the environment (RFC 3875 section 4.1) ------------------------------------------ */
@@ -809,16 +789,14 @@ static enum mod_result cgi_handle(void *state, const struct request *req,
             resp_header(resp, "Retry-After", "1");
         return MOD_HANDLED;
     }
-    resp->status = 200; /* the script's head decides; this is only a placeholder */
-    resp->streaming = true;
-    resp->stream = (struct resp_stream){
+    resp_stream(resp, &(struct resp_stream){
         .fd = fd,
         .pgid = run->pid, /* POSIX_SPAWN_SETPGROUP with 0: the group is the script's pid */
         .timeout_ms = st->timeout_ms,
         .ops = &cgi_stream_ops,
         .ctx = run,
         .name = run->name,
-    };
+    });
     return MOD_HANDLED;
 }
 
@@ -857,17 +835,7 @@ static int read_settings(struct module_init *mi, struct cgi_state *st)
  * PATH, DOCUMENT_ROOT, the host name, /dev/null and the spawn attributes. */
 static int read_server(struct module_init *mi, struct cgi_state *st)
 {
-    struct response *r = malloc(sizeof(*r));
-    size_t len = 0;
-    const char *sw = NULL;
-    if (r) {
-        resp_init(r);
-        resp_start(r, 200);
-        sw = resp_header_get(r, "Server", &len);
-    }
-    snprintf(st->software, sizeof(st->software), "%.*s", sw ? (int)len : 7,
-             sw ? sw : "lfhttpd");
-    free(r);
+    snprintf(st->software, sizeof(st->software), "%s", http_response_server());
     const char *path = getenv("PATH");
     snprintf(st->path, sizeof(st->path), "%s", path && *path ? path : CGI_DEFAULT_PATH);
     if (!realpath(mi->cfg->root, st->document_root))

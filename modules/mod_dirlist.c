@@ -19,9 +19,9 @@
  * every link fetches exactly the file listed. In JSON they are escaped per RFC 8259, with
  * invalid UTF-8 as \ufffd so the document is always valid; "href" keeps the exact bytes.
  *
- * The body is built in memory allocated here, grown as needed up to DIRLIST_BODY_MAX (a
- * listing past it is a 500, never a silently shortened page), and freed by the response's
- * release callback once it is sent.
+ * The body is built in a strbuf, grown as needed up to DIRLIST_BODY_MAX (a listing past it
+ * is a 500, never a silently shortened page), and lent to the response (resp_body_owned),
+ * which frees it once it is sent.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -35,8 +35,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "http_params.h"
 #include "log.h"
+#include "mod_dirlist.h"
 #include "module.h"
+#include "strbuf.h"
 
 #define DIRLIST_BODY_MAX ((size_t)64 << 20) /* the largest listing answered, in bytes */
 #define DIRLIST_ENTRIES_MAX (1u << 20)      /* the most entries read from one directory */
@@ -46,191 +49,9 @@ struct dirlist_state {
     bool hidden;              /* autoindex_hidden on: dotfiles are listed */
 };
 
-/* --- a growing output buffer --------------------------------------------------------- */
-
-struct dl_buf {
-    char *p;
-    size_t len, cap;
-    bool failed; /* out of memory or past DIRLIST_BODY_MAX: nothing more is added */
-};
-
-static bool buf_reserve(struct dl_buf *b, size_t n)
-{
-    if (b->failed)
-        return false;
-    if (n <= b->cap - b->len)
-        return true;
-    if (n > DIRLIST_BODY_MAX - b->len) {
-        b->failed = true;
-        return false;
-    }
-    size_t cap = b->cap ? b->cap : 16384;
-    while (cap - b->len < n)
-        cap *= 2;
-    if (cap > DIRLIST_BODY_MAX)
-        cap = DIRLIST_BODY_MAX;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-        b->failed = true;
-        return false;
-    }
-    b->p = p;
-    b->cap = cap;
-    return true;
-}
-
-static void buf_add(struct dl_buf *b, const char *s, size_t n)
-{
-    if (!buf_reserve(b, n))
-        return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-}
-
-static void buf_puts(struct dl_buf *b, const char *s)
-{
-    buf_add(b, s, strlen(s));
-}
-
-__attribute__((format(printf, 2, 3))) static void buf_printf(struct dl_buf *b,
-                                                             const char *fmt, ...)
-{
-    char line[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof(line)) { /* only short, server-made text comes here */
-        b->failed = true;
-        return;
-    }
-    buf_add(b, line, (size_t)n);
-}
-
-/* --- escaping ------------------------------------------------------------------------ */
-
-static const char replacement_char[] = "\xEF\xBF\xBD"; /* U+FFFD */
-
-/* The length of the well-formed UTF-8 sequence at p (of n bytes), or 0 if there is none
- * (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF). */
-static size_t utf8_len(const unsigned char *p, size_t n)
-{
-    unsigned char c = p[0];
-    if (c < 0x80)
-        return 1;
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF; /* the range of the second byte */
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else {
-        return 0;
-    }
-    if (n < len || p[1] < lo || p[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-    return len;
-}
-
-/* Text for an HTML element or a quoted attribute value. */
-static void html_escape(struct dl_buf *b, const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = p[i];
-        const char *rep = NULL;
-        switch (c) {
-        case '&': rep = "&amp;"; break;
-        case '<': rep = "&lt;"; break;
-        case '>': rep = "&gt;"; break;
-        case '"': rep = "&quot;"; break;
-        case '\'': rep = "&#39;"; break;
-        default:
-            if (c < 0x20 || c == 0x7F)
-                rep = replacement_char;
-        }
-        if (rep) {
-            buf_puts(b, rep);
-            i++;
-            continue;
-        }
-        size_t len = utf8_len(p + i, n - i);
-        if (len == 0) {
-            buf_puts(b, replacement_char);
-            i++;
-        } else {
-            buf_add(b, s + i, len);
-            i += len;
-        }
-    }
-}
-
-/* A path segment for a URL: every byte but the unreserved ones (RFC 3986 section 2.3) and
- * '/' is percent-encoded, so the link names exactly these bytes. */
-static void url_encode(struct dl_buf *b, const char *s, size_t n)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                     (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~' ||
-                     c == '/';
-        if (plain) {
-            buf_add(b, s + i, 1);
-        } else {
-            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-            buf_add(b, e, 3);
-        }
-    }
-}
-
-/* A JSON string, quotes included: valid JSON whatever the bytes are. */
-static void json_string(struct dl_buf *b, const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    buf_add(b, "\"", 1);
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = p[i];
-        if (c == '"' || c == '\\') {
-            char e[2] = {'\\', (char)c};
-            buf_add(b, e, 2);
-            i++;
-        } else if (c < 0x20) {
-            buf_printf(b, "\\u%04x", c);
-            i++;
-        } else {
-            size_t len = utf8_len(p + i, n - i);
-            if (len == 0) {
-                buf_puts(b, "\\ufffd");
-                i++;
-            } else {
-                buf_add(b, s + i, len);
-                i += len;
-            }
-        }
-    }
-    buf_add(b, "\"", 1);
-}
-
 /* --- figures --------------------------------------------------------------------------- */
 
-/* "512 B", "1.5 KiB", "23 MiB": three significant figures at most. */
-static void human_size(uint64_t n, char out[16])
+void dirlist_human_size(uint64_t n, char out[16])
 {
     static const char units[][4] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     if (n < 1024) {
@@ -250,29 +71,12 @@ static void human_size(uint64_t n, char out[16])
     snprintf(out, 16, v < 9.95 ? "%.1f %s" : "%.0f %s", v, units[u]);
 }
 
-/* "2024-05-01T12:34:56Z" */
-static void iso_time(int64_t t, char out[32])
+void dirlist_iso_time(int64_t t, char out[32])
 {
     struct tm tm;
     time_t tt = (time_t)t;
     if (!gmtime_r(&tt, &tm) || strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
         snprintf(out, 32, "1970-01-01T00:00:00Z");
-}
-
-/* Does the query ask for JSON (a `format=json` parameter)? */
-static bool query_wants_json(const struct http_request *h)
-{
-    if (h->query.len == 0)
-        return false; /* (query.p is NULL then) */
-    const char *p = h->query.p, *end = h->query.p + h->query.len;
-    while (p < end) {
-        const char *amp = memchr(p, '&', (size_t)(end - p));
-        const char *stop = amp ? amp : end;
-        if (stop - p == 11 && memcmp(p, "format=json", 11) == 0)
-            return true;
-        p = stop + 1;
-    }
-    return false;
 }
 
 /* --- opening beneath the root -------------------------------------------------------- */
@@ -285,44 +89,23 @@ static bool join_rel(char *out, size_t cap, const char *dir, const char *name)
     return n >= 0 && (size_t)n < cap;
 }
 
-/* Would mod_static find an index file in the directory (or fail trying)? Mirrors its
- * serve_index: a missing or non-regular candidate is skipped, anything else is its. */
-static bool has_index(const struct request *req, const char *dir)
+/* Would mod_static find an index file in the directory dfd (or fail trying)? */
+static bool has_index(const struct request *req, int dfd)
 {
-    const struct config *cfg = req->cfg;
-    char rel[REQUEST_PATH_MAX + 256];
-    for (unsigned i = 0; i < cfg->n_index; i++) {
-        if (!join_rel(rel, sizeof(rel), dir, cfg->index[i]))
-            return true;
-        int fd = open_beneath(req->root_fd, rel, O_PATH, req->root_real);
-        if (fd == -ENOENT)
-            continue;
-        if (fd < 0)
-            return true; /* mod_static answers the error */
-        struct stat sb;
-        bool regular = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
+    unsigned which;
+    struct stat sb;
+    int fd = module_index_open(req, dfd, "", O_PATH, &which, &sb);
+    if (fd >= 0)
         close(fd);
-        if (regular)
-            return true;
-    }
-    return false;
+    return fd != -ENOENT; /* an error: mod_static answers it */
 }
 
 /* --- reading the directory ------------------------------------------------------------- */
 
-struct dl_entry {
-    const char *name; /* NUL-terminated, in the list's names buffer */
-    size_t name_off;  /* where in that buffer, while it may still move */
-    size_t name_len;
-    bool is_dir;
-    uint64_t size_bytes; /* 0 for directories */
-    int64_t mtime_s;
-};
-
 struct dl_list {
     struct dl_entry *v;
     size_t n, cap;
-    struct dl_buf names; /* every name, each followed by a NUL */
+    struct strbuf names; /* every name, each followed by a NUL */
     unsigned n_dirs, n_files;
 };
 
@@ -332,8 +115,7 @@ static void list_free(struct dl_list *l)
     free(l->names.p);
 }
 
-/* Directories first, then files; each in byte order of their names. */
-static int entry_cmp(const void *a, const void *b)
+int dirlist_entry_cmp(const void *a, const void *b)
 {
     const struct dl_entry *x = a, *y = b;
     if (x->is_dir != y->is_dir)
@@ -376,7 +158,7 @@ static bool list_add(struct dl_list *l, const char *name, size_t len, const stru
         l->cap = cap;
     }
     size_t off = l->names.len;
-    buf_add(&l->names, name, len + 1);
+    strbuf_add(&l->names, name, len + 1);
     if (l->names.failed)
         return false;
     bool is_dir = S_ISDIR(sb->st_mode);
@@ -430,7 +212,7 @@ static int list_read(const struct dirlist_state *st, const struct request *req, 
     for (size_t i = 0; i < l->n; i++)
         l->v[i].name = l->names.p + l->v[i].name_off;
     if (l->n > 1)
-        qsort(l->v, l->n, sizeof(l->v[0]), entry_cmp);
+        qsort(l->v, l->n, sizeof(l->v[0]), dirlist_entry_cmp);
     return 0;
 }
 
@@ -479,92 +261,92 @@ static const char page_style[] =
 
 /* "Index of /a/b/" with each step a link: relative ("../../", "../", "./"), so the
  * links hold whatever prefix or rewrite brought the request here. */
-static void render_crumbs(struct dl_buf *b, const char *path, size_t len)
+void dirlist_render_crumbs(struct strbuf *b, const char *path, size_t len)
 {
     unsigned depth = 0;
     for (size_t i = 1; i < len; i++)
         if (path[i] == '/')
             depth++;
-    buf_puts(b, "<a href=\"");
+    strbuf_puts(b, "<a href=\"");
     for (unsigned i = 0; i < depth; i++)
-        buf_puts(b, "../");
-    buf_puts(b, depth ? "\">/</a>" : "./\">/</a>");
+        strbuf_puts(b, "../");
+    strbuf_puts(b, depth ? "\">/</a>" : "./\">/</a>");
     const char *p = path + 1, *end = path + len;
     for (unsigned level = 1; p < end; level++) {
         const char *slash = memchr(p, '/', (size_t)(end - p));
         if (!slash)
             break;
-        buf_puts(b, "<a href=\"");
+        strbuf_puts(b, "<a href=\"");
         for (unsigned i = level; i < depth; i++)
-            buf_puts(b, "../");
+            strbuf_puts(b, "../");
         if (level == depth)
-            buf_puts(b, "./");
-        buf_puts(b, "\">");
-        html_escape(b, p, (size_t)(slash - p));
-        buf_puts(b, "/</a>");
+            strbuf_puts(b, "./");
+        strbuf_puts(b, "\">");
+        strbuf_html(b, p, (size_t)(slash - p));
+        strbuf_puts(b, "/</a>");
         p = slash + 1;
     }
 }
 
-static void render_row(struct dl_buf *b, const struct dl_entry *e)
+static void render_row(struct strbuf *b, const struct dl_entry *e)
 {
     char when[32], size[16];
-    iso_time(e->mtime_s, when);
-    buf_puts(b, e->is_dir ? "<tr class=\"d\"><td class=\"n\"><a href=\""
+    dirlist_iso_time(e->mtime_s, when);
+    strbuf_puts(b, e->is_dir ? "<tr class=\"d\"><td class=\"n\"><a href=\""
                           : "<tr class=\"f\"><td class=\"n\"><a href=\"");
-    url_encode(b, e->name, e->name_len);
-    buf_puts(b, e->is_dir ? "/\">" : "\">");
-    html_escape(b, e->name, e->name_len);
-    buf_puts(b, e->is_dir ? "/</a></td><td class=\"s\">&mdash;</td>" : "</a></td>");
+    strbuf_url_path(b, e->name, e->name_len);
+    strbuf_puts(b, e->is_dir ? "/\">" : "\">");
+    strbuf_html(b, e->name, e->name_len);
+    strbuf_puts(b, e->is_dir ? "/</a></td><td class=\"s\">&mdash;</td>" : "</a></td>");
     if (!e->is_dir) {
-        human_size(e->size_bytes, size);
-        buf_printf(b, "<td class=\"s\" title=\"%llu byte%s\">%s</td>",
+        dirlist_human_size(e->size_bytes, size);
+        strbuf_printf(b, "<td class=\"s\" title=\"%llu byte%s\">%s</td>",
                    (unsigned long long)e->size_bytes, e->size_bytes == 1 ? "" : "s", size);
     }
     /* when: YYYY-MM-DDTHH:MM:SSZ; shown as "YYYY-MM-DD HH:MM" */
-    buf_printf(b, "<td class=\"m\"><time datetime=\"%s\" title=\"%s\">%.10s<span class=\"t\"> "
+    strbuf_printf(b, "<td class=\"m\"><time datetime=\"%s\" title=\"%s\">%.10s<span class=\"t\"> "
                   "%.5s</span></time></td></tr>\n",
                when, when, when, when + 11);
 }
 
-static void render_html(struct dl_buf *b, const struct request *req, const struct dl_list *l)
+static void render_html(struct strbuf *b, const struct request *req, const struct dl_list *l)
 {
-    buf_puts(b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    strbuf_puts(b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                 "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
                 "<meta name=\"color-scheme\" content=\"light dark\">\n<title>Index of ");
-    html_escape(b, req->path, req->path_len);
-    buf_puts(b, "</title>\n<style>\n");
-    buf_puts(b, page_style);
-    buf_puts(b, "</style>\n</head>\n<body>\n<main>\n<h1>Index of <span class=\"crumbs\">");
-    render_crumbs(b, req->path, req->path_len);
-    buf_puts(b, "</span></h1>\n<table>\n<thead><tr><th>Name</th><th class=\"s\">Size</th>"
+    strbuf_html(b, req->path, req->path_len);
+    strbuf_puts(b, "</title>\n<style>\n");
+    strbuf_puts(b, page_style);
+    strbuf_puts(b, "</style>\n</head>\n<body>\n<main>\n<h1>Index of <span class=\"crumbs\">");
+    dirlist_render_crumbs(b, req->path, req->path_len);
+    strbuf_puts(b, "</span></h1>\n<table>\n<thead><tr><th>Name</th><th class=\"s\">Size</th>"
                 "<th class=\"m\">Modified (UTC)</th></tr></thead>\n<tbody>\n");
     if (req->path_len > 1)
-        buf_puts(b, "<tr class=\"u\"><td class=\"n\"><a href=\"../\">Parent directory</a>"
+        strbuf_puts(b, "<tr class=\"u\"><td class=\"n\"><a href=\"../\">Parent directory</a>"
                     "</td><td class=\"s\"></td><td class=\"m\"></td></tr>\n");
     for (size_t i = 0; i < l->n; i++)
         render_row(b, &l->v[i]);
-    buf_puts(b, "</tbody>\n</table>\n");
-    buf_printf(b, "<footer>%u director%s, %u file%s &middot; lfhttpd</footer>\n", l->n_dirs,
+    strbuf_puts(b, "</tbody>\n</table>\n");
+    strbuf_printf(b, "<footer>%u director%s, %u file%s &middot; lfhttpd</footer>\n", l->n_dirs,
                l->n_dirs == 1 ? "y" : "ies", l->n_files, l->n_files == 1 ? "" : "s");
-    buf_puts(b, "</main>\n</body>\n</html>\n");
+    strbuf_puts(b, "</main>\n</body>\n</html>\n");
 }
 
-static void render_json(struct dl_buf *b, const struct dl_list *l)
+static void render_json(struct strbuf *b, const struct dl_list *l)
 {
-    buf_puts(b, "[");
+    strbuf_puts(b, "[");
     for (size_t i = 0; i < l->n; i++) {
         const struct dl_entry *e = &l->v[i];
         char when[32];
-        iso_time(e->mtime_s, when);
-        buf_puts(b, i ? ",\n{\"name\":" : "\n{\"name\":");
-        json_string(b, e->name, e->name_len);
-        buf_printf(b, ",\"type\":\"%s\",\"size\":%llu,\"mtime\":\"%s\",\"href\":\"",
+        dirlist_iso_time(e->mtime_s, when);
+        strbuf_puts(b, i ? ",\n{\"name\":" : "\n{\"name\":");
+        strbuf_json(b, e->name, e->name_len);
+        strbuf_printf(b, ",\"type\":\"%s\",\"size\":%llu,\"mtime\":\"%s\",\"href\":\"",
                    e->is_dir ? "dir" : "file", (unsigned long long)e->size_bytes, when);
-        url_encode(b, e->name, e->name_len); /* only unreserved bytes and '%': no escaping */
-        buf_puts(b, e->is_dir ? "/\"}" : "\"}");
+        strbuf_url_path(b, e->name, e->name_len); /* only unreserved bytes and '%': no escaping */
+        strbuf_puts(b, e->is_dir ? "/\"}" : "\"}");
     }
-    buf_puts(b, "\n]\n");
+    strbuf_puts(b, "\n]\n");
 }
 
 /* --- the hooks ------------------------------------------------------------------------- */
@@ -582,20 +364,20 @@ static enum mod_result dirlist_handle(void *state, const struct request *req,
                            req->root_real);
     if (dfd < 0)
         return MOD_DECLINED; /* not there, not a directory, not allowed: mod_static says */
-    if (has_index(req, dir)) {
+    if (has_index(req, dfd)) {
         close(dfd);
         return MOD_DECLINED;
     }
 
-    struct dl_list l = {0};
+    struct dl_list l = {.names = STRBUF_INIT(DIRLIST_BODY_MAX)};
     if (list_read(st, req, dfd, dir, &l) < 0) {
         log_error("dirlist: /%s: not listed (500): %s", dir,
                   l.names.failed ? "out of memory or over 64 MiB of names" : strerror(errno));
         list_free(&l);
         return MOD_ERROR;
     }
-    bool json = query_wants_json(h);
-    struct dl_buf body = {0};
+    bool json = http_query_has(h->query, "format", "json");
+    struct strbuf body = STRBUF_INIT(DIRLIST_BODY_MAX);
     if (json)
         render_json(&body, &l);
     else
@@ -619,9 +401,7 @@ static enum mod_result dirlist_handle(void *state, const struct request *req,
     }
     resp_header(resp, "X-Content-Type-Options", "nosniff");
     resp_header(resp, "Cache-Control", "no-cache");
-    resp_body_mem(resp, body.p, body.len);
-    resp->release = free;
-    resp->release_ctx = body.p;
+    resp_body_owned(resp, body.p, body.len, free, body.p);
     return MOD_HANDLED;
 }
 

@@ -3,7 +3,7 @@
  * The filter runs on every finished response. It touches GET and HEAD answers of a
  * compressible media type with no Content-Encoding yet, of two kinds:
  *
- *   files    responses that carry an open file (resp->file_fd, mod_static's): 200 whole
+ *   files    responses that carry an open file (resp_file_fd, mod_static's): 200 whole
  *            files, and the 304 and 206 answers about them;
  *   memory   200 responses whose body is all memory (in-process handlers).
  *
@@ -27,7 +27,7 @@
  * A file's variant comes from its fresh sidecar (gzip_static), else from the cache, else
  * it is compressed into a memfd and offered to the cache. The cache is keyed by (st_dev,
  * st_ino) and valid for one (mtime, size); it keeps each variant in a sealed memfd and
- * hands out duplicates of its descriptor, which become the response's file_fd: the body
+ * hands out duplicates of its descriptor, which the response then owns: the body
  * goes out with sendfile, and an entry evicted during a send cannot pull the bytes from
  * under it (the memory goes with the last descriptor). Threads asking for a version
  * another thread is compressing wait for it, so a hot file is compressed once.
@@ -48,6 +48,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "http_params.h"
 #include "log.h"
 #include "module.h"
 
@@ -72,85 +73,6 @@ struct gzip_state {
 
 /* --- Accept-Encoding ------------------------------------------------------------------ */
 
-static bool is_tchar(char c)
-{
-    return isalnum((unsigned char)c) || (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-static const char *skip_ows(const char *p, const char *end)
-{
-    while (p < end && (*p == ' ' || *p == '\t'))
-        p++;
-    return p;
-}
-
-/* qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] ), in thousandths; -1 if not. */
-static int parse_qvalue(const char *p, size_t len)
-{
-    if (len == 0 || (p[0] != '0' && p[0] != '1'))
-        return -1;
-    int q = (p[0] - '0') * 1000;
-    if (len == 1)
-        return q;
-    if (p[1] != '.' || len > 5)
-        return -1;
-    int scale = 100;
-    for (size_t i = 2; i < len; i++, scale /= 10) {
-        if (!isdigit((unsigned char)p[i]))
-            return -1;
-        q += (p[i] - '0') * scale;
-    }
-    return q > 1000 ? -1 : q;
-}
-
-/* A parameter value: a token or a quoted-string. Returns the end, or NULL if malformed. */
-static const char *param_value(const char *p, const char *end, const char **v, size_t *vlen)
-{
-    if (p < end && *p == '"') {
-        const char *q = p + 1;
-        while (q < end && *q != '"')
-            q += (*q == '\\' && q + 1 < end) ? 2 : 1;
-        if (q >= end)
-            return NULL;
-        *v = p + 1;
-        *vlen = (size_t)(q - p - 1);
-        return q + 1;
-    }
-    const char *q = p;
-    while (q < end && is_tchar(*q))
-        q++;
-    *v = p;
-    *vlen = (size_t)(q - p);
-    return q;
-}
-
-/* The parameters after a coding: `*( OWS ";" OWS name "=" value )`. Sets *q from "q=";
- * returns the end, or NULL if malformed. */
-static const char *parse_params(const char *p, const char *end, int *q)
-{
-    for (;;) {
-        p = skip_ows(p, end);
-        if (p >= end || *p != ';')
-            return p;
-        p = skip_ows(p + 1, end);
-        const char *name = p;
-        while (p < end && is_tchar(*p))
-            p++;
-        size_t nlen = (size_t)(p - name);
-        p = skip_ows(p, end);
-        if (nlen == 0 || p >= end || *p != '=')
-            return NULL;
-        p = skip_ows(p + 1, end);
-        const char *v;
-        size_t vlen;
-        p = param_value(p, end, &v, &vlen);
-        if (!p)
-            return NULL;
-        if (nlen == 1 && (name[0] == 'q' || name[0] == 'Q') && (*q = parse_qvalue(v, vlen)) < 0)
-            return NULL;
-    }
-}
-
 static bool token_is(const char *p, size_t len, const char *lower)
 {
     return strlen(lower) == len && strncasecmp(p, lower, len) == 0;
@@ -170,32 +92,19 @@ void gzip_accept_init(struct gzip_accept *a)
 void gzip_accept_parse(struct gzip_accept *a, const char *value, size_t len)
 {
     const char *p = value, *end = value + len;
-    while (p < end) {
-        while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
-            p++;
-        if (p >= end)
-            break;
-        const char *tok = p;
-        while (p < end && is_tchar(*p))
-            p++;
-        size_t tlen = (size_t)(p - tok);
-        int q = 1000;
-        const char *after = tlen ? parse_params(p, end, &q) : NULL;
-        if (after)
-            after = skip_ows(after, end);
-        if (!after || (after < end && *after != ',')) { /* malformed: skip the element */
-            const char *comma = memchr(p, ',', (size_t)(end - p));
-            p = comma ? comma : end;
+    struct http_qitem it;
+    while (http_qlist_next(&p, end, &it)) {
+        const char *tok = it.value.p;
+        size_t tlen = it.value.len;
+        if (memchr(tok, '/', tlen)) /* a media range: no coding at all */
             continue;
-        }
-        p = after;
         a->any = true;
         if (token_is(tok, tlen, "gzip") || token_is(tok, tlen, "x-gzip"))
-            weigh(&a->gzip, q);
+            weigh(&a->gzip, it.q);
         else if (token_is(tok, tlen, "identity"))
-            weigh(&a->identity, q);
+            weigh(&a->identity, it.q);
         else if (token_is(tok, tlen, "*"))
-            weigh(&a->star, q);
+            weigh(&a->star, it.q);
     }
 }
 
@@ -660,7 +569,7 @@ static void vary_add(struct response *r)
     char merged[512];
     int n = snprintf(merged, sizeof(merged), "%.*s, Accept-Encoding", (int)len, v);
     if (n < 0 || (size_t)n >= sizeof(merged)) {
-        r->overflow = true;
+        resp_fail(r);
         return;
     }
     resp_header_set(r, "Vary", merged);
@@ -683,29 +592,6 @@ static bool variant_etag(const struct response *r, char *out, size_t cap)
 }
 
 
-/* Change the status of a response whose head is written: its first line is replaced. */
-static void set_status(struct response *r, int status)
-{
-    char line[64];
-    int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", status,
-                     http_status_text(status));
-    const char *eol = memchr(r->head, '\n', r->head_len);
-    if (!eol || n <= 0 || (size_t)n >= sizeof(line)) {
-        r->overflow = true;
-        return;
-    }
-    size_t old = (size_t)(eol + 1 - r->head), rest = r->head_len - old;
-    if (rest + (size_t)n > sizeof(r->head) - 96) { /* the framing headers' reserve */
-        r->overflow = true;
-        return;
-    }
-    memmove(r->head + n, r->head + old, rest);
-    memcpy(r->head, line, (size_t)n);
-    r->head_len = (size_t)n + rest;
-    r->status = status;
-    r->no_length = status < 200 || status == 204 || status == 304;
-}
-
 /* Headers of a response now carrying the gzip variant. */
 static void mark_gzip(struct response *r, const char *etag)
 {
@@ -719,7 +605,7 @@ static void mark_gzip(struct response *r, const char *etag)
 
 /* What the filter learns about a file response, lazily. */
 struct file_ctx {
-    int fd; /* the identity file: resp->file_fd */
+    int fd; /* the identity file: the response's */
     struct stat st;
     const char *type;         /* its media type, when the response does not say (304, 206) */
     int name_state;           /* 0: not looked up, 1: name holds it, -1: unknown */
@@ -794,11 +680,12 @@ static bool sidecar_fresh(const struct request *req, struct file_ctx *f)
 /* Is the body the whole file (what a 200 of mod_static's carries)? */
 static bool whole_file(const struct response *r, const struct stat *st)
 {
-    if (r->n_segs == 0)
+    unsigned n;
+    const struct out_seg *s = resp_body_segs(r, &n);
+    if (n == 0)
         return st->st_size == 0;
-    const struct out_seg *s = &r->segs[0];
     /* The file, or (from an open-file cache) the whole file's bytes in memory. */
-    return r->n_segs == 1 && (s->mem || (s->fd == r->file_fd && s->off == 0)) &&
+    return n == 1 && (s->mem || (s->fd == resp_file_fd(r) && s->off == 0)) &&
            s->len == (uint64_t)st->st_size;
 }
 
@@ -809,7 +696,7 @@ static bool file_negotiable(const struct gzip_state *g, const struct request *re
     if (size < g->min_length)
         return false;
     size_t len;
-    const char *ct = resp->status == 200 ? resp_header_get(resp, "Content-Type", &len) : NULL;
+    const char *ct = resp_status(resp) == 200 ? resp_header_get(resp, "Content-Type", &len) : NULL;
     if (!ct) { /* 304 and 206 say nothing or multipart/byteranges: ask who knows types */
         if (!served_name(req, f))
             return false;
@@ -887,12 +774,12 @@ static void answer_gzip(const struct gzip_state *g, const struct request *req,
         vary_add(resp);
         return;
     }
-    bool not_modified = resp->status == 304; /* If-Modified-Since: the same for both */
+    bool not_modified = resp_status(resp) == 304; /* If-Modified-Since: the same for both */
     if (h->if_none_match.len)
         not_modified = http_etag_list_matches(h->if_none_match, tag, true);
     if (not_modified) {
-        if (resp->status != 304)
-            set_status(resp, 304);
+        if (resp_status(resp) != 304)
+            resp_set_status(resp, 304);
         resp_header_remove(resp, "Content-Type");
         resp_header_remove(resp, "Accept-Ranges");
         if (has_etag)
@@ -904,34 +791,35 @@ static void answer_gzip(const struct gzip_state *g, const struct request *req,
     uint64_t vlen;
     if (file_variant(g, req, f, &vfd, &vlen) < 0)
         return; /* mod_static's answer stands: identity (a 304 of it stays a 304) */
-    if (resp->status != 200) {
-        set_status(resp, 200);
+    if (resp_status(resp) != 200) {
+        resp_set_status(resp, 200);
         resp_header_set(resp, "Content-Type", f->type);
     }
     mark_gzip(resp, has_etag ? etag : NULL);
     resp_file_close(resp); /* the identity file: closed, or given back to its cache */
-    resp->file_fd = vfd;   /* the core closes it once sent */
     resp_body_clear(resp);
+    resp_file_own(resp, vfd); /* the core closes it once sent */
     resp_body_file(resp, vfd, 0, vlen);
 }
 
 static void filter_file(const struct gzip_state *g, const struct request *req,
                         struct response *resp)
 {
-    struct file_ctx f = {.fd = resp->file_fd, .side_fd = -1};
-    if (resp->file_st) /* what mod_static's ETag was made from (its open-file cache's) */
-        f.st = *resp->file_st;
+    struct file_ctx f = {.fd = resp_file_fd(resp), .side_fd = -1};
+    const struct stat *st = resp_file_stat(resp);
+    if (st) /* what mod_static's ETag was made from (its open-file cache's) */
+        f.st = *st;
     else if (fstat(f.fd, &f.st) < 0)
         return;
     if (!S_ISREG(f.st.st_mode))
         return;
-    if (resp->status == 200 && !whole_file(resp, &f.st))
+    if (resp_status(resp) == 200 && !whole_file(resp, &f.st))
         return;
     if (!file_negotiable(g, req, resp, &f))
         goto out;
     vary_add(resp);
     /* Range requests get the identity: mod_static's 206 (or its 200 if it ignored them). */
-    if (resp->status == 206 || req->http->range.len)
+    if (resp_status(resp) == 206 || req->http->range.len)
         goto out;
     if (request_choice(req->http) == GZIP_CHOICE_GZIP)
         answer_gzip(g, req, resp, &f);
@@ -946,29 +834,28 @@ static void filter_memory(const struct gzip_state *g, const struct request *req,
                           struct response *resp)
 {
     struct iovec iov[RESP_MAX_SEGS];
-    for (unsigned i = 0; i < resp->n_segs; i++) {
-        if (!resp->segs[i].mem)
+    unsigned n;
+    const struct out_seg *segs = resp_body_segs(resp, &n);
+    for (unsigned i = 0; i < n; i++) {
+        if (!segs[i].mem)
             return;
-        iov[i] = (struct iovec){(void *)resp->segs[i].mem, (size_t)resp->segs[i].len};
+        iov[i] = (struct iovec){(void *)segs[i].mem, (size_t)segs[i].len};
     }
     size_t len;
+    uint64_t length = resp_content_length(resp);
     const char *ct = resp_header_get(resp, "Content-Type", &len);
-    if (!ct || !type_compressible(g, ct, len) || resp->content_length < g->min_length ||
-        resp->content_length > g->max_length)
+    if (!ct || !type_compressible(g, ct, len) || length < g->min_length ||
+        length > g->max_length)
         return;
     vary_add(resp);
     if (request_choice(req->http) != GZIP_CHOICE_GZIP)
         return;
     char *out;
     size_t out_len;
-    if (gzip_compress_iov(iov, resp->n_segs, g->level, &out, &out_len) < 0)
+    if (gzip_compress_iov(iov, n, g->level, &out, &out_len) < 0)
         return;
-    if (resp->release) /* the handler's memory is no longer needed */
-        resp->release(resp->release_ctx);
-    resp_body_clear(resp);
-    resp_body_mem(resp, out, out_len);
-    resp->release = free;
-    resp->release_ctx = out;
+    resp_body_clear(resp); /* the handler's memory, if it lent some, is released */
+    resp_body_owned(resp, out, out_len, free, out);
     char etag[160];
     mark_gzip(resp, variant_etag(resp, etag, sizeof(etag)) ? etag : NULL);
 }
@@ -980,14 +867,14 @@ static void gzip_filter(void *state, const struct request *req, struct response 
     const struct gzip_state *g = state;
     const struct http_request *h = req->http;
     size_t len;
-    if (!g->enabled || resp->streaming || resp->overflow ||
+    if (!g->enabled || resp_is_stream(resp) || resp_failed(resp) ||
         (h->method != HTTP_METHOD_GET && h->method != HTTP_METHOD_HEAD) ||
         resp_header_get(resp, "Content-Encoding", &len))
         return;
-    if (resp->file_fd >= 0 &&
-        (resp->status == 200 || resp->status == 304 || resp->status == 206))
+    int status = resp_status(resp);
+    if (resp_file_fd(resp) >= 0 && (status == 200 || status == 304 || status == 206))
         filter_file(g, req, resp);
-    else if (resp->file_fd < 0 && resp->status == 200)
+    else if (resp_file_fd(resp) < 0 && status == 200)
         filter_memory(g, req, resp);
 }
 

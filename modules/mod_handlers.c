@@ -31,9 +31,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http_params.h"
+#include "mod_handlers.h"
 #include "module.h"
+#include "strbuf.h"
 
-#define STATUS_PAGE_MAX 32768 /* the status page's buffer; its content is bounded */
+#define STATUS_PAGE_MAX 32768 /* the status page's largest size; its content is bounded */
 
 struct handlers_state;
 
@@ -49,16 +52,14 @@ struct thread_counters {
     alignas(64) _Atomic uint64_t requests;
     _Atomic uint64_t bytes;       /* body bytes of responses, as in the access log */
     _Atomic uint64_t by_class[5]; /* responses 1xx .. 5xx */
-    struct thread_counters *next; /* the list, under handlers_state.lock */
+    struct thread_counters *next; /* the list, under status_counters.lock */
     pthread_t owner;
 };
 
 struct handlers_state {
-    unsigned index;       /* this module's place in the chain */
-    bool counting;        /* a status handler is mounted */
-    uint64_t generation;  /* tells this instance's thread registrations from others' */
-    pthread_mutex_t lock; /* guards the list below */
-    struct thread_counters *counters;
+    unsigned index; /* this module's place in the chain */
+    bool counting;  /* a status handler is mounted */
+    struct status_counters counters;
 };
 
 /* A thread's registration: thread-local because the log hook runs on many threads, with a
@@ -73,27 +74,44 @@ static atomic_uint_fast64_t handlers_generations; /* process-wide: one per init 
 
 /* --- counting --------------------------------------------------------------------------- */
 
-static struct thread_counters *my_counters(struct handlers_state *st)
+void status_counters_init(struct status_counters *c)
 {
-    if (tls_counters.generation == st->generation)
+    c->generation = atomic_fetch_add(&handlers_generations, 1) + 1;
+    pthread_mutex_init(&c->lock, NULL);
+    c->list = NULL;
+}
+
+void status_counters_fini(struct status_counters *c)
+{
+    while (c->list) {
+        struct thread_counters *next = c->list->next;
+        free(c->list);
+        c->list = next;
+    }
+    pthread_mutex_destroy(&c->lock);
+}
+
+static struct thread_counters *my_counters(struct status_counters *c)
+{
+    if (tls_counters.generation == c->generation)
         return tls_counters.tc;
     /* Not this instance's last user: find this thread's entry, or make one. A thread that
      * alternates between two instances finds its entry again instead of adding more. */
     pthread_t self = pthread_self();
-    pthread_mutex_lock(&st->lock);
-    struct thread_counters *tc = st->counters;
+    pthread_mutex_lock(&c->lock);
+    struct thread_counters *tc = c->list;
     while (tc && !pthread_equal(tc->owner, self))
         tc = tc->next;
     if (!tc && (tc = aligned_alloc(64, sizeof(*tc)))) {
         memset(tc, 0, sizeof(*tc));
         tc->owner = self;
-        tc->next = st->counters;
-        st->counters = tc;
+        tc->next = c->list;
+        c->list = tc;
     }
-    pthread_mutex_unlock(&st->lock);
+    pthread_mutex_unlock(&c->lock);
     if (!tc)
         return NULL;
-    tls_counters.generation = st->generation;
+    tls_counters.generation = c->generation;
     tls_counters.tc = tc;
     return tc;
 }
@@ -104,189 +122,71 @@ static void bump(_Atomic uint64_t *c, uint64_t n)
                           memory_order_relaxed);
 }
 
-static void handlers_log(void *state, const struct request *req, const struct response *resp)
+void status_counters_count(struct status_counters *c, const struct response *resp)
 {
-    (void)req;
-    struct handlers_state *st = state;
-    if (!st->counting)
-        return;
-    struct thread_counters *tc = my_counters(st);
+    struct thread_counters *tc = my_counters(c);
     if (!tc)
         return;
     bump(&tc->requests, 1);
-    if (!resp->head_only && !resp->no_length)
-        bump(&tc->bytes, resp->content_length);
-    int cls = resp->status / 100;
+    bump(&tc->bytes, resp_body_bytes(resp));
+    int cls = resp_status(resp) / 100;
     if (cls >= 1 && cls <= 5)
         bump(&tc->by_class[cls - 1], 1);
 }
 
-struct status_totals {
-    uint64_t requests, bytes, by_class[5];
-};
-
-static void totals_sum(struct handlers_state *st, struct status_totals *t)
+void status_counters_sum(struct status_counters *c, struct status_totals *t)
 {
     memset(t, 0, sizeof(*t));
-    pthread_mutex_lock(&st->lock);
-    for (const struct thread_counters *tc = st->counters; tc; tc = tc->next) {
+    pthread_mutex_lock(&c->lock);
+    for (const struct thread_counters *tc = c->list; tc; tc = tc->next) {
         t->requests += atomic_load_explicit(&tc->requests, memory_order_relaxed);
         t->bytes += atomic_load_explicit(&tc->bytes, memory_order_relaxed);
         for (int i = 0; i < 5; i++)
             t->by_class[i] += atomic_load_explicit(&tc->by_class[i], memory_order_relaxed);
     }
-    pthread_mutex_unlock(&st->lock);
+    pthread_mutex_unlock(&c->lock);
 }
 
-/* --- a bounded output buffer ----------------------------------------------------------- */
-
-struct out_buf {
-    char *p;
-    size_t len, cap;
-    bool failed; /* something did not fit */
-};
-
-static void out_add(struct out_buf *b, const char *s, size_t n)
+struct status_counters *handlers_counters(void *state)
 {
-    if (b->failed || n > b->cap - b->len) {
-        b->failed = true;
-        return;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
+    struct handlers_state *st = state;
+    return st->counting ? &st->counters : NULL;
 }
 
-static void out_puts(struct out_buf *b, const char *s)
+static void handlers_log(void *state, const struct request *req, const struct response *resp)
 {
-    out_add(b, s, strlen(s));
-}
-
-__attribute__((format(printf, 2, 3))) static void out_printf(struct out_buf *b,
-                                                             const char *fmt, ...)
-{
-    if (b->failed)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= b->cap - b->len)
-        b->failed = true;
-    else
-        b->len += (size_t)n;
-}
-
-/* Server-made text (a group's name) in HTML. */
-static void out_html(struct out_buf *b, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': out_puts(b, "&amp;"); break;
-        case '<': out_puts(b, "&lt;"); break;
-        case '>': out_puts(b, "&gt;"); break;
-        case '"': out_puts(b, "&quot;"); break;
-        case '\'': out_puts(b, "&#39;"); break;
-        default: out_add(b, s, 1);
-        }
-    }
-}
-
-/* Server-made text in a JSON string (quotes included). */
-static void out_json(struct out_buf *b, const char *s)
-{
-    out_add(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            char e[2] = {'\\', (char)c};
-            out_add(b, e, 2);
-        } else if (c < 0x20) {
-            out_printf(b, "\\u%04x", c);
-        } else {
-            out_add(b, s, 1);
-        }
-    }
-    out_add(b, "\"", 1);
+    (void)req;
+    struct handlers_state *st = state;
+    if (st->counting)
+        status_counters_count(&st->counters, resp);
 }
 
 /* --- content negotiation ---------------------------------------------------------------- */
 
-/* The q of a media range's parameters ("; q=0.5"), in thousandths; 1000 when absent. */
-static int accept_q(const char *p, const char *end)
-{
-    while (p < end) {
-        const char *semi = memchr(p, ';', (size_t)(end - p));
-        if (!semi)
-            return 1000;
-        p = semi + 1;
-        while (p < end && (*p == ' ' || *p == '\t'))
-            p++;
-        if (end - p < 2 || (p[0] != 'q' && p[0] != 'Q') || p[1] != '=')
-            continue;
-        p += 2;
-        int q = 0, scale = 1000;
-        if (p < end && *p >= '0' && *p <= '1')
-            q = (*p++ - '0') * 1000;
-        if (p < end && *p == '.')
-            for (p++; p < end && *p >= '0' && *p <= '9' && scale > 1; p++)
-                q += (*p - '0') * (scale /= 10);
-        return q > 1000 ? 1000 : q;
-    }
-    return 1000;
-}
-
-/* Does an Accept value prefer application/json to text/html? Only those two exact types
- * count (a browser's list names text/html; "*" + "/" + "*" gets the default, HTML). */
-static bool accept_prefers_json(struct http_slice accept)
+bool handlers_accept_prefers_json(struct http_slice accept)
 {
     if (accept.len == 0)
-        return false;
+        return false; /* (accept.p is NULL then) */
     int q_json = 0, q_html = 0;
     const char *p = accept.p, *end = accept.p + accept.len;
-    while (p < end) {
-        const char *comma = memchr(p, ',', (size_t)(end - p));
-        const char *stop = comma ? comma : end;
-        while (p < stop && (*p == ' ' || *p == '\t'))
-            p++;
-        const char *type_end = p;
-        while (type_end < stop && *type_end != ';' && *type_end != ' ' && *type_end != '\t')
-            type_end++;
-        size_t tl = (size_t)(type_end - p);
-        if (tl == 16 && strncasecmp(p, "application/json", 16) == 0)
-            q_json = accept_q(type_end, stop);
-        else if (tl == 9 && strncasecmp(p, "text/html", 9) == 0)
-            q_html = accept_q(type_end, stop);
-        p = stop + 1;
+    struct http_qitem it;
+    while (http_qlist_next(&p, end, &it)) {
+        if (it.value.len == 16 && strncasecmp(it.value.p, "application/json", 16) == 0)
+            q_json = it.q;
+        else if (it.value.len == 9 && strncasecmp(it.value.p, "text/html", 9) == 0)
+            q_html = it.q;
     }
     return q_json > 0 && q_json > q_html;
 }
 
-/* Does the query have the parameter format=value? */
-static bool query_format_is(const struct http_request *h, const char *value)
+bool handlers_status_wants_json(const struct http_request *h)
 {
-    if (h->query.len == 0)
-        return false; /* (query.p is NULL then) */
-    size_t vl = strlen(value);
-    const char *p = h->query.p, *end = h->query.p + h->query.len;
-    while (p < end) {
-        const char *amp = memchr(p, '&', (size_t)(end - p));
-        const char *stop = amp ? amp : end;
-        if ((size_t)(stop - p) == 7 + vl && memcmp(p, "format=", 7) == 0 &&
-            memcmp(p + 7, value, vl) == 0)
-            return true;
-        p = stop + 1;
-    }
-    return false;
-}
-
-static bool status_wants_json(const struct http_request *h)
-{
-    if (query_format_is(h, "json"))
+    if (http_query_has(h->query, "format", "json"))
         return true;
-    if (query_format_is(h, "html"))
+    if (http_query_has(h->query, "format", "html"))
         return false;
     const struct http_header *a = http_find_header(h, "accept");
-    return a && accept_prefers_json(a->value);
+    return a && handlers_accept_prefers_json(a->value);
 }
 
 /* --- the handlers ----------------------------------------------------------------------- */
@@ -333,7 +233,7 @@ static bool echo_method(enum http_method m)
 }
 
 /* The request line and header fields as an HTTP/1.1 head: CRLF lines, a blank line. */
-static size_t echo_head_len(const struct http_request *h)
+size_t handlers_echo_head_len(const struct http_request *h)
 {
     size_t n = h->method_name.len + 1 + h->target.len + 1 + 8 + 2;
     for (unsigned i = 0; i < h->n_headers; i++)
@@ -341,7 +241,7 @@ static size_t echo_head_len(const struct http_request *h)
     return n + 2;
 }
 
-static void echo_head_write(const struct http_request *h, char *out)
+void handlers_echo_head_write(const struct http_request *h, char *out)
 {
     char *p = out;
 #define PUT(s, n) (memcpy(p, (s), (n)), p += (n))
@@ -371,18 +271,11 @@ static enum mod_result echo_handle(struct handlers_state *st, const struct reque
     resp_header(resp, "X-Content-Type-Options", "nosniff"); /* a body is never run as HTML */
     resp_header(resp, "Cache-Control", "no-store");
 
-    size_t n = echo_head_len(h);
-    char *head;
-    if (n <= RESP_SCRATCH_CAP - resp->scratch_len) {
-        head = resp_scratch(resp, n);
-    } else {
-        head = malloc(n);
-        if (!head)
-            return MOD_ERROR;
-        resp->release = free;
-        resp->release_ctx = head;
-    }
-    echo_head_write(h, head);
+    size_t n = handlers_echo_head_len(h);
+    char *head = resp_body_alloc(resp, n); /* scratch for most heads, no allocation */
+    if (!head)
+        return MOD_ERROR;
+    handlers_echo_head_write(h, head);
     resp_body_mem(resp, head, n);
     /* The body stays where the core collected it until the response is sent (or copied
      * because the socket would block), so it goes out without a copy. */
@@ -422,7 +315,7 @@ static const char status_style[] =
     "@media (max-width:600px){main{padding:16px 8px 28px}th,td{padding:7px 8px}}\n";
 
 /* "3d 04h 05m 06s", "5m 06s", "42s" */
-static void format_uptime(int64_t s, char out[48])
+void handlers_format_uptime(int64_t s, char out[48])
 {
     if (s < 0)
         s = 0;
@@ -450,39 +343,39 @@ static void format_micros(uint64_t us, char out[24])
         snprintf(out, 24, "&le; %.1f s", (double)us / 1e6);
 }
 
-static void status_html(struct out_buf *b, const struct server_stats *ss,
+static void status_html(struct strbuf *b, const struct server_stats *ss,
                         const struct status_totals *t)
 {
     char up[48];
-    format_uptime(ss->uptime_s, up);
-    out_puts(b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    handlers_format_uptime(ss->uptime_s, up);
+    strbuf_puts(b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                 "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
                 "<meta name=\"color-scheme\" content=\"light dark\">\n"
                 "<title>lfhttpd status</title>\n<style>\n");
-    out_puts(b, status_style);
-    out_puts(b, "</style>\n</head>\n<body>\n<main>\n<h1>lfhttpd status</h1>\n"
+    strbuf_puts(b, status_style);
+    strbuf_puts(b, "</style>\n</head>\n<body>\n<main>\n<h1>lfhttpd status</h1>\n"
                 "<dl class=\"cards\">\n");
-    out_printf(b, "<div class=\"card\"><dt>Uptime</dt><dd id=\"uptime\" data-s=\"%lld\">%s"
+    strbuf_printf(b, "<div class=\"card\"><dt>Uptime</dt><dd id=\"uptime\" data-s=\"%lld\">%s"
                   "</dd></div>\n",
                (long long)ss->uptime_s, up);
-    out_printf(b, "<div class=\"card\"><dt>Connections</dt><dd id=\"connections\">%u</dd>"
+    strbuf_printf(b, "<div class=\"card\"><dt>Connections</dt><dd id=\"connections\">%u</dd>"
                   "</div>\n",
                ss->connections);
-    out_printf(b, "<div class=\"card\"><dt>Configuration</dt><dd id=\"generation\" "
+    strbuf_printf(b, "<div class=\"card\"><dt>Configuration</dt><dd id=\"generation\" "
                   "title=\"1 at start, one more per reload\">generation %u</dd></div>\n",
                ss->generation);
-    out_printf(b, "<div class=\"card\"><dt>Requests</dt><dd id=\"requests\">%llu</dd>"
+    strbuf_printf(b, "<div class=\"card\"><dt>Requests</dt><dd id=\"requests\">%llu</dd>"
                   "</div>\n",
                (unsigned long long)t->requests);
-    out_printf(b, "<div class=\"card\"><dt>Bytes served</dt><dd id=\"bytes\">%llu</dd>"
+    strbuf_printf(b, "<div class=\"card\"><dt>Bytes served</dt><dd id=\"bytes\">%llu</dd>"
                   "</div>\n</dl>\n",
                (unsigned long long)t->bytes);
-    out_puts(b, "<h2>Responses</h2>\n<div class=\"wrap\"><table id=\"responses\">\n<thead><tr>"
+    strbuf_puts(b, "<h2>Responses</h2>\n<div class=\"wrap\"><table id=\"responses\">\n<thead><tr>"
                 "<th>Status</th><th>1xx</th><th>2xx</th><th>3xx</th><th>4xx</th><th>5xx</th>"
                 "</tr></thead>\n<tbody><tr><td>Responses</td>");
     for (int i = 0; i < 5; i++)
-        out_printf(b, "<td>%llu</td>", (unsigned long long)t->by_class[i]);
-    out_puts(b, "</tr></tbody>\n</table></div>\n<h2>Service classes (thread groups)"
+        strbuf_printf(b, "<td>%llu</td>", (unsigned long long)t->by_class[i]);
+    strbuf_puts(b, "</tr></tbody>\n</table></div>\n<h2>Service classes (thread groups)"
                 "</h2>\n<div class=\"wrap\"><table id=\"groups\">\n<thead><tr><th>Class</th>"
                 "<th>Strategy</th><th>Threads</th><th>Nice</th>"
                 "<th title=\"open connections\">Conns</th>"
@@ -497,11 +390,11 @@ static void status_html(struct out_buf *b, const struct server_stats *ss,
         char p50[24], p99[24];
         format_micros(ss->groups[i].p50_us, p50);
         format_micros(ss->groups[i].p99_us, p99);
-        out_puts(b, "<tr><td>");
-        out_html(b, ss->groups[i].name);
-        out_puts(b, "</td><td>");
-        out_html(b, ss->groups[i].strategy);
-        out_printf(b, "</td><td>%u</td><td>%d</td><td>%u</td><td>%llu</td><td>%s</td>"
+        strbuf_puts(b, "<tr><td>");
+        strbuf_html(b, ss->groups[i].name, strlen(ss->groups[i].name));
+        strbuf_puts(b, "</td><td>");
+        strbuf_html(b, ss->groups[i].strategy, strlen(ss->groups[i].strategy));
+        strbuf_printf(b, "</td><td>%u</td><td>%d</td><td>%u</td><td>%llu</td><td>%s</td>"
                       "<td>%s</td><td>%llu</td><td>%llu</td><td>%llu</td></tr>\n",
                    ss->groups[i].threads, ss->groups[i].nice, ss->groups[i].connections,
                    (unsigned long long)ss->groups[i].requests, p50, p99,
@@ -509,15 +402,15 @@ static void status_html(struct out_buf *b, const struct server_stats *ss,
                    (unsigned long long)ss->groups[i].handoffs,
                    (unsigned long long)ss->groups[i].waits);
     }
-    out_puts(b, "</tbody>\n</table></div>\n<footer>Figures since start; requests, bytes and "
+    strbuf_puts(b, "</tbody>\n</table></div>\n<footer>Figures since start; requests, bytes and "
                 "responses since the last reload. This page is not counted until it is sent. <a href=\"?format=json\">JSON</a></footer>\n"
                 "</main>\n</body>\n</html>\n");
 }
 
-static void status_json(struct out_buf *b, const struct server_stats *ss,
+static void status_json(struct strbuf *b, const struct server_stats *ss,
                         const struct status_totals *t)
 {
-    out_printf(b, "{\"uptime_s\":%lld,\"generation\":%u,\"connections\":%u,"
+    strbuf_printf(b, "{\"uptime_s\":%lld,\"generation\":%u,\"connections\":%u,"
                   "\"context_switches\":{\"voluntary\":%llu,\"involuntary\":%llu},"
                   "\"requests\":%llu,\"bytes\":%llu,"
                   "\"responses\":{\"1xx\":%llu,\"2xx\":%llu,\"3xx\":%llu,\"4xx\":%llu,"
@@ -529,11 +422,11 @@ static void status_json(struct out_buf *b, const struct server_stats *ss,
                (unsigned long long)t->by_class[1], (unsigned long long)t->by_class[2],
                (unsigned long long)t->by_class[3], (unsigned long long)t->by_class[4]);
     for (unsigned i = 0; i < ss->n_groups && i < SERVER_STATS_GROUPS; i++) {
-        out_puts(b, i ? ",{\"name\":" : "{\"name\":");
-        out_json(b, ss->groups[i].name);
-        out_puts(b, ",\"strategy\":");
-        out_json(b, ss->groups[i].strategy);
-        out_printf(b, ",\"threads\":%u,\"nice\":%d,\"connections\":%u,\"requests\":%llu,"
+        strbuf_puts(b, i ? ",{\"name\":" : "{\"name\":");
+        strbuf_json(b, ss->groups[i].name, strlen(ss->groups[i].name));
+        strbuf_puts(b, ",\"strategy\":");
+        strbuf_json(b, ss->groups[i].strategy, strlen(ss->groups[i].strategy));
+        strbuf_printf(b, ",\"threads\":%u,\"nice\":%d,\"connections\":%u,\"requests\":%llu,"
                       "\"p50_us\":%llu,\"p99_us\":%llu,\"events\":%llu,\"handoffs\":%llu,"
                       "\"waits\":%llu}",
                    ss->groups[i].threads, ss->groups[i].nice, ss->groups[i].connections,
@@ -544,7 +437,7 @@ static void status_json(struct out_buf *b, const struct server_stats *ss,
                    (unsigned long long)ss->groups[i].handoffs,
                    (unsigned long long)ss->groups[i].waits);
     }
-    out_puts(b, "]}\n");
+    strbuf_puts(b, "]}\n");
 }
 
 static enum mod_result status_handle(struct handlers_state *st, const struct request *req,
@@ -555,12 +448,10 @@ static enum mod_result status_handle(struct handlers_state *st, const struct req
     struct server_stats ss;
     struct status_totals t;
     module_server_stats(req->server, &ss);
-    totals_sum(st, &t);
+    status_counters_sum(&st->counters, &t);
 
-    struct out_buf b = {.p = malloc(STATUS_PAGE_MAX), .cap = STATUS_PAGE_MAX};
-    if (!b.p)
-        return MOD_ERROR;
-    bool json = status_wants_json(req->http);
+    struct strbuf b = STRBUF_INIT(STATUS_PAGE_MAX);
+    bool json = handlers_status_wants_json(req->http);
     if (json)
         status_json(&b, &ss, &t);
     else
@@ -573,9 +464,7 @@ static enum mod_result status_handle(struct handlers_state *st, const struct req
     resp_header(resp, "Content-Type", json ? "application/json" : "text/html; charset=utf-8");
     resp_header(resp, "Cache-Control", "no-store");
     resp_header(resp, "Vary", "Accept");
-    resp_body_mem(resp, b.p, b.len);
-    resp->release = free;
-    resp->release_ctx = b.p;
+    resp_body_owned(resp, b.p, b.len, free, b.p);
     return MOD_HANDLED;
 }
 
@@ -611,12 +500,7 @@ static void handlers_fini(void *state)
     struct handlers_state *st = state;
     if (!st)
         return;
-    while (st->counters) {
-        struct thread_counters *next = st->counters->next;
-        free(st->counters);
-        st->counters = next;
-    }
-    pthread_mutex_destroy(&st->lock);
+    status_counters_fini(&st->counters);
     free(st);
 }
 
@@ -626,8 +510,7 @@ static int handlers_init(struct module_init *mi, void **state)
     if (!st)
         return module_error(mi, NULL, "out of memory");
     st->index = mi->index;
-    st->generation = atomic_fetch_add(&handlers_generations, 1) + 1;
-    pthread_mutex_init(&st->lock, NULL);
+    status_counters_init(&st->counters);
     for (const struct conf_node *n = config_next(mi->cfg, "handler", NULL); n;
          n = config_next(mi->cfg, "handler", n)) {
         if (n->is_block || n->n_args != 2) {

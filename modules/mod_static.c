@@ -15,7 +15,7 @@
  * once stays open, keyed by the path given to open_beneath ("dir/" or "." for a directory
  * whose index file it is), with its stat, validators and media type. A hit opens, stats
  * and allocates nothing; the response holds a reference to the entry instead of a
- * descriptor of its own (resp->file_release). An entry older than open_file_cache_valid
+ * descriptor of its own (resp_file_shared). An entry older than open_file_cache_valid
  * is looked at again beneath the root, as a request would open it (openat2
  * RESOLVE_BENEATH, O_PATH, then fstat): the same file unchanged (device, inode, size,
  * mtime and ctime to the nanosecond, and for a directory the same index file) keeps it;
@@ -52,9 +52,11 @@ struct static_state {
 
 /* --- opening beneath the root -------------------------------------------------------- */
 
+#define STATIC_OPEN_FLAGS (O_RDONLY | O_NONBLOCK | O_NOCTTY) /* a FIFO does not block */
+
 static int open_file(const struct request *req, int dirfd, const char *rel)
 {
-    return open_beneath(dirfd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, req->root_real);
+    return open_beneath(dirfd, rel, STATIC_OPEN_FLAGS, req->root_real);
 }
 
 
@@ -219,10 +221,7 @@ static void release_entry(void *entry)
 static void serve_entry(const struct request *req, struct response *resp,
                         struct file_cache_entry *e)
 {
-    resp->file_fd = e->fd;
-    resp->file_release = release_entry;
-    resp->file_release_ctx = e;
-    resp->file_st = &e->st;
+    resp_file_shared(resp, e->fd, &e->st, release_entry, e);
     struct file_view f = {e->fd, &e->st, &e->v, e->type, NULL, e->data};
     serve_file(req, resp, &f);
 }
@@ -231,19 +230,6 @@ static void serve_entry(const struct request *req, struct response *resp,
 static bool key_is_dir(const char *key, size_t len)
 {
     return key[len - 1] == '/' || (len == 1 && key[0] == '.');
-}
-
-/* The path beneath the root of index file `index` of the directory key, in buf. */
-static bool index_path(const char *key, size_t len, const char *index, char *buf, size_t cap)
-{
-    if (len == 1 && key[0] == '.')
-        len = 0;
-    size_t il = strlen(index);
-    if (len + il >= cap)
-        return false;
-    memcpy(buf, key, len);
-    memcpy(buf + len, index, il + 1);
-    return true;
 }
 
 /* The status of what a request would open at rel now, beneath the root as mod_static
@@ -265,18 +251,14 @@ static bool entry_current(const struct request *req, const struct file_cache_ent
     struct stat st;
     if (!key_is_dir(e->key, e->key_len))
         return stat_beneath(req, e->key, &st) == 0 && file_cache_same_file(e, &st);
-    /* The same index file as the first regular one found, as serve_index looks. */
-    const struct config *cfg = req->cfg;
-    for (unsigned i = 0; i < cfg->n_index; i++) {
-        char path[REQUEST_PATH_MAX + 256];
-        if (!index_path(e->key, e->key_len, cfg->index[i], path, sizeof(path)))
-            return false;
-        int rc = stat_beneath(req, path, &st);
-        if (rc == -ENOENT || (rc == 0 && !S_ISREG(st.st_mode)))
-            continue;
-        return rc == 0 && i == e->variant && file_cache_same_file(e, &st);
-    }
-    return false;
+    /* The same index file as the one a request would be served now. */
+    const char *dir = strcmp(e->key, ".") == 0 ? "" : e->key;
+    unsigned which;
+    int fd = module_index_open(req, req->root_fd, dir, O_PATH, &which, &st);
+    if (fd < 0)
+        return false;
+    close(fd);
+    return which == e->variant && file_cache_same_file(e, &st);
 }
 
 /* Answer from the cache if it holds rel, still current. False: not answered. */
@@ -346,7 +328,7 @@ static void serve_opened(struct static_state *s, const struct request *req,
     }
     struct file_validators v;
     make_validators(sb, &v);
-    resp->file_fd = fd; /* the core closes it once the response is sent */
+    resp_file_own(resp, fd); /* the core closes it once the response is sent */
     struct file_view f = {fd, sb, &v, NULL, name, NULL};
     serve_file(req, resp, &f);
 }
@@ -358,24 +340,15 @@ static void serve_opened(struct static_state *s, const struct request *req,
 static void serve_index(struct static_state *s, const struct request *req,
                         struct response *resp, int dirfd, const char *rel)
 {
-    const struct config *cfg = req->cfg;
-    for (unsigned i = 0; i < cfg->n_index; i++) {
-        int fd = open_file(req, dirfd, cfg->index[i]);
-        if (fd < 0) {
-            if (fd == -ENOENT)
-                continue;
-            resp_error(resp, http_status_for_errno(-fd));
-            return;
-        }
-        struct stat sb;
-        if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-            close(fd);
-            continue;
-        }
-        serve_opened(s, req, resp, fd, &sb, cfg->index[i], rel, i);
-        return;
-    }
-    resp_error(resp, 403); /* no index file, and listings are not enabled */
+    unsigned i;
+    struct stat sb;
+    int fd = module_index_open(req, dirfd, "", STATIC_OPEN_FLAGS, &i, &sb);
+    if (fd >= 0)
+        serve_opened(s, req, resp, fd, &sb, req->cfg->index[i], rel, i);
+    else if (fd == -ENOENT)
+        resp_error(resp, 403); /* no index file, and listings are not enabled */
+    else
+        resp_error(resp, http_status_for_errno(-fd));
 }
 
 /* 301 to the directory with its slash. The Location is made from the normalized path,

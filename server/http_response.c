@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -15,11 +16,18 @@
 /* Process-wide, set once before the threads start. */
 static char server_line[96] = "Server: lfhttpd\r\n";
 static size_t server_line_len = 17;
+static char server_name[96] = "lfhttpd";
 
 void http_response_set_server(const char *name)
 {
     int n = snprintf(server_line, sizeof(server_line), "Server: %s\r\n", name);
     server_line_len = n > 0 && (size_t)n < sizeof(server_line) ? (size_t)n : 0;
+    snprintf(server_name, sizeof(server_name), "%s", server_line_len ? name : "lfhttpd");
+}
+
+const char *http_response_server(void)
+{
+    return server_name;
 }
 
 char *http_fmt_u64(char *out, uint64_t v)
@@ -208,10 +216,62 @@ int resp_header_set(struct response *r, const char *name, const char *value)
     return resp_header(r, name, value);
 }
 
+static void release_owned(struct response *r)
+{
+    if (r->release)
+        r->release(r->release_ctx);
+    r->release = NULL;
+    r->release_ctx = NULL;
+}
+
 void resp_body_clear(struct response *r)
 {
+    release_owned(r);
     r->n_segs = 0;
     r->content_length = 0;
+}
+
+void resp_fail(struct response *r)
+{
+    r->overflow = true;
+}
+
+/* Put line[0..n) in place of the status line. Returns 0, or -1 if the head has no room. */
+static int replace_status_line(struct response *r, const char *line, size_t n)
+{
+    const char *eol = memchr(r->head, '\n', r->head_len);
+    if (!eol)
+        return -1;
+    size_t old = (size_t)(eol + 1 - r->head), rest = r->head_len - old;
+    if (rest + n > sizeof(r->head) - 96) /* the room resp_finish counts on */
+        return -1;
+    memmove(r->head + n, r->head + old, rest);
+    memcpy(r->head, line, n);
+    r->head_len = n + rest;
+    return 0;
+}
+
+void resp_set_status(struct response *r, int status)
+{
+    char line[64];
+    int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", status,
+                     http_status_text(status));
+    if (n <= 0 || (size_t)n >= sizeof(line) || replace_status_line(r, line, (size_t)n) < 0) {
+        r->overflow = true;
+        return;
+    }
+    r->status = status;
+    r->no_length = status < 200 || status == 204 || status == 304;
+}
+
+void resp_set_reason(struct response *r, const char *reason, size_t len)
+{
+    char line[RESP_HEAD_CAP];
+    if (len == 0 || len > sizeof(line) - 32)
+        return;
+    int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %.*s\r\n", r->status, (int)len, reason);
+    if (n > 0 && (size_t)n < sizeof(line))
+        replace_status_line(r, line, (size_t)n);
 }
 
 void resp_start(struct response *r, int status)
@@ -282,6 +342,53 @@ int resp_body_mem(struct response *r, const char *p, size_t len)
     if (len == 0)
         return 0;
     return add_seg(r, (struct out_seg){.mem = p, .fd = -1, .len = len});
+}
+
+int resp_body_owned(struct response *r, const char *p, size_t len, void (*release)(void *),
+                    void *ctx)
+{
+    if (r->release) { /* one owner only: the first one's memory stays in use */
+        release(ctx);
+        r->overflow = true;
+        return -1;
+    }
+    r->release = release;
+    r->release_ctx = ctx;
+    return resp_body_mem(r, p, len);
+}
+
+char *resp_body_alloc(struct response *r, size_t n)
+{
+    if (n <= sizeof(r->scratch) - r->scratch_len)
+        return resp_scratch(r, n);
+    char *p = malloc(n);
+    if (!p) {
+        r->overflow = true;
+        return NULL;
+    }
+    if (r->release) { /* one owner only */
+        free(p);
+        r->overflow = true;
+        return NULL;
+    }
+    r->release = free;
+    r->release_ctx = p;
+    return p;
+}
+
+void resp_stream(struct response *r, const struct resp_stream *s)
+{
+    r->status = 200; /* a placeholder: the stream's head decides */
+    r->streaming = true;
+    r->stream = *s;
+}
+
+void resp_stream_length(struct response *r, uint64_t len)
+{
+    if (r->no_length)
+        return;
+    r->content_length = len;
+    r->length_known = true;
 }
 
 int resp_body_file(struct response *r, int fd, uint64_t off, uint64_t len)

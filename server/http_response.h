@@ -4,6 +4,13 @@
  * its body is a list of segments, each either bytes in memory or a range of an open file
  * (sent with sendfile). The connection layer sends the head and the segments in order and,
  * only if the socket would block, copies what is left onto the connection.
+ *
+ * The fields of struct response are the core's. Modules build and read a response only
+ * through the functions below: resp_start, headers, a body of memory that outlives the
+ * response (resp_body_mem, scratch), of memory the module lends until sent
+ * (resp_body_owned), of a file the response takes (resp_file_own) or borrows from a cache
+ * (resp_file_shared) with its ranges (resp_body_file), or a stream (resp_stream). Who
+ * frees what, and when, is then the core's one concern.
  */
 #ifndef LFHTTPD_HTTP_RESPONSE_H
 #define LFHTTPD_HTTP_RESPONSE_H
@@ -50,6 +57,7 @@ struct resp_stream {
     const char *name; /* for the error log ("cgi: /cgi-bin/x.sh"); lives as long as ctx */
 };
 
+/* The core's: modules go through the functions below (see the top of this file). */
 struct response {
     int status;
     bool head_only;    /* HEAD: every header as for GET, no body bytes */
@@ -83,7 +91,7 @@ struct response {
     void *release_ctx;
 
     bool chunked;        /* framed with Transfer-Encoding: chunked (set by the core) */
-    bool streaming;      /* the body comes from `stream` (set by a handler) */
+    bool streaming;      /* the body comes from `stream` (resp_stream) */
     bool length_known;   /* for a stream: content_length is the body's length */
     struct resp_stream stream;
 };
@@ -106,6 +114,8 @@ const char *http_last_modified(int64_t mtime_s);
 
 /* Set the process-wide Server header value (at start, before any thread runs). */
 void http_response_set_server(const char *name);
+/* Its value ("lfhttpd", or as server_tokens made it), e.g. for SERVER_SOFTWARE. */
+const char *http_response_server(void);
 
 /* The reason phrase for a status code ("Not Found"). */
 const char *http_status_text(int status);
@@ -124,8 +134,87 @@ int resp_headerf(struct response *r, const char *fmt, ...) __attribute__((format
 
 /* Add body bytes that outlive the response (static memory, or scratch). */
 int resp_body_mem(struct response *r, const char *p, size_t len);
+/* Add body bytes the caller lends until release(ctx) is called: once they are sent or
+ * copied onto the connection, or when the body is cleared. One owned block per response
+ * (a second is a 500); release is called even when the segment does not fit. */
+int resp_body_owned(struct response *r, const char *p, size_t len, void (*release)(void *),
+                    void *ctx);
+/* Room for n body bytes, to be written by the caller and added with resp_body_mem:
+ * scratch when it fits, else malloc'd and owned by the response (freed once sent). NULL
+ * if out of memory (the response then becomes a 500). */
+char *resp_body_alloc(struct response *r, size_t n);
+
+/* The response takes the open file fd: the core closes it once the body is sent (or the
+ * connection closes with the rest parked). Its ranges go in with resp_body_file. */
+static inline void resp_file_own(struct response *r, int fd)
+{
+    r->file_fd = fd;
+    r->file_release = NULL;
+    r->file_release_ctx = NULL;
+    r->file_st = NULL;
+}
+/* The response borrows fd, a descriptor shared with others (an open-file cache's entry,
+ * read only at explicit offsets): the core calls release(ctx) instead of closing it. st:
+ * the file's status as its owner saw it, valid until release (NULL: unknown). */
+static inline void resp_file_shared(struct response *r, int fd, const struct stat *st,
+                                    void (*release)(void *), void *ctx)
+{
+    r->file_fd = fd;
+    r->file_release = release;
+    r->file_release_ctx = ctx;
+    r->file_st = st;
+}
 /* Add len bytes of the open file fd from offset off. */
 int resp_body_file(struct response *r, int fd, uint64_t off, uint64_t len);
+
+/* The body comes from s->fd over time (a CGI script's output): the core reads it, calls
+ * s->ops->head on its start, and s->ops->done at its end. The status and headers so far
+ * are placeholders: the head parser starts the response again. */
+void resp_stream(struct response *r, const struct resp_stream *s);
+/* For a stream's head parser: the body is len bytes long (ignored for statuses that have
+ * no body), so it is sent with a Content-Length, not chunked. */
+void resp_stream_length(struct response *r, uint64_t len);
+
+/* What modules may read. */
+static inline int resp_status(const struct response *r)
+{
+    return r->status;
+}
+/* The body bytes that go on the wire: 0 for HEAD and for 1xx, 204, 304. */
+static inline uint64_t resp_body_bytes(const struct response *r)
+{
+    return r->head_only || r->no_length ? 0 : r->content_length;
+}
+/* The body's length as the head will announce it (what content_length holds). */
+static inline uint64_t resp_content_length(const struct response *r)
+{
+    return r->content_length;
+}
+/* The body's segments, in order. */
+static inline const struct out_seg *resp_body_segs(const struct response *r, unsigned *n)
+{
+    *n = r->n_segs;
+    return r->segs;
+}
+/* The file the response holds, or -1; and its status when its owner knows it, else NULL. */
+static inline int resp_file_fd(const struct response *r)
+{
+    return r->file_fd;
+}
+static inline const struct stat *resp_file_stat(const struct response *r)
+{
+    return r->file_st;
+}
+static inline bool resp_is_stream(const struct response *r)
+{
+    return r->streaming;
+}
+/* Something did not fit (a header, a segment, memory): the response becomes a 500. */
+static inline bool resp_failed(const struct response *r)
+{
+    return r->overflow;
+}
+void resp_fail(struct response *r);
 /* Reserve n bytes of scratch space for body text; NULL if full. */
 char *resp_scratch(struct response *r, size_t n);
 /* Copy bytes into scratch and add them as a body segment. */
@@ -138,8 +227,15 @@ const char *resp_header_get(const struct response *r, const char *name, size_t *
 void resp_header_remove(struct response *r, const char *name);
 /* Replace header `name` (or add it). Returns 0 or -1 if the head is full. */
 int resp_header_set(struct response *r, const char *name, const char *value);
-/* Drop the body (segments and length); an open file_fd stays to be closed. */
+/* Drop the body (segments and length), releasing owned memory now; a file the response
+ * holds stays held. */
 void resp_body_clear(struct response *r);
+/* Change the status of a response whose head is started: the status line is written again
+ * (with the standard reason phrase). */
+void resp_set_status(struct response *r, int status);
+/* Give the status line another reason phrase (a CGI script's "Status: 404 Gone"). Left as
+ * it is when the phrase is empty or does not fit. */
+void resp_set_reason(struct response *r, const char *reason, size_t len);
 
 /* The status for a failed open of a client-named file: 404 missing, 414 too long,
  * 503 out of descriptors or memory, 403 for the rest (refused, or leading out). */

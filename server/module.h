@@ -14,8 +14,11 @@
  *   log      every module, after the response is handed to the connection
  *
  * A module sees the request, the response it fills and the configuration: nothing of
- * connections, threads or the event loop. Hooks run on many threads at once: whatever
- * state they share must be read-only after init, or guarded.
+ * connections, threads or the event loop. It fills and reads the response only through
+ * http_response.h's functions (resp_start, resp_header, resp_body_*, resp_file_*,
+ * resp_stream, resp_status...): the fields of struct response are the core's. Hooks run
+ * on many threads at once: whatever state they share must be read-only after init, or
+ * guarded.
  */
 #ifndef LFHTTPD_MODULE_H
 #define LFHTTPD_MODULE_H
@@ -148,6 +151,16 @@ void module_chain_answer(const struct module_chain *c, const struct request *req
 /* Run log hooks. */
 void module_chain_log(const struct module_chain *c, const struct request *req,
                       const struct response *resp);
+
+/* The index file of a directory, as mod_static serves it: the first of the configured
+ * index names that opens (flags) beneath the root as prefix + name relative to dirfd and
+ * is a regular file; missing or non-regular candidates are skipped. Returns its
+ * descriptor (the caller's), with *which its place in the index list and *st its status;
+ * -ENOENT when the directory has none; else the -errno of the first candidate that could
+ * not be opened (mod_static answers with its status). prefix: "" when dirfd is the
+ * directory, else its path relative to dirfd ending in '/'. */
+int module_index_open(const struct request *req, int dirfd, const char *prefix, int flags,
+                      unsigned *which, struct stat *st);
 
 /* The media type of a file, from the first module that knows it (mod_mime), else
  * "application/octet-stream". */

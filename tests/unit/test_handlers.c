@@ -1,16 +1,20 @@
 /* Unit tests of mod_handlers' pure parts: content negotiation, the echo head, uptime, and
- * the per-thread counters. The module's file is included (its statics are what is tested)
- * under another name for its module struct, since the real one is linked in too. */
+ * the per-thread counters, through mod_handlers.h; and its log hook, through the module. */
 #define TEST_MAIN
 #include "test.h"
 
-#define mod_handlers mod_handlers_under_test
-#include "../../modules/mod_handlers.c"
-#undef mod_handlers
+#include <pthread.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "mod_handlers.h"
+#include "module.h"
+
+extern const struct module mod_handlers;
 
 static bool prefers_json(const char *accept)
 {
-    return accept_prefers_json((struct http_slice){accept, strlen(accept)});
+    return handlers_accept_prefers_json((struct http_slice){accept, strlen(accept)});
 }
 
 TEST(accept_json_alone_or_preferred)
@@ -35,16 +39,10 @@ TEST(accept_html_browsers_and_wildcards_get_html)
 
 TEST(accept_q_values)
 {
-    const char *s = ";q=0.5";
-    CHECK_EQ_INT(accept_q(s, s + strlen(s)), 500);
-    s = "; level=1; Q=0.25";
-    CHECK_EQ_INT(accept_q(s, s + strlen(s)), 250);
-    s = ";q=1.000";
-    CHECK_EQ_INT(accept_q(s, s + strlen(s)), 1000);
-    s = "";
-    CHECK_EQ_INT(accept_q(s, s), 1000);
-    s = ";q=0.0001"; /* three decimals at most count */
-    CHECK_EQ_INT(accept_q(s, s + strlen(s)), 0);
+    CHECK(prefers_json("text/html;q=0.4, application/json;q=0.5"));
+    CHECK(prefers_json("text/html;q=0.2, application/json; level=1; Q=0.25"));
+    CHECK(prefers_json("text/html;q=0.999, application/json;q=1.000"));
+    CHECK(!prefers_json("application/json;q=0.0001")); /* three decimals at most */
 }
 
 static struct http_request with_query(const char *q)
@@ -57,16 +55,14 @@ static struct http_request with_query(const char *q)
 TEST(query_format_parameter)
 {
     struct http_request h = with_query("format=json");
-    CHECK(query_format_is(&h, "json"));
-    CHECK(status_wants_json(&h));
+    CHECK(handlers_status_wants_json(&h));
     h = with_query("x=1&format=html");
-    CHECK(query_format_is(&h, "html"));
-    CHECK(!status_wants_json(&h));
+    CHECK(!handlers_status_wants_json(&h));
     h = with_query("format=jsonp");
-    CHECK(!query_format_is(&h, "json"));
+    CHECK(!handlers_status_wants_json(&h));
     struct http_request none = {0}; /* no query, no Accept: NULL slices */
-    CHECK(!status_wants_json(&none));
-    CHECK(!accept_prefers_json((struct http_slice){NULL, 0}));
+    CHECK(!handlers_status_wants_json(&none));
+    CHECK(!handlers_accept_prefers_json((struct http_slice){NULL, 0}));
 }
 
 TEST(format_html_wins_over_accept_json)
@@ -75,9 +71,9 @@ TEST(format_html_wins_over_accept_json)
     h.headers[0].name = (struct http_slice){"Accept", 6};
     h.headers[0].value = (struct http_slice){"application/json", 16};
     h.n_headers = 1;
-    CHECK(!status_wants_json(&h));
+    CHECK(!handlers_status_wants_json(&h));
     h.query.len = 0;
-    CHECK(status_wants_json(&h));
+    CHECK(handlers_status_wants_json(&h));
 }
 
 TEST(echo_head_is_the_request_as_received)
@@ -86,10 +82,10 @@ TEST(echo_head_is_the_request_as_received)
     struct http_limits lim = {8192, 64};
     struct http_request h;
     CHECK(http_parse_request(raw, sizeof(raw) - 1, &lim, &h) > 0);
-    size_t n = echo_head_len(&h);
+    size_t n = handlers_echo_head_len(&h);
     CHECK_EQ_INT(n, sizeof(raw) - 1);
     char out[128];
-    echo_head_write(&h, out);
+    handlers_echo_head_write(&h, out);
     CHECK(memcmp(out, raw, n) == 0);
 }
 
@@ -100,73 +96,78 @@ TEST(echo_head_of_http10)
     struct http_request h;
     CHECK(http_parse_request(raw, sizeof(raw) - 1, &lim, &h) > 0);
     char out[64];
-    CHECK_EQ_INT(echo_head_len(&h), sizeof(raw) - 1);
-    echo_head_write(&h, out);
+    CHECK_EQ_INT(handlers_echo_head_len(&h), sizeof(raw) - 1);
+    handlers_echo_head_write(&h, out);
     CHECK(memcmp(out, raw, sizeof(raw) - 1) == 0);
 }
 
 TEST(uptime_text)
 {
     char out[48];
-    format_uptime(42, out);
+    handlers_format_uptime(42, out);
     CHECK(strcmp(out, "42s") == 0);
-    format_uptime(366, out);
+    handlers_format_uptime(366, out);
     CHECK(strcmp(out, "6m 06s") == 0);
-    format_uptime(3 * 86400 + 4 * 3600 + 5 * 60 + 6, out);
+    handlers_format_uptime(3 * 86400 + 4 * 3600 + 5 * 60 + 6, out);
     CHECK(strcmp(out, "3d 04h 05m 06s") == 0);
-    format_uptime(-5, out);
+    handlers_format_uptime(-5, out);
     CHECK(strcmp(out, "0s") == 0);
 }
 
-static struct handlers_state *state_counting(void)
+static struct status_counters *counters_new(void)
 {
-    struct handlers_state *st = calloc(1, sizeof(*st));
-    st->counting = true;
-    st->generation = atomic_fetch_add(&handlers_generations, 1) + 1;
-    pthread_mutex_init(&st->lock, NULL);
-    return st;
+    struct status_counters *c = malloc(sizeof(*c));
+    status_counters_init(c);
+    return c;
 }
 
-static void log_one(struct handlers_state *st, int status, uint64_t bytes, bool head)
+static void counters_free(struct status_counters *c)
 {
+    status_counters_fini(c);
+    free(c);
+}
+
+static void log_one(struct status_counters *c, int status, uint64_t bytes, bool head)
+{
+    static const char body[256];
     struct response r;
     resp_init(&r);
     resp_start(&r, status);
-    r.content_length = bytes;
-    r.head_only = head;
-    handlers_log(st, NULL, &r);
+    resp_body_mem(&r, body, bytes);
+    r.head_only = head; /* as the core marks a HEAD request's response */
+    status_counters_count(c, &r);
 }
 
 TEST(counters_by_class_and_bytes)
 {
-    struct handlers_state *st = state_counting();
-    log_one(st, 200, 100, false);
-    log_one(st, 200, 100, true); /* HEAD: no body bytes */
-    log_one(st, 304, 0, false);
-    log_one(st, 404, 10, false);
-    log_one(st, 503, 5, false);
+    struct status_counters *c = counters_new();
+    log_one(c, 200, 100, false);
+    log_one(c, 200, 100, true); /* HEAD: no body bytes */
+    log_one(c, 304, 0, false);
+    log_one(c, 404, 10, false);
+    log_one(c, 503, 5, false);
     struct status_totals t;
-    totals_sum(st, &t);
+    status_counters_sum(c, &t);
     CHECK_EQ_INT(t.requests, 5);
     CHECK_EQ_INT(t.bytes, 115);
     CHECK_EQ_INT(t.by_class[1], 2);
     CHECK_EQ_INT(t.by_class[2], 1);
     CHECK_EQ_INT(t.by_class[3], 1);
     CHECK_EQ_INT(t.by_class[4], 1);
-    handlers_fini(st);
+    counters_free(c);
 }
 
 TEST(counters_of_a_new_instance_start_at_zero)
 {
-    struct handlers_state *a = state_counting();
+    struct status_counters *a = counters_new();
     log_one(a, 200, 1, false);
-    handlers_fini(a);
-    struct handlers_state *b = state_counting(); /* may reuse a's address */
+    counters_free(a);
+    struct status_counters *b = counters_new(); /* may reuse a's address */
     log_one(b, 200, 1, false);
     struct status_totals t;
-    totals_sum(b, &t);
+    status_counters_sum(b, &t);
     CHECK_EQ_INT(t.requests, 1);
-    handlers_fini(b);
+    counters_free(b);
 }
 
 static void *count_many(void *arg)
@@ -178,28 +179,77 @@ static void *count_many(void *arg)
 
 TEST(counters_of_many_threads_add_up)
 {
-    struct handlers_state *st = state_counting();
+    struct status_counters *c = counters_new();
     pthread_t t[4];
     for (int i = 0; i < 4; i++)
-        pthread_create(&t[i], NULL, count_many, st);
+        pthread_create(&t[i], NULL, count_many, c);
     struct status_totals mid;
-    totals_sum(st, &mid); /* while they count: any value, no race */
+    status_counters_sum(c, &mid); /* while they count: any value, no race */
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
     struct status_totals tot;
-    totals_sum(st, &tot);
+    status_counters_sum(c, &tot);
     CHECK_EQ_INT(tot.requests, 40000);
     CHECK_EQ_INT(tot.bytes, 120000);
     CHECK_EQ_INT(tot.by_class[1], 40000);
     CHECK(mid.requests <= 40000);
-    handlers_fini(st);
+    counters_free(c);
+}
+
+/* Init mod_handlers with the configuration text conf; its state, or NULL. */
+static void *handlers_start(const char *conf, struct config *cfg, struct module_chain *chain)
+{
+    char path[] = "/tmp/lfhttpd-test-handlers-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return NULL;
+    ssize_t w = write(fd, conf, strlen(conf));
+    close(fd);
+    char err[512];
+    void *state = NULL;
+    config_defaults(cfg);
+    if (w == (ssize_t)strlen(conf) &&
+        config_load(cfg, path, module_known_directive, err, sizeof(err)) == 0) {
+        memset(chain, 0, sizeof(*chain));
+        chain->mods[0] = &mod_handlers;
+        chain->n = 1;
+        struct module_init mi = {cfg, chain, 0, err, sizeof(err)};
+        if (mod_handlers.init(&mi, &state) < 0)
+            state = NULL;
+    }
+    unlink(path);
+    return state;
+}
+
+TEST(log_hook_counts_with_a_status_handler)
+{
+    struct config cfg;
+    struct module_chain chain;
+    void *st = handlers_start("handler /status status;\n", &cfg, &chain);
+    CHECK(st != NULL);
+    struct response r;
+    resp_init(&r);
+    resp_start(&r, 200);
+    mod_handlers.log(st, NULL, &r);
+    struct status_totals t;
+    CHECK(handlers_counters(st) != NULL);
+    status_counters_sum(handlers_counters(st), &t);
+    CHECK_EQ_INT(t.requests, 1);
+    mod_handlers.fini(st);
+    config_free(&cfg);
 }
 
 TEST(counting_off_without_a_status_handler)
 {
-    struct handlers_state *st = state_counting();
-    st->counting = false;
-    log_one(st, 200, 1, false);
-    CHECK(st->counters == NULL);
-    handlers_fini(st);
+    struct config cfg;
+    struct module_chain chain;
+    void *st = handlers_start("handler /hello hello;\n", &cfg, &chain);
+    CHECK(st != NULL);
+    struct response r;
+    resp_init(&r);
+    resp_start(&r, 200);
+    mod_handlers.log(st, NULL, &r);
+    CHECK(handlers_counters(st) == NULL);
+    mod_handlers.fini(st);
+    config_free(&cfg);
 }

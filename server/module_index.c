@@ -1,0 +1,37 @@
+/* module_index.c — the index file of a directory, as the module API offers it: one lookup
+ * for mod_static (which serves it), its open-file cache (which checks it is still the
+ * one) and mod_dirlist (which lists only directories that have none). */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "module.h"
+
+int module_index_open(const struct request *req, int dirfd, const char *prefix, int flags,
+                      unsigned *which, struct stat *st)
+{
+    const struct config *cfg = req->cfg;
+    size_t pl = strlen(prefix);
+    char rel[REQUEST_PATH_MAX + 256];
+    for (unsigned i = 0; i < cfg->n_index; i++) {
+        size_t il = strlen(cfg->index[i]);
+        if (pl + il >= sizeof(rel))
+            return -ENAMETOOLONG;
+        memcpy(rel, prefix, pl);
+        memcpy(rel + pl, cfg->index[i], il + 1);
+        int fd = open_beneath(dirfd, rel, flags, req->root_real);
+        if (fd == -ENOENT)
+            continue;
+        if (fd < 0)
+            return fd;
+        if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+            close(fd);
+            continue;
+        }
+        *which = i;
+        return fd;
+    }
+    return -ENOENT;
+}
