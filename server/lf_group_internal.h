@@ -1,12 +1,7 @@
-/* lf_group_internal.h — what the thread group's files share, and nothing else includes.
- *
- * lf_group.c holds what every strategy has in common: the group and its handle set,
- * registering and re-arming handles, thread setup, statistics, and start/stop/add
- * dispatched through the strategy's operations below. Each strategy is one file:
- * lf_leader_followers.c (the default, and the reference), lf_half_sync_half_async.c and
- * lf_thread_per_connection.c. The table is consulted at create, start, stop, destroy and
- * when a connection is added: never per event. Each strategy's thread loop calls the
- * handles' callbacks directly, and re-arming is the same epoll_ctl whichever runs.
+/* lf_group_internal.h — private to lf_group.c and the strategy files (lf_leader_followers.c,
+ * lf_half_sync_half_async.c, lf_thread_per_connection.c): the group's struct and the table
+ * of operations a strategy provides. lf_group.c says how they fit together; everything
+ * else includes lf_group.h only.
  */
 #ifndef LFHTTPD_LF_GROUP_INTERNAL_H
 #define LFHTTPD_LF_GROUP_INTERNAL_H
