@@ -3,8 +3,9 @@
  * The group knows nothing of HTTP. It owns an epoll instance (the handle set) and its
  * threads; handles are anything with a file descriptor and an event callback. How the
  * threads share the set is the group's concurrency strategy: Leader/Followers (the
- * default), Half-Sync/Half-Async or Thread-per-Connection. See the comment at the top of
- * lf_group.c for the protocols. Callers see the same interface whichever runs.
+ * default, lf_leader_followers.c), Half-Sync/Half-Async (lf_half_sync_half_async.c) or
+ * Thread-per-Connection (lf_thread_per_connection.c); each file opens with its protocol,
+ * and lf_group.c with what they share. Callers see the same interface whichever runs.
  */
 #ifndef LFHTTPD_LF_GROUP_H
 #define LFHTTPD_LF_GROUP_H
@@ -71,7 +72,8 @@ struct lf_group_stats {
 struct lf_group *lf_group_create(const char *name, unsigned threads, enum lf_strategy strategy,
                                  enum lf_promotion promo, int nice);
 
-/* Register h in the handle set, armed for `events` (EPOLLIN, EPOLLOUT...), one-shot. */
+/* Register h in the handle set, armed for `events` (EPOLLIN, EPOLLOUT...), one-shot.
+ * Returns 0 or -errno. */
 int lf_group_add(struct lf_group *g, struct lf_handle *h, uint32_t events);
 /* Register a connection's handle: as lf_group_add(), except in a Thread-per-Connection
  * group, where h gets a handle set and a thread of its own, started at once, and
@@ -80,7 +82,11 @@ int lf_group_add(struct lf_group *g, struct lf_handle *h, uint32_t events);
  * is detached (lf_group_detach). While the group is stopping no thread is started: the
  * handle stays registered, unserved, for its owner to close. */
 int lf_group_add_conn(struct lf_group *g, struct lf_handle *h, uint32_t events);
-/* Reactivate h for `events`: the end of processing an event. */
+/* Reactivate h for `events`: the end of processing an event. Returns 0, or -errno from
+ * epoll_ctl when h could not be reactivated: -ENOMEM, or -ENOENT / -EBADF for a handle
+ * that is not in its set or whose descriptor is closed (a bug). Then h stays deactivated:
+ * no thread will ever be given it again, not even when its deadline passes, so the caller
+ * still owns it and must close it (and log why) rather than leave it stranded. */
 int lf_group_rearm(struct lf_handle *h, uint32_t events);
 /* A connection's handle leaves its handle set, called by the thread processing it:
  * `closing` just before its descriptor is closed (a no-op but in Thread-per-Connection),
@@ -92,8 +98,9 @@ void lf_group_detach(struct lf_handle *h, bool closing);
 /* Start the threads. Returns 0 or -errno. */
 int lf_group_start(struct lf_group *g);
 /* Ask every thread to leave after its current event, and wait for them (the threads of
- * connections too). */
+ * connections too). Stopping a stopped group returns at once. */
 void lf_group_stop(struct lf_group *g);
+/* Stops the group if it runs, and frees it. Handles still in its set are the caller's. */
 void lf_group_destroy(struct lf_group *g);
 
 void lf_group_get_stats(struct lf_group *g, struct lf_group_stats *out);
@@ -101,8 +108,6 @@ const char *lf_group_name(const struct lf_group *g);
 enum lf_strategy lf_group_strategy(const struct lf_group *g);
 /* "Leader/Followers", "Half-Sync/Half-Async", "Thread-per-Connection". */
 const char *lf_strategy_name(enum lf_strategy s);
-/* The handle set itself. */
-int lf_group_epoll_fd(const struct lf_group *g);
 /* Threads running now: for Thread-per-Connection, connections' threads included. */
 unsigned lf_group_threads(const struct lf_group *g);
 

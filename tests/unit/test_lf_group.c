@@ -4,6 +4,7 @@
 #include "test.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -564,4 +565,66 @@ TEST(stop_wakes_idle_acceptor_and_connection_threads)
 TEST(create_with_zero_threads_fails)
 {
     CHECK(lf_group_create("t", 0, LF_STRATEGY_LEADER_FOLLOWERS, LF_PROMOTE_LIFO, 0) == NULL);
+}
+
+TEST(create_with_an_unknown_strategy_fails)
+{
+    errno = 0;
+    CHECK(lf_group_create("t", 1, (enum lf_strategy)7, LF_PROMOTE_LIFO, 0) == NULL);
+    CHECK_EQ_INT(errno, EINVAL);
+}
+
+TEST(each_strategy_is_named)
+{
+    CHECK(strcmp(lf_strategy_name(LF_STRATEGY_LEADER_FOLLOWERS), "Leader/Followers") == 0);
+    CHECK(strcmp(lf_strategy_name(LF_STRATEGY_HALF_SYNC_HALF_ASYNC), "Half-Sync/Half-Async") ==
+          0);
+    CHECK(strcmp(lf_strategy_name(LF_STRATEGY_THREAD_PER_CONNECTION),
+                 "Thread-per-Connection") == 0);
+    CHECK(strcmp(lf_strategy_name((enum lf_strategy)7), "?") == 0);
+}
+
+/* --- re-arm failures ------------------------------------------------------------------- */
+
+/* A failed re-arm leaves the handle deactivated for good: the caller must learn of it to
+ * close the connection, so the error comes back as -errno. */
+TEST(rearm_of_a_handle_missing_from_its_set_reports_enoent)
+{
+    struct lf_group *g =
+        lf_group_create("t", 1, LF_STRATEGY_LEADER_FOLLOWERS, LF_PROMOTE_LIFO, 0);
+    CHECK(g != NULL);
+    static struct plain_handle p;
+    init_plain(&p, 0);
+    CHECK(lf_group_add(g, &p.h, EPOLLIN) == 0);
+    lf_group_detach(&p.h, false); /* out of the set, as a connection moving away */
+    CHECK_EQ_INT(lf_group_rearm(&p.h, EPOLLIN), -ENOENT);
+    close(p.h.fd);
+    lf_group_destroy(g);
+}
+
+TEST(rearm_of_a_closed_descriptor_reports_ebadf)
+{
+    struct lf_group *g =
+        lf_group_create("t", 1, LF_STRATEGY_LEADER_FOLLOWERS, LF_PROMOTE_LIFO, 0);
+    CHECK(g != NULL);
+    static struct plain_handle p;
+    init_plain(&p, 0);
+    CHECK(lf_group_add(g, &p.h, EPOLLIN) == 0);
+    close(p.h.fd);
+    CHECK_EQ_INT(lf_group_rearm(&p.h, EPOLLIN), -EBADF);
+    lf_group_destroy(g);
+}
+
+TEST(rearm_of_a_registered_handle_succeeds)
+{
+    struct lf_group *g =
+        lf_group_create("t", 1, LF_STRATEGY_LEADER_FOLLOWERS, LF_PROMOTE_LIFO, 0);
+    CHECK(g != NULL);
+    static struct plain_handle p;
+    init_plain(&p, 0);
+    CHECK(lf_group_add(g, &p.h, EPOLLIN) == 0);
+    CHECK_EQ_INT(lf_group_rearm(&p.h, EPOLLIN | EPOLLOUT), 0);
+    lf_group_detach(&p.h, true);
+    close(p.h.fd);
+    lf_group_destroy(g);
 }
