@@ -87,7 +87,7 @@ int lf_group_add_conn(struct lf_group *g, struct lf_handle *h, uint32_t events);
  * that is not in its set or whose descriptor is closed (a bug). Then h stays deactivated:
  * no thread will ever be given it again, not even when its deadline passes, so the caller
  * still owns it and must close it (and log why) rather than leave it stranded. */
-int lf_group_rearm(struct lf_handle *h, uint32_t events);
+int lf_group_rearm(struct lf_handle *h, uint32_t events) __attribute__((warn_unused_result));
 /* A connection's handle leaves its handle set, called by the thread processing it:
  * `closing` just before its descriptor is closed (a no-op but in Thread-per-Connection),
  * otherwise as it moves to another group (the handle is removed from the set). A

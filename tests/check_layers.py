@@ -35,6 +35,13 @@ LAYERS = [
 # A private header is the shared inside of the files named: including it is including them.
 PRIVATE = {"http_private": ("http_conn", "http_stream")}
 
+# Files that are one component, a family behind one public header: the thread group and
+# its strategies, a file each, sharing lf_group_internal.h. Their includes among
+# themselves are the component's inside, not loops.
+FAMILIES = {"lf_group": ("lf_group_internal", "lf_leader_followers",
+                         "lf_half_sync_half_async", "lf_thread_per_connection")}
+FAMILY_OF = {member: family for family, members in FAMILIES.items() for member in members}
+
 # The one loop allowed: the two halves of the HTTP state machine.
 ALLOWED_LOOPS = [{"http_conn", "http_stream"}]
 
@@ -70,7 +77,9 @@ def read_graph(root):
 
 
 def stem(path):
-    return os.path.splitext(os.path.basename(path))[0]
+    """The file's node: its name without the extension, or the family it belongs to."""
+    name = os.path.splitext(os.path.basename(path))[0]
+    return FAMILY_OF.get(name, name)
 
 
 def loops(edges):

@@ -240,7 +240,8 @@ def test_thread_per_connection_gives_each_connection_a_thread(start_server, site
     """Threads named default-cN appear with connections and leave when they close; one
     thread (default-0) accepts."""
     s = start_server(site, "concurrency thread_per_connection;\n")
-    assert threads_named(s.proc.pid, r"default-\d+") == ["default-0"]
+    # Each thread names itself as it starts, which may be after "listening on" is logged.
+    assert wait_until(lambda: threads_named(s.proc.pid, r"default-\d+") == ["default-0"])
     clients = [connect(s) for _ in range(10)]
     for c in clients:
         c.send(get("/f0.txt"))
