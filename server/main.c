@@ -171,8 +171,11 @@ static struct generation *build_generation(const struct options *o, unsigned num
     }
     g->number = number;
     g->root_fd = -1;
-    if (load_config(&g->cfg, o, err, len) < 0)
+    if (load_config(&g->cfg, o, err, len) < 0) {
+        if (g->cfg.tree) /* the file parsed: the modules' errors are reported too */
+            module_chain_check(&g->cfg, err, len);
         goto fail;
+    }
     const struct config *cfg = &g->cfg;
     g->root_fd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (g->root_fd < 0 || !realpath(cfg->root, g->root_real)) {
@@ -454,6 +457,16 @@ static void clean_up(struct server *srv)
         generation_release(g);
 }
 
+/* Each error on a line of its own, as "lfhttpd: FILE:LINE: message". */
+static void print_errors(const char *err)
+{
+    for (const char *p = err; *p;) {
+        size_t n = strcspn(p, "\n");
+        fprintf(stderr, "lfhttpd: %.*s\n", (int)n, p);
+        p += n + (p[n] == '\n');
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct options opts = {0};
@@ -469,11 +482,11 @@ int main(int argc, char **argv)
     char err[4096];
     struct generation *g = build_generation(&opts, 1, err, sizeof(err));
     if (!g) {
-        fprintf(stderr, "lfhttpd: %s\n", err);
+        print_errors(err);
         return 1;
     }
     if (opts.test_only && check_logs(&g->cfg, err, sizeof(err)) < 0) {
-        fprintf(stderr, "lfhttpd: %s\n", err);
+        print_errors(err);
         generation_free(g);
         return 1;
     }

@@ -17,10 +17,11 @@
  *   - loading is deterministic: the same text loads to the same result twice.
  * Module directives (gzip, cgi, handler, ...) are accepted by name, as module_known_directive
  * does; their values are the modules' business and are not parsed here.
- * Links: server/config.c (and server/http_parse.c, which every target gets).
- * Build and run by hand:
+ * Links: server/config.c, server/directive.c (and server/http_parse.c, which every target
+ * gets). Build and run by hand:
  *   clang -O1 -g -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -Iserver \
- *     -o build/fuzz/fuzz_config tests/fuzz/fuzz_config.c server/config.c server/http_parse.c
+ *     -o build/fuzz/fuzz_config tests/fuzz/fuzz_config.c server/config.c server/directive.c \
+ *     server/http_parse.c
  *   build/fuzz/fuzz_config -max_total_time=60 build/fuzz/corpus-fuzz_config tests/fuzz/corpus/fuzz_config
  */
 #include "config.h"
@@ -40,19 +41,23 @@
         }                                                                                      \
     } while (0)
 
-/* The module directives of the modules (the `directives` table of each modules/ file). */
-static bool known(const char *name)
+/* The module directives of the modules (the `directives` table of each modules/ file):
+ * where they stand and whether they repeat is what config_load checks of them. */
+static const struct conf_directive module_directives[] = {
+    {"mime_types", CONF_PATH, CONF_TOP},        {"mime_magic", CONF_FLAG, CONF_TOP},
+    {"default_type", CONF_STRING, CONF_TOP},    {"autoindex", CONF_FLAG, CONF_TOP},
+    {"autoindex_hidden", CONF_FLAG, CONF_TOP},  {"handler", CONF_LIST, CONF_TOP, CONF_REPEATS},
+    {"cgi", CONF_LIST, CONF_TOP, CONF_REPEATS}, {"cgi_timeout", CONF_DURATION, CONF_TOP},
+    {"cgi_max_processes", CONF_COUNT, CONF_TOP}, {"cgi_stderr", CONF_SIZE, CONF_TOP},
+    {"gzip", CONF_FLAG, CONF_TOP},              {"gzip_types", CONF_LIST, CONF_TOP},
+    {"gzip_min_length", CONF_SIZE, CONF_TOP},   {"gzip_max_length", CONF_SIZE, CONF_TOP},
+    {"gzip_static", CONF_FLAG, CONF_TOP},       {"gzip_comp_level", CONF_COUNT, CONF_TOP},
+    {"gzip_cache_size", CONF_SIZE, CONF_TOP},   {.name = NULL},
+};
+
+static const struct conf_directive *known(const char *name, unsigned context)
 {
-    static const char *const names[] = {
-        "mime_types", "mime_magic", "default_type", "autoindex", "autoindex_hidden",
-        "handler", "cgi", "cgi_timeout", "cgi_max_processes", "cgi_stderr", "gzip",
-        "gzip_types", "gzip_min_length", "gzip_max_length", "gzip_static", "gzip_comp_level",
-        "gzip_cache_size", NULL,
-    };
-    for (int i = 0; names[i]; i++)
-        if (strcmp(names[i], name) == 0)
-            return true;
-    return false;
+    return conf_table_find(module_directives, name, context);
 }
 
 static bool terminated(const char *s, size_t cap)
