@@ -79,7 +79,8 @@ int module_mount_add(struct module_init *mi, const struct conf_node *where, cons
                             prefix);
     for (unsigned i = 0; i < c->n_mounts; i++)
         if (strcmp(c->mounts[i].prefix, prefix) == 0)
-            return module_error(mi, where, "\"%s\" is already mounted", prefix);
+            return module_error(mi, where, "\"%s\" is already mounted (first at %s:%u)",
+                                prefix, mi->cfg->file, c->mounts[i].line);
     if (c->n_mounts == MODULE_MOUNTS_MAX)
         return module_error(mi, where, "too many mounts");
     struct module_mount *m = &c->mounts[c->n_mounts++];
@@ -88,6 +89,7 @@ int module_mount_add(struct module_init *mi, const struct conf_node *where, cons
     m->module = mi->index;
     m->data = data;
     m->wants_body = wants_body;
+    m->line = where ? where->line : 0;
     c->has_mounts[mi->index] = true;
     return 0;
 }

@@ -66,6 +66,7 @@ struct module_mount {
     unsigned module;  /* index in the chain */
     void *data;       /* the module's own, from module_mount_add */
     bool wants_body;  /* the core reads the whole request body before calling handle */
+    unsigned line;    /* the statement that mounted it, for messages */
 };
 
 struct module_chain;
