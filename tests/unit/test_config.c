@@ -404,7 +404,7 @@ TEST(each_kind_is_stored_in_its_field_whatever_its_width)
 {
     struct sample s;
     char err[1024];
-    CHECK_EQ_INT(sample_read("flag on;\nsmall 255;\ncount 9;\nbytes 1m;\nbig 3g;\nms 2m;\n"
+    CHECK_EQ_INT(sample_read("flag on;\nsmall 255;\ncount 9;\nbytes 1m;\nbig 5g;\nms 2m;\n"
                              "choice two;\nword seven;\n",
                              &s, err, sizeof(err)),
                  0);
@@ -412,7 +412,7 @@ TEST(each_kind_is_stored_in_its_field_whatever_its_width)
     CHECK_EQ_INT(s.small, 255);
     CHECK_EQ_INT(s.count, 9);
     CHECK_EQ_INT(s.bytes, 1 << 20);
-    CHECK(s.big == 3ull << 30);
+    CHECK(s.big == 5ull << 30);
     CHECK_EQ_INT(s.ms, 120000);
     CHECK_EQ_INT(s.choice, 2);
     CHECK(strcmp(s.word, "seven") == 0);
