@@ -43,16 +43,15 @@
 
 /* The module directives of the modules (the `directives` table of each modules/ file):
  * where they stand and whether they repeat is what config_load checks of them. */
+#define ONCE(n) {.name = (n), .contexts = CONF_TOP}
+#define REPEATS(n) {.name = (n), .contexts = CONF_TOP, .repeat = CONF_REPEATS}
 static const struct conf_directive module_directives[] = {
-    {"mime_types", CONF_PATH, CONF_TOP},        {"mime_magic", CONF_FLAG, CONF_TOP},
-    {"default_type", CONF_STRING, CONF_TOP},    {"autoindex", CONF_FLAG, CONF_TOP},
-    {"autoindex_hidden", CONF_FLAG, CONF_TOP},  {"handler", CONF_LIST, CONF_TOP, CONF_REPEATS},
-    {"cgi", CONF_LIST, CONF_TOP, CONF_REPEATS}, {"cgi_timeout", CONF_DURATION, CONF_TOP},
-    {"cgi_max_processes", CONF_COUNT, CONF_TOP}, {"cgi_stderr", CONF_SIZE, CONF_TOP},
-    {"gzip", CONF_FLAG, CONF_TOP},              {"gzip_types", CONF_LIST, CONF_TOP},
-    {"gzip_min_length", CONF_SIZE, CONF_TOP},   {"gzip_max_length", CONF_SIZE, CONF_TOP},
-    {"gzip_static", CONF_FLAG, CONF_TOP},       {"gzip_comp_level", CONF_COUNT, CONF_TOP},
-    {"gzip_cache_size", CONF_SIZE, CONF_TOP},   {.name = NULL},
+    ONCE("mime_types"),      ONCE("mime_magic"),        ONCE("default_type"),
+    ONCE("autoindex"),       ONCE("autoindex_hidden"),  REPEATS("handler"),
+    REPEATS("cgi"),          ONCE("cgi_timeout"),       ONCE("cgi_max_processes"),
+    ONCE("cgi_stderr"),      ONCE("gzip"),              ONCE("gzip_types"),
+    ONCE("gzip_min_length"), ONCE("gzip_max_length"),   ONCE("gzip_static"),
+    ONCE("gzip_comp_level"), ONCE("gzip_cache_size"),   {.name = NULL},
 };
 
 static const struct conf_directive *known(const char *name, unsigned context)
