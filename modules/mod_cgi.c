@@ -802,35 +802,6 @@ static enum mod_result cgi_handle(void *state, const struct request *req,
 
 /* --- configuration --------------------------------------------------------------------- */
 
-static int read_settings(struct module_init *mi, struct cgi_state *st)
-{
-    const struct conf_node *n;
-    if (module_single_directive(mi, "cgi_timeout", "cgi_timeout TIME;", &n) < 0)
-        return -1;
-    if (n && (config_parse_duration_ms(n->args[0], &st->timeout_ms) < 0 || !st->timeout_ms))
-        return module_error(mi, n, "cgi_timeout: invalid duration \"%s\"", n->args[0]);
-    if (module_single_directive(mi, "cgi_max_processes", "cgi_max_processes N;", &n) < 0)
-        return -1;
-    if (n) {
-        uint64_t v;
-        if (config_parse_size(n->args[0], &v) < 0 || v == 0 || v > 100000)
-            return module_error(mi, n, "cgi_max_processes: a number from 1 to 100000, not "
-                                       "\"%s\"", n->args[0]);
-        st->max_processes = (unsigned)v;
-    }
-    if (module_single_directive(mi, "cgi_stderr", "cgi_stderr SIZE|off;", &n) < 0)
-        return -1;
-    if (n) {
-        uint64_t v = 0;
-        if (strcmp(n->args[0], "off") != 0 &&
-            (config_parse_size(n->args[0], &v) < 0 || v > CGI_STDERR_LOG_MAX))
-            return module_error(mi, n, "cgi_stderr: off, or a size up to 64k, not \"%s\"",
-                                n->args[0]);
-        st->stderr_bytes = (size_t)v;
-    }
-    return 0;
-}
-
 /* What every run shares: SERVER_SOFTWARE (the Server header, as server_tokens made it),
  * PATH, DOCUMENT_ROOT, the host name, /dev/null and the spawn attributes. */
 static int read_server(struct module_init *mi, struct cgi_state *st)
@@ -866,22 +837,35 @@ static int read_server(struct module_init *mi, struct cgi_state *st)
     return 0;
 }
 
-/* `cgi PREFIX DIR;` */
-static int add_dir(struct module_init *mi, struct cgi_state *st, const struct conf_node *n)
+/* `cgi PREFIX DIR;`: mounts the scripts of DIR on PREFIX. */
+static int add_dir(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
-    if (n->is_block || n->n_args != 2)
-        return module_error(mi, n, "usage: cgi PREFIX DIR;");
+    struct cgi_state *st = base;
     if (st->n_dirs == MODULE_MOUNTS_MAX)
-        return module_error(mi, n, "too many cgi directories");
+        return snprintf(msg, len, "too many cgi directories"), -1;
     struct cgi_dir *d = calloc(1, sizeof(*d));
     if (!d)
-        return module_error(mi, n, "out of memory");
+        return snprintf(msg, len, "out of memory"), -1;
     st->dirs[st->n_dirs++] = d;
     d->fd = above_stdio(open(n->args[1], O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (d->fd < 0 || !realpath(n->args[1], d->real))
-        return module_error(mi, n, "cgi directory \"%s\": %s", n->args[1], strerror(errno));
-    return module_mount_add(mi, n, n->args[0], d, true);
+        return snprintf(msg, len, "directory \"%s\": %s", n->args[1], strerror(errno)),
+               -1;
+    return module_mount_add(ctx, n, n->args[0], d, true);
 }
+
+#define SETTING(field) CONF_AT(struct cgi_state, field)
+
+static const struct conf_directive cgi_directives[] = {
+    {"cgi", CONF_LIST, CONF_TOP, CONF_REPEATS, .min_args = 2, .max_args = 2, .set = add_dir,
+     .usage = "PREFIX DIR"},
+    {"cgi_timeout", CONF_DURATION, CONF_TOP, .min = 1, SETTING(timeout_ms)},
+    {"cgi_max_processes", CONF_COUNT, CONF_TOP, .min = 1, .max = 100000,
+     SETTING(max_processes)},
+    {"cgi_stderr", CONF_SIZE, CONF_TOP, .off = true, .max = CGI_STDERR_LOG_MAX,
+     SETTING(stderr_bytes)},
+    {.name = NULL},
+};
 
 static void cgi_fini(void *state)
 {
@@ -907,12 +891,9 @@ static int cgi_init(struct module_init *mi, void **state)
     st->max_processes = 32;
     st->stderr_bytes = 4096;
     st->devnull_fd = -1;
-    int rc = read_settings(mi, st);
-    if (rc == 0 && config_next(mi->cfg, "cgi", NULL))
+    int rc = module_read_directives(mi, st);
+    if (rc == 0 && st->n_dirs > 0)
         rc = read_server(mi, st);
-    for (const struct conf_node *n = config_next(mi->cfg, "cgi", NULL); n && rc == 0;
-         n = config_next(mi->cfg, "cgi", n))
-        rc = add_dir(mi, st, n);
     if (rc < 0) {
         cgi_fini(st);
         return -1;
@@ -920,9 +901,6 @@ static int cgi_init(struct module_init *mi, void **state)
     *state = st;
     return 0;
 }
-
-static const char *const cgi_directives[] = {"cgi", "cgi_timeout", "cgi_max_processes",
-                                             "cgi_stderr", NULL};
 
 const struct module mod_cgi = {
     .name = "cgi",

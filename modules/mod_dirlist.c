@@ -410,8 +410,7 @@ static int dirlist_init(struct module_init *mi, void **state)
     struct dirlist_state *st = calloc(1, sizeof(*st));
     if (!st)
         return module_error(mi, NULL, "out of memory");
-    if (module_flag_directive(mi, "autoindex", &st->enabled) < 0 ||
-        module_flag_directive(mi, "autoindex_hidden", &st->hidden) < 0) {
+    if (module_read_directives(mi, st) < 0) {
         free(st);
         return -1;
     }
@@ -424,7 +423,11 @@ static void dirlist_fini(void *state)
     free(state);
 }
 
-static const char *const dirlist_directives[] = {"autoindex", "autoindex_hidden", NULL};
+static const struct conf_directive dirlist_directives[] = {
+    {"autoindex", CONF_FLAG, CONF_TOP, CONF_AT(struct dirlist_state, enabled)},
+    {"autoindex_hidden", CONF_FLAG, CONF_TOP, CONF_AT(struct dirlist_state, hidden)},
+    {.name = NULL},
+};
 
 const struct module mod_dirlist = {
     .name = "dirlist",

@@ -878,80 +878,45 @@ static void gzip_filter(void *state, const struct request *req, struct response 
         filter_memory(g, req, resp);
 }
 
-static const char *const gzip_directives[] = {
-    "gzip",        "gzip_types",      "gzip_min_length", "gzip_max_length",
-    "gzip_static", "gzip_comp_level", "gzip_cache_size", NULL,
-};
-
-static int want_args(struct module_init *mi, const struct conf_node *n, bool many)
+/* `gzip_types TYPE...;`: type/subtype, type/ followed by a star, or a star (any type). */
+static int set_types(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
-    if (n->n_args == 1 || (many && n->n_args > 1))
-        return 0;
-    return module_error(mi, n, "%s takes %s", n->name, many ? "one or more types" : "one value");
-}
-
-static int get_flag(struct module_init *mi, const char *name, bool *out)
-{
-    for (const struct conf_node *n = NULL; (n = config_next(mi->cfg, name, n));) {
-        if (want_args(mi, n, false) < 0)
-            return -1;
-        if (strcmp(n->args[0], "on") != 0 && strcmp(n->args[0], "off") != 0)
-            return module_error(mi, n, "%s is on or off, not \"%s\"", name, n->args[0]);
-        *out = strcmp(n->args[0], "on") == 0;
-    }
-    return 0;
-}
-
-static int get_size(struct module_init *mi, const char *name, uint64_t *out)
-{
-    for (const struct conf_node *n = NULL; (n = config_next(mi->cfg, name, n));) {
-        if (want_args(mi, n, false) < 0)
-            return -1;
-        if (config_parse_size(n->args[0], out) < 0)
-            return module_error(mi, n, "invalid size \"%s\"", n->args[0]);
-    }
-    return 0;
-}
-
-static int get_level(struct module_init *mi, int *out)
-{
-    for (const struct conf_node *n = NULL; (n = config_next(mi->cfg, "gzip_comp_level", n));) {
-        if (want_args(mi, n, false) < 0)
-            return -1;
-        const char *a = n->args[0];
-        if (a[0] < '1' || a[0] > '9' || a[1] != '\0')
-            return module_error(mi, n, "invalid level \"%s\" (1 to 9)", a);
-        *out = a[0] - '0';
-    }
-    return 0;
-}
-
-static int get_types(struct module_init *mi, struct gzip_state *g)
-{
-    for (const struct conf_node *n = NULL; (n = config_next(mi->cfg, "gzip_types", n));) {
-        if (want_args(mi, n, true) < 0)
-            return -1;
-        for (unsigned i = 0; i < n->n_args; i++) {
-            const char *a = n->args[i];
-            if (strcmp(a, "*") == 0) {
-                g->any_type = true;
-                continue;
-            }
-            const char *slash = strchr(a, '/');
-            size_t len = strlen(a);
-            if (!slash || slash == a || !slash[1] || strchr(slash + 1, '/') ||
-                len >= GZIP_TYPE_LEN || strpbrk(a, " \t;,"))
-                return module_error(mi, n, "invalid media type \"%s\" (type/subtype, "
-                                           "type/* or *)", a);
-            if (g->n_types == GZIP_TYPES_MAX)
-                return module_error(mi, n, "more than %d types", GZIP_TYPES_MAX);
-            for (size_t k = 0; k <= len; k++)
-                g->types[g->n_types][k] = (char)tolower((unsigned char)a[k]);
-            g->n_types++;
+    struct gzip_state *g = base;
+    (void)ctx;
+    for (unsigned i = 0; i < n->n_args; i++) {
+        const char *a = n->args[i];
+        if (strcmp(a, "*") == 0) {
+            g->any_type = true;
+            continue;
         }
+        const char *slash = strchr(a, '/');
+        size_t alen = strlen(a);
+        if (!slash || slash == a || !slash[1] || strchr(slash + 1, '/') ||
+            alen >= GZIP_TYPE_LEN || strpbrk(a, " \t;,"))
+            return snprintf(msg, len, "invalid media type \"%s\" (type/subtype, type/* or *)",
+                            a), -1;
+        if (g->n_types == GZIP_TYPES_MAX)
+            return snprintf(msg, len, "more than %d types", GZIP_TYPES_MAX), -1;
+        for (size_t k = 0; k <= alen; k++)
+            g->types[g->n_types][k] = (char)tolower((unsigned char)a[k]);
+        g->n_types++;
     }
     return 0;
 }
+
+#define SETTING(field) CONF_AT(struct gzip_state, field)
+
+static const struct conf_directive gzip_directives[] = {
+    {"gzip", CONF_FLAG, CONF_TOP, SETTING(enabled)},
+    {"gzip_types", CONF_LIST, CONF_TOP, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
+     .set = set_types, .usage = "TYPE..."},
+    {"gzip_min_length", CONF_SIZE, CONF_TOP, SETTING(min_length)},
+    {"gzip_max_length", CONF_SIZE, CONF_TOP, .max = 1ull << 30, SETTING(max_length)},
+    {"gzip_static", CONF_FLAG, CONF_TOP, SETTING(use_static)},
+    {"gzip_comp_level", CONF_COUNT, CONF_TOP, .min = 1, .max = 9, SETTING(level)},
+    {"gzip_cache_size", CONF_SIZE, CONF_TOP, SETTING(cache_bytes)},
+    {.name = NULL},
+};
 
 /* The cache holds one descriptor per variant: keep it to a fraction of the limit. */
 static unsigned cache_max_entries(void)
@@ -975,21 +940,11 @@ static int gzip_init(struct module_init *mi, void **state)
     g->min_length = 256;
     g->max_length = 16 << 20;
     g->cache_bytes = 64 << 20;
-    if (get_flag(mi, "gzip", &g->enabled) < 0 ||
-        get_flag(mi, "gzip_static", &g->use_static) < 0 ||
-        get_size(mi, "gzip_min_length", &g->min_length) < 0 ||
-        get_size(mi, "gzip_max_length", &g->max_length) < 0 ||
-        get_size(mi, "gzip_cache_size", &g->cache_bytes) < 0 || get_level(mi, &g->level) < 0 ||
-        get_types(mi, g) < 0)
+    if (module_read_directives(mi, g) < 0)
         goto fail;
-    if (g->max_length > (1ull << 30)) {
-        module_error(mi, config_next(mi->cfg, "gzip_max_length", NULL),
-                     "gzip_max_length is at most 1g");
-        goto fail;
-    }
     if (g->min_length > g->max_length) {
-        const struct conf_node *where = config_next(mi->cfg, "gzip_min_length", NULL);
-        module_error(mi, where ? where : config_next(mi->cfg, "gzip_max_length", NULL),
+        const struct conf_node *where = module_directive(mi, "gzip_min_length");
+        module_error(mi, where ? where : module_directive(mi, "gzip_max_length"),
                      "gzip_min_length is larger than gzip_max_length");
         goto fail;
     }

@@ -504,6 +504,28 @@ static void handlers_fini(void *state)
     free(st);
 }
 
+/* `handler PREFIX NAME;`: mounts the handler named on the prefix. */
+static int add_handler(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    struct handlers_state *st = base;
+    const struct handler_kind *k = kind_named(n->args[1]);
+    if (!k)
+        return snprintf(msg, len, "unknown handler \"%s\" (known: echo, hello, status)",
+                        n->args[1]), -1;
+    /* The kinds are read-only: the cast only fits the mount's generic pointer. */
+    if (module_mount_add(ctx, n, n->args[0], (void *)k, k->wants_body) < 0)
+        return -1;
+    if (k->handle == status_handle)
+        st->counting = true;
+    return 0;
+}
+
+static const struct conf_directive handlers_directives[] = {
+    {"handler", CONF_LIST, CONF_TOP, CONF_REPEATS, .min_args = 2, .max_args = 2,
+     .set = add_handler, .usage = "PREFIX NAME"},
+    {.name = NULL},
+};
+
 static int handlers_init(struct module_init *mi, void **state)
 {
     struct handlers_state *st = calloc(1, sizeof(*st));
@@ -511,31 +533,13 @@ static int handlers_init(struct module_init *mi, void **state)
         return module_error(mi, NULL, "out of memory");
     st->index = mi->index;
     status_counters_init(&st->counters);
-    for (const struct conf_node *n = config_next(mi->cfg, "handler", NULL); n;
-         n = config_next(mi->cfg, "handler", n)) {
-        if (n->is_block || n->n_args != 2) {
-            handlers_fini(st);
-            return module_error(mi, n, "usage: handler PREFIX NAME;");
-        }
-        const struct handler_kind *k = kind_named(n->args[1]);
-        if (!k) {
-            handlers_fini(st);
-            return module_error(mi, n, "unknown handler \"%s\" (known: echo, hello, status)",
-                                n->args[1]);
-        }
-        /* The kinds are read-only: the cast only fits the mount's generic pointer. */
-        if (module_mount_add(mi, n, n->args[0], (void *)k, k->wants_body) < 0) {
-            handlers_fini(st);
-            return -1;
-        }
-        if (k->handle == status_handle)
-            st->counting = true;
+    if (module_read_directives(mi, st) < 0) {
+        handlers_fini(st);
+        return -1;
     }
     *state = st;
     return 0;
 }
-
-static const char *const handlers_directives[] = {"handler", NULL};
 
 const struct module mod_handlers = {
     .name = "handlers",

@@ -601,24 +601,21 @@ static const char *mime_content_type(void *state, const char *path, int fd,
 
 /* --- init and fini -------------------------------------------------------------------- */
 
-static const char *const mime_directives[] = {"mime_types", "mime_magic", "default_type", NULL};
+/* What the directives set. */
+struct mime_settings {
+    char types_file[CONFIG_PATH_MAX];   /* mime_types: a file of the mime.types form, or off */
+    bool magic;                         /* mime_magic: sniff files without a known extension */
+    char default_type[CONFIG_PATH_MAX]; /* default_type: for the rest */
+};
 
-/* The value of the statement `name` in the configuration (config_load refuses a second
- * one), or dflt when there is none. Not exactly one value is an error. Returns 0, or -1 after
- * module_error(). */
-static int mime_directive(struct module_init *mi, const char *name, const char *dflt,
-                          const char **value, const struct conf_node **where)
-{
-    const struct conf_node *n = config_next(mi->cfg, name, NULL);
-    *value = dflt;
-    *where = n;
-    if (!n)
-        return 0;
-    if (n->is_block || n->n_args != 1)
-        return module_error(mi, n, "%s takes one value", name);
-    *value = n->args[0];
-    return 0;
-}
+#define SETTING(field) CONF_AT(struct mime_settings, field)
+
+static const struct conf_directive mime_directives[] = {
+    {"mime_types", CONF_PATH, CONF_TOP, .usage = "PATH|off", SETTING(types_file)},
+    {"mime_magic", CONF_FLAG, CONF_TOP, SETTING(magic)},
+    {"default_type", CONF_STRING, CONF_TOP, .usage = "TYPE", SETTING(default_type)},
+    {.name = NULL},
+};
 
 static void mime_fini(void *state)
 {
@@ -646,12 +643,9 @@ static void mime_fini(void *state)
 }
 
 /* The extension table: built-ins, the file, the strict built-ins. */
-static int mime_build_table(struct module_init *mi, struct mime_state *ms)
+static int mime_build_table(struct module_init *mi, struct mime_state *ms, const char *path)
 {
-    const char *path;
-    const struct conf_node *where;
-    if (mime_directive(mi, "mime_types", MIME_TYPES_DEFAULT, &path, &where) < 0)
-        return -1;
+    const struct conf_node *where = module_directive(mi, "mime_types");
     if (mime_add_builtins(ms, mime_base, sizeof(mime_base) / sizeof(mime_base[0])) < 0)
         return module_error(mi, NULL, "out of memory");
     if (strcmp(path, "off") != 0) {
@@ -672,22 +666,15 @@ static int mime_build_table(struct module_init *mi, struct mime_state *ms)
 
 /* mime_magic: load libmagic once now, so that a missing database is a configuration error
  * (and `lfhttpd -t` says so); the handle becomes the pool's first. Then the cache. */
-static int mime_start_magic(struct module_init *mi, struct mime_state *ms)
+static int mime_start_magic(struct module_init *mi, struct mime_state *ms, bool magic)
 {
-    const char *value;
-    const struct conf_node *where;
-    if (mime_directive(mi, "mime_magic", "on", &value, &where) < 0)
-        return -1;
-    if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
-        return module_error(mi, where, "mime_magic: expected \"on\" or \"off\", not \"%s\"",
-                            value);
-    ms->magic = strcmp(value, "on") == 0;
+    ms->magic = magic;
     if (!ms->magic)
         return 0;
     char err[256];
     struct magic_handle *h = magic_handle_open(err, sizeof(err));
     if (!h)
-        return module_error(mi, where, "libmagic: %s", err);
+        return module_error(mi, module_directive(mi, "mime_magic"), "libmagic: %s", err);
     ms->idle = h;
     ms->n_handles = 1;
     ms->cache = aligned_alloc(alignof(struct mime_cache_set),
@@ -711,20 +698,22 @@ static int mime_init(struct module_init *mi, void **state)
     pthread_mutex_init(&ms->pool_lock, NULL);
     ms->types_max = SIZE_MAX;
 
-    const char *dflt;
-    const struct conf_node *where;
-    if (mime_directive(mi, "default_type", MIME_DEFAULT_TYPE, &dflt, &where) < 0)
+    struct mime_settings set = {
+        .types_file = MIME_TYPES_DEFAULT, .magic = true, .default_type = MIME_DEFAULT_TYPE};
+    if (module_read_directives(mi, &set) < 0)
         goto fail;
-    if (!media_type_valid(dflt, true)) {
-        module_error(mi, where, "default_type: \"%s\" is not a media type", dflt);
+    if (!media_type_valid(set.default_type, true)) {
+        module_error(mi, module_directive(mi, "default_type"),
+                     "default_type: \"%s\" is not a media type", set.default_type);
         goto fail;
     }
-    ms->default_type = mime_intern(ms, dflt);
+    ms->default_type = mime_intern(ms, set.default_type);
     if (!ms->default_type) {
         module_error(mi, NULL, "out of memory");
         goto fail;
     }
-    if (mime_build_table(mi, ms) < 0 || mime_start_magic(mi, ms) < 0)
+    if (mime_build_table(mi, ms, set.types_file) < 0 ||
+        mime_start_magic(mi, ms, set.magic) < 0)
         goto fail;
     ms->types_max = ms->types.n + MIME_MAGIC_TYPES_MAX;
     *state = ms;

@@ -419,29 +419,26 @@ static enum mod_result static_handle(void *state, const struct request *req,
 
 /* --- configuration ---------------------------------------------------------------------- */
 
-static const char *const static_directives[] = {
-    "open_file_cache", "open_file_cache_max", "open_file_cache_valid",
-    "open_file_cache_inactive", "open_file_cache_mem_max", NULL,
+/* What the directives set, before the cache is built from it. */
+struct static_settings {
+    bool cache;            /* open_file_cache */
+    unsigned max;          /* open_file_cache_max */
+    unsigned valid_ms;     /* open_file_cache_valid */
+    unsigned inactive_ms;  /* open_file_cache_inactive */
+    uint64_t mem_max;      /* open_file_cache_mem_max */
 };
 
-static int get_max(struct module_init *mi, unsigned *out)
-{
-    const struct conf_node *n;
-    if (module_single_directive(mi, "open_file_cache_max", "open_file_cache_max N;", &n) < 0)
-        return -1;
-    if (!n)
-        return 0;
-    const char *a = n->args[0];
-    unsigned long v = 0;
-    size_t i = 0;
-    for (; a[i] >= '0' && a[i] <= '9' && v <= FILE_CACHE_MAX_ENTRIES; i++)
-        v = v * 10 + (unsigned long)(a[i] - '0');
-    if (i == 0 || a[i] != '\0' || v < 1 || v > FILE_CACHE_MAX_ENTRIES)
-        return module_error(mi, n, "open_file_cache_max is a number from 1 to %d, not \"%s\"",
-                            FILE_CACHE_MAX_ENTRIES, a);
-    *out = (unsigned)v;
-    return 0;
-}
+#define SETTING(field) CONF_AT(struct static_settings, field)
+
+static const struct conf_directive static_directives[] = {
+    {"open_file_cache", CONF_FLAG, CONF_TOP, SETTING(cache)},
+    {"open_file_cache_max", CONF_COUNT, CONF_TOP, .min = 1, .max = FILE_CACHE_MAX_ENTRIES,
+     SETTING(max)},
+    {"open_file_cache_valid", CONF_DURATION, CONF_TOP, SETTING(valid_ms)},
+    {"open_file_cache_inactive", CONF_DURATION, CONF_TOP, SETTING(inactive_ms)},
+    {"open_file_cache_mem_max", CONF_SIZE, CONF_TOP, .max = 1u << 20, SETTING(mem_max)},
+    {.name = NULL},
+};
 
 /* Each entry holds a descriptor: half the limit at most, so that a large maximum cannot
  * leave no descriptors for connections. (Past the limit nothing breaks: accept sheds with
@@ -455,40 +452,27 @@ static unsigned descriptor_bound(unsigned max)
     return rl.rlim_cur / 2 < 16 ? 16 : (unsigned)(rl.rlim_cur / 2);
 }
 
-static int get_size(struct module_init *mi, const char *name, uint64_t *out)
-{
-    const struct conf_node *n;
-    char usage[96];
-    snprintf(usage, sizeof(usage), "%s SIZE;", name);
-    if (module_single_directive(mi, name, usage, &n) < 0)
-        return -1;
-    if (n && (config_parse_size(n->args[0], out) < 0 || *out > (1u << 20)))
-        return module_error(mi, n, "%s is a size up to 1m, not \"%s\"", name, n->args[0]);
-    return 0;
-}
-
 static int static_init(struct module_init *mi, void **state)
 {
-    bool on = true;
-    unsigned max = STATIC_CACHE_MAX;
-    unsigned valid_ms = STATIC_CACHE_VALID_MS, inactive_ms = STATIC_CACHE_INACTIVE_MS;
-    if (module_flag_directive(mi, "open_file_cache", &on) < 0 || get_max(mi, &max) < 0 ||
-        module_duration_directive(mi, "open_file_cache_valid", &valid_ms) < 0 ||
-        module_duration_directive(mi, "open_file_cache_inactive", &inactive_ms) < 0)
-        return -1;
-    uint64_t mem_max = STATIC_CACHE_MEM_MAX;
-    if (get_size(mi, "open_file_cache_mem_max", &mem_max) < 0)
+    struct static_settings set = {
+        .cache = true,
+        .max = STATIC_CACHE_MAX,
+        .valid_ms = STATIC_CACHE_VALID_MS,
+        .inactive_ms = STATIC_CACHE_INACTIVE_MS,
+        .mem_max = STATIC_CACHE_MEM_MAX,
+    };
+    if (module_read_directives(mi, &set) < 0)
         return -1;
     struct static_state *s = calloc(1, sizeof(*s));
     if (!s)
         return module_error(mi, NULL, "out of memory");
-    s->mem_max = mem_max;
-    if (on) {
-        unsigned bound = descriptor_bound(max);
-        if (bound < max)
+    s->mem_max = set.mem_max;
+    if (set.cache) {
+        unsigned bound = descriptor_bound(set.max);
+        if (bound < set.max)
             log_info("static: open_file_cache_max %u lowered to %u, half the "
-                     "descriptor limit", max, bound);
-        s->cache = file_cache_create(bound, valid_ms, inactive_ms);
+                     "descriptor limit", set.max, bound);
+        s->cache = file_cache_create(bound, set.valid_ms, set.inactive_ms);
         if (!s->cache) {
             free(s);
             return module_error(mi, NULL, "out of memory");

@@ -36,57 +36,7 @@ void config_defaults(struct config *cfg)
     cfg->server_tokens = true;
 }
 
-/* --- values ------------------------------------------------------------------------ */
-
-int config_parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    if (!isdigit((unsigned char)s[0]))
-        return -1;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno)
-        return -1;
-    unsigned shift = 0;
-    if (*end == 'k' || *end == 'K')
-        shift = 10;
-    else if (*end == 'm' || *end == 'M')
-        shift = 20;
-    else if (*end == 'g' || *end == 'G')
-        shift = 30;
-    if (shift)
-        end++;
-    if (*end != '\0' || v > (UINT64_MAX >> shift))
-        return -1;
-    *out = (uint64_t)v << shift;
-    return 0;
-}
-
-int config_parse_duration_ms(const char *s, unsigned *out)
-{
-    char *end;
-    if (!isdigit((unsigned char)s[0]))
-        return -1;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno)
-        return -1;
-    unsigned long long mul;
-    if (strcmp(end, "ms") == 0)
-        mul = 1;
-    else if (strcmp(end, "s") == 0 || *end == '\0')
-        mul = 1000;
-    else if (strcmp(end, "m") == 0)
-        mul = 60000;
-    else if (strcmp(end, "h") == 0)
-        mul = 3600000;
-    else
-        return -1;
-    if (v > UINT32_MAX / mul)
-        return -1;
-    *out = (unsigned)(v * mul);
-    return 0;
-}
+/* --- listen addresses ---------------------------------------------------------------- */
 
 static int parse_port(const char *s, uint16_t *port)
 {
@@ -304,41 +254,41 @@ static int conf_parse_block(struct conf_lexer *lx, struct conf_node **out, int d
     }
 }
 
-/* --- directives -------------------------------------------------------------------- */
 
-struct directive {
-    const char *name;
-    unsigned min_args, max_args;
-    int (*apply)(struct config *cfg, const struct conf_node *n, char *msg, size_t len);
+/* --- directives with a setter ------------------------------------------------------- */
+
+/* What the core's setters are given: the reader, for a class's statements, and the
+ * modules' directives, which a class block may not hold either. */
+struct core_read {
+    struct conf_reader *r;
+    const struct conf_directive *table;
+    config_known_fn known;
 };
 
-static int set_listen(struct config *cfg, const struct conf_node *n, char *msg, size_t len)
+static int add_listen(struct config_listen *l, unsigned *n, const char *text, char *msg,
+                      size_t len)
 {
-    if (cfg->n_listen == CONFIG_MAX_LISTEN)
-        return snprintf(msg, len, "too many listen directives"), -1;
-    if (config_parse_listen(n->args[0], &cfg->listen[cfg->n_listen]) < 0)
-        return snprintf(msg, len, "invalid listen address \"%s\"", n->args[0]), -1;
-    cfg->n_listen++;
+    if (*n == CONFIG_MAX_LISTEN)
+        return snprintf(msg, len, "at most %d listen directives", CONFIG_MAX_LISTEN), -1;
+    if (config_parse_listen(text, &l[*n]) < 0)
+        return snprintf(msg, len, "invalid listen address \"%s\"", text), -1;
+    (*n)++;
     return 0;
 }
 
-static int set_path(char *dst, const struct conf_node *n, char *msg, size_t len)
+static int set_listen(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
-    if (strlen(n->args[0]) >= CONFIG_PATH_MAX)
-        return snprintf(msg, len, "path too long"), -1;
-    snprintf(dst, CONFIG_PATH_MAX, "%s", n->args[0]);
-    return 0;
+    struct config *cfg = base;
+    (void)ctx;
+    if (config_next(cfg, "listen", NULL) == n)
+        cfg->n_listen = 0; /* the first listen replaces the default */
+    return add_listen(cfg->listen, &cfg->n_listen, n->args[0], msg, len);
 }
 
-static int set_root(struct config *cfg, const struct conf_node *n, char *msg, size_t len)
+static int set_index(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
-    return set_path(cfg->root, n, msg, len);
-}
-
-static int set_index(struct config *cfg, const struct conf_node *n, char *msg, size_t len)
-{
-    if (n->n_args > CONFIG_MAX_INDEX)
-        return snprintf(msg, len, "at most %d index files", CONFIG_MAX_INDEX), -1;
+    struct config *cfg = base;
+    (void)ctx;
     for (unsigned i = 0; i < n->n_args; i++) {
         const char *a = n->args[i];
         if (strlen(a) >= sizeof(cfg->index[0]) || strchr(a, '/') || a[0] == '\0')
@@ -349,192 +299,26 @@ static int set_index(struct config *cfg, const struct conf_node *n, char *msg, s
     return 0;
 }
 
-static int parse_uint(const char *s, unsigned long max, unsigned *out)
-{
-    char *end;
-    if (!isdigit((unsigned char)s[0]))
-        return -1;
-    errno = 0;
-    unsigned long v = strtoul(s, &end, 10);
-    if (errno || *end || v > max)
-        return -1;
-    *out = (unsigned)v;
-    return 0;
-}
-
-#define UINT_DIRECTIVE(field, max)                                                             \
-    static int set_##field(struct config *cfg, const struct conf_node *n, char *msg, size_t len) \
-    {                                                                                          \
-        if (parse_uint(n->args[0], (max), &cfg->field) < 0)                                    \
-            return snprintf(msg, len, "invalid number \"%s\" (0 to %lu)", n->args[0],          \
-                            (unsigned long)(max)),                                             \
-                   -1;                                                                         \
-        return 0;                                                                              \
-    }
-UINT_DIRECTIVE(threads, 1024)
-UINT_DIRECTIVE(max_connections, 10000000)
-UINT_DIRECTIVE(max_headers, 64)
-UINT_DIRECTIVE(keepalive_requests, 4000000000u)
-
-#define DURATION_DIRECTIVE(field)                                                              \
-    static int set_##field(struct config *cfg, const struct conf_node *n, char *msg, size_t len) \
-    {                                                                                          \
-        if (config_parse_duration_ms(n->args[0], &cfg->field) < 0)                             \
-            return snprintf(msg, len, "invalid duration \"%s\"", n->args[0]), -1;              \
-        return 0;                                                                              \
-    }
-DURATION_DIRECTIVE(header_timeout_ms)
-DURATION_DIRECTIVE(keepalive_timeout_ms)
-DURATION_DIRECTIVE(send_timeout_ms)
-DURATION_DIRECTIVE(shutdown_timeout_ms)
-
-static int set_max_header_size(struct config *cfg, const struct conf_node *n, char *msg,
-                               size_t len)
-{
-    uint64_t v;
-    if (config_parse_size(n->args[0], &v) < 0 || v < 256 || v > CONFIG_MAX_HEADER_SIZE)
-        return snprintf(msg, len, "invalid size \"%s\" (256 to 16k)", n->args[0]), -1;
-    cfg->max_header_size = (size_t)v;
-    return 0;
-}
-
-static int set_max_body_size(struct config *cfg, const struct conf_node *n, char *msg,
-                             size_t len)
-{
-    if (config_parse_size(n->args[0], &cfg->max_body_size) < 0)
-        return snprintf(msg, len, "invalid size \"%s\"", n->args[0]), -1;
-    return 0;
-}
-
-static int set_access_log(struct config *cfg, const struct conf_node *n, char *msg, size_t len)
-{
-    return set_path(cfg->access_log, n, msg, len);
-}
-
-static int set_access_log_format(struct config *cfg, const struct conf_node *n, char *msg,
-                                 size_t len)
-{
-    if (strcmp(n->args[0], "combined") != 0 && strcmp(n->args[0], "json") != 0)
-        return snprintf(msg, len, "expected \"combined\" or \"json\", not \"%s\"",
-                        n->args[0]), -1;
-    cfg->access_log_json = strcmp(n->args[0], "json") == 0;
-    return 0;
-}
-
-static int set_error_log(struct config *cfg, const struct conf_node *n, char *msg, size_t len)
-{
-    static const char *levels[] = {"error", "warn", "info", "debug"};
-    if (strcmp(n->args[0], "off") == 0)
-        return snprintf(msg, len, "the error log cannot be off; use a level instead"), -1;
-    if (set_path(cfg->error_log, n, msg, len) < 0)
-        return -1;
-    if (n->n_args == 1)
-        return 0;
-    for (unsigned i = 0; i < 4; i++) {
-        if (strcmp(n->args[1], levels[i]) == 0) {
-            cfg->error_level = (enum log_level)i;
-            return 0;
-        }
-    }
-    return snprintf(msg, len, "invalid level \"%s\" (error, warn, info, debug)", n->args[1]),
-           -1;
-}
-
-static int set_server_tokens(struct config *cfg, const struct conf_node *n, char *msg,
-                             size_t len)
-{
-    if (strcmp(n->args[0], "on") != 0 && strcmp(n->args[0], "off") != 0)
-        return snprintf(msg, len, "expected \"on\" or \"off\", not \"%s\"", n->args[0]), -1;
-    cfg->server_tokens = strcmp(n->args[0], "on") == 0;
-    return 0;
-}
-
-/* --- concurrency strategy ---------------------------------------------------------- */
-
-static int set_concurrency(struct config *cfg, const struct conf_node *n, char *msg,
-                           size_t len)
-{
-    static const struct {
-        const char *name;
-        enum lf_strategy strategy;
-    } names[] = {
-        {"leader_followers", LF_STRATEGY_LEADER_FOLLOWERS},
-        {"half_sync_half_async", LF_STRATEGY_HALF_SYNC_HALF_ASYNC},
-        {"thread_per_connection", LF_STRATEGY_THREAD_PER_CONNECTION},
-    };
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        if (strcmp(n->args[0], names[i].name) == 0) {
-            cfg->concurrency = names[i].strategy;
-            return 0;
-        }
-    }
-    return snprintf(msg, len, "expected \"leader_followers\", \"half_sync_half_async\" or "
-                    "\"thread_per_connection\", not \"%s\"", n->args[0]), -1;
-}
-
-static int set_promotion(struct config *cfg, const struct conf_node *n, char *msg, size_t len)
-{
-    if (strcmp(n->args[0], "lifo") != 0 && strcmp(n->args[0], "condvar") != 0)
-        return snprintf(msg, len, "expected \"lifo\" or \"condvar\", not \"%s\"",
-                        n->args[0]), -1;
-    cfg->promotion = strcmp(n->args[0], "lifo") == 0 ? LF_PROMOTE_LIFO : LF_PROMOTE_CONDVAR;
-    return 0;
-}
-
-static const struct directive directives[] = {
-    {"listen", 1, 1, set_listen},
-    {"root", 1, 1, set_root},
-    {"index", 1, CONFIG_MAX_INDEX, set_index},
-    {"threads", 1, 1, set_threads},
-    {"concurrency", 1, 1, set_concurrency},
-    {"promotion", 1, 1, set_promotion},
-    {"max_connections", 1, 1, set_max_connections},
-    {"max_header_size", 1, 1, set_max_header_size},
-    {"max_headers", 1, 1, set_max_headers},
-    {"max_body_size", 1, 1, set_max_body_size},
-    {"header_timeout", 1, 1, set_header_timeout_ms},
-    {"keepalive_timeout", 1, 1, set_keepalive_timeout_ms},
-    {"send_timeout", 1, 1, set_send_timeout_ms},
-    {"shutdown_timeout", 1, 1, set_shutdown_timeout_ms},
-    {"keepalive_requests", 1, 1, set_keepalive_requests},
-    {"access_log", 1, 1, set_access_log},
-    {"access_log_format", 1, 1, set_access_log_format},
-    {"error_log", 1, 2, set_error_log},
-    {"server_tokens", 1, 1, set_server_tokens},
+static const struct conf_name log_levels[] = {
+    {"error", LOG_LEVEL_ERROR}, {"warn", LOG_LEVEL_WARN}, {"info", LOG_LEVEL_INFO},
+    {"debug", LOG_LEVEL_DEBUG}, {NULL, 0},
 };
 
-/* --- directives set once ------------------------------------------------------------ */
-
-/* The directives that add to one another when repeated: listeners, service classes, the
- * modules' mounts (`handler`, `cgi`) and a class's `match` rules. Every other directive
- * sets one value, and a second statement of it is an error, as in nginx: a silent "the
- * last one wins" hides the line that does nothing. */
-static const char *const repeatable[] = {"listen", "class", "handler", "cgi", "match"};
-
-/* The earlier statement that n repeats among its siblings (from first), or NULL. */
-static const struct conf_node *duplicate_of(const struct conf_node *first,
-                                            const struct conf_node *n)
+/* `error_log PATH [LEVEL];` */
+static int set_error_log(void *base, const struct conf_node *n, void *ctx, char *msg,
+                         size_t len)
 {
-    for (size_t i = 0; i < sizeof(repeatable) / sizeof(repeatable[0]); i++)
-        if (strcmp(n->name, repeatable[i]) == 0)
-            return NULL;
-    for (const struct conf_node *m = first; m && m != n; m = m->next)
-        if (strcmp(m->name, n->name) == 0)
-            return m;
-    return NULL;
-}
-
-/* "FILE:LINE: [context]"NAME" directive is duplicate (first at FILE:LINE)" when n repeats
- * an earlier sibling. Returns 0 or -1. */
-static int check_duplicate(const struct conf_node *first, const struct conf_node *n,
-                           const char *path, const char *context, char *err, size_t err_len)
-{
-    const struct conf_node *m = duplicate_of(first, n);
-    if (!m)
-        return 0;
-    snprintf(err, err_len, "%s:%u: %s\"%s\" directive is duplicate (first at %s:%u)", path,
-             n->line, context, n->name, path, m->line);
-    return -1;
+    struct config *cfg = base;
+    (void)ctx;
+    if (strcmp(n->args[0], "off") == 0)
+        return snprintf(msg, len, "the error log cannot be off; use a level instead"), -1;
+    int level = cfg->error_level;
+    if (n->n_args == 2 && conf_name_value(log_levels, n->args[1], &level) < 0)
+        return snprintf(msg, len, "invalid level \"%s\" (error, warn, info, debug)",
+                        n->args[1]), -1;
+    snprintf(cfg->error_log, sizeof(cfg->error_log), "%s", n->args[0]);
+    cfg->error_level = (enum log_level)level;
+    return 0;
 }
 
 /* --- service classes ------------------------------------------------------------- */
@@ -559,10 +343,10 @@ static int parse_cidr(const char *text, struct config_cidr *c)
         return -1;
     }
     if (slash) {
-        unsigned bits;
-        if (parse_uint(slash + 1, c->prefix_bits, &bits) < 0)
+        uint64_t bits;
+        if (config_parse_count(slash + 1, &bits) < 0 || bits > c->prefix_bits)
             return -1;
-        c->prefix_bits = bits;
+        c->prefix_bits = (unsigned)bits;
     }
     return 0;
 }
@@ -591,29 +375,34 @@ bool config_cidr_match(const struct config_cidr *c, const struct sockaddr *sa)
     return (a[full] & mask) == (c->addr[full] & mask);
 }
 
-static int class_priority(const char *v, int *nice)
+static const struct conf_name priorities[] = {
+    {"high", -10}, {"normal", 0}, {"low", 10}, {NULL, 0},
+};
+
+/* `priority high|normal|low|NICE;`, NICE from -20 to 19. */
+static int set_priority(void *base, const struct conf_node *n, void *ctx, char *msg,
+                        size_t len)
 {
-    if (strcmp(v, "high") == 0)
-        *nice = -10;
-    else if (strcmp(v, "normal") == 0)
-        *nice = 0;
-    else if (strcmp(v, "low") == 0)
-        *nice = 10;
-    else {
-        char *end;
-        long n = strtol(v, &end, 10);
-        if (*v == '\0' || *end || n < -20 || n > 19)
-            return -1;
-        *nice = (int)n;
+    struct config_class *k = base;
+    const char *v = n->args[0];
+    uint64_t nice;
+    (void)ctx;
+    if (conf_name_value(priorities, v, &k->nice) == 0)
+        return 0;
+    bool minus = v[0] == '-';
+    if (config_parse_count(v + minus, &nice) == 0 && nice <= (minus ? 20u : 19u)) {
+        k->nice = minus ? -(int)nice : (int)nice;
+        return 0;
     }
-    return 0;
+    return snprintf(msg, len, "expected high, normal, low or -20..19, not \"%s\"", v), -1;
 }
 
-static int class_rule(struct config_class *k, const struct conf_node *n, char *msg, size_t len)
+/* `match path PREFIX;`, `match host NAME;`, `match addr CIDR;` */
+static int set_match(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
-    if (n->n_args != 2)
-        return snprintf(msg, len, "match takes a kind and a value: path, host or addr"), -1;
+    struct config_class *k = base;
     const char *kind = n->args[0], *v = n->args[1];
+    (void)ctx;
     if (strcmp(kind, "path") == 0) {
         if (v[0] != '/' || strlen(v) >= sizeof(k->paths[0]) || k->n_paths == CONFIG_CLASS_RULES)
             return snprintf(msg, len, "invalid path prefix \"%s\"", v), -1;
@@ -634,35 +423,12 @@ static int class_rule(struct config_class *k, const struct conf_node *n, char *m
     return 0;
 }
 
-static int class_directive(struct config_class *k, const struct conf_node *n, char *msg,
-                           size_t len)
+static int set_class_listen(void *base, const struct conf_node *n, void *ctx, char *msg,
+                            size_t len)
 {
-    if (n->is_block)
-        return snprintf(msg, len, "\"%s\" cannot be a block", n->name), -1;
-    if (strcmp(n->name, "match") == 0)
-        return class_rule(k, n, msg, len);
-    if (n->n_args != 1)
-        return snprintf(msg, len, "invalid number of values for \"%s\"", n->name), -1;
-    const char *v = n->args[0];
-    if (strcmp(n->name, "threads") == 0) {
-        if (parse_uint(v, 1024, &k->threads) < 0)
-            return snprintf(msg, len, "invalid number \"%s\"", v), -1;
-    } else if (strcmp(n->name, "priority") == 0) {
-        if (class_priority(v, &k->nice) < 0)
-            return snprintf(msg, len, "priority is high, normal, low or -20..19, not \"%s\"",
-                            v), -1;
-    } else if (strcmp(n->name, "max_connections") == 0) {
-        if (parse_uint(v, 10000000, &k->max_connections) < 0)
-            return snprintf(msg, len, "invalid number \"%s\"", v), -1;
-    } else if (strcmp(n->name, "listen") == 0) {
-        if (k->n_listen == CONFIG_MAX_LISTEN ||
-            config_parse_listen(v, &k->listen[k->n_listen]) < 0)
-            return snprintf(msg, len, "invalid listen address \"%s\"", v), -1;
-        k->n_listen++;
-    } else {
-        return snprintf(msg, len, "unknown directive \"%s\" in a class", n->name), -1;
-    }
-    return 0;
+    struct config_class *k = base;
+    (void)ctx;
+    return add_listen(k->listen, &k->n_listen, n->args[0], msg, len);
 }
 
 static bool same_listen(const struct config_listen *a, const struct config_listen *b)
@@ -682,7 +448,7 @@ static int class_overlap(const struct config *cfg, const struct config_class *k,
     for (unsigned i = 0; i < cfg->n_classes; i++) {
         const struct config_class *o = &cfg->classes[i];
         if (strcmp(o->name, k->name) == 0)
-            return snprintf(msg, len, "class \"%s\" is defined twice", k->name), -1;
+            return snprintf(msg, len, "\"%s\" is defined twice", k->name), -1;
         for (unsigned a = 0; a < k->n_paths; a++)
             for (unsigned b = 0; b < o->n_paths; b++)
                 if (strcmp(k->paths[a], o->paths[b]) == 0)
@@ -702,51 +468,97 @@ static int class_overlap(const struct config *cfg, const struct config_class *k,
     return 0;
 }
 
-static int apply_class(struct config *cfg, const struct conf_node *n, const char *path,
-                       char *err, size_t err_len)
+/* `class NAME { ... }`: its statements are read as the class's, with their own lines. */
+static int set_class(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
-    char msg[512];
-    if (!n->is_block || n->n_args != 1) {
-        snprintf(err, err_len, "%s:%u: class takes a name and a { block }", path, n->line);
-        return -1;
-    }
-    if (cfg->n_classes == CONFIG_MAX_CLASSES) {
-        snprintf(err, err_len, "%s:%u: at most %d classes", path, n->line, CONFIG_MAX_CLASSES);
-        return -1;
-    }
+    struct config *cfg = base;
+    struct core_read *cr = ctx;
+    if (cfg->n_classes == CONFIG_MAX_CLASSES)
+        return snprintf(msg, len, "at most %d classes", CONFIG_MAX_CLASSES), -1;
     const char *name = n->args[0];
     if (strlen(name) >= sizeof(cfg->classes[0].name) || strcmp(name, "default") == 0 ||
-        !isalpha((unsigned char)name[0])) {
-        snprintf(err, err_len, "%s:%u: invalid class name \"%s\" (\"default\" is taken)", path,
-                 n->line, name);
-        return -1;
-    }
+        !isalpha((unsigned char)name[0]))
+        return snprintf(msg, len, "invalid class name \"%s\" (\"default\" is taken)", name), -1;
     struct config_class *k = &cfg->classes[cfg->n_classes];
     memset(k, 0, sizeof(*k));
     snprintf(k->name, sizeof(k->name), "%s", name);
     k->line = n->line;
     k->threads = 1;
-    char context[64];
-    snprintf(context, sizeof(context), "class %s: ", name);
-    for (const struct conf_node *d = n->children; d; d = d->next) {
-        if (class_directive(k, d, msg, sizeof(msg)) < 0) {
-            snprintf(err, err_len, "%s:%u: class %s: %s", path, d->line, name, msg);
-            return -1;
-        }
-        if (check_duplicate(n->children, d, path, context, err, err_len) < 0)
-            return -1;
-    }
-    if (class_overlap(cfg, k, msg, sizeof(msg)) < 0) {
-        snprintf(err, err_len, "%s:%u: %s", path, n->line, msg);
+    char owner[64];
+    snprintf(owner, sizeof(owner), "class %s", name);
+    struct conf_reader sub = *cr->r;
+    sub.owner = owner;
+    sub.context = CONF_CLASS;
+    sub.errors = 0;
+    int rc = conf_read_block(&sub, cr->table, cr->known, n->children, k);
+    cr->r->errors += sub.errors;
+    if (rc < 0)
+        return -1; /* reported, line by line */
+    if (class_overlap(cfg, k, msg, len) < 0)
         return -1;
-    }
     cfg->n_classes++;
     return 0;
 }
 
+/* --- the core's table ----------------------------------------------------------------- */
+
+static const struct conf_name strategies[] = {
+    {"leader_followers", LF_STRATEGY_LEADER_FOLLOWERS},
+    {"half_sync_half_async", LF_STRATEGY_HALF_SYNC_HALF_ASYNC},
+    {"thread_per_connection", LF_STRATEGY_THREAD_PER_CONNECTION},
+    {NULL, 0},
+};
+
+static const struct conf_name promotions[] = {
+    {"lifo", LF_PROMOTE_LIFO}, {"condvar", LF_PROMOTE_CONDVAR}, {NULL, 0},
+};
+
+static const struct conf_name log_formats[] = {{"combined", 0}, {"json", 1}, {NULL, 0}};
+
+#define TOP CONF_TOP
+#define CLASS CONF_CLASS
+#define CFG(field) CONF_AT(struct config, field)
+#define KLASS(field) CONF_AT(struct config_class, field)
+
+static const struct conf_directive core_directives[] = {
+    {"listen", CONF_STRING, TOP, CONF_REPEATS, .set = set_listen, .usage = "ADDR:PORT"},
+    {"listen", CONF_STRING, CLASS, CONF_REPEATS, .set = set_class_listen, .usage = "ADDR:PORT"},
+    {"root", CONF_PATH, TOP, CFG(root)},
+    {"index", CONF_LIST, TOP, .min_args = 1, .max_args = CONFIG_MAX_INDEX, .set = set_index,
+     .usage = "FILE..."},
+    {"threads", CONF_COUNT, TOP, .max = 1024, CFG(threads)},
+    {"threads", CONF_COUNT, CLASS, .max = 1024, KLASS(threads)},
+    {"concurrency", CONF_ENUM, TOP, .names = strategies, CFG(concurrency)},
+    {"promotion", CONF_ENUM, TOP, .names = promotions, CFG(promotion)},
+    {"max_connections", CONF_COUNT, TOP, .max = 10000000, CFG(max_connections)},
+    {"max_connections", CONF_COUNT, CLASS, .max = 10000000, KLASS(max_connections)},
+    {"max_header_size", CONF_SIZE, TOP, .min = 256, .max = CONFIG_MAX_HEADER_SIZE,
+     CFG(max_header_size)},
+    {"max_headers", CONF_COUNT, TOP, .max = 64, CFG(max_headers)},
+    {"max_body_size", CONF_SIZE, TOP, CFG(max_body_size)},
+    {"header_timeout", CONF_DURATION, TOP, CFG(header_timeout_ms)},
+    {"keepalive_timeout", CONF_DURATION, TOP, CFG(keepalive_timeout_ms)},
+    {"send_timeout", CONF_DURATION, TOP, CFG(send_timeout_ms)},
+    {"shutdown_timeout", CONF_DURATION, TOP, CFG(shutdown_timeout_ms)},
+    {"keepalive_requests", CONF_COUNT, TOP, .max = 4000000000u, CFG(keepalive_requests)},
+    {"access_log", CONF_PATH, TOP, CFG(access_log)},
+    {"access_log_format", CONF_ENUM, TOP, .names = log_formats, CFG(access_log_json)},
+    {"error_log", CONF_LIST, TOP, .min_args = 1, .max_args = 2, .set = set_error_log,
+     .usage = "PATH [error|warn|info|debug]"},
+    {"server_tokens", CONF_FLAG, TOP, CFG(server_tokens)},
+    {"class", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 1, .max_args = 1, .set = set_class,
+     .usage = "NAME"},
+    {"priority", CONF_STRING, CLASS, .set = set_priority, .usage = "high|normal|low|NICE"},
+    {"match", CONF_LIST, CLASS, CONF_REPEATS, .min_args = 2, .max_args = 2, .set = set_match,
+     .usage = "path|host|addr VALUE"},
+    {.name = NULL},
+};
+
+/* --- checks across directives ------------------------------------------------------- */
+
 /* The default class listens on the top-level `listen` lines; the built-in 8080 only when
  * no listen appears anywhere. A class's listener must be its own. */
-static int check_class_listens(struct config *cfg, const char *path, char *err, size_t err_len)
+static void check_class_listens(struct config *cfg, struct conf_reader *r)
 {
     bool top_level = config_next(cfg, "listen", NULL) != NULL;
     bool in_classes = false;
@@ -758,68 +570,22 @@ static int check_class_listens(struct config *cfg, const char *path, char *err, 
         const struct config_class *k = &cfg->classes[i];
         for (unsigned a = 0; a < k->n_listen; a++)
             for (unsigned b = 0; b < cfg->n_listen; b++)
-                if (same_listen(&k->listen[a], &cfg->listen[b])) {
-                    snprintf(err, err_len, "%s:%u: listen %s belongs to class \"%s\" and to "
-                             "the default class", path, k->line, k->listen[a].text, k->name);
-                    return -1;
-                }
+                if (same_listen(&k->listen[a], &cfg->listen[b]))
+                    conf_error(r, k->line, "listen %s belongs to class \"%s\" and to the "
+                               "default class", k->listen[a].text, k->name);
     }
-    return 0;
-}
-
-static int apply_directives(struct config *cfg, const char *path, config_known_fn known,
-                            char *err, size_t err_len)
-{
-    bool saw_listen = false;
-    for (const struct conf_node *n = cfg->tree; n; n = n->next) {
-        if (strcmp(n->name, "class") == 0) {
-            if (apply_class(cfg, n, path, err, err_len) < 0)
-                return -1;
-            continue;
-        }
-        const struct directive *d = NULL;
-        for (size_t i = 0; i < sizeof(directives) / sizeof(directives[0]); i++)
-            if (strcmp(directives[i].name, n->name) == 0)
-                d = &directives[i];
-        if (!d && !(known && known(n->name))) {
-            snprintf(err, err_len, "%s:%u: unknown directive \"%s\"", path, n->line, n->name);
-            return -1;
-        }
-        if (check_duplicate(cfg->tree, n, path, "", err, err_len) < 0)
-            return -1;
-        if (!d)
-            continue; /* a module's: its owner reads it */
-        if (n->is_block || n->n_args < d->min_args || n->n_args > d->max_args) {
-            snprintf(err, err_len, "%s:%u: invalid number of values for \"%s\"", path, n->line,
-                     n->name);
-            return -1;
-        }
-        if (strcmp(n->name, "listen") == 0 && !saw_listen) {
-            cfg->n_listen = 0; /* the first listen replaces the default */
-            saw_listen = true;
-        }
-        char msg[512];
-        if (d->apply(cfg, n, msg, sizeof(msg)) < 0) {
-            snprintf(err, err_len, "%s:%u: %s: %s", path, n->line, n->name, msg);
-            return -1;
-        }
-    }
-    return 0;
 }
 
 /* `promotion` chooses which waiting Leader/Followers thread leads next: with another
  * strategy nothing reads it, and a setting that does nothing must not pass for one. */
-static int check_promotion(const struct config *cfg, const char *path, char *err,
-                           size_t err_len)
+static void check_promotion(const struct config *cfg, struct conf_reader *r)
 {
     const struct conf_node *p = config_next(cfg, "promotion", NULL);
     if (!p || cfg->concurrency == LF_STRATEGY_LEADER_FOLLOWERS)
-        return 0;
+        return;
     const struct conf_node *c = config_next(cfg, "concurrency", NULL);
-    snprintf(err, err_len, "%s:%u: promotion: only Leader/Followers promotes a thread, and "
-             "concurrency is %s (%s:%u)", path, p->line, c ? c->args[0] : "?", path,
-             c ? c->line : 0);
-    return -1;
+    conf_error(r, p->line, "promotion: only Leader/Followers promotes a thread, and "
+               "concurrency is %s (%s:%u)", c ? c->args[0] : "?", r->file, c ? c->line : 0);
 }
 
 const struct conf_node *config_next(const struct config *cfg, const char *name,
@@ -831,46 +597,63 @@ const struct conf_node *config_next(const struct config *cfg, const char *name,
     return NULL;
 }
 
-int config_load(struct config *cfg, const char *path, config_known_fn known, char *err,
-                size_t err_len)
+/* The whole file, or NULL with the message in err. */
+static char *read_file(const char *path, size_t *len, char *err, size_t err_len)
 {
     FILE *f = fopen(path, "r");
     if (!f) {
         snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
+        return NULL;
     }
     char *text = NULL;
-    size_t len = 0, cap = 0;
+    size_t cap = 0, n;
     char chunk[8192];
-    size_t n;
+    *len = 0;
     while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-        if (len + n > cap) {
-            cap = (len + n) * 2;
+        if (*len + n + 1 > cap) {
+            cap = (*len + n + 1) * 2;
             char *t = realloc(text, cap);
             if (!t) {
                 free(text);
                 fclose(f);
                 snprintf(err, err_len, "%s: out of memory", path);
-                return -1;
+                return NULL;
             }
             text = t;
         }
-        memcpy(text + len, chunk, n);
-        len += n;
+        memcpy(text + *len, chunk, n);
+        *len += n;
     }
     fclose(f);
+    if (!text && !(text = strdup(""))) /* an empty file: no statements */
+        snprintf(err, err_len, "%s: out of memory", path);
+    return text;
+}
 
+int config_load(struct config *cfg, const char *path, config_known_fn known, char *err,
+                size_t err_len)
+{
+    if (err_len)
+        err[0] = '\0';
+    size_t len;
+    char *text = read_file(path, &len, err, err_len);
+    if (!text)
+        return -1;
     snprintf(cfg->file, sizeof(cfg->file), "%s", path);
-    const char *start = text ? text : ""; /* an empty file: no buffer, no statements */
-    struct conf_lexer lx = {start, start + len, 1, path, err, err_len};
+    struct conf_lexer lx = {text, text + len, 1, path, err, err_len};
     int rc = conf_parse_block(&lx, &cfg->tree, 0);
     free(text);
     if (rc < 0)
         return -1;
-    if (apply_directives(cfg, path, known, err, err_len) < 0 ||
-        check_promotion(cfg, path, err, err_len) < 0)
-        return -1;
-    return check_class_listens(cfg, path, err, err_len);
+    /* Every statement is read, whatever the ones before it held: -t reports every error. */
+    struct conf_reader r = {.file = path, .owner = "", .context = CONF_TOP, .err = err,
+                            .err_len = err_len};
+    struct core_read cr = {&r, core_directives, known};
+    r.ctx = &cr;
+    conf_read_block(&r, core_directives, known, cfg->tree, cfg);
+    check_promotion(cfg, &r);
+    check_class_listens(cfg, &r);
+    return r.errors ? -1 : 0;
 }
 
 void config_free(struct config *cfg)

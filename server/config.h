@@ -13,23 +13,11 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "directive.h"
 #include "lf_group.h" /* enum lf_strategy, enum lf_promotion */
 
 #define CONFIG_MAX_LISTEN 16
 #define CONFIG_MAX_INDEX 8
-#define CONFIG_MAX_ARGS 16
-#define CONFIG_PATH_MAX 4096
-
-/* One statement of the file: `name args...;` or `name args... { children }`. */
-struct conf_node {
-    char *name;
-    char *args[CONFIG_MAX_ARGS];
-    unsigned n_args;
-    bool is_block;
-    struct conf_node *children; /* first statement inside the block */
-    struct conf_node *next;     /* next statement at the same level */
-    unsigned line;
-};
 
 struct config_listen {
     struct sockaddr_storage addr;
@@ -115,12 +103,10 @@ bool config_cidr_match(const struct config_cidr *c, const struct sockaddr *sa);
 /* Fill cfg with the built-in defaults. */
 void config_defaults(struct config *cfg);
 
-/* Directives that belong to other parts (modules): config_load leaves them in the tree
- * for their owners to read, and rejects any directive that neither it nor this knows. */
-typedef bool (*config_known_fn)(const char *name);
-
-/* Read and interpret the file at path into cfg (which should hold defaults).
- * Returns 0, or -1 with a "FILE:LINE: message" in err. */
+/* Read and interpret the file at path into cfg (which should hold defaults). The modules'
+ * directives (known) are checked for where they stand and how often they repeat; their
+ * values are read by their owners (module_read_directives).
+ * Returns 0, or -1 with every error found, one "FILE:LINE: message" a line, in err. */
 int config_load(struct config *cfg, const char *path, config_known_fn known, char *err,
                 size_t err_len);
 
@@ -130,10 +116,6 @@ const struct conf_node *config_next(const struct config *cfg, const char *name,
 
 /* Parse "ADDR:PORT", "PORT", "[V6]:PORT" or "*:PORT" into l. Returns 0 or -1. */
 int config_parse_listen(const char *text, struct config_listen *l);
-
-/* Parse a size ("8k", "1m", "512") or a duration ("10s", "250ms", "2m"). Return 0 or -1. */
-int config_parse_size(const char *s, uint64_t *out);
-int config_parse_duration_ms(const char *s, unsigned *out);
 
 void config_free(struct config *cfg);
 

@@ -110,8 +110,11 @@ struct generation *generation_build(const struct generation_source *o, unsigned 
     }
     g->number = number;
     g->root_fd = -1;
-    if (load_config(&g->cfg, o, err, len) < 0)
+    if (load_config(&g->cfg, o, err, len) < 0) {
+        if (g->cfg.tree) /* the file parsed: the modules' errors are reported too */
+            module_chain_check(&g->cfg, err, len);
         goto fail;
+    }
     const struct config *cfg = &g->cfg;
     g->root_fd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (g->root_fd < 0 || !realpath(cfg->root, g->root_real)) {

@@ -81,6 +81,8 @@ static void reload(struct server *srv, const struct options *o)
         if (what) /* "NAME" or "NAME (DETAIL)": the directive's name stands quoted */
             snprintf(err, sizeof(err), "changing `%.*s`%s needs a restart",
                      (int)strcspn(what, " "), what, what + strcspn(what, " "));
+        for (char *nl = strchr(err, '\n'); nl; nl = strchr(nl, '\n'))
+            *nl = ';'; /* every error, on the one line of the log */
         log_error("SIGHUP: configuration not reloaded: %s; still serving generation %u", err,
                   cur->number);
         generation_free(g);
@@ -142,6 +144,16 @@ static void shut_down(struct server *srv, const sigset_t *sigs)
         log_warn("shutdown: closing %u connections still open", atomic_load(&srv->http.n_conns));
 }
 
+/* Each error on a line of its own, as "lfhttpd: FILE:LINE: message". */
+static void print_errors(const char *err)
+{
+    for (const char *p = err; *p;) {
+        size_t n = strcspn(p, "\n");
+        fprintf(stderr, "lfhttpd: %.*s\n", (int)n, p);
+        p += n + (p[n] == '\n');
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct options opts = {0};
@@ -155,11 +167,11 @@ int main(int argc, char **argv)
     char err[4096];
     struct generation *g = generation_build(&opts.src, 1, err, sizeof(err));
     if (!g) {
-        fprintf(stderr, "lfhttpd: %s\n", err);
+        print_errors(err);
         return 1;
     }
     if (opts.test_only && generation_check_logs(g, err, sizeof(err)) < 0) {
-        fprintf(stderr, "lfhttpd: %s\n", err);
+        print_errors(err);
         generation_free(g);
         return 1;
     }

@@ -2,6 +2,7 @@
 #include "module.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The modules, in the order the chain calls them. A new module is one line here and one
@@ -19,69 +20,53 @@ static const struct module *const module_table[] = {
 
 #define MODULE_COUNT (sizeof(module_table) / sizeof(module_table[0]))
 
-bool module_known_directive(const char *name)
+const struct conf_directive *module_known_directive(const char *name, unsigned context)
 {
+    const struct conf_directive *any = NULL;
     for (size_t i = 0; i < MODULE_COUNT; i++) {
-        const char *const *d = module_table[i]->directives;
-        for (; d && *d; d++)
-            if (strcmp(*d, name) == 0)
-                return true;
+        const struct conf_directive *d = conf_table_find(module_table[i]->directives, name,
+                                                         context);
+        if (d && (d->contexts & context))
+            return d;
+        if (d && !any)
+            any = d;
     }
-    return false;
+    return any;
 }
 
 int module_error(struct module_init *mi, const struct conf_node *where, const char *fmt, ...)
 {
-    char msg[512];
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     const char *name = mi->chain->mods[mi->index]->name;
     if (where)
-        snprintf(mi->err, mi->err_len, "%s:%u: %s: %s", mi->cfg->file, where->line, name, msg);
+        config_error_append(mi->err, mi->err_len, "%s:%u: %s: %s", mi->cfg->file, where->line,
+                            name, msg);
     else
-        snprintf(mi->err, mi->err_len, "%s: %s", name, msg);
+        config_error_append(mi->err, mi->err_len, "%s: %s", name, msg);
     return -1;
 }
 
-int module_single_directive(struct module_init *mi, const char *name, const char *usage,
-                            const struct conf_node **out)
+int module_read_directives(struct module_init *mi, void *base)
 {
-    const struct conf_node *n = config_next(mi->cfg, name, NULL);
-    *out = n;
-    if (!n)
-        return 0;
-    if (n->is_block || n->n_args != 1)
-        return module_error(mi, n, "usage: %s", usage);
-    return 0;
+    const struct module *m = mi->chain->mods[mi->index];
+    struct conf_reader r = {
+        .file = mi->cfg->file,
+        .owner = m->name,
+        .context = CONF_TOP,
+        .ctx = mi,
+        .err = mi->err,
+        .err_len = mi->err_len,
+    };
+    return conf_read_owned(&r, m->directives, mi->cfg->tree, base);
 }
 
-int module_flag_directive(struct module_init *mi, const char *name, bool *out)
+const struct conf_node *module_directive(struct module_init *mi, const char *name)
 {
-    char usage[96];
-    snprintf(usage, sizeof(usage), "%s on|off;", name);
-    const struct conf_node *n;
-    if (module_single_directive(mi, name, usage, &n) < 0)
-        return -1;
-    if (!n)
-        return 0;
-    if (strcmp(n->args[0], "on") != 0 && strcmp(n->args[0], "off") != 0)
-        return module_error(mi, n, "%s is on or off, not \"%s\"", name, n->args[0]);
-    *out = strcmp(n->args[0], "on") == 0;
-    return 0;
-}
-
-int module_duration_directive(struct module_init *mi, const char *name, unsigned *out_ms)
-{
-    char usage[96];
-    snprintf(usage, sizeof(usage), "%s TIME;", name);
-    const struct conf_node *n;
-    if (module_single_directive(mi, name, usage, &n) < 0)
-        return -1;
-    if (n && config_parse_duration_ms(n->args[0], out_ms) < 0)
-        return module_error(mi, n, "%s: invalid duration \"%s\"", name, n->args[0]);
-    return 0;
+    return config_next(mi->cfg, name, NULL);
 }
 
 int module_mount_add(struct module_init *mi, const struct conf_node *where, const char *prefix,
@@ -94,7 +79,8 @@ int module_mount_add(struct module_init *mi, const struct conf_node *where, cons
                             prefix);
     for (unsigned i = 0; i < c->n_mounts; i++)
         if (strcmp(c->mounts[i].prefix, prefix) == 0)
-            return module_error(mi, where, "\"%s\" is already mounted", prefix);
+            return module_error(mi, where, "\"%s\" is already mounted (first at %s:%u)",
+                                prefix, mi->cfg->file, c->mounts[i].line);
     if (c->n_mounts == MODULE_MOUNTS_MAX)
         return module_error(mi, where, "too many mounts");
     struct module_mount *m = &c->mounts[c->n_mounts++];
@@ -103,6 +89,7 @@ int module_mount_add(struct module_init *mi, const struct conf_node *where, cons
     m->module = mi->index;
     m->data = data;
     m->wants_body = wants_body;
+    m->line = where ? where->line : 0;
     c->has_mounts[mi->index] = true;
     return 0;
 }
@@ -111,19 +98,39 @@ int module_chain_init(struct module_chain *c, const struct config *cfg, char *er
                       size_t err_len)
 {
     memset(c, 0, sizeof(*c));
+    if (err_len)
+        err[0] = '\0';
+    bool failed[MODULE_COUNT] = {false}, any = false;
     for (size_t i = 0; i < MODULE_COUNT; i++) {
         const struct module *m = module_table[i];
         c->mods[c->n] = m;
         struct module_init mi = {cfg, c, c->n, err, err_len};
         void *state = NULL;
-        if (m->init && m->init(&mi, &state) < 0) {
-            module_chain_fini(c);
-            return -1;
-        }
+        if (m->init && m->init(&mi, &state) < 0)
+            failed[i] = any = true;
         c->state[c->n] = state;
         c->n++;
     }
-    return 0;
+    if (!any)
+        return 0;
+    while (c->n > 0) { /* fini only for those whose init succeeded */
+        c->n--;
+        if (!failed[c->n] && c->mods[c->n]->fini)
+            c->mods[c->n]->fini(c->state[c->n]);
+    }
+    return -1;
+}
+
+void module_chain_check(const struct config *cfg, char *err, size_t err_len)
+{
+    struct module_chain *c = malloc(sizeof(*c));
+    char *more = malloc(err_len);
+    if (c && more && module_chain_init(c, cfg, more, err_len) < 0)
+        config_error_append(err, err_len, "%s", more);
+    else if (c && more)
+        module_chain_fini(c);
+    free(more);
+    free(c);
 }
 
 void module_chain_fini(struct module_chain *c)

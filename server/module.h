@@ -69,6 +69,7 @@ struct module_mount {
     unsigned module;  /* index in the chain */
     void *data;       /* the module's own, from module_mount_add */
     bool wants_body;  /* the core reads the whole request body before calling handle */
+    unsigned line;    /* the statement that mounted it, for messages */
 };
 
 struct module_chain;
@@ -84,12 +85,14 @@ struct module_init {
 
 struct module {
     const char *name;
-    /* The top-level directives this module reads (NULL-terminated), so that the
-     * configuration accepts them. The module finds them with config_next(). */
-    const char *const *directives;
+    /* The directives this module reads: its lines of the directive table (directive.h),
+     * ended by {.name = NULL}. config_load checks where they stand and how often; init
+     * reads their values with module_read_directives(). */
+    const struct conf_directive *directives;
     /* At start (and for `lfhttpd -t`): read directives, build state, add mounts.
      * Returns 0, or -1 after module_error(), having freed whatever it allocated: fini is
-     * called only for modules whose init succeeded. */
+     * called only for modules whose init succeeded. The other modules' init runs even
+     * when one fails, so that every error is reported. */
     int (*init)(struct module_init *mi, void **state);
     void (*fini)(void *state);
     enum mod_result (*rewrite)(void *state, struct request *req);
@@ -117,30 +120,31 @@ struct module_chain {
 /* For init: mount the module on a path prefix. Returns 0, or -1 after module_error(). */
 int module_mount_add(struct module_init *mi, const struct conf_node *where, const char *prefix,
                      void *data, bool wants_body);
-/* For init: write "FILE:LINE: module: message" (where may be NULL) and return -1. */
+/* For init: add "FILE:LINE: module: message" (where may be NULL) to the errors, and
+ * return -1. */
 int module_error(struct module_init *mi, const struct conf_node *where, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* For init: the directive `name`, with one value: *out is its statement, or NULL if
- * absent (config_load has refused a second one). Returns 0, or -1 after module_error()
- * (not `name VALUE;`, with usage as the hint). */
-int module_single_directive(struct module_init *mi, const char *name, const char *usage,
-                            const struct conf_node **out);
+/* For init: read the module's directives (its .directives) from the configuration into
+ * base, the struct their offsets point into, which holds the defaults. Setters are given
+ * mi as their ctx. Returns 0, or -1 after reporting every error. */
+int module_read_directives(struct module_init *mi, void *base);
 
-/* For init: `name on|off;`; *out keeps its default when absent. Returns 0,
- * or -1 after module_error(). */
-int module_flag_directive(struct module_init *mi, const char *name, bool *out);
-/* For init: `name TIME;`, in milliseconds; *out_ms keeps its default when
- * absent. Returns 0, or -1 after module_error(). */
-int module_duration_directive(struct module_init *mi, const char *name, unsigned *out_ms);
+/* For init: the statement of the directive `name`, for the line of an error found later
+ * (a file that does not open), or NULL if the configuration has none. */
+const struct conf_node *module_directive(struct module_init *mi, const char *name);
 
-/* Is `name` a directive of some module? (The configuration's config_known_fn.) */
-bool module_known_directive(const char *name);
+/* The line of some module's table that names `name` (the configuration's config_known_fn),
+ * or NULL. */
+const struct conf_directive *module_known_directive(const char *name, unsigned context);
 
 /* Build the chain from the table of modules, in order, and init each one. Returns 0, or
  * -1 with the message in err. */
 int module_chain_init(struct module_chain *c, const struct config *cfg, char *err,
                       size_t err_len);
+/* After a configuration that loaded with errors (its statements parsed): init and fini every
+ * module, to add their errors to err too, so that `lfhttpd -t` reports every one. */
+void module_chain_check(const struct config *cfg, char *err, size_t err_len);
 void module_chain_fini(struct module_chain *c);
 
 /* Run rewrite hooks, then find the mount (sets req->mount). */

@@ -17,10 +17,11 @@
  *   - loading is deterministic: the same text loads to the same result twice.
  * Module directives (gzip, cgi, handler, ...) are accepted by name, as module_known_directive
  * does; their values are the modules' business and are not parsed here.
- * Links: server/config.c (and server/http_parse.c, which every target gets).
- * Build and run by hand:
+ * Links: server/config.c, server/directive.c (and server/http_parse.c, which every target
+ * gets). Build and run by hand:
  *   clang -O1 -g -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -Iserver \
- *     -o build/fuzz/fuzz_config tests/fuzz/fuzz_config.c server/config.c server/http_parse.c
+ *     -o build/fuzz/fuzz_config tests/fuzz/fuzz_config.c server/config.c server/directive.c \
+ *     server/http_parse.c
  *   build/fuzz/fuzz_config -max_total_time=60 build/fuzz/corpus-fuzz_config tests/fuzz/corpus/fuzz_config
  */
 #include "config.h"
@@ -40,19 +41,22 @@
         }                                                                                      \
     } while (0)
 
-/* The module directives of the modules (the `directives` table of each modules/ file). */
-static bool known(const char *name)
+/* The module directives of the modules (the `directives` table of each modules/ file):
+ * where they stand and whether they repeat is what config_load checks of them. */
+#define ONCE(n) {.name = (n), .contexts = CONF_TOP}
+#define REPEATS(n) {.name = (n), .contexts = CONF_TOP, .repeat = CONF_REPEATS}
+static const struct conf_directive module_directives[] = {
+    ONCE("mime_types"),      ONCE("mime_magic"),        ONCE("default_type"),
+    ONCE("autoindex"),       ONCE("autoindex_hidden"),  REPEATS("handler"),
+    REPEATS("cgi"),          ONCE("cgi_timeout"),       ONCE("cgi_max_processes"),
+    ONCE("cgi_stderr"),      ONCE("gzip"),              ONCE("gzip_types"),
+    ONCE("gzip_min_length"), ONCE("gzip_max_length"),   ONCE("gzip_static"),
+    ONCE("gzip_comp_level"), ONCE("gzip_cache_size"),   {.name = NULL},
+};
+
+static const struct conf_directive *known(const char *name, unsigned context)
 {
-    static const char *const names[] = {
-        "mime_types", "mime_magic", "default_type", "autoindex", "autoindex_hidden",
-        "handler", "cgi", "cgi_timeout", "cgi_max_processes", "cgi_stderr", "gzip",
-        "gzip_types", "gzip_min_length", "gzip_max_length", "gzip_static", "gzip_comp_level",
-        "gzip_cache_size", NULL,
-    };
-    for (int i = 0; names[i]; i++)
-        if (strcmp(names[i], name) == 0)
-            return true;
-    return false;
+    return conf_table_find(module_directives, name, context);
 }
 
 static bool terminated(const char *s, size_t cap)

@@ -9,9 +9,11 @@
 #include "config.h"
 #include "module.h"
 
-/* Write text to a temporary file and load it over the defaults. Returns config_load's
- * result; the error message is left in err. */
-static int load_text(const char *text, struct config *cfg, char *err, size_t err_len)
+/* Write text to a temporary file and load it over the defaults, with known for the
+ * directives of other parts. Returns config_load's result; the error message is left in
+ * err. */
+static int load_text_known(const char *text, config_known_fn known, struct config *cfg,
+                           char *err, size_t err_len)
 {
     char path[] = "/tmp/lfhttpd-test-conf-XXXXXX";
     int fd = mkstemp(path);
@@ -23,7 +25,7 @@ static int load_text(const char *text, struct config *cfg, char *err, size_t err
         return -2;
     config_defaults(cfg);
     err[0] = '\0';
-    int rc = config_load(cfg, path, module_known_directive, err, err_len);
+    int rc = config_load(cfg, path, known, err, err_len);
     /* Messages name the file (some twice); make them comparable. */
     for (char *p; (p = strstr(err, path));) {
         size_t pl = strlen(path);
@@ -32,6 +34,11 @@ static int load_text(const char *text, struct config *cfg, char *err, size_t err
     }
     unlink(path);
     return rc;
+}
+
+static int load_text(const char *text, struct config *cfg, char *err, size_t err_len)
+{
+    return load_text_known(text, module_known_directive, cfg, err, err_len);
 }
 
 TEST(defaults_listen_on_8080_and_serve_www)
@@ -341,4 +348,151 @@ TEST(promotion_with_another_strategy_than_leader_followers_is_an_error)
                            sizeof(err)),
                  0);
     config_free(&cfg);
+}
+
+/* --- the directive table's reader ------------------------------------------------------ */
+
+/* An owner's settings, with a field of every width the reader stores into. */
+struct sample {
+    bool flag;
+    uint8_t small;
+    unsigned count;
+    size_t bytes;
+    uint64_t big;
+    unsigned ms;
+    int choice;
+    char word[8];
+};
+
+static const struct conf_name sample_names[] = {{"one", 1}, {"two", 2}, {NULL, 0}};
+
+static const struct conf_directive sample_table[] = {
+    {"flag", CONF_FLAG, CONF_TOP, CONF_AT(struct sample, flag)},
+    {"small", CONF_COUNT, CONF_TOP, CONF_AT(struct sample, small)},
+    {"count", CONF_COUNT, CONF_TOP | CONF_CLASS, .min = 1, .max = 9,
+     CONF_AT(struct sample, count)},
+    {"bytes", CONF_SIZE, CONF_TOP, .off = true, .max = 1 << 20, CONF_AT(struct sample, bytes)},
+    {"big", CONF_SIZE, CONF_TOP, CONF_AT(struct sample, big)},
+    {"ms", CONF_DURATION, CONF_TOP, .min = 1, CONF_AT(struct sample, ms)},
+    {"choice", CONF_ENUM, CONF_TOP, .names = sample_names, CONF_AT(struct sample, choice)},
+    {"word", CONF_STRING, CONF_TOP, CONF_AT(struct sample, word)},
+    {.name = NULL},
+};
+
+static const struct conf_directive *sample_known(const char *name, unsigned context)
+{
+    return conf_table_find(sample_table, name, context);
+}
+
+/* Load text (the sample table's directives are known to config_load, as a module's are),
+ * then read them into s as their owner, "sample", does. */
+static int sample_read(const char *text, struct sample *s, char *err, size_t err_len)
+{
+    struct config cfg;
+    memset(s, 0, sizeof(*s));
+    int rc = load_text_known(text, sample_known, &cfg, err, err_len);
+    if (rc == 0) {
+        struct conf_reader r = {.file = "FILE", .owner = "sample", .context = CONF_TOP,
+                                .err = err, .err_len = err_len};
+        rc = conf_read_owned(&r, sample_table, cfg.tree, s);
+    }
+    config_free(&cfg);
+    return rc;
+}
+
+TEST(each_kind_is_stored_in_its_field_whatever_its_width)
+{
+    struct sample s;
+    char err[1024];
+    CHECK_EQ_INT(sample_read("flag on;\nsmall 255;\ncount 9;\nbytes 1m;\nbig 5g;\nms 2m;\n"
+                             "choice two;\nword seven;\n",
+                             &s, err, sizeof(err)),
+                 0);
+    CHECK(s.flag);
+    CHECK_EQ_INT(s.small, 255);
+    CHECK_EQ_INT(s.count, 9);
+    CHECK_EQ_INT(s.bytes, 1 << 20);
+    CHECK(s.big == 5ull << 30);
+    CHECK_EQ_INT(s.ms, 120000);
+    CHECK_EQ_INT(s.choice, 2);
+    CHECK(strcmp(s.word, "seven") == 0);
+}
+
+TEST(off_stands_for_zero_where_the_table_says_so)
+{
+    struct sample s;
+    char err[1024];
+    CHECK_EQ_INT(sample_read("bytes off;\n", &s, err, sizeof(err)), 0);
+    CHECK_EQ_INT(s.bytes, 0);
+    CHECK_EQ_INT(sample_read("big off;\n", &s, err, sizeof(err)), -1);
+    CHECK(strstr(err, "FILE:1: sample: big: invalid size \"off\"") != NULL);
+}
+
+TEST(a_value_out_of_its_kind_or_bounds_is_refused_with_the_bounds)
+{
+    static const char *const cases[][2] = {
+        {"count 1k;\n", "FILE:1: sample: count: invalid number \"1k\" (1 to 9)"},
+        {"count 0;\n", "FILE:1: sample: count: invalid number \"0\" (1 to 9)"},
+        {"small 256;\n", "FILE:1: sample: small: invalid number \"256\" (0 to 255)"},
+        {"bytes 2m;\n", "FILE:1: sample: bytes: invalid size \"2m\" (off, or 0 to 1m)"},
+        {"ms 0;\n", "FILE:1: sample: ms: invalid duration \"0\" (at least 1ms)"},
+        {"flag yes;\n", "FILE:1: sample: flag: expected \"on\" or \"off\", not \"yes\""},
+        {"choice three;\n", "FILE:1: sample: choice: expected \"one\" or \"two\", not \"three\""},
+        {"word eightchr;\n", "FILE:1: sample: word: longer than 7 bytes"},
+        {"count 1 2;\n", "FILE:1: sample: count takes one value; usage: count NUMBER;"},
+        {"flag { }\n", "FILE:1: sample: flag takes one value; usage: flag on|off;"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct sample s;
+        char err[1024];
+        int rc = sample_read(cases[i][0], &s, err, sizeof(err));
+        if (rc != -1 || !strstr(err, cases[i][1])) {
+            fprintf(stderr, "  %s -> %d \"%s\"\n", cases[i][0], rc, err);
+            CHECK(0);
+        }
+    }
+}
+
+TEST(a_directive_stands_only_in_the_blocks_its_line_names)
+{
+    struct config cfg;
+    char err[1024];
+    CHECK_EQ_INT(load_text_known("class a {\n  count 2;\n  flag on;\n}\n", sample_known, &cfg,
+                                 err, sizeof(err)),
+                 -1);
+    CHECK(strstr(err, "FILE:3: class a: \"flag\" directive is not allowed in a class"));
+    CHECK(!strstr(err, "FILE:2:")); /* count may stand in a class */
+    config_free(&cfg);
+}
+
+TEST(every_error_of_the_file_is_reported_one_a_line)
+{
+    struct config cfg;
+    char err[1024];
+    CHECK_EQ_INT(load_text("threads x;\nroot a;\nfrob;\nroot b;\nclass k { threads y; }\n",
+                           &cfg, err, sizeof(err)),
+                 -1);
+    CHECK(strcmp(err, "FILE:1: threads: invalid number \"x\" (0 to 1024)\n"
+                      "FILE:3: unknown directive \"frob\"\n"
+                      "FILE:4: \"root\" directive is duplicate (first at FILE:2)\n"
+                      "FILE:5: class k: threads: invalid number \"y\" (0 to 1024)") == 0);
+    config_free(&cfg);
+}
+
+TEST(every_module_directive_is_in_some_module_table)
+{
+    static const char *const names[] = {
+        "mime_types", "mime_magic", "default_type", "autoindex", "autoindex_hidden",
+        "open_file_cache", "open_file_cache_max", "open_file_cache_valid",
+        "open_file_cache_inactive", "open_file_cache_mem_max", "handler", "cgi",
+        "cgi_timeout", "cgi_max_processes", "cgi_stderr", "gzip", "gzip_types",
+        "gzip_min_length", "gzip_max_length", "gzip_static", "gzip_comp_level",
+        "gzip_cache_size",
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const struct conf_directive *d = module_known_directive(names[i], CONF_TOP);
+        CHECK(d && (d->contexts & CONF_TOP));
+        bool repeats = strcmp(names[i], "handler") == 0 || strcmp(names[i], "cgi") == 0;
+        CHECK_EQ_INT(d->repeat, repeats ? CONF_REPEATS : CONF_ONCE);
+    }
 }
