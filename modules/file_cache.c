@@ -144,8 +144,9 @@ static void link_entry(struct file_cache *c, struct file_cache_entry *e)
     pthread_rwlock_unlock(lock);
 }
 
-/* The table is full: advance the hand to an entry not used since it last passed. */
-static void evict_one(struct file_cache *c, struct file_cache_entry **dropped)
+/* The table is full: advance the hand to an entry not used since it last passed. False
+ * when none was found: lookups on other threads set the bits again as the hand went. */
+static bool evict_one(struct file_cache *c, struct file_cache_entry **dropped)
 {
     /* Two turns at most: the first clears every bit it passes. */
     for (unsigned n = 0; n < 2 * c->max_entries + 1; n++) {
@@ -155,8 +156,9 @@ static void evict_one(struct file_cache *c, struct file_cache_entry **dropped)
             continue;
         unlink_entry(c, e, dropped);
         c->stats.evictions++;
-        return;
+        return true;
     }
+    return false;
 }
 
 static void put_all(struct file_cache_entry *list)
@@ -242,7 +244,7 @@ struct file_cache_entry *file_cache_entry_new(const char *key, size_t len, int f
     return e;
 }
 
-void file_cache_insert(struct file_cache *c, struct file_cache_entry *e, int64_t now_ms)
+bool file_cache_insert(struct file_cache *c, struct file_cache_entry *e, int64_t now_ms)
 {
     atomic_store_explicit(&e->validated_ms, now_ms, memory_order_relaxed);
     atomic_store_explicit(&e->used_ms, now_ms, memory_order_relaxed);
@@ -256,13 +258,16 @@ void file_cache_insert(struct file_cache *c, struct file_cache_entry *e, int64_t
     if (old) { /* another thread opened the same file meanwhile: the newer open wins */
         unlink_entry(c, old, &dropped);
         c->stats.removed++;
-    } else if (c->n_entries == c->max_entries) {
-        evict_one(c, &dropped);
+    } else if (c->n_entries == c->max_entries && !evict_one(c, &dropped)) {
+        pthread_mutex_unlock(&c->lock);
+        atomic_fetch_sub_explicit(&e->refs, 1, memory_order_relaxed); /* not the table's */
+        return false;
     }
     link_entry(c, e);
     c->stats.inserts++;
     pthread_mutex_unlock(&c->lock);
     put_all(dropped);
+    return true;
 }
 
 void file_cache_validated(struct file_cache_entry *e, int64_t now_ms)

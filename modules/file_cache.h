@@ -108,8 +108,10 @@ enum file_cache_result file_cache_get(struct file_cache *c, const char *key, siz
 struct file_cache_entry *file_cache_entry_new(const char *key, size_t len, int fd,
                                               const struct stat *st);
 /* Add e (from file_cache_entry_new) to the table, replacing an entry with the same key and
- * evicting one if the table is full. The caller's reference stays the caller's. */
-void file_cache_insert(struct file_cache *c, struct file_cache_entry *e, int64_t now_ms);
+ * evicting one if the table is full. The caller's reference stays the caller's. False if
+ * no entry could be evicted (every one was hit again as the hand passed): e is then not
+ * in the table, and serves its request uncached, closed with the caller's last put. */
+bool file_cache_insert(struct file_cache *c, struct file_cache_entry *e, int64_t now_ms);
 
 /* The caller found e's file unchanged at now_ms. */
 void file_cache_validated(struct file_cache_entry *e, int64_t now_ms);

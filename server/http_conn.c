@@ -28,6 +28,10 @@
 #include "http_private.h"
 #include "module.h"
 
+/* The most a collected body may hold, whatever max_body_size says (0 there: no limit on
+ * bodies that are only skipped). A collected body is held in memory whole. */
+#define COLLECT_MAX ((uint64_t)64 << 20)
+
 /* A request whose body a handler needs, collected across events: the head, then the body
  * (decoded, if chunked), then raw bytes not yet decoded. */
 struct conn_collect {
@@ -41,6 +45,13 @@ struct conn_collect {
 static struct http_shared *conn_shared(const struct conn *c)
 {
     return http_host_of(c)->shared;
+}
+
+/* The limit on a body a handler wants whole: max_body_size, within COLLECT_MAX. */
+static uint64_t collect_limit(const struct conn *c)
+{
+    uint64_t max = c->gen->cfg.max_body_size;
+    return max == 0 || max > COLLECT_MAX ? COLLECT_MAX : max;
 }
 
 void http_stats_record(struct http_stats *st, int64_t us)
@@ -256,7 +267,7 @@ static bool body_in_buffer(struct conn *c, char *buf, size_t *pos, size_t len,
     }
     size_t used = 0;
     enum http_chunked_result res = http_chunked_decode(
-        &c->chunked, buf + *pos, avail, c->gen->cfg.max_body_size, &used, decoded);
+        &c->chunked, buf + *pos, avail, collect_limit(c), &used, decoded);
     if (res == HTTP_CHUNKED_MORE)
         return false;
     if (res == HTTP_CHUNKED_DONE) {
@@ -381,7 +392,8 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     if (req->framing == HTTP_BODY_LENGTH && req->content_length > 0) {
         c->body_mode = CONN_BODY_LENGTH;
         c->body_left = req->content_length;
-        if (req->content_length > c->gen->cfg.max_body_size)
+        uint64_t max = c->gen->cfg.max_body_size;
+        if (max != 0 && req->content_length > max)
             status = 413;
     } else if (req->framing == HTTP_BODY_CHUNKED) {
         c->body_mode = CONN_BODY_CHUNKED;
@@ -393,7 +405,14 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     struct request r;
     int routed = route(c, req, &r, path, now_s);
     status = status ? status : routed;
-    if (!status && c->body_mode != CONN_BODY_NONE && r.mount && r.mount->wants_body) {
+    bool wants_body = !status && c->body_mode != CONN_BODY_NONE && r.mount &&
+                      r.mount->wants_body;
+    if (wants_body && c->body_mode == CONN_BODY_LENGTH && c->body_left > collect_limit(c)) {
+        status = 413; /* too large to hold, though max_body_size would let it be skipped */
+        body_error = true;
+        wants_body = false;
+    }
+    if (wants_body) {
         size_t decoded;
         if (!body_in_buffer(c, buf, pos, len, &r, &decoded, &status)) {
             bool waiting = req->expect_continue && *pos == len;
@@ -463,6 +482,16 @@ static void serve_collected(struct conn *c)
         http_process(c);
 }
 
+/* The collected body is malformed or too large: the connection leaves collect mode, so
+ * that its next event flushes the answer if it parks, then closes. */
+static void collect_fail(struct conn *c, int status)
+{
+    struct conn_collect *k = c->collect;
+    c->collect = NULL;
+    answer_malformed(c, status, k->data, k->head_len);
+    free(k);
+}
+
 /* More of a collected body has arrived (or the socket says so). */
 static void collect_event(struct conn *c)
 {
@@ -473,7 +502,7 @@ static void collect_event(struct conn *c)
         if (c->body_mode == CONN_BODY_LENGTH) {
             want = (size_t)c->body_left;
         } else {
-            size_t limit = k->head_len + (size_t)cfg->max_body_size + CONN_BUF_SIZE;
+            size_t limit = k->head_len + (size_t)collect_limit(c) + CONN_BUF_SIZE;
             if (k->cap - k->raw_len < 16384 && k->cap < limit) {
                 size_t cap = k->cap * 2 < limit ? k->cap * 2 : limit;
                 struct conn_collect *bigger = realloc(k, sizeof(*k) + cap);
@@ -486,8 +515,10 @@ static void collect_event(struct conn *c)
             }
             want = k->cap - k->raw_len < 16384 ? k->cap - k->raw_len : 16384;
         }
-        if (want == 0)
-            break; /* cannot happen: the decoder stops a body over max_body_size first */
+        if (want == 0) { /* cannot happen: the decoder stops a body over the limit first */
+            collect_fail(c, 413);
+            return;
+        }
         ssize_t n = read(c->h.fd, k->data + k->raw_len, want);
         if (n < 0 && errno == EINTR)
             continue;
@@ -510,14 +541,13 @@ static void collect_event(struct conn *c)
         size_t start = k->head_len + k->body_len, avail = k->raw_len + (size_t)n - start;
         size_t used = 0, out = 0;
         enum http_chunked_result res = http_chunked_decode(
-            &c->chunked, k->data + start, avail, cfg->max_body_size, &used, &out);
+            &c->chunked, k->data + start, avail, collect_limit(c), &used, &out);
         k->body_len += out;
         k->raw_len = k->head_len + k->body_len;
         if (res == HTTP_CHUNKED_MORE)
             continue;
         if (res != HTTP_CHUNKED_DONE) {
-            answer_malformed(c, res == HTTP_CHUNKED_TOO_LARGE ? 413 : 400, k->data,
-                             k->head_len);
+            collect_fail(c, res == HTTP_CHUNKED_TOO_LARGE ? 413 : 400);
             return;
         }
         /* Bytes after the body belong to the next request. */

@@ -141,6 +141,7 @@ static void stream_finish(struct conn_stream *cs, const char *failure)
     bool timed_out = atomic_load_explicit(&c->expired, memory_order_relaxed);
     struct response resp;
     resp_init(&resp);
+    resp.status = cs->status; /* the head's, already sent; whether to linger reads it */
     bool ok = !failure && !timed_out;
     bool keep_alive = cs->keep_alive;
     if (!cs->head_sent) {

@@ -376,3 +376,51 @@ TEST(threads_hitting_inserting_and_removing_at_once_leak_no_descriptor)
     file_cache_destroy(c);
     CHECK_EQ_INT(open_fds(), fds0);
 }
+
+/* --- an eviction that finds no victim --------------------------------------------------- */
+
+struct hitter {
+    struct file_cache *c;
+    const char *key;
+    atomic_bool stop;
+};
+
+/* Hit key again and again: its CLOCK bit is set again as soon as the hand clears it. */
+static void *hit(void *arg)
+{
+    struct hitter *h = arg;
+    while (!atomic_load(&h->stop)) {
+        struct file_cache_entry *e;
+        if (file_cache_get(h->c, h->key, 1, 1000, &e) != FILE_CACHE_MISS)
+            file_cache_put(e);
+    }
+    return NULL;
+}
+
+TEST(insert_into_a_table_whose_entries_are_all_hit_again_serves_uncached)
+{
+    unsigned fds0 = open_fds();
+    struct file_cache *c = file_cache_create(1, VALID_MS, INACTIVE_MS);
+    struct hitter h[2] = {{c, "a", false}, {c, "b", false}};
+    pthread_t t[2];
+    for (unsigned i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, hit, &h[i]);
+    unsigned refused = 0;
+    for (unsigned i = 0; i < 400000 && refused == 0; i++) {
+        struct file_cache_entry *e = entry(i % 2 ? "b" : "a");
+        if (!file_cache_insert(c, e, 1000)) {
+            refused++;
+            CHECK(pread(e->fd, &(char){0}, 1, 0) == 0); /* still the caller's to serve */
+        }
+        file_cache_put(e);
+    }
+    for (unsigned i = 0; i < 2; i++) {
+        atomic_store(&h[i].stop, true);
+        pthread_join(t[i], NULL);
+    }
+    struct file_cache_stats st;
+    file_cache_get_stats(c, &st);
+    CHECK(st.entries <= 1);
+    file_cache_destroy(c);
+    CHECK_EQ_INT(open_fds(), fds0); /* a refused entry's descriptor closed with its put */
+}
