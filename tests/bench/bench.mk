@@ -1,4 +1,4 @@
-# tests/bench/bench.mk — `make bench`: lfhttpd against nginx and lighttpd (included by
+# tests/bench/bench.mk — `make bench`: lfhttpd against nginx, lighttpd and h2o (included by
 # the top-level Makefile). Results go to build/bench/ (results.csv, results.md,
 # bench.png); the driver is tests/bench/bench.py.
 #   make bench            5 rounds of 5 s per workload (about 11 minutes)
@@ -14,7 +14,7 @@ BENCH_FLAGS := -O2 -DNDEBUG
 # command:package pairs; mod_deflate is its own package on Debian.
 BENCH_PKGS  := wrk:wrk ab:apache2-utils nginx:nginx-light lighttpd:lighttpd \
                /usr/lib/lighttpd/mod_deflate.so:lighttpd-mod-deflate gnuplot:gnuplot-nox \
-               curl:curl
+               curl:curl h2o:h2o
 
 .PHONY: bench bench-strategies bench-deps bench-build bench-clean
 
