@@ -588,7 +588,7 @@ def percentile(values, p):
 
 def run_memory(lfhttpd_bin, notices):
     """Fresh servers, warmed up; RSS of each before and with IDLE_CONNS idle connections
-    to it. The three are measured side by side (resident memory does not depend on
+    to it. The four are measured side by side (resident memory does not depend on
     timing, and it saves time). Returns {server: result}; crashes go to notices."""
     servers = {k: Server(k, "mem", lfhttpd_bin) for k in SERVERS}
     helpers, results = {}, {}
