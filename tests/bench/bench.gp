@@ -6,7 +6,8 @@
 # Three panels of grouped bars, log scales: the workloads differ by orders of magnitude
 # (10 MiB files against 1 KiB ones), and bars on a linear scale would hide the small ones.
 
-set terminal pngcairo size 1400,1500 font "sans,12"
+# noenhanced: workload labels hold underscores (directive names), not subscripts.
+set terminal pngcairo size 1400,1500 font "sans,12" noenhanced
 set output outfile
 set datafile missing "NaN"
 set style data histograms

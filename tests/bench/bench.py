@@ -95,14 +95,15 @@ class Workload:
 
     def __init__(self, key, title, label, tool="wrk", conns=100, path="/index.html",
                  headers=(), script=None, variant="main", check=False, skip=None,
-                 variant_of=None):
+                 variant_of=None, plot_label=None):
         self.key, self.title, self.label = key, title, label
+        self.plot_label = plot_label or label  # under the bars: a long one is cut off
         self.tool, self.conns, self.path = tool, conns, path
         self.headers, self.script, self.variant = list(headers), script, variant
         self.check = check      # ask each server for path first; skip it unless 200
         self.skip = skip or {}  # server -> why it never runs this workload
-        # A variation on another workload (QUICK=1 gives it one round: the nine
-        # workloads x 3 servers x 2 rounds x 2 s would leave no room in two minutes).
+        # A variation on another workload (QUICK=1 gives it one round, to keep a smoke
+        # run to a few minutes).
         self.variant_of = variant_of
 
     def command(self, url, duration, ab_requests):
@@ -124,7 +125,7 @@ WORKLOADS = [
     Workload("small_nomem", "1 KiB file, keep-alive, 100 connections, lfhttpd with "
              "open_file_cache_mem_max 0 (head, then the body with sendfile, as nginx)",
              "1 KiB c100, lfhttpd open_file_cache_mem_max 0", variant="nomem",
-             variant_of="small_ka",
+             variant_of="small_ka", plot_label="1 KiB c100, mem_max 0",
              skip={"lighttpd": "unchanged: see 1 KiB c100", "h2o": "unchanged: see 1 KiB c100"}),
     Workload("c1000", "1 KiB file, keep-alive, 1000 connections", "1 KiB c1000",
              conns=1000),
@@ -841,8 +842,8 @@ def write_plot(summary, skipped):
         log("no throughput figures: no plot")
         return None
     with open(dat, "w") as f:
-        f.write("# workload " + " ".join("rps_%s cpu_%s p99_%s" % (s, s, s) for s in SERVERS)
-                + "\n")
+        f.write("# workload " + " ".join("%s_%s" % (k, sv) for k in ("rps", "cpu", "p99")
+                                         for sv in SERVERS) + "\n")
         for wl in WORKLOADS:
             if wl.tool == "mem":
                 continue
@@ -852,7 +853,7 @@ def write_plot(summary, skipped):
                     s = summary.get((wl.key, sv))
                     v = None if (wl.key, sv) in skipped or not s else s[key]
                     vals.append("NaN" if v is None else "%.6g" % v)
-            f.write('"%s" %s\n' % (wl.label, " ".join(vals)))
+            f.write('"%s" %s\n' % (wl.plot_label, " ".join(vals)))
     png = os.path.join(OUT, "bench.png")
     subtitle = "median over rounds; 2 cores shared with the load generator (noisy)"
     p = subprocess.run(["gnuplot", "-e", "datafile='%s'; outfile='%s'; subtitle='%s'"
