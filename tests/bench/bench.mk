@@ -1,8 +1,8 @@
-# tests/bench/bench.mk — `make bench`: lfhttpd against nginx and lighttpd (included by
+# tests/bench/bench.mk — `make bench`: lfhttpd against nginx, lighttpd and h2o (included by
 # the top-level Makefile). Results go to build/bench/ (results.csv, results.md,
 # bench.png); the driver is tests/bench/bench.py.
-#   make bench            5 rounds of 5 s per workload (about 11 minutes)
-#   make bench QUICK=1    2 rounds of 2 s, 1 for the variants (under two minutes)
+#   make bench            5 rounds of 5 s per workload (about 19 minutes, then the strategies)
+#   make bench QUICK=1    2 rounds of 2 s, 1 for the variants (about three minutes)
 #   make bench BENCH_ARGS="--only small_ka,gzip --rounds 3"
 #   make bench-strategies [QUICK=1] [STRATEGY_ARGS="--only small_ka --rounds 5"]
 # `make bench` ends with the comparison of concurrency strategies (bench_strategies.py).
@@ -14,7 +14,7 @@ BENCH_FLAGS := -O2 -DNDEBUG
 # command:package pairs; mod_deflate is its own package on Debian.
 BENCH_PKGS  := wrk:wrk ab:apache2-utils nginx:nginx-light lighttpd:lighttpd \
                /usr/lib/lighttpd/mod_deflate.so:lighttpd-mod-deflate gnuplot:gnuplot-nox \
-               curl:curl
+               curl:curl h2o:h2o
 
 .PHONY: bench bench-strategies bench-deps bench-build bench-clean
 

@@ -1,13 +1,14 @@
 #!/usr/bin/python3
-"""bench.py — `make bench`: lfhttpd side by side with nginx and lighttpd.
+"""bench.py — `make bench`: lfhttpd side by side with nginx, lighttpd and h2o.
 
     bench.py --bin build/bench/lfhttpd [--quick] [--rounds N] [--duration S]
              [--only WORKLOAD,...]
 
-Starts the three servers on free loopback ports (configurations from the templates
-beside this file), runs every workload interleaved across the servers (lfhttpd, nginx,
-lighttpd, lfhttpd, nginx, ... for several rounds, so slow drifts of this noisy machine
-hit all three alike), and writes under build/bench/:
+Starts the four servers on free loopback ports (configurations from the templates
+beside this file), runs every workload interleaved across the servers for several
+rounds, round i starting with server i mod 4 (lfhttpd nginx lighttpd h2o, then nginx
+lighttpd h2o lfhttpd, ...), so slow drifts of this noisy machine and the cost of going
+first or last hit all four alike, and writes under build/bench/:
     results.csv   every round's raw figures, then the medians
     results.md    a Markdown table for the README, with date, machine and commands
     bench.png     requests/s, requests per server CPU-second and p99 per workload
@@ -24,6 +25,8 @@ Standard library only.
 import argparse
 import csv
 import datetime
+import gzip
+import http.client
 import os
 import re
 import resource
@@ -34,6 +37,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -42,20 +46,32 @@ OUT = os.path.join(ROOT, "build", "bench")
 RUN = os.path.join(OUT, "run")
 DOCROOT = os.path.join(OUT, "www")
 
-SERVERS = ("lfhttpd", "nginx", "lighttpd")
+SERVERS = ("lfhttpd", "nginx", "lighttpd", "h2o")
 BASELINE = "nginx"
 THREADS = 2               # lfhttpd threads = nginx workers: one per core of this machine
 FD_WANTED = 65536         # 10,000 idle connections + wrk -c1000, in us and in the servers
 IDLE_CONNS = 10000        # the memory workload
 RANDOM_FILES = 10000      # files/00000.html .. files/09999.html
+GZIP_LEVEL = 6            # every server's gzip level, and the .gz beside text.txt
+COLD_FILES = 200          # gzip cold: fresh 100 KiB texts per server and round
+COLD_CONNS = 4            # gzip cold: connections fetching them (each file once)
+# Variants in which only these servers differ from "main" (the others' "main" instance
+# runs the workload).
+OWN_INSTANCES = {"nomem": ("lfhttpd",)}
 FD_LIMIT = FD_WANTED      # what raise_fd_limit() could get
 START_TIMEOUT = 10.0      # seconds for a server to start listening
 STOP_TIMEOUT = 5.0        # seconds for a server to exit on SIGTERM before SIGKILL
 MAX_RESTARTS = 3          # a server that keeps dying is not restarted forever
-GZIP_HOW = {              # how each configuration compresses (see the templates)
-    "lfhttpd": "compressed once, then a cached copy",
-    "nginx": "compressed per request",
-    "lighttpd": "compressed per request",
+GZIP_HOW = {              # how each configuration avoids compressing again (templates)
+    "lfhttpd": "compressed once, then its in-memory copy",
+    "nginx": "gzip_static: text.txt.gz beside the file",
+    "lighttpd": "compressed once, then its deflate.cache-dir copy",
+    "h2o": "file.send-compressed: text.txt.gz beside the file",
+}
+HELLO_HOW = {             # what answers /hello (see the templates)
+    "lfhttpd": "handler hello (static memory)",
+    "nginx": "return 200",
+    "h2o": "mruby handler (a Proc returning a constant)",
 }
 
 try:
@@ -72,19 +88,22 @@ def log(msg=""):
 # --- workloads -----------------------------------------------------------------------
 
 class Workload:
-    """One load pattern. tool: wrk, ab or mem; variant: which server instances it uses
-    ("main", "log" for the access-log-on servers, "mem" for fresh ones)."""
+    """One load pattern. tool: wrk, ab, cold (each of COLD_FILES fresh files fetched
+    once) or mem; variant: which server instances it uses ("main", "log" for the
+    access-log-on servers, "nomem" for lfhttpd without small files in memory, "mem"
+    for fresh ones)."""
 
     def __init__(self, key, title, label, tool="wrk", conns=100, path="/index.html",
                  headers=(), script=None, variant="main", check=False, skip=None,
-                 variant_of=None):
+                 variant_of=None, plot_label=None):
         self.key, self.title, self.label = key, title, label
+        self.plot_label = plot_label or label  # under the bars: a long one is cut off
         self.tool, self.conns, self.path = tool, conns, path
         self.headers, self.script, self.variant = list(headers), script, variant
         self.check = check      # ask each server for path first; skip it unless 200
         self.skip = skip or {}  # server -> why it never runs this workload
-        # A variation on another workload (QUICK=1 gives it one round: the nine
-        # workloads x 3 servers x 2 rounds x 2 s would leave no room in two minutes).
+        # A variation on another workload (QUICK=1 gives it one round, to keep a smoke
+        # run to a few minutes).
         self.variant_of = variant_of
 
     def command(self, url, duration, ab_requests):
@@ -103,6 +122,11 @@ class Workload:
 
 WORKLOADS = [
     Workload("small_ka", "1 KiB file, keep-alive, 100 connections", "1 KiB c100"),
+    Workload("small_nomem", "1 KiB file, keep-alive, 100 connections, lfhttpd with "
+             "open_file_cache_mem_max 0 (head, then the body with sendfile, as nginx)",
+             "1 KiB c100, lfhttpd open_file_cache_mem_max 0", variant="nomem",
+             variant_of="small_ka", plot_label="1 KiB c100, mem_max 0",
+             skip={"lighttpd": "unchanged: see 1 KiB c100", "h2o": "unchanged: see 1 KiB c100"}),
     Workload("c1000", "1 KiB file, keep-alive, 1000 connections", "1 KiB c1000",
              conns=1000),
     Workload("close_wrk", "1 KiB file, Connection: close, 50 connections (wrk)",
@@ -114,11 +138,15 @@ WORKLOADS = [
     Workload("gzip", "100 KiB text, Accept-Encoding: gzip, 50 connections",
              "gzip 100 KiB", conns=50, path="/text.txt",
              headers=["Accept-Encoding: gzip"]),
+    Workload("gzip_cold", "gzip cold: %d fresh 100 KiB texts, each asked for once "
+             "(Accept-Encoding: gzip), %d connections: every server compresses"
+             % (COLD_FILES, COLD_CONNS), "gzip cold, 100 KiB", tool="cold", conns=COLD_CONNS,
+             path="/cold/"),
     Workload("random", "random one of 10,000 small files, 100 connections",
              "random file", path="/", script="random.lua"),
     Workload("hello", "dynamic handler /hello, 100 connections", "/hello",
              path="/hello", check=True, variant_of="small_ka",
-             skip={"lighttpd": "no trivial equivalent in lighttpd"}),
+             skip={"lighttpd": "no trivial equivalent in lighttpd"}),  # h2o: mruby
     Workload("access_log", "1 KiB file, keep-alive, 100 connections, access log on",
              "access log on", variant="log", variant_of="small_ka"),
     Workload("memory", "10,000 idle keep-alive connections: resident memory",
@@ -202,7 +230,7 @@ def fill_template(name, values, dest):
 
 
 class Server:
-    """One running server instance: kind (lfhttpd, nginx, lighttpd) and variant."""
+    """One running server instance: kind (lfhttpd, nginx, lighttpd, h2o) and variant."""
 
     def __init__(self, kind, variant, lfhttpd_bin):
         self.kind, self.variant, self.bin = kind, variant, lfhttpd_bin
@@ -223,6 +251,8 @@ class Server:
         if self.kind == "nginx":
             return ('access_log "%s" combined buffer=64k flush=1s;' % self.access_log
                     if on else "access_log off;")
+        if self.kind == "h2o":  # no access-log directive: none
+            return 'access-log: "%s"' % self.access_log if on else ""
         return 'accesslog.filename = "%s"' % self.access_log if on else ""
 
     def _command(self):
@@ -230,8 +260,10 @@ class Server:
         values = {"DOCROOT": DOCROOT, "RUNDIR": self.dir, "ERROR_LOG": self.error_log,
                   "THREADS": THREADS, "WORKERS": THREADS, "PORT": self.port,
                   "FD_LIMIT": FD_LIMIT, "MAX_CONNS": min(20000, FD_LIMIT // 2),
+                  "H2O_MAX_CONNS": min(16384, FD_LIMIT - 1024),
                   "ACCESS_LOG": self._access_log_directive(),
-                  "ACCESS_LOG_DIRECTIVE": self._access_log_directive()}
+                  "ACCESS_LOG_DIRECTIVE": self._access_log_directive(),
+                  "MEM_MAX": "0" if self.variant == "nomem" else "4k"}
         conf = os.path.join(self.dir, self.kind + ".conf")
         fill_template(self.kind + ".conf.in", values, conf)
         if self.kind == "lfhttpd":
@@ -239,23 +271,39 @@ class Server:
             return [self.bin, "-c", conf]
         if self.kind == "nginx":
             return ["nginx", "-p", self.dir + "/", "-c", conf]
+        if self.kind == "h2o":
+            return ["h2o", "-c", conf]
+        os.makedirs(os.path.join(self.dir, "deflate-cache"), exist_ok=True)
         return ["lighttpd", "-D", "-f", conf]
 
+    def _check(self, conf):
+        p = subprocess.run([self.bin, "-t", "-c", conf], capture_output=True, text=True)
+        return p.returncode, (p.stdout + p.stderr).strip()
+
     def _drop_unknown_optional(self, conf):
-        """lfhttpd is changing under the benchmark: when `lfhttpd -t` rejects the file,
-        drop the lines marked `# optional` (directives of newer modules) and say so."""
-        check = subprocess.run([self.bin, "-t", "-c", conf], capture_output=True, text=True)
-        if check.returncode == 0:
+        """lfhttpd is changing under the benchmark: a line marked `# optional` whose
+        directive this lfhttpd does not know (`lfhttpd -t`: unknown directive) is dropped,
+        and the report says so. Any other error stops the benchmark with -t's output:
+        measuring a configuration other than the one written would be silent unfairness."""
+        code, out = self._check(conf)
+        if code == 0:
             return
         with open(conf) as f:
             lines = f.readlines()
-        kept = [ln for ln in lines if not re.search(r";\s*#\s*optional\b", ln)]
-        with open(conf, "w") as f:
-            f.writelines(kept)
-        note = "this lfhttpd rejects its full configuration (%s): run without the " \
-               "optional directives (%s)" % (last_line(check.stdout + check.stderr),
-                                            "; ".join(ln.split(";")[0].strip()
-                                                      for ln in lines if ln not in kept))
+        unknown = {int(m.group(1)) for m in re.finditer(
+            r"^.*?%s:(\d+): unknown directive " % re.escape(conf), out, re.M)}
+        drop = {n for n in unknown
+                if n <= len(lines) and re.search(r";\s*#\s*optional\b", lines[n - 1])}
+        if drop:
+            with open(conf, "w") as f:
+                f.writelines(ln for i, ln in enumerate(lines, 1) if i not in drop)
+            code, out = self._check(conf)
+        if code != 0:
+            raise RuntimeError("%s -t -c %s rejects the benchmark's configuration%s:\n%s"
+                               % (self.bin, conf, " (even without the optional lines it "
+                                  "does not know)" if drop else "", out))
+        note = "this lfhttpd does not know some optional directives: run without %s" % (
+            "; ".join(lines[n - 1].split(";")[0].strip() for n in sorted(drop)))
         if note not in self.events:
             self.events.append(note)
 
@@ -452,9 +500,96 @@ def run_load(server, wl, opts, record=True):
     return r
 
 
+def make_cold_files(tag):
+    """COLD_FILES fresh 100 KiB texts under /cold/TAG/ (text.txt, each with its own first
+    line): no server has seen these paths, so none has a compressed copy of them.
+    Returns their URL paths."""
+    with open(os.path.join(DOCROOT, "text.txt")) as f:
+        text = f.read()
+    folder = os.path.join(DOCROOT, "cold", tag)
+    os.makedirs(folder)
+    for i in range(COLD_FILES):
+        head = "cold %s %03d\n" % (tag, i)
+        with open(os.path.join(folder, "%03d.txt" % i), "w") as f:
+            f.write(head + text[len(head):])
+    return ["/cold/%s/%03d.txt" % (tag, i) for i in range(COLD_FILES)]
+
+
+def fetch_each_once(port, paths, conns):
+    """GET every path once with Accept-Encoding: gzip, over `conns` keep-alive
+    connections taking the next path in turn. Returns (latencies in ms, bytes, socket
+    errors, non-2xx, 200s not gzip-encoded, wall seconds)."""
+    todo, lock = iter(paths), threading.Lock()
+    found = {"lat": [], "bytes": 0, "sock": 0, "non2xx": 0, "plain": 0}
+
+    def worker():
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        while True:
+            with lock:
+                path = next(todo, None)
+            if path is None:
+                break
+            t0 = time.perf_counter()
+            try:
+                conn.request("GET", path, headers={"Accept-Encoding": "gzip"})
+                resp = conn.getresponse()
+                body = resp.read()
+                what = "non2xx" if resp.status != 200 else \
+                    None if resp.getheader("Content-Encoding") == "gzip" else "plain"
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                body, what = b"", "sock"
+            ms = (time.perf_counter() - t0) * 1000
+            with lock:
+                found["lat"].append(ms)
+                found["bytes"] += len(body)
+                if what:
+                    found[what] += 1
+        conn.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(conns)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return found, time.monotonic() - t0
+
+
+def run_cold(server, tag):
+    """gzip cold: fresh files, each asked for once; the server's CPU measured around.
+    The files are made before and removed after the run (neither is timed)."""
+    paths = make_cold_files(tag)
+    try:
+        pids = server.pids()
+        before = cpu_ticks(pids)
+        found, seconds = fetch_each_once(server.port, paths, COLD_CONNS)
+        after = cpu_ticks(pids)
+    finally:
+        shutil.rmtree(os.path.join(DOCROOT, "cold", tag), ignore_errors=True)
+    lat = found["lat"]
+    r = {"requests": len(lat), "seconds": seconds, "bytes": found["bytes"],
+         "rps": len(lat) / seconds if seconds else None,
+         "p50": percentile(lat, 50), "p99": percentile(lat, 99),
+         "socket_errors": found["sock"], "non2xx": found["non2xx"] + found["plain"],
+         "socket_detail": "%d not gzip-encoded" % found["plain"] if found["plain"] else ""}
+    r["errors"] = r["socket_errors"] + r["non2xx"]
+    r["cpu_s"] = (after - before) / CLK_TCK
+    r["req_per_cpu_s"] = r["requests"] / r["cpu_s"] if r["cpu_s"] > 0 else None
+    r["mib_s"] = r["bytes"] / seconds / 1024 ** 2 if seconds else None
+    return r
+
+
+def percentile(values, p):
+    """The p-th percentile (nearest rank) of values, or None."""
+    v = sorted(values)
+    return v[min(len(v) - 1, int(len(v) * p / 100))] if v else None
+
+
 def run_memory(lfhttpd_bin, notices):
     """Fresh servers, warmed up; RSS of each before and with IDLE_CONNS idle connections
-    to it. The three are measured side by side (resident memory does not depend on
+    to it. The four are measured side by side (resident memory does not depend on
     timing, and it saves time). Returns {server: result}; crashes go to notices."""
     servers = {k: Server(k, "mem", lfhttpd_bin) for k in SERVERS}
     helpers, results = {}, {}
@@ -526,13 +661,16 @@ def curl_headers(url, *headers):
 
 # --- document root ---------------------------------------------------------------------
 
-DOCROOT_VERSION = "2"  # bump when the files change: they are made again
+DOCROOT_VERSION = "3"  # bump when the files change: they are made again
 
 
 def make_docroot():
-    """index.html (1 KiB), text.txt (100 KiB of compressible text), big.bin (10 MiB of
-    incompressible bytes), files/ (10,000 small files). Reused when already there."""
+    """index.html (1 KiB), text.txt (100 KiB of compressible text) and text.txt.gz
+    (gzip level 6, for nginx's gzip_static and h2o's file.send-compressed), big.bin
+    (10 MiB of incompressible bytes), files/ (10,000 small files). Reused when already
+    there; cold/ (the gzip cold workload's fresh files) is emptied."""
     stamp = os.path.join(DOCROOT, ".complete")
+    shutil.rmtree(os.path.join(DOCROOT, "cold"), ignore_errors=True)
     if os.path.exists(stamp) and open(stamp).read() == DOCROOT_VERSION:
         return
     shutil.rmtree(DOCROOT, ignore_errors=True)
@@ -552,6 +690,10 @@ def make_docroot():
         size += len(text[-1])
     with open(os.path.join(DOCROOT, "text.txt"), "w") as f:
         f.write("".join(text)[:100 * 1024])
+    with open(os.path.join(DOCROOT, "text.txt"), "rb") as f:
+        packed = gzip.compress(f.read(), GZIP_LEVEL)
+    with open(os.path.join(DOCROOT, "text.txt.gz"), "wb") as f:
+        f.write(packed)
     with open(os.path.join(DOCROOT, "big.bin"), "wb") as f:
         f.write(os.urandom(10 * 1024 * 1024))
     for i in range(RANDOM_FILES):
@@ -700,8 +842,8 @@ def write_plot(summary, skipped):
         log("no throughput figures: no plot")
         return None
     with open(dat, "w") as f:
-        f.write("# workload " + " ".join("rps_%s cpu_%s p99_%s" % (s, s, s) for s in SERVERS)
-                + "\n")
+        f.write("# workload " + " ".join("%s_%s" % (k, sv) for k in ("rps", "cpu", "p99")
+                                         for sv in SERVERS) + "\n")
         for wl in WORKLOADS:
             if wl.tool == "mem":
                 continue
@@ -711,7 +853,7 @@ def write_plot(summary, skipped):
                     s = summary.get((wl.key, sv))
                     v = None if (wl.key, sv) in skipped or not s else s[key]
                     vals.append("NaN" if v is None else "%.6g" % v)
-            f.write('"%s" %s\n' % (wl.label, " ".join(vals)))
+            f.write('"%s" %s\n' % (wl.plot_label, " ".join(vals)))
     png = os.path.join(OUT, "bench.png")
     subtitle = "median over rounds; 2 cores shared with the load generator (noisy)"
     p = subprocess.run(["gnuplot", "-e", "datafile='%s'; outfile='%s'; subtitle='%s'"
@@ -746,6 +888,7 @@ def versions(lfhttpd_bin):
     return {"lfhttpd": version([lfhttpd_bin, "-V"], r"lfhttpd \S+") + " (git %s)" % commit,
             "nginx": version(["nginx", "-v"], r"nginx/\S+"),
             "lighttpd": version(["lighttpd", "-v"], r"lighttpd/\S+"),
+            "h2o": version(["h2o", "-v"], r"h2o version \S+").replace(" version ", "/"),
             "wrk": version(["wrk", "-v"], r"wrk \S+"),
             "ab": version(["ab", "-V"], r"ApacheBench, Version \S+")}
 
@@ -760,21 +903,30 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
                         "on a freshly started server (after `ab -k -n 2000 -c 20`); VmRSS "
                         "summed over the server's processes before and with the "
                         "connections open" % (wl.label, IDLE_CONNS))
+        elif wl.tool == "cold":
+            cmds.append("- %s: bench.py's own client: %d fresh 100 KiB texts per server "
+                        "and round, made before the run under `/cold/`, each asked for "
+                        "once with `Accept-Encoding: gzip` over %d keep-alive connections; "
+                        "req/s = files / wall time, a response not gzip-encoded is an "
+                        "error" % (wl.label, COLD_FILES, COLD_CONNS))
         else:
             c = wl.command("http://127.0.0.1:PORT", opts.duration, opts.ab_requests)
             c = [x.replace(HERE, "tests/bench") for x in c]
             cmds.append("- %s: `%s`%s" % (wl.label, " ".join(
                 "'%s'" % x if " " in x else x for x in c),
-                " (servers started with their access log on)" if wl.variant == "log" else ""))
+                " (servers started with their access log on)" if wl.variant == "log" else
+                " (lfhttpd started with open_file_cache_mem_max 0)" if wl.variant == "nomem"
+                else ""))
     text = [
-        "## Benchmark: lfhttpd, nginx and lighttpd",
+        "## Benchmark: lfhttpd, nginx, lighttpd and h2o",
         "",
         "Measured %s with `make bench%s` (%d rounds of %d s per workload, the servers "
-        "interleaved in each round; the figures are medians over the rounds, the ratios "
-        "are to nginx in the same run)." % (
+        "interleaved in each round, round i starting with server i mod 4; the figures "
+        "are medians over the rounds, the ratios are to nginx in the same run)." % (
             datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
             " QUICK=1" if opts.quick else "", opts.rounds, opts.duration) + (
-            " QUICK=1 gives the variant workloads (access log on, /hello) one round."
+            " QUICK=1 gives the variant workloads (access log on, /hello, "
+            "open_file_cache_mem_max 0) one round."
             if opts.quick else ""),
         "",
         "Machine: %d cores (`nproc`), %s, Linux %s. The load generator (wrk or ab, one "
@@ -782,10 +934,12 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
         "and noisy, so requests per server CPU-second is the steadiest figure." % (
             machine["nproc"], machine["cpu"], machine["kernel"]),
         "",
-        "Servers: %s (%d threads); %s (%d workers); %s (single process, event loop). "
-        "Load: %s; %s. Configurations: `tests/bench/*.conf.in`." % (
+        "Servers: %s (%d threads); %s (%d workers); %s (single process, event loop); "
+        "%s (%d threads). Load: %s; %s. Configurations: `tests/bench/*.conf.in`; the "
+        "same socket options for all (TCP_DEFER_ACCEPT, one shared listener, no "
+        "SO_REUSEPORT), gzip level 6 for all." % (
             vers["lfhttpd"], THREADS, vers["nginx"], THREADS, vers["lighttpd"],
-            vers["wrk"], vers["ab"]),
+            vers["h2o"], THREADS, vers["wrk"], vers["ab"]),
         "",
         md_table(head, rows),
         "",
@@ -807,7 +961,7 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
 
 def raise_fd_limit():
     """wrk -c1000 and 10,000 idle connections need descriptors; the servers inherit
-    the limit (nginx and lighttpd are told it). Returns the soft limit now in force."""
+    the limit (nginx and lighttpd are told it; h2o raises its own). Returns the soft limit now in force."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (FD_WANTED, max(hard, FD_WANTED)))
@@ -823,13 +977,12 @@ def raise_fd_limit():
 
 def check_workload(wl, servers):
     """Skip reasons for servers that cannot run wl: (workload, server) -> reason."""
-    skipped = {(wl.key, sv): why for sv, why in wl.skip.items()}
+    skipped = {}
     if wl.check:
         for sv, srv in servers.items():
-            if (wl.key, sv) not in skipped:
-                status, _, _ = curl_headers(srv.url + wl.path)
-                if status != 200:
-                    skipped[(wl.key, sv)] = "%s answers %s: no handler yet" % (wl.path, status)
+            status, _, _ = curl_headers(srv.url + wl.path)
+            if status != 200:
+                skipped[(wl.key, sv)] = "%s answers %s: no handler yet" % (wl.path, status)
     return skipped
 
 
@@ -866,18 +1019,27 @@ class Bench:
         log("[%4.0fs] %s" % (time.monotonic() - self.t0, msg))
 
     def start_servers(self):
-        """The long-lived instances: "main" (access log off) and "log" (on), if used."""
-        variants = sorted({w.variant for w in self.workloads} - {"mem"})
-        for variant in variants:
-            for kind in SERVERS:
+        """The long-lived instances: "main" (access log off), "log" (on) and "nomem"
+        (lfhttpd only), if used."""
+        variants = {w.variant for w in self.workloads} - {"mem"}
+        if variants & set(OWN_INSTANCES):
+            variants.add("main")  # the other servers of those variants
+        for variant in sorted(variants):
+            for kind in OWN_INSTANCES.get(variant, SERVERS):
                 srv = Server(kind, variant, self.opts.bin)
                 self.instances[(variant, kind)] = srv
                 srv.start()
                 self.say("started %-8s (%s) on 127.0.0.1:%d, pid %d" % (
                     kind, variant, srv.port, srv.proc.pid))
 
+    def instance(self, variant, kind):
+        """The server instance that runs kind's part of a workload of this variant."""
+        return self.instances.get((variant, kind)) or self.instances[("main", kind)]
+
     def check_gzip(self):
-        """What each server really sends for the gzip workload (curl, once)."""
+        """What each server really sends for the gzip workload (curl, once). This first
+        request is also the one that fills lfhttpd's and lighttpd's compressed copies:
+        the "gzip" rows measure serving them, "gzip cold" the compressing."""
         for kind in SERVERS:
             srv = self.instances.get(("main", kind))
             if srv:
@@ -885,6 +1047,15 @@ class Bench:
                 self.notes[("gzip", kind)] = "sent %s, %s bytes (status %s); %s" % (
                     enc, fmt(size, "int"), status, GZIP_HOW[kind] if enc == "gzip" else
                     "not compressed")
+        for kind, how in HELLO_HOW.items():
+            self.notes.setdefault(("hello", kind), how)
+        self.notes[("small_ka", "lfhttpd")] = ("1 KiB body from memory: head and body in "
+                                               "one sendmsg (open_file_cache_mem_max 4k)")
+        self.notes[("small_ka", "nginx")] = "head with writev, body with sendfile"
+        self.notes[("small_ka", "h2o")] = "head and body (pread) with writev"
+        self.notes[("small_nomem", "lfhttpd")] = ("open_file_cache_mem_max 0: head with "
+                                                  "sendmsg (MSG_MORE), body with sendfile")
+        self.notes[("small_nomem", "nginx")] = "the 1 KiB c100 instance, measured again"
 
     def record(self, wl, kind, r, rnd, rounds):
         self.results.setdefault((wl.key, kind), []).append(r)
@@ -894,9 +1065,12 @@ class Bench:
         return 1 if self.opts.quick and wl.variant_of else self.opts.rounds
 
     def run_load_workload(self, wl):
-        """Warm-up, then rounds of A B C: each server once per round, in turn."""
-        servers = {k: self.instances[(wl.variant, k)] for k in SERVERS}
-        skip = check_workload(wl, servers)
+        """Warm-up, then rounds: each server once per round, in turn, round i starting
+        with server i mod n (A B C D, B C D A, ...)."""
+        skip = {(wl.key, sv): why for sv, why in wl.skip.items()}
+        servers = {k: self.instance(wl.variant, k) for k in SERVERS
+                   if (wl.key, k) not in skip}
+        skip.update(check_workload(wl, servers))
         self.skipped.update(skip)
         for (_, kind), why in skip.items():
             self.say("skipping %s: %s" % (kind, why))
@@ -907,18 +1081,22 @@ class Bench:
             for kind in active:
                 self.skipped[(wl.key, kind)] = "QUICK=1: lfhttpd cannot run it"
             return
-        if self.opts.warmup:
+        if not active:
+            return
+        if self.opts.warmup and wl.tool != "cold":  # cold: warm-up would warm the cache
             for kind in active:
                 if servers[kind].ensure_running(wl.key + " warm-up"):
                     run_load(servers[kind], wl, self.opts, record=False)
         rounds = self.rounds(wl)
         for rnd in range(rounds):
-            for kind in active:
+            first = rnd % len(active)
+            for kind in active[first:] + active[:first]:
                 srv = servers[kind]
                 if not srv.ensure_running("%s round %d" % (wl.key, rnd + 1)):
                     r = {"failed": "%s is down" % kind}
                 else:
-                    r = run_load(srv, wl, self.opts)
+                    r = (run_cold(srv, "%s-%s-r%d" % (kind, srv.variant, rnd + 1))
+                         if wl.tool == "cold" else run_load(srv, wl, self.opts))
                     if "failed" not in r and not srv.alive():
                         r["socket_detail"] += "; the server died during the run"
                         r["errors"] += 1
@@ -1003,12 +1181,13 @@ def run(opts):
     global FD_LIMIT
     FD_LIMIT = raise_fd_limit()
     machine = machine_info()
-    log("== make bench%s: lfhttpd vs nginx vs lighttpd" % (" QUICK=1" if opts.quick else ""))
+    log("== make bench%s: lfhttpd vs nginx vs lighttpd vs h2o" % (" QUICK=1" if opts.quick else ""))
     log("Machine: %d cores (%s), Linux %s. The load generator shares these cores and takes"
         " about one of them; the machine is noisy. Compare medians and ratios to nginx;"
         " requests per server CPU-second is the steadiest figure." % (
             machine["nproc"], machine["cpu"], machine["kernel"]))
-    log("%d rounds of %d s per workload, servers interleaved in each round." % (
+    log("%d rounds of %d s per workload, servers interleaved in each round, the order "
+        "rotated from round to round." % (
         opts.rounds, opts.duration))
     make_docroot()
     shutil.rmtree(RUN, ignore_errors=True)
@@ -1073,6 +1252,9 @@ def main(argv):
     except KeyboardInterrupt:
         log("\nbench: interrupted; servers stopped")
         return 130
+    except RuntimeError as e:  # a server that does not start or a rejected configuration
+        log("\nbench: %s\nbench: stopped; servers stopped" % e)
+        return 1
 
 
 if __name__ == "__main__":

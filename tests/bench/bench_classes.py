@@ -2,15 +2,17 @@
 """make bench-classes: do service classes keep interactive latency under bulk overload?
 
 Two configurations with the same total number of threads (2) serve the same files:
-  classes  an `interactive` class (1 thread, priority high, /api/) and a `bulk` class
-           (1 thread, priority low, /downloads/), plus a minimal default class;
+  classes  an `interactive` class (1 thread, priority high, /api/) and the default
+           class (1 thread, normal priority), which serves everything else: the bulk
+           downloads under /downloads/;
   single   one Leader/Followers group of 2 threads.
 For each, a light client times sequential keep-alive GETs of a 1 KiB file under /api/
 (about 50 a second), first with the server idle, then while wrk saturates /downloads/
 with 10 MiB files on many connections. The configurations alternate (A B A B ...) for
 several rounds and the medians of each round's p50 and p99 are reported, with the ratio
-loaded/idle. This machine has 2 cores shared with wrk and is noisy: read ratios, not
-absolute numbers.
+loaded/idle, and the bulk load's throughput (wrk's MiB/s and requests/s): what the
+interactive class's latency costs the bulk traffic. This machine has 2 cores shared with
+wrk and is noisy: read ratios, not absolute numbers.
 
 Usage: bench_classes.py BINARY OUTDIR [--quick]
 """
@@ -24,11 +26,12 @@ import subprocess
 import sys
 import time
 
+# The default class always has a group of its own (threads 0 means one per CPU, not
+# none), so it is the bulk class here: 1 + 1 threads against 2.
 CONFIGS = {
     "classes": """
 threads 1;
 class interactive { threads 1; priority high; match path /api/; }
-class bulk { threads 1; priority low; match path /downloads/; }
 """,
     "single": "threads 2;\n",
 }
@@ -115,12 +118,30 @@ def one_round(binary, outdir, name, root, seconds):
         time.sleep(1)  # let the bulk load build up
         loaded = timed_gets(port, seconds)
         out, _ = wrk.communicate(timeout=seconds + 30)
-        m = re.search(r"Transfer/sec:\s+([\d.]+)(\w+)", out)
-        bulk = f"{m.group(1)} {m.group(2)}/s" if m else "?"
     finally:
         stop(proc)
     return {"idle_p50": pct(idle, 50), "idle_p99": pct(idle, 99),
-            "load_p50": pct(loaded, 50), "load_p99": pct(loaded, 99), "bulk": bulk}
+            "load_p50": pct(loaded, 50), "load_p99": pct(loaded, 99),
+            "bulk_mib_s": wrk_rate(out, r"Transfer/sec:\s+([\d.]+)([KMG]?B)"),
+            "bulk_rps": wrk_rate(out, r"Requests/sec:\s+([\d.]+)()")}
+
+
+UNIT = {"": 1.0, "B": 1 / 2 ** 20, "KB": 1 / 2 ** 10, "MB": 1.0, "GB": 2 ** 10}
+
+
+def wrk_rate(out, pattern):
+    """A rate from wrk's summary (Transfer/sec in MiB/s), or None when wrk gave none."""
+    m = re.search(pattern, out)
+    return float(m.group(1)) * UNIT[m.group(2)] if m else None
+
+
+def fmt_rate(v):
+    return "?" if v is None else f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def median_or_none(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
 
 
 def main():
@@ -142,20 +163,28 @@ def main():
             results[name].append(res)
             print(f"  round {r + 1} {name:8s} idle p50 {res['idle_p50']:.2f} ms "
                   f"p99 {res['idle_p99']:.2f} ms | under bulk p50 {res['load_p50']:.2f} ms "
-                  f"p99 {res['load_p99']:.2f} ms | bulk {res['bulk']}", flush=True)
+                  f"p99 {res['load_p99']:.2f} ms | bulk {fmt_rate(res['bulk_mib_s'])} MiB/s, "
+                  f"{fmt_rate(res['bulk_rps'])} req/s", flush=True)
     lines = ["| configuration | idle p50 | idle p99 | bulk-loaded p50 | bulk-loaded p99 | "
-             "p99 loaded/idle |", "| --- | --- | --- | --- | --- | --- |"]
+             "p99 loaded/idle | bulk MiB/s | bulk req/s |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     med = {}
     for name, rs in results.items():
         m = {k: statistics.median(x[k] for x in rs) for k in
              ("idle_p50", "idle_p99", "load_p50", "load_p99")}
+        m.update({k: median_or_none(x[k] for x in rs) for k in ("bulk_mib_s", "bulk_rps")})
         med[name] = m
         lines.append(f"| {name} | {m['idle_p50']:.2f} ms | {m['idle_p99']:.2f} ms | "
                      f"{m['load_p50']:.2f} ms | {m['load_p99']:.2f} ms | "
-                     f"{m['load_p99'] / m['idle_p99']:.1f}x |")
+                     f"{m['load_p99'] / m['idle_p99']:.1f}x | {fmt_rate(m['bulk_mib_s'])} | "
+                     f"{fmt_rate(m['bulk_rps'])} |")
     ratio = med["single"]["load_p99"] / med["classes"]["load_p99"]
     lines.append("")
     lines.append(f"Interactive p99 under bulk load: single group / classes = {ratio:.1f}x")
+    bulk_c, bulk_s = med["classes"]["bulk_mib_s"], med["single"]["bulk_mib_s"]
+    if bulk_c is not None and bulk_s:
+        lines.append(f"Bulk throughput: classes / single group = {bulk_c / bulk_s:.2f}x "
+                     "(the cost of the latency gain)")
     table = "\n".join(lines)
     print("\n" + table)
     with open(os.path.join(outdir, "classes.md"), "w") as f:

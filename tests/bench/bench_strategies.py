@@ -205,7 +205,7 @@ def run(opts):
     results = {}  # (workload, variant) -> [rounds]
     t0 = time.monotonic()
     log("== concurrency strategies: the same lfhttpd, %d worker threads, %d rounds of %d s,"
-        " interleaved" % (THREADS, opts.rounds, opts.duration))
+        " interleaved, the order rotated each round" % (THREADS, opts.rounds, opts.duration))
     log("Machine: 2 cores shared with wrk, noisy: compare within this run.")
     try:
         for inst in insts:
@@ -217,7 +217,9 @@ def run(opts):
                 bench.run_load(inst, wl, argparse.Namespace(
                     duration=1, warmup=1, ab_requests=0), record=False)
             for rnd in range(opts.rounds):
-                for inst in insts:
+                # Round i starts with variant i mod n: no variant always goes first.
+                first = rnd % len(insts)
+                for inst in insts[first:] + insts[:first]:
                     if not inst.alive():
                         r = {"failed": "%s is down" % inst.key}
                     else:
