@@ -233,7 +233,8 @@ def test_status_names_each_groups_strategy_and_counts_its_threads(start_server, 
 def test_half_sync_half_async_runs_an_io_thread_beside_the_workers(start_server, site):
     s = start_server(site, "concurrency half_sync_half_async;\n")
     assert wait_until(lambda: len(threads_named(s.proc.pid, r"default-\d+")) == 4)
-    assert threads_named(s.proc.pid, r"default-io") == ["default-io"]
+    # Each thread names itself as it starts, which may be after "listening on" is logged.
+    assert wait_until(lambda: threads_named(s.proc.pid, r"default-io") == ["default-io"])
 
 
 def test_thread_per_connection_gives_each_connection_a_thread(start_server, site, connect):

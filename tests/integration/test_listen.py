@@ -103,7 +103,8 @@ def test_zero_threads_means_one_per_cpu(start_server, docroot, how):
         s = start_server(docroot, conf=text)
     assert status_threads(s) == cpus
     assert wait_until(lambda: len(group_threads(s)) == cpus, 5), group_threads(s)
-    assert f"class default: {cpus} thread" in s.error_log()
+    assert wait_until(lambda: f"class default: {cpus} thread" in s.error_log(), 5), \
+        s.error_log()
 
 
 # ---------------------------------------------------------------- the default configuration
