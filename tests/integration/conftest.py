@@ -36,6 +36,18 @@ def scaled(seconds):
     return seconds * SLOWDOWN
 
 
+def median(values):
+    return sorted(values)[len(values) // 2]
+
+
+def latency_bound(idle):
+    """The slowest median latency allowed under load or attack, from the latencies measured
+    idle in the same test on the same machine: 20 times their median, but never below
+    0.1 s (scaled), which a loaded machine can add to a request that costs the server a
+    fraction of a millisecond."""
+    return max(20 * median(idle), scaled(0.1))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under LFHTTPD_STRICT_SKIPS a skip that is not by design is reported as a failure."""

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BIN, ROOT, scaled, wait_until
+from conftest import BIN, ROOT, latency_bound, median, scaled, wait_until
 
 ALLOWED_ENV = {
     "GATEWAY_INTERFACE", "SERVER_SOFTWARE", "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL",
@@ -644,17 +644,6 @@ def test_max_processes_is_503(cgi_server, cgi_dir, connect):
         assert status == 200 and body == b"done"
     script(cgi_dir, "fast.sh", "printf 'Content-Type: text/plain\\n\\nok'\n")
     assert fetch(srv, connect, "/cgi-bin/fast.sh")[0] == 200  # the places came back
-
-
-def median(values):
-    return sorted(values)[len(values) // 2]
-
-
-def latency_bound(idle):
-    """The slowest median latency allowed under load, from the median measured idle in the
-    same test on the same machine: 20 times it, but never below 0.1 s (scaled), which a
-    loaded machine can add to a request that costs the server a fraction of a millisecond."""
-    return max(20 * median(idle), scaled(0.1))
 
 
 def timed_static(srv, connect):

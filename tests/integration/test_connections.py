@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import scaled, wait_closed, wait_until
+from conftest import latency_bound, median, scaled, wait_closed, wait_until
 
 FILE_BODY = b"0123456789abcdef\n"
 GOOD = b"GET /f.txt HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -31,17 +31,6 @@ def assert_file(resp, body=FILE_BODY):
 
 def connection_tokens(headers):
     return {t.strip().lower() for t in headers.get("connection", "").split(",") if t.strip()}
-
-
-def median(values):
-    return sorted(values)[len(values) // 2]
-
-
-def latency_bound(idle):
-    """The slowest median latency allowed under load, from the median measured idle in the
-    same test on the same machine: 20 times it, but never below 0.1 s (scaled), which a
-    loaded machine can add to a request that costs the server a fraction of a millisecond."""
-    return max(20 * median(idle), scaled(0.1))
 
 
 def timed_get(server, connect):

@@ -41,7 +41,7 @@ import time
 
 import pytest
 
-from conftest import SANITIZED, scaled
+from conftest import SANITIZED, latency_bound, median, scaled
 
 DEADLINES = "header_timeout 2s;\nkeepalive_timeout 2s;\nsend_timeout 2s;\nhandler /echo echo;\n"
 SMALL = b"0123456789abcdef\n"
@@ -130,17 +130,6 @@ class Watch(threading.Thread):
 
 def plain(text):
     return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
-
-
-def median(values):
-    return sorted(values)[len(values) // 2]
-
-
-def latency_bound(idle):
-    """The slowest median latency allowed under attack, from the median measured before it
-    in the same test on the same machine: 20 times it, but never below 0.1 s (scaled), which
-    a loaded machine can add to a request that costs the server a fraction of a millisecond."""
-    return max(20 * median(idle), scaled(0.1))
 
 
 def idle_latencies(server, n=20):
