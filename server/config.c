@@ -19,6 +19,8 @@ void config_defaults(struct config *cfg)
     snprintf(cfg->index[0], sizeof(cfg->index[0]), "index.html");
     cfg->n_index = 1;
     cfg->threads = 0;
+    cfg->groups = CONFIG_GROUPS_UNSET;
+    cfg->reactivation = LF_REACTIVATE_EDGE;
     cfg->concurrency = LF_STRATEGY_LEADER_FOLLOWERS;
     cfg->promotion = LF_PROMOTE_LIFO;
     cfg->max_connections = 10000;
@@ -484,6 +486,7 @@ static int set_class(void *base, const struct conf_node *n, void *ctx, char *msg
     snprintf(k->name, sizeof(k->name), "%s", name);
     k->line = n->line;
     k->threads = 1;
+    k->groups = CONFIG_GROUPS_UNSET;
     char owner[64];
     snprintf(owner, sizeof(owner), "class %s", name);
     struct conf_reader sub = *cr->r;
@@ -513,6 +516,10 @@ static const struct conf_name promotions[] = {
     {"lifo", LF_PROMOTE_LIFO}, {"condvar", LF_PROMOTE_CONDVAR}, {NULL, 0},
 };
 
+static const struct conf_name reactivations[] = {
+    {"oneshot", LF_REACTIVATE_ONESHOT}, {"edge", LF_REACTIVATE_EDGE}, {NULL, 0},
+};
+
 static const struct conf_name log_formats[] = {{"combined", 0}, {"json", 1}, {NULL, 0}};
 
 #define TOP CONF_TOP
@@ -528,7 +535,10 @@ static const struct conf_directive core_directives[] = {
      .usage = "FILE..."},
     {"threads", CONF_COUNT, TOP, .max = 1024, CFG(threads)},
     {"threads", CONF_COUNT, CLASS, .max = 1024, KLASS(threads)},
+    {"groups", CONF_COUNT, TOP, .max = CONFIG_MAX_GROUPS, CFG(groups)},
+    {"groups", CONF_COUNT, CLASS, .max = CONFIG_MAX_GROUPS, KLASS(groups)},
     {"concurrency", CONF_ENUM, TOP, .names = strategies, CFG(concurrency)},
+    {"reactivation", CONF_ENUM, TOP, .names = reactivations, CFG(reactivation)},
     {"promotion", CONF_ENUM, TOP, .names = promotions, CFG(promotion)},
     {"max_connections", CONF_COUNT, TOP, .max = 10000000, CFG(max_connections)},
     {"max_connections", CONF_COUNT, CLASS, .max = 10000000, KLASS(max_connections)},
@@ -585,6 +595,19 @@ static void check_promotion(const struct config *cfg, struct conf_reader *r)
         return;
     const struct conf_node *c = config_next(cfg, "concurrency", NULL);
     conf_error(r, p->line, "promotion: only Leader/Followers promotes a thread, and "
+               "concurrency is %s (%s:%u)", c ? c->args[0] : "?", r->file, c ? c->line : 0);
+}
+
+/* Edge-triggered reactivation is the Leader/Followers loop's: the other strategies re-arm
+ * one-shot handles, and would silently ignore it. */
+static void check_reactivation(const struct config *cfg, struct conf_reader *r)
+{
+    const struct conf_node *p = config_next(cfg, "reactivation", NULL);
+    if (!p || cfg->reactivation == LF_REACTIVATE_ONESHOT ||
+        cfg->concurrency == LF_STRATEGY_LEADER_FOLLOWERS)
+        return;
+    const struct conf_node *c = config_next(cfg, "concurrency", NULL);
+    conf_error(r, p->line, "reactivation edge: only Leader/Followers has it, and "
                "concurrency is %s (%s:%u)", c ? c->args[0] : "?", r->file, c ? c->line : 0);
 }
 
@@ -652,6 +675,7 @@ int config_load(struct config *cfg, const char *path, config_known_fn known, cha
     r.ctx = &cr;
     conf_read_block(&r, core_directives, known, cfg->tree, cfg);
     check_promotion(cfg, &r);
+    check_reactivation(cfg, &r);
     check_class_listens(cfg, &r);
     return r.errors ? -1 : 0;
 }

@@ -28,6 +28,9 @@ struct config_listen {
 enum log_level { LOG_LEVEL_ERROR = 0, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_DEBUG };
 
 #define CONFIG_MAX_CLASSES 8
+#define CONFIG_MAX_GROUPS 64   /* thread groups of one class */
+/* `groups` when the file does not say: one per CPU with Leader/Followers, else one. */
+#define CONFIG_GROUPS_UNSET 0xffffffffu
 #define CONFIG_CLASS_RULES 16
 
 /* An IPv4 or IPv6 network, for `match addr`. */
@@ -43,6 +46,8 @@ struct config_class {
     char name[32];
     unsigned line;
     unsigned threads;        /* 0 = one per CPU */
+    unsigned groups;         /* the threads split into this many groups; 0 = one per CPU;
+                                CONFIG_GROUPS_UNSET: not said */
     int nice;                /* thread priority as a nice value: high -10, normal 0, low 10 */
     unsigned max_connections; /* 0 = only the server-wide limit */
     struct config_listen listen[CONFIG_MAX_LISTEN]; /* connections accepted here are ours */
@@ -66,7 +71,12 @@ struct config {
     unsigned n_index;
 
     unsigned threads; /* 0 = one per CPU */
+    /* The default class's threads split into this many thread groups, each with its own
+     * handle set and listening sockets (SO_REUSEPORT); 0 = one per CPU (at most threads);
+     * CONFIG_GROUPS_UNSET when not said. */
+    unsigned groups;
     enum lf_strategy concurrency; /* how every class's threads share its connections */
+    enum lf_reactivation reactivation; /* how a connection's handle is reactivated */
     enum lf_promotion promotion;  /* Leader/Followers: which waiting thread leads next */
     unsigned max_connections;
 

@@ -31,11 +31,12 @@ struct conn_out {
     struct out_seg segs[];
 };
 
-void conn_pool_init(struct conn_pool *pool, struct lf_group *group, unsigned max_connections,
-                    atomic_uint *n_total)
+void conn_pool_init(struct conn_pool *pool, struct lf_group *const *groups, unsigned n,
+                    unsigned max_connections, atomic_uint *n_total)
 {
     memset(pool, 0, sizeof(*pool));
-    pool->group = group;
+    pool->groups = groups;
+    pool->n_groups = n;
     pool->max_connections = max_connections;
     pool->n_total = n_total;
     pthread_mutex_init(&pool->lock, NULL);
@@ -45,6 +46,12 @@ bool conn_pool_full(const struct conn_pool *pool)
 {
     return pool->max_connections &&
            atomic_load_explicit(&pool->n_conns, memory_order_relaxed) >= pool->max_connections;
+}
+
+/* The group a connection of the pool goes to when nothing chose one: spread by descriptor. */
+static struct lf_group *pool_group(const struct conn_pool *pool, int fd)
+{
+    return pool->groups[(unsigned)fd % pool->n_groups];
 }
 
 static void list_unlink(struct conn_pool *pool, struct conn *c)
@@ -82,7 +89,7 @@ void conn_move(struct conn *c, struct conn_pool *to)
         lf_group_detach(&c->h, false);
     c->registered = false;
     c->pool = to;
-    c->h.group = to->group;
+    c->h.group = pool_group(to, c->h.fd);
     list_link(to, c);
 }
 
@@ -128,7 +135,23 @@ void conn_pool_sweep(struct conn_pool *pool, int64_t now_ms, bool stopping)
     pthread_mutex_unlock(&pool->lock);
 }
 
-struct conn *conn_open(struct conn_pool *pool, int fd, const struct sockaddr *peer,
+bool conn_pool_close_idle(struct conn_pool *pool)
+{
+    bool found = false;
+    pthread_mutex_lock(&pool->lock);
+    for (struct conn *c = pool->conns; c && !found; c = c->next) {
+        if (atomic_load_explicit(&c->state, memory_order_relaxed) != CONN_IDLE ||
+            atomic_load_explicit(&c->expired, memory_order_relaxed))
+            continue;
+        atomic_store_explicit(&c->expired, true, memory_order_relaxed);
+        shutdown(c->h.fd, SHUT_RD);
+        found = true;
+    }
+    pthread_mutex_unlock(&pool->lock);
+    return found;
+}
+
+struct conn *conn_open(struct conn_pool *pool, struct lf_group *group, int fd, const struct sockaddr *peer,
                        socklen_t peer_len, const struct sockaddr *local, int64_t deadline_ms,
                        lf_event_fn on_event, conn_close_fn on_close)
 {
@@ -139,14 +162,22 @@ struct conn *conn_open(struct conn_pool *pool, int fd, const struct sockaddr *pe
         pool->n_free_conns--;
     }
     pthread_mutex_unlock(&pool->lock);
-    if (!c && !(c = malloc(sizeof(*c)))) {
-        close(fd);
-        return NULL;
+    if (!c) {
+        if (!(c = malloc(sizeof(*c)))) {
+            close(fd);
+            return NULL;
+        }
+        atomic_init(&c->h.edge_state, 0);
     }
-    memset(c, 0, sizeof(*c));
+    /* All but the handle's edge_state, which an event of the connection that used this
+     * memory before may still be reading (see lf_group.c): its incarnation lives on. */
+    memset((char *)c + offsetof(struct conn, pool), 0, sizeof(*c) - offsetof(struct conn, pool));
+    c->h.edge = false;
+    c->h.armed = 0;
+    atomic_store_explicit(&c->h.handoff, 0, memory_order_relaxed);
     c->h.fd = fd;
     c->h.on_event = on_event;
-    c->h.group = pool->group;
+    c->h.group = group ? group : pool_group(pool, fd);
     c->pool = pool;
     c->on_close = on_close;
     c->local = local;
@@ -189,7 +220,9 @@ void conn_close(struct conn *c)
     atomic_fetch_sub_explicit(pool->n_total, 1, memory_order_relaxed);
 
     pthread_mutex_lock(&pool->lock);
-    if (pool->n_free_conns < FREE_CONNS_MAX) {
+    /* An edge-triggered connection's memory is never freed while the groups run: an event
+     * fetched before the close may still name it (lf_group.c). */
+    if (pool->n_free_conns < FREE_CONNS_MAX || c->h.edge) {
         c->next = pool->free_conns;
         pool->free_conns = c;
         pool->n_free_conns++;
@@ -205,8 +238,10 @@ void conn_wait(struct conn *c, enum conn_state state, uint32_t events, int64_t d
     atomic_store_explicit(&c->state, (uint8_t)state, memory_order_relaxed);
     int rc;
     bool first = !c->registered;
+    bool drained = (!(events & EPOLLIN) || c->rd_drained) && (!(events & EPOLLOUT) || c->wr_blocked);
+    c->rd_drained = c->wr_blocked = false; /* for the next event */
     if (!first) {
-        rc = lf_group_rearm(&c->h, events);
+        rc = lf_group_reactivate(&c->h, events, drained);
     } else {
         c->registered = true;
         rc = lf_group_add_conn(c->h.group, &c->h, events);
@@ -234,6 +269,14 @@ void conn_wait_on(struct conn *c, struct lf_handle *h, enum conn_state state,
         conn_close(c);
     }
     /* From here on another thread may own c: touch nothing. */
+}
+
+ssize_t conn_read(struct conn *c, void *buf, size_t len)
+{
+    ssize_t n = read(c->h.fd, buf, len);
+    if ((n >= 0 && (size_t)n < len) || (n < 0 && errno == EAGAIN))
+        c->rd_drained = true;
+    return n;
 }
 
 struct conn_buf *conn_buf_get(struct conn_pool *pool)
@@ -365,6 +408,7 @@ enum send_result conn_send(struct conn *c, struct response *r, bool body)
         if (park(c, segs, n, pos, r) < 0) {
             res = SEND_ERROR;
         } else { /* the file belongs to the parked response now */
+            c->wr_blocked = true;
             r->file_fd = -1;
             r->file_release = NULL;
         }
@@ -383,17 +427,19 @@ enum send_result conn_send_pending(struct conn *c)
     enum send_result res = send_segs(c->h.fd, o->segs, o->n, &o->pos);
     if (res != SEND_PARKED)
         conn_out_free(c);
+    else
+        c->wr_blocked = true;
     return res;
 }
 
 /* --- closing ------------------------------------------------------------------------ */
 
 /* Read and drop what the client sends. Returns true when the client has closed. */
-static bool drain(int fd)
+static bool drain(struct conn *c)
 {
     char sink[4096];
     for (int i = 0; i < 16; i++) {
-        ssize_t n = read(fd, sink, sizeof(sink));
+        ssize_t n = conn_read(c, sink, sizeof(sink));
         if (n > 0)
             continue;
         if (n < 0 && errno == EINTR)
@@ -406,7 +452,7 @@ static bool drain(int fd)
 void conn_linger(struct conn *c)
 {
     shutdown(c->h.fd, SHUT_WR);
-    if (drain(c->h.fd)) {
+    if (drain(c)) {
         conn_close(c);
         return;
     }
@@ -415,7 +461,7 @@ void conn_linger(struct conn *c)
 
 void conn_linger_event(struct conn *c)
 {
-    if (drain(c->h.fd) || atomic_load_explicit(&c->expired, memory_order_relaxed)) {
+    if (drain(c) || atomic_load_explicit(&c->expired, memory_order_relaxed)) {
         conn_close(c);
         return;
     }

@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "http_parse.h"
 #include "http_response.h"
@@ -59,7 +60,8 @@ struct generation;
 /* The connections of one thread group: the list the deadline sweep walks, and free lists
  * so that a new connection or buffer rarely costs an allocation. */
 struct conn_pool {
-    struct lf_group *group;
+    struct lf_group *const *groups; /* the groups serving its connections (a class's) */
+    unsigned n_groups;
     unsigned max_connections; /* 0: no limit of its own (see conn_pool_full) */
     atomic_uint *n_total;     /* every pool's connections together (the server's count) */
 
@@ -86,6 +88,9 @@ struct conn {
     _Atomic uint8_t state;       /* enum conn_state */
     _Atomic bool expired;        /* the sweep found the deadline passed and shut the socket */
     bool registered;             /* in the epoll set yet (ADD once, then MOD) */
+    /* In this event so far: the socket was read empty (EAGAIN or a short read), or a write
+     * found it full: the kernel will report more (see lf_group_reactivate). */
+    bool rd_drained, wr_blocked;
     bool close_after_send;       /* the parked response is the last one */
     _Atomic int stream_pgid;     /* CONN_STREAM: the process group the sweep kills; 0 none */
 
@@ -111,23 +116,27 @@ struct conn {
 
 static_assert(sizeof(struct conn) <= 256, "an idle connection should stay small");
 
-/* An empty pool of connections served by `group`. */
-void conn_pool_init(struct conn_pool *pool, struct lf_group *group, unsigned max_connections,
-                    atomic_uint *n_total);
+/* An empty pool of connections served by groups[0..n) (the array must outlive the pool). */
+void conn_pool_init(struct conn_pool *pool, struct lf_group *const *groups, unsigned n,
+                    unsigned max_connections, atomic_uint *n_total);
 /* After the group's threads have stopped: close every connection and free the lists. */
 void conn_pool_fini(struct conn_pool *pool);
 /* Is the pool full (its own max_connections)? */
 bool conn_pool_full(const struct conn_pool *pool);
 
-/* A new connection on an accepted socket, in `pool`, not yet in the handle set, waiting
+/* A new connection on an accepted socket, in `pool`, served by `group` (one of the pool's;
+ * NULL: the pool chooses), not yet in the handle set, waiting
  * for its first bytes until deadline_ms; its events go to on_event, and on_close (if set)
  * runs when it closes. NULL if out of memory (fd is then closed). */
-struct conn *conn_open(struct conn_pool *pool, int fd, const struct sockaddr *peer,
+struct conn *conn_open(struct conn_pool *pool, struct lf_group *group, int fd, const struct sockaddr *peer,
                        socklen_t peer_len, const struct sockaddr *local, int64_t deadline_ms,
                        lf_event_fn on_event, conn_close_fn on_close);
 void conn_close(struct conn *c);
-/* Move a connection this thread owns to another pool and its group (not armed). */
+/* Move a connection this thread owns to another pool and one of its groups (not armed). */
 void conn_move(struct conn *c, struct conn_pool *to);
+
+/* read() on the connection's socket, noting whether it was read empty. */
+ssize_t conn_read(struct conn *c, void *buf, size_t len);
 
 /* Wait for `events` (EPOLLIN/EPOLLOUT) in `state` until deadline; the last act of an event.
  * If the connection cannot be armed it is closed (and the failure logged). */
@@ -146,6 +155,10 @@ void conn_wait_on(struct conn *c, struct lf_handle *h, enum conn_state state,
  * closes it. The sweep itself never closes or frees a connection, so it cannot race the
  * connection's owner. */
 void conn_pool_sweep(struct conn_pool *pool, int64_t now_ms, bool stopping);
+
+/* Out of descriptors: end one idle keep-alive connection of the pool as the sweep ends an
+ * expired one (its owner closes it). Returns false if none is idle. */
+bool conn_pool_close_idle(struct conn_pool *pool);
 
 /* Carry-over buffers, from the pool's free list. */
 struct conn_buf *conn_buf_get(struct conn_pool *pool);

@@ -153,8 +153,12 @@ const char *generation_needs_restart(const struct config *a, const struct config
         return "listen";
     if (a->threads != b->threads)
         return "threads";
+    if (a->groups != b->groups)
+        return "groups";
     if (a->concurrency != b->concurrency)
         return "concurrency";
+    if (a->reactivation != b->reactivation)
+        return "reactivation";
     if (a->promotion != b->promotion)
         return "promotion";
     if (a->max_connections != b->max_connections)
@@ -171,10 +175,11 @@ const char *generation_needs_restart(const struct config *a, const struct config
         return "class (added or removed)";
     for (unsigned i = 0; i < a->n_classes; i++) {
         const struct config_class *x = &a->classes[i], *y = &b->classes[i];
-        if (strcmp(x->name, y->name) || x->threads != y->threads || x->nice != y->nice ||
+        if (strcmp(x->name, y->name) || x->threads != y->threads || x->groups != y->groups ||
+            x->nice != y->nice ||
             x->max_connections != y->max_connections ||
             !same_listen(x->listen, x->n_listen, y->listen, y->n_listen))
-            return "class (name, threads, priority, max_connections or listen)";
+            return "class (name, threads, groups, priority, max_connections or listen)";
     }
     return NULL;
 }

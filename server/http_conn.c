@@ -519,7 +519,7 @@ static void collect_event(struct conn *c)
             collect_fail(c, 413);
             return;
         }
-        ssize_t n = read(c->h.fd, k->data + k->raw_len, want);
+        ssize_t n = conn_read(c, k->data + k->raw_len, want);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN) {
@@ -646,7 +646,7 @@ static void http_process(struct conn *c)
             answer_malformed(c, 431, buf, len);
             return;
         }
-        ssize_t n = read(c->h.fd, buf + len, sizeof(buf) - len);
+        ssize_t n = conn_read(c, buf + len, sizeof(buf) - len);
         if (n > 0) {
             len += (size_t)n;
             continue;
@@ -736,12 +736,12 @@ static void http_conn_closed(struct conn *c)
     c->gen = NULL;
 }
 
-void http_host_init(struct http_host *host, struct http_shared *shared, struct lf_group *group,
-                    unsigned max_connections)
+void http_host_init(struct http_host *host, struct http_shared *shared,
+                    struct lf_group *const *groups, unsigned n, unsigned max_connections)
 {
     memset(host, 0, sizeof(*host));
     host->shared = shared;
-    conn_pool_init(&host->pool, group, max_connections, &shared->n_conns);
+    conn_pool_init(&host->pool, groups, n, max_connections, &shared->n_conns);
 }
 
 void http_host_fini(struct http_host *host)
@@ -749,11 +749,12 @@ void http_host_fini(struct http_host *host)
     conn_pool_fini(&host->pool);
 }
 
-struct conn *http_conn_open(struct http_host *host, struct generation *gen, int fd,
+struct conn *http_conn_open(struct http_host *host, struct lf_group *group,
+                            struct generation *gen, int fd,
                             const struct sockaddr *peer, socklen_t peer_len,
                             const struct sockaddr *local)
 {
-    struct conn *c = conn_open(&host->pool, fd, peer, peer_len, local,
+    struct conn *c = conn_open(&host->pool, group, fd, peer, peer_len, local,
                                clock_now_ms() + gen->cfg.header_timeout_ms, http_conn_event,
                                http_conn_closed);
     if (!c)

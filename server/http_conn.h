@@ -49,16 +49,19 @@ struct http_host {
     struct http_stats stats;
 };
 
-/* A host whose connections are served by `group`; max_connections 0: no limit of its own. */
-void http_host_init(struct http_host *host, struct http_shared *shared, struct lf_group *group,
-                    unsigned max_connections);
+/* A host whose connections are served by `groups` (n of them: a connection stays in one);
+ * max_connections 0: no limit of its own. */
+void http_host_init(struct http_host *host, struct http_shared *shared,
+                    struct lf_group *const *groups, unsigned n, unsigned max_connections);
 /* After the group's threads have stopped: close every connection. */
 void http_host_fini(struct http_host *host);
 
-/* A new connection on an accepted socket, with generation gen (it takes its own
- * reference); NULL if out of memory (fd is then closed). Not yet in the handle set: start
+/* A new connection on an accepted socket, served by `group` (one of the host's; NULL:
+ * the host chooses), with generation gen (it takes its own reference); NULL if out of
+ * memory (fd is then closed). Not yet in the handle set: start
  * it with http_conn_start, or wait for its first bytes with conn_wait(CONN_NEW). */
-struct conn *http_conn_open(struct http_host *host, struct generation *gen, int fd,
+struct conn *http_conn_open(struct http_host *host, struct lf_group *group,
+                            struct generation *gen, int fd,
                             const struct sockaddr *peer, socklen_t peer_len,
                             const struct sockaddr *local);
 /* Process a connection whose socket is readable, outside the handle set (after accept). */

@@ -17,6 +17,36 @@
  * The hand-off of a handle between threads, whatever the strategy: the thread that arms
  * it stores its `handoff` (release), the thread that gets its event loads it (acquire).
  *
+ * Reactivation without a system call (LF_REACTIVATE_EDGE, Leader/Followers only). A
+ * connection's socket is registered once, edge-triggered (EPOLLET, EPOLLIN | EPOLLRDHUP,
+ * EPOLLOUT added the first time it is waited for), and never disarmed by the kernel. The
+ * pattern's deactivation moves into `edge_state`, one atomic word:
+ *
+ *   OWNED    a thread is processing the connection (or the connection waits on another of
+ *            its handles, a pipe): no event of the socket is given to a thread;
+ *   PENDING  an event came while OWNED (or one the connection was not waiting for);
+ *   want     what the connection waits for (EPOLLIN, EPOLLOUT), set as it lets go;
+ *   incarnation, bumped when the connection closes or leaves the set.
+ *
+ *   1. The leader gets an event; its data carries the handle and its incarnation. If the
+ *      incarnation is not the handle's (the connection closed meanwhile: the memory of a
+ *      connection is never freed while the group runs, so reading it is safe), the event
+ *      is dropped. If the handle is not OWNED and waits for the event, one compare-and-swap
+ *      makes it OWNED and the leader promotes a follower and processes it, as with one-shot
+ *      handles. Otherwise the same compare-and-swap sets PENDING and the leader goes on to
+ *      the next event: nothing is lost, it is recorded for the owner.
+ *   2. Processing ends with lf_group_reactivate(want, drained). A socket that was read to
+ *      EAGAIN (or a short read) for EPOLLIN, or written to EAGAIN for EPOLLOUT, will raise a
+ *      new edge when more comes; then one compare-and-swap clears OWNED and sets want, and
+ *      no system call is made. If it was not drained, or PENDING is set (data came while
+ *      the thread worked), the thread keeps the handle, clears PENDING, and runs the
+ *      callback again as soon as the current one returns (a read that finds EAGAIN costs
+ *      what a re-arm would, and only then). The thread that owns a handle is the only one
+ *      that can let it go, so it is never processed by two threads at once.
+ *
+ * The compare-and-swaps are acquire/release: they order one owner's work before the next
+ * owner's, as `handoff` does for one-shot handles.
+ *
  * Shutdown: lf_group_stop() sets the group's stop flag, has the strategy wake the threads
  * waiting on its own semaphores or condition variables, and makes the level-triggered
  * stop eventfd readable. It is in the group's set (and in every private set), so whoever
@@ -140,6 +170,17 @@ fail:
     return NULL;
 }
 
+void lf_group_number_threads(struct lf_group *g, unsigned first)
+{
+    for (unsigned i = 0; i < g->n_threads; i++)
+        g->threads[i].index = first + i;
+}
+
+void lf_group_set_reactivation(struct lf_group *g, enum lf_reactivation react)
+{
+    g->react = g->strategy == LF_STRATEGY_LEADER_FOLLOWERS ? react : LF_REACTIVATE_ONESHOT;
+}
+
 /* Both read what they need of h before the release store: from then on the next thread
  * may own h (move it to another group, close it), and only what came before the store is
  * ordered before that thread's work. */
@@ -163,8 +204,117 @@ int lf_group_rearm(struct lf_handle *h, uint32_t events)
     return rc;
 }
 
+/* --- edge-triggered handles ----------------------------------------------------------- */
+
+#define EDGE_WANT 0xffffu      /* the epoll events waited for (EPOLLRDHUP is 0x2000) */
+#define EDGE_OWNED (1u << 16)
+#define EDGE_PENDING (1u << 17)
+#define EDGE_INC_SHIFT 18      /* the incarnation: the 14 bits above */
+#define EDGE_DATA_FLAG (1ull << 62)
+#define EDGE_DATA_INC_SHIFT 48 /* a user-space pointer has 47 bits */
+
+/* The callback that runs again when the current one returns (one at a time: a callback
+ * reactivates at most one connection, as its last act). */
+static _Thread_local struct lf_handle *lf_again;
+static _Thread_local uint32_t lf_again_events;
+
+struct lf_handle *lf_event_handle(uint64_t data)
+{
+    return (struct lf_handle *)(uintptr_t)(data & ((1ull << EDGE_DATA_INC_SHIFT) - 1));
+}
+
+bool lf_edge_claim(uint64_t data, uint32_t events)
+{
+    if (!(data & EDGE_DATA_FLAG))
+        return true; /* one-shot: the kernel disarmed it */
+    struct lf_handle *h = lf_event_handle(data);
+    uint32_t inc = (uint32_t)(data >> EDGE_DATA_INC_SHIFT) & 0x3fffu;
+    uint32_t s = atomic_load_explicit(&h->edge_state, memory_order_acquire);
+    for (;;) {
+        if (s >> EDGE_INC_SHIFT != inc)
+            return false; /* closed, or moved to another set, since */
+        uint32_t want = s & EDGE_WANT;
+        uint32_t wake = want ? want | EPOLLHUP | EPOLLERR : 0;
+        bool take = !(s & EDGE_OWNED) && (events & wake);
+        uint32_t n = take ? (s & ~EDGE_PENDING) | EDGE_OWNED : s | EDGE_PENDING;
+        if (n == s)
+            return false;
+        if (atomic_compare_exchange_weak_explicit(&h->edge_state, &s, n, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            return take;
+    }
+}
+
+bool lf_take_again(struct lf_handle **h, uint32_t *events)
+{
+    if (!lf_again)
+        return false;
+    *h = lf_again;
+    *events = lf_again_events;
+    lf_again = NULL;
+    return true;
+}
+
+/* The mask the kernel watches: EPOLLOUT only once it has been waited for. */
+static int edge_arm(struct lf_handle *h, int op, uint32_t events)
+{
+    h->armed |= (uint16_t)(EPOLLIN | EPOLLRDHUP | (events & EPOLLOUT));
+    uint32_t inc = atomic_load_explicit(&h->edge_state, memory_order_relaxed) >> EDGE_INC_SHIFT;
+    struct epoll_event ev = {
+        .events = h->armed | EPOLLET,
+        .data.u64 = (uint64_t)(uintptr_t)h | EDGE_DATA_FLAG |
+                    ((uint64_t)inc << EDGE_DATA_INC_SHIFT),
+    };
+    return epoll_ctl(h->group->epfd, op, h->fd, &ev) < 0 ? -errno : 0;
+}
+
+/* Register a connection's handle, edge-triggered, waiting for `events`, not owned. */
+static int edge_add(struct lf_group *g, struct lf_handle *h, uint32_t events)
+{
+    h->group = g;
+    h->edge = true;
+    h->armed = 0;
+    uint32_t s = atomic_load_explicit(&h->edge_state, memory_order_relaxed);
+    /* Before the kernel knows it, nobody else can see it: the store publishes h. */
+    atomic_store_explicit(&h->edge_state, (s & ~(EDGE_WANT | EDGE_OWNED | EDGE_PENDING)) |
+                                              (events & EDGE_WANT),
+                          memory_order_release);
+    return edge_arm(h, EPOLL_CTL_ADD, events);
+}
+
+int lf_group_reactivate(struct lf_handle *h, uint32_t events, bool drained)
+{
+    if (!h->edge)
+        return lf_group_rearm(h, events);
+    if ((events & EPOLLOUT) && !(h->armed & EPOLLOUT)) {
+        /* Still ours: the kernel also reports what is ready now, seen below as PENDING. */
+        int rc = edge_arm(h, EPOLL_CTL_MOD, events);
+        if (rc < 0)
+            return rc;
+    }
+    uint32_t s = atomic_load_explicit(&h->edge_state, memory_order_relaxed);
+    for (;;) {
+        uint32_t base = s & ~(EDGE_WANT | EDGE_PENDING);
+        bool again = !drained || (s & EDGE_PENDING);
+        uint32_t n = again ? base | (events & EDGE_WANT) : (base & ~EDGE_OWNED) | (events & EDGE_WANT);
+        if (atomic_compare_exchange_weak_explicit(&h->edge_state, &s, n, memory_order_acq_rel,
+                                                  memory_order_relaxed)) {
+            if (again) {
+                lf_again = h;
+                lf_again_events = events;
+            }
+            return 0;
+        }
+    }
+}
+
+/* --- connections ------------------------------------------------------------------------ */
+
 int lf_group_add_conn(struct lf_group *g, struct lf_handle *h, uint32_t events)
 {
+    if (g->react == LF_REACTIVATE_EDGE)
+        return edge_add(g, h, events);
+    h->edge = false;
     if (!g->ops->add_conn)
         return lf_group_add(g, h, events);
     return g->ops->add_conn(g, h, events);
@@ -173,6 +323,12 @@ int lf_group_add_conn(struct lf_group *g, struct lf_handle *h, uint32_t events)
 void lf_group_detach(struct lf_handle *h, bool closing)
 {
     struct lf_group *g = h->group;
+    if (h->edge) { /* events of this incarnation still on their way are dropped */
+        uint32_t s = atomic_load_explicit(&h->edge_state, memory_order_relaxed);
+        uint32_t inc = ((s >> EDGE_INC_SHIFT) + 1) & 0x3fffu;
+        atomic_store_explicit(&h->edge_state, (inc << EDGE_INC_SHIFT) | EDGE_OWNED,
+                              memory_order_release);
+    }
     if (g->tpc.parent)
         g->tpc.detached = true; /* the private set's thread leaves when this event is done */
     if (!closing)

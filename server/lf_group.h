@@ -18,20 +18,27 @@
 struct lf_group;
 struct lf_handle;
 
-/* Called on the processing thread with the handle already deactivated (EPOLLONESHOT):
- * no other thread can be given this handle until the callback reactivates it with
- * lf_group_rearm(). After rearming, the callback must not touch the handle again. */
+/* Called on the processing thread with the handle already deactivated: no other thread
+ * can be given this handle until the callback reactivates it (lf_group_rearm, or for a
+ * connection lf_group_reactivate). After that, the callback must not touch the handle. */
 typedef void (*lf_event_fn)(struct lf_handle *h, uint32_t events);
 
 struct lf_handle {
     int fd;
+    /* Registered edge-triggered (a connection in a group with LF_REACTIVATE_EDGE): who
+     * owns it is `edge_state`, and `armed` what the kernel reports. The owner's only. */
+    bool edge;
+    uint16_t armed;
     lf_event_fn on_event;
     struct lf_group *group; /* the group whose handle set holds it */
-    /* Written (release) when the handle is armed, read (acquire) before its event is
-     * processed: what one thread did before re-arming is visible to the next thread that
-     * gets the handle. The kernel orders epoll_ctl before the epoll_wait that reports it,
-     * but the C memory model (and ThreadSanitizer) cannot see that. */
+    /* One-shot handles: written (release) when the handle is armed, read (acquire) before
+     * its event is processed: what one thread did before re-arming is visible to the next
+     * thread that gets the handle. The kernel orders epoll_ctl before the epoll_wait that
+     * reports it, but the C memory model (and ThreadSanitizer) cannot see that. */
     atomic_uint handoff;
+    /* Edge-triggered handles: owner, events waited for, an event seen while owned, and the
+     * handle's incarnation (lf_group.c). Never cleared by whoever reuses the memory. */
+    atomic_uint edge_state;
 };
 
 /* How the group's threads share its handle set. */
@@ -45,6 +52,17 @@ enum lf_strategy {
     /* One thread serves the group's own handles (listeners, timer); each connection
      * added with lf_group_add_conn() gets a handle set and a thread of its own. */
     LF_STRATEGY_THREAD_PER_CONNECTION,
+};
+
+/* How a connection's handle is deactivated while a thread processes it, and reactivated
+ * after (Leader/Followers only; the group's own handles are always one-shot). */
+enum lf_reactivation {
+    /* EPOLLONESHOT: the kernel disarms the handle as it reports it; lf_group_rearm()
+     * re-arms it with epoll_ctl, one system call per event. */
+    LF_REACTIVATE_ONESHOT = 0,
+    /* Edge-triggered, registered once: the handle's owner is an atomic state, and
+     * reactivation happens in user space (lf_group_reactivate). See lf_group.c. */
+    LF_REACTIVATE_EDGE,
 };
 
 /* How a new leader is chosen from the waiting followers (Leader/Followers only). */
@@ -72,6 +90,13 @@ struct lf_group_stats {
 struct lf_group *lf_group_create(const char *name, unsigned threads, enum lf_strategy strategy,
                                  enum lf_promotion promo, int nice);
 
+/* Number the group's threads from `first` in their names ("<group>-<first>", ...): the
+ * groups of one class go on from each other. Before lf_group_start. */
+void lf_group_number_threads(struct lf_group *g, unsigned first);
+/* How the connections' handles of a Leader/Followers group are reactivated (one-shot by
+ * default; other strategies ignore it). Before lf_group_start. */
+void lf_group_set_reactivation(struct lf_group *g, enum lf_reactivation react);
+
 /* Register h in the handle set, armed for `events` (EPOLLIN, EPOLLOUT...), one-shot.
  * Returns 0 or -errno. */
 int lf_group_add(struct lf_group *g, struct lf_handle *h, uint32_t events);
@@ -88,6 +113,15 @@ int lf_group_add_conn(struct lf_group *g, struct lf_handle *h, uint32_t events);
  * no thread will ever be given it again, not even when its deadline passes, so the caller
  * still owns it and must close it (and log why) rather than leave it stranded. */
 int lf_group_rearm(struct lf_handle *h, uint32_t events) __attribute__((warn_unused_result));
+/* The end of processing a connection's event: as lf_group_rearm(), but for a handle
+ * registered with lf_group_add_conn() in a group with LF_REACTIVATE_EDGE it costs no
+ * system call. `drained`: the caller saw the socket empty for each direction it now waits
+ * for (a short read or EAGAIN for EPOLLIN, EAGAIN on a write for EPOLLOUT), so the next
+ * edge will come from the kernel; otherwise, or if an event came while this thread owned
+ * the handle, the thread keeps the handle and its callback runs again with `events` as
+ * soon as the current callback returns. Returns 0 or -errno as lf_group_rearm(). */
+int lf_group_reactivate(struct lf_handle *h, uint32_t events, bool drained)
+    __attribute__((warn_unused_result));
 /* A connection's handle leaves its handle set, called by the thread processing it:
  * `closing` just before its descriptor is closed (a no-op but in Thread-per-Connection),
  * otherwise as it moves to another group (the handle is removed from the set). A

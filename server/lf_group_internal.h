@@ -64,6 +64,7 @@ struct lf_group {
     enum lf_strategy strategy;
     const struct lf_strategy_ops *ops;
     enum lf_promotion promo;
+    enum lf_reactivation react; /* its connections' handles (Leader/Followers only) */
     int nice;           /* every thread's priority (a service class's) */
     unsigned n_threads; /* the group's own: leaders/followers, workers, or the acceptor */
     struct lf_thread *threads;
@@ -112,6 +113,15 @@ void lf_thread_setup(struct lf_group *g, const char *prefix, long n);
 /* Start the group's own threads, each running fn with its struct lf_thread. On failure
  * only the threads that exist are kept, for stop() to join. Returns 0 or -errno. */
 int lf_group_spawn(struct lf_group *g, void *(*fn)(void *));
+
+/* Edge-triggered handles (lf_group.c). The handle an event's data names. */
+struct lf_handle *lf_event_handle(uint64_t data);
+/* May this thread process the event? Always for a one-shot handle (the kernel disarmed
+ * it); for an edge-triggered one, if it makes the handle its own. */
+bool lf_edge_claim(uint64_t data, uint32_t events);
+/* The handle whose callback is to run again on this thread (lf_group_reactivate kept it),
+ * if any. Call after every callback, until it says no. */
+bool lf_take_again(struct lf_handle **h, uint32_t *events);
 
 /* Leader/Followers' parts, which Thread-per-Connection's acceptor runs too. */
 int lf_leader_followers_init(struct lf_group *g);

@@ -9,18 +9,24 @@
  *      a leader promotes it, or the group stops.
  *   2. The leader takes the next event the group already fetched; if there is none, it
  *      calls epoll_wait, without the lock, for up to LF_BATCH events.
- *   3. The event's handle is already deactivated: every handle is registered EPOLLONESHOT,
- *      so the kernel disarms it as it reports it, and no other thread can be given it
- *      until it is re-armed.
+ *   3. The event's handle is deactivated: a one-shot handle (EPOLLONESHOT) was disarmed
+ *      by the kernel as it reported it; an edge-triggered connection (reactivation edge)
+ *      is claimed with one compare-and-swap, or, if a thread owns it already or it waits
+ *      for something else, the event is recorded for its owner and the leader goes on to
+ *      the next one (lf_group.c). Either way no other thread can be given it until it is
+ *      reactivated.
  *   4. The leader promotes a follower to be the next leader (which goes back to 2), then
  *      drops the lock and processes the event itself, on its own stack: no queue, no
  *      hand-off of the work to another thread, no context switch on the event's path.
- *   5. Processing ends with lf_group_rearm() if the handle lives on; the thread takes the
- *      lock and goes back to 1: it leads at once if nobody does, else it follows.
+ *   5. Processing ends with lf_group_rearm() (one epoll_ctl) or, for an edge-triggered
+ *      connection, lf_group_reactivate() (no system call) if the handle lives on. If that
+ *      kept the handle (an event came meanwhile, or the socket was not read empty), the
+ *      callback runs again first. The thread takes the lock and goes back to 1: it leads
+ *      at once if nobody does, else it follows.
  *
  * Per event that costs one unlock before the callback and one lock after it, a semaphore
  * post when a follower is waiting, and at most one epoll_wait (none while events fetched
- * earlier remain); the handle's re-arm is one epoll_ctl.
+ * earlier remain); the handle's re-arm is one epoll_ctl, or none when edge-triggered.
  *
  * Promotion (enum lf_promotion). LIFO by default: followers wait on their own semaphores,
  * kept in a stack, and the most recently active thread, whose cache is warmest, is woken
@@ -150,16 +156,21 @@ void *lf_leader_followers_main(void *arg)
             continue;
         }
         struct epoll_event ev = g->lf.events[g->lf.ev_pos++];
-        struct lf_handle *h = ev.data.ptr;
+        struct lf_handle *h = lf_event_handle(ev.data.u64);
         if (h == &g->stop_handle) {
             g->stopping = true;
             continue;
         }
+        if (!lf_edge_claim(ev.data.u64, ev.events))
+            continue; /* its owner will see it (edge-triggered handles) */
         g->stats.events++;
         lf_promote(g);
         pthread_mutex_unlock(&g->lock);
         (void)atomic_load_explicit(&h->handoff, memory_order_acquire);
         h->on_event(h, ev.events);
+        uint32_t again;
+        while (lf_take_again(&h, &again))
+            h->on_event(h, again);
         pthread_mutex_lock(&g->lock);
     }
     /* Leaving: if we led, nobody leads now; the followers are being woken by stop. */

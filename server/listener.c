@@ -76,7 +76,7 @@ void listener_spare_fini(struct listener_spare *spare)
 }
 
 int listener_open(struct listener *l, struct listener_spare *spare,
-                  const struct config_listen *addr, int64_t header_timeout_ms)
+                  const struct config_listen *addr, int64_t header_timeout_ms, bool shared)
 {
     l->addr = *addr;
     l->spare = spare;
@@ -87,6 +87,12 @@ int listener_open(struct listener *l, struct listener_spare *spare,
         return -1;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (shared && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
     if (addr->addr.ss_family == AF_INET6)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
     /* Accepted sockets inherit TCP_NODELAY: small responses leave at once. */
@@ -156,14 +162,15 @@ static void rearm(struct listener *l)
     }
 }
 
-void listener_resume_paused(struct listener *first)
+bool listener_resume_paused(struct listener *first)
 {
     if (!first)
-        return;
+        return false;
     struct listener_spare *spare = first->spare;
     pthread_mutex_lock(&spare->lock);
     if (spare->fd < 0)
         spare->fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    bool short_of_fds = spare->fd < 0;
     pthread_mutex_unlock(&spare->lock);
     for (struct listener *l = first; l; l = l->next) {
         const atomic_bool *stopping = &l->host->shared->stopping;
@@ -171,6 +178,7 @@ void listener_resume_paused(struct listener *first)
             !atomic_load_explicit(stopping, memory_order_relaxed))
             rearm(l);
     }
+    return short_of_fds;
 }
 
 static void listener_event(struct lf_handle *h, uint32_t events)
@@ -182,7 +190,7 @@ static void listener_event(struct lf_handle *h, uint32_t events)
     struct conn *mine[ACCEPT_BATCH];
     unsigned n_mine = 0;
     static _Thread_local int64_t last_warn_ms;
-    bool at_once = lf_group_strategy(host->pool.group) != LF_STRATEGY_THREAD_PER_CONNECTION;
+    bool at_once = lf_group_strategy(h->group) != LF_STRATEGY_THREAD_PER_CONNECTION;
     /* One lock per batch, not per accept. */
     struct generation *gen = generation_acquire(&shared->current);
 
@@ -224,7 +232,9 @@ static void listener_event(struct lf_handle *h, uint32_t events)
             close(fd);
             continue;
         }
-        struct conn *c = http_conn_open(to, gen, fd, (struct sockaddr *)&peer, plen,
+        /* Its own class's connections stay in this listener's group. */
+        struct conn *c = http_conn_open(to, to == host ? h->group : NULL, gen, fd,
+                                        (struct sockaddr *)&peer, plen,
                                         (const struct sockaddr *)&l->addr.addr);
         if (!c)
             continue;

@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -31,12 +32,16 @@ struct listener {
 void listener_spare_init(struct listener_spare *spare);
 void listener_spare_fini(struct listener_spare *spare);
 
-/* Bind and listen on addr (TCP_DEFER_ACCEPT for up to header_timeout_ms). Returns 0, or
- * -1 with errno set. Its events go to listener_event once it is in a group's set. */
+/* Bind and listen on addr (TCP_DEFER_ACCEPT for up to header_timeout_ms; SO_REUSEPORT if
+ * `shared`: several sockets, one per thread group, on one address). Returns 0, or -1 with
+ * errno set. Its events go to listener_event once it is in a group's set, and the
+ * connections it accepts stay in that group (unless a class rule claims them). */
 int listener_open(struct listener *l, struct listener_spare *spare,
-                  const struct config_listen *addr, int64_t header_timeout_ms);
+                  const struct config_listen *addr, int64_t header_timeout_ms, bool shared);
 /* The tick of the listeners' class: re-arm the paused ones (first, first->next, ...), and
- * take back a spare descriptor if shedding used it up. */
-void listener_resume_paused(struct listener *first);
+ * take back a spare descriptor if shedding used it up. Returns true when there is still no
+ * spare (every descriptor is in use: another thread took the one shedding freed), for the
+ * caller to free one. */
+bool listener_resume_paused(struct listener *first);
 
 #endif

@@ -43,14 +43,12 @@ void module_server_stats(const struct server *srv, struct server_stats *out)
     }
     for (unsigned i = 0; i < srv->n_svcs && i < SERVER_STATS_GROUPS; i++) {
         const struct service *svc = &srv->svcs[i];
-        if (!svc->group)
+        if (!svc->n_groups)
             continue;
         struct lf_group_stats gs;
-        lf_group_get_stats(svc->group, &gs);
-        snprintf(out->groups[i].name, sizeof(out->groups[i].name), "%s",
-                 lf_group_name(svc->group));
-        out->groups[i].strategy = lf_strategy_name(lf_group_strategy(svc->group));
-        out->groups[i].threads = lf_group_threads(svc->group);
+        service_group_stats(svc, &gs, &out->groups[i].threads);
+        snprintf(out->groups[i].name, sizeof(out->groups[i].name), "%s", svc->name);
+        out->groups[i].strategy = lf_strategy_name(lf_group_strategy(svc->groups[0]));
         out->groups[i].connections =
             atomic_load_explicit(&svc->http.pool.n_conns, memory_order_relaxed);
         out->groups[i].events = gs.events;
@@ -100,43 +98,87 @@ static int priority_shift(const struct config *cfg)
     return -lowest;
 }
 
-static int add_listener(struct server *srv, struct service *svc, const struct config_listen *a,
-                        int64_t header_timeout_ms)
+/* Listen on `a` for class svc: one socket per group of the class, all bound to the same
+ * address with SO_REUSEPORT when there are several (the first one's port is the others'
+ * when port 0 was asked). */
+static int add_listeners(struct server *srv, struct service *svc, const struct config_listen *a,
+                         int64_t header_timeout_ms)
 {
-    struct listener *l = &srv->listeners[srv->n_listeners];
-    if (listener_open(l, &srv->spare, a, header_timeout_ms) < 0) {
-        log_error("listen on %s: %s", a->text, strerror(errno));
-        return -1;
+    struct config_listen at = *a;
+    for (unsigned g = 0; g < svc->n_groups; g++) {
+        struct listener *l = &srv->listeners[srv->n_listeners];
+        if (listener_open(l, &srv->spare, &at, header_timeout_ms, svc->n_groups > 1) < 0) {
+            log_error("listen on %s: %s", at.text, strerror(errno));
+            return -1;
+        }
+        srv->n_listeners++;
+        at = l->addr; /* the port actually bound */
+        int rc = service_add_listener(svc, l, g);
+        if (rc < 0) {
+            log_error("epoll: %s", strerror(-rc));
+            return -1;
+        }
     }
-    srv->n_listeners++;
-    int rc = service_add_listener(svc, l);
-    if (rc < 0) {
-        log_error("epoll: %s", strerror(-rc));
-        return -1;
-    }
-    log_info("listening on %s (class %s)", l->addr.text, svc->name);
+    if (svc->n_groups > 1)
+        log_info("listening on %s (class %s, %u sockets: one per thread group)", at.text,
+                 svc->name, svc->n_groups);
+    else
+        log_info("listening on %s (class %s)", at.text, svc->name);
     return 0;
 }
 
-/* One service (a Leader/Followers group) per class, the default class first. */
+/* A class's thread groups: `groups`, 0 meaning one per CPU; never more than threads. Not
+ * said: one per CPU for Leader/Followers, one group for the other strategies (as they are
+ * described, and compared). */
+static unsigned class_groups(unsigned groups, unsigned threads, enum lf_strategy strategy)
+{
+    if (groups == CONFIG_GROUPS_UNSET)
+        groups = strategy == LF_STRATEGY_LEADER_FOLLOWERS ? 0 : 1;
+    if (groups == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        groups = n > 0 ? (unsigned)n : 1;
+    }
+    return groups > threads ? threads : groups;
+}
+
+/* Room for every listening socket: one per address and group of each class. */
+static int alloc_listeners(struct server *srv, const struct config *cfg, const unsigned *groups)
+{
+    size_t n = 0;
+    for (unsigned i = 0; i <= cfg->n_classes; i++)
+        n += (size_t)(i ? cfg->classes[i - 1].n_listen : cfg->n_listen) * groups[i];
+    srv->listeners = calloc(n ? n : 1, sizeof(*srv->listeners));
+    return srv->listeners ? 0 : -1;
+}
+
+/* One service (its thread groups) per class, the default class first. */
 static int start_services(struct server *srv, const struct config *cfg)
 {
     int shift = priority_shift(cfg);
     errno = 0;
     int own = getpriority(PRIO_PROCESS, (id_t)gettid());
     own = own == -1 && errno ? 0 : own;
+    unsigned threads[1 + CONFIG_MAX_CLASSES], groups[1 + CONFIG_MAX_CLASSES];
     for (unsigned i = 0; i <= cfg->n_classes; i++) {
         const struct config_class *k = i ? &cfg->classes[i - 1] : NULL;
-        unsigned threads = k ? k->threads : cfg->threads;
-        if (threads == 0)
-            threads = cfg->threads; /* 0: one per CPU, already resolved for the default */
+        threads[i] = k ? k->threads : cfg->threads;
+        if (threads[i] == 0)
+            threads[i] = cfg->threads; /* 0: one per CPU, already resolved for the default */
+        groups[i] = class_groups(k ? k->groups : cfg->groups, threads[i], cfg->concurrency);
+    }
+    if (alloc_listeners(srv, cfg, groups) < 0) {
+        log_error("out of memory");
+        return -1;
+    }
+    for (unsigned i = 0; i <= cfg->n_classes; i++) {
+        const struct config_class *k = i ? &cfg->classes[i - 1] : NULL;
         int nice = (k ? k->nice : 0) + shift;
         nice = nice > 19 ? 19 : nice;
         struct service *svc = &srv->svcs[srv->n_svcs];
-        if (service_init(svc, &srv->http, k ? k->name : "default", threads, cfg->concurrency,
-                         cfg->promotion, nice ? own + nice : 0,
-                         k ? k->max_connections : 0) < 0) {
-            log_error("cannot create the thread group of class %s: %s",
+        if (service_init(svc, &srv->http, k ? k->name : "default", threads[i], groups[i],
+                         cfg->concurrency, cfg->promotion, cfg->reactivation,
+                         nice ? own + nice : 0, k ? k->max_connections : 0) < 0) {
+            log_error("cannot create the thread groups of class %s: %s",
                       k ? k->name : "default", strerror(errno));
             return -1;
         }
@@ -146,18 +188,25 @@ static int start_services(struct server *srv, const struct config *cfg)
         const struct config_listen *ls = k ? k->listen : cfg->listen;
         unsigned n = k ? k->n_listen : cfg->n_listen;
         for (unsigned j = 0; j < n; j++)
-            if (add_listener(srv, svc, &ls[j], cfg->header_timeout_ms) < 0)
+            if (add_listeners(srv, svc, &ls[j], cfg->header_timeout_ms) < 0)
                 return -1;
     }
     for (unsigned i = 0; i < srv->n_svcs; i++) {
         struct service *svc = &srv->svcs[i];
-        int rc = lf_group_start(svc->group);
+        int rc = service_start(svc);
         if (rc < 0) {
             log_error("cannot start threads: %s", strerror(-rc));
             return -1;
         }
-        log_info("class %s: %u threads at nice %d", svc->name, lf_group_threads(svc->group),
-                 svc->nice ? svc->nice : own);
+        struct lf_group_stats gs;
+        unsigned nthreads;
+        service_group_stats(svc, &gs, &nthreads);
+        if (svc->n_groups > 1)
+            log_info("class %s: %u threads in %u groups at nice %d", svc->name, nthreads,
+                     svc->n_groups, svc->nice ? svc->nice : own);
+        else
+            log_info("class %s: %u threads at nice %d", svc->name, nthreads,
+                     svc->nice ? svc->nice : own);
     }
     return 0;
 }
@@ -215,11 +264,13 @@ int server_start(struct server *srv, struct generation *g)
 void server_fini(struct server *srv)
 {
     for (unsigned i = 0; i < srv->n_svcs; i++)
-        lf_group_stop(srv->svcs[i].group);
+        service_stop(&srv->svcs[i]);
     for (unsigned i = 0; i < srv->n_svcs; i++)
         service_fini(&srv->svcs[i]);
     for (unsigned i = 0; i < srv->n_listeners; i++)
         close(srv->listeners[i].h.fd);
+    free(srv->listeners);
+    srv->listeners = NULL;
     access_log_close(&srv->http.access_log);
     listener_spare_fini(&srv->spare);
     /* Every connection is closed: the server's is the last reference. */

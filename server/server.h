@@ -19,7 +19,7 @@ struct server {
     struct http_shared http;
     struct service svcs[1 + CONFIG_MAX_CLASSES]; /* [0] is the default class */
     unsigned n_svcs;
-    struct listener listeners[CONFIG_MAX_LISTEN * (1 + CONFIG_MAX_CLASSES)];
+    struct listener *listeners; /* every class's, one per address and group */
     unsigned n_listeners;
     struct listener_spare spare;
     int64_t start_ms; /* clock_now_ms() at start, for uptime */

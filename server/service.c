@@ -8,7 +8,7 @@
 
 #define ACCESS_LOG_FLUSH_MS 1000
 
-/* Every TIMER_TICK_MS, on one of the group's threads: end the connections whose deadline
+/* Every TIMER_TICK_MS, on one of the groups' threads: end the connections whose deadline
  * has passed, re-arm listeners paused for want of descriptors, and write out the access
  * log's buffered lines. */
 static void service_tick(struct timer *t)
@@ -18,7 +18,10 @@ static void service_tick(struct timer *t)
     int64_t now = clock_now_ms();
     conn_pool_sweep(&svc->http.pool, now,
                     atomic_load_explicit(&shared->stopping, memory_order_relaxed));
-    listener_resume_paused(svc->listeners);
+    /* Out of descriptors with none to shed with: an idle keep-alive connection gives its
+     * slot back (as nginx reuses idle connections), so that the next tick has a spare. */
+    if (listener_resume_paused(svc->listeners))
+        conn_pool_close_idle(&svc->http.pool);
     /* Access-log lines wait at most about a second in their thread's buffer. */
     if (now - svc->last_flush_ms >= ACCESS_LOG_FLUSH_MS) {
         svc->last_flush_ms = now;
@@ -27,33 +30,80 @@ static void service_tick(struct timer *t)
 }
 
 int service_init(struct service *svc, struct http_shared *shared, const char *name,
-                 unsigned threads, enum lf_strategy strategy, enum lf_promotion promo,
-                 int nice, unsigned max_connections)
+                 unsigned threads, unsigned n_groups, enum lf_strategy strategy,
+                 enum lf_promotion promo, enum lf_reactivation react, int nice,
+                 unsigned max_connections)
 {
     memset(svc, 0, sizeof(*svc));
     snprintf(svc->name, sizeof(svc->name), "%s", name);
     svc->nice = nice;
     svc->tick.h.fd = -1;
-    svc->group = lf_group_create(name, threads, strategy, promo, nice);
-    if (!svc->group)
-        return -1;
-    http_host_init(&svc->http, shared, svc->group, max_connections);
-    return timer_start(&svc->tick, svc->group, TIMER_TICK_MS, service_tick);
+    n_groups = n_groups < 1 ? 1 : n_groups > threads ? threads : n_groups;
+    n_groups = n_groups > CONFIG_MAX_GROUPS ? CONFIG_MAX_GROUPS : n_groups;
+    unsigned first = 0;
+    for (unsigned i = 0; i < n_groups; i++) {
+        unsigned n = threads / n_groups + (i < threads % n_groups);
+        struct lf_group *g = lf_group_create(name, n, strategy, promo, nice);
+        if (!g) {
+            while (svc->n_groups)
+                lf_group_destroy(svc->groups[--svc->n_groups]);
+            return -1;
+        }
+        lf_group_set_reactivation(g, react);
+        lf_group_number_threads(g, first); /* thread names go on across the groups */
+        first += n;
+        svc->groups[svc->n_groups++] = g;
+    }
+    http_host_init(&svc->http, shared, svc->groups, svc->n_groups, max_connections);
+    return timer_start(&svc->tick, svc->groups[0], TIMER_TICK_MS, service_tick);
 }
 
-int service_add_listener(struct service *svc, struct listener *l)
+int service_add_listener(struct service *svc, struct listener *l, unsigned group)
 {
     l->host = &svc->http;
     l->next = svc->listeners;
     svc->listeners = l;
-    return lf_group_add(svc->group, &l->h, EPOLLIN);
+    return lf_group_add(svc->groups[group % svc->n_groups], &l->h, EPOLLIN);
+}
+
+int service_start(struct service *svc)
+{
+    for (unsigned i = 0; i < svc->n_groups; i++) {
+        int rc = lf_group_start(svc->groups[i]);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+void service_stop(struct service *svc)
+{
+    for (unsigned i = 0; i < svc->n_groups; i++)
+        lf_group_stop(svc->groups[i]);
+}
+
+void service_group_stats(const struct service *svc, struct lf_group_stats *out,
+                         unsigned *threads)
+{
+    memset(out, 0, sizeof(*out));
+    *threads = 0;
+    for (unsigned i = 0; i < svc->n_groups; i++) {
+        struct lf_group_stats gs;
+        lf_group_get_stats(svc->groups[i], &gs);
+        out->events += gs.events;
+        out->handoffs += gs.handoffs;
+        out->waits += gs.waits;
+        out->priority_failures += gs.priority_failures;
+        *threads += lf_group_threads(svc->groups[i]);
+    }
 }
 
 void service_fini(struct service *svc)
 {
-    if (svc->group)
+    if (svc->n_groups)
         http_host_fini(&svc->http);
     timer_stop(&svc->tick);
-    lf_group_destroy(svc->group);
-    svc->group = NULL;
+    for (unsigned i = 0; i < svc->n_groups; i++)
+        lf_group_destroy(svc->groups[i]);
+    svc->n_groups = 0;
 }

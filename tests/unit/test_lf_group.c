@@ -631,3 +631,122 @@ TEST(rearm_of_a_registered_handle_succeeds)
     close(p.h.fd);
     lf_group_destroy(g);
 }
+
+/* --- edge-triggered reactivation ------------------------------------------------------ */
+
+/* As counter_event, but the handle is a connection's in an edge-triggered group: reading
+ * an eventfd empties it, so it is drained, and reactivation is lf_group_reactivate. */
+static void edge_counter_event(struct lf_handle *h, uint32_t ev)
+{
+    (void)ev;
+    struct counter_handle *c = (struct counter_handle *)h;
+    if (atomic_fetch_add(&c->in_use, 1) != 0)
+        atomic_fetch_add(&c->overlaps, 1);
+    uint64_t v = 0;
+    ssize_t r = read(h->fd, &v, sizeof(v));
+    (void)r;
+    if (c->sleep_us)
+        usleep((useconds_t)c->sleep_us);
+    int n = atomic_fetch_add(&c->events, (int)v) + (int)v;
+    atomic_fetch_sub(&c->in_use, 1);
+    if (n < c->target)
+        signal_fd(h->fd); /* while this thread still owns the handle */
+    if (lf_group_reactivate(h, EPOLLIN, true) != 0)
+        abort();
+}
+
+static struct lf_group *edge_group(unsigned threads)
+{
+    struct lf_group *g =
+        lf_group_create("e", threads, LF_STRATEGY_LEADER_FOLLOWERS, LF_PROMOTE_LIFO, 0);
+    if (!g)
+        abort();
+    lf_group_set_reactivation(g, LF_REACTIVATE_EDGE);
+    return g;
+}
+
+TEST(edge_every_event_is_processed_by_exactly_one_thread)
+{
+    enum { HANDLES = 16, EVENTS = 200 };
+    struct lf_group *g = edge_group(4);
+    static struct counter_handle hs[HANDLES];
+    for (int i = 0; i < HANDLES; i++) {
+        init_handle(&hs[i], EVENTS, 0);
+        hs[i].h.on_event = edge_counter_event;
+        CHECK(lf_group_add_conn(g, &hs[i].h, EPOLLIN) == 0);
+        CHECK(hs[i].h.edge);
+    }
+    CHECK(lf_group_start(g) == 0);
+    for (int i = 0; i < HANDLES; i++)
+        signal_handle(&hs[i]);
+    for (int i = 0; i < HANDLES; i++) {
+        wait_for(&hs[i].events, EVENTS, PATIENCE_MS);
+        CHECK_EQ_INT(atomic_load(&hs[i].events), EVENTS);
+        CHECK_EQ_INT(atomic_load(&hs[i].overlaps), 0);
+    }
+    lf_group_destroy(g);
+    for (int i = 0; i < HANDLES; i++)
+        close(hs[i].h.fd);
+}
+
+/* The handle is signalled while its thread owns it and sleeps: the other thread, leading,
+ * gets that event and may not process it; it is kept for the owner, whose callback runs
+ * again when it lets go. Without that the edge would be lost: no new one ever comes. */
+TEST(edge_an_event_that_comes_while_a_thread_owns_the_handle_is_not_lost)
+{
+    struct lf_group *g = edge_group(2);
+    static struct counter_handle c;
+    init_handle(&c, 3, 100 * 1000);
+    c.h.on_event = edge_counter_event;
+    CHECK(lf_group_add_conn(g, &c.h, EPOLLIN) == 0);
+    CHECK(lf_group_start(g) == 0);
+    signal_handle(&c);
+    wait_for(&c.events, 3, PATIENCE_MS);
+    CHECK_EQ_INT(atomic_load(&c.events), 3);
+    CHECK_EQ_INT(atomic_load(&c.overlaps), 0);
+    lf_group_destroy(g);
+    close(c.h.fd);
+}
+
+/* Not drained: the callback runs again with what it waits for, without a new event. */
+static atomic_int undrained_runs;
+static void undrained_event(struct lf_handle *h, uint32_t ev)
+{
+    CHECK(ev & EPOLLIN);
+    uint64_t v;
+    ssize_t r = read(h->fd, &v, sizeof(v));
+    (void)r;
+    int n = atomic_fetch_add(&undrained_runs, 1) + 1;
+    if (lf_group_reactivate(h, EPOLLIN, n > 1) != 0)
+        abort();
+}
+
+TEST(edge_a_handle_not_drained_is_processed_again_without_a_new_event)
+{
+    struct lf_group *g = edge_group(1);
+    static struct counter_handle c;
+    init_handle(&c, 0, 0);
+    c.h.on_event = undrained_event;
+    CHECK(lf_group_add_conn(g, &c.h, EPOLLIN) == 0);
+    CHECK(lf_group_start(g) == 0);
+    signal_handle(&c);
+    wait_for(&undrained_runs, 2, PATIENCE_MS);
+    usleep(50 * 1000); /* and no third time: drained, it waits for the kernel */
+    CHECK_EQ_INT(atomic_load(&undrained_runs), 2);
+    lf_group_destroy(g);
+    close(c.h.fd);
+}
+
+TEST(edge_reactivation_is_leader_followers_only)
+{
+    struct lf_group *g =
+        lf_group_create("h", 1, LF_STRATEGY_HALF_SYNC_HALF_ASYNC, LF_PROMOTE_LIFO, 0);
+    CHECK(g != NULL);
+    lf_group_set_reactivation(g, LF_REACTIVATE_EDGE);
+    static struct counter_handle c;
+    init_handle(&c, 1, 0);
+    CHECK(lf_group_add_conn(g, &c.h, EPOLLIN) == 0);
+    CHECK(!c.h.edge);
+    lf_group_destroy(g);
+    close(c.h.fd);
+}
