@@ -226,8 +226,8 @@ def grid_refused(opts):
                                 err=os.path.join(RUN, "grid-probe.log"), variant=directive))
         p = subprocess.run([opts.bin, "-t", "-c", conf], capture_output=True, text=True)
         if p.returncode != 0:
-            return "`lfhttpd -t` rejects `%s`: %s" % (
-                directive.strip(), bench.last_line(p.stdout + p.stderr))
+            return "`lfhttpd -t` rejects `%s`: %s" % (directive.strip(), bench.last_line(
+                p.stdout + p.stderr).replace(conf, os.path.basename(conf)))
     return None
 
 
