@@ -1,8 +1,10 @@
 # tests/bench/bench.mk — `make bench`: lfhttpd against nginx, lighttpd and h2o (included by
 # the top-level Makefile). Results go to build/bench/ (results.csv, results.md,
 # bench.png); the driver is tests/bench/bench.py.
-#   make bench            5 rounds of 5 s per workload (about 19 minutes, then the strategies)
-#   make bench QUICK=1    2 rounds of 2 s, 1 for the variants (about three minutes)
+#   make bench            5 rounds of 5 s per workload (about 22 minutes), then the
+#                         strategies (about 6 minutes; 11 with the L/F grid, once lfhttpd
+#                         knows `groups` and `reactivation`): about 28 (33) minutes in all
+#   make bench QUICK=1    2 rounds of 2 s, 1 for the variants (about four minutes)
 #   make bench BENCH_ARGS="--only small_ka,gzip --rounds 3"
 #   make bench-strategies [QUICK=1] [STRATEGY_ARGS="--only small_ka --rounds 5"]
 # `make bench` ends with the comparison of concurrency strategies (bench_strategies.py).
@@ -24,7 +26,8 @@ bench: bench-deps bench-build build/tests/alloc_counter.so
 	  --alloc-lib build/tests/alloc_counter.so $(if $(QUICK),--quick)
 
 # Only the comparison of concurrency strategies (Leader/Followers with LIFO or condvar
-# promotion, half-sync/half-async, thread-per-connection): build/bench/strategies.*
+# promotion, half-sync/half-async, thread-per-connection, and the L/F grid of groups x
+# threads per group with oneshot or edge reactivation): build/bench/strategies.*
 bench-strategies: bench-deps bench-build build/tests/alloc_counter.so
 	$(PYTHON) tests/bench/bench_strategies.py --bin $(BENCH_OUT)/lfhttpd \
 	  --alloc-lib build/tests/alloc_counter.so $(if $(QUICK),--quick) $(STRATEGY_ARGS)
