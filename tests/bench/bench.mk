@@ -1,8 +1,10 @@
 # tests/bench/bench.mk — `make bench`: lfhttpd against nginx, lighttpd and h2o (included by
 # the top-level Makefile). Results go to build/bench/ (results.csv, results.md,
 # bench.png); the driver is tests/bench/bench.py.
-#   make bench            5 rounds of 5 s per workload (about 19 minutes, then the strategies)
-#   make bench QUICK=1    2 rounds of 2 s, 1 for the variants (about three minutes)
+#   make bench            5 rounds of 5 s per workload (about 22 minutes), then the
+#                         strategies (about 6 minutes; 11 with the L/F grid, once lfhttpd
+#                         knows `groups` and `reactivation`): about 28 (33) minutes in all
+#   make bench QUICK=1    2 rounds of 2 s, 1 for the variants (about four minutes)
 #   make bench BENCH_ARGS="--only small_ka,gzip --rounds 3"
 #   make bench-strategies [QUICK=1] [STRATEGY_ARGS="--only small_ka --rounds 5"]
 # `make bench` ends with the comparison of concurrency strategies (bench_strategies.py).
@@ -19,12 +21,13 @@ BENCH_PKGS  := wrk:wrk ab:apache2-utils nginx:nginx-light lighttpd:lighttpd \
 .PHONY: bench bench-strategies bench-deps bench-build bench-clean
 
 bench: bench-deps bench-build build/tests/alloc_counter.so
-	$(PYTHON) tests/bench/bench.py --bin $(BENCH_OUT)/lfhttpd $(if $(QUICK),--quick) $(BENCH_ARGS)
+	$(PYTHON) tests/bench/bench.py --bin $(BENCH_OUT)/lfhttpd --ceiling $(BENCH_OUT)/ceiling $(if $(QUICK),--quick) $(BENCH_ARGS)
 	$(PYTHON) tests/bench/bench_strategies.py --bin $(BENCH_OUT)/lfhttpd \
 	  --alloc-lib build/tests/alloc_counter.so $(if $(QUICK),--quick)
 
 # Only the comparison of concurrency strategies (Leader/Followers with LIFO or condvar
-# promotion, half-sync/half-async, thread-per-connection): build/bench/strategies.*
+# promotion, half-sync/half-async, thread-per-connection, and the L/F grid of groups x
+# threads per group with oneshot or edge reactivation): build/bench/strategies.*
 bench-strategies: bench-deps bench-build build/tests/alloc_counter.so
 	$(PYTHON) tests/bench/bench_strategies.py --bin $(BENCH_OUT)/lfhttpd \
 	  --alloc-lib build/tests/alloc_counter.so $(if $(QUICK),--quick) $(STRATEGY_ARGS)
@@ -44,10 +47,16 @@ bench-deps:
 
 # Release build in its own folder, then copied where the driver expects it (copy and
 # rename: a binary still running from an earlier run cannot be overwritten in place).
-bench-build:
+bench-build: $(BENCH_OUT)/ceiling
 	@$(MAKE) --no-print-directory -j2 B=$(BENCH_OBJ) CFLAGS="$(BENCH_FLAGS)" $(BENCH_OBJ)/lfhttpd
 	@mkdir -p $(BENCH_OUT)
 	@cp $(BENCH_OBJ)/lfhttpd $(BENCH_OUT)/.lfhttpd.tmp && mv -f $(BENCH_OUT)/.lfhttpd.tmp $(BENCH_OUT)/lfhttpd
+
+# The ceiling (tests/bench/ceiling.c): canned 1 KiB answers, nothing shared between its
+# threads; built with the same release flags as lfhttpd.
+$(BENCH_OUT)/ceiling: tests/bench/ceiling.c
+	@mkdir -p $(BENCH_OUT)
+	$(CC) $(BENCH_FLAGS) $(STD) $(WARN) -o $@.tmp $< -pthread && mv -f $@.tmp $@
 
 bench-clean:
 	rm -rf $(BENCH_OUT) $(BENCH_OBJ)

@@ -47,7 +47,13 @@ RUN = os.path.join(OUT, "run")
 DOCROOT = os.path.join(OUT, "www")
 
 SERVERS = ("lfhttpd", "nginx", "lighttpd", "h2o")
+PEERS = ("nginx", "lighttpd", "h2o")
 BASELINE = "nginx"
+# Not a server: tests/bench/ceiling.c answers every request with the same 1 KiB response,
+# shares nothing between its threads and parses nothing but the end of each head. It
+# runs only in the 1 KiB keep-alive workloads (Workload.ceiling), as what this machine
+# can do at most; it is never a peer.
+CEILING = "ceiling"
 THREADS = 2               # lfhttpd threads = nginx workers: one per core of this machine
 FD_WANTED = 65536         # 10,000 idle connections + wrk -c1000, in us and in the servers
 IDLE_CONNS = 10000        # the memory workload
@@ -94,12 +100,14 @@ class Workload:
     for fresh ones)."""
 
     def __init__(self, key, title, label, tool="wrk", conns=100, path="/index.html",
-                 headers=(), script=None, variant="main", check=False, skip=None,
-                 variant_of=None, plot_label=None):
+                 headers=(), script=None, script_args=(), variant="main", check=False,
+                 skip=None, variant_of=None, plot_label=None, ceiling=False):
         self.key, self.title, self.label = key, title, label
         self.plot_label = plot_label or label  # under the bars: a long one is cut off
         self.tool, self.conns, self.path = tool, conns, path
         self.headers, self.script, self.variant = list(headers), script, variant
+        self.script_args = list(script_args)  # after wrk's `--`, for the script's init()
+        self.ceiling = ceiling  # the ceiling program runs it too (1 KiB keep-alive)
         self.check = check      # ask each server for path first; skip it unless 200
         self.skip = skip or {}  # server -> why it never runs this workload
         # A variation on another workload (QUICK=1 gives it one round, to keep a smoke
@@ -117,18 +125,26 @@ class Workload:
             cmd += ["-H", h]
         if self.script:
             cmd += ["-s", os.path.join(HERE, self.script)]
-        return cmd + [url + self.path]
+        cmd.append(url + self.path)
+        return cmd + ["--"] + self.script_args if self.script_args else cmd
 
 
 WORKLOADS = [
-    Workload("small_ka", "1 KiB file, keep-alive, 100 connections", "1 KiB c100"),
+    Workload("small_ka", "1 KiB file, keep-alive, 100 connections", "1 KiB c100",
+             ceiling=True),
     Workload("small_nomem", "1 KiB file, keep-alive, 100 connections, lfhttpd with "
              "open_file_cache_mem_max 0 (head, then the body with sendfile, as nginx)",
              "1 KiB c100, lfhttpd open_file_cache_mem_max 0", variant="nomem",
              variant_of="small_ka", plot_label="1 KiB c100, mem_max 0",
              skip={"lighttpd": "unchanged: see 1 KiB c100", "h2o": "unchanged: see 1 KiB c100"}),
     Workload("c1000", "1 KiB file, keep-alive, 1000 connections", "1 KiB c1000",
-             conns=1000),
+             conns=1000, ceiling=True),
+    # 100 connections x 16 requests in flight: wrk's one thread, not the number of
+    # connections, is what limits it (against the ceiling c10, c25 and c100 give the same
+    # figure), so c100 like small_ka.
+    Workload("pipelined", "1 KiB file, keep-alive, 100 connections, 16 requests pipelined "
+             "per connection (wrk -s pipeline.lua)", "pipelined x16 c100",
+             script="pipeline.lua", script_args=["16"], ceiling=True),
     Workload("close_wrk", "1 KiB file, Connection: close, 50 connections (wrk)",
              "close, wrk", conns=50, headers=["Connection: close"]),
     Workload("close_ab", "1 KiB file, no keep-alive, 50 concurrent (ab; single-threaded, "
@@ -230,10 +246,11 @@ def fill_template(name, values, dest):
 
 
 class Server:
-    """One running server instance: kind (lfhttpd, nginx, lighttpd, h2o) and variant."""
+    """One running server instance: kind (lfhttpd, nginx, lighttpd, h2o, or the ceiling)
+    and variant. binary: lfhttpd's or the ceiling's (the others are found in PATH)."""
 
-    def __init__(self, kind, variant, lfhttpd_bin):
-        self.kind, self.variant, self.bin = kind, variant, lfhttpd_bin
+    def __init__(self, kind, variant, binary):
+        self.kind, self.variant, self.bin = kind, variant, binary
         self.dir = os.path.join(RUN, "%s-%s" % (kind, variant))
         self.error_log = os.path.join(self.dir, "error.log")
         self.access_log = os.path.join(self.dir, "access.log")
@@ -257,6 +274,8 @@ class Server:
 
     def _command(self):
         """Write the configuration and return the command line that runs the server."""
+        if self.kind == CEILING:  # no configuration: address, port, threads
+            return [self.bin, "127.0.0.1", "0", str(THREADS)]
         values = {"DOCROOT": DOCROOT, "RUNDIR": self.dir, "ERROR_LOG": self.error_log,
                   "THREADS": THREADS, "WORKERS": THREADS, "PORT": self.port,
                   "FD_LIMIT": FD_LIMIT, "MAX_CONNS": min(20000, FD_LIMIT // 2),
@@ -310,7 +329,7 @@ class Server:
     def start(self):
         os.makedirs(self.dir, exist_ok=True)
         for attempt in range(3):  # a port picked for nginx/lighttpd may be taken meanwhile
-            self.port = 0 if self.kind == "lfhttpd" else free_port()
+            self.port = 0 if self.kind in ("lfhttpd", CEILING) else free_port()
             open(self.error_log, "w").close()
             cmd = self._command()
             out = open(os.path.join(self.dir, "stdout.log"), "w")
@@ -329,8 +348,8 @@ class Server:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return False
-            if self.kind == "lfhttpd":
-                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", self.read_error_log())
+            if self.kind in ("lfhttpd", CEILING):  # ceiling: on stdout
+                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", self.log_tail(1000))
                 if m:
                     self.port = int(m.group(1))
             if self.port and port_open(self.port):
@@ -429,7 +448,10 @@ def parse_wrk(out):
     r["rps"] = float(m.group(1)) if m else r["requests"] / max(r["seconds"], 1e-9)
     for pct in ("50", "99"):
         m = re.search(r"^\s+%s%%\s+([\d.]+)(us|ms|s|m|h)\s*$" % pct, out, re.M)
-        r["p" + pct] = float(m.group(1)) * TIME_MS[m.group(2)] if m else None
+        # 0: wrk recorded no latency at that rank (seen with pipelining, which records
+        # one latency per batch): no figure, not a zero.
+        r["p" + pct] = float(m.group(1)) * TIME_MS[m.group(2)] if m and float(
+            m.group(1)) > 0 else None
     m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     r["socket_errors"] = sum(map(int, m.groups())) if m else 0
     r["socket_detail"] = ("connect %s read %s write %s timeout %s" % m.groups()) if m else ""
@@ -745,20 +767,27 @@ def fmt(v, kind):
     return str(v)
 
 
+def servers_of(wl):
+    """The servers of a workload's rows, in order: the ceiling last, where it runs."""
+    return SERVERS + (CEILING,) if wl.ceiling else SERVERS
+
+
 def table_rows(summary, notes, skipped):
-    """Rows of the results table (a list of lists of strings), workload by workload."""
+    """Rows of the results table (a list of lists of strings), workload by workload.
+    "x ceiling": requests per CPU-second as a ratio to the ceiling's (1 KiB keep-alive)."""
     head = ["workload", "server", "req/s", "x nginx", "p50 ms", "p99 ms", "p99 x nginx",
-            "req/CPU-s", "x nginx", "errors", "notes"]
+            "req/CPU-s", "x nginx", "x ceiling", "errors", "notes"]
     rows = []
     for wl in WORKLOADS:
         if wl.tool == "mem":
             continue
         base = summary.get((wl.key, BASELINE))
-        for sv in SERVERS:
+        top = summary.get((wl.key, CEILING)) or {}
+        for sv in servers_of(wl):
             note = notes.get((wl.key, sv), "")
             if (wl.key, sv) in skipped:
-                rows.append([wl.label, sv, "skipped", "", "", "", "", "", "", "",
-                             skipped[(wl.key, sv)]])
+                rows.append([wl.label, sv, "skipped"] + [""] * (len(head) - 4) +
+                            [skipped[(wl.key, sv)]])
                 continue
             s = summary.get((wl.key, sv))
             if not s:
@@ -774,7 +803,74 @@ def table_rows(summary, notes, skipped):
                          fmt(ratio(s["p99"], b.get("p99")), "ratio"),
                          fmt(s["req_per_cpu_s"], "int"),
                          fmt(ratio(s["req_per_cpu_s"], b.get("req_per_cpu_s")), "ratio"),
-                         errs, note])
+                         fmt(ratio(s["req_per_cpu_s"], top.get("req_per_cpu_s")), "ratio")
+                         if wl.ceiling else "", errs, note])
+    return head, rows
+
+
+# The issue's goals for lfhttpd, one condition a row: (what, workload, figure, reference,
+# factor). Reference: a server, "best peer" (the highest of nginx, lighttpd and h2o in
+# the same round) or the ceiling. lfhttpd's figure must be >= factor x the reference's.
+GOALS = [
+    ("keep-alive 1 KiB c100: req/s >= 1.05x the best peer", "small_ka", "rps", "best peer",
+     1.05),
+    ("keep-alive 1 KiB c100: req/CPU-s >= 0.9x the ceiling", "small_ka", "req_per_cpu_s",
+     CEILING, 0.9),
+    ("keep-alive c1000: req/s >= the best peer", "c1000", "rps", "best peer", 1.0),
+    ("Connection: close (wrk): req/s >= 1.1x nginx", "close_wrk", "rps", "nginx", 1.1),
+    ("Connection: close (wrk): req/s >= the best peer", "close_wrk", "rps", "best peer", 1.0),
+    ("Connection: close (ab): req/s >= 1.1x nginx", "close_ab", "rps", "nginx", 1.1),
+    ("Connection: close (ab): req/s >= the best peer", "close_ab", "rps", "best peer", 1.0),
+    ("10 MiB c10: req/s >= the best peer", "large", "rps", "best peer", 1.0),
+    ("pipelined x16: req/s >= 1.2x nginx", "pipelined", "rps", "nginx", 1.2),
+]
+
+
+def goal_reference(figures, reference, key):
+    """(name, value) of the reference among figures ({server: dict of figures})."""
+    names = PEERS if reference == "best peer" else (reference,)
+    found = [(figures[n][key], n) for n in names
+             if figures.get(n) and figures[n].get(key) is not None]
+    if not found:
+        return None, None
+    value, name = max(found)
+    return name, value
+
+
+def goal_ratio(figures, reference, key):
+    """lfhttpd's figure over the reference's, and the reference's name."""
+    name, value = goal_reference(figures, reference, key)
+    own = (figures.get("lfhttpd") or {}).get(key)
+    return ratio(own, value), name
+
+
+def goal_rows(results, summary, skipped):
+    """The goals table: each goal's median ratio and the rounds in which it held. A goal
+    is met only when it holds in the medians and in at least all rounds but one (a
+    single outlier neither makes nor breaks it); rounds are compared within themselves,
+    lfhttpd's round i against the others' round i."""
+    head = ["goal", "lfhttpd / reference (medians)", "rounds met", "status"]
+    rows = []
+    for what, wk, key, reference, factor in GOALS:
+        servers = PEERS + (CEILING,) + ("lfhttpd",)
+        medians = {sv: summary.get((wk, sv)) for sv in servers if (wk, sv) not in skipped}
+        r, name = goal_ratio(medians, reference, key)
+        if r is None:
+            why = "not measured" if not results.get((wk, "lfhttpd")) else \
+                "no %s figure" % reference
+            rows.append([what, "-", "-", why])
+            continue
+        runs = len(results[(wk, "lfhttpd")])
+        met = 0
+        for i in range(runs):
+            rounds = {sv: results[(wk, sv)][i] for sv in medians
+                      if len(results.get((wk, sv), ())) > i
+                      and "failed" not in results[(wk, sv)][i]}
+            ri, _ = goal_ratio(rounds, reference, key)
+            met += ri is not None and ri >= factor
+        ok = r >= factor and met >= runs - 1
+        rows.append([what, "%.2fx %s" % (r, name), "%d/%d" % (met, runs),
+                     "met" if ok else "not met"])
     return head, rows
 
 
@@ -834,31 +930,53 @@ def write_csv(path, results, summary):
                 "rss_after_kib", "bytes_per_conn")] + ["errors: total over the rounds"])
 
 
+PLOT_SERVERS = SERVERS + (CEILING,)
+PLOT_CAP = 4.0  # the ratio axis stops here; a workload with a bar above says so in its label
+
+
 def write_plot(summary, skipped):
-    """bench.png from a data file and bench.gp: one row per workload, one column per
-    server and figure. Skipped or missing values are NaN (no bar)."""
+    """bench.png from a data file and bench.gp: per workload, each server's requests/s
+    and requests per CPU-second as ratios to nginx's in the same run (nginx = 1.0). A
+    linear ratio axis up to PLOT_CAP at most: a ratio far above it (gzip, the ceiling
+    pipelined) is written under the panel's title instead of squashing every other bar.
+    Skipped or missing: NaN."""
     dat = os.path.join(OUT, "plot.dat")
-    if not any(v.get("rps") for (wk, sv), v in summary.items() if (wk, sv) not in skipped):
-        log("no throughput figures: no plot")
+    keys = ("rps", "req_per_cpu_s")
+    table = []
+    for wl in WORKLOADS:
+        base = summary.get((wl.key, BASELINE)) or {}
+        if wl.tool == "mem" or not base.get("rps"):
+            continue
+        vals = {}
+        for key in keys:
+            for sv in PLOT_SERVERS:
+                s = summary.get((wl.key, sv))
+                ok = s and (wl.key, sv) not in skipped
+                vals[(key, sv)] = ratio(s[key], base.get(key)) if ok else None
+        table.append((wl, vals))
+    if not table:
+        log("no ratios to nginx: no plot")
         return None
+    top = max([v for _, vals in table for v in vals.values() if v is not None] + [1.0])
+    ymax = min(PLOT_CAP, max(1.5, top * 1.1))
+    off_scale = {k: "; ".join("%s: %s %.1fx" % (wl.plot_label, sv, vals[(k, sv)])
+                               for wl, vals in table for sv in PLOT_SERVERS
+                               if (vals[(k, sv)] or 0) > ymax) for k in keys}
     with open(dat, "w") as f:
-        f.write("# workload " + " ".join("%s_%s" % (k, sv) for k in ("rps", "cpu", "p99")
-                                         for sv in SERVERS) + "\n")
-        for wl in WORKLOADS:
-            if wl.tool == "mem":
-                continue
-            vals = []
-            for key in ("rps", "req_per_cpu_s", "p99"):
-                for sv in SERVERS:
-                    s = summary.get((wl.key, sv))
-                    v = None if (wl.key, sv) in skipped or not s else s[key]
-                    vals.append("NaN" if v is None else "%.6g" % v)
-            f.write('"%s" %s\n' % (wl.plot_label, " ".join(vals)))
+        f.write("# workload " + " ".join("%s_x_nginx_%s" % (k, sv) for k in keys
+                                         for sv in PLOT_SERVERS) + "\n")
+        for wl, vals in table:
+            f.write('"%s" %s\n' % (wl.plot_label, " ".join(
+                "NaN" if vals[(k, sv)] is None else "%.4f" % vals[(k, sv)]
+                for k in keys for sv in PLOT_SERVERS)))
     png = os.path.join(OUT, "bench.png")
-    subtitle = "median over rounds; 2 cores shared with the load generator (noisy)"
-    p = subprocess.run(["gnuplot", "-e", "datafile='%s'; outfile='%s'; subtitle='%s'"
-                        % (dat, png, subtitle), os.path.join(HERE, "bench.gp")],
-                       capture_output=True, text=True)
+    subtitle = "ratio to nginx in the same run, median over rounds; 2 cores shared with the " \
+               "load generator"
+    off = {k: "\\n(off the scale: %s)" % v if v else "" for k, v in off_scale.items()}
+    p = subprocess.run(["gnuplot", "-e", "datafile='%s'; outfile='%s'; subtitle='%s'; "
+                        "ymax=%g; off_rps=\"%s\"; off_cpu=\"%s\"" % (
+                            dat, png, subtitle, ymax, off["rps"], off["req_per_cpu_s"]),
+                        os.path.join(HERE, "bench.gp")], capture_output=True, text=True)
     if p.returncode != 0:
         log("gnuplot failed: " + p.stderr.strip())
     return png
@@ -895,7 +1013,7 @@ def versions(lfhttpd_bin):
 
 def write_markdown(path, opts, workloads, tables, machine, vers, notices):
     """results.md: the tables ready for the README, with date, machine and commands."""
-    (head, rows), (mhead, mrows) = tables
+    (head, rows), (ghead, grows), (mhead, mrows) = tables
     cmds = []
     for wl in workloads:
         if wl.tool == "mem":
@@ -921,7 +1039,7 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
         "## Benchmark: lfhttpd, nginx, lighttpd and h2o",
         "",
         "Measured %s with `make bench%s` (%d rounds of %d s per workload, the servers "
-        "interleaved in each round, round i starting with server i mod 4; the figures "
+        "interleaved in each round, round i starting with server i mod n; the figures "
         "are medians over the rounds, the ratios are to nginx in the same run)." % (
             datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
             " QUICK=1" if opts.quick else "", opts.rounds, opts.duration) + (
@@ -937,11 +1055,21 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
         "Servers: %s (%d threads); %s (%d workers); %s (single process, event loop); "
         "%s (%d threads). Load: %s; %s. Configurations: `tests/bench/*.conf.in`; the "
         "same socket options for all (TCP_DEFER_ACCEPT, one shared listener, no "
-        "SO_REUSEPORT), gzip level 6 for all." % (
+        "SO_REUSEPORT), gzip level 6 for all. The ceiling (`tests/bench/ceiling.c`, %d "
+        "threads, each with its own SO_REUSEPORT listener and level-triggered epoll set) "
+        "answers every request with a canned 1 KiB response and runs in the 1 KiB "
+        "keep-alive workloads only; `x ceiling` is requests per CPU-second as a ratio to "
+        "its." % (
             vers["lfhttpd"], THREADS, vers["nginx"], THREADS, vers["lighttpd"],
-            vers["h2o"], THREADS, vers["wrk"], vers["ab"]),
+            vers["h2o"], THREADS, vers["wrk"], vers["ab"], THREADS),
         "",
         md_table(head, rows),
+        "",
+        "Goals for lfhttpd (issue 13). A goal is met only when it holds in the medians "
+        "and in every round but one at most, each round compared within itself (the "
+        "best peer is the fastest of nginx, lighttpd and h2o in that round):",
+        "",
+        md_table(ghead, grows),
         "",
     ]
     if mrows:
@@ -1024,13 +1152,22 @@ class Bench:
         variants = {w.variant for w in self.workloads} - {"mem"}
         if variants & set(OWN_INSTANCES):
             variants.add("main")  # the other servers of those variants
-        for variant in sorted(variants):
-            for kind in OWN_INSTANCES.get(variant, SERVERS):
-                srv = Server(kind, variant, self.opts.bin)
-                self.instances[(variant, kind)] = srv
-                srv.start()
-                self.say("started %-8s (%s) on 127.0.0.1:%d, pid %d" % (
-                    kind, variant, srv.port, srv.proc.pid))
+        starts = [(v, k) for v in sorted(variants) for k in OWN_INSTANCES.get(v, SERVERS)]
+        if any(w.ceiling for w in self.workloads) and self.ceiling_missing() is None:
+            starts.append(("main", CEILING))
+        for variant, kind in starts:
+            srv = Server(kind, variant, self.opts.ceiling if kind == CEILING else self.opts.bin)
+            self.instances[(variant, kind)] = srv
+            srv.start()
+            self.say("started %-8s (%s) on 127.0.0.1:%d, pid %d" % (
+                kind, variant, srv.port, srv.proc.pid))
+
+    def ceiling_missing(self):
+        """Why the ceiling cannot run (None if it can)."""
+        if not os.access(self.opts.ceiling, os.X_OK):
+            return "%s is not built (make bench builds it)" % os.path.relpath(
+                self.opts.ceiling, ROOT)
+        return None
 
     def instance(self, variant, kind):
         """The server instance that runs kind's part of a workload of this variant."""
@@ -1056,6 +1193,11 @@ class Bench:
         self.notes[("small_nomem", "lfhttpd")] = ("open_file_cache_mem_max 0: head with "
                                                   "sendmsg (MSG_MORE), body with sendfile")
         self.notes[("small_nomem", "nginx")] = "the 1 KiB c100 instance, measured again"
+        for wl in WORKLOADS:
+            if wl.ceiling:
+                self.notes[(wl.key, CEILING)] = ("canned 1 KiB response, nothing parsed but "
+                                                 "the head's end, nothing shared between "
+                                                 "threads (tests/bench/ceiling.c)")
 
     def record(self, wl, kind, r, rnd, rounds):
         self.results.setdefault((wl.key, kind), []).append(r)
@@ -1068,13 +1210,16 @@ class Bench:
         """Warm-up, then rounds: each server once per round, in turn, round i starting
         with server i mod n (A B C D, B C D A, ...)."""
         skip = {(wl.key, sv): why for sv, why in wl.skip.items()}
-        servers = {k: self.instance(wl.variant, k) for k in SERVERS
+        kinds = SERVERS + (CEILING,) if wl.ceiling else SERVERS
+        if wl.ceiling and self.ceiling_missing():
+            skip[(wl.key, CEILING)] = self.ceiling_missing()
+        servers = {k: self.instance(wl.variant, k) for k in kinds
                    if (wl.key, k) not in skip}
         skip.update(check_workload(wl, servers))
         self.skipped.update(skip)
         for (_, kind), why in skip.items():
             self.say("skipping %s: %s" % (kind, why))
-        active = [k for k in SERVERS if (wl.key, k) not in skip]
+        active = [k for k in kinds if (wl.key, k) not in skip]
         if self.opts.quick and "lfhttpd" not in active:
             # A smoke run has no time for figures that compare nothing to lfhttpd.
             self.say("QUICK: skipping the workload for all servers")
@@ -1153,12 +1298,15 @@ class Bench:
             if s and s["mib_s"]:
                 self.notes[("large", kind)] = "%.0f MiB/s" % s["mib_s"]
         head, rows = table_rows(summary, self.notes, self.skipped)
+        ghead, grows = goal_rows(self.results, summary, self.skipped)
         mhead, mrows = memory_rows(summary)
         log("\n== Results: medians over rounds; x nginx = ratio to nginx's median in this "
             "run; p99 from wrk's latency distribution (ab's: whole ms)")
         log("Machine: %d cores shared with the load generator, noisy; requests per server "
             "CPU-second is the steadiest figure.\n" % machine["nproc"])
         log(text_table(head, rows))
+        log("\nGoals (lfhttpd; met = in the medians and in all rounds but one at most):\n")
+        log(text_table(ghead, grows))
         if mrows:
             log("\nMemory: %d idle keep-alive connections (a fresh server per round; VmRSS "
                 "summed over its processes; kernel socket memory not included)\n" % IDLE_CONNS)
@@ -1170,8 +1318,9 @@ class Bench:
         csv_path = os.path.join(OUT, "results.csv")
         md_path = os.path.join(OUT, "results.md")
         write_csv(csv_path, self.results, summary)
-        write_markdown(md_path, self.opts, self.workloads, ((head, rows), (mhead, mrows)),
-                       machine, vers, self.notices)
+        write_markdown(md_path, self.opts, self.workloads,
+                       ((head, rows), (ghead, grows), (mhead, mrows)), machine, vers,
+                       self.notices)
         png = write_plot(summary, self.skipped)
         log("\nWrote %s (benchmark %.0f s)" % (", ".join(
             os.path.relpath(p, ROOT) for p in (csv_path, md_path, png) if p), self.elapsed))
@@ -1212,6 +1361,9 @@ def count_lines(path):
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--bin", default=os.path.join(OUT, "lfhttpd"), help="lfhttpd binary")
+    p.add_argument("--ceiling", default=os.path.join(OUT, "ceiling"),
+                   help="the ceiling program (tests/bench/ceiling.c), run in the 1 KiB "
+                   "keep-alive workloads; skipped with a note if it is not built")
     p.add_argument("--quick", action="store_true", help="2 rounds of 2 s, one round for the variant "
                    "workloads (access log on, /hello), one memory round (QUICK=1)")
     p.add_argument("--rounds", type=int, help="rounds per workload (default 5, quick 2)")
@@ -1225,6 +1377,7 @@ def parse_args(argv):
                    ",".join(w.key for w in WORKLOADS))
     o = p.parse_args(argv)
     o.bin = os.path.abspath(o.bin)  # servers run in their own directories
+    o.ceiling = os.path.abspath(o.ceiling)
     o.rounds = o.rounds or (2 if o.quick else 5)
     o.duration = o.duration or (2 if o.quick else 5)
     o.warmup = o.warmup if o.warmup is not None else (0 if o.quick else 1)

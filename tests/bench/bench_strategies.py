@@ -11,8 +11,15 @@ The same binary and document root run as:
     hsha        half-sync/half-async: one I/O thread, a queue, the worker threads
     tpc         thread-per-connection
 each with 2 worker threads (one per core; half-sync/half-async adds its I/O thread,
-thread-per-connection a thread per open connection). Every workload runs interleaved
-across the four (A B C D A B C D ...) for several rounds; the medians are reported:
+thread-per-connection a thread per open connection), then the Leader/Followers grid:
+    L/F GxT R   G groups (`groups G;`: each its own handle set and SO_REUSEPORT
+                listener) of T threads each (threads = G*T), handles reactivated by R
+                (`reactivation oneshot;`: EPOLLONESHOT re-armed with epoll_ctl after each
+                event; `edge;`: registered edge-triggered once, reactivated in user space)
+for 1x2, 2x1 and 2x2, each oneshot and edge, on the keep-alive workloads (GRID_WORKLOADS).
+An lfhttpd that does not know `groups` or `reactivation` (`lfhttpd -t`, tried once)
+runs without the grid, and the report says why. Every workload runs interleaved
+across the variants (A B C D A B C D ...) for several rounds; the medians are reported:
 requests/s, p99 latency, requests per server CPU-second, context switches per request
 (the server's own getrusage figures from /status, every thread's, those that have
 exited included) and heap allocations per request (counted by an LD_PRELOAD library,
@@ -53,6 +60,15 @@ VARIANTS = [
 ]
 BASE = "lf"
 
+# The Leader/Followers grid: (groups, threads per group) x reactivation. On this 2-core
+# machine 2x1 is one group per core; 2x2 has twice as many threads as cores.
+GRID_SHAPES = ((1, 2), (2, 1), (2, 2))
+REACTIVATIONS = ("oneshot", "edge")
+GRID = [("lf_%dx%d_%s" % (g, t, r), "L/F %dx%d %s" % (g, t, r),
+         "concurrency leader_followers;\npromotion lifo;\ngroups %d;\nreactivation %s;\n"
+         % (g, r), g * t) for g, t in GRID_SHAPES for r in REACTIVATIONS]
+GRID_WORKLOADS = ("small_ka", "c1000", "pipelined")
+
 WORKLOADS = [
     bench.Workload("small_ka", "1 KiB file, keep-alive, 100 connections", "1 KiB c100"),
     bench.Workload("c1000", "1 KiB file, keep-alive, 1000 connections", "1 KiB c1000",
@@ -61,8 +77,12 @@ WORKLOADS = [
                    "close, wrk", conns=50, headers=["Connection: close"]),
     bench.Workload("hello", "dynamic handler /hello, 100 connections", "/hello",
                    path="/hello"),
+    bench.Workload("pipelined", "1 KiB file, keep-alive, 100 connections, 16 requests "
+                   "pipelined per connection", "pipelined x16 c100", script="pipeline.lua",
+                   script_args=["16"]),
 ]
-QUICK_WORKLOADS = ("small_ka", "close_wrk")
+# QUICK=1: c1000 for the grid (the pipelined workload only in the full run).
+QUICK_WORKLOADS = ("small_ka", "close_wrk", "c1000")
 
 CONF = """listen 127.0.0.1:0;
 root "{root}";
@@ -87,8 +107,10 @@ def log(msg=""):
 class Instance:
     """lfhttpd running one strategy, with the allocation counter preloaded."""
 
-    def __init__(self, key, title, lines, opts):
+    def __init__(self, key, title, lines, opts, threads=THREADS, grid=False):
         self.key, self.title, self.lines, self.opts = key, title, lines, opts
+        self.threads = threads
+        self.grid = grid  # a point of the L/F grid: runs only GRID_WORKLOADS
         self.dir = os.path.join(RUN, key)
         self.err = os.path.join(self.dir, "error.log")
         self.counter = os.path.join(self.dir, "allocs")
@@ -98,7 +120,7 @@ class Instance:
         os.makedirs(self.dir, exist_ok=True)
         conf = os.path.join(self.dir, "lfhttpd.conf")
         with open(conf, "w") as f:
-            f.write(CONF.format(root=bench.DOCROOT, threads=THREADS, err=self.err,
+            f.write(CONF.format(root=bench.DOCROOT, threads=self.threads, err=self.err,
                                 variant=self.lines))
         check = subprocess.run([self.opts.bin, "-t", "-c", conf], capture_output=True,
                                text=True)
@@ -193,19 +215,51 @@ def fmt(v, kind):
     return str(v)
 
 
+def grid_refused(opts):
+    """Why this lfhttpd cannot run the L/F grid (None if it can): `lfhttpd -t` on a
+    configuration with each of the grid's directives, tried once."""
+    os.makedirs(RUN, exist_ok=True)
+    conf = os.path.join(RUN, "grid-probe.conf")
+    for directive in ("groups 2;\n", "reactivation edge;\n"):
+        with open(conf, "w") as f:
+            f.write(CONF.format(root=bench.DOCROOT, threads=THREADS,
+                                err=os.path.join(RUN, "grid-probe.log"), variant=directive))
+        p = subprocess.run([opts.bin, "-t", "-c", conf], capture_output=True, text=True)
+        if p.returncode != 0:
+            return "`lfhttpd -t` rejects `%s`: %s" % (directive.strip(), bench.last_line(
+                p.stdout + p.stderr).replace(conf, os.path.basename(conf)))
+    return None
+
+
+def make_instances(opts):
+    """The strategies, then the grid's points if this lfhttpd has the directives.
+    Returns (instances, why the grid is skipped or None)."""
+    insts = [Instance(k, t, lines, opts) for k, t, lines in VARIANTS
+             if not opts.variants or k in opts.variants]
+    grid = [g for g in GRID if not opts.variants or g[0] in opts.variants]
+    why = grid_refused(opts) if grid else None
+    if why:
+        log("skipping the Leader/Followers grid (%s): %s" % (
+            ", ".join(t for _, t, _, _ in grid), why))
+    else:
+        insts += [Instance(k, t, lines, opts, threads=n, grid=True)
+                  for k, t, lines, n in grid]
+    return insts, why
+
+
 def run(opts):
     bench.make_docroot()
     shutil.rmtree(RUN, ignore_errors=True)
     os.makedirs(RUN)
-    workloads = [w for w in WORKLOADS
-                 if (not opts.only or w.key in opts.only)
-                 and (not opts.quick or w.key in QUICK_WORKLOADS)]
-    insts = [Instance(k, t, lines, opts) for k, t, lines in VARIANTS
-             if not opts.variants or k in opts.variants]
+    # --only names the workloads, QUICK=1 or not; QUICK=1 alone runs QUICK_WORKLOADS.
+    workloads = [w for w in WORKLOADS if (w.key in opts.only if opts.only else
+                                          not opts.quick or w.key in QUICK_WORKLOADS)]
+    insts, grid_skipped = make_instances(opts)
     results = {}  # (workload, variant) -> [rounds]
     t0 = time.monotonic()
-    log("== concurrency strategies: the same lfhttpd, %d worker threads, %d rounds of %d s,"
-        " interleaved, the order rotated each round" % (THREADS, opts.rounds, opts.duration))
+    log("== concurrency strategies: the same lfhttpd, %d worker threads (the L/F grid: "
+        "groups x threads per group), %d rounds of %d s, interleaved, the order rotated "
+        "each round" % (THREADS, opts.rounds, opts.duration))
     log("Machine: 2 cores shared with wrk, noisy: compare within this run.")
     try:
         for inst in insts:
@@ -213,19 +267,20 @@ def run(opts):
             log("started %-11s on %s, pid %d" % (inst.key, inst.url, inst.proc.pid))
         for wl in workloads:
             log("\n-- %s: %s" % (wl.key, wl.title))
-            for inst in insts if not opts.quick else ():  # warm-up: pools, page cache
+            runs = [i for i in insts if not i.grid or wl.key in GRID_WORKLOADS]
+            for inst in runs if not opts.quick else ():  # warm-up: pools, page cache
                 bench.run_load(inst, wl, argparse.Namespace(
                     duration=1, warmup=1, ab_requests=0), record=False)
             for rnd in range(opts.rounds):
                 # Round i starts with variant i mod n: no variant always goes first.
-                first = rnd % len(insts)
-                for inst in insts[first:] + insts[:first]:
+                first = rnd % len(runs)
+                for inst in runs[first:] + runs[:first]:
                     if not inst.alive():
                         r = {"failed": "%s is down" % inst.key}
                     else:
                         r = measure(inst, wl, opts)
                     results.setdefault((wl.key, inst.key), []).append(r)
-                    log("[%4.0fs] round %d/%d %-11s %s" % (
+                    log("[%4.0fs] round %d/%d %-16s %s" % (
                         time.monotonic() - t0, rnd + 1, opts.rounds, inst.key,
                         r.get("failed") or "%s req/s, p99 %s, %s req/CPU-s, %s ctx-sw/req, "
                         "%s allocs/req%s" % (
@@ -236,7 +291,7 @@ def run(opts):
     finally:
         for inst in insts:
             inst.stop()
-    report(opts, workloads, results, time.monotonic() - t0)
+    report(opts, workloads, insts, results, time.monotonic() - t0, grid_skipped)
     return 0
 
 
@@ -253,14 +308,15 @@ def summarize(results):
     return out
 
 
-def report(opts, workloads, results, elapsed):
+def report(opts, workloads, insts, results, elapsed, grid_skipped):
     summary = summarize(results)
     head = ["workload", "strategy", "req/s", "x L/F", "p99", "req/CPU-s", "x L/F",
             "ctx-sw/req", "allocs/req", "errors"]
     rows = []
     for wl in workloads:
         base = summary.get((wl.key, BASE), {})
-        for key, title, _ in VARIANTS:
+        for inst in insts:
+            key, title = inst.key, inst.title
             s = summary.get((wl.key, key))
             if not s:
                 continue
@@ -275,6 +331,13 @@ def report(opts, workloads, results, elapsed):
     log("\n== Concurrency strategies: medians over %d rounds; x L/F = ratio to Leader/"
         "Followers (LIFO) in this run" % opts.rounds)
     log(bench.text_table(head, rows))
+    grid_note = ("The Leader/Followers grid (groups x threads per group, reactivation) "
+                 "was not run: %s." % grid_skipped) if grid_skipped else \
+        ("L/F GxT R: G groups of T threads (threads = G*T), each group with its own handle "
+         "set and SO_REUSEPORT listener; R = reactivation (oneshot: EPOLLONESHOT re-armed "
+         "with epoll_ctl; edge: edge-triggered once, reactivated in user space); on %s "
+         "only." % ", ".join(GRID_WORKLOADS))
+    log(grid_note)
     csv_path = os.path.join(OUT, "strategies.csv")
     with open(csv_path, "w", newline="") as f:
         w = csv.writer(f)
@@ -293,6 +356,7 @@ def report(opts, workloads, results, elapsed):
                                  machine["cpu"], machine["kernel"], opts.rounds,
                                  opts.duration))
         f.write(bench.md_table(head, rows))
+        f.write("\n\n%s\n" % grid_note)
     log("\nWrote %s (%.0f s)" % (", ".join(os.path.relpath(p, bench.ROOT)
                                             for p in (csv_path, md_path)), elapsed))
 
@@ -307,7 +371,8 @@ def parse_args(argv):
     p.add_argument("--rounds", type=int)
     p.add_argument("--duration", type=int)
     p.add_argument("--only", help=",".join(w.key for w in WORKLOADS))
-    p.add_argument("--variants", help=",".join(k for k, _, _ in VARIANTS))
+    p.add_argument("--variants", help=",".join([k for k, _, _ in VARIANTS] +
+                                               [k for k, _, _, _ in GRID]))
     o = p.parse_args(argv)
     o.bin = os.path.abspath(o.bin)
     o.alloc_lib = os.path.abspath(o.alloc_lib) if os.path.exists(o.alloc_lib) else None
