@@ -19,7 +19,7 @@ CFLAGS  ?= -O2 -g -gdwarf-4
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 STD     := -std=c11 -D_GNU_SOURCE -pthread
 INC     := -Iserver -Imodules
-LDLIBS  := -pthread -lz -lmagic
+LDLIBS  := -pthread -lz -lbrotlienc -lzstd -lmagic
 PYTHON  := /usr/bin/python3
 B       ?= build
 
@@ -54,7 +54,8 @@ APT_INSTALL = if [ -n "$$missing" ]; then \
 # Build dependencies: gcc, the C library's headers and the -dev packages of zlib and
 # libmagic. Checked once (a stamp file); installed with apt-get when run as root, otherwise
 # the exact command is printed.
-BUILD_PKGS := stdio.h:libc6-dev zlib.h:zlib1g-dev magic.h:libmagic-dev
+BUILD_PKGS := stdio.h:libc6-dev zlib.h:zlib1g-dev brotli/encode.h:libbrotli-dev \
+              zstd.h:libzstd-dev magic.h:libmagic-dev
 build/.build-deps:
 	@missing=""; \
 	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc"; \
