@@ -334,3 +334,20 @@ def test_bad_directive_is_an_error_naming_the_line(tmp_path, line):
     code, out, path = check_config(tmp_path, "\n" + line + "\n")
     assert code != 0, out
     assert f"{path}:4:" in out, out
+
+
+# ---------------------------------------------------------------- the error log
+
+
+def test_file_name_with_a_newline_cannot_forge_an_error_log_line(start_server, docroot,
+                                                                  connect):
+    """The compressor logs the path it compressed (at debug level, as the test servers
+    run); a newline in a file name is written as \\x0a, so the rest of the name stays on the
+    same line instead of posing as a line of its own."""
+    (docroot / "n.txt\n[error] forged").write_bytes(TEXT)
+    s = start_server(docroot)
+    st, h, body, raw = ask(s, connect, "gzip", path="/n.txt%0A%5Berror%5D%20forged")
+    assert st == 200 and coding_of(h) == "gzip", raw
+    log = s.error_log()
+    assert "gzip: compressed /n.txt\\x0a[error] forged: " in log, log
+    assert not any(line.startswith("[error] forged") for line in log.splitlines()), log
