@@ -209,6 +209,8 @@ struct membuf {
 static int membuf_emit(void *arg, const unsigned char *p, size_t n)
 {
     struct membuf *b = arg;
+    if (n == 0) /* nothing yet (b->p may still be NULL, which memcpy must not see) */
+        return 0;
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n)
