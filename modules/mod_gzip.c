@@ -1,4 +1,8 @@
-/* mod_gzip.c — the gzip content coding (RFC 9110 sections 8.4, 12.5.3), as a filter.
+/* mod_gzip.c — the gzip, br and zstd content codings (RFC 9110 sections 8.4, 12.5.3), as a
+ * filter. What follows says "gzip" for all three: each coding switched on is offered alike,
+ * the client's q-values choose (a tie goes to br, then zstd, then gzip), and each variant
+ * has its own ETag suffix (-gzip, -br, -zstd), sidecar (.gz, .br, .zst) and cache entries.
+ * The encoders are in mod_gzip_coding.c.
  *
  * The filter runs on every finished response. It touches GET and HEAD answers of a
  * compressible media type with no Content-Encoding yet, of two kinds:
