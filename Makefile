@@ -19,7 +19,7 @@ CFLAGS  ?= -O2 -g -gdwarf-4
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 STD     := -std=c11 -D_GNU_SOURCE -pthread
 INC     := -Iserver -Imodules
-LDLIBS  := -pthread -lz -lmagic
+LDLIBS  := -pthread -lz -lbrotlienc -lzstd -lmagic
 PYTHON  := /usr/bin/python3
 B       ?= build
 
@@ -51,11 +51,13 @@ APT_INSTALL = if [ -n "$$missing" ]; then \
 	  fi; \
 	fi
 
-# Build dependencies: gcc, the C library's headers and the -dev packages of zlib and
-# libmagic. Checked once (a stamp file); installed with apt-get when run as root, otherwise
-# the exact command is printed.
-BUILD_PKGS := stdio.h:libc6-dev zlib.h:zlib1g-dev magic.h:libmagic-dev
-build/.build-deps:
+# Build dependencies: gcc, the C library's headers and the -dev packages of zlib, Brotli and
+# Zstandard (mod_gzip's codings) and libmagic. Checked once (a stamp file, made again when
+# this file changes); installed with apt-get when run as root, otherwise the exact command
+# is printed.
+BUILD_PKGS := stdio.h:libc6-dev zlib.h:zlib1g-dev brotli/encode.h:libbrotli-dev \
+              zstd.h:libzstd-dev magic.h:libmagic-dev
+build/.build-deps: Makefile
 	@missing=""; \
 	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc"; \
 	for pair in $(BUILD_PKGS); do \
@@ -106,6 +108,8 @@ check-deps:
 	  command -v $$cmd >/dev/null 2>&1 || missing="$$missing $$pkg"; \
 	done; \
 	$(PYTHON) -c 'import pytest' 2>/dev/null || missing="$$missing python3-pytest"; \
+	$(PYTHON) -c 'import brotli' 2>/dev/null || missing="$$missing python3-brotli"; \
+	$(PYTHON) -c 'import zstandard' 2>/dev/null || missing="$$missing python3-zstandard"; \
 	[ -e /usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.asan-x86_64.a ] || \
 	  [ -n "$$(ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.asan-x86_64.a 2>/dev/null)" ] || \
 	  missing="$$missing libclang-rt-14-dev"; \

@@ -1,4 +1,8 @@
-/* mod_gzip.c — the gzip content coding (RFC 9110 sections 8.4, 12.5.3), as a filter.
+/* mod_gzip.c — the gzip, br and zstd content codings (RFC 9110 sections 8.4, 12.5.3), as a
+ * filter. What follows says "gzip" for all three: each coding switched on is offered alike,
+ * the client's q-values choose (a tie goes to br, then zstd, then gzip), and each variant
+ * has its own ETag suffix (-gzip, -br, -zstd), sidecar (.gz, .br, .zst) and cache entries.
+ * The encoders are in mod_gzip_coding.c.
  *
  * The filter runs on every finished response. It touches GET and HEAD answers of a
  * compressible media type with no Content-Encoding yet, of two kinds:
@@ -46,7 +50,6 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "http_params.h"
 #include "log.h"
@@ -54,14 +57,13 @@
 
 #define GZIP_TYPES_MAX 64
 #define GZIP_TYPE_LEN 128
-#define GZIP_CHUNK (64 * 1024)      /* bytes read and written per step of a file */
 #define GZIP_CACHE_ENTRIES_MAX 4096 /* descriptors the cache may hold, at most */
 #define GZIP_NAME_CAP (REQUEST_PATH_MAX + 260)
 
 struct gzip_state {
-    bool enabled;             /* gzip on|off */
-    bool use_static;          /* gzip_static: serve fresh NAME.gz sidecars */
-    int level;                /* gzip_comp_level, 1 to 9 */
+    bool on[CODING_COUNT];    /* gzip, brotli, zstd: on|off */
+    int level[CODING_COUNT];  /* gzip_comp_level 1-9, brotli_comp_level 0-11, zstd_ 1-19 */
+    bool use_static;          /* gzip_static: serve fresh NAME.gz, .br, .zst sidecars */
     uint64_t min_length;      /* gzip_min_length: smaller bodies are sent as they are */
     uint64_t max_length;      /* gzip_max_length: larger ones are not compressed here */
     uint64_t cache_bytes;     /* gzip_cache_size; 0: no cache */
@@ -86,7 +88,8 @@ static void weigh(int *slot, int q)
 
 void gzip_accept_init(struct gzip_accept *a)
 {
-    *a = (struct gzip_accept){.gzip = -1, .identity = -1, .star = -1, .any = false};
+    *a = (struct gzip_accept){
+        .gzip = -1, .br = -1, .zstd = -1, .identity = -1, .star = -1, .any = false};
 }
 
 void gzip_accept_parse(struct gzip_accept *a, const char *value, size_t len)
@@ -101,6 +104,10 @@ void gzip_accept_parse(struct gzip_accept *a, const char *value, size_t len)
         a->any = true;
         if (token_is(tok, tlen, "gzip") || token_is(tok, tlen, "x-gzip"))
             weigh(&a->gzip, it.q);
+        else if (token_is(tok, tlen, "br"))
+            weigh(&a->br, it.q);
+        else if (token_is(tok, tlen, "zstd"))
+            weigh(&a->zstd, it.q);
         else if (token_is(tok, tlen, "identity"))
             weigh(&a->identity, it.q);
         else if (token_is(tok, tlen, "*"))
@@ -108,15 +115,43 @@ void gzip_accept_parse(struct gzip_accept *a, const char *value, size_t len)
     }
 }
 
-enum gzip_choice gzip_accept_choose(const struct gzip_accept *a)
+/* The server's preference among codings of equal weight: the smallest bytes first. */
+static const enum content_coding preference[CODING_COUNT] = {CODING_BR, CODING_ZSTD,
+                                                             CODING_GZIP};
+
+static enum gzip_choice choice_of(enum content_coding c)
+{
+    return c == CODING_BR ? GZIP_CHOICE_BR : c == CODING_ZSTD ? GZIP_CHOICE_ZSTD
+                                                              : GZIP_CHOICE_GZIP;
+}
+
+enum content_coding gzip_choice_coding(enum gzip_choice ch)
+{
+    return ch == GZIP_CHOICE_BR ? CODING_BR : ch == GZIP_CHOICE_ZSTD ? CODING_ZSTD : CODING_GZIP;
+}
+
+enum gzip_choice gzip_accept_choose_among(const struct gzip_accept *a, unsigned offered)
 {
     if (!a->any)
         return GZIP_CHOICE_IDENTITY;
-    int gz = a->gzip >= 0 ? a->gzip : (a->star >= 0 ? a->star : 0);
+    const int own[CODING_COUNT] = {[CODING_GZIP] = a->gzip, [CODING_BR] = a->br,
+                                   [CODING_ZSTD] = a->zstd};
+    int best = -1, best_q = 0;
+    for (unsigned i = 0; i < CODING_COUNT; i++) {
+        enum content_coding c = preference[i];
+        int q = own[c] >= 0 ? own[c] : (a->star >= 0 ? a->star : 0);
+        if ((offered & CODING_BIT(c)) && q > best_q) /* a tie keeps the preferred one */
+            best = (int)c, best_q = q;
+    }
     int id = a->identity >= 0 ? a->identity : a->star; /* -1: no preference stated */
-    if (gz > 0 && gz >= id)
-        return GZIP_CHOICE_GZIP;
+    if (best >= 0 && best_q >= id)
+        return choice_of((enum content_coding)best);
     return id != 0 ? GZIP_CHOICE_IDENTITY : GZIP_CHOICE_NONE;
+}
+
+enum gzip_choice gzip_accept_choose(const struct gzip_accept *a)
+{
+    return gzip_accept_choose_among(a, CODING_BIT(CODING_GZIP));
 }
 
 enum gzip_choice gzip_negotiate(const char *value, size_t len)
@@ -127,175 +162,34 @@ enum gzip_choice gzip_negotiate(const char *value, size_t len)
     return gzip_accept_choose(&a);
 }
 
-/* Every Accept-Encoding line of the request, taken together. */
-static enum gzip_choice request_choice(const struct http_request *h)
+/* Every Accept-Encoding line of the request, taken together, among the codings offered. */
+static enum gzip_choice request_choice(const struct http_request *h, unsigned offered)
 {
     struct gzip_accept a;
     gzip_accept_init(&a);
     for (unsigned i = 0; i < h->n_headers; i++)
         if (http_slice_eq(h->headers[i].name, "accept-encoding"))
             gzip_accept_parse(&a, h->headers[i].value.p, h->headers[i].value.len);
-    return gzip_accept_choose(&a);
+    return gzip_accept_choose_among(&a, offered);
+}
+
+static bool choice_is_coded(enum gzip_choice ch)
+{
+    return ch != GZIP_CHOICE_IDENTITY && ch != GZIP_CHOICE_NONE;
 }
 
 /* --- compression ---------------------------------------------------------------------- */
 
-/* Window and memory level for an input of `size` bytes: no larger than it needs (as nginx
- * does), which saves most of deflate's allocation for small bodies. */
-static void deflate_params(uint64_t size, int *wbits, int *mem_level)
-{
-    *wbits = 15;
-    *mem_level = 8;
-    while (*wbits > 9 && size < (uint64_t)((1 << (*wbits - 1)) - 262)) {
-        (*wbits)--;
-        (*mem_level)--;
-    }
-    if (*mem_level < 1)
-        *mem_level = 1;
-}
-
-static int deflate_start(z_stream *z, uint64_t size, int level)
-{
-    int wbits, mem_level;
-    deflate_params(size, &wbits, &mem_level);
-    memset(z, 0, sizeof(*z));
-    /* 16 + wbits: a gzip wrapper, with zlib's default header (no name, mtime 0) */
-    int rc = deflateInit2(z, level, Z_DEFLATED, 16 + wbits, mem_level, Z_DEFAULT_STRATEGY);
-    return rc == Z_OK ? 0 : -ENOMEM;
-}
-
+/* gzip alone, for the unit tests and callers that predate the other codings. */
 int gzip_compress_iov(const struct iovec *in, unsigned n, int level, char **out,
                       size_t *out_len)
 {
-    uint64_t total = 0;
-    for (unsigned i = 0; i < n; i++)
-        total += in[i].iov_len;
-    if (total > UINT32_MAX / 2)
-        return -EFBIG;
-    z_stream z;
-    if (deflate_start(&z, total, level) < 0)
-        return -ENOMEM;
-    size_t cap = deflateBound(&z, (uLong)total);
-    char *buf = malloc(cap);
-    int rc = buf ? 0 : -ENOMEM;
-    size_t used = 0;
-    for (unsigned i = 0; rc == 0 && i <= n; i++) {
-        z.next_in = i < n ? (Bytef *)in[i].iov_base : NULL;
-        z.avail_in = i < n ? (uInt)in[i].iov_len : 0;
-        int flush = i < n ? Z_NO_FLUSH : Z_FINISH;
-        for (;;) {
-            if (used == cap) { /* deflateBound makes this rare; grow rather than fail */
-                char *bigger = realloc(buf, cap * 2);
-                if (!bigger) {
-                    rc = -ENOMEM;
-                    break;
-                }
-                buf = bigger;
-                cap *= 2;
-            }
-            z.next_out = (Bytef *)buf + used;
-            z.avail_out = (uInt)(cap - used);
-            int zr = deflate(&z, flush);
-            used = cap - z.avail_out;
-            if (zr == Z_STREAM_ERROR) {
-                rc = -EIO;
-                break;
-            }
-            if (flush == Z_FINISH ? zr == Z_STREAM_END : z.avail_in == 0)
-                break;
-        }
-    }
-    deflateEnd(&z);
-    if (rc < 0) {
-        free(buf);
-        return rc;
-    }
-    *out = buf;
-    *out_len = used;
-    return 0;
-}
-
-static int write_all(int fd, const unsigned char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Deflate fd's bytes [0, size) into out_fd; the compressed length in *gz_len. */
-static int deflate_file(z_stream *z, int fd, uint64_t size, int out_fd, unsigned char *in,
-                        unsigned char *out, uint64_t *gz_len)
-{
-    uint64_t off = 0, total = 0;
-    for (;;) {
-        size_t want = size - off < GZIP_CHUNK ? (size_t)(size - off) : GZIP_CHUNK;
-        ssize_t got = want ? pread(fd, in, want, (off_t)off) : 0;
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0)
-            return -errno;
-        if (got == 0 && want)
-            return -ESTALE; /* the file shrank */
-        off += (uint64_t)got;
-        z->next_in = in;
-        z->avail_in = (uInt)got;
-        int flush = off == size ? Z_FINISH : Z_NO_FLUSH;
-        int zr;
-        do {
-            z->next_out = out;
-            z->avail_out = GZIP_CHUNK;
-            zr = deflate(z, flush);
-            if (zr == Z_STREAM_ERROR)
-                return -EIO;
-            size_t have = GZIP_CHUNK - z->avail_out;
-            int rc = write_all(out_fd, out, have);
-            if (rc < 0)
-                return rc;
-            total += have;
-        } while (z->avail_out == 0);
-        if (flush == Z_FINISH) {
-            if (zr != Z_STREAM_END)
-                return -EIO;
-            *gz_len = total;
-            return 0;
-        }
-    }
+    return coding_compress_iov(CODING_GZIP, in, n, level, out, out_len);
 }
 
 int gzip_compress_file(int fd, uint64_t size, int level, int *memfd, uint64_t *gz_len)
 {
-    z_stream z;
-    if (deflate_start(&z, size, level) < 0)
-        return -ENOMEM;
-    int rc = 0;
-    int mfd = memfd_create("lfhttpd-gzip", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    unsigned char *in = malloc(GZIP_CHUNK), *out = malloc(GZIP_CHUNK);
-    if (mfd < 0)
-        rc = -errno;
-    else if (!in || !out)
-        rc = -ENOMEM;
-    else
-        rc = deflate_file(&z, fd, size, mfd, in, out, gz_len);
-    deflateEnd(&z);
-    free(in);
-    free(out);
-    if (rc < 0) {
-        if (mfd >= 0)
-            close(mfd);
-        return rc;
-    }
-    /* Sealed: nothing can change the bytes a cached variant promises. */
-    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
-    *memfd = mfd;
-    return 0;
+    return coding_compress_file(CODING_GZIP, fd, size, level, memfd, gz_len);
 }
 
 /* --- the cache -------------------------------------------------------------------------- */
@@ -338,17 +232,18 @@ struct gzip_cache *gzip_cache_create(uint64_t cap_bytes, unsigned max_entries)
     return c;
 }
 
-static struct gzip_cache_entry **bucket(struct gzip_cache *c, dev_t dev, ino_t ino)
+static struct gzip_cache_entry **bucket(struct gzip_cache *c, const struct gzip_file_id *id)
 {
-    uint64_t h = ((uint64_t)dev * 0x9e3779b97f4a7c15ull) ^ (uint64_t)ino;
+    uint64_t h = ((uint64_t)id->dev * 0x9e3779b97f4a7c15ull) ^ (uint64_t)id->ino;
+    h ^= (uint64_t)id->coding << 61;
     h *= 0xff51afd7ed558ccdull;
     return &c->buckets[(h >> 32) & c->mask];
 }
 
 static struct gzip_cache_entry *find(struct gzip_cache *c, const struct gzip_file_id *id)
 {
-    for (struct gzip_cache_entry *e = *bucket(c, id->dev, id->ino); e; e = e->hash_next)
-        if (e->id.dev == id->dev && e->id.ino == id->ino)
+    for (struct gzip_cache_entry *e = *bucket(c, id); e; e = e->hash_next)
+        if (e->id.dev == id->dev && e->id.ino == id->ino && e->id.coding == id->coding)
             return e;
     return NULL;
 }
@@ -370,7 +265,7 @@ static void lru_push_front(struct gzip_cache *c, struct gzip_cache_entry *e)
 /* Unlink e from its bucket and free it (and its memfd and accounting, if ready). */
 static void drop(struct gzip_cache *c, struct gzip_cache_entry *e)
 {
-    struct gzip_cache_entry **pp = bucket(c, e->id.dev, e->id.ino);
+    struct gzip_cache_entry **pp = bucket(c, &e->id);
     while (*pp != e)
         pp = &(*pp)->hash_next;
     *pp = e->hash_next;
@@ -439,7 +334,7 @@ enum gzip_cache_result gzip_cache_get(struct gzip_cache *c, const struct gzip_fi
     e->id = *id;
     e->fd = -1;
     e->pending = true;
-    struct gzip_cache_entry **b = bucket(c, id->dev, id->ino);
+    struct gzip_cache_entry **b = bucket(c, id);
     e->hash_next = *b;
     *b = e;
     c->misses++;
@@ -575,9 +470,9 @@ static void vary_add(struct response *r)
     resp_header_set(r, "Vary", merged);
 }
 
-/* The gzip variant's ETag from the response's: W/"<opaque>-gzip" (see the top). False if
- * the response has no well-formed ETag. */
-static bool variant_etag(const struct response *r, char *out, size_t cap)
+/* A variant's ETag from the response's: W/"<opaque>-gzip", -br or -zstd (see the top).
+ * False if the response has no well-formed ETag. */
+static bool variant_etag(const struct response *r, enum content_coding c, char *out, size_t cap)
 {
     size_t len;
     const char *v = resp_header_get(r, "ETag", &len);
@@ -587,18 +482,27 @@ static bool variant_etag(const struct response *r, char *out, size_t cap)
         v += 2, len -= 2;
     if (len < 2 || v[0] != '"' || v[len - 1] != '"' || memchr(v + 1, '"', len - 2))
         return false;
-    int n = snprintf(out, cap, "W/%.*s-gzip\"", (int)(len - 1), v);
+    int n = snprintf(out, cap, "W/%.*s-%s\"", (int)(len - 1), v, coding_name(c));
     return n > 0 && (size_t)n < cap;
 }
 
-
-/* Headers of a response now carrying the gzip variant. */
-static void mark_gzip(struct response *r, const char *etag)
+/* Headers of a response now carrying a compressed variant. */
+static void mark_coded(struct response *r, enum content_coding c, const char *etag)
 {
     if (etag)
         resp_header_set(r, "ETag", etag);
     resp_header_remove(r, "Accept-Ranges"); /* ranges are served of the identity only */
-    resp_header_set(r, "Content-Encoding", "gzip");
+    resp_header_set(r, "Content-Encoding", coding_name(c));
+}
+
+/* The codings switched on, as CODING_BIT()s. */
+static unsigned codings_on(const struct gzip_state *g)
+{
+    unsigned m = 0;
+    for (unsigned c = 0; c < CODING_COUNT; c++)
+        if (g->on[c])
+            m |= CODING_BIT(c);
+    return m;
 }
 
 /* --- file responses --------------------------------------------------------------------- */
@@ -610,10 +514,13 @@ struct file_ctx {
     const char *type;         /* its media type, when the response does not say (304, 206) */
     int name_state;           /* 0: not looked up, 1: name holds it, -1: unknown */
     char name[GZIP_NAME_CAP]; /* relative to the root, no leading '/' */
-    int side_state;           /* 0: not looked for, 1: side_fd is a fresh sidecar, -1: none */
-    int side_fd;
-    struct stat side_st;
+    /* Per coding: 0 not looked for, 1 side_fd is a fresh NAME.gz/.br/.zst, -1 none. */
+    int side_state[CODING_COUNT];
+    int side_fd[CODING_COUNT];
+    struct stat side_st[CODING_COUNT];
 };
+
+#define SUFFIX_ROOM 5 /* ".zst" and its NUL: what served_name leaves free after the name */
 
 /* The served file's path relative to the root: the request's, or for a directory the index
  * file that is this file (same dev and inode). */
@@ -625,7 +532,7 @@ static bool served_name(const struct request *req, struct file_ctx *f)
     const char *rel = req->path + 1;
     size_t rl = req->path_len ? req->path_len - 1 : 0;
     if (rl == 0 || req->path[req->path_len - 1] != '/') {
-        if (rl == 0 || rl + 4 >= sizeof(f->name))
+        if (rl == 0 || rl + SUFFIX_ROOM >= sizeof(f->name))
             return false;
         memcpy(f->name, rel, rl + 1);
         f->name_state = 1;
@@ -633,9 +540,9 @@ static bool served_name(const struct request *req, struct file_ctx *f)
     }
     const struct config *cfg = req->cfg;
     for (unsigned i = 0; i < cfg->n_index; i++) {
-        int n = snprintf(f->name, sizeof(f->name) - 4, "%s%s", rel, cfg->index[i]);
+        int n = snprintf(f->name, sizeof(f->name) - SUFFIX_ROOM, "%s%s", rel, cfg->index[i]);
         struct stat st;
-        if (n < 0 || (size_t)n >= sizeof(f->name) - 4 ||
+        if (n < 0 || (size_t)n >= sizeof(f->name) - SUFFIX_ROOM ||
             fstatat(req->root_fd, f->name, &st, 0) < 0)
             continue;
         if (st.st_dev == f->st.st_dev && st.st_ino == f->st.st_ino) {
@@ -651,29 +558,30 @@ static bool not_older(const struct timespec *a, const struct timespec *b)
     return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec >= b->tv_nsec);
 }
 
-/* Is there a NAME.gz beside the file, a regular file no older than it? Opened beneath the
- * root as mod_static opens files (open_beneath), kept open in side_fd. */
-static bool sidecar_fresh(const struct request *req, struct file_ctx *f)
+/* Is there a NAME.gz (.br, .zst) beside the file, a regular file no older than it? Opened
+ * beneath the root as mod_static opens files (open_beneath), kept open in side_fd[c]. */
+static bool sidecar_fresh(const struct request *req, struct file_ctx *f, enum content_coding c)
 {
-    if (f->side_state)
-        return f->side_state > 0;
-    f->side_state = -1;
+    if (f->side_state[c])
+        return f->side_state[c] > 0;
+    f->side_state[c] = -1;
     if (!served_name(req, f))
         return false;
     char side[GZIP_NAME_CAP];
-    size_t nl = strlen(f->name); /* < sizeof(name) - 4: served_name keeps the room */
+    size_t nl = strlen(f->name); /* < sizeof(name) - SUFFIX_ROOM: served_name keeps the room */
     memcpy(side, f->name, nl);
-    memcpy(side + nl, ".gz", 4);
+    memcpy(side + nl, coding_suffix(c), strlen(coding_suffix(c)) + 1);
     int fd = open_beneath(req->root_fd, side, O_RDONLY | O_NONBLOCK | O_NOCTTY, req->root_real);
     if (fd < 0)
         return false;
-    if (fstat(fd, &f->side_st) < 0 || !S_ISREG(f->side_st.st_mode) ||
-        f->side_st.st_size == 0 || !not_older(&f->side_st.st_mtim, &f->st.st_mtim)) {
+    struct stat *sst = &f->side_st[c];
+    if (fstat(fd, sst) < 0 || !S_ISREG(sst->st_mode) || sst->st_size == 0 ||
+        !not_older(&sst->st_mtim, &f->st.st_mtim)) {
         close(fd);
         return false;
     }
-    f->side_fd = fd;
-    f->side_state = 1;
+    f->side_fd[c] = fd;
+    f->side_state[c] = 1;
     return true;
 }
 
@@ -689,24 +597,33 @@ static bool whole_file(const struct response *r, const struct stat *st)
            s->len == (uint64_t)st->st_size;
 }
 
-static bool file_negotiable(const struct gzip_state *g, const struct request *req,
+/* The codings the file can be sent in (CODING_BIT()s; 0: it is not negotiable): every one
+ * switched on, or for a file over gzip_max_length those with a fresh sidecar. */
+static unsigned file_offers(const struct gzip_state *g, const struct request *req,
                             const struct response *resp, struct file_ctx *f)
 {
     uint64_t size = (uint64_t)f->st.st_size;
     if (size < g->min_length)
-        return false;
+        return 0;
     size_t len;
     const char *ct = resp_status(resp) == 200 ? resp_header_get(resp, "Content-Type", &len) : NULL;
     if (!ct) { /* 304 and 206 say nothing or multipart/byteranges: ask who knows types */
         if (!served_name(req, f))
-            return false;
+            return 0;
         f->type = module_content_type(req, f->name, f->fd, &f->st);
         ct = f->type;
         len = strlen(ct);
     }
     if (!type_compressible(g, ct, len))
-        return false;
-    return size <= g->max_length || (g->use_static && sidecar_fresh(req, f));
+        return 0;
+    unsigned on = codings_on(g);
+    if (size <= g->max_length)
+        return on;
+    unsigned with_sidecar = 0;
+    for (unsigned c = 0; g->use_static && c < CODING_COUNT; c++)
+        if ((on & CODING_BIT(c)) && sidecar_fresh(req, f, c))
+            with_sidecar |= CODING_BIT(c);
+    return with_sidecar;
 }
 
 static int64_t mtime_ns(const struct stat *st)
@@ -716,17 +633,18 @@ static int64_t mtime_ns(const struct stat *st)
 
 /* Compress the file (or take it from the cache). */
 static int compressed_variant(const struct gzip_state *g, const struct request *req,
-                              struct file_ctx *f, int *fd, uint64_t *len)
+                              struct file_ctx *f, enum content_coding c, int *fd,
+                              uint64_t *len)
 {
     struct gzip_file_id id = {f->st.st_dev, f->st.st_ino, mtime_ns(&f->st),
-                              (uint64_t)f->st.st_size};
+                              (uint64_t)f->st.st_size, c};
     struct gzip_cache_entry *pending = NULL;
     enum gzip_cache_result cr = GZIP_CACHE_BYPASS;
     if (g->cache)
         cr = gzip_cache_get(g->cache, &id, fd, len, &pending);
     if (cr == GZIP_CACHE_HIT)
         return 0;
-    int rc = gzip_compress_file(f->fd, id.size, g->level, fd, len);
+    int rc = coding_compress_file(c, f->fd, id.size, g->level[c], fd, len);
     struct stat after;
     if (rc == 0 && (fstat(f->fd, &after) < 0 || mtime_ns(&after) != id.mtime_ns ||
                     (uint64_t)after.st_size != id.size)) {
@@ -738,43 +656,43 @@ static int compressed_variant(const struct gzip_state *g, const struct request *
     else if (pending)
         gzip_cache_abandon(g->cache, pending);
     if (rc == 0)
-        log_debug("gzip: compressed %s: %llu -> %llu bytes", req->path,
+        log_debug("%s: compressed %s: %llu -> %llu bytes", coding_name(c), req->path,
                   (unsigned long long)id.size, (unsigned long long)*len);
     else
-        log_warn("gzip: cannot compress %s: %s", req->path, strerror(-rc));
+        log_warn("%s: cannot compress %s: %s", coding_name(c), req->path, strerror(-rc));
     return rc;
 }
 
-/* The gzip variant of the file: a descriptor (the caller's) and its length. */
+/* The file's variant in coding c: a descriptor (the caller's) and its length. */
 static int file_variant(const struct gzip_state *g, const struct request *req,
-                        struct file_ctx *f, int *fd, uint64_t *len)
+                        struct file_ctx *f, enum content_coding c, int *fd, uint64_t *len)
 {
-    if (g->use_static && sidecar_fresh(req, f)) {
-        *fd = f->side_fd;
-        *len = (uint64_t)f->side_st.st_size;
-        f->side_fd = -1;
+    if (g->use_static && sidecar_fresh(req, f, c)) {
+        *fd = f->side_fd[c];
+        *len = (uint64_t)f->side_st[c].st_size;
+        f->side_fd[c] = -1;
         return 0;
     }
     if ((uint64_t)f->st.st_size > g->max_length)
         return -EFBIG;
-    return compressed_variant(g, req, f, fd, len);
+    return compressed_variant(g, req, f, c, fd, len);
 }
 
-/* Gzip was chosen for a file that mod_static answered 200 or 304 about, judging by the
+/* Coding c was chosen for a file that mod_static answered 200 or 304 about, judging by the
  * identity ETag: judge again by the variant's, then send the variant. */
-static void answer_gzip(const struct gzip_state *g, const struct request *req,
-                        struct response *resp, struct file_ctx *f)
+static void answer_coded(const struct gzip_state *g, const struct request *req,
+                         struct response *resp, struct file_ctx *f, enum content_coding c)
 {
     const struct http_request *h = req->http;
     char etag[160];
-    bool has_etag = variant_etag(resp, etag, sizeof(etag));
+    bool has_etag = variant_etag(resp, c, etag, sizeof(etag));
     const char *tag = has_etag ? etag : "";
     if (h->if_match.len && !http_etag_list_matches(h->if_match, tag, false)) {
         resp_error(resp, 412);
         vary_add(resp);
         return;
     }
-    bool not_modified = resp_status(resp) == 304; /* If-Modified-Since: the same for both */
+    bool not_modified = resp_status(resp) == 304; /* If-Modified-Since: the same for all */
     if (h->if_none_match.len)
         not_modified = http_etag_list_matches(h->if_none_match, tag, true);
     if (not_modified) {
@@ -789,13 +707,13 @@ static void answer_gzip(const struct gzip_state *g, const struct request *req,
     }
     int vfd;
     uint64_t vlen;
-    if (file_variant(g, req, f, &vfd, &vlen) < 0)
+    if (file_variant(g, req, f, c, &vfd, &vlen) < 0)
         return; /* mod_static's answer stands: identity (a 304 of it stays a 304) */
     if (resp_status(resp) != 200) {
         resp_set_status(resp, 200);
         resp_header_set(resp, "Content-Type", f->type);
     }
-    mark_gzip(resp, has_etag ? etag : NULL);
+    mark_coded(resp, c, has_etag ? etag : NULL);
     resp_file_close(resp); /* the identity file: closed, or given back to its cache */
     resp_body_clear(resp);
     resp_file_own(resp, vfd); /* the core closes it once sent */
@@ -805,7 +723,9 @@ static void answer_gzip(const struct gzip_state *g, const struct request *req,
 static void filter_file(const struct gzip_state *g, const struct request *req,
                         struct response *resp)
 {
-    struct file_ctx f = {.fd = resp_file_fd(resp), .side_fd = -1};
+    struct file_ctx f = {.fd = resp_file_fd(resp)};
+    for (unsigned c = 0; c < CODING_COUNT; c++)
+        f.side_fd[c] = -1;
     const struct stat *st = resp_file_stat(resp);
     if (st) /* what mod_static's ETag was made from (its open-file cache's) */
         f.st = *st;
@@ -815,17 +735,20 @@ static void filter_file(const struct gzip_state *g, const struct request *req,
         return;
     if (resp_status(resp) == 200 && !whole_file(resp, &f.st))
         return;
-    if (!file_negotiable(g, req, resp, &f))
+    unsigned offered = file_offers(g, req, resp, &f);
+    if (!offered)
         goto out;
     vary_add(resp);
     /* Range requests get the identity: mod_static's 206 (or its 200 if it ignored them). */
     if (resp_status(resp) == 206 || req->http->range.len)
         goto out;
-    if (request_choice(req->http) == GZIP_CHOICE_GZIP)
-        answer_gzip(g, req, resp, &f);
+    enum gzip_choice ch = request_choice(req->http, offered);
+    if (choice_is_coded(ch))
+        answer_coded(g, req, resp, &f, gzip_choice_coding(ch));
 out:
-    if (f.side_fd >= 0)
-        close(f.side_fd);
+    for (unsigned c = 0; c < CODING_COUNT; c++)
+        if (f.side_fd[c] >= 0)
+            close(f.side_fd[c]);
 }
 
 /* --- memory responses ------------------------------------------------------------------- */
@@ -848,16 +771,18 @@ static void filter_memory(const struct gzip_state *g, const struct request *req,
         length > g->max_length)
         return;
     vary_add(resp);
-    if (request_choice(req->http) != GZIP_CHOICE_GZIP)
+    enum gzip_choice ch = request_choice(req->http, codings_on(g));
+    if (!choice_is_coded(ch))
         return;
+    enum content_coding c = gzip_choice_coding(ch);
     char *out;
     size_t out_len;
-    if (gzip_compress_iov(iov, n, g->level, &out, &out_len) < 0)
+    if (coding_compress_iov(c, iov, n, g->level[c], &out, &out_len) < 0)
         return;
     resp_body_clear(resp); /* the handler's memory, if it lent some, is released */
     resp_body_owned(resp, out, out_len, free, out);
     char etag[160];
-    mark_gzip(resp, variant_etag(resp, etag, sizeof(etag)) ? etag : NULL);
+    mark_coded(resp, c, variant_etag(resp, c, etag, sizeof(etag)) ? etag : NULL);
 }
 
 /* --- the module ------------------------------------------------------------------------- */
@@ -867,7 +792,7 @@ static void gzip_filter(void *state, const struct request *req, struct response 
     const struct gzip_state *g = state;
     const struct http_request *h = req->http;
     size_t len;
-    if (!g->enabled || resp_is_stream(resp) || resp_failed(resp) ||
+    if (!codings_on(g) || resp_is_stream(resp) || resp_failed(resp) ||
         (h->method != HTTP_METHOD_GET && h->method != HTTP_METHOD_HEAD) ||
         resp_header_get(resp, "Content-Encoding", &len))
         return;
@@ -907,13 +832,17 @@ static int set_types(void *base, const struct conf_node *n, void *ctx, char *msg
 #define SETTING(field) CONF_AT(struct gzip_state, field)
 
 static const struct conf_directive gzip_directives[] = {
-    {"gzip", CONF_FLAG, CONF_TOP, SETTING(enabled)},
+    {"gzip", CONF_FLAG, CONF_TOP, SETTING(on[CODING_GZIP])},
     {"gzip_types", CONF_LIST, CONF_TOP, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
      .set = set_types, .usage = "TYPE..."},
     {"gzip_min_length", CONF_SIZE, CONF_TOP, SETTING(min_length)},
     {"gzip_max_length", CONF_SIZE, CONF_TOP, .max = 1ull << 30, SETTING(max_length)},
     {"gzip_static", CONF_FLAG, CONF_TOP, SETTING(use_static)},
-    {"gzip_comp_level", CONF_COUNT, CONF_TOP, .min = 1, .max = 9, SETTING(level)},
+    {"gzip_comp_level", CONF_COUNT, CONF_TOP, .min = 1, .max = 9, SETTING(level[CODING_GZIP])},
+    {"brotli", CONF_FLAG, CONF_TOP, SETTING(on[CODING_BR])},
+    {"brotli_comp_level", CONF_COUNT, CONF_TOP, .min = 0, .max = 11, SETTING(level[CODING_BR])},
+    {"zstd", CONF_FLAG, CONF_TOP, SETTING(on[CODING_ZSTD])},
+    {"zstd_comp_level", CONF_COUNT, CONF_TOP, .min = 1, .max = 19, SETTING(level[CODING_ZSTD])},
     {"gzip_cache_size", CONF_SIZE, CONF_TOP, SETTING(cache_bytes)},
     {.name = NULL},
 };
@@ -934,9 +863,14 @@ static int gzip_init(struct module_init *mi, void **state)
     struct gzip_state *g = calloc(1, sizeof(*g));
     if (!g)
         return module_error(mi, NULL, "out of memory");
-    g->enabled = true;
+    /* Levels at about gzip 6's speed (see conf/lfhttpd.conf): br 6 is also nginx's brotli
+     * module's default; zstd 6 gives about gzip 6's bytes, where zstd's own default, 3,
+     * gives some 5% more. */
+    g->on[CODING_GZIP] = g->on[CODING_BR] = g->on[CODING_ZSTD] = true;
+    g->level[CODING_GZIP] = 6;
+    g->level[CODING_BR] = 6;
+    g->level[CODING_ZSTD] = 6;
     g->use_static = true;
-    g->level = 6;
     g->min_length = 256;
     g->max_length = 16 << 20;
     g->cache_bytes = 64 << 20;
@@ -948,7 +882,7 @@ static int gzip_init(struct module_init *mi, void **state)
                      "gzip_min_length is larger than gzip_max_length");
         goto fail;
     }
-    if (g->enabled && g->cache_bytes > 0) {
+    if (codings_on(g) && g->cache_bytes > 0) {
         g->cache = gzip_cache_create(g->cache_bytes, cache_max_entries());
         if (!g->cache) {
             module_error(mi, NULL, "out of memory");

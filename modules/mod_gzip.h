@@ -1,5 +1,6 @@
 /* mod_gzip.h — the parts of mod_gzip that need no request: Accept-Encoding negotiation,
- * gzip compression, and the cache of compressed files. Exposed for the unit tests
+ * compression (gzip here; br and zstd in mod_gzip_coding.h), and the cache of compressed
+ * files. Exposed for the unit tests
  * (tests/unit/test_gzip.c); the module itself is `mod_gzip` in module.c's table.
  */
 #ifndef LFHTTPD_MOD_GZIP_H
@@ -11,11 +12,15 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "mod_gzip_coding.h"
+
 /* --- Accept-Encoding (RFC 9110 section 12.5.3) --------------------------------------- */
 
 /* The weights one request gives, in thousandths (q=0.5 is 500); -1 where not listed. */
 struct gzip_accept {
     int gzip;     /* "gzip", or its alias "x-gzip" (RFC 9110 section 8.4.1.3) */
+    int br;       /* "br" */
+    int zstd;     /* "zstd" */
     int identity; /* "identity": no coding */
     int star;     /* "*": every coding not listed, identity included */
     bool any;     /* at least one well-formed element was seen */
@@ -25,6 +30,8 @@ enum gzip_choice {
     GZIP_CHOICE_IDENTITY = 0, /* send the representation as it is */
     GZIP_CHOICE_GZIP,         /* gzip is acceptable, and not less preferred than identity */
     GZIP_CHOICE_NONE,         /* both refused; mod_gzip then sends identity, as nginx does */
+    GZIP_CHOICE_BR,           /* br (only when offered: gzip_accept_choose_among) */
+    GZIP_CHOICE_ZSTD,         /* zstd (likewise) */
 };
 
 void gzip_accept_init(struct gzip_accept *a);
@@ -35,6 +42,13 @@ void gzip_accept_parse(struct gzip_accept *a, const char *value, size_t len);
  * (its own, else that of "*"; when neither is listed identity states no preference).
  * No field, or an empty one: identity. */
 enum gzip_choice gzip_accept_choose(const struct gzip_accept *a);
+/* The same rule over the codings in `offered` (CODING_BIT(c) for each): the one of the
+ * highest weight wins, a tie going to the server's preference br, zstd, gzip (the smaller
+ * bytes first); it must be above 0 and at least identity's weight. GZIP_CHOICE_NONE when
+ * nothing offered nor identity is acceptable. */
+enum gzip_choice gzip_accept_choose_among(const struct gzip_accept *a, unsigned offered);
+/* The coding of a choice that names one (GZIP, BR, ZSTD). */
+enum content_coding gzip_choice_coding(enum gzip_choice ch);
 /* Parse and choose, for a single field value. */
 enum gzip_choice gzip_negotiate(const char *value, size_t len);
 
@@ -51,12 +65,14 @@ int gzip_compress_file(int fd, uint64_t size, int level, int *memfd, uint64_t *g
 
 /* --- the cache of compressed files ----------------------------------------------------- */
 
-/* A file (dev, ino: the key) at one version (mtime, size: when a cached variant is valid). */
+/* A file (dev, ino, coding: the key) at one version (mtime, size: when a cached variant is
+ * valid). */
 struct gzip_file_id {
     dev_t dev;
     ino_t ino;
     int64_t mtime_ns;
     uint64_t size;
+    enum content_coding coding; /* which variant of it (part of the key; 0 is gzip) */
 };
 
 struct gzip_cache;

@@ -118,12 +118,36 @@ void log_close_error(void)
     error_log.fd = 2;
 }
 
+/* Copy s into out (at most cap bytes) with control bytes and DEL as \xHH, so that a file
+ * name or a header value holding a newline cannot begin a forged line of its own. An
+ * escape that does not fit whole is left out. */
+static size_t escape_controls(char *out, size_t cap, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        bool control = c < 0x20 || c == 0x7f;
+        if (n + (control ? 4 : 1) > cap)
+            break;
+        if (control) {
+            out[n++] = '\\';
+            out[n++] = 'x';
+            out[n++] = hex[c >> 4];
+            out[n++] = hex[c & 15];
+        } else {
+            out[n++] = (char)c;
+        }
+    }
+    return n;
+}
+
 void log_msg(enum log_level level, const char *fmt, ...)
 {
     static const char *names[] = {"error", "warn", "info", "debug"};
     if (level > error_log.level)
         return;
-    char line[1024];
+    char line[1024], msg[1024];
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);
@@ -131,10 +155,12 @@ void log_msg(enum log_level level, const char *fmt, ...)
     n += (size_t)snprintf(line + n, sizeof(line) - n, " [%s] ", names[level]);
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
+    int m = vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    if (m > 0)
-        n += (size_t)m < sizeof(line) - n - 1 ? (size_t)m : sizeof(line) - n - 2;
+    if (m > 0) {
+        size_t len = (size_t)m < sizeof(msg) ? (size_t)m : sizeof(msg) - 1;
+        n += escape_controls(line + n, sizeof(line) - n - 1, msg, len);
+    }
     line[n++] = '\n';
     /* One write per message, so lines from several threads never interleave. */
     ssize_t w = write(error_log.fd, line, n);
