@@ -2,16 +2,21 @@
  *
  *   handler /hello hello;    200 "Hello, world!\n" from static memory, nothing allocated:
  *                            the least a dynamic answer can cost, for benchmarks
- *   handler /echo echo;      the request as the server received it: request line, header
- *                            fields, a blank line, then the body (decoded if it came
- *                            chunked), as text/plain
+ *   handler /echo echo;      the request body as it came (decoded if it came chunked),
+ *                            with the request's Content-Type: 200 and nothing else, as
+ *                            conformance suites' echo endpoints answer
+ *   handler /req request;    the request as the server received it: request line, header
+ *                            fields, a blank line, then the body (decoded if chunked), as
+ *                            text/plain, to see what a client or a proxy sent
  *   handler /status status;  live figures: uptime, per service class (its Leader/Followers
  *                            group's threads, nice, connections, requests, service-time
  *                            p50/p99, events, hand-offs, epoll waits), requests, bytes and
  *                            responses by status class; HTML, or JSON when asked
  *
  * `handler PREFIX NAME;` may be repeated; the longest matching prefix wins (the core's
- * routing). Only echo asks the core for request bodies.
+ * routing). Only echo and request ask the core for request bodies. OPTIONS on a handler
+ * answers 200 with Allow, the methods it takes (RFC 9110 section 9.3.7); a method it
+ * does not take is 405 with the same Allow.
  *
  * Counting for the status page happens in the log hook, which runs for every response the
  * chain answered (not, today, for the core's answers to heads that do not parse), on the
@@ -45,6 +50,7 @@ struct handler_kind {
     enum mod_result (*handle)(struct handlers_state *st, const struct request *req,
                               struct response *resp);
     bool wants_body;
+    const char *allow; /* the methods it takes, as the Allow field lists them */
 };
 
 /* One thread's figures. Written only by its thread, read by whoever renders the page. */
@@ -198,42 +204,33 @@ static enum mod_result not_allowed(struct response *resp, const char *allow)
     return MOD_HANDLED;
 }
 
-static bool get_or_head(const struct request *req)
+/* Does the comma-separated Allow list name the method? */
+static bool allow_lists(const char *allow, struct http_slice method)
 {
-    return req->http->method == HTTP_METHOD_GET || req->http->method == HTTP_METHOD_HEAD;
+    for (const char *p = allow; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == method.len && memcmp(p, method.p, n) == 0)
+            return true;
+        p += n;
+        p += strspn(p, ", ");
+    }
+    return false;
 }
 
 static enum mod_result hello_handle(struct handlers_state *st, const struct request *req,
                                     struct response *resp)
 {
     (void)st;
+    (void)req;
     static const char hello[] = "Hello, world!\n";
-    if (!get_or_head(req))
-        return not_allowed(resp, "GET, HEAD");
     resp_start(resp, 200);
     resp_header(resp, "Content-Type", "text/plain; charset=utf-8");
     resp_body_mem(resp, hello, sizeof(hello) - 1);
     return MOD_HANDLED;
 }
 
-static bool echo_method(enum http_method m)
-{
-    switch (m) {
-    case HTTP_METHOD_GET:
-    case HTTP_METHOD_HEAD:
-    case HTTP_METHOD_POST:
-    case HTTP_METHOD_PUT:
-    case HTTP_METHOD_PATCH:
-    case HTTP_METHOD_DELETE:
-    case HTTP_METHOD_OPTIONS:
-        return true;
-    default:
-        return false;
-    }
-}
-
 /* The request line and header fields as an HTTP/1.1 head: CRLF lines, a blank line. */
-size_t handlers_echo_head_len(const struct http_request *h)
+size_t handlers_request_head_len(const struct http_request *h)
 {
     size_t n = h->method_name.len + 1 + h->target.len + 1 + 8 + 2;
     for (unsigned i = 0; i < h->n_headers; i++)
@@ -241,7 +238,7 @@ size_t handlers_echo_head_len(const struct http_request *h)
     return n + 2;
 }
 
-void handlers_echo_head_write(const struct http_request *h, char *out)
+void handlers_request_head_write(const struct http_request *h, char *out)
 {
     char *p = out;
 #define PUT(s, n) (memcpy(p, (s), (n)), p += (n))
@@ -259,27 +256,47 @@ void handlers_echo_head_write(const struct http_request *h, char *out)
 #undef PUT
 }
 
-static enum mod_result echo_handle(struct handlers_state *st, const struct request *req,
-                                   struct response *resp)
+/* A body the client sent comes back only to it: never cached, never sniffed as HTML. */
+static void reflected_headers(struct response *resp)
+{
+    resp_header(resp, "X-Content-Type-Options", "nosniff");
+    resp_header(resp, "Cache-Control", "no-store");
+}
+
+static enum mod_result request_handle(struct handlers_state *st, const struct request *req,
+                                      struct response *resp)
 {
     (void)st;
     const struct http_request *h = req->http;
-    if (!echo_method(h->method))
-        return not_allowed(resp, "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS");
     resp_start(resp, 200);
     resp_header(resp, "Content-Type", "text/plain; charset=utf-8");
-    resp_header(resp, "X-Content-Type-Options", "nosniff"); /* a body is never run as HTML */
-    resp_header(resp, "Cache-Control", "no-store");
+    reflected_headers(resp);
 
-    size_t n = handlers_echo_head_len(h);
+    size_t n = handlers_request_head_len(h);
     char *head = resp_body_alloc(resp, n); /* scratch for most heads, no allocation */
     if (!head)
         return MOD_ERROR;
-    handlers_echo_head_write(h, head);
+    handlers_request_head_write(h, head);
     resp_body_mem(resp, head, n);
     /* The body stays where the core collected it until the response is sent (or copied
      * because the socket would block), so it goes out without a copy. */
     if (req->body && req->body_len)
+        resp_body_mem(resp, req->body, req->body_len);
+    return MOD_HANDLED;
+}
+
+/* The body alone, with the request's media type (none if it had none). The value was
+ * checked by the parser (no CR, LF or other control bytes), so it is safe in our head. */
+static enum mod_result echo_handle(struct handlers_state *st, const struct request *req,
+                                   struct response *resp)
+{
+    (void)st;
+    struct http_slice type = req->http->content_type;
+    resp_start(resp, 200);
+    if (type.len)
+        resp_headerf(resp, "Content-Type: %.*s", (int)type.len, type.p);
+    reflected_headers(resp);
+    if (req->body && req->body_len) /* as in request_handle: sent without a copy */
         resp_body_mem(resp, req->body, req->body_len);
     return MOD_HANDLED;
 }
@@ -443,8 +460,6 @@ static void status_json(struct strbuf *b, const struct server_stats *ss,
 static enum mod_result status_handle(struct handlers_state *st, const struct request *req,
                                      struct response *resp)
 {
-    if (!get_or_head(req))
-        return not_allowed(resp, "GET, HEAD");
     struct server_stats ss;
     struct status_totals t;
     module_server_stats(req->server, &ss);
@@ -468,10 +483,14 @@ static enum mod_result status_handle(struct handlers_state *st, const struct req
     return MOD_HANDLED;
 }
 
+#define ANY_ALLOW "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
+#define READ_ALLOW "GET, HEAD, OPTIONS"
+
 static const struct handler_kind handler_kinds[] = {
-    {"echo", echo_handle, true},
-    {"hello", hello_handle, false},
-    {"status", status_handle, false},
+    {"echo", echo_handle, true, ANY_ALLOW},
+    {"hello", hello_handle, false, READ_ALLOW},
+    {"request", request_handle, true, ANY_ALLOW},
+    {"status", status_handle, false, READ_ALLOW},
 };
 #define HANDLER_KINDS (sizeof(handler_kinds) / sizeof(handler_kinds[0]))
 
@@ -484,6 +503,13 @@ static enum mod_result handlers_handle(void *state, const struct request *req,
     if (!req->mount || req->mount->module != st->index)
         return MOD_DECLINED;
     const struct handler_kind *k = req->mount->data;
+    if (!allow_lists(k->allow, req->http->method_name))
+        return not_allowed(resp, k->allow);
+    if (req->http->method == HTTP_METHOD_OPTIONS) {
+        resp_start(resp, 200); /* no body: Content-Length: 0 */
+        resp_header(resp, "Allow", k->allow);
+        return MOD_HANDLED;
+    }
     return k->handle(st, req, resp);
 }
 
@@ -510,7 +536,7 @@ static int add_handler(void *base, const struct conf_node *n, void *ctx, char *m
     struct handlers_state *st = base;
     const struct handler_kind *k = kind_named(n->args[1]);
     if (!k)
-        return snprintf(msg, len, "unknown handler \"%s\" (known: echo, hello, status)",
+        return snprintf(msg, len, "unknown handler \"%s\" (known: echo, hello, request, status)",
                         n->args[1]), -1;
     /* The kinds are read-only: the cast only fits the mount's generic pointer. */
     if (module_mount_add(ctx, n, n->args[0], (void *)k, k->wants_body) < 0)

@@ -1,5 +1,5 @@
 /* mod_handlers.h — the parts of mod_handlers that need no connection, for its unit tests:
- * the status page's negotiation and counters, the echo head, the uptime text. The module
+ * the status page's negotiation and counters, the request handler's head, the uptime text. The module
  * itself is `mod_handlers` in module.c's table.
  */
 #ifndef LFHTTPD_MOD_HANDLERS_H
@@ -19,9 +19,10 @@ bool handlers_accept_prefers_json(struct http_slice accept);
 /* The status page as JSON: ?format=json, else not with ?format=html, else by Accept. */
 bool handlers_status_wants_json(const struct http_request *h);
 
-/* The request line and header fields as an HTTP/1.1 head: CRLF lines, a blank line. */
-size_t handlers_echo_head_len(const struct http_request *h);
-void handlers_echo_head_write(const struct http_request *h, char *out);
+/* What the request handler shows before the body: the request line and header fields as
+ * an HTTP/1.1 head, CRLF lines, a blank line. */
+size_t handlers_request_head_len(const struct http_request *h);
+void handlers_request_head_write(const struct http_request *h, char *out);
 
 /* "3d 04h 05m 06s", "5m 06s", "42s" */
 void handlers_format_uptime(int64_t s, char out[48]);

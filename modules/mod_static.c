@@ -1,6 +1,7 @@
 /* mod_static.c — files from the document root.
  *
- * GET and HEAD only (405 otherwise). The request path arrives decoded and normalized; the
+ * GET and HEAD; OPTIONS answers 200 with Allow (and no body) for what exists; other
+ * methods 405. The request path arrives decoded and normalized; the
  * file is opened beneath the root (open_beneath: openat2 RESOLVE_BENEATH), so no
  * "..", absolute path or symlink can leave the root.
  *
@@ -80,8 +81,11 @@ static void make_validators(const struct stat *sb, struct file_validators *v)
 }
 
 
-/* RFC 9110 section 13.2.2, steps 1 to 4. Returns 0 to go on, or 304 / 412. */
-static int check_preconditions(const struct http_request *h, const struct file_validators *v)
+/* RFC 9110 section 13.2.2, steps 1 to 4. Returns 0 to go on, or 304 / 412. now_s: the
+ * server's clock; an If-Modified-Since later than it is no date the client can have had
+ * from us, so it is ignored (RFC 9110 section 13.1.3), and the file sent whole. */
+static int check_preconditions(const struct http_request *h, const struct file_validators *v,
+                               int64_t now_s)
 {
     int64_t t;
     if (h->if_match.len) {
@@ -94,7 +98,8 @@ static int check_preconditions(const struct http_request *h, const struct file_v
     if (h->if_none_match.len) {
         if (http_etag_list_matches(h->if_none_match, v->etag, true))
             return 304;
-    } else if (h->if_modified_since.len && http_date_parse(h->if_modified_since, &t) == 0) {
+    } else if (h->if_modified_since.len && http_date_parse(h->if_modified_since, &t) == 0 &&
+               t <= now_s) {
         if (v->mtime_s <= t)
             return 304;
     }
@@ -160,7 +165,7 @@ static void serve_file(const struct request *req, struct response *resp,
     const struct file_validators *v = f->v;
     uint64_t size = (uint64_t)f->st->st_size;
 
-    int pre = check_preconditions(h, v);
+    int pre = check_preconditions(h, v, req->now_s);
     if (pre == 304) {
         resp_start(resp, 304);
         add_file_headers(resp, v);
@@ -376,14 +381,35 @@ static void redirect_slash(const struct request *req, struct response *resp)
     resp_header(resp, "Location", loc);
 }
 
+#define STATIC_ALLOW "GET, HEAD, OPTIONS"
+
+/* OPTIONS (RFC 9110 section 9.3.7): what the path accepts, if it names anything. 200 with
+ * an empty body rather than 204, as for OPTIONS *: one answer for both forms, and every
+ * client reads a 200 with Content-Length: 0. */
+static void answer_options(const struct request *req, struct response *resp)
+{
+    struct stat sb;
+    int rc = stat_beneath(req, req->path[1] ? req->path + 1 : ".", &sb);
+    if (rc < 0) {
+        resp_error(resp, http_status_for_errno(-rc));
+        return;
+    }
+    resp_start(resp, 200);
+    resp_header(resp, "Allow", STATIC_ALLOW);
+}
+
 static enum mod_result static_handle(void *state, const struct request *req,
                                      struct response *resp)
 {
     struct static_state *s = state;
     const struct http_request *h = req->http;
+    if (h->method == HTTP_METHOD_OPTIONS) {
+        answer_options(req, resp);
+        return MOD_HANDLED;
+    }
     if (h->method != HTTP_METHOD_GET && h->method != HTTP_METHOD_HEAD) {
         resp_error(resp, 405);
-        resp_header(resp, "Allow", "GET, HEAD");
+        resp_header(resp, "Allow", STATIC_ALLOW);
         return MOD_HANDLED;
     }
     const char *rel = req->path[1] ? req->path + 1 : ".";

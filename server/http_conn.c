@@ -144,8 +144,19 @@ static void request_init(struct conn *c, const struct http_request *h, struct re
     };
 }
 
+/* "OPTIONS *" asks about the server, not a resource (RFC 9110 section 9.3.7). */
+static bool asks_server_options(const struct http_request *h)
+{
+    return h->method == HTTP_METHOD_OPTIONS && h->target.len == 1 && h->target.p[0] == '*';
+}
+
+/* The methods some resource here may accept: files take GET and HEAD, the echo and
+ * request handlers and CGI scripts the rest. */
+#define SERVER_ALLOW "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
+
 /* Decode and route the request's path (rewrite hooks, mount). r is always usable by the
- * log hooks afterwards. Returns 0, or the status of an error to answer instead. */
+ * log hooks afterwards. Returns 0, or the status of an error to answer instead. "OPTIONS *"
+ * is not routed: no module answers it. */
 static int route(struct conn *c, const struct http_request *h, struct request *r, char *path,
                  int64_t now_s)
 {
@@ -154,6 +165,8 @@ static int route(struct conn *c, const struct http_request *h, struct request *r
         return 501;
     if (h->method == HTTP_METHOD_CONNECT)
         return 405;
+    if (asks_server_options(h))
+        return 0;
     long n = http_path_normalize(h->path, path, REQUEST_PATH_MAX);
     if (n < 0)
         return (int)-n;
@@ -169,7 +182,10 @@ static void respond(struct conn *c, const struct http_request *h, const struct r
     if (status) {
         resp_error(resp, status);
         if (status == 405)
-            resp_header(resp, "Allow", "GET, HEAD");
+            resp_header(resp, "Allow", SERVER_ALLOW);
+    } else if (asks_server_options(h)) {
+        resp_start(resp, 200); /* no body: Content-Length: 0 */
+        resp_header(resp, "Allow", SERVER_ALLOW);
     } else {
         module_chain_answer(&c->gen->chain, r, resp);
         if (resp->streaming)

@@ -553,6 +553,21 @@ static int next_line(const char *buf, size_t end, size_t *pos, struct http_slice
     return 1;
 }
 
+/* The status for a request line that does not end within the limit (line[0..len) is what
+ * of it fits). Only a long target is "URI Too Long": a method that has not ended, or is
+ * not one we know, is 501 (RFC 9112 section 3: a method longer than any implemented), as
+ * it would be with a short target; a byte that cannot be in a method is 400. */
+static int overlong_request_line(const char *line, size_t len)
+{
+    size_t i = 0;
+    while (i < len && is_tchar(line[i]))
+        i++;
+    if (i == 0) return len == 0 ? -414 : -400; /* len 0: empty lines filled the limit */
+    if (i == len) return -501;
+    if (line[i] != ' ') return -400;
+    return method_from_name(slice(line, i)) == HTTP_METHOD_UNKNOWN ? -501 : -414;
+}
+
 int http_parse_request(const char *buf, size_t len, const struct http_limits *lim,
                        struct http_request *req)
 {
@@ -585,7 +600,7 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
     }
     if (rc < 0) return rc;
     if (len <= limit) return 0;
-    return request_line_done ? -431 : -414;
+    return request_line_done ? -431 : overlong_request_line(buf + pos, end - pos);
 }
 
 const struct http_header *http_find_header(const struct http_request *req, const char *name)

@@ -72,7 +72,11 @@ struct http_request {
 };
 
 struct http_limits {
-    size_t max_header_bytes; /* request line + fields + blank line; over it: 414 or 431 */
+    /* Every byte of the head, CRLFs included: empty lines before the request line, the
+     * request line, the field lines and the blank line that ends them. A request line
+     * that does not fit: 414 (501 if its method is unknown or has not ended); field
+     * lines that do not: 431. */
+    size_t max_header_bytes;
     unsigned max_headers;    /* field lines; over it: 431. At most HTTP_MAX_HEADERS */
 };
 

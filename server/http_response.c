@@ -465,9 +465,8 @@ int http_status_for_errno(int err)
     switch (err) {
     case ENOENT:
     case ENOTDIR:
+    case ENAMETOOLONG: /* no file has that name: nginx answers 404 too */
         return 404;
-    case ENAMETOOLONG:
-        return 414;
     case EMFILE:
     case ENFILE:
     case ENOMEM:

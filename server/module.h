@@ -40,7 +40,11 @@ enum mod_result {
     MOD_ERROR = -1,   /* failed: the chain answers 500 */
 };
 
-#define REQUEST_PATH_MAX 4096
+/* The decoded path's buffer. Decoding never lengthens a path, so it holds the path of any
+ * request the default max_header_size (8k) lets in, as nginx's 8 KiB request line; a
+ * longer path (max_header_size raised) is 414. Several frames of the request path hold
+ * one on the stack, whose size is bounded for Thread-per-Connection. */
+#define REQUEST_PATH_MAX 8192
 
 struct module_mount;
 struct server;

@@ -564,7 +564,8 @@ def test_concurrent_requests_for_one_file_compress_it_once(start_server, docroot
 
 # ---------------------------------------------------------------- in-process handlers
 
-HANDLERS = "handler /echo echo;\nhandler /hello hello;\nhandler /status status;\n"
+HANDLERS = ("handler /echo echo;\nhandler /request request;\nhandler /hello hello;\n"
+            "handler /status status;\n")
 
 
 @pytest.fixture
@@ -574,27 +575,27 @@ def hsrv(start_server, site):
 
 def test_handler_body_is_compressed(hsrv, connect):
     pad = "p" * 2000
-    st, h, body, raw = gz(hsrv, connect, "/echo", [("X-Pad", pad)])
+    st, h, body, raw = gz(hsrv, connect, "/request", [("X-Pad", pad)])
     assert st == 200, raw
     assert h["content-encoding"] == "gzip", raw
     assert h["vary"] == "Accept-Encoding", raw
     text = gzip.decompress(body)
-    assert text.startswith(b"GET /echo HTTP/1.1\r\n")
+    assert text.startswith(b"GET /request HTTP/1.1\r\n")
     assert pad.encode() in text
 
 
 def test_handler_body_head_has_gzip_length(hsrv, connect):
     pad = [("X-Pad", "q" * 3000)]
-    _, hg, bg, _ = gz(hsrv, connect, "/echo", pad)
-    st, h, body, raw = gz(hsrv, connect, "/echo", pad, method="HEAD")
+    _, hg, bg, _ = gz(hsrv, connect, "/request", pad)
+    st, h, body, raw = gz(hsrv, connect, "/request", pad, method="HEAD")
     assert st == 200 and body == b"", raw
 
 
 def test_handler_body_without_gzip_is_identity_with_vary(hsrv, connect):
-    st, h, body, raw = request(hsrv, connect, "/echo", [("X-Pad", "p" * 2000)])
+    st, h, body, raw = request(hsrv, connect, "/request", [("X-Pad", "p" * 2000)])
     assert "content-encoding" not in h, raw
     assert h["vary"] == "Accept-Encoding", raw
-    assert body.startswith(b"GET /echo HTTP/1.1\r\n")
+    assert body.startswith(b"GET /request HTTP/1.1\r\n")
 
 
 def test_post_answer_is_not_compressed(hsrv, connect):
@@ -605,7 +606,7 @@ def test_post_answer_is_not_compressed(hsrv, connect):
     st, h, got, raw = c.read_response()
     assert st == 200, raw
     assert "content-encoding" not in h, raw
-    assert got.endswith(body)
+    assert got == body
 
 
 def test_small_handler_body_is_not_compressed(hsrv, connect):
@@ -628,7 +629,7 @@ def test_existing_vary_is_extended(hsrv, start_server, site, connect):
 def test_large_handler_body_to_a_slow_reader(hsrv, connect):
     c = connect(hsrv, rcvbuf=4096)
     pad = noise(5, b"abcdef", 7000).decode()
-    c.send(f"GET /echo HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\nX-Pad: {pad}\r\n\r\n"
+    c.send(f"GET /request HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\nX-Pad: {pad}\r\n\r\n"
            .encode())
     time.sleep(0.2)
     st, h, body, raw = c.read_response()

@@ -1,6 +1,7 @@
-"""mod_handlers: in-process handlers mounted on prefixes (hello, echo, status).
+"""mod_handlers: in-process handlers mounted on prefixes (hello, echo, request, status).
 
-echo is the module that asks the core for request bodies, so its tests are also the tests
+echo (the body back, as it came) and request (the request line, fields and body) are the
+handlers that ask the core for request bodies, so their tests are also the tests
 of the core's body collection: Content-Length and chunked bodies (RFC 9112 6.3, 7.1),
 Expect: 100-continue (RFC 9110 10.1.1), bodies that arrive in pieces, large bodies, the
 requests pipelined behind a body, and max_body_size (413, RFC 9110 15.5.14).
@@ -16,6 +17,7 @@ from conftest import BIN, scaled, wait_until
 
 HANDLERS = (
     "handler /echo echo;\n"
+    "handler /request request;\n"
     "handler /hello hello;\n"
     "handler /status status;\n"
     "max_body_size 2m;\n"
@@ -38,8 +40,8 @@ def chunked(data, size=7, ext=b""):
     return out + b"0\r\n\r\n"
 
 
-def echo_parts(body):
-    """Split an echo answer into (request line, [header lines], body)."""
+def request_parts(body):
+    """Split a request handler's answer into (request line, [header lines], body)."""
     head, sep, rest = body.partition(b"\r\n\r\n")
     assert sep, body[:200]
     lines = head.split(b"\r\n")
@@ -102,7 +104,7 @@ def test_hello_post_is_405_with_allow(srv, connect):
     c.send(b"POST /hello HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc" + GET_HELLO)
     st, h, body, head = c.read_response()
     assert st == 405, head
-    assert {m.strip() for m in h["allow"].split(",")} == {"GET", "HEAD"}
+    assert {m.strip() for m in h["allow"].split(",")} == {"GET", "HEAD", "OPTIONS"}
     assert_hello(c.read_response())  # the body was skipped exactly
 
 
@@ -116,49 +118,79 @@ def test_prefix_is_not_a_string_prefix(srv, connect):
 # ---------------------------------------------------------------- echo
 
 
-def test_echo_get_shows_request_line_and_headers(srv, connect):
+def test_request_get_shows_request_line_and_headers(srv, connect):
     c = connect(srv)
-    c.send(b"GET /echo/a%20b?x=1&y=2 HTTP/1.1\r\nHost: t\r\nX-Test:  spaced value \r\n"
+    c.send(b"GET /request/a%20b?x=1&y=2 HTTP/1.1\r\nHost: t\r\nX-Test:  spaced value \r\n"
            b"X-Empty:\r\n\r\n")
     st, h, body, head = c.read_response()
     assert st == 200, head
     assert h["content-type"] == "text/plain; charset=utf-8"
     assert h["cache-control"] == "no-store"
-    line, headers, rest = echo_parts(body)
-    assert line == b"GET /echo/a%20b?x=1&y=2 HTTP/1.1"
+    line, headers, rest = request_parts(body)
+    assert line == b"GET /request/a%20b?x=1&y=2 HTTP/1.1"
     assert headers == [b"Host: t", b"X-Test: spaced value", b"X-Empty: "]
     assert rest == b""
 
 
-def test_echo_content_length_body(srv, connect):
+def test_request_shows_the_body_after_the_head(srv, connect):
+    c = connect(srv)
+    data = b"name=value&other=\x00\xff binary"
+    c.send(b"POST /request HTTP/1.1\r\nHost: t\r\nContent-Type: application/octet-stream\r\n"
+           b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+    st, h, body, head = c.read_response()
+    assert st == 200, head
+    line, headers, rest = request_parts(body)
+    assert line == b"POST /request HTTP/1.1"
+    assert b"Content-Length: %d" % len(data) in headers
+    assert rest == data
+
+
+def test_echo_content_length_body_comes_back_alone_with_its_type(srv, connect):
     c = connect(srv)
     data = b"name=value&other=\x00\xff binary"
     c.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Type: application/octet-stream\r\n"
            b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
     st, h, body, head = c.read_response()
     assert st == 200, head
-    line, headers, rest = echo_parts(body)
-    assert line == b"POST /echo HTTP/1.1"
-    assert b"Content-Length: %d" % len(data) in headers
-    assert rest == data
+    assert h["content-type"] == "application/octet-stream", head
+    assert h["cache-control"] == "no-store", head
+    assert body == data
 
 
 def test_echo_all_byte_values(srv, connect):
     data = bytes(range(256)) * 4
     c = connect(srv)
     c.send(b"PUT /echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
-    assert echo_parts(c.read_response()[2])[2] == data
+    assert c.read_response()[2] == data
 
 
-@pytest.mark.parametrize("method", [b"PUT", b"PATCH", b"DELETE", b"OPTIONS"])
+@pytest.mark.parametrize("method", [b"PUT", b"PATCH", b"DELETE"])
 def test_echo_accepts_methods(srv, connect, method):
     c = connect(srv)
     c.send(method + b" /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi")
     st, h, body, head = c.read_response()
+    assert (st, body) == (200, b"hi"), head
+
+
+@pytest.mark.parametrize("method", [b"PUT", b"PATCH", b"DELETE"])
+def test_request_shows_methods(srv, connect, method):
+    c = connect(srv)
+    c.send(method + b" /request HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi")
+    st, h, body, head = c.read_response()
     assert st == 200, head
-    line, _, rest = echo_parts(body)
-    assert line == method + b" /echo HTTP/1.1"
+    line, _, rest = request_parts(body)
+    assert line == method + b" /request HTTP/1.1"
     assert rest == b"hi"
+
+
+def test_options_on_echo_is_allow_not_an_echo(srv, connect):
+    c = connect(srv)
+    c.send(b"OPTIONS /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi" + GET_HELLO)
+    st, h, body, head = c.read_response()
+    assert (st, body) == (200, b""), head
+    assert {m.strip() for m in h["allow"].split(",")} == {
+        "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+    assert_hello(c.read_response())  # the body was read, and the next request follows
 
 
 def test_echo_trace_is_405_with_allow(srv, connect):
@@ -171,9 +203,9 @@ def test_echo_trace_is_405_with_allow(srv, connect):
     assert_hello(c.read_response())
 
 
-def test_echo_head_has_get_length_and_no_body(srv, connect):
+def test_request_head_has_get_length_and_no_body(srv, connect):
     c = connect(srv)
-    req = b"/echo HTTP/1.1\r\nHost: t\r\n\r\n"
+    req = b"/request HTTP/1.1\r\nHost: t\r\n\r\n"
     c.send(b"HEAD " + req + GET_HELLO)
     st, h, _, head = c.read_response(head_only=True)
     assert st == 200, head
@@ -191,9 +223,7 @@ def test_echo_chunked_body_with_extensions_and_trailers(srv, connect):
            + GET_HELLO)
     st, h, got, head = c.read_response()
     assert st == 200, head
-    line, headers, rest = echo_parts(got)
-    assert b"Transfer-Encoding: chunked" in headers
-    assert rest == data  # decoded; trailers are not part of the content
+    assert got == data  # decoded; trailers are not part of the content
     assert_hello(c.read_response())
 
 
@@ -203,7 +233,7 @@ def test_echo_empty_chunked_body(srv, connect):
            + GET_HELLO)
     st, _, got, head = c.read_response()
     assert st == 200, head
-    assert echo_parts(got)[2] == b""
+    assert got == b""
     assert_hello(c.read_response())
 
 
@@ -219,9 +249,7 @@ def test_echo_expect_100_continue(srv, connect):
     c.send(data)
     st, h, got, head = c.read_response()
     assert st == 200, head
-    line, headers, rest = echo_parts(got)
-    assert b"Expect: 100-continue" in headers
-    assert rest == data
+    assert got == data
     c.send(GET_HELLO)
     assert_hello(c.read_response())
 
@@ -236,7 +264,7 @@ def test_echo_expect_100_continue_chunked(srv, connect):
     c.send(chunked(data, size=1000))
     st, h, got, head = c.read_response()
     assert st == 200, head
-    assert echo_parts(got)[2] == data
+    assert got == data
 
 
 def test_echo_expect_with_body_already_sent_gets_no_100_needed(srv, connect):
@@ -250,7 +278,7 @@ def test_echo_expect_with_body_already_sent_gets_no_100_needed(srv, connect):
     if st == 100:
         st, h, got, head = c.read_response()
     assert st == 200, head
-    assert echo_parts(got)[2] == data
+    assert got == data
 
 
 def test_expect_100_continue_over_the_limit_is_413_without_100(srv, connect):
@@ -273,7 +301,7 @@ def test_expect_100_continue_in_http10_is_ignored(srv, connect):
     c.send(b"hello")
     st, _, got, head = c.read_response()
     assert st == 200, head
-    assert echo_parts(got)[2] == b"hello"
+    assert got == b"hello"
 
 
 def test_client_gone_in_the_middle_of_a_body(srv, connect):
@@ -304,7 +332,7 @@ def test_echo_body_split_across_writes_with_pauses(srv, connect):
         c.send(data[i : i + 3000])
     st, h, got, head = c.read_response()
     assert st == 200, head
-    assert echo_parts(got)[2] == data
+    assert got == data
     c.send(GET_HELLO)
     assert_hello(c.read_response())
 
@@ -321,7 +349,7 @@ def test_echo_chunked_body_split_mid_size_line(srv, connect):
             time.sleep(0.03)
     st, h, got, head = c.read_response()
     assert st == 200, head
-    assert echo_parts(got)[2] == data
+    assert got == data
     c.send(GET_HELLO)
     assert_hello(c.read_response())
 
@@ -333,7 +361,7 @@ def test_echo_large_body(srv, connect, size):
     c.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % size + data)
     st, h, got, head = c.read_response(timeout=20)
     assert st == 200, head
-    assert echo_parts(got)[2] == data
+    assert got == data
 
 
 @pytest.mark.parametrize("size", [64 * 1024, 1000 * 1000 + 7])
@@ -344,7 +372,7 @@ def test_echo_large_chunked_body(srv, connect, size):
            + chunked(data, size=8192) + GET_HELLO)
     st, h, got, head = c.read_response(timeout=20)
     assert st == 200, head
-    assert echo_parts(got)[2] == data
+    assert got == data
     assert_hello(c.read_response())
 
 
@@ -354,8 +382,8 @@ def test_pipelined_requests_after_an_echoed_body(srv, connect):
            b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
            + chunked(b"second") + GET_HELLO
            + b"GET /f.txt HTTP/1.1\r\nHost: t\r\n\r\n")
-    assert echo_parts(c.read_response()[2])[2] == b"first"
-    assert echo_parts(c.read_response()[2])[2] == b"second"
+    assert c.read_response()[2] == b"first"
+    assert c.read_response()[2] == b"second"
     assert_hello(c.read_response())
     st, _, body, head = c.read_response()
     assert (st, body) == (200, b"file\n"), head
@@ -369,7 +397,7 @@ def test_pipelined_request_after_a_collected_body(srv, connect):
            + data[:1000])
     time.sleep(0.1)
     c.send(data[1000:] + GET_HELLO)
-    assert echo_parts(c.read_response()[2])[2] == data
+    assert c.read_response()[2] == data
     assert_hello(c.read_response())
 
 
@@ -380,7 +408,7 @@ def test_pipelined_request_after_a_collected_chunked_body(srv, connect):
     c.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n" + raw[:500])
     time.sleep(0.1)
     c.send(raw[500:] + GET_HELLO)
-    assert echo_parts(c.read_response()[2])[2] == data
+    assert c.read_response()[2] == data
     assert_hello(c.read_response())
 
 
@@ -390,12 +418,12 @@ def test_body_of_exactly_max_body_size_is_echoed(srv, connect):
     c.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
     st, _, got, head = c.read_response(timeout=30)
     assert st == 200, head
-    assert echo_parts(got)[2] == data
+    assert got == data
     c.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
            + chunked(data, size=60000) + GET_HELLO)
     st, _, got, head = c.read_response(timeout=30)
     assert st == 200, head
-    assert echo_parts(got)[2] == data
+    assert got == data
     assert_hello(c.read_response())
 
 
@@ -517,7 +545,7 @@ def test_class_requests_count_requests_with_collected_bodies(srv, connect):
                + data[:100])
         time.sleep(0.05)
         c.send(data[100:])
-        assert echo_parts(c.read_response()[2])[2] == data
+        assert c.read_response()[2] == data
 
     def counts():
         # The module counts a response before it is sent, the core once it is sent: the
@@ -598,7 +626,7 @@ def test_status_head_and_post(srv, connect):
     c.send(b"POST /status HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n")
     st, h, _, head = c.read_response()
     assert st == 405, head
-    assert {m.strip() for m in h["allow"].split(",")} == {"GET", "HEAD"}
+    assert {m.strip() for m in h["allow"].split(",")} == {"GET", "HEAD", "OPTIONS"}
 
 
 def test_status_counts_concurrent_requests(srv):
@@ -638,10 +666,10 @@ def test_status_counts_concurrent_requests(srv):
 
 
 def test_longest_prefix_wins(start_server, docroot, connect):
-    s = start_server(docroot, conf_extra="handler /a hello;\nhandler /a/b echo;\n")
+    s = start_server(docroot, conf_extra="handler /a hello;\nhandler /a/b request;\n")
     c = connect(s)
     for path, kind in [("/a", "hello"), ("/a/x", "hello"), ("/a/bc", "hello"),
-                       ("/a/b", "echo"), ("/a/b/c", "echo")]:
+                       ("/a/b", "request"), ("/a/b/c", "request")]:
         c.send(b"GET %s HTTP/1.1\r\nHost: t\r\n\r\n" % path.encode())
         st, _, body, head = c.read_response()
         assert st == 200, (path, head)

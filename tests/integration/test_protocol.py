@@ -182,23 +182,31 @@ def test_304_has_no_content_length_and_no_body(site, connect):
         b"POST /f.txt HTTP/1.1",
         b"PUT /f.txt HTTP/1.1",
         b"DELETE /f.txt HTTP/1.1",
-        b"OPTIONS /f.txt HTTP/1.1",
         b"TRACE /f.txt HTTP/1.1",
         b"PATCH /f.txt HTTP/1.1",
-        b"CONNECT t:80 HTTP/1.1",
     ],
     ids=lambda r: r.split()[0].decode(),
 )
 def test_known_method_on_static_file_is_405_with_allow(site, connect, request_line):
     """RFC 9110 15.5.6: 405 for a method the target resource does not support; the origin
-    server MUST send Allow listing the supported methods (GET, HEAD). CONNECT uses the
-    authority-form target (RFC 9112 3.2.3)."""
+    server MUST send Allow listing the supported methods (GET, HEAD, OPTIONS)."""
     c = connect(site)
     c.send(request_line + b"\r\nHost: t\r\nContent-Length: 0\r\n\r\n")
     resp = c.read_response()
     assert_error(resp, 405)
     allow = {m.strip() for m in resp[1].get("allow", "").split(",")}
-    assert allow == {"GET", "HEAD"}, resp[3]
+    assert allow == {"GET", "HEAD", "OPTIONS"}, resp[3]
+
+
+def test_connect_is_405_with_the_servers_methods(site, connect):
+    """CONNECT (authority-form target, RFC 9112 3.2.3) names no resource here: 405, and
+    Allow lists what the server's resources take, as OPTIONS * does."""
+    c = connect(site)
+    c.send(b"CONNECT t:80 HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n")
+    resp = c.read_response()
+    assert_error(resp, 405)
+    allow = {m.strip() for m in resp[1].get("allow", "").split(",")}
+    assert {"GET", "HEAD", "OPTIONS"} <= allow and "CONNECT" not in allow, resp[3]
 
 
 def test_unknown_method_is_501(site, connect):

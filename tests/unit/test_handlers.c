@@ -1,4 +1,4 @@
-/* Unit tests of mod_handlers' pure parts: content negotiation, the echo head, uptime, and
+/* Unit tests of mod_handlers' pure parts: content negotiation, the request handler's head, uptime, and
  * the per-thread counters, through mod_handlers.h; and its log hook, through the module. */
 #define TEST_MAIN
 #include "test.h"
@@ -76,28 +76,28 @@ TEST(format_html_wins_over_accept_json)
     CHECK(handlers_status_wants_json(&h));
 }
 
-TEST(echo_head_is_the_request_as_received)
+TEST(request_head_is_the_request_as_received)
 {
     const char raw[] = "POST /e?x HTTP/1.1\r\nHost: t\r\nX-A: 1 2\r\n\r\n";
     struct http_limits lim = {8192, 64};
     struct http_request h;
     CHECK(http_parse_request(raw, sizeof(raw) - 1, &lim, &h) > 0);
-    size_t n = handlers_echo_head_len(&h);
+    size_t n = handlers_request_head_len(&h);
     CHECK_EQ_INT(n, sizeof(raw) - 1);
     char out[128];
-    handlers_echo_head_write(&h, out);
+    handlers_request_head_write(&h, out);
     CHECK(memcmp(out, raw, n) == 0);
 }
 
-TEST(echo_head_of_http10)
+TEST(request_head_of_http10)
 {
     const char raw[] = "GET / HTTP/1.0\r\n\r\n";
     struct http_limits lim = {8192, 64};
     struct http_request h;
     CHECK(http_parse_request(raw, sizeof(raw) - 1, &lim, &h) > 0);
     char out[64];
-    CHECK_EQ_INT(handlers_echo_head_len(&h), sizeof(raw) - 1);
-    handlers_echo_head_write(&h, out);
+    CHECK_EQ_INT(handlers_request_head_len(&h), sizeof(raw) - 1);
+    handlers_request_head_write(&h, out);
     CHECK(memcmp(out, raw, sizeof(raw) - 1) == 0);
 }
 

@@ -633,6 +633,21 @@ TEST(unfinished_request_line_over_limit_is_414)
     CHECK_EQ_INT(status_limited("GET /aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 20, 8), -414);
 }
 
+TEST(method_not_ended_within_limit_is_501)
+{
+    CHECK_EQ_INT(status_limited("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", 20, 8), -501);
+}
+
+TEST(unknown_method_before_an_overlong_target_is_501)
+{
+    CHECK_EQ_INT(status_limited("FROB /aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 20, 8), -501);
+}
+
+TEST(bad_byte_in_method_of_an_overlong_line_is_400)
+{
+    CHECK_EQ_INT(status_limited("GE(T /aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 20, 8), -400);
+}
+
 TEST(complete_request_line_over_limit_is_414)
 {
     CHECK_EQ_INT(status_limited("GET /aaaaaaaaaaaaaaaaaaaaaaaaa HTTP/1.1\r\n\r\n", 20, 8), -414);
