@@ -30,9 +30,8 @@ static bool path_inside(const char *real, const char *root_real)
     return real[rl] == '/' || real[rl] == '\0' || (rl == 1 && root_real[0] == '/');
 }
 
-
 /* The walk's state: the directories it stands in, each held open (O_PATH) so that no
- * name is ever looked up twice, and the path still to resolve. dirs[0] is the caller's. */
+ * name is ever looked up twice, and the path still to resolve. dirs[0] is the root. */
 struct walk {
     int dirs[WALK_DEPTH_MAX + 1];
     int depth;
@@ -203,8 +202,14 @@ int open_beneath_walk(int dirfd, const char *rel, int flags, const char *root_re
         close(fd);
         return -EXDEV;
     }
-    if (flags & O_PATH)
+    if (flags & O_PATH) {
+        struct stat sb;
+        if ((flags & O_DIRECTORY) && (fstat(fd, &sb) < 0 || !S_ISDIR(sb.st_mode))) {
+            close(fd);
+            return -ENOTDIR;
+        }
         return fd;
+    }
     /* Reopen the very inode checked (the magic link), never a name that may have changed:
      * opening is already acting on the target (a FIFO's writer sees a reader, a driver
      * runs its open). */

@@ -242,13 +242,15 @@ TEST(walk_from_a_subdirectory_resolves_within_the_whole_root)
     CHECK_EQ_INT(out, -EXDEV);
 }
 
-TEST(walk_missing_file_is_enoent_and_o_path_stays_o_path)
+TEST(walk_missing_file_is_enoent_and_the_callers_flags_hold)
 {
     CHECK_EQ_INT(walk_byte("nope.txt"), -ENOENT);
     int fd = open_beneath_walk(root_fd, "sub", O_PATH, root);
     CHECK(fd >= 0);
     CHECK_EQ_INT(fcntl(fd, F_GETFL) & O_PATH, O_PATH);
     close(fd);
+    CHECK_EQ_INT(open_beneath_walk(root_fd, "a.txt", O_PATH | O_DIRECTORY, root), -ENOTDIR);
+    CHECK_EQ_INT(open_beneath_walk(root_fd, "a.txt", O_RDONLY | O_DIRECTORY, root), -ENOTDIR);
 }
 
 /* Swap root/flip, a directory, with root/flip.other, a symlink to TMP/out (where f is a
