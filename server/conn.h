@@ -141,8 +141,9 @@ void conn_wait_on(struct conn *c, struct lf_handle *h, enum conn_state state,
  * down (reading side only, so a 408 can still be written; both sides for a stalled send),
  * which wakes it in the handle set as usual, and the thread that then gets it closes it.
  * One whose process writes its answer (CONN_STREAM) is left alone: its deadline is the
- * layer above's (a flag set without a socket shut would wake nothing, and outlive it). The sweep itself never closes or frees a connection, so it cannot race the
- * connection's owner. */
+ * layer above's (a flag set without a socket shut would wake nothing, and outlive it).
+ * The sweep itself never closes or frees a connection, so it cannot race the connection's
+ * owner. */
 void conn_pool_sweep(struct conn_pool *pool, int64_t now_ms, bool stopping);
 
 /* Carry-over buffers, from the pool's free list. */

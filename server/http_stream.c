@@ -121,8 +121,8 @@ static void stream_kill(const struct resp_stream *rs)
         kill(-rs->pgid, SIGKILL);
 }
 
-/* Let go of a stream's process and descriptors (none of them is registered yet, or they
- * leave the group's set as its epoll set closes). */
+/* Let go of what resp_stream carried: the process (killed first if kill_it), the
+ * handler's state, the pipe and the pidfd. */
 static void stream_release(const struct resp_stream *rs, bool kill_it, bool timed_out)
 {
     if (kill_it)
@@ -220,7 +220,7 @@ static void stream_finish(struct conn_stream *cs, const char *failure)
             keep_alive = false;
     }
     stream_log(cs);
-    stream_free(c, timed_out, timed_out); /* (already killed; what it left behind too) */
+    stream_free(c, false, timed_out); /* (a timed-out one was killed by stream_timeout) */
     resp.keep_alive = keep_alive;
     if (http_conn_send(c, &resp, NULL, 0))
         http_conn_continue(c);
@@ -404,7 +404,7 @@ void http_stream_start(struct conn *c, struct response *resp, const struct http_
     c->stream = cs;
     atomic_store_explicit(&c->deadline_ms, cs->deadline_ms, memory_order_relaxed);
     atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
-    /* The last act: from here the pipe's events own the connection. */
+    /* The last act: from here the stream set's events own the connection. */
     int rc = lf_group_add(c->h.group, &cs->h, EPOLLIN);
     if (rc < 0) {
         log_error("epoll: cannot add a stream's pipe: %s", strerror(-rc));
