@@ -21,7 +21,8 @@
  * From then on the core drives the exchange (http_stream.c): it reads the pipe as it
  * becomes readable, hands us the start of the output to parse (cgi_parse_head), streams
  * the rest (chunked when the script gives no Content-Length), and kills the process group
- * when cgi_timeout passes (504 if no head was sent yet). done() frees the run.
+ * when cgi_timeout passes (504 if no head was sent yet) or the client leaves, through a
+ * pidfd of the script taken at once (cgi_pidfd). done() frees the run.
  *
  * Children are reaped by the main thread (SIGCHLD); done() tries once without waiting,
  * which catches the common case of a script that has exited by the end of its output.
@@ -45,6 +46,7 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,6 +57,7 @@
 #define CGI_ENV_MAX (32 + HTTP_MAX_HEADERS)
 #define CGI_REASON_MAX 64 /* a longer reason phrase from a script is replaced by ours */
 #define CGI_STDERR_LOG_MAX (64 * 1024)
+#define P_PIDFD_ID 3 /* waitid()'s P_PIDFD (Linux 5.4), which glibc 2.36 does not name */
 
 /* One `cgi PREFIX DIR;`: the mount's data. */
 struct cgi_dir {
@@ -82,6 +85,8 @@ struct cgi_state {
 struct cgi_run {
     struct cgi_state *st;
     pid_t pid;
+    pid_t pgid;       /* its process group, the script's pid; 0 once known to be gone */
+    int pidfd;        /* the script's pidfd (the core closes it); -1 if none */
     int err_fd;       /* the stderr memfd, logged and closed by done(); -1 if none */
     char script[256]; /* SCRIPT_NAME, for log lines */
     char name[264];   /* "cgi: SCRIPT_NAME": the stream's name in the core's log lines */
@@ -681,6 +686,27 @@ static int spawn_status(int err)
     }
 }
 
+/* A pidfd of the script just started, so that its group is never signalled by a number
+ * that names someone else by then. The main thread may already have reaped it: then the
+ * pid may be anyone's, and the pidfd (if any) is refused unless it is still our child. */
+static void cgi_pidfd(struct cgi_run *run)
+{
+    run->pgid = run->pid; /* POSIX_SPAWN_SETPGROUP with 0: the group is the script's pid */
+    run->pidfd = (int)syscall(SYS_pidfd_open, run->pid, 0);
+    if (run->pidfd < 0) {
+        if (errno == ESRCH)
+            run->pgid = 0; /* gone already: nothing of it to kill */
+        return;            /* ENOSYS, before Linux 5.3: the number it is */
+    }
+    siginfo_t si;
+    if (waitid((idtype_t)P_PIDFD_ID, (id_t)run->pidfd, &si,
+               WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD) {
+        close(run->pidfd); /* reaped before the pidfd was taken: not ours */
+        run->pidfd = -1;
+        run->pgid = 0;
+    }
+}
+
 /* Start the script with its pipes. Returns 0 with run->pid and *out_fd set, or a status. */
 static int cgi_spawn(struct cgi_state *st, const struct cgi_dir *d, const struct request *req,
                      const struct cgi_target *t, struct cgi_run *run, int *out_fd)
@@ -738,6 +764,7 @@ static int cgi_spawn(struct cgi_state *st, const struct cgi_dir *d, const struct
         goto out;
     }
     status = 0;
+    cgi_pidfd(run);
     *out_fd = out[0];
     out[0] = -1;
     run->err_fd = err_fd;
@@ -791,7 +818,8 @@ static enum mod_result cgi_handle(void *state, const struct request *req,
     }
     resp_stream(resp, &(struct resp_stream){
         .fd = fd,
-        .pgid = run->pid, /* POSIX_SPAWN_SETPGROUP with 0: the group is the script's pid */
+        .pgid = run->pgid,
+        .pidfd = run->pidfd,
         .timeout_ms = st->timeout_ms,
         .ops = &cgi_stream_ops,
         .ctx = run,

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,15 +120,9 @@ void conn_pool_sweep(struct conn_pool *pool, int64_t now_ms, bool stopping)
         bool idle = st == CONN_NEW || st == CONN_IDLE;
         if (dl > now_ms && !(stopping && idle))
             continue;
-        atomic_store_explicit(&c->expired, true, memory_order_relaxed);
-        if (st == CONN_STREAM) {
-            /* The socket is not in the handle set while a process writes the answer:
-             * killing it ends its output, and the pipe's end wakes the connection. */
-            int pgid = atomic_load_explicit(&c->stream_pgid, memory_order_relaxed);
-            if (pgid > 0)
-                kill(-pgid, SIGKILL);
+        if (st == CONN_STREAM) /* the layer above keeps this deadline itself */
             continue;
-        }
+        atomic_store_explicit(&c->expired, true, memory_order_relaxed);
         shutdown(c->h.fd, st == CONN_SEND ? SHUT_RDWR : SHUT_RD);
     }
     pthread_mutex_unlock(&pool->lock);

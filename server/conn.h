@@ -40,8 +40,7 @@ enum conn_state {
     CONN_SEND,    /* a response is parked, waiting for EPOLLOUT: send_timeout */
     CONN_LINGER,  /* closing: output shut, draining what the client still sends */
     CONN_STREAM,  /* the socket waits out of the set while a process writes its answer: the
-                     deadline kills the process (stream_pgid), whose end wakes the layer
-                     above */
+                     layer above keeps the deadline itself, and the sweep leaves it be */
 };
 
 enum conn_body { CONN_BODY_NONE = 0, CONN_BODY_LENGTH, CONN_BODY_CHUNKED };
@@ -92,7 +91,6 @@ struct conn {
      * found it full: the kernel will report more (see lf_group_reactivate). */
     bool rd_drained, wr_blocked;
     bool close_after_send;       /* the parked response is the last one */
-    _Atomic int stream_pgid;     /* CONN_STREAM: the process group the sweep kills; 0 none */
 
     struct conn_buf *in;  /* carried-over request bytes, or NULL */
     struct conn_out *out; /* the rest of a response, or NULL */
@@ -149,11 +147,12 @@ void conn_wait_on(struct conn *c, struct lf_handle *h, enum conn_state state,
 
 /* The deadline sweep, run on a timer's tick: every connection of the pool whose deadline
  * has passed (or that is idle while `stopping`) is marked expired and its socket shut
- * down (reading side only, so a 408 can still be written; both sides for a stalled send);
- * one whose process writes its answer (CONN_STREAM) has that process killed instead.
- * Either wakes the connection in the handle set as usual, and the thread that then gets it
- * closes it. The sweep itself never closes or frees a connection, so it cannot race the
- * connection's owner. */
+ * down (reading side only, so a 408 can still be written; both sides for a stalled send),
+ * which wakes it in the handle set as usual, and the thread that then gets it closes it.
+ * One whose process writes its answer (CONN_STREAM) is left alone: its deadline is the
+ * layer above's (a flag set without a socket shut would wake nothing, and outlive it).
+ * The sweep itself never closes or frees a connection, so it cannot race the connection's
+ * owner. */
 void conn_pool_sweep(struct conn_pool *pool, int64_t now_ms, bool stopping);
 
 /* Out of descriptors: end one idle keep-alive connection of the pool as the sweep ends an

@@ -50,7 +50,11 @@ struct resp_stream_ops {
 
 struct resp_stream {
     int fd;          /* non-blocking read end of the output; the core closes it */
-    int pgid;        /* process group killed with SIGKILL when the deadline passes */
+    int pgid;        /* process group killed with SIGKILL when the deadline passes (or the
+                        client leaves); 0 if there is none */
+    int pidfd;       /* a pidfd of the group's leader (> 0), through which the group is
+                        killed: the number may be reused once the leader is reaped. 0 or
+                        less: none (a kernel before 5.3), pgid is used. The core closes it */
     unsigned timeout_ms; /* the whole response must be done within this */
     const struct resp_stream_ops *ops;
     void *ctx;

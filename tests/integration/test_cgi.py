@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BIN, ROOT, latency_bound, median, scaled, wait_until
+from conftest import BIN, BY_DESIGN, ROOT, SANITIZED, latency_bound, median, scaled, wait_until
 
 ALLOWED_ENV = {
     "GATEWAY_INTERFACE", "SERVER_SOFTWARE", "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL",
@@ -529,6 +529,19 @@ def test_client_gone_kills_the_script(cgi_server, cgi_dir, connect, tmp_path):
     assert wait_until(lambda: not alive(pid), timeout=10), "the script outlived its client"
 
 
+def test_client_hanging_up_on_a_silent_script_kills_it(cgi_server, cgi_dir, connect, tmp_path):
+    pidfile = tmp_path / "silent.pid"
+    script(cgi_dir, "silent.sh", f"echo $$ > '{pidfile}'\nexec sleep 30\n")
+    srv = cgi_server()
+    c = connect(srv)
+    c.send(request("GET", "/cgi-bin/silent.sh"))
+    assert wait_until(pidfile.exists)
+    pid = int(pidfile.read_text())
+    c.close()  # a plain close: nothing is ever written to it, so only the hang-up tells
+    assert wait_until(lambda: not alive(pid), timeout=scaled(2)), \
+        "the script outlived a client that hung up"
+
+
 # ---------------------------------------------------------------- processes
 
 
@@ -842,3 +855,108 @@ def test_default_configuration_mounts_cgi_bin():
     assert r.returncode == 0, r.stderr
     with open(os.path.join(ROOT, "conf", "lfhttpd.conf")) as f:
         assert re.search(r"^cgi /cgi-bin/ www/cgi-bin;$", f.read(), re.M)
+
+
+NS_LAST_PID = "/proc/sys/kernel/ns_last_pid"
+
+
+def spawn_on_pid(want, argv):
+    """Start argv as a process group leader with the pid `want` (through ns_last_pid),
+    or return None if other processes keep taking that pid first."""
+    for _ in range(200):
+        with open(NS_LAST_PID, "w") as f:
+            f.write(str(want - 1))
+        p = subprocess.Popen(argv, start_new_session=True)
+        if p.pid == want:
+            return p
+        p.kill()
+        p.wait()
+    return None
+
+
+def test_the_deadline_never_signals_a_process_group_reused_after_the_reap(
+        cgi_server, cgi_dir, connect, tmp_path):
+    """The script exits at once, leaving a grandchild of its own session holding its
+    output open; once the script is reaped its number is free, and an unrelated process
+    group takes it. When cgi_timeout passes the response is cut, and that group lives."""
+    if not os.access(NS_LAST_PID, os.W_OK):
+        pytest.skip("placing a process on a chosen pid needs a writable " + NS_LAST_PID)
+    pids = tmp_path / "pids"
+    script(cgi_dir, "leaves.sh",
+           f"setsid sh -c 'exec sleep 30' &\necho $$ $! > '{pids}'\n"
+           "printf 'Content-Type: text/plain\\n\\nstarted'\n")
+    srv = cgi_server("cgi_timeout 2s;\n")
+    c = connect(srv)
+    t0 = time.time()
+    c.send(request("GET", "/cgi-bin/leaves.sh"))
+    head = read_until(c, b"started")
+    assert head.startswith(b"HTTP/1.1 200")
+    assert wait_until(lambda: pids.exists() and len(pids.read_text().split()) == 2)
+    leader, grandchild = (int(p) for p in pids.read_text().split())
+    try:
+        assert wait_until(lambda: not os.path.exists(f"/proc/{leader}"), timeout=scaled(1)), \
+            "the script was not reaped"
+        innocent = spawn_on_pid(leader, ["sleep", "30"])
+        if innocent is None:
+            pytest.skip(f"pid {leader} kept being taken by other processes")
+        try:
+            assert time.time() - t0 < 2, "too late: the deadline passed before the test was set"
+            raw = head + c.recv_all(timeout=scaled(5))
+            elapsed = time.time() - t0
+            time.sleep(0.5)
+            assert innocent.poll() is None, "an unrelated process group was killed"
+            # Cut at the deadline (no last chunk), though the grandchild holds the output.
+            assert 1.9 <= elapsed < 2 + scaled(1.5)
+            assert raw.endswith(b"7\r\nstarted\r\n")
+        finally:
+            innocent.kill()
+            innocent.wait()
+    finally:
+        try:
+            os.kill(grandchild, 9)
+        except ProcessLookupError:
+            pass
+
+
+WAITPID_DELAY = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* A script's run ends with waitpid(pid, WNOHANG): here it takes 2 s. */
+pid_t waitpid(pid_t pid, int *status, int options)
+{
+    static pid_t (*real)(pid_t, int *, int);
+    if (!real)
+        real = (pid_t (*)(pid_t, int *, int))dlsym(RTLD_NEXT, "waitpid");
+    if (pid > 0 && (options & WNOHANG))
+        usleep(2000000);
+    return real(pid, status, options);
+}
+"""
+
+
+def test_a_stream_ending_near_its_deadline_leaves_the_connection_usable(
+        cgi_server, cgi_dir, connect, tmp_path):
+    """The deadline passes while the finished stream is still being let go of (held there
+    by a preloaded waitpid that takes 2 s), so the sweep runs in between: the connection
+    must still answer its next request."""
+    if SANITIZED:
+        pytest.skip("a preloaded library must come after the sanitizer's runtime " + BY_DESIGN)
+    lib = tmp_path / "waitpid_delay.so"
+    src = tmp_path / "waitpid_delay.c"
+    src.write_text(WAITPID_DELAY)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(lib), str(src), "-ldl"],
+                   check=True)
+    script(cgi_dir, "quick.sh", "printf 'Content-Type: text/plain\\n\\nquick'\n")
+    srv = cgi_server("cgi_timeout 1s;\n", env={"LD_PRELOAD": str(lib)})
+    c = connect(srv)
+    t0 = time.time()
+    c.send(request("GET", "/cgi-bin/quick.sh"))
+    status, _, body, _ = c.read_response(timeout=scaled(5))
+    assert (status, body) == (200, b"quick")
+    assert time.time() - t0 >= 1.9, "the preloaded waitpid did not hold the stream's end"
+    time.sleep(0.3)  # the next request comes once the connection waits, idle
+    c.send(request("GET", "/cgi-bin/nothere.sh"))
+    assert c.read_response(timeout=scaled(5))[0] == 404
