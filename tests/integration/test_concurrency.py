@@ -1,6 +1,8 @@
-"""The concurrency strategies (`concurrency` and `promotion`): the same server behaviour
-whether the threads are Leader/Followers (LIFO or condvar promotion), Half-Sync/Half-Async
-or Thread-per-Connection.
+"""The concurrency strategies (`concurrency`, `promotion`, `reactivation`, `groups`): the
+same server behaviour whether the threads are Leader/Followers (LIFO or condvar promotion;
+connections reactivated edge-triggered in user space, the default, or one-shot with
+epoll_ctl; one group per CPU, the default, or one group of all the threads),
+Half-Sync/Half-Async or Thread-per-Connection.
 
 Every behaviour is checked once per strategy; the tests whose names hold "concurrent",
 "pipelin", "shutdown" or "classes" run again under ThreadSanitizer (make test-tsan)."""
@@ -20,6 +22,8 @@ STRATEGIES = [
     pytest.param("concurrency leader_followers;\n", id="leader_followers"),
     pytest.param("concurrency leader_followers;\npromotion condvar;\n",
                  id="leader_followers_condvar"),
+    pytest.param("concurrency leader_followers;\nreactivation oneshot;\ngroups 1;\n",
+                 id="leader_followers_oneshot_one_group"),
     pytest.param("concurrency half_sync_half_async;\n", id="half_sync_half_async"),
     pytest.param("concurrency thread_per_connection;\n", id="thread_per_connection"),
 ]
