@@ -723,9 +723,15 @@ static void answer_coded(const struct gzip_state *g, const struct request *req,
 static void filter_file(const struct gzip_state *g, const struct request *req,
                         struct response *resp)
 {
-    struct file_ctx f = {.fd = resp_file_fd(resp)};
-    for (unsigned c = 0; c < CODING_COUNT; c++)
+    /* Not zeroed as a whole: name is kilobytes, written only when looked up. */
+    struct file_ctx f;
+    f.fd = resp_file_fd(resp);
+    f.type = NULL;
+    f.name_state = 0;
+    for (unsigned c = 0; c < CODING_COUNT; c++) {
+        f.side_state[c] = 0;
         f.side_fd[c] = -1;
+    }
     const struct stat *st = resp_file_stat(resp);
     if (st) /* what mod_static's ETag was made from (its open-file cache's) */
         f.st = *st;
