@@ -144,8 +144,8 @@ bool conn_pool_close_idle(struct conn_pool *pool)
     return found;
 }
 
-struct conn *conn_open(struct conn_pool *pool, struct lf_group *group, int fd, const struct sockaddr *peer,
-                       socklen_t peer_len, const struct sockaddr *local, int64_t deadline_ms,
+struct conn *conn_open(struct conn_pool *pool, struct lf_group *group, int fd,
+                       const struct sockaddr *peer, socklen_t peer_len, const struct sockaddr *local, int64_t deadline_ms,
                        lf_event_fn on_event, conn_close_fn on_close)
 {
     pthread_mutex_lock(&pool->lock);
@@ -231,7 +231,8 @@ void conn_wait(struct conn *c, enum conn_state state, uint32_t events, int64_t d
     atomic_store_explicit(&c->state, (uint8_t)state, memory_order_relaxed);
     int rc;
     bool first = !c->registered;
-    bool drained = (!(events & EPOLLIN) || c->rd_drained) && (!(events & EPOLLOUT) || c->wr_blocked);
+    bool drained =
+        (!(events & EPOLLIN) || c->rd_drained) && (!(events & EPOLLOUT) || c->wr_blocked);
     c->rd_drained = c->wr_blocked = false; /* for the next event */
     if (!first) {
         rc = lf_group_reactivate(&c->h, events, drained);

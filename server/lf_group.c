@@ -296,7 +296,7 @@ int lf_group_reactivate(struct lf_handle *h, uint32_t events, bool drained)
     for (;;) {
         uint32_t base = s & ~(EDGE_WANT | EDGE_PENDING);
         bool again = !drained || (s & EDGE_PENDING);
-        uint32_t n = again ? base | (events & EDGE_WANT) : (base & ~EDGE_OWNED) | (events & EDGE_WANT);
+        uint32_t n = (again ? base : base & ~EDGE_OWNED) | (events & EDGE_WANT);
         if (atomic_compare_exchange_weak_explicit(&h->edge_state, &s, n, memory_order_acq_rel,
                                                   memory_order_relaxed)) {
             if (again) {

@@ -145,15 +145,22 @@ def test_a_class_splits_its_own_threads_into_groups(start_server, docroot):
     assert "class api: 2 threads in 2 groups" in s.error_log()
 
 
+def reload_with(server, old, new):
+    """Replace old by new in the server's file and send SIGHUP; returns a function giving
+    the error log written since."""
+    text = open(server.conf_path).read().replace(old, new)
+    with open(server.conf_path, "w") as f:
+        f.write(text)
+    before = len(server.error_log())
+    server.proc.send_signal(signal.SIGHUP)
+    return lambda: server.error_log()[before:]
+
+
 def test_changing_groups_needs_a_restart_and_a_reload_is_refused(start_server, docroot):
     s = start_server(docroot, "threads 2;\ngroups 2;\n")
-    text = open(s.conf_path).read().replace("groups 2;", "groups 1;")
-    with open(s.conf_path, "w") as f:
-        f.write(text)
-    before = len(s.error_log())
-    s.proc.send_signal(signal.SIGHUP)
-    assert wait_until(lambda: "configuration not reloaded" in s.error_log()[before:])
-    assert "groups" in s.error_log()[before:]
+    refusal = reload_with(s, "groups 2;", "groups 1;")
+    assert wait_until(lambda: "configuration not reloaded" in refusal())
+    assert "groups" in refusal()
     assert listening_sockets(s.proc.pid, s.port) == 2
     assert get(s)[0] == 200
 
@@ -205,10 +212,6 @@ def test_pipelined_requests_split_across_writes_are_all_answered(start_server, d
 
 def test_changing_reactivation_needs_a_restart_and_a_reload_is_refused(start_server, docroot):
     s = start_server(docroot, "reactivation edge;\n")
-    text = open(s.conf_path).read().replace("reactivation edge;", "reactivation oneshot;")
-    with open(s.conf_path, "w") as f:
-        f.write(text)
-    before = len(s.error_log())
-    s.proc.send_signal(signal.SIGHUP)
-    assert wait_until(lambda: "configuration not reloaded" in s.error_log()[before:])
-    assert "reactivation" in s.error_log()[before:]
+    refusal = reload_with(s, "reactivation edge;", "reactivation oneshot;")
+    assert wait_until(lambda: "configuration not reloaded" in refusal())
+    assert "reactivation" in refusal()
