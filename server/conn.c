@@ -145,8 +145,9 @@ bool conn_pool_close_idle(struct conn_pool *pool)
 }
 
 struct conn *conn_open(struct conn_pool *pool, struct lf_group *group, int fd,
-                       const struct sockaddr *peer, socklen_t peer_len, const struct sockaddr *local, int64_t deadline_ms,
-                       lf_event_fn on_event, conn_close_fn on_close)
+                       const struct sockaddr *peer, socklen_t peer_len,
+                       const struct sockaddr *local, int64_t deadline_ms, lf_event_fn on_event,
+                       conn_close_fn on_close)
 {
     pthread_mutex_lock(&pool->lock);
     struct conn *c = pool->free_conns;

@@ -126,9 +126,10 @@ bool conn_pool_full(const struct conn_pool *pool);
  * NULL: the pool chooses), not yet in the handle set, waiting
  * for its first bytes until deadline_ms; its events go to on_event, and on_close (if set)
  * runs when it closes. NULL if out of memory (fd is then closed). */
-struct conn *conn_open(struct conn_pool *pool, struct lf_group *group, int fd, const struct sockaddr *peer,
-                       socklen_t peer_len, const struct sockaddr *local, int64_t deadline_ms,
-                       lf_event_fn on_event, conn_close_fn on_close);
+struct conn *conn_open(struct conn_pool *pool, struct lf_group *group, int fd,
+                       const struct sockaddr *peer, socklen_t peer_len,
+                       const struct sockaddr *local, int64_t deadline_ms, lf_event_fn on_event,
+                       conn_close_fn on_close);
 void conn_close(struct conn *c);
 /* Move a connection this thread owns to another pool and one of its groups (not armed). */
 void conn_move(struct conn *c, struct conn_pool *to);
