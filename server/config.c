@@ -27,7 +27,10 @@ void config_defaults(struct config *cfg)
     cfg->max_header_size = 8192;
     cfg->max_headers = 64;
     cfg->max_body_size = 1024 * 1024;
+    cfg->max_body_memory = (uint64_t)64 << 20;
+    cfg->client_body_min_rate = 500; /* Apache's RequestReadTimeout MinRate */
     cfg->header_timeout_ms = 10000;
+    cfg->client_body_timeout_ms = 10000;
     cfg->keepalive_timeout_ms = 60000;
     cfg->send_timeout_ms = 30000;
     cfg->shutdown_timeout_ms = 10000;
@@ -546,7 +549,10 @@ static const struct conf_directive core_directives[] = {
      CFG(max_header_size)},
     {"max_headers", CONF_COUNT, TOP, .max = 64, CFG(max_headers)},
     {"max_body_size", CONF_SIZE, TOP, CFG(max_body_size)},
+    {"max_body_memory", CONF_SIZE, TOP, .off = true, CFG(max_body_memory)},
     {"header_timeout", CONF_DURATION, TOP, CFG(header_timeout_ms)},
+    {"client_body_timeout", CONF_DURATION, TOP, .min = 1, CFG(client_body_timeout_ms)},
+    {"client_body_min_rate", CONF_SIZE, TOP, .off = true, CFG(client_body_min_rate)},
     {"keepalive_timeout", CONF_DURATION, TOP, CFG(keepalive_timeout_ms)},
     {"send_timeout", CONF_DURATION, TOP, CFG(send_timeout_ms)},
     {"shutdown_timeout", CONF_DURATION, TOP, CFG(shutdown_timeout_ms)},

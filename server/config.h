@@ -83,8 +83,11 @@ struct config {
     size_t max_header_size;  /* request line + fields, at most CONFIG_MAX_HEADER_SIZE */
     unsigned max_headers;
     uint64_t max_body_size;
+    uint64_t max_body_memory;      /* bytes of collected bodies held at once; 0 = no bound */
+    uint64_t client_body_min_rate; /* bytes per second a body must average; 0 = none */
 
     unsigned header_timeout_ms;
+    unsigned client_body_timeout_ms; /* the longest wait for the next bytes of a body */
     unsigned keepalive_timeout_ms;
     unsigned send_timeout_ms;
     unsigned shutdown_timeout_ms;

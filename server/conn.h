@@ -36,7 +36,7 @@ enum conn_state {
     CONN_NEW = 0, /* accepted, no byte yet: header_timeout from accept */
     CONN_IDLE,    /* keep-alive, between requests: keepalive_timeout */
     CONN_HEAD,    /* part of a request head received: header_timeout from its first byte */
-    CONN_BODY,    /* skipping or collecting a body: header_timeout since the last bytes */
+    CONN_BODY,    /* skipping or collecting a body: client_body_timeout and _min_rate */
     CONN_SEND,    /* a response is parked, waiting for EPOLLOUT: send_timeout */
     CONN_LINGER,  /* closing: output shut, draining what the client still sends */
     CONN_STREAM,  /* the socket waits out of the set while a process writes its answer: the
@@ -105,6 +105,8 @@ struct conn {
     uint8_t body_mode;           /* enum conn_body: a request body still being skipped */
     uint32_t requests;           /* requests served on this connection */
     uint64_t body_left;          /* CONN_BODY_LENGTH: bytes still to skip */
+    int64_t body_due_us;         /* the body's deadline by client_body_min_rate (clock_now_ms
+                                    scale, in microseconds): extended by each byte received */
     struct http_chunked chunked; /* CONN_BODY_CHUNKED: decoder state */
     struct conn_collect *collect; /* a request body being read for a handler, or NULL */
     struct conn_stream *stream;   /* a response streaming from a pipe, or NULL */

@@ -54,6 +54,61 @@ static uint64_t collect_limit(const struct conn *c)
     return max == 0 || max > COLLECT_MAX ? COLLECT_MAX : max;
 }
 
+/* Take n bytes of the server's max_body_memory for a collect buffer. False: over the
+ * bound, nothing taken. The count is shared by every thread and every generation, so that
+ * a reload neither forgets nor doubles what connections still hold. */
+static bool body_memory_take(struct conn *c, size_t n)
+{
+    _Atomic uint64_t *held = &conn_shared(c)->body_memory;
+    uint64_t bound = c->gen->cfg.max_body_memory;
+    uint64_t cur = atomic_load_explicit(held, memory_order_relaxed);
+    do {
+        if (bound != 0 && (n > bound || cur > bound - n))
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(held, &cur, cur + n, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    return true;
+}
+
+static void body_memory_give(struct http_shared *shared, size_t n)
+{
+    atomic_fetch_sub_explicit(&shared->body_memory, n, memory_order_relaxed);
+}
+
+/* Let go of a collect buffer and the memory it counted (shared: the connection's, which
+ * may be gone by now). */
+static void collect_free(struct http_shared *shared, struct conn_collect *k)
+{
+    body_memory_give(shared, k->cap);
+    free(k);
+}
+
+/* A body starts: its deadline by client_body_min_rate runs from now. */
+static void body_start(struct conn *c)
+{
+    c->body_due_us = (clock_now_ms() + c->gen->cfg.client_body_timeout_ms) * 1000;
+}
+
+/* n bytes of the body arrived: each byte buys 1/client_body_min_rate of a second (Apache's
+ * RequestReadTimeout MinRate), so a trickle falls behind and runs out of time. */
+static void body_progress(struct conn *c, size_t n)
+{
+    uint64_t rate = c->gen->cfg.client_body_min_rate;
+    if (rate != 0)
+        c->body_due_us += (int64_t)((uint64_t)n * 1000000 / rate);
+}
+
+/* When the sweep ends a connection waiting for more of a body: client_body_timeout after
+ * the last bytes, and never later than the minimum rate allows. */
+static int64_t body_deadline(const struct conn *c)
+{
+    const struct config *cfg = &c->gen->cfg;
+    int64_t dl = clock_now_ms() + cfg->client_body_timeout_ms;
+    if (cfg->client_body_min_rate != 0 && c->body_due_us / 1000 < dl)
+        dl = c->body_due_us / 1000;
+    return dl;
+}
+
 void http_stats_record(struct http_stats *st, int64_t us)
 {
     unsigned b = 0;
@@ -69,6 +124,7 @@ static size_t skip_body(struct conn *c, char *buf, size_t len, int *err)
 {
     if (c->body_mode == CONN_BODY_LENGTH) {
         size_t take = len < c->body_left ? len : (size_t)c->body_left;
+        body_progress(c, take);
         c->body_left -= take;
         if (c->body_left == 0)
             c->body_mode = CONN_BODY_NONE;
@@ -77,6 +133,7 @@ static size_t skip_body(struct conn *c, char *buf, size_t len, int *err)
     size_t used = 0, out = 0;
     enum http_chunked_result r = http_chunked_decode(
         &c->chunked, buf, len, c->gen->cfg.max_body_size, &used, &out);
+    body_progress(c, used);
     if (r == HTTP_CHUNKED_DONE)
         c->body_mode = CONN_BODY_NONE;
     else if (r == HTTP_CHUNKED_ERROR)
@@ -257,6 +314,8 @@ static void answer_malformed(struct conn *c, int status, const char *buf, size_t
     http_date_header(&now_s);
     resp_init(&resp);
     resp_error(&resp, status);
+    if (status == 503) /* max_body_memory: the memory is back once other bodies are served */
+        resp_header(&resp, "Retry-After", "1");
     resp_finish(&resp, false);
     log_access(c, first_line(buf, len, 2048), NULL, &resp, now_s);
     http_conn_log_unparsed(c, &resp, now_s);
@@ -297,15 +356,22 @@ static bool body_in_buffer(struct conn *c, char *buf, size_t *pos, size_t len,
     return true;
 }
 
-/* Start collecting a body on the connection: `have` bytes of head + body so far. */
+/* Start collecting a body on the connection: `have` bytes of head + body so far. A body
+ * whose buffer would take the server past max_body_memory is refused with 503 (and
+ * Retry-After) before the client sends it, if it waits for 100 Continue: collected bodies
+ * are consumed from memory, so spooling them elsewhere would not bound memory. */
 static void start_collect(struct conn *c, const char *have, size_t n, size_t head_len,
                           bool send_continue)
 {
-    const struct config *cfg = &c->gen->cfg;
     size_t cap = c->body_mode == CONN_BODY_LENGTH ? head_len + (size_t)c->body_left
                                                   : n + 65536;
+    if (!body_memory_take(c, cap)) {
+        answer_malformed(c, 503, have, n);
+        return;
+    }
     struct conn_collect *k = malloc(sizeof(*k) + cap);
     if (!k) {
+        body_memory_give(conn_shared(c), cap);
         conn_close(c);
         return;
     }
@@ -316,13 +382,14 @@ static void start_collect(struct conn *c, const char *have, size_t n, size_t hea
     k->cap = cap;
     if (c->body_mode == CONN_BODY_LENGTH)
         c->body_left -= k->body_len;
+    body_progress(c, k->body_len);
     c->collect = k;
     if (send_continue) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
         ssize_t w = send(c->h.fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
         (void)w; /* 25 bytes into an idle socket: they go, or the client sends anyway */
     }
-    conn_wait(c, CONN_BODY, EPOLLIN, clock_now_ms() + cfg->header_timeout_ms);
+    conn_wait(c, CONN_BODY, EPOLLIN, body_deadline(c));
 }
 
 /* The service class this request belongs to: a class whose rules (path prefix, Host)
@@ -406,12 +473,14 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
 
     int status = 0;
     if (req->framing == HTTP_BODY_LENGTH && req->content_length > 0) {
+        body_start(c);
         c->body_mode = CONN_BODY_LENGTH;
         c->body_left = req->content_length;
         uint64_t max = c->gen->cfg.max_body_size;
         if (max != 0 && req->content_length > max)
             status = 413;
     } else if (req->framing == HTTP_BODY_CHUNKED) {
+        body_start(c);
         c->body_mode = CONN_BODY_CHUNKED;
         http_chunked_init(&c->chunked);
     }
@@ -486,14 +555,14 @@ static void serve_collected(struct conn *c)
     c->collect = NULL;
     if (resp.streaming) { /* the handler has the body by now (a CGI script's stdin) */
         http_stream_start(c, &resp, &req, NULL, 0);
-        free(k);
+        collect_free(host->shared, k);
         return;
     }
     /* The response may point into k (an echo of the body): sending copies whatever it
      * cannot send at once, so k can go as soon as the send returns. */
     bool go_on = send_and_continue(c, &resp, NULL, 0);
     http_stats_record(&host->stats, clock_now_us() - t0_us);
-    free(k);
+    collect_free(host->shared, k);
     if (go_on)
         http_process(c);
 }
@@ -503,15 +572,15 @@ static void serve_collected(struct conn *c)
 static void collect_fail(struct conn *c, int status)
 {
     struct conn_collect *k = c->collect;
+    struct http_shared *shared = conn_shared(c); /* c may be gone once the answer is sent */
     c->collect = NULL;
     answer_malformed(c, status, k->data, k->head_len);
-    free(k);
+    collect_free(shared, k);
 }
 
 /* More of a collected body has arrived (or the socket says so). */
 static void collect_event(struct conn *c)
 {
-    const struct config *cfg = &c->gen->cfg;
     struct conn_collect *k = c->collect;
     for (;;) {
         size_t want;
@@ -521,8 +590,13 @@ static void collect_event(struct conn *c)
             size_t limit = k->head_len + (size_t)collect_limit(c) + CONN_BUF_SIZE;
             if (k->cap - k->raw_len < 16384 && k->cap < limit) {
                 size_t cap = k->cap * 2 < limit ? k->cap * 2 : limit;
+                if (!body_memory_take(c, cap - k->cap)) {
+                    collect_fail(c, 503);
+                    return;
+                }
                 struct conn_collect *bigger = realloc(k, sizeof(*k) + cap);
                 if (!bigger) {
+                    body_memory_give(conn_shared(c), cap - k->cap);
                     conn_close(c);
                     return;
                 }
@@ -539,13 +613,14 @@ static void collect_event(struct conn *c)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN) {
-            conn_wait(c, CONN_BODY, EPOLLIN, clock_now_ms() + cfg->header_timeout_ms);
+            conn_wait(c, CONN_BODY, EPOLLIN, body_deadline(c));
             return;
         }
         if (n <= 0) {
             conn_close(c);
             return;
         }
+        body_progress(c, (size_t)n);
         if (c->body_mode == CONN_BODY_LENGTH) {
             k->raw_len += (size_t)n;
             k->body_len += (size_t)n;
@@ -588,7 +663,7 @@ static void park_reading(struct conn *c, const char *p, size_t n, bool head_star
         return;
     }
     if (c->body_mode != CONN_BODY_NONE) {
-        conn_wait(c, CONN_BODY, EPOLLIN, now + cfg->header_timeout_ms);
+        conn_wait(c, CONN_BODY, EPOLLIN, body_deadline(c));
     } else if (n > 0) {
         int64_t dl = head_started ? atomic_load_explicit(&c->deadline_ms, memory_order_relaxed)
                                   : now + cfg->header_timeout_ms;
@@ -677,10 +752,12 @@ static void http_process(struct conn *c)
     park_reading(c, buf + pos, len - pos, head_started && !served);
 }
 
-/* A deadline passed (the sweep shut the socket). A partial request gets a 408. */
+/* A deadline passed (the sweep shut the socket). A request not answered gets a 408. */
 static void expire(struct conn *c)
 {
-    if (atomic_load_explicit(&c->state, memory_order_relaxed) == CONN_HEAD && c->in) {
+    uint8_t state = atomic_load_explicit(&c->state, memory_order_relaxed);
+    /* A request not yet answered: a partial head, or a body being collected for it. */
+    if ((state == CONN_HEAD && c->in) || (state == CONN_BODY && c->collect)) {
         struct response resp;
         resp_init(&resp);
         resp_error(&resp, 408);
@@ -746,7 +823,8 @@ static void http_conn_closed(struct conn *c)
 {
     if (c->stream)
         http_stream_abort(c);
-    free(c->collect);
+    if (c->collect)
+        collect_free(conn_shared(c), c->collect);
     c->collect = NULL;
     generation_release(c->gen);
     c->gen = NULL;

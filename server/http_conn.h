@@ -34,6 +34,9 @@ struct http_shared {
     struct access_log access_log;
     atomic_bool stopping;     /* SIGTERM/SIGINT: finish what is in flight, take nothing new */
     atomic_uint n_conns;      /* open connections, every host's */
+    /* Bytes of request bodies being collected (their buffers), every host's: at most
+     * max_body_memory; beyond it a body that needs a buffer is refused with 503. */
+    _Atomic uint64_t body_memory;
     unsigned max_connections; /* from the configuration at start: needs a restart */
     /* One host a service class, the default class's first: where a request or a new
      * connection goes by the class rules. */
