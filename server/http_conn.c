@@ -572,10 +572,12 @@ static void serve_collected(struct conn *c)
 static void collect_fail(struct conn *c, int status)
 {
     struct conn_collect *k = c->collect;
-    struct http_shared *shared = conn_shared(c); /* c may be gone once the answer is sent */
     c->collect = NULL;
+    /* Counted back before the answer, so that a client that has it can count on the
+     * memory (k itself goes just after: the log line is read from it). */
+    body_memory_give(conn_shared(c), k->cap);
     answer_malformed(c, status, k->data, k->head_len);
-    collect_free(shared, k);
+    free(k);
 }
 
 /* More of a collected body has arrived (or the socket says so). */
