@@ -219,6 +219,19 @@ static void conn_out_free(struct conn *c)
     c->out = NULL;
 }
 
+/* A parked response that went out slower than send_min_rate: the connection is reset, not
+ * closed, as nginx's reset_timedout_connection does. A close would leave what the socket
+ * has queued (megabytes, with the send buffer tuned up) to trickle out for as long as
+ * the client cares to read it; the reset lets the kernel free it now. */
+static void rate_cut(struct conn *c)
+{
+    log_info("connection fd %d: reset: the response went out slower than send_min_rate "
+             "(%llu bytes since it was parked)", c->h.fd,
+             (unsigned long long)c->out->sent_bytes);
+    struct linger reset = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(c->h.fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+}
+
 void conn_close(struct conn *c)
 {
     struct conn_pool *pool = c->pool;
@@ -227,9 +240,7 @@ void conn_close(struct conn *c)
     list_unlink(pool, c);
 
     if (c->out && c->out->rate_bound && atomic_load_explicit(&c->expired, memory_order_relaxed))
-        log_info("connection fd %d: closed: the response went out slower than send_min_rate "
-                 "(%llu bytes since it was parked)", c->h.fd,
-                 (unsigned long long)c->out->sent_bytes);
+        rate_cut(c);
     if (c->on_close)
         c->on_close(c);
     lf_group_detach(&c->h, true); /* a thread of its own leaves after this event */
