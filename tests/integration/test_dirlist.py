@@ -685,6 +685,11 @@ def test_clients_that_never_read_a_big_listing_share_one_copy(start_server, docr
     time.sleep(scaled(1.5))
     assert wait_until(lambda: s.access_log().count("GET /many/") >= 61, scaled(10))
     grown = vm_rss_mb(s.proc.pid) - base
-    print(f"\n60 non-reading clients of a 6 MB listing: VmRSS +{grown:.1f} MB")
+    fd_dir = f"/proc/{s.proc.pid}/fd"
+    memfds = sum(os.readlink(os.path.join(fd_dir, n)).startswith("/memfd:lfhttpd-dirlist")
+                 for n in os.listdir(fd_dir))
+    print(f"\n60 non-reading clients of a 6 MB listing: VmRSS +{grown:.1f} MB, "
+          f"{memfds} listing memfd(s)")
     assert grown < (400 if SANITIZED else 48), f"VmRSS grew by {grown:.1f} MB"
-    assert built(s, "HTML", "/many/") == 1, s.error_log()[-2000:]
+    # a listing outside VmRSS: one memfd, not one per client
+    assert memfds == 1 and built(s, "HTML", "/many/") == 1, s.error_log()[-2000:]
