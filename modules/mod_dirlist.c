@@ -20,17 +20,40 @@
  * invalid UTF-8 as \ufffd so the document is always valid; "href" keeps the exact bytes.
  *
  * The body is built in a strbuf, grown as needed up to DIRLIST_BODY_MAX (a listing past it
- * is a 500, never a silently shortened page), and lent to the response (resp_body_owned),
- * which frees it once it is sent.
+ * is a 500, never a silently shortened page), then written to a sealed memfd: the listing.
+ *
+ * Listings are cached per directory version, as lighttpd's dir-listing.cache keeps them:
+ * without it every GET costs a stat per entry, a sort and a render, and a slow client's
+ * parked response held a copy of the page (64 MiB at most) per connection. A listing is
+ * keyed by what it depends on: the directory (st_dev, st_ino), its version (st_mtim and
+ * st_ctim, with nanoseconds: any entry added, removed or renamed changes both), the form
+ * (HTML or JSON; there is one order) and, for HTML, the request path its title and links
+ * show; the cache is the generation's, so the root and autoindex_hidden are fixed in it.
+ * What the directory's times do not see (a file inside rewritten, a symlink's target
+ * changed) is seen after autoindex_cache_valid at most. A version whose ctime is within
+ * a second of the build is not kept: a change in the same timestamp tick as the one keyed
+ * would leave the key as it was (git's "racily clean" files), and file systems' ticks
+ * range from nanoseconds to two seconds.
+ *
+ * A listing is reference-counted: the cache holds one reference, each response one
+ * (resp_file_shared), and the body goes out with sendfile from the memfd. A parked
+ * response moves the descriptor, never the bytes, so a thousand slow clients of one
+ * listing hold it once. The cache's bytes are bounded by autoindex_cache_size (least
+ * recently used out first); a listing evicted while being sent lives until its last
+ * response is done. Requests for a version another thread is building wait for it, so a
+ * cold directory hit by many clients at once is read once.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,9 +67,44 @@
 #define DIRLIST_BODY_MAX ((size_t)64 << 20) /* the largest listing answered, in bytes */
 #define DIRLIST_ENTRIES_MAX (1u << 20)      /* the most entries read from one directory */
 
+#define DL_BUCKETS 1024 /* the cache's hash table: chains stay short up to many listings */
+
+/* One rendered listing of one directory version, in one form. */
+struct dl_listing {
+    atomic_uint refs;  /* the cache's (while in it), each response's, each waiter's */
+    /* the key */
+    dev_t dev;
+    ino_t ino;
+    struct timespec mtime, ctime;
+    bool json;
+    char *where;       /* "H/a/b/" (HTML: the request path) or "J" (JSON) */
+    size_t where_len;
+    uint64_t hash;     /* of dev, ino and where: one directory in one form */
+    /* the value, set once built (under the cache's lock) */
+    int state;         /* 0 building, 1 ready, -1 failed */
+    int fd;            /* the sealed memfd holding the body */
+    struct stat st;    /* its status: the response's file_st */
+    int64_t built_s;   /* req->now_s when it was built */
+    /* the cache's (under its lock) */
+    bool cached;
+    struct dl_listing *hnext;        /* in the bucket */
+    struct dl_listing *newer, *older; /* in the LRU order */
+};
+
+struct dl_cache {
+    pthread_mutex_t lock;
+    pthread_cond_t built; /* a listing was built (or failed): waiters look again */
+    struct dl_listing *buckets[DL_BUCKETS];
+    struct dl_listing *newest, *oldest;
+    uint64_t bytes; /* of the ready listings in the cache */
+};
+
 struct dirlist_state {
     bool enabled;             /* autoindex on */
     bool hidden;              /* autoindex_hidden on: dotfiles are listed */
+    uint64_t cache_size;      /* autoindex_cache_size: 0 no cache */
+    unsigned cache_valid_ms;  /* autoindex_cache_valid */
+    struct dl_cache cache;
 };
 
 /* --- figures --------------------------------------------------------------------------- */
@@ -349,12 +407,238 @@ static void render_json(struct strbuf *b, const struct dl_list *l)
     strbuf_puts(b, "\n]\n");
 }
 
+/* --- the cache of listings -------------------------------------------------------------- */
+
+bool dirlist_version_settled(const struct timespec *ctime, const struct timespec *now)
+{
+    /* now - 1 s > ctime, with nanoseconds */
+    if (now->tv_sec - 1 != ctime->tv_sec)
+        return now->tv_sec - 1 > ctime->tv_sec;
+    return now->tv_nsec > ctime->tv_nsec;
+}
+
+static uint64_t listing_hash(dev_t dev, ino_t ino, const char *where, size_t len)
+{
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)dev ^ ((uint64_t)ino << 17);
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)where[i]) * 1099511628211ull;
+    return h;
+}
+
+static void listing_release(void *ctx)
+{
+    struct dl_listing *l = ctx;
+    if (atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    if (l->fd >= 0)
+        close(l->fd);
+    free(l->where);
+    free(l);
+}
+
+static bool same_version(const struct dl_listing *l, const struct stat *sb)
+{
+    return l->mtime.tv_sec == sb->st_mtim.tv_sec && l->mtime.tv_nsec == sb->st_mtim.tv_nsec &&
+           l->ctime.tv_sec == sb->st_ctim.tv_sec && l->ctime.tv_nsec == sb->st_ctim.tv_nsec;
+}
+
+/* Take l out of the cache (under its lock): the cache's reference goes. */
+static void cache_remove(struct dl_cache *c, struct dl_listing *l)
+{
+    struct dl_listing **pp = &c->buckets[l->hash % DL_BUCKETS];
+    while (*pp != l)
+        pp = &(*pp)->hnext;
+    *pp = l->hnext;
+    if (l->newer)
+        l->newer->older = l->older;
+    else
+        c->newest = l->older;
+    if (l->older)
+        l->older->newer = l->newer;
+    else
+        c->oldest = l->newer;
+    if (l->state == 1)
+        c->bytes -= (uint64_t)l->st.st_size;
+    l->cached = false;
+    listing_release(l);
+}
+
+static void cache_touch(struct dl_cache *c, struct dl_listing *l)
+{
+    if (c->newest == l)
+        return;
+    l->newer->older = l->older; /* not the newest: it has a newer one */
+    if (l->older)
+        l->older->newer = l->newer;
+    else
+        c->oldest = l->newer;
+    l->older = c->newest;
+    l->newer = NULL;
+    c->newest->newer = l;
+    c->newest = l;
+}
+
+static void cache_insert(struct dl_cache *c, struct dl_listing *l)
+{
+    struct dl_listing **b = &c->buckets[l->hash % DL_BUCKETS];
+    l->hnext = *b;
+    *b = l;
+    l->newer = NULL;
+    l->older = c->newest;
+    if (c->newest)
+        c->newest->newer = l;
+    else
+        c->oldest = l;
+    c->newest = l;
+    l->cached = true;
+    atomic_fetch_add_explicit(&l->refs, 1, memory_order_relaxed);
+}
+
+/* The cached listing of this directory in this form, or NULL (under the lock). */
+static struct dl_listing *cache_find(struct dl_cache *c, uint64_t hash, const struct stat *sb,
+                                     const char *where, size_t where_len)
+{
+    for (struct dl_listing *l = c->buckets[hash % DL_BUCKETS]; l; l = l->hnext)
+        if (l->hash == hash && l->dev == sb->st_dev && l->ino == sb->st_ino &&
+            l->where_len == where_len && memcmp(l->where, where, where_len) == 0)
+            return l;
+    return NULL;
+}
+
+/* A listing of the directory version sb in the form `where`: the cache's if it is there
+ * and fresh (waiting while another thread builds it), else a new one to build (state 0),
+ * in the cache when there is one. *build: the caller builds it. NULL if out of memory. */
+static struct dl_listing *listing_get(struct dirlist_state *st, const struct request *req,
+                                      const struct stat *sb, const char *where,
+                                      size_t where_len, bool *build)
+{
+    struct dl_cache *c = &st->cache;
+    uint64_t hash = listing_hash(sb->st_dev, sb->st_ino, where, where_len);
+    *build = false;
+    pthread_mutex_lock(&c->lock);
+    struct dl_listing *l = st->cache_size ? cache_find(c, hash, sb, where, where_len) : NULL;
+    if (l && (!same_version(l, sb) || l->state < 0 ||
+              (l->state == 1 &&
+               (uint64_t)(req->now_s - l->built_s) * 1000 >= st->cache_valid_ms))) {
+        cache_remove(c, l); /* an older version, or too old to trust for what is inside */
+        l = NULL;
+    }
+    if (l) {
+        atomic_fetch_add_explicit(&l->refs, 1, memory_order_relaxed);
+        cache_touch(c, l);
+        while (l->state == 0)
+            pthread_cond_wait(&c->built, &c->lock);
+        pthread_mutex_unlock(&c->lock);
+        return l;
+    }
+    l = calloc(1, sizeof(*l));
+    char *w = l ? malloc(where_len) : NULL;
+    if (!w) {
+        pthread_mutex_unlock(&c->lock);
+        free(l);
+        return NULL;
+    }
+    memcpy(w, where, where_len);
+    *l = (struct dl_listing){.dev = sb->st_dev, .ino = sb->st_ino, .mtime = sb->st_mtim,
+                             .ctime = sb->st_ctim, .json = where[0] == 'J', .where = w,
+                             .where_len = where_len, .hash = hash, .fd = -1,
+                             .built_s = req->now_s};
+    atomic_init(&l->refs, 1); /* the builder's, which becomes its response's */
+    if (st->cache_size)
+        cache_insert(c, l);
+    pthread_mutex_unlock(&c->lock);
+    *build = true;
+    return l;
+}
+
+/* The listing l is built (fd >= 0) or not (-1): publish it, keep it if it may be kept,
+ * and wake those waiting for it. */
+static void listing_done(struct dirlist_state *st, struct dl_listing *l, int fd, bool settled)
+{
+    struct dl_cache *c = &st->cache;
+    struct stat mst = {.st_size = 0};
+    int state = fd >= 0 && fstat(fd, &mst) == 0 ? 1 : -1;
+    pthread_mutex_lock(&c->lock);
+    l->fd = fd;
+    l->st = mst;
+    l->state = state;
+    if (l->cached) {
+        if (l->state == 1)
+            c->bytes += (uint64_t)l->st.st_size;
+        if (l->state < 0 || !settled || (uint64_t)l->st.st_size > st->cache_size)
+            cache_remove(c, l);
+        while (c->bytes > st->cache_size && c->oldest)
+            cache_remove(c, c->oldest);
+    }
+    pthread_cond_broadcast(&c->built);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* The body in a sealed memfd (the caller's), or -1. */
+static int body_memfd(const struct strbuf *body)
+{
+    int fd = memfd_create("lfhttpd-dirlist", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return -1;
+    size_t off = 0;
+    while (off < body->len) {
+        ssize_t w = write(fd, body->p + off, body->len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            close(fd);
+            return -1;
+        }
+        off += (size_t)w;
+    }
+    /* Sealed: whatever shares it can read it, none can change it under a response. */
+    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+    return fd;
+}
+
+/* Read the directory dfd (which this takes) and render it into a memfd; -1 (logged) if it
+ * cannot be listed. */
+static int build(const struct dirlist_state *st, const struct request *req, int dfd,
+                 const char *dir, bool json)
+{
+    struct dl_list l = {.names = STRBUF_INIT(DIRLIST_BODY_MAX)};
+    if (list_read(st, req, dfd, dir, &l) < 0) {
+        log_error("dirlist: /%s: not listed (500): %s", dir,
+                  l.names.failed ? "out of memory or over 64 MiB of names" : strerror(errno));
+        list_free(&l);
+        return -1;
+    }
+    struct strbuf body = STRBUF_INIT(DIRLIST_BODY_MAX);
+    if (json)
+        render_json(&body, &l);
+    else
+        render_html(&body, req, &l);
+    size_t entries = l.n;
+    list_free(&l);
+    int fd = body.failed ? -1 : body_memfd(&body);
+    if (body.failed)
+        log_error("dirlist: /%s: not listed (500): the listing is over 64 MiB or out of "
+                  "memory", dir);
+    else if (fd < 0)
+        log_error("dirlist: /%s: not listed (500): memfd: %s", dir, strerror(errno));
+    free(body.p);
+    if (fd >= 0) { /* the path is a client's and a directory's name: escaped */
+        struct strbuf name = STRBUF_INIT(8192);
+        strbuf_json(&name, req->path, req->path_len);
+        log_debug("dirlist: built the %s listing of %.*s: %zu entries, %zu bytes",
+                  json ? "JSON" : "HTML", name.failed ? 3 : (int)name.len,
+                  name.failed ? "\"?\"" : name.p, entries, body.len);
+        free(name.p);
+    }
+    return fd;
+}
+
 /* --- the hooks ------------------------------------------------------------------------- */
 
 static enum mod_result dirlist_handle(void *state, const struct request *req,
                                       struct response *resp)
 {
-    const struct dirlist_state *st = state;
+    struct dirlist_state *st = state;
     const struct http_request *h = req->http;
     if (!st->enabled || (h->method != HTTP_METHOD_GET && h->method != HTTP_METHOD_HEAD) ||
         req->path_len == 0 || req->path[req->path_len - 1] != '/')
@@ -364,29 +648,37 @@ static enum mod_result dirlist_handle(void *state, const struct request *req,
                            req->root_real);
     if (dfd < 0)
         return MOD_DECLINED; /* not there, not a directory, not allowed: mod_static says */
-    if (has_index(req, dfd)) {
+    struct stat sb;
+    if (has_index(req, dfd) || fstat(dfd, &sb) < 0) {
         close(dfd);
         return MOD_DECLINED;
     }
 
-    struct dl_list l = {.names = STRBUF_INIT(DIRLIST_BODY_MAX)};
-    if (list_read(st, req, dfd, dir, &l) < 0) {
-        log_error("dirlist: /%s: not listed (500): %s", dir,
-                  l.names.failed ? "out of memory or over 64 MiB of names" : strerror(errno));
-        list_free(&l);
+    bool json = http_query_has(h->query, "format", "json");
+    char where[REQUEST_PATH_MAX + 1];
+    size_t where_len = 1;
+    where[0] = json ? 'J' : 'H';
+    if (!json) { /* the page shows its path; the JSON form does not */
+        memcpy(where + 1, req->path, req->path_len);
+        where_len += req->path_len;
+    }
+    bool own_build;
+    struct dl_listing *l = listing_get(st, req, &sb, where, where_len, &own_build);
+    if (!l) {
+        close(dfd);
+        log_error("dirlist: /%s: not listed (500): out of memory", dir);
         return MOD_ERROR;
     }
-    bool json = http_query_has(h->query, "format", "json");
-    struct strbuf body = STRBUF_INIT(DIRLIST_BODY_MAX);
-    if (json)
-        render_json(&body, &l);
-    else
-        render_html(&body, req, &l);
-    list_free(&l);
-    if (body.failed) {
-        log_error("dirlist: /%s: not listed (500): the listing is over 64 MiB or out of "
-                  "memory", dir);
-        free(body.p);
+    if (own_build) {
+        struct timespec start;
+        clock_gettime(CLOCK_REALTIME, &start); /* before reading: see the top of the file */
+        int fd = build(st, req, dfd, dir, json);
+        listing_done(st, l, fd, dirlist_version_settled(&sb.st_ctim, &start));
+    } else {
+        close(dfd);
+    }
+    if (l->state < 0) { /* the builder logged why */
+        listing_release(l);
         return MOD_ERROR;
     }
 
@@ -401,7 +693,9 @@ static enum mod_result dirlist_handle(void *state, const struct request *req,
     }
     resp_header(resp, "X-Content-Type-Options", "nosniff");
     resp_header(resp, "Cache-Control", "no-cache");
-    resp_body_owned(resp, body.p, body.len, free, body.p);
+    /* The response holds the listing (its reference) until the body is sent. */
+    resp_file_shared(resp, l->fd, &l->st, listing_release, l);
+    resp_body_file(resp, l->fd, 0, (uint64_t)l->st.st_size);
     return MOD_HANDLED;
 }
 
@@ -410,22 +704,38 @@ static int dirlist_init(struct module_init *mi, void **state)
     struct dirlist_state *st = calloc(1, sizeof(*st));
     if (!st)
         return module_error(mi, NULL, "out of memory");
+    /* 64 MiB: the largest listing fits, and the pages of a few hundred directories of
+     * thousands of files each; 10 s: how stale a size or time inside may be. */
+    st->cache_size = (uint64_t)64 << 20;
+    st->cache_valid_ms = 10000;
     if (module_read_directives(mi, st) < 0) {
         free(st);
         return -1;
     }
+    pthread_mutex_init(&st->cache.lock, NULL);
+    pthread_cond_init(&st->cache.built, NULL);
     *state = st;
     return 0;
 }
 
+/* The cache lets go of its listings; those still being sent live on in their responses. */
 static void dirlist_fini(void *state)
 {
-    free(state);
+    struct dirlist_state *st = state;
+    while (st->cache.oldest)
+        cache_remove(&st->cache, st->cache.oldest);
+    pthread_cond_destroy(&st->cache.built);
+    pthread_mutex_destroy(&st->cache.lock);
+    free(st);
 }
 
 static const struct conf_directive dirlist_directives[] = {
     {"autoindex", CONF_FLAG, CONF_TOP, CONF_AT(struct dirlist_state, enabled)},
     {"autoindex_hidden", CONF_FLAG, CONF_TOP, CONF_AT(struct dirlist_state, hidden)},
+    {"autoindex_cache_size", CONF_SIZE, CONF_TOP, .off = true,
+     CONF_AT(struct dirlist_state, cache_size)},
+    {"autoindex_cache_valid", CONF_DURATION, CONF_TOP, .min = 1,
+     CONF_AT(struct dirlist_state, cache_valid_ms)},
     {.name = NULL},
 };
 

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "strbuf.h"
 
@@ -29,5 +30,9 @@ void dirlist_iso_time(int64_t t, char out[32]);
 int dirlist_entry_cmp(const void *a, const void *b);
 /* "Index of /a/b/" with each step a link, relative ("../../", "../", "./"). */
 void dirlist_render_crumbs(struct strbuf *b, const char *path, size_t len);
+/* May a listing of the directory version with this ctime, read from `now` (the real-time
+ * clock) on, be kept? Only if the version is over a second old: a change within the same
+ * timestamp tick would not change the key (see mod_dirlist.c). */
+bool dirlist_version_settled(const struct timespec *ctime, const struct timespec *now);
 
 #endif

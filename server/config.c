@@ -33,6 +33,12 @@ void config_defaults(struct config *cfg)
     cfg->client_body_timeout_ms = 10000;
     cfg->keepalive_timeout_ms = 60000;
     cfg->send_timeout_ms = 30000;
+    /* 1 KiB/s: below any real link (a GPRS phone gets several); what it cuts is a client
+     * that reads a few bytes per send_timeout to hold a response and a connection. */
+    cfg->send_min_rate = 1024;
+    /* 256 MiB: four of the largest memory body (a 64 MiB listing) fit, so no single
+     * response is refused by default; a thousand parked copies are not. */
+    cfg->max_parked_size = (uint64_t)256 << 20;
     cfg->shutdown_timeout_ms = 10000;
     cfg->keepalive_requests = 10000;
     snprintf(cfg->access_log, sizeof(cfg->access_log), "stdout");
@@ -555,6 +561,8 @@ static const struct conf_directive core_directives[] = {
     {"client_body_min_rate", CONF_SIZE, TOP, .off = true, CFG(client_body_min_rate)},
     {"keepalive_timeout", CONF_DURATION, TOP, CFG(keepalive_timeout_ms)},
     {"send_timeout", CONF_DURATION, TOP, CFG(send_timeout_ms)},
+    {"send_min_rate", CONF_SIZE, TOP, .off = true, CFG(send_min_rate)},
+    {"max_parked_size", CONF_SIZE, TOP, .off = true, CFG(max_parked_size)},
     {"shutdown_timeout", CONF_DURATION, TOP, CFG(shutdown_timeout_ms)},
     {"keepalive_requests", CONF_COUNT, TOP, .max = 4000000000u, CFG(keepalive_requests)},
     {"access_log", CONF_PATH, TOP, CFG(access_log)},

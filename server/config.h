@@ -90,6 +90,11 @@ struct config {
     unsigned client_body_timeout_ms; /* the longest wait for the next bytes of a body */
     unsigned keepalive_timeout_ms;
     unsigned send_timeout_ms;
+    /* A parked response must go out at this average rate (bytes per second) since it was
+     * parked, after a grace of send_timeout; 0: no minimum (see conn.h). */
+    unsigned send_min_rate;
+    /* Memory bytes of parked responses, all connections together; 0: no limit. */
+    uint64_t max_parked_size;
     unsigned shutdown_timeout_ms;
     unsigned keepalive_requests; /* 0 = unlimited */
 

@@ -14,21 +14,43 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "generation.h"
 #include "log.h"
 
 #define FREE_CONNS_MAX 1024
 #define FREE_BUFS_MAX 64
 #define LINGER_MS 2000
+/* The refusals of max_parked_size are logged at most this often: under the flood the cap
+ * is for, one line a refusal would be a flood of its own. */
+#define PARK_LOG_INTERVAL_MS 10000
 
 /* The rest of a response, parked when the socket would block: one allocation holding the
- * segments still to send and copies of their memory bytes (the originals were on a stack). */
+ * segments still to send and copies of their memory bytes (the originals were on a stack).
+ *
+ * Its send deadline has two parts. send_timeout (the layer above's) bounds each wait for
+ * the socket, and restarts whenever bytes go out; alone it lets a client that reads a
+ * little before each timeout hold the response for ever. send_min_rate bounds the whole:
+ * the response must have gone out at that average rate since it was parked, after a
+ * grace of one send_timeout (Apache's MinRate, for sending). Credit earned by reading fast
+ * carries over, so an honest client that stalls for a moment is not cut. */
 struct conn_out {
     int file_fd; /* let go of when the response is done: */
     void (*file_release)(void *ctx); /* called if set, else file_fd is closed */
     void *file_release_ctx;
+    uint64_t mem_bytes;   /* copied bytes, counted in parked_bytes (the server's) */
+    uint64_t sent_bytes;  /* sent since parked */
+    int64_t grace_end_ms; /* the first wait's deadline (parked + send_timeout); 0 before */
+    unsigned min_rate;    /* send_min_rate, bytes per second; 0: no minimum */
+    bool rate_bound;      /* the last wait's deadline was the minimum rate's */
     unsigned n, pos;
     struct out_seg segs[];
 };
+
+/* Process-wide: the memory bytes of every parked response of the server, against
+ * max_parked_size; and when a refusal was last logged, with those not logged since. */
+static _Atomic uint64_t parked_bytes;
+static _Atomic int64_t park_refused_logged_ms = INT64_MIN / 2;
+static atomic_uint park_refused_unlogged;
 
 void conn_pool_init(struct conn_pool *pool, struct lf_group *const *groups, unsigned n,
                     unsigned max_connections, atomic_uint *n_total)
@@ -188,12 +210,26 @@ static void conn_out_free(struct conn *c)
 {
     if (!c->out)
         return;
+    atomic_fetch_sub_explicit(&parked_bytes, c->out->mem_bytes, memory_order_relaxed);
     if (c->out->file_release)
         c->out->file_release(c->out->file_release_ctx);
     else if (c->out->file_fd >= 0)
         close(c->out->file_fd);
     free(c->out);
     c->out = NULL;
+}
+
+/* A parked response that went out slower than send_min_rate: the connection is reset, not
+ * closed, as nginx's reset_timedout_connection does. A close would leave what the socket
+ * has queued (megabytes, with the send buffer tuned up) to trickle out for as long as
+ * the client cares to read it; the reset lets the kernel free it now. */
+static void rate_cut(struct conn *c)
+{
+    log_info("connection fd %d: reset: the response went out slower than send_min_rate "
+             "(%llu bytes since it was parked)", c->h.fd,
+             (unsigned long long)c->out->sent_bytes);
+    struct linger reset = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(c->h.fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
 }
 
 void conn_close(struct conn *c)
@@ -203,6 +239,8 @@ void conn_close(struct conn *c)
      * it can never act on a descriptor number that has been closed and reused. */
     list_unlink(pool, c);
 
+    if (c->out && c->out->rate_bound && atomic_load_explicit(&c->expired, memory_order_relaxed))
+        rate_cut(c);
     if (c->on_close)
         c->on_close(c);
     lf_group_detach(&c->h, true); /* a thread of its own leaves after this event */
@@ -226,8 +264,26 @@ void conn_close(struct conn *c)
     free(c);
 }
 
+/* A parked response's deadline: the layer above's (send_timeout from now), or sooner if
+ * the response has gone out slower than send_min_rate since it was parked. */
+static int64_t out_deadline(struct conn_out *o, int64_t deadline_ms)
+{
+    if (!o->min_rate)
+        return deadline_ms;
+    if (!o->grace_end_ms)
+        o->grace_end_ms = deadline_ms;
+    uint64_t earned_ms = o->sent_bytes * 1000 / o->min_rate;
+    int64_t by_rate = earned_ms > (uint64_t)INT32_MAX * 1000
+                          ? INT64_MAX
+                          : o->grace_end_ms + (int64_t)earned_ms;
+    o->rate_bound = by_rate < deadline_ms;
+    return o->rate_bound ? by_rate : deadline_ms;
+}
+
 void conn_wait(struct conn *c, enum conn_state state, uint32_t events, int64_t deadline_ms)
 {
+    if (state == CONN_SEND && c->out)
+        deadline_ms = out_deadline(c->out, deadline_ms);
     atomic_store_explicit(&c->deadline_ms, deadline_ms, memory_order_relaxed);
     atomic_store_explicit(&c->state, (uint8_t)state, memory_order_relaxed);
     int rc;
@@ -305,9 +361,10 @@ void conn_buf_put(struct conn_pool *pool, struct conn_buf *b)
 
 /* --- sending -------------------------------------------------------------------------- */
 
-/* Send segs[*pos..n), advancing them in place as bytes go out.
+/* Send segs[*pos..n), advancing them in place as bytes go out and adding them to *sent.
  * Returns SEND_DONE, SEND_PARKED (the socket would block) or SEND_ERROR. */
-static enum send_result send_segs(int fd, struct out_seg *segs, unsigned n, unsigned *pos)
+static enum send_result send_segs(int fd, struct out_seg *segs, unsigned n, unsigned *pos,
+                                  uint64_t *sent)
 {
     while (*pos < n) {
         struct out_seg *s = &segs[*pos];
@@ -333,6 +390,7 @@ static enum send_result send_segs(int fd, struct out_seg *segs, unsigned n, unsi
                 return errno == EAGAIN ? SEND_PARKED : SEND_ERROR;
             }
             size_t left = (size_t)w;
+            *sent += (uint64_t)w;
             while (left > 0) {
                 struct out_seg *t = &segs[*pos];
                 size_t take = left < t->len ? left : t->len;
@@ -356,11 +414,43 @@ static enum send_result send_segs(int fd, struct out_seg *segs, unsigned n, unsi
             return SEND_ERROR; /* the file shrank under us: the length we promised is a lie */
         s->off += (uint64_t)w;
         s->len -= (uint64_t)w;
+        *sent += (uint64_t)w;
     }
     return SEND_DONE;
 }
 
-/* Copy what is left of a response onto the connection; the response's file goes with it. */
+/* A park refused by max_parked_size: logged once an interval, with the count since. */
+static void park_refused(struct conn *c, uint64_t bytes, uint64_t cap)
+{
+    unsigned n = atomic_fetch_add_explicit(&park_refused_unlogged, 1, memory_order_relaxed) + 1;
+    int64_t now = clock_now_ms();
+    int64_t last = atomic_load_explicit(&park_refused_logged_ms, memory_order_relaxed);
+    if (now - last < PARK_LOG_INTERVAL_MS ||
+        !atomic_compare_exchange_strong(&park_refused_logged_ms, &last, now))
+        return;
+    atomic_fetch_sub_explicit(&park_refused_unlogged, n, memory_order_relaxed);
+    log_warn("max_parked_size (%llu bytes) reached: connection fd %d closed, its %llu "
+             "unsent bytes would not fit (%u closed so; logged at most every %d s)",
+             (unsigned long long)cap, c->h.fd, (unsigned long long)bytes, n,
+             PARK_LOG_INTERVAL_MS / 1000);
+}
+
+/* Reserve bytes of the server's max_parked_size for a parked copy. */
+static bool park_reserve(struct conn *c, uint64_t bytes)
+{
+    uint64_t cap = c->gen ? c->gen->cfg.max_parked_size : 0;
+    uint64_t total =
+        atomic_fetch_add_explicit(&parked_bytes, bytes, memory_order_relaxed) + bytes;
+    if (!cap || total <= cap)
+        return true;
+    atomic_fetch_sub_explicit(&parked_bytes, bytes, memory_order_relaxed);
+    park_refused(c, bytes, cap);
+    return false;
+}
+
+/* Copy what is left of a response onto the connection; the response's file goes with it.
+ * Memory a module lends is copied: a body that should not be copied per connection (a
+ * listing, a compressed variant) is better handed over as a file, which moves. */
 static int park(struct conn *c, struct out_seg *segs, unsigned n, unsigned pos,
                 struct response *r)
 {
@@ -368,12 +458,21 @@ static int park(struct conn *c, struct out_seg *segs, unsigned n, unsigned pos,
     for (unsigned i = pos; i < n; i++)
         if (segs[i].mem)
             bytes += segs[i].len;
-    struct conn_out *o = malloc(sizeof(*o) + (n - pos) * sizeof(struct out_seg) + bytes);
-    if (!o)
+    if (!park_reserve(c, bytes))
         return -1;
+    struct conn_out *o = malloc(sizeof(*o) + (n - pos) * sizeof(struct out_seg) + bytes);
+    if (!o) {
+        atomic_fetch_sub_explicit(&parked_bytes, bytes, memory_order_relaxed);
+        return -1;
+    }
     char *data = (char *)(o->segs + (n - pos));
     o->n = n - pos;
     o->pos = 0;
+    o->mem_bytes = bytes;
+    o->sent_bytes = 0;
+    o->grace_end_ms = 0;
+    o->min_rate = c->gen ? c->gen->cfg.send_min_rate : 0;
+    o->rate_bound = false;
     o->file_fd = r->file_fd;
     o->file_release = r->file_release;
     o->file_release_ctx = r->file_release_ctx;
@@ -398,7 +497,8 @@ enum send_result conn_send(struct conn *c, struct response *r, bool body)
         memcpy(segs + 1, r->segs, r->n_segs * sizeof(segs[0]));
         n += r->n_segs;
     }
-    enum send_result res = send_segs(c->h.fd, segs, n, &pos);
+    uint64_t sent = 0; /* before parking: the minimum rate counts from the park */
+    enum send_result res = send_segs(c->h.fd, segs, n, &pos, &sent);
     if (res == SEND_PARKED) {
         if (park(c, segs, n, pos, r) < 0) {
             res = SEND_ERROR;
@@ -419,7 +519,7 @@ enum send_result conn_send(struct conn *c, struct response *r, bool body)
 enum send_result conn_send_pending(struct conn *c)
 {
     struct conn_out *o = c->out;
-    enum send_result res = send_segs(c->h.fd, o->segs, o->n, &o->pos);
+    enum send_result res = send_segs(c->h.fd, o->segs, o->n, &o->pos, &o->sent_bytes);
     if (res != SEND_PARKED)
         conn_out_free(c);
     else

@@ -111,7 +111,9 @@ struct conn {
     struct conn_collect *collect; /* a request body being read for a handler, or NULL */
     struct conn_stream *stream;   /* a response streaming from a pipe, or NULL */
     struct conn_pool *home;       /* the class chosen at accept: requests no rule claims */
-    struct generation *gen;       /* the configuration its requests use (a reference) */
+    /* The configuration its requests use (a reference), set and held by the HTTP layer;
+     * the transport reads only its send limits (send_min_rate, max_parked_size) in it. */
+    struct generation *gen;
 };
 
 static_assert(sizeof(struct conn) <= 256, "an idle connection should stay small");
@@ -171,7 +173,15 @@ enum send_result { SEND_DONE = 0, SEND_PARKED = 1, SEND_ERROR = -1 };
 /* Send the response's head, and its body segments if `body` (the layer above decides:
  * not for HEAD, 204 or 304). If the socket would block, what is left is copied onto the
  * connection (the file descriptor moves with it) and SEND_PARKED is returned: the caller
- * then waits for EPOLLOUT and calls conn_send_pending. */
+ * then waits for EPOLLOUT and calls conn_send_pending.
+ *
+ * Two limits hold for parked responses (the connection's generation's settings):
+ * max_parked_size bounds the memory bytes parked on all connections of the server
+ * together: a response whose copy would pass it is not parked, SEND_ERROR is returned and
+ * the caller closes the connection (logged at most every 10 s). send_min_rate: while
+ * parked, conn_wait(CONN_SEND) brings the deadline forward to when the response will
+ * have gone out slower than that rate since it was parked, after a grace of the first
+ * wait's send_timeout; the sweep then ends it as any passed send deadline. */
 enum send_result conn_send(struct conn *c, struct response *r, bool body);
 enum send_result conn_send_pending(struct conn *c);
 

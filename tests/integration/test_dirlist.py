@@ -13,12 +13,13 @@ import shutil
 import struct
 import subprocess
 import tempfile
+import time
 import urllib.parse
 import zlib
 
 import pytest
 
-from conftest import BIN, scaled, wait_until
+from conftest import BIN, SANITIZED, scaled, wait_until
 
 # Names that break naive HTML, URL or JSON building. (No '/' or NUL: a file name can't.)
 HOSTILE = [
@@ -564,3 +565,131 @@ def test_browser_screenshot_shows_the_styled_listing(site, tmp_path, width):
     assert seen["lines"] > 1000, seen
     assert seen["links"] > 20, seen
     assert seen["directory icons"] > 20, seen
+
+
+# ---------------------------------------------------------------- the cache of listings
+
+
+def built(server, form, path):
+    """How often the server says (error log, debug level) it built this listing."""
+    return server.error_log().count(f'dirlist: built the {form} listing of "{path}"')
+
+
+def settle(directory):
+    """Wait until the directory's last change is over a second old: a younger version is
+    listed but not kept (its change may share a timestamp tick with the next one)."""
+    age = time.time() - os.stat(directory).st_ctime
+    if age < 1.2:
+        time.sleep(1.2 - age)
+
+
+@pytest.fixture
+def listed(start_server, docroot):
+    d = docroot / "d"
+    d.mkdir()
+    for i in range(5):
+        (d / f"f{i}.txt").write_bytes(b"x" * i)
+    settle(d)
+    return start_server(docroot, conf_extra="autoindex on;\n"), d
+
+
+def test_listing_is_built_once_per_directory_version_and_form(listed):
+    s, _ = listed
+    pages = [get(s, "/d/")[2] for _ in range(5)]
+    docs = [get_json(s, "/d/") for _ in range(3)]
+    assert all(p == pages[0] for p in pages) and all(d == docs[0] for d in docs)
+    assert wait_until(lambda: built(s, "JSON", "/d/") == 1, scaled(2)), s.error_log()[-2000:]
+    assert built(s, "HTML", "/d/") == 1, s.error_log()[-2000:]
+
+
+def test_html_listing_is_kept_per_request_path(listed):
+    """The page shows the path it was asked by: /d/ and /d/../d/ are one path once
+    normalized; a symlink to the directory is another path, and another page."""
+    s, d = listed
+    os.symlink("d", d.parent / "alias")
+    assert "Index of" in get(s, "/d/")[2].decode() and get(s, "/d/../d/")[0] == 200
+    body = get(s, "/alias/")[2].decode()
+    assert "<title>Index of /alias/</title>" in body, body[:300]
+    assert wait_until(lambda: built(s, "HTML", "/alias/") == 1, scaled(2))
+    assert built(s, "HTML", "/d/") == 1, s.error_log()[-2000:]
+
+
+def test_changed_directory_gives_a_fresh_listing(listed):
+    s, d = listed
+    assert {e["name"] for e in get_json(s, "/d/")} == {f"f{i}.txt" for i in range(5)}
+    (d / "new.txt").write_bytes(b"new")
+    (d / "f0.txt").unlink()
+    names = {e["name"] for e in get_json(s, "/d/")}
+    assert names == {"new.txt"} | {f"f{i}.txt" for i in range(1, 5)}
+    os.rename(d / "f1.txt", d / "renamed.txt")
+    names = {e["name"] for e in get_json(s, "/d/")}
+    assert "renamed.txt" in names and "f1.txt" not in names
+    assert "renamed.txt" in get(s, "/d/")[2].decode()
+    assert built(s, "JSON", "/d/") >= 3, s.error_log()[-2000:]
+
+
+def test_a_file_rewritten_inside_shows_after_autoindex_cache_valid(start_server, docroot):
+    """A file rewritten in place changes nothing in its directory's times: its new size is
+    listed once the cached listing is autoindex_cache_valid old."""
+    d = docroot / "d"
+    d.mkdir()
+    (d / "grows.txt").write_bytes(b"12345")
+    settle(d)
+    s = start_server(docroot, conf_extra="autoindex on;\nautoindex_cache_valid 1s;\n")
+    assert get_json(s, "/d/")[0]["size"] == 5
+    with open(d / "grows.txt", "ab") as f:
+        f.write(b"6789")
+    assert wait_until(lambda: get_json(s, "/d/")[0]["size"] == 9, scaled(3))
+    assert built(s, "JSON", "/d/") == 2, s.error_log()[-2000:]
+
+
+def test_listings_over_autoindex_cache_size_are_sent_but_not_kept(start_server, docroot):
+    d = docroot / "d"
+    d.mkdir()
+    for i in range(200):
+        (d / f"{i:03d}-{'n' * 100}").write_bytes(b"")
+    settle(d)
+    s = start_server(docroot, conf_extra="autoindex on;\nautoindex_cache_size 4k;\n")
+    for _ in range(3):
+        assert len(get_json(s, "/d/")) == 200
+    assert wait_until(lambda: built(s, "JSON", "/d/") == 3, scaled(2)), s.error_log()[-2000:]
+
+
+def vm_rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+def test_clients_that_never_read_a_big_listing_share_one_copy(start_server, docroot, connect):
+    """60 clients ask for a 6 MB listing and read nothing (each with a 4 KiB receive
+    buffer, so almost all of it waits in the server). The listing is one sealed memfd the
+    parked responses refer to: the server's VmRSS grows by far less than one copy per
+    client (360 MB; the bound is 48 MB, 400 under sanitizers)."""
+    (docroot / "f").write_bytes(b"")
+    d = docroot / "many"
+    d.mkdir()
+    for i in range(8000):
+        os.link(docroot / "f", d / (f"{i:05d}-" + "n" * 200))
+    settle(d)
+    s = start_server(docroot, conf_extra="autoindex on;\nsend_timeout 60s;\n")
+    assert get(s, "/many/")[0] == 200
+    base = vm_rss_mb(s.proc.pid)
+    clients = []
+    for _ in range(60):
+        c = connect(s, rcvbuf=4096)
+        c.send(b"GET /many/ HTTP/1.1\r\nHost: t\r\n\r\n")
+        clients.append(c)
+    time.sleep(scaled(1.5))
+    assert wait_until(lambda: s.access_log().count("GET /many/") >= 61, scaled(10))
+    grown = vm_rss_mb(s.proc.pid) - base
+    fd_dir = f"/proc/{s.proc.pid}/fd"
+    memfds = sum(os.readlink(os.path.join(fd_dir, n)).startswith("/memfd:lfhttpd-dirlist")
+                 for n in os.listdir(fd_dir))
+    print(f"\n60 non-reading clients of a 6 MB listing: VmRSS +{grown:.1f} MB, "
+          f"{memfds} listing memfd(s)")
+    assert grown < (400 if SANITIZED else 48), f"VmRSS grew by {grown:.1f} MB"
+    # a listing outside VmRSS: one memfd, not one per client
+    assert memfds == 1 and built(s, "HTML", "/many/") == 1, s.error_log()[-2000:]

@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from conftest import SANITIZED, scaled
+from conftest import SANITIZED, scaled, wait_until
 
 SMALL = b"0123456789abcdef\n"
 GET_SMALL = b"GET /f.txt HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -545,3 +545,96 @@ def test_file_deleted_while_being_sent_is_sent_whole(start_server, small_site):
     time.sleep(1.5)
     assert get(s, b"/doomed.bin")[0] == 404
     assert wait_fds_at_most(pid, fds0 - 1) <= fds0 - 1
+
+
+# ---------------------------------------------------------------- parked responses
+
+
+def _read_for(so, seconds, chunk, pause, until=None):
+    """Read up to `chunk` bytes every `pause` seconds for `seconds`, until the server
+    closes, or until `until` bytes have come. Returns (bytes read, closed by the server)."""
+    so.settimeout(0.05)
+    got, end = 0, time.monotonic() + seconds
+    while time.monotonic() < end and (until is None or got < until):
+        want = chunk
+        while want > 0:
+            try:
+                b = so.recv(min(want, 1 << 20))
+            except socket.timeout:
+                break
+            except ConnectionResetError:
+                return got, True
+            if b == b"":
+                return got, True
+            got += len(b)
+            want -= len(b)
+        time.sleep(pause)
+    return got, False
+
+
+def test_reader_below_send_min_rate_is_reset_while_a_faster_one_finishes(
+        start_server, small_site):
+    """send_timeout 1s, send_min_rate 16m, a 128 MiB file (sparse). A client that reads
+    2 MiB every 0.4 s (5 MiB/s) frees socket space often enough that the server writes
+    more often than send_timeout, which alone would keep it for over 25 s: it is reset
+    within seconds. A client that reads 4 MiB every 1/8 s (32 MiB/s, twice the minimum)
+    gets all of it, and its connection stays open."""
+    with open(small_site / "big.bin", "wb") as f:
+        f.truncate(128 << 20)
+    s = start_server(small_site, conf_extra="send_timeout 1s;\nsend_min_rate 16m;\n")
+    slow = socket.create_connection((s.host, s.port))
+    slow.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+    fast = socket.create_connection((s.host, s.port))
+    fast.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+    result = {}
+    t = threading.Thread(target=lambda: result.update(
+        fast=_read_for(fast, scaled(12), 4 << 20, 1 / 8, until=(128 << 20) + 100)))
+    t0 = time.monotonic()
+    t.start()
+    got, closed = _read_for(slow, scaled(8), 2 << 20, 0.4)
+    took = time.monotonic() - t0
+    try:
+        t.join(scaled(15))
+        fast_got, fast_closed = result["fast"]
+    finally:
+        slow.close()
+        fast.close()
+    print(f"\nbelow the rate: reset={closed} after {took:.1f} s, {got >> 20} MiB; "
+          f"above it: {fast_got >> 20} MiB, closed={fast_closed}")
+    assert closed, f"the slow reader kept bytes coming for {took:.1f} s ({got >> 20} MiB)"
+    assert fast_got > 128 << 20 and not fast_closed
+    assert wait_until(lambda: "slower than send_min_rate" in s.error_log(), scaled(2))
+
+
+def test_parked_bytes_over_max_parked_size_close_connections_logged_once(
+        start_server, small_site):
+    """max_parked_size 4m: eight clients post 6 MiB each to /echo and read nothing. What
+    the socket does not take of each echo (megabytes: the send buffer holds 4 at most)
+    waits in the server. One or two fit; those that would pass the cap are closed early
+    (their response cut short), one log line says so for all of them, and the server
+    serves on."""
+    s = start_server(small_site, conf_extra="handler /echo echo;\nmax_body_size 8m;\n"
+                                            "max_parked_size 4m;\n")
+    body = b"e" * (6 << 20)
+    socks = []
+    for _ in range(8):
+        so = socket.create_connection((s.host, s.port))
+        so.sendall(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n"
+                   % len(body) + body)
+        socks.append(so)
+    try:
+        assert wait_until(lambda: "max_parked_size" in s.error_log(), scaled(5)), \
+            s.error_log()[-2000:]
+        time.sleep(0.3)
+        cut = 0
+        for so in socks:  # keep-alive: a whole response leaves its connection open
+            got, closed = _read_for(so, scaled(2), 1 << 20, 0, until=len(body))
+            cut += closed and got < len(body)
+    finally:
+        for so in socks:
+            so.close()
+    print(f"\n8 parked echoes of 6 MiB under max_parked_size 4m: {cut} cut")
+    assert 1 <= cut <= 7, cut
+    assert s.error_log().count("max_parked_size") == 1, s.error_log()[-2000:]
+    st, got, _ = get(s)
+    assert st == 200 and got == SMALL

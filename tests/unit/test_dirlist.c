@@ -62,3 +62,18 @@ TEST(breadcrumbs_are_relative_links)
     CHECK(b.len == strlen(want) && memcmp(b.p, want, b.len) == 0);
     free(b.p);
 }
+
+TEST(a_version_younger_than_a_second_is_not_kept)
+{
+    struct timespec now = {.tv_sec = 1000, .tv_nsec = 500};
+    struct timespec ctime = {.tv_sec = 999, .tv_nsec = 499};
+    CHECK(dirlist_version_settled(&ctime, &now)); /* 1 s and 1 ns old */
+    ctime.tv_nsec = 500;
+    CHECK(!dirlist_version_settled(&ctime, &now)); /* exactly 1 s */
+    ctime = (struct timespec){.tv_sec = 998, .tv_nsec = 999999999};
+    CHECK(dirlist_version_settled(&ctime, &now));
+    ctime = (struct timespec){.tv_sec = 1000, .tv_nsec = 0};
+    CHECK(!dirlist_version_settled(&ctime, &now));
+    ctime = (struct timespec){.tv_sec = 1001, .tv_nsec = 0}; /* a clock set back */
+    CHECK(!dirlist_version_settled(&ctime, &now));
+}
