@@ -772,7 +772,8 @@ def check_config(tmp_path, text):
 def test_all_directives_pass_the_check(tmp_path):
     code, out, _ = check_config(tmp_path, "gzip on;\ngzip_types application/pdf font/*;\n"
                                 "gzip_min_length 1k;\ngzip_max_length 1m;\n"
-                                "gzip_comp_level 9;\ngzip_static off;\ngzip_cache_size 0;\n")
+                                "gzip_comp_level 9;\ngzip_static off;\ngzip_cache_size 0;\n"
+                                "gzip_max_compressions 3;\ngzip_cpu_per_second 2s;\n")
     assert code == 0, out
 
 
@@ -780,7 +781,8 @@ def test_all_directives_pass_the_check(tmp_path):
     "gzip maybe;", "gzip;", "gzip on off;", "gzip_comp_level 0;", "gzip_comp_level 10;",
     "gzip_comp_level x;", "gzip_min_length big;", "gzip_max_length 2g;",
     "gzip_types;", "gzip_types texthtml;", "gzip_types /x;", "gzip_types text/;",
-    "gzip_static yes;", "gzip_cache_size -1;",
+    "gzip_static yes;", "gzip_cache_size -1;", "gzip_max_compressions 0;",
+    "gzip_max_compressions many;", "gzip_cpu_per_second half;", "gzip_cpu_per_second -1s;",
 ])
 def test_bad_directive_is_an_error_naming_the_line(tmp_path, line):
     code, out, path = check_config(tmp_path, "\n" + line + "\n")
