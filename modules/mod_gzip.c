@@ -33,8 +33,29 @@
  * st_ino) and valid for one (mtime, size); it keeps each variant in a sealed memfd and
  * hands out duplicates of its descriptor, which the response then owns: the body
  * goes out with sendfile, and an entry evicted during a send cannot pull the bytes from
- * under it (the memory goes with the last descriptor). Threads asking for a version
- * another thread is compressing wait for it, so a hot file is compressed once.
+ * under it (the memory goes with the last descriptor).
+ *
+ * Compression runs on the request's thread, so its work is bounded three ways, and a
+ * request that would exceed a bound is answered with the identity at once (nothing
+ * waits for a compression but the request that started it):
+ *
+ *   one at a time per file      a request for a version another thread is compressing
+ *                               gets the identity, not a wait (a hot file is still
+ *                               compressed once);
+ *   gzip_max_compressions       at most that many compressions at once, server-wide
+ *                               (default: half the threads), so the rest of the threads
+ *                               keep serving;
+ *   gzip_cpu_per_second         the CPU time compressions may take, averaged over time:
+ *                               a token bucket of CPU nanoseconds, refilled at that rate
+ *                               and holding at most one second's worth, charged with
+ *                               each compression's measured thread CPU time. A cycle of
+ *                               files larger than the cache (every request a miss) then
+ *                               costs at most this much CPU a second, whatever the
+ *                               level or the file sizes; what is past it goes identity.
+ *
+ * A CPU budget rather than "compress on the second request only": a rule on how often a
+ * file is asked for only delays a cycle by one round, and a byte budget means a
+ * different CPU cost at each coding and level (br 11 is ~50 times br 5 per byte).
  */
 #include "mod_gzip.h"
 
@@ -49,6 +70,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "http_params.h"
@@ -68,6 +90,9 @@ struct gzip_state {
     uint64_t max_length;      /* gzip_max_length: larger ones are not compressed here */
     uint64_t cache_bytes;     /* gzip_cache_size; 0: no cache */
     struct gzip_cache *cache; /* NULL when off */
+    unsigned max_compressions; /* gzip_max_compressions; 0: not said (half the threads) */
+    unsigned cpu_per_s_ms;     /* gzip_cpu_per_second; 0: no budget */
+    struct gzip_gate *gate;    /* both bounds: every compression passes it */
     bool any_type;            /* `gzip_types *` */
     unsigned n_types;
     char types[GZIP_TYPES_MAX][GZIP_TYPE_LEN]; /* gzip_types, lowercase; may end in a slash-star */
@@ -199,17 +224,16 @@ struct gzip_cache_entry {
     int fd;              /* the memfd holding the variant; -1 while pending */
     uint64_t gz_len;
     uint64_t cost_bytes; /* gz_len rounded up to whole pages: what the memfd holds */
-    bool pending;        /* a thread is compressing it; others wait on `ready` */
+    bool pending;        /* a thread is compressing it; others are told GZIP_CACHE_BUSY */
     struct gzip_cache_entry *hash_next;
     struct gzip_cache_entry *lru_prev, *lru_next; /* ready entries, most recent first */
 };
 
 struct gzip_cache {
     pthread_mutex_t lock;
-    pthread_cond_t ready; /* broadcast when a pending entry is filled or abandoned */
     uint64_t cap_bytes, bytes;
     unsigned max_entries, n_entries; /* ready entries: each holds one descriptor */
-    uint64_t hits, misses, evictions;
+    uint64_t hits, misses, evictions, busy;
     struct gzip_cache_entry lru; /* sentinel of the ring: lru.lru_next is the newest */
     size_t mask;                 /* buckets - 1 */
     struct gzip_cache_entry *buckets[];
@@ -224,7 +248,6 @@ struct gzip_cache *gzip_cache_create(uint64_t cap_bytes, unsigned max_entries)
     if (!c)
         return NULL;
     pthread_mutex_init(&c->lock, NULL);
-    pthread_cond_init(&c->ready, NULL);
     c->cap_bytes = cap_bytes;
     c->max_entries = max_entries ? max_entries : 1;
     c->lru.lru_next = c->lru.lru_prev = &c->lru;
@@ -299,20 +322,21 @@ enum gzip_cache_result gzip_cache_get(struct gzip_cache *c, const struct gzip_fi
     enum gzip_cache_result res = GZIP_CACHE_MISS;
     *pending = NULL;
     pthread_mutex_lock(&c->lock);
-    struct gzip_cache_entry *e;
-    while ((e = find(c, id))) {
-        if (!same_version(&e->id, id)) {
-            if (e->pending) { /* another version is being made: leave it be */
-                res = GZIP_CACHE_BYPASS;
-                goto out;
-            }
-            drop(c, e); /* stale */
-            break;
+    struct gzip_cache_entry *e = find(c, id);
+    if (e && !same_version(&e->id, id)) {
+        if (e->pending) { /* another version is being made: leave it be */
+            res = GZIP_CACHE_BYPASS;
+            goto out;
         }
-        if (e->pending) {
-            pthread_cond_wait(&c->ready, &c->lock);
-            continue;
-        }
+        drop(c, e); /* stale */
+        e = NULL;
+    }
+    if (e && e->pending) { /* being made: waiting would hold this thread as long */
+        c->busy++;
+        res = GZIP_CACHE_BUSY;
+        goto out;
+    }
+    if (e) {
         /* Duplicated under the lock: an eviction cannot close it between look-up and dup. */
         *fd = fcntl(e->fd, F_DUPFD_CLOEXEC, 0);
         if (*fd < 0) {
@@ -365,7 +389,6 @@ void gzip_cache_fill(struct gzip_cache *c, struct gzip_cache_entry *e, int fd,
         lru_push_front(c, e);
         evict(c);
     }
-    pthread_cond_broadcast(&c->ready);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -373,15 +396,14 @@ void gzip_cache_abandon(struct gzip_cache *c, struct gzip_cache_entry *e)
 {
     pthread_mutex_lock(&c->lock);
     drop(c, e);
-    pthread_cond_broadcast(&c->ready);
     pthread_mutex_unlock(&c->lock);
 }
 
 void gzip_cache_get_stats(struct gzip_cache *c, struct gzip_cache_stats *out)
 {
     pthread_mutex_lock(&c->lock);
-    *out = (struct gzip_cache_stats){c->n_entries, c->bytes, c->hits, c->misses,
-                                     c->evictions};
+    *out = (struct gzip_cache_stats){c->n_entries, c->bytes,     c->hits,
+                                     c->misses,    c->evictions, c->busy};
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -392,9 +414,105 @@ void gzip_cache_destroy(struct gzip_cache *c)
     for (size_t i = 0; i <= c->mask; i++)
         while (c->buckets[i])
             drop(c, c->buckets[i]);
-    pthread_cond_destroy(&c->ready);
     pthread_mutex_destroy(&c->lock);
     free(c);
+}
+
+/* --- the gate: how many compressions at once, and how much CPU ----------------------- */
+
+#define NS_PER_S 1000000000ll
+
+struct gzip_gate {
+    pthread_mutex_t lock;
+    unsigned max_running, running;
+    int64_t budget_ns;   /* CPU nanoseconds a second; 0: no budget */
+    int64_t credit_ns;   /* at most budget_ns; below 0 after a compression that overran */
+    int64_t refilled_ns; /* when credit_ns was last refilled */
+    uint64_t opened, busy, spent;
+};
+
+struct gzip_gate *gzip_gate_create(unsigned max_running, uint64_t cpu_ns_per_s, int64_t now_ns)
+{
+    struct gzip_gate *g = calloc(1, sizeof(*g));
+    if (!g)
+        return NULL;
+    pthread_mutex_init(&g->lock, NULL);
+    g->max_running = max_running ? max_running : 1;
+    g->budget_ns = cpu_ns_per_s > (uint64_t)INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)cpu_ns_per_s;
+    g->credit_ns = g->budget_ns;
+    g->refilled_ns = now_ns;
+    return g;
+}
+
+void gzip_gate_destroy(struct gzip_gate *g)
+{
+    if (!g)
+        return;
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+}
+
+/* Add what the budget earned since the last refill (one second's worth at most). */
+static void refill(struct gzip_gate *g, int64_t now_ns)
+{
+    int64_t elapsed = now_ns - g->refilled_ns;
+    if (elapsed <= 0)
+        return;
+    g->refilled_ns = now_ns;
+    /* In double: elapsed times a budget of seconds overflows 64 bits after minutes. */
+    double earned = (double)elapsed * (double)g->budget_ns / (double)NS_PER_S;
+    double credit = (double)g->credit_ns + earned;
+    g->credit_ns = credit >= (double)g->budget_ns ? g->budget_ns : (int64_t)credit;
+}
+
+enum gzip_gate_result gzip_gate_enter(struct gzip_gate *g, int64_t now_ns)
+{
+    enum gzip_gate_result res = GZIP_GATE_OPEN;
+    pthread_mutex_lock(&g->lock);
+    if (g->budget_ns)
+        refill(g, now_ns);
+    if (g->running >= g->max_running) {
+        res = GZIP_GATE_BUSY;
+        g->busy++;
+    } else if (g->budget_ns && g->credit_ns <= 0) {
+        res = GZIP_GATE_SPENT;
+        g->spent++;
+    } else {
+        g->running++;
+        g->opened++;
+    }
+    pthread_mutex_unlock(&g->lock);
+    return res;
+}
+
+void gzip_gate_leave(struct gzip_gate *g, uint64_t cpu_ns)
+{
+    pthread_mutex_lock(&g->lock);
+    g->running--;
+    if (g->budget_ns)
+        g->credit_ns -= cpu_ns > (uint64_t)INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)cpu_ns;
+    pthread_mutex_unlock(&g->lock);
+}
+
+void gzip_gate_get_stats(struct gzip_gate *g, struct gzip_gate_stats *out)
+{
+    pthread_mutex_lock(&g->lock);
+    *out = (struct gzip_gate_stats){g->running, g->opened, g->busy, g->spent, g->credit_ns};
+    pthread_mutex_unlock(&g->lock);
+}
+
+static int64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+}
+
+/* Why a compression was not started, for the debug log. */
+static const char *gate_refusal(enum gzip_gate_result r)
+{
+    return r == GZIP_GATE_BUSY ? "gzip_max_compressions are running"
+                               : "gzip_cpu_per_second is spent";
 }
 
 /* --- headers ---------------------------------------------------------------------------- */
@@ -631,7 +749,29 @@ static int64_t mtime_ns(const struct stat *st)
     return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
 }
 
-/* Compress the file (or take it from the cache). */
+/* Take a place at the gate for a compression of req's body in coding c, noting in *cpu0
+ * the thread's CPU clock; -EBUSY (logged) when the gate refuses. */
+static int gate_take(const struct gzip_state *g, const struct request *req,
+                     enum content_coding c, int64_t *cpu0)
+{
+    enum gzip_gate_result r = gzip_gate_enter(g->gate, clock_ns(CLOCK_MONOTONIC));
+    if (r != GZIP_GATE_OPEN) {
+        log_debug("%s: not compressing %s: %s", coding_name(c), req->path, gate_refusal(r));
+        return -EBUSY;
+    }
+    *cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    return 0;
+}
+
+/* Give the place back, charging the CPU time the compression took to the budget. */
+static void gate_give(const struct gzip_state *g, int64_t cpu0)
+{
+    int64_t spent = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    gzip_gate_leave(g->gate, spent > 0 ? (uint64_t)spent : 0);
+}
+
+/* Compress the file (or take it from the cache). -EBUSY: not now (another thread is making
+ * this variant, or a bound on compression work is reached): the identity goes instead. */
 static int compressed_variant(const struct gzip_state *g, const struct request *req,
                               struct file_ctx *f, enum content_coding c, int *fd,
                               uint64_t *len)
@@ -644,7 +784,19 @@ static int compressed_variant(const struct gzip_state *g, const struct request *
         cr = gzip_cache_get(g->cache, &id, fd, len, &pending);
     if (cr == GZIP_CACHE_HIT)
         return 0;
+    if (cr == GZIP_CACHE_BUSY) {
+        log_debug("%s: not compressing %s: another request is", coding_name(c), req->path);
+        return -EBUSY;
+    }
+    int64_t cpu0;
+    if (gate_take(g, req, c, &cpu0) < 0) {
+        if (pending)
+            gzip_cache_abandon(g->cache, pending);
+        return -EBUSY;
+    }
+    log_debug("%s: compressing %s", coding_name(c), req->path);
     int rc = coding_compress_file(c, f->fd, id.size, g->level[c], fd, len);
+    gate_give(g, cpu0);
     struct stat after;
     if (rc == 0 && (fstat(f->fd, &after) < 0 || mtime_ns(&after) != id.mtime_ns ||
                     (uint64_t)after.st_size != id.size)) {
@@ -783,7 +935,12 @@ static void filter_memory(const struct gzip_state *g, const struct request *req,
     enum content_coding c = gzip_choice_coding(ch);
     char *out;
     size_t out_len;
-    if (coding_compress_iov(c, iov, n, g->level[c], &out, &out_len) < 0)
+    int64_t cpu0;
+    if (gate_take(g, req, c, &cpu0) < 0)
+        return; /* the body goes as it is */
+    int rc = coding_compress_iov(c, iov, n, g->level[c], &out, &out_len);
+    gate_give(g, cpu0);
+    if (rc < 0)
         return;
     resp_body_clear(resp); /* the handler's memory, if it lent some, is released */
     resp_body_owned(resp, out, out_len, free, out);
@@ -850,6 +1007,9 @@ static const struct conf_directive gzip_directives[] = {
     {"zstd", CONF_FLAG, CONF_TOP, SETTING(on[CODING_ZSTD])},
     {"zstd_comp_level", CONF_COUNT, CONF_TOP, .min = 1, .max = 19, SETTING(level[CODING_ZSTD])},
     {"gzip_cache_size", CONF_SIZE, CONF_TOP, SETTING(cache_bytes)},
+    {"gzip_max_compressions", CONF_COUNT, CONF_TOP, .min = 1, .max = 4096,
+     SETTING(max_compressions)},
+    {"gzip_cpu_per_second", CONF_DURATION, CONF_TOP, SETTING(cpu_per_s_ms)},
     {.name = NULL},
 };
 
@@ -862,6 +1022,37 @@ static unsigned cache_max_entries(void)
         rl.rlim_cur / 8 < n)
         n = rl.rlim_cur / 8;
     return n < 16 ? 16 : (unsigned)n;
+}
+
+/* Every class's threads together, 0 counting as one per CPU (as the server reads it). */
+static unsigned total_threads(const struct config *cfg)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned per_cpu = cpus > 0 ? (unsigned)cpus : 1;
+    unsigned n = cfg->threads ? cfg->threads : per_cpu;
+    for (unsigned i = 0; i < cfg->n_classes; i++)
+        n += cfg->classes[i].threads ? cfg->classes[i].threads : per_cpu;
+    return n;
+}
+
+/* The cache and the gate, for a configuration that compresses. */
+static int make_bounds(struct module_init *mi, struct gzip_state *g)
+{
+    if (g->cache_bytes > 0) {
+        g->cache = gzip_cache_create(g->cache_bytes, cache_max_entries());
+        if (!g->cache)
+            return module_error(mi, NULL, "out of memory");
+    }
+    unsigned max = g->max_compressions;
+    if (max == 0) /* half the threads: the other half keep serving whatever happens */
+        max = total_threads(mi->cfg) / 2 ? total_threads(mi->cfg) / 2 : 1;
+    g->gate = gzip_gate_create(max, (uint64_t)g->cpu_per_s_ms * 1000000,
+                               clock_ns(CLOCK_MONOTONIC));
+    if (!g->gate) {
+        gzip_cache_destroy(g->cache);
+        return module_error(mi, NULL, "out of memory");
+    }
+    return 0;
 }
 
 static int gzip_init(struct module_init *mi, void **state)
@@ -880,6 +1071,7 @@ static int gzip_init(struct module_init *mi, void **state)
     g->min_length = 256;
     g->max_length = 16 << 20;
     g->cache_bytes = 64 << 20;
+    g->cpu_per_s_ms = 500; /* half a CPU, averaged, for compressions */
     if (module_read_directives(mi, g) < 0)
         goto fail;
     if (g->min_length > g->max_length) {
@@ -888,13 +1080,8 @@ static int gzip_init(struct module_init *mi, void **state)
                      "gzip_min_length is larger than gzip_max_length");
         goto fail;
     }
-    if (codings_on(g) && g->cache_bytes > 0) {
-        g->cache = gzip_cache_create(g->cache_bytes, cache_max_entries());
-        if (!g->cache) {
-            module_error(mi, NULL, "out of memory");
-            goto fail;
-        }
-    }
+    if (codings_on(g) && make_bounds(mi, g) < 0)
+        goto fail;
     *state = g;
     return 0;
 fail:
@@ -908,6 +1095,7 @@ static void gzip_fini(void *state)
     if (!g)
         return;
     gzip_cache_destroy(g->cache);
+    gzip_gate_destroy(g->gate);
     free(g);
 }
 

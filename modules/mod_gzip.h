@@ -83,12 +83,15 @@ enum gzip_cache_result {
     GZIP_CACHE_MISS,    /* the caller compresses, then calls fill or abandon on *pending */
     GZIP_CACHE_BYPASS,  /* the caller compresses without caching (another version of the
                          * file is being compressed, or no memory or descriptor was left) */
+    GZIP_CACHE_BUSY,    /* another thread is compressing this version: do not wait for it
+                         * (the caller sends the identity) */
 };
 
 struct gzip_cache_stats {
     unsigned entries;
     uint64_t bytes; /* page-rounded sizes of the memfds held */
     uint64_t hits, misses, evictions;
+    uint64_t busy; /* look-ups answered GZIP_CACHE_BUSY */
 };
 
 /* A cache holding at most cap_bytes of compressed bytes (each variant counted in whole
@@ -96,15 +99,46 @@ struct gzip_cache_stats {
 struct gzip_cache *gzip_cache_create(uint64_t cap_bytes, unsigned max_entries);
 void gzip_cache_destroy(struct gzip_cache *c);
 
-/* Look the file up. A thread asking for a version another thread is compressing waits for
- * it, so a hot file is compressed once. A different cached version is dropped. */
+/* Look the file up. A thread asking for a version another thread is compressing is told
+ * GZIP_CACHE_BUSY at once, so a hot file is compressed once and nobody waits for it. A
+ * different cached version is dropped. */
 enum gzip_cache_result gzip_cache_get(struct gzip_cache *c, const struct gzip_file_id *id, int *fd,
                                       uint64_t *gz_len, struct gzip_cache_entry **pending);
 /* The compressed variant of a MISS is ready in fd: the cache keeps a duplicate of it (fd
  * stays the caller's), evicting the least recently used variants to stay in bounds. */
 void gzip_cache_fill(struct gzip_cache *c, struct gzip_cache_entry *e, int fd, uint64_t gz_len);
-/* Compressing the variant of a MISS failed: forget it (waiting threads then try). */
+/* Compressing the variant of a MISS failed or was not started: forget it (the next
+ * look-up is a MISS again). */
 void gzip_cache_abandon(struct gzip_cache *c, struct gzip_cache_entry *e);
 void gzip_cache_get_stats(struct gzip_cache *c, struct gzip_cache_stats *out);
+
+/* --- the bounds on compression work ---------------------------------------------------- */
+
+/* Every compression passes one gate: at most max_running at once, and, when cpu_ns_per_s
+ * is not 0, a budget of CPU time: a bucket of nanoseconds refilled at cpu_ns_per_s and
+ * holding at most one second's worth (full at the start), which each compression's CPU
+ * time is taken from once it is known (it may go below zero: the next compressions then
+ * wait, as identity responses, until it is refilled above zero). Times are CLOCK_MONOTONIC
+ * nanoseconds, given by the caller so that tests can choose them. */
+struct gzip_gate;
+
+enum gzip_gate_result {
+    GZIP_GATE_OPEN = 0, /* compress, then call gzip_gate_leave */
+    GZIP_GATE_BUSY,     /* max_running compressions are running */
+    GZIP_GATE_SPENT,    /* the CPU budget is spent for now */
+};
+
+struct gzip_gate_stats {
+    unsigned running;
+    uint64_t opened, busy, spent; /* gzip_gate_enter's answers, counted */
+    int64_t credit_ns;            /* the budget left (below zero: owed) */
+};
+
+struct gzip_gate *gzip_gate_create(unsigned max_running, uint64_t cpu_ns_per_s, int64_t now_ns);
+void gzip_gate_destroy(struct gzip_gate *g);
+enum gzip_gate_result gzip_gate_enter(struct gzip_gate *g, int64_t now_ns);
+/* A compression that entered is over, having taken cpu_ns of its thread's CPU time. */
+void gzip_gate_leave(struct gzip_gate *g, uint64_t cpu_ns);
+void gzip_gate_get_stats(struct gzip_gate *g, struct gzip_gate_stats *out);
 
 #endif

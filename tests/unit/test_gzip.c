@@ -538,12 +538,59 @@ TEST(cache_another_version_in_progress_is_bypassed)
     gzip_cache_destroy(c);
 }
 
-/* Many threads ask for one file at once: one compresses, the others wait and share. */
+/* A thread asking for a version another is making is told so at once; it never waits. */
+struct asker {
+    struct gzip_cache *c;
+    struct gzip_file_id id;
+    enum gzip_cache_result res;
+};
+
+static void *ask(void *arg)
+{
+    struct asker *a = arg;
+    int fd;
+    uint64_t len;
+    struct gzip_cache_entry *e;
+    a->res = gzip_cache_get(a->c, &a->id, &fd, &len, &e);
+    return NULL;
+}
+
+TEST(cache_a_version_being_made_is_busy_and_not_waited_for)
+{
+    struct gzip_cache *c = gzip_cache_create(1 << 20, 16);
+    struct asker a = {.c = c, .id = file_id(5, 1), .res = GZIP_CACHE_HIT};
+    int fd;
+    uint64_t len;
+    struct gzip_cache_entry *e;
+    CHECK_EQ_INT(gzip_cache_get(c, &a.id, &fd, &len, &e), GZIP_CACHE_MISS);
+    pthread_t t;
+    pthread_create(&t, NULL, ask, &a);
+    struct timespec limit;
+    clock_gettime(CLOCK_REALTIME, &limit);
+    limit.tv_sec += 5;
+    bool answered = pthread_timedjoin_np(t, NULL, &limit) == 0;
+    CHECK(answered); /* a wait would last until the fill below */
+    int m = memfd_of(100);
+    gzip_cache_fill(c, e, m, 100);
+    close(m);
+    if (!answered)
+        pthread_join(t, NULL);
+    CHECK_EQ_INT(a.res, GZIP_CACHE_BUSY);
+    struct gzip_cache_stats st;
+    gzip_cache_get_stats(c, &st);
+    CHECK_EQ_INT(st.busy, 1);
+    CHECK(has(c, a.id)); /* and once made, it is there for everyone */
+    gzip_cache_destroy(c);
+}
+
+/* Many threads ask for one file at once: one compresses, the others are told it is busy
+ * until it is ready, then share it. */
 struct race {
     struct gzip_cache *c;
     pthread_mutex_t lock;
     int compressions;
     int hits;
+    int busy;
 };
 
 static void *racer(void *arg)
@@ -556,7 +603,7 @@ static void *racer(void *arg)
         struct gzip_cache_entry *e;
         enum gzip_cache_result res = gzip_cache_get(r->c, &id, &fd, &len, &e);
         if (res == GZIP_CACHE_MISS) {
-            usleep(2000); /* "compressing" while the others pile up */
+            usleep(2000); /* "compressing" while the others ask */
             int m = memfd_of(100);
             gzip_cache_fill(r->c, e, m, 100);
             close(m);
@@ -567,6 +614,10 @@ static void *racer(void *arg)
             close(fd);
             pthread_mutex_lock(&r->lock);
             r->hits++;
+            pthread_mutex_unlock(&r->lock);
+        } else if (res == GZIP_CACHE_BUSY) {
+            pthread_mutex_lock(&r->lock);
+            r->busy++;
             pthread_mutex_unlock(&r->lock);
         }
     }
@@ -582,6 +633,60 @@ TEST(cache_a_hot_file_is_compressed_once_by_many_threads)
     for (int i = 0; i < 8; i++)
         pthread_join(t[i], NULL);
     CHECK_EQ_INT(r.compressions, 1);
-    CHECK_EQ_INT(r.hits, 8 * 200 - 1);
+    CHECK_EQ_INT(r.hits + r.busy, 8 * 200 - 1);
     gzip_cache_destroy(r.c);
+}
+
+/* --- the gate ----------------------------------------------------------------------------- */
+
+#define MS 1000000ll /* nanoseconds */
+#define SEC 1000000000ll
+
+TEST(gate_refuses_past_max_running_until_one_leaves)
+{
+    struct gzip_gate *g = gzip_gate_create(2, 0, 0);
+    CHECK_EQ_INT(gzip_gate_enter(g, 0), GZIP_GATE_OPEN);
+    CHECK_EQ_INT(gzip_gate_enter(g, 0), GZIP_GATE_OPEN);
+    CHECK_EQ_INT(gzip_gate_enter(g, 0), GZIP_GATE_BUSY);
+    gzip_gate_leave(g, 5 * MS);
+    CHECK_EQ_INT(gzip_gate_enter(g, 0), GZIP_GATE_OPEN);
+    struct gzip_gate_stats st;
+    gzip_gate_get_stats(g, &st);
+    CHECK_EQ_INT(st.running, 2);
+    CHECK_EQ_INT(st.busy, 1);
+    gzip_gate_destroy(g);
+}
+
+TEST(gate_without_budget_is_never_spent)
+{
+    struct gzip_gate *g = gzip_gate_create(1, 0, 0);
+    for (int i = 0; i < 100; i++) {
+        CHECK_EQ_INT(gzip_gate_enter(g, 0), GZIP_GATE_OPEN);
+        gzip_gate_leave(g, 10 * SEC);
+    }
+    gzip_gate_destroy(g);
+}
+
+TEST(gate_overrun_budget_refuses_until_repaid)
+{
+    struct gzip_gate *g = gzip_gate_create(8, 10 * MS, 0); /* 10 ms of CPU a second */
+    CHECK_EQ_INT(gzip_gate_enter(g, 0), GZIP_GATE_OPEN);
+    gzip_gate_leave(g, 30 * MS); /* 20 ms owed: two seconds of budget */
+    CHECK_EQ_INT(gzip_gate_enter(g, 1 * SEC), GZIP_GATE_SPENT);
+    CHECK_EQ_INT(gzip_gate_enter(g, 2 * SEC), GZIP_GATE_SPENT); /* back to 0: not above */
+    CHECK_EQ_INT(gzip_gate_enter(g, 2 * SEC + 100 * MS), GZIP_GATE_OPEN);
+    gzip_gate_destroy(g);
+}
+
+TEST(gate_budget_saves_up_at_most_one_second)
+{
+    struct gzip_gate *g = gzip_gate_create(8, 10 * MS, 0);
+    CHECK_EQ_INT(gzip_gate_enter(g, 100 * SEC), GZIP_GATE_OPEN); /* idle a long time */
+    gzip_gate_leave(g, 10 * MS);
+    CHECK_EQ_INT(gzip_gate_enter(g, 100 * SEC), GZIP_GATE_SPENT);
+    struct gzip_gate_stats st;
+    gzip_gate_get_stats(g, &st);
+    CHECK_EQ_INT(st.credit_ns, 0);
+    CHECK_EQ_INT(st.spent, 1);
+    gzip_gate_destroy(g);
 }
