@@ -45,6 +45,7 @@ void config_defaults(struct config *cfg)
     snprintf(cfg->error_log, sizeof(cfg->error_log), "stderr");
     cfg->error_level = LOG_LEVEL_INFO;
     cfg->server_tokens = true;
+    cfg->sendfile = true;
 }
 
 /* --- listen addresses ---------------------------------------------------------------- */
@@ -570,6 +571,7 @@ static const struct conf_directive core_directives[] = {
     {"error_log", CONF_LIST, TOP, .min_args = 1, .max_args = 2, .set = set_error_log,
      .usage = "PATH [error|warn|info|debug]"},
     {"server_tokens", CONF_FLAG, TOP, CFG(server_tokens)},
+    {"sendfile", CONF_FLAG, TOP, CFG(sendfile)},
     {"class", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 1, .max_args = 1, .set = set_class,
      .usage = "NAME"},
     {"priority", CONF_STRING, CLASS, .set = set_priority, .usage = "high|normal|low|NICE"},

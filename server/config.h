@@ -103,6 +103,7 @@ struct config {
     char error_log[CONFIG_PATH_MAX];  /* path, "stdout" or "stderr" */
     enum log_level error_level;
     bool server_tokens;
+    bool sendfile; /* file bodies with sendfile(2); off: read into a buffer and written */
 
     /* Service classes beyond the default one (which has the top-level listen, threads and
      * max_connections, and takes whatever no class matches). */

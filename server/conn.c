@@ -361,10 +361,98 @@ void conn_buf_put(struct conn_pool *pool, struct conn_buf *b)
 
 /* --- sending -------------------------------------------------------------------------- */
 
+/* The buffer file bytes are read into when sendfile is off: one per thread, made at its
+ * first use and freed when the thread ends. Not a _Thread_local array: static TLS lives
+ * in the thread's stack mapping, and thread_per_connection's stacks are small. */
+#define COPY_BUF_SIZE (256 * 1024)
+static pthread_key_t copy_key;
+static pthread_once_t copy_once = PTHREAD_ONCE_INIT;
+static _Thread_local char *copy_buf;
+
+static void copy_key_make(void)
+{
+    pthread_key_create(&copy_key, free);
+}
+
+static char *copy_buffer(void)
+{
+    if (!copy_buf) {
+        pthread_once(&copy_once, copy_key_make);
+        copy_buf = malloc(COPY_BUF_SIZE);
+        if (copy_buf)
+            pthread_setspecific(copy_key, copy_buf);
+    }
+    return copy_buf;
+}
+
+/* Advance segs[*pos..] past w bytes that went out. */
+static void advance(struct out_seg *segs, unsigned *pos, size_t w)
+{
+    while (w > 0) {
+        struct out_seg *t = &segs[*pos];
+        size_t take = w < t->len ? w : (size_t)t->len;
+        if (t->mem)
+            t->mem += take;
+        else
+            t->off += take;
+        t->len -= take;
+        w -= take;
+        if (t->len == 0)
+            (*pos)++;
+    }
+}
+
+/* One sendmsg of the memory segments from *pos on, and, when sendfile is off, the next
+ * piece of the file segment that follows them, read into the thread's buffer: a head
+ * and the start of its file leave in one call, as they would with writev. A piece the
+ * socket does not take whole is read again next time (from the page cache). */
+static enum send_result send_gathered(int fd, struct out_seg *segs, unsigned n,
+                                      unsigned *pos, uint64_t *sent, bool copy)
+{
+    struct iovec iov[64];
+    unsigned k = 0;
+    bool more = false; /* bytes follow this call's: let them share the packet */
+    for (; *pos + k < n && k < 64; k++) {
+        struct out_seg *t = &segs[*pos + k];
+        if (t->mem) {
+            iov[k] = (struct iovec){.iov_base = (void *)t->mem, .iov_len = t->len};
+            continue;
+        }
+        if (!copy)
+            break;
+        char *buf = copy_buffer();
+        if (!buf)
+            return SEND_ERROR;
+        size_t want = t->len < COPY_BUF_SIZE ? (size_t)t->len : COPY_BUF_SIZE;
+        ssize_t got;
+        do
+            got = pread(t->fd, buf, want, (off_t)t->off);
+        while (got < 0 && errno == EINTR);
+        if (got <= 0)
+            return SEND_ERROR; /* unreadable, or it shrank: the length we promised is a lie */
+        iov[k++] = (struct iovec){.iov_base = buf, .iov_len = (size_t)got};
+        more = (uint64_t)got < t->len;
+        break;
+    }
+    more |= *pos + k < n;
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = k};
+    ssize_t w;
+    do
+        w = sendmsg(fd, &mh, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
+    while (w < 0 && errno == EINTR);
+    if (w < 0)
+        return errno == EAGAIN ? SEND_PARKED : SEND_ERROR;
+    *sent += (uint64_t)w;
+    advance(segs, pos, (size_t)w);
+    return SEND_DONE;
+}
+
 /* Send segs[*pos..n), advancing them in place as bytes go out and adding them to *sent.
+ * File segments go with sendfile(2), or, with copy (`sendfile off`), are read into the
+ * thread's buffer and written with the memory before them.
  * Returns SEND_DONE, SEND_PARKED (the socket would block) or SEND_ERROR. */
 static enum send_result send_segs(int fd, struct out_seg *segs, unsigned n, unsigned *pos,
-                                  uint64_t *sent)
+                                  uint64_t *sent, bool copy)
 {
     while (*pos < n) {
         struct out_seg *s = &segs[*pos];
@@ -372,34 +460,10 @@ static enum send_result send_segs(int fd, struct out_seg *segs, unsigned n, unsi
             (*pos)++;
             continue;
         }
-        if (s->mem) {
-            /* Gather this and the following memory segments into one call. */
-            struct iovec iov[64];
-            unsigned k = 0;
-            while (*pos + k < n && k < 64 && segs[*pos + k].mem) {
-                iov[k].iov_base = (void *)segs[*pos + k].mem;
-                iov[k].iov_len = segs[*pos + k].len;
-                k++;
-            }
-            bool more = *pos + k < n; /* a file follows: let it share the packet */
-            struct msghdr mh = {.msg_iov = iov, .msg_iovlen = k};
-            ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
-            if (w < 0) {
-                if (errno == EINTR)
-                    continue;
-                return errno == EAGAIN ? SEND_PARKED : SEND_ERROR;
-            }
-            size_t left = (size_t)w;
-            *sent += (uint64_t)w;
-            while (left > 0) {
-                struct out_seg *t = &segs[*pos];
-                size_t take = left < t->len ? left : t->len;
-                t->mem += take;
-                t->len -= take;
-                left -= take;
-                if (t->len == 0)
-                    (*pos)++;
-            }
+        if (s->mem || copy) {
+            enum send_result r = send_gathered(fd, segs, n, pos, sent, copy);
+            if (r != SEND_DONE)
+                return r;
             continue;
         }
         off_t off = (off_t)s->off;
@@ -417,6 +481,12 @@ static enum send_result send_segs(int fd, struct out_seg *segs, unsigned n, unsi
         *sent += (uint64_t)w;
     }
     return SEND_DONE;
+}
+
+/* `sendfile off`: file bytes are copied through the thread's buffer. */
+static bool copy_files(const struct conn *c)
+{
+    return c->gen && !c->gen->cfg.sendfile;
 }
 
 /* A park refused by max_parked_size: logged once an interval, with the count since. */
@@ -498,7 +568,7 @@ enum send_result conn_send(struct conn *c, struct response *r, bool body)
         n += r->n_segs;
     }
     uint64_t sent = 0; /* before parking: the minimum rate counts from the park */
-    enum send_result res = send_segs(c->h.fd, segs, n, &pos, &sent);
+    enum send_result res = send_segs(c->h.fd, segs, n, &pos, &sent, copy_files(c));
     if (res == SEND_PARKED) {
         if (park(c, segs, n, pos, r) < 0) {
             res = SEND_ERROR;
@@ -519,7 +589,8 @@ enum send_result conn_send(struct conn *c, struct response *r, bool body)
 enum send_result conn_send_pending(struct conn *c)
 {
     struct conn_out *o = c->out;
-    enum send_result res = send_segs(c->h.fd, o->segs, o->n, &o->pos, &o->sent_bytes);
+    enum send_result res = send_segs(c->h.fd, o->segs, o->n, &o->pos, &o->sent_bytes,
+                                          copy_files(c));
     if (res != SEND_PARKED)
         conn_out_free(c);
     else
