@@ -22,4 +22,5 @@ set arrow from 2 * third, graph 0 to 2 * third, graph 1 nohead dt 2 lc rgb "gray
 set label "warm-up" at third / 2, graph 0.04 center tc rgb "gray40"
 plot dir."/samples.csv" using 1:($2 / 1024.0) skip 1 with lines lw 2 lc rgb "#1f77b4" title "RSS (MiB)", \
      dir."/samples.csv" using 1:3 skip 1 axes x1y2 with lines lw 1 lc rgb "#d62728" title "descriptors", \
-     dir."/events.csv" using 1:(0):(stringcolumn(2) eq "reload" ? 9 : 7) skip 1 with points pt variable ps 1.2 lc rgb "black" title "SIGHUP (triangle), SIGUSR1 (dot)"
+     dir."/events.csv" using 1:(stringcolumn(2) eq "reload" ? 0 : 1/0) skip 1 with points pt 9 ps 1.5 lc rgb "black" title "SIGHUP (reload)", \
+     dir."/events.csv" using 1:(stringcolumn(2) eq "reopen" ? 0 : 1/0) skip 1 with points pt 6 ps 2 lc rgb "black" title "SIGUSR1 (log reopen)"
