@@ -3,6 +3,7 @@
 #   make run        build and serve www/ on port 8080 with conf/lfhttpd.conf
 #   make test       build and run every test (layers, unit, integration, sanitizers)
 #   make test-fresh `make test` from a clean clone in a bare Debian 12 container (podman)
+#   make soak       30 minutes of mixed load, memory and descriptors watched (not in `make test`)
 #   make clean
 # Variant builds go to their own folders: build/asan (ASan + UBSan), build/tsan.
 
@@ -30,7 +31,7 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
 .PHONY: all run test test-fresh check-deps check-layers unit integration test-asan test-tsan \
-        fuzz docker bench-classes clean
+        fuzz docker bench-classes soak soak-deps clean
 
 all: $(B)/lfhttpd
 
@@ -224,6 +225,37 @@ docker:
 # Service classes under bulk load: interactive latency with classes vs one group.
 bench-classes: $(B)/lfhttpd
 	$(PYTHON) tests/bench/bench_classes.py $(abspath $(B)/lfhttpd) build/bench $(if $(QUICK),--quick)
+
+# The soak (tests/soak/): MINUTES of mixed load with a reload every 30 s and a log reopen
+# every minute, resident memory and descriptors sampled every second; verdict, samples and
+# plot in build/soak/ (build/soak-asan/ with SANITIZE=asan, the ASan + UBSan binary of
+# test-asan, failing on any sanitizer report). Never part of `make test`.
+#   make soak                          30 minutes with build/lfhttpd
+#   make soak MINUTES=10 SANITIZE=asan
+MINUTES  ?= 30
+SOAK_PKGS := wrk:wrk gnuplot:gnuplot-nox $(if $(SANITIZE),clang:clang)
+soak-deps:
+	@missing=""; \
+	for pair in $(SOAK_PKGS); do \
+	  cmd=$${pair%%:*}; pkg=$${pair#*:}; \
+	  command -v $$cmd >/dev/null 2>&1 || missing="$$missing $$pkg"; \
+	done; \
+	$(if $(SANITIZE),[ -n "$$(ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.asan-x86_64.a \
+	  2>/dev/null)" ] || missing="$$missing libclang-rt-14-dev";) \
+	$(call APT_INSTALL,soak tools)
+
+ifeq ($(SANITIZE),asan)
+soak: soak-deps
+	$(MAKE) --no-print-directory B=build/asan CC=clang CFLAGS="$(SAN_FLAGS)" build/asan/lfhttpd
+	$(PYTHON) tests/soak/soak.py --bin build/asan/lfhttpd --sanitize asan \
+	  --minutes $(MINUTES) --out build/soak-asan
+else ifeq ($(SANITIZE),)
+soak: soak-deps $(B)/lfhttpd
+	$(PYTHON) tests/soak/soak.py --bin $(B)/lfhttpd --minutes $(MINUTES) --out build/soak
+else
+soak:
+	@echo "make soak: SANITIZE is asan or nothing, not '$(SANITIZE)'"; exit 1
+endif
 
 # The benchmark harness (make bench, make bench QUICK=1) lives beside its scripts.
 -include tests/bench/bench.mk

@@ -1,0 +1,167 @@
+"""clients.py — the soak's hand-written clients: the slow ones and the ones that reset.
+
+Each client is a function run(addr, stop, seen) that loops until the `stop` event is set,
+counting the statuses it receives in `seen` (a Seen; "reset" and "closed" count what
+ended without one). Each identifies itself by its User-Agent, soak-KIND, which is how the
+access log tells the kinds apart. They pace themselves: a few requests a second each.
+"""
+import collections
+import random
+import socket
+import struct
+import time
+
+# A client waits this long for an answer it expects (the soak's timeouts are a few seconds;
+# a sanitizer build is slower).
+READ_TIMEOUT = 30.0
+
+
+class Seen(collections.Counter):
+    """What a kind's clients saw, and when they last saw a status (epoch seconds)."""
+    last = 0.0
+
+    def status(self, status):
+        self[status if status is not None else "closed"] += 1
+        if status is not None:
+            self.last = time.time()
+
+
+def connect(addr):
+    return socket.create_connection(addr, timeout=READ_TIMEOUT)
+
+
+def reset(sock):
+    """Close with an RST instead of a FIN: SO_LINGER on, with a zero timeout."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def head(kind, method, path, extra=""):
+    return (f"{method} {path} HTTP/1.1\r\nHost: soak\r\nUser-Agent: soak-{kind}\r\n"
+            f"{extra}Connection: close\r\n\r\n").encode()
+
+
+def read_status(sock):
+    """The status of the response, reading only its first line; None if the connection
+    ended first."""
+    data = b""
+    while b"\r\n" not in data:
+        try:
+            chunk = sock.recv(4096)
+        except (ConnectionResetError, socket.timeout):
+            return None
+        if not chunk:
+            return None
+        data += chunk
+    parts = data.split(b"\r\n", 1)[0].split()
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+
+
+def drain(sock, pace=None):
+    """Read to the end; with pace=(bytes, seconds), at most that much per interval."""
+    while True:
+        try:
+            chunk = sock.recv(pace[0] if pace else 65536)
+        except (ConnectionResetError, socket.timeout):
+            return False
+        if not chunk:
+            return True
+        if pace:
+            time.sleep(pace[1])
+
+
+def slow_headers(addr, stop, seen):
+    """The request head in ten pieces, 0.15 s apart (well within header_timeout)."""
+    while not stop.is_set():
+        data = head("slow-headers", "GET", "/static/f03.html")
+        with connect(addr) as sock:
+            step = len(data) // 10 + 1
+            for i in range(0, len(data), step):
+                sock.sendall(data[i:i + step])
+                time.sleep(0.15)
+            seen.status(read_status(sock))
+            drain(sock)
+
+
+def slow_body(addr, stop, seen):
+    """A 64 KiB body to the echo handler in sixteen pieces, 0.1 s apart."""
+    body = bytes(random.getrandbits(8) for _ in range(65536))
+    while not stop.is_set():
+        with connect(addr) as sock:
+            sock.sendall(head("slow-body", "POST", "/echo",
+                              f"Content-Length: {len(body)}\r\n"))
+            for i in range(0, len(body), 4096):
+                sock.sendall(body[i:i + 4096])
+                time.sleep(0.1)
+            seen.status(read_status(sock))
+            drain(sock)
+
+
+def slow_reader(addr, stop, seen):
+    """The 4 MiB file read 32 KiB every 0.05 s through a small receive buffer: the server
+    waits on a full socket all along, but never for send_timeout."""
+    while not stop.is_set():
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        sock.settimeout(READ_TIMEOUT)
+        sock.connect(addr)
+        with sock:
+            sock.sendall(head("slow-reader", "GET", "/big.bin"))
+            seen.status(read_status(sock))
+            drain(sock, pace=(32768, 0.05))
+
+
+def stalled(addr, stop, seen):
+    """Half a request head, then nothing: the server answers 408 after header_timeout
+    (an intended 4xx)."""
+    while not stop.is_set():
+        with connect(addr) as sock:
+            sock.sendall(b"GET /static/f01.html HTTP/1.1\r\nUser-Agent: soak-stalled\r\n")
+            seen.status(read_status(sock))
+            drain(sock)
+
+
+# What the resetting client does, in turn: each ends with an RST from the client.
+def reset_during_file(sock):
+    sock.sendall(head("reset", "GET", "/big.bin"))
+    sock.recv(65536)
+
+
+def reset_during_head(sock):
+    sock.sendall(b"GET /static/f02.html HTTP/1.1\r\nUser-Agent: soak-re")
+
+
+def reset_during_cgi(sock):
+    sock.sendall(head("reset", "GET", "/cgi-bin/slow.sh"))
+    time.sleep(0.3)
+
+
+def reset_during_cgi_stream(sock):
+    sock.sendall(head("reset", "GET", "/cgi-bin/stream.sh"))
+    sock.recv(4096)
+
+
+def reset_during_body(sock):
+    sock.sendall(head("reset", "POST", "/echo", "Content-Length: 100000\r\n"))
+    sock.sendall(b"x" * 1000)
+    time.sleep(0.05)
+
+
+RESETS = [reset_during_file, reset_during_head, reset_during_cgi, reset_during_cgi_stream,
+          reset_during_body]
+
+
+def resetter(addr, stop, seen):
+    """Connections reset by the client at every stage: in the head, in a body, during a
+    file, during a CGI script's silence and its output."""
+    i = 0
+    while not stop.is_set():
+        sock = connect(addr)
+        try:
+            RESETS[i % len(RESETS)](sock)
+            seen["reset"] += 1
+        except OSError:
+            seen["closed"] += 1
+        reset(sock)
+        i += 1
+        time.sleep(0.1)
