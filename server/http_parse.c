@@ -49,29 +49,53 @@ static bool is_ows(unsigned char c)
     return c == ' ' || c == '\t';
 }
 
-/* tchar, RFC 9110 section 5.6.2: the bytes of methods, field names and codings. */
+/* Byte classes of the grammars below, one bit each, so that classifying a byte is one
+ * load. The table is built at compile time by CLASS_OF from the grammars' own wording,
+ * not written out by hand, so it cannot drift from them. */
+enum {
+    CL_TCHAR = 1 << 0,  /* tchar (RFC 9110 section 5.6.2): methods, field names, codings */
+    CL_FIELD = 1 << 1,  /* field-value byte (section 5.5): VCHAR, SP, HTAB, obs-text */
+    CL_TARGET = 1 << 2, /* request-target byte (RFC 9112 section 3.2): VCHAR only */
+    CL_REG = 1 << 3,    /* unreserved / sub-delims (RFC 3986 section 2): reg-name bytes */
+};
+
+#define DIGIT_(c) ((c) >= '0' && (c) <= '9')
+#define ALPHA_(c) (((c) >= 'a' && (c) <= 'z') || ((c) >= 'A' && (c) <= 'Z'))
+#define TCHAR_(c)                                                                          \
+    (DIGIT_(c) || ALPHA_(c) || (c) == '!' || (c) == '#' || (c) == '$' || (c) == '%' ||     \
+     (c) == '&' || (c) == '\'' || (c) == '*' || (c) == '+' || (c) == '-' || (c) == '.' ||   \
+     (c) == '^' || (c) == '_' || (c) == '`' || (c) == '|' || (c) == '~')
+#define VCHAR_(c) ((c) >= 0x21 && (c) <= 0x7e)
+#define FIELD_(c) (VCHAR_(c) || (c) == ' ' || (c) == '\t' || (c) >= 0x80)
+#define SUB_DELIM_(c)                                                                      \
+    ((c) == '!' || (c) == '$' || (c) == '&' || (c) == '\'' || (c) == '(' || (c) == ')' ||   \
+     (c) == '*' || (c) == '+' || (c) == ',' || (c) == ';' || (c) == '=')
+#define REG_(c)                                                                            \
+    (DIGIT_(c) || ALPHA_(c) || (c) == '-' || (c) == '.' || (c) == '_' || (c) == '~' ||     \
+     SUB_DELIM_(c))
+#define CLASS_OF(c)                                                                        \
+    ((TCHAR_(c) ? CL_TCHAR : 0) | (FIELD_(c) ? CL_FIELD : 0) |                             \
+     (VCHAR_(c) ? CL_TARGET : 0) | (REG_(c) ? CL_REG : 0))
+#define CLASS4_(c) CLASS_OF(c), CLASS_OF((c) + 1), CLASS_OF((c) + 2), CLASS_OF((c) + 3)
+#define CLASS16_(c) CLASS4_(c), CLASS4_((c) + 4), CLASS4_((c) + 8), CLASS4_((c) + 12)
+#define CLASS64_(c) CLASS16_(c), CLASS16_((c) + 16), CLASS16_((c) + 32), CLASS16_((c) + 48)
+
+static const unsigned char byte_class[256] = {CLASS64_(0), CLASS64_(64), CLASS64_(128),
+                                              CLASS64_(192)};
+
+static bool in_class(unsigned char c, unsigned cls)
+{
+    return (byte_class[c] & cls) != 0;
+}
+
 static bool is_tchar(unsigned char c)
 {
-    if (is_digit(c) || is_alpha(c)) return true;
-    switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
-    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
-        return true;
-    default:
-        return false;
-    }
+    return in_class(c, CL_TCHAR);
 }
 
-/* Field-value bytes: VCHAR, SP, HTAB and obs-text; no other CTL, no DEL. */
 static bool is_field_char(unsigned char c)
 {
-    return c == '\t' || (c >= 0x20 && c != 0x7f);
-}
-
-/* The request line carries only visible ASCII in its target (RFC 9112 section 3.2). */
-static bool is_target_char(unsigned char c)
-{
-    return c >= 0x21 && c <= 0x7e;
+    return in_class(c, CL_FIELD);
 }
 
 static struct http_slice slice(const char *p, size_t len)
@@ -153,7 +177,7 @@ static bool parse_u64(struct http_slice s, uint64_t *v)
 
 static bool is_unreserved_or_sub_delim(unsigned char c)
 {
-    return is_alpha(c) || is_digit(c) || (c != 0 && strchr("-._~!$&'()*+,;=", c) != NULL);
+    return in_class(c, CL_REG);
 }
 
 /* reg-name, which also covers IPv4address. Empty is not allowed: http URIs need a host. */
@@ -330,7 +354,7 @@ static int parse_request_line(struct http_request *req, struct http_slice line)
     req->method_name = slice(line.p, i);
 
     size_t start = ++i;
-    while (i < line.len && is_target_char(line.p[i]))
+    while (i < line.len && in_class(line.p[i], CL_TARGET))
         i++;
     if (i == start || i == line.len || line.p[i] != ' ') return -400;
     req->target = slice(line.p + start, i - start);

@@ -434,6 +434,97 @@ TEST(control_byte_or_del_in_field_value_is_400)
     CHECK_EQ_INT(status("GET / HTTP/1.1\r\n" HOST "X-A: b\x7f\r\n\r\n"), -400);
 }
 
+/* --- every byte, classified as the grammar says ---------------------------------------- */
+
+/* The classes below are written from the RFCs' wording, apart from the parser's tables. */
+static bool rfc_digit_or_alpha(int b)
+{
+    return (b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z');
+}
+
+/* tchar, RFC 9110 section 5.6.2 */
+static bool rfc_tchar(int b)
+{
+    return rfc_digit_or_alpha(b) || (b != 0 && strchr("!#$%&'*+-.^_`|~", b) != NULL);
+}
+
+/* unreserved / sub-delims, RFC 3986 section 2.2 and 2.3 */
+static bool rfc_reg_name_char(int b)
+{
+    return rfc_digit_or_alpha(b) || (b != 0 && strchr("-._~!$&'()*+,;=", b) != NULL);
+}
+
+/* The status of `before` + byte b + `after`, a request holding b once. */
+static int status_with_byte(const char *before, int b, const char *after)
+{
+    char buf[256];
+    size_t n = strlen(before), m = strlen(after);
+    memcpy(buf, before, n);
+    buf[n] = (char)b;
+    memcpy(buf + n + 1, after, m);
+    return status_len(buf, n + 1 + m);
+}
+
+TEST(method_accepts_exactly_the_tchar_bytes)
+{
+    for (int b = 0; b < 256; b++) {
+        int rc = status_with_byte("G", b, "T / HTTP/1.1\r\n" HOST "\r\n");
+        if (rfc_tchar(b) ? rc <= 0 : rc != -400) fprintf(stderr, "  byte 0x%02x\n", b);
+        CHECK(rfc_tchar(b) ? rc > 0 : rc == -400);
+    }
+}
+
+/* ':' is left out: it ends the name, and what follows is a valid value. */
+TEST(field_name_accepts_exactly_the_tchar_bytes)
+{
+    for (int b = 0; b < 256; b++) {
+        if (b == ':') continue;
+        int rc = status_with_byte("GET / HTTP/1.1\r\n" HOST "X", b, "Y: v\r\n\r\n");
+        if (rfc_tchar(b) ? rc <= 0 : rc != -400) fprintf(stderr, "  byte 0x%02x\n", b);
+        CHECK(rfc_tchar(b) ? rc > 0 : rc == -400);
+    }
+}
+
+/* field-vchar, SP and HTAB (RFC 9110 section 5.5), obs-text included. */
+TEST(field_value_accepts_vchar_sp_htab_and_obs_text_only)
+{
+    for (int b = 0; b < 256; b++) {
+        bool ok = (b >= 0x21 && b <= 0x7e) || b == ' ' || b == '\t' || b >= 0x80;
+        int rc = status_with_byte("GET / HTTP/1.1\r\n" HOST "X-A: a", b, "b\r\n\r\n");
+        if (ok ? rc <= 0 : rc != -400) fprintf(stderr, "  byte 0x%02x\n", b);
+        CHECK(ok ? rc > 0 : rc == -400);
+    }
+}
+
+/* VCHAR (RFC 9112 section 3.2); '#' is a VCHAR, but a fragment is refused on its own. */
+TEST(target_accepts_vchar_but_the_fragment_mark)
+{
+    for (int b = 0; b < 256; b++) {
+        bool ok = b >= 0x21 && b <= 0x7e && b != '#';
+        int rc = status_with_byte("GET /a", b, "b HTTP/1.1\r\n" HOST "\r\n");
+        if (ok ? rc <= 0 : rc != -400) fprintf(stderr, "  byte 0x%02x\n", b);
+        CHECK(ok ? rc > 0 : rc == -400);
+    }
+}
+
+/* reg-name (RFC 3986 section 3.2.2); '%' only starts pct-encoded, tested apart. */
+TEST(host_name_accepts_exactly_unreserved_and_sub_delims)
+{
+    for (int b = 0; b < 256; b++) {
+        if (b == '%') continue;
+        int rc = status_with_byte("GET / HTTP/1.1\r\nHost: a", b, "b\r\n\r\n");
+        if (rfc_reg_name_char(b) ? rc <= 0 : rc != -400) fprintf(stderr, "  byte 0x%02x\n", b);
+        CHECK(rfc_reg_name_char(b) ? rc > 0 : rc == -400);
+    }
+}
+
+TEST(host_name_accepts_pct_encoded_bytes_only_whole)
+{
+    CHECK(status("GET / HTTP/1.1\r\nHost: a%2Db\r\n\r\n") > 0);
+    CHECK_EQ_INT(status("GET / HTTP/1.1\r\nHost: a%2\r\n\r\n"), -400);
+    CHECK_EQ_INT(status("GET / HTTP/1.1\r\nHost: a%g0\r\n\r\n"), -400);
+}
+
 /* --- request line shape --------------------------------------------------------------- */
 
 TEST(two_spaces_between_method_and_target_is_400)
