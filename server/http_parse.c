@@ -116,6 +116,9 @@ bool http_slice_eq(struct http_slice s, const char *lower)
     return s.len == n && bytes_eq_nocase(s.p, lower, n);
 }
 
+/* http_slice_eq for a string literal, whose length the compiler knows. */
+#define SLICE_IS(s, lit) ((s).len == sizeof(lit) - 1 && bytes_eq_nocase((s).p, lit, sizeof(lit) - 1))
+
 static bool starts_with_nocase(struct http_slice s, const char *lower)
 {
     size_t n = strlen(lower);
@@ -415,7 +418,7 @@ static int on_transfer_encoding(struct head_state *st, struct http_slice *slot,
         if (!is_token(elem)) /* codings with parameters included: none that we know has any */
             return -400;
         st->te_codings++;
-        st->te_last_chunked = http_slice_eq(elem, "chunked");
+        st->te_last_chunked = SLICE_IS(elem, "chunked");
         st->te_chunked += st->te_last_chunked;
     }
     return 0;
@@ -428,8 +431,8 @@ static int on_connection(struct head_state *st, struct http_slice *slot, struct 
     while (list_next(&value, &elem)) {
         if (elem.len == 0) continue;
         if (!is_token(elem)) return -400;
-        st->conn_close |= http_slice_eq(elem, "close");
-        st->conn_keep_alive |= http_slice_eq(elem, "keep-alive");
+        st->conn_close |= SLICE_IS(elem, "close");
+        st->conn_keep_alive |= SLICE_IS(elem, "keep-alive");
     }
     return 0;
 }
@@ -440,7 +443,7 @@ static int on_expect(struct head_state *st, struct http_slice *slot, struct http
     struct http_slice elem;
     while (list_next(&value, &elem)) {
         if (elem.len == 0) continue;
-        if (http_slice_eq(elem, "100-continue"))
+        if (SLICE_IS(elem, "100-continue"))
             st->expect_continue = true;
         else
             st->expect_other = true;
@@ -469,39 +472,106 @@ static int on_first(struct head_state *st, struct http_slice *slot, struct http_
 #define SLOT(field) offsetof(struct http_request, field)
 #define NO_SLOT 0 /* offset 0 is `method`, never a slice */
 
+/* The fields the parser reads, in the order of field_rules. */
+enum field_rule_index {
+    RULE_HOST,
+    RULE_CONTENT_LENGTH,
+    RULE_TRANSFER_ENCODING,
+    RULE_CONNECTION,
+    RULE_EXPECT,
+    RULE_IF_NONE_MATCH,
+    RULE_IF_MODIFIED_SINCE,
+    RULE_IF_MATCH,
+    RULE_IF_UNMODIFIED_SINCE,
+    RULE_RANGE,
+    RULE_IF_RANGE,
+    RULE_CONTENT_TYPE,
+    RULE_USER_AGENT,
+    RULE_REFERER,
+    RULE_ACCEPT_ENCODING,
+    RULE_NONE,
+};
+
 static const struct field_rule {
-    const char *name; /* lowercase */
+    const char *name; /* lowercase letters and '-' (name_eq relies on it) */
     size_t len;
     int (*apply)(struct head_state *st, struct http_slice *slot, struct http_slice value);
     size_t slot; /* offset of the struct http_slice it fills, or NO_SLOT */
-} field_rules[] = {
-    {"host", 4, on_host, SLOT(host)},
-    {"content-length", 14, on_content_length, NO_SLOT},
-    {"transfer-encoding", 17, on_transfer_encoding, NO_SLOT},
-    {"connection", 10, on_connection, NO_SLOT},
-    {"expect", 6, on_expect, NO_SLOT},
-    {"if-none-match", 13, on_single, SLOT(if_none_match)},
-    {"if-modified-since", 17, on_single, SLOT(if_modified_since)},
-    {"if-match", 8, on_single, SLOT(if_match)},
-    {"if-unmodified-since", 19, on_single, SLOT(if_unmodified_since)},
-    {"range", 5, on_single, SLOT(range)},
-    {"if-range", 8, on_single, SLOT(if_range)},
-    {"content-type", 12, on_single, SLOT(content_type)},
-    {"user-agent", 10, on_first, SLOT(user_agent)},
-    {"referer", 7, on_first, SLOT(referer)},
-    {"accept-encoding", 15, on_first, SLOT(accept_encoding)},
+} field_rules[RULE_NONE] = {
+    [RULE_HOST] = {"host", 4, on_host, SLOT(host)},
+    [RULE_CONTENT_LENGTH] = {"content-length", 14, on_content_length, NO_SLOT},
+    [RULE_TRANSFER_ENCODING] = {"transfer-encoding", 17, on_transfer_encoding, NO_SLOT},
+    [RULE_CONNECTION] = {"connection", 10, on_connection, NO_SLOT},
+    [RULE_EXPECT] = {"expect", 6, on_expect, NO_SLOT},
+    [RULE_IF_NONE_MATCH] = {"if-none-match", 13, on_single, SLOT(if_none_match)},
+    [RULE_IF_MODIFIED_SINCE] = {"if-modified-since", 17, on_single, SLOT(if_modified_since)},
+    [RULE_IF_MATCH] = {"if-match", 8, on_single, SLOT(if_match)},
+    [RULE_IF_UNMODIFIED_SINCE] = {"if-unmodified-since", 19, on_single,
+                                  SLOT(if_unmodified_since)},
+    [RULE_RANGE] = {"range", 5, on_single, SLOT(range)},
+    [RULE_IF_RANGE] = {"if-range", 8, on_single, SLOT(if_range)},
+    [RULE_CONTENT_TYPE] = {"content-type", 12, on_single, SLOT(content_type)},
+    [RULE_USER_AGENT] = {"user-agent", 10, on_first, SLOT(user_agent)},
+    [RULE_REFERER] = {"referer", 7, on_first, SLOT(referer)},
+    [RULE_ACCEPT_ENCODING] = {"accept-encoding", 15, on_first, SLOT(accept_encoding)},
 };
+
+/* The only rule a name of this length could match, told apart from the others of its
+ * length by one letter. Most names a client sends (Accept, Cookie...) are ruled out
+ * here, before any comparison. */
+static enum field_rule_index field_rule_candidate(struct http_slice name)
+{
+    unsigned char first = (unsigned char)name.p[0] | 0x20;
+    switch (name.len) {
+    case 4: return RULE_HOST;
+    case 5: return RULE_RANGE;
+    case 6: return RULE_EXPECT;
+    case 7: return RULE_REFERER;
+    case 8: return ((unsigned char)name.p[3] | 0x20) == 'm' ? RULE_IF_MATCH : RULE_IF_RANGE;
+    case 10: return first == 'c' ? RULE_CONNECTION : RULE_USER_AGENT;
+    case 12: return RULE_CONTENT_TYPE;
+    case 13: return RULE_IF_NONE_MATCH;
+    case 14: return RULE_CONTENT_LENGTH;
+    case 15: return RULE_ACCEPT_ENCODING;
+    case 17: return first == 't' ? RULE_TRANSFER_ENCODING : RULE_IF_MODIFIED_SINCE;
+    case 19: return RULE_IF_UNMODIFIED_SINCE;
+    default: return RULE_NONE;
+    }
+}
+
+static uint64_t load64(const char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, sizeof w);
+    return w;
+}
+
+/* Case-insensitive equality of a field name (tchar bytes only) with a rule's lowercase
+ * name, eight bytes at a time. OR-ing 0x20 lowercases a letter and keeps '-'; besides
+ * the upper-case letters, the only byte it turns into a lowercase letter or '-' is CR
+ * (into '-'), which is no tchar. So for tchar input the comparison is exact. */
+static bool name_eq(const char *name, const char *lower, size_t n)
+{
+    const uint64_t fold = 0x2020202020202020u;
+    if (n < 8) {
+        for (size_t i = 0; i < n; i++)
+            if (((unsigned char)name[i] | 0x20) != (unsigned char)lower[i]) return false;
+        return true;
+    }
+    for (size_t i = 0; i + 8 < n; i += 8)
+        if ((load64(name + i) | fold) != load64(lower + i)) return false;
+    return (load64(name + n - 8) | fold) == load64(lower + n - 8); /* may overlap */
+}
 
 static int apply_field(struct head_state *st, struct http_slice name, struct http_slice value)
 {
-    for (size_t i = 0; i < sizeof field_rules / sizeof field_rules[0]; i++) {
-        const struct field_rule *r = &field_rules[i];
-        if (name.len != r->len || !bytes_eq_nocase(name.p, r->name, r->len)) continue;
-        struct http_slice *slot =
-            r->slot == NO_SLOT ? NULL : (struct http_slice *)((char *)st->req + r->slot);
-        return r->apply(st, slot, value);
-    }
-    return 0;
+    enum field_rule_index i = field_rule_candidate(name);
+    if (i == RULE_NONE) return 0;
+    const struct field_rule *r = &field_rules[i];
+    if (name.len != r->len || !name_eq(name.p, r->name, r->len)) return 0;
+    struct http_slice *slot =
+        r->slot == NO_SLOT ? NULL : (struct http_slice *)((char *)st->req + r->slot);
+    return r->apply(st, slot, value);
 }
 
 /* field-name ":" OWS field-value OWS. The name must end at the colon: whitespace there

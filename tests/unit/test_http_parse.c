@@ -219,6 +219,37 @@ TEST(recognised_fields_are_found_case_insensitively)
     CHECK_EQ_INT(r.n_headers, 11);
 }
 
+/* A name as long as a recognised one, differing in any one byte (first, middle, last),
+ * is someone else's field: none of them may set a slot or change the framing. */
+TEST(names_one_byte_off_a_recognised_name_are_not_interpreted)
+{
+    static const char *const names[] = {
+        "host", "content-length", "transfer-encoding", "connection", "expect",
+        "if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "range",
+        "if-range", "content-type", "user-agent", "referer", "accept-encoding",
+    };
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        size_t n = strlen(names[k]);
+        size_t at[] = {0, n / 2, n - 1};
+        for (size_t j = 0; j < 3; j++) {
+            char name[32], req[128];
+            memcpy(name, names[k], n + 1);
+            name[at[j]] = name[at[j]] == 'x' ? 'y' : 'x';
+            snprintf(req, sizeof req, "GET / HTTP/1.1\r\n" HOST "%s: 1\r\n\r\n", name);
+            struct http_request r;
+            CHECK(parse(req, &r) > 0);
+            CHECK_SLICE(r.host, "example.com");
+            CHECK_EQ_INT(r.framing, HTTP_BODY_NONE);
+            CHECK(r.keep_alive && !r.expect_continue);
+            CHECK(r.range.len == 0 && r.if_match.len == 0 && r.if_range.len == 0);
+            CHECK(r.if_none_match.len == 0 && r.if_modified_since.len == 0);
+            CHECK(r.if_unmodified_since.len == 0 && r.content_type.len == 0);
+            CHECK(r.user_agent.len == 0 && r.referer.len == 0 && r.accept_encoding.len == 0);
+            CHECK_EQ_INT(r.n_headers, 2);
+        }
+    }
+}
+
 TEST(absent_fields_have_zero_length)
 {
     struct http_request r;
