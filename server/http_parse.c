@@ -574,6 +574,28 @@ static int apply_field(struct head_state *st, struct http_slice name, struct htt
     return r->apply(st, slot, value);
 }
 
+#define BYTES_OF(b) (0x0101010101010101u * (b))
+
+/* Field values are the longest part of a head, so they are checked eight bytes at a time:
+ * a word with no byte below 0x20 and none equal to DEL (the two tests below are exact
+ * about whether such a byte exists) holds only field bytes. A word that has one is
+ * looked at byte by byte, as HTAB is allowed. */
+static bool valid_field_value(const char *p, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w = load64(p + i), del = w ^ BYTES_OF(0x7f);
+        uint64_t below_space = (w - BYTES_OF(0x20)) & ~w & BYTES_OF(0x80);
+        uint64_t is_del = (del - BYTES_OF(0x01)) & ~del & BYTES_OF(0x80);
+        if ((below_space | is_del) == 0) continue;
+        for (size_t j = i; j < i + 8; j++)
+            if (!is_field_char(p[j])) return false;
+    }
+    for (; i < n; i++)
+        if (!is_field_char(p[i])) return false;
+    return true;
+}
+
 /* field-name ":" OWS field-value OWS. The name must end at the colon: whitespace there
  * is refused (RFC 9112 section 5.1), as is a line starting with whitespace (obs-fold,
  * section 5.2), since proxies disagree about both. */
@@ -583,8 +605,7 @@ static int parse_field_line(struct head_state *st, struct http_slice line)
     while (i < line.len && is_tchar(line.p[i]))
         i++;
     if (i == 0 || i == line.len || line.p[i] != ':') return -400;
-    for (size_t j = i + 1; j < line.len; j++)
-        if (!is_field_char(line.p[j])) return -400;
+    if (!valid_field_value(line.p + i + 1, line.len - i - 1)) return -400;
 
     struct http_request *req = st->req;
     if (req->n_headers >= st->max_headers) return -431;

@@ -527,6 +527,26 @@ TEST(field_value_accepts_vchar_sp_htab_and_obs_text_only)
     }
 }
 
+/* Long values are checked a word at a time: a byte must be judged the same wherever it
+ * falls in the value, at the start, the middle or the end of a word or of the tail. */
+TEST(field_value_byte_is_judged_the_same_at_every_offset_of_a_long_value)
+{
+    const char *head = "GET / HTTP/1.1\r\n" HOST "X-A: ";
+    const char *value = "abcdefghijklmnopqrstuvwxyz"; /* 26: three words and a tail */
+    for (size_t at = 0; at < 26; at++) {
+        for (int b = 0; b < 256; b++) {
+            bool ok = (b >= 0x21 && b <= 0x7e) || b == ' ' || b == '\t' || b >= 0x80;
+            char before[128], after[64];
+            snprintf(before, sizeof before, "%s%.*s", head, (int)at, value);
+            snprintf(after, sizeof after, "%s\r\n\r\n", value + at + 1);
+            /* a space or tab at either end is trimmed, not refused: ok either way */
+            int rc = status_with_byte(before, b, after);
+            if (ok ? rc <= 0 : rc != -400) fprintf(stderr, "  byte 0x%02x at %zu\n", b, at);
+            CHECK(ok ? rc > 0 : rc == -400);
+        }
+    }
+}
+
 /* VCHAR (RFC 9112 section 3.2); '#' is a VCHAR, but a fragment is refused on its own. */
 TEST(target_accepts_vchar_but_the_fragment_mark)
 {
