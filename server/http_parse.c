@@ -57,6 +57,7 @@ enum {
     CL_FIELD = 1 << 1,  /* field-value byte (section 5.5): VCHAR, SP, HTAB, obs-text */
     CL_TARGET = 1 << 2, /* request-target byte (RFC 9112 section 3.2): VCHAR only */
     CL_REG = 1 << 3,    /* unreserved / sub-delims (RFC 3986 section 2): reg-name bytes */
+    CL_PATH = 1 << 4,   /* a path byte taken as it is: not NUL, '%' or '/' */
 };
 
 #define DIGIT_(c) ((c) >= '0' && (c) <= '9')
@@ -75,7 +76,8 @@ enum {
      SUB_DELIM_(c))
 #define CLASS_OF(c)                                                                        \
     ((TCHAR_(c) ? CL_TCHAR : 0) | (FIELD_(c) ? CL_FIELD : 0) |                             \
-     (VCHAR_(c) ? CL_TARGET : 0) | (REG_(c) ? CL_REG : 0))
+     (VCHAR_(c) ? CL_TARGET : 0) | (REG_(c) ? CL_REG : 0) |                               \
+     ((c) != 0 && (c) != '%' && (c) != '/' ? CL_PATH : 0))
 #define CLASS4_(c) CLASS_OF(c), CLASS_OF((c) + 1), CLASS_OF((c) + 2), CLASS_OF((c) + 3)
 #define CLASS16_(c) CLASS4_(c), CLASS4_((c) + 4), CLASS4_((c) + 8), CLASS4_((c) + 12)
 #define CLASS64_(c) CLASS16_(c), CLASS16_((c) + 16), CLASS16_((c) + 32), CLASS16_((c) + 48)
@@ -112,8 +114,12 @@ static bool bytes_eq_nocase(const char *a, const char *b, size_t n)
 
 bool http_slice_eq(struct http_slice s, const char *lower)
 {
-    size_t n = strlen(lower);
-    return s.len == n && bytes_eq_nocase(s.p, lower, n);
+    /* no strlen first: most calls differ within the first bytes */
+    size_t i = 0;
+    for (; i < s.len; i++)
+        if (lower[i] == '\0' || to_lower((unsigned char)s.p[i]) != to_lower((unsigned char)lower[i]))
+            return false;
+    return lower[i] == '\0';
 }
 
 /* http_slice_eq for a string literal, whose length the compiler knows. */
@@ -123,6 +129,30 @@ static bool starts_with_nocase(struct http_slice s, const char *lower)
 {
     size_t n = strlen(lower);
     return s.len >= n && bytes_eq_nocase(s.p, lower, n);
+}
+
+static uint64_t load64(const char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, sizeof w);
+    return w;
+}
+
+/* Case-insensitive equality of a token (tchar bytes only: a field name, a connection
+ * option) with a lowercase name made of letters and '-', eight bytes at a time. OR-ing 0x20 lowercases a letter and keeps '-'; besides
+ * the upper-case letters, the only byte it turns into a lowercase letter or '-' is CR
+ * (into '-'), which is no tchar. So for tchar input the comparison is exact. */
+static bool token_eq(const char *name, const char *lower, size_t n)
+{
+    const uint64_t fold = 0x2020202020202020u;
+    if (n < 8) {
+        for (size_t i = 0; i < n; i++)
+            if (((unsigned char)name[i] | 0x20) != (unsigned char)lower[i]) return false;
+        return true;
+    }
+    for (size_t i = 0; i + 8 < n; i += 8)
+        if ((load64(name + i) | fold) != load64(lower + i)) return false;
+    return (load64(name + n - 8) | fold) == load64(lower + n - 8); /* may overlap */
 }
 
 static struct http_slice trim_ows(struct http_slice s)
@@ -169,7 +199,10 @@ static bool parse_u64(struct http_slice s, uint64_t *v)
     uint64_t n = 0;
     for (size_t i = 0; i < s.len; i++) {
         unsigned char c = s.p[i];
-        if (!is_digit(c) || n > (UINT64_MAX - (c - '0')) / 10) return false;
+        /* n * 10 + d overflows exactly when n is past UINT64_MAX / 10, or at it with d
+         * past the last digit of UINT64_MAX; both bounds are constants */
+        if (!is_digit(c) || n > UINT64_MAX / 10 || (n == UINT64_MAX / 10 && (uint64_t)(c - '0') > UINT64_MAX % 10))
+            return false;
         n = n * 10 + (c - '0');
     }
     *v = n;
@@ -188,10 +221,8 @@ static bool valid_reg_name(struct http_slice s)
 {
     if (s.len == 0) return false;
     for (size_t i = 0; i < s.len; i++) {
-        if (s.p[i] != '%') {
-            if (!is_unreserved_or_sub_delim(s.p[i])) return false;
-            continue;
-        }
+        if (is_unreserved_or_sub_delim(s.p[i])) continue;
+        if (s.p[i] != '%') return false;
         if (i + 2 >= s.len || hex_value(s.p[i + 1]) < 0 || hex_value(s.p[i + 2]) < 0) return false;
         i += 2;
     }
@@ -265,9 +296,11 @@ static const struct {
     {"PATCH", HTTP_METHOD_PATCH},
 };
 
-/* Methods are case-sensitive (RFC 9110 section 9.1): "get" is an unknown method. */
+/* Methods are case-sensitive (RFC 9110 section 9.1): "get" is an unknown method. GET is
+ * looked for first: it is nearly every request. */
 static enum http_method method_from_name(struct http_slice s)
 {
+    if (s.len == 3 && memcmp(s.p, "GET", 3) == 0) return HTTP_METHOD_GET;
     for (size_t i = 0; i < sizeof method_names / sizeof method_names[0]; i++) {
         const char *name = method_names[i].name;
         if (s.len == strlen(name) && memcmp(s.p, name, s.len) == 0) return method_names[i].method;
@@ -431,8 +464,8 @@ static int on_connection(struct head_state *st, struct http_slice *slot, struct 
     while (list_next(&value, &elem)) {
         if (elem.len == 0) continue;
         if (!is_token(elem)) return -400;
-        st->conn_close |= SLICE_IS(elem, "close");
-        st->conn_keep_alive |= SLICE_IS(elem, "keep-alive");
+        st->conn_close |= elem.len == 5 && token_eq(elem.p, "close", 5);
+        st->conn_keep_alive |= elem.len == 10 && token_eq(elem.p, "keep-alive", 10);
     }
     return 0;
 }
@@ -493,7 +526,7 @@ enum field_rule_index {
 };
 
 static const struct field_rule {
-    const char *name; /* lowercase letters and '-' (name_eq relies on it) */
+    const char *name; /* lowercase letters and '-' (token_eq relies on it) */
     size_t len;
     int (*apply)(struct head_state *st, struct http_slice *slot, struct http_slice value);
     size_t slot; /* offset of the struct http_slice it fills, or NO_SLOT */
@@ -539,36 +572,12 @@ static enum field_rule_index field_rule_candidate(struct http_slice name)
     }
 }
 
-static uint64_t load64(const char *p)
-{
-    uint64_t w;
-    memcpy(&w, p, sizeof w);
-    return w;
-}
-
-/* Case-insensitive equality of a field name (tchar bytes only) with a rule's lowercase
- * name, eight bytes at a time. OR-ing 0x20 lowercases a letter and keeps '-'; besides
- * the upper-case letters, the only byte it turns into a lowercase letter or '-' is CR
- * (into '-'), which is no tchar. So for tchar input the comparison is exact. */
-static bool name_eq(const char *name, const char *lower, size_t n)
-{
-    const uint64_t fold = 0x2020202020202020u;
-    if (n < 8) {
-        for (size_t i = 0; i < n; i++)
-            if (((unsigned char)name[i] | 0x20) != (unsigned char)lower[i]) return false;
-        return true;
-    }
-    for (size_t i = 0; i + 8 < n; i += 8)
-        if ((load64(name + i) | fold) != load64(lower + i)) return false;
-    return (load64(name + n - 8) | fold) == load64(lower + n - 8); /* may overlap */
-}
-
 static int apply_field(struct head_state *st, struct http_slice name, struct http_slice value)
 {
     enum field_rule_index i = field_rule_candidate(name);
     if (i == RULE_NONE) return 0;
     const struct field_rule *r = &field_rules[i];
-    if (name.len != r->len || !name_eq(name.p, r->name, r->len)) return 0;
+    if (name.len != r->len || !token_eq(name.p, r->name, r->len)) return 0;
     struct http_slice *slot =
         r->slot == NO_SLOT ? NULL : (struct http_slice *)((char *)st->req + r->slot);
     return r->apply(st, slot, value);
@@ -1153,6 +1162,17 @@ static void path_byte(struct path_out *po, unsigned char b)
     po->seg_len++;
 }
 
+/* path_byte for a run of bytes that need no decoding. */
+static void path_bytes(struct path_out *po, const char *p, size_t n)
+{
+    for (size_t k = 0; po->seg_len + k < 2 && k < n; k++)
+        po->seg_head[po->seg_len + k] = p[k];
+    size_t at = po->len + 1 + po->seg_len;
+    if (po->hidden == 0 && at < po->cap)
+        memcpy(po->out + at, p, n < po->cap - at ? n : po->cap - at);
+    po->seg_len += n;
+}
+
 static int path_segment_end(struct path_out *po)
 {
     size_t n = po->seg_len;
@@ -1186,6 +1206,14 @@ long http_path_normalize(struct http_slice in, char *out, size_t cap)
     struct path_out po = {.out = out, .cap = cap};
     for (size_t i = 1; i < in.len; i++) {
         unsigned char b = in.p[i];
+        if (in_class(b, CL_PATH)) { /* most of a path: copied a run at a time */
+            size_t j = i + 1;
+            while (j < in.len && in_class(in.p[j], CL_PATH))
+                j++;
+            path_bytes(&po, in.p + i, j - i);
+            i = j - 1;
+            continue;
+        }
         if (b == '%') {
             if (i + 2 >= in.len || hex_value(in.p[i + 1]) < 0 || hex_value(in.p[i + 2]) < 0)
                 return -400;
