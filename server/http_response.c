@@ -336,15 +336,21 @@ void resp_start(struct response *r, int status)
     r->n_segs = 0;
     r->scratch_len = 0;
     /* file_fd is left alone: whoever opened it still owns it until the response is sent */
-    char *p = r->head;
-    memcpy(p, "HTTP/1.1 ", 9);
-    p = http_fmt_u64(p + 9, (uint64_t)(status > 0 && status < 1000 ? status : 500));
-    *p++ = ' ';
-    const char *text = http_status_text(status);
-    size_t tl = strlen(text);
-    memcpy(p, text, tl);
-    memcpy(p + tl, "\r\n", 2);
-    r->head_len = (size_t)(p + tl + 2 - r->head);
+    static const char ok_line[] = "HTTP/1.1 200 OK\r\n";
+    if (status == 200) { /* nearly every response: no formatting */
+        memcpy(r->head, ok_line, sizeof ok_line - 1);
+        r->head_len = sizeof ok_line - 1;
+    } else {
+        char *p = r->head;
+        memcpy(p, "HTTP/1.1 ", 9);
+        p = http_fmt_u64(p + 9, (uint64_t)(status > 0 && status < 1000 ? status : 500));
+        *p++ = ' ';
+        const char *text = http_status_text(status);
+        size_t tl = strlen(text);
+        memcpy(p, text, tl);
+        memcpy(p + tl, "\r\n", 2);
+        r->head_len = (size_t)(p + tl + 2 - r->head);
+    }
     r->n_lines = 0;
     note_line(r, r->head_len);
     head_append(r, http_date_header(NULL), 37);
@@ -361,10 +367,12 @@ int resp_header(struct response *r, const char *name, const char *value)
         return -1;
     }
     note_line(r, r->head_len);
-    head_append(r, name, nl);
-    head_append(r, ": ", 2);
-    head_append(r, value, vl);
-    head_append(r, "\r\n", 2);
+    char *p = r->head + r->head_len; /* the room was checked above, once for the line */
+    memcpy(p, name, nl);
+    memcpy(p + nl, ": ", 2);
+    memcpy(p + nl + 2, value, vl);
+    memcpy(p + nl + 2 + vl, "\r\n", 2);
+    r->head_len += nl + vl + 4;
     return 0;
 }
 

@@ -272,3 +272,31 @@ TEST(lookups_agree_with_the_head_text_after_any_sequence_of_changes)
         CHECK(lookup_agrees_with_text(&r, "Date") && lookup_agrees_with_text(&r, "Server"));
     }
 }
+
+TEST(start_writes_the_status_line_then_date_and_server)
+{
+    static const int statuses[] = {200, 404, 206, 1000};
+    static const char *const lines[] = {"HTTP/1.1 200 OK\r\nDate: ",
+                                        "HTTP/1.1 404 Not Found\r\nDate: ",
+                                        "HTTP/1.1 206 Partial Content\r\nDate: ",
+                                        "HTTP/1.1 500 Unknown\r\nDate: "};
+    for (int i = 0; i < 4; i++) {
+        struct response r;
+        resp_init(&r);
+        resp_start(&r, statuses[i]);
+        CHECK(status_line_is(&r, lines[i]));
+        CHECK(value_is(&r, "Server", "lfhttpd"));
+        CHECK(lookup_agrees_with_text(&r, "Date"));
+    }
+}
+
+TEST(header_line_is_name_colon_space_value_crlf)
+{
+    struct response r;
+    resp_init(&r);
+    resp_start(&r, 200);
+    size_t before = r.head_len;
+    CHECK_EQ_INT(resp_header(&r, "Content-Type", "text/plain"), 0);
+    CHECK_EQ_INT(r.head_len - before, strlen("Content-Type: text/plain\r\n"));
+    CHECK(memcmp(r.head + before, "Content-Type: text/plain\r\n", r.head_len - before) == 0);
+}
