@@ -114,12 +114,8 @@ static bool bytes_eq_nocase(const char *a, const char *b, size_t n)
 
 bool http_slice_eq(struct http_slice s, const char *lower)
 {
-    /* no strlen first: most calls differ within the first bytes */
-    size_t i = 0;
-    for (; i < s.len; i++)
-        if (lower[i] == '\0' || to_lower((unsigned char)s.p[i]) != to_lower((unsigned char)lower[i]))
-            return false;
-    return lower[i] == '\0';
+    size_t n = strlen(lower);
+    return s.len == n && bytes_eq_nocase(s.p, lower, n);
 }
 
 /* http_slice_eq for a string literal, whose length the compiler knows. */
