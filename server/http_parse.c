@@ -255,8 +255,13 @@ static bool valid_ip_literal(struct http_slice s)
 
 static bool valid_port(struct http_slice s)
 {
-    uint64_t port;
-    return s.len <= 5 && parse_u64(s, &port) && port <= 65535;
+    if (s.len == 0 || s.len > 5) return false;
+    unsigned port = 0; /* five digits cannot overflow it */
+    for (size_t i = 0; i < s.len; i++) {
+        if (!is_digit(s.p[i])) return false;
+        port = port * 10 + (unsigned)(s.p[i] - '0');
+    }
+    return port <= 65535;
 }
 
 /* uri-host [ ":" port ]; the port is required for CONNECT's authority-form. */
@@ -616,7 +621,9 @@ static int parse_field_line(struct head_state *st, struct http_slice line)
     if (req->n_headers >= st->max_headers) return -431;
     struct http_header *h = &req->headers[req->n_headers++];
     h->name = slice(line.p, i);
-    h->value = trim_ows(slice(line.p + i + 1, line.len - i - 1));
+    size_t v = i + 1;
+    if (v < line.len && line.p[v] == ' ') v++; /* the usual single space, without a call */
+    h->value = trim_ows(slice(line.p + v, line.len - v));
     return apply_field(st, h->name, h->value);
 }
 

@@ -204,12 +204,11 @@ static bool header_line_scan(const struct response *r, const char *name, size_t 
     return false;
 }
 
-/* Find the line of header `name` in the head (after the status line): its start and the
- * start of the next line. */
-static bool header_line(const struct response *r, const char *name, size_t *start,
+/* Find the line of header `name` (nl bytes) in the head (after the status line): its
+ * start and the start of the next line. */
+static bool header_line(const struct response *r, const char *name, size_t nl, size_t *start,
                         size_t *next)
 {
-    size_t nl = strlen(name);
     if (!lines_indexed(r))
         return header_line_scan(r, name, nl, start, next);
     for (unsigned i = 0; i < r->n_lines; i++) {
@@ -241,10 +240,10 @@ static void forget_line(struct response *r, size_t start, size_t next)
 
 const char *resp_header_get(const struct response *r, const char *name, size_t *len)
 {
-    size_t start, next;
-    if (!header_line(r, name, &start, &next))
+    size_t start, next, nl = strlen(name);
+    if (!header_line(r, name, nl, &start, &next))
         return NULL;
-    const char *v = r->head + start + strlen(name) + 1;
+    const char *v = r->head + start + nl + 1;
     while (*v == ' ')
         v++;
     *len = (size_t)(r->head + next - 2 - v); /* without the CRLF */
@@ -253,8 +252,8 @@ const char *resp_header_get(const struct response *r, const char *name, size_t *
 
 void resp_header_remove(struct response *r, const char *name)
 {
-    size_t start, next;
-    while (header_line(r, name, &start, &next)) {
+    size_t start, next, nl = strlen(name);
+    while (header_line(r, name, nl, &start, &next)) {
         memmove(r->head + start, r->head + next, r->head_len - next);
         r->head_len -= next - start;
         forget_line(r, start, next);
