@@ -119,7 +119,8 @@ bool http_slice_eq(struct http_slice s, const char *lower)
 }
 
 /* http_slice_eq for a string literal, whose length the compiler knows. */
-#define SLICE_IS(s, lit) ((s).len == sizeof(lit) - 1 && bytes_eq_nocase((s).p, lit, sizeof(lit) - 1))
+#define SLICE_IS(s, lit)                                                                   \
+    ((s).len == sizeof(lit) - 1 && bytes_eq_nocase((s).p, lit, sizeof(lit) - 1))
 
 static bool starts_with_nocase(struct http_slice s, const char *lower)
 {
@@ -135,9 +136,10 @@ static uint64_t load64(const char *p)
 }
 
 /* Case-insensitive equality of a token (tchar bytes only: a field name, a connection
- * option) with a lowercase name made of letters and '-', eight bytes at a time. OR-ing 0x20 lowercases a letter and keeps '-'; besides
- * the upper-case letters, the only byte it turns into a lowercase letter or '-' is CR
- * (into '-'), which is no tchar. So for tchar input the comparison is exact. */
+ * option) with a lowercase name made of letters and '-', eight bytes at a time. OR-ing
+ * 0x20 lowercases a letter and keeps '-'; besides the upper-case letters, the only byte
+ * it turns into a lowercase letter or '-' is CR (into '-'), which is no tchar. So for
+ * tchar input the comparison is exact. */
 static bool token_eq(const char *name, const char *lower, size_t n)
 {
     const uint64_t fold = 0x2020202020202020u;
@@ -197,7 +199,8 @@ static bool parse_u64(struct http_slice s, uint64_t *v)
         unsigned char c = s.p[i];
         /* n * 10 + d overflows exactly when n is past UINT64_MAX / 10, or at it with d
          * past the last digit of UINT64_MAX; both bounds are constants */
-        if (!is_digit(c) || n > UINT64_MAX / 10 || (n == UINT64_MAX / 10 && (uint64_t)(c - '0') > UINT64_MAX % 10))
+        if (!is_digit(c) || n > UINT64_MAX / 10 ||
+            (n == UINT64_MAX / 10 && (uint64_t)(c - '0') > UINT64_MAX % 10))
             return false;
         n = n * 10 + (c - '0');
     }
