@@ -49,29 +49,55 @@ static bool is_ows(unsigned char c)
     return c == ' ' || c == '\t';
 }
 
-/* tchar, RFC 9110 section 5.6.2: the bytes of methods, field names and codings. */
+/* Byte classes of the grammars below, one bit each, so that classifying a byte is one
+ * load. The table is built at compile time by CLASS_OF from the grammars' own wording,
+ * not written out by hand, so it cannot drift from them. */
+enum {
+    CL_TCHAR = 1 << 0,  /* tchar (RFC 9110 section 5.6.2): methods, field names, codings */
+    CL_FIELD = 1 << 1,  /* field-value byte (section 5.5): VCHAR, SP, HTAB, obs-text */
+    CL_TARGET = 1 << 2, /* request-target byte (RFC 9112 section 3.2): VCHAR only */
+    CL_REG = 1 << 3,    /* unreserved / sub-delims (RFC 3986 section 2): reg-name bytes */
+    CL_PATH = 1 << 4,   /* a path byte taken as it is: not NUL, '%' or '/' */
+};
+
+#define DIGIT_(c) ((c) >= '0' && (c) <= '9')
+#define ALPHA_(c) (((c) >= 'a' && (c) <= 'z') || ((c) >= 'A' && (c) <= 'Z'))
+#define TCHAR_(c)                                                                          \
+    (DIGIT_(c) || ALPHA_(c) || (c) == '!' || (c) == '#' || (c) == '$' || (c) == '%' ||     \
+     (c) == '&' || (c) == '\'' || (c) == '*' || (c) == '+' || (c) == '-' || (c) == '.' ||   \
+     (c) == '^' || (c) == '_' || (c) == '`' || (c) == '|' || (c) == '~')
+#define VCHAR_(c) ((c) >= 0x21 && (c) <= 0x7e)
+#define FIELD_(c) (VCHAR_(c) || (c) == ' ' || (c) == '\t' || (c) >= 0x80)
+#define SUB_DELIM_(c)                                                                      \
+    ((c) == '!' || (c) == '$' || (c) == '&' || (c) == '\'' || (c) == '(' || (c) == ')' ||   \
+     (c) == '*' || (c) == '+' || (c) == ',' || (c) == ';' || (c) == '=')
+#define REG_(c)                                                                            \
+    (DIGIT_(c) || ALPHA_(c) || (c) == '-' || (c) == '.' || (c) == '_' || (c) == '~' ||     \
+     SUB_DELIM_(c))
+#define CLASS_OF(c)                                                                        \
+    ((TCHAR_(c) ? CL_TCHAR : 0) | (FIELD_(c) ? CL_FIELD : 0) |                             \
+     (VCHAR_(c) ? CL_TARGET : 0) | (REG_(c) ? CL_REG : 0) |                               \
+     ((c) != 0 && (c) != '%' && (c) != '/' ? CL_PATH : 0))
+#define CLASS4_(c) CLASS_OF(c), CLASS_OF((c) + 1), CLASS_OF((c) + 2), CLASS_OF((c) + 3)
+#define CLASS16_(c) CLASS4_(c), CLASS4_((c) + 4), CLASS4_((c) + 8), CLASS4_((c) + 12)
+#define CLASS64_(c) CLASS16_(c), CLASS16_((c) + 16), CLASS16_((c) + 32), CLASS16_((c) + 48)
+
+static const unsigned char byte_class[256] = {CLASS64_(0), CLASS64_(64), CLASS64_(128),
+                                              CLASS64_(192)};
+
+static bool in_class(unsigned char c, unsigned cls)
+{
+    return (byte_class[c] & cls) != 0;
+}
+
 static bool is_tchar(unsigned char c)
 {
-    if (is_digit(c) || is_alpha(c)) return true;
-    switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
-    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
-        return true;
-    default:
-        return false;
-    }
+    return in_class(c, CL_TCHAR);
 }
 
-/* Field-value bytes: VCHAR, SP, HTAB and obs-text; no other CTL, no DEL. */
 static bool is_field_char(unsigned char c)
 {
-    return c == '\t' || (c >= 0x20 && c != 0x7f);
-}
-
-/* The request line carries only visible ASCII in its target (RFC 9112 section 3.2). */
-static bool is_target_char(unsigned char c)
-{
-    return c >= 0x21 && c <= 0x7e;
+    return in_class(c, CL_FIELD);
 }
 
 static struct http_slice slice(const char *p, size_t len)
@@ -92,10 +118,39 @@ bool http_slice_eq(struct http_slice s, const char *lower)
     return s.len == n && bytes_eq_nocase(s.p, lower, n);
 }
 
+/* http_slice_eq for a string literal, whose length the compiler knows. */
+#define SLICE_IS(s, lit)                                                                   \
+    ((s).len == sizeof(lit) - 1 && bytes_eq_nocase((s).p, lit, sizeof(lit) - 1))
+
 static bool starts_with_nocase(struct http_slice s, const char *lower)
 {
     size_t n = strlen(lower);
     return s.len >= n && bytes_eq_nocase(s.p, lower, n);
+}
+
+static uint64_t load64(const char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, sizeof w);
+    return w;
+}
+
+/* Case-insensitive equality of a token (tchar bytes only: a field name, a connection
+ * option) with a lowercase name made of letters and '-', eight bytes at a time. OR-ing
+ * 0x20 lowercases a letter and keeps '-'; besides the upper-case letters, the only byte
+ * it turns into a lowercase letter or '-' is CR (into '-'), which is no tchar. So for
+ * tchar input the comparison is exact. */
+static bool token_eq(const char *name, const char *lower, size_t n)
+{
+    const uint64_t fold = 0x2020202020202020u;
+    if (n < 8) {
+        for (size_t i = 0; i < n; i++)
+            if (((unsigned char)name[i] | 0x20) != (unsigned char)lower[i]) return false;
+        return true;
+    }
+    for (size_t i = 0; i + 8 < n; i += 8)
+        if ((load64(name + i) | fold) != load64(lower + i)) return false;
+    return (load64(name + n - 8) | fold) == load64(lower + n - 8); /* may overlap */
 }
 
 static struct http_slice trim_ows(struct http_slice s)
@@ -142,7 +197,11 @@ static bool parse_u64(struct http_slice s, uint64_t *v)
     uint64_t n = 0;
     for (size_t i = 0; i < s.len; i++) {
         unsigned char c = s.p[i];
-        if (!is_digit(c) || n > (UINT64_MAX - (c - '0')) / 10) return false;
+        /* n * 10 + d overflows exactly when n is past UINT64_MAX / 10, or at it with d
+         * past the last digit of UINT64_MAX; both bounds are constants */
+        if (!is_digit(c) || n > UINT64_MAX / 10 ||
+            (n == UINT64_MAX / 10 && (uint64_t)(c - '0') > UINT64_MAX % 10))
+            return false;
         n = n * 10 + (c - '0');
     }
     *v = n;
@@ -153,7 +212,7 @@ static bool parse_u64(struct http_slice s, uint64_t *v)
 
 static bool is_unreserved_or_sub_delim(unsigned char c)
 {
-    return is_alpha(c) || is_digit(c) || (c != 0 && strchr("-._~!$&'()*+,;=", c) != NULL);
+    return in_class(c, CL_REG);
 }
 
 /* reg-name, which also covers IPv4address. Empty is not allowed: http URIs need a host. */
@@ -161,10 +220,8 @@ static bool valid_reg_name(struct http_slice s)
 {
     if (s.len == 0) return false;
     for (size_t i = 0; i < s.len; i++) {
-        if (s.p[i] != '%') {
-            if (!is_unreserved_or_sub_delim(s.p[i])) return false;
-            continue;
-        }
+        if (is_unreserved_or_sub_delim(s.p[i])) continue;
+        if (s.p[i] != '%') return false;
         if (i + 2 >= s.len || hex_value(s.p[i + 1]) < 0 || hex_value(s.p[i + 2]) < 0) return false;
         i += 2;
     }
@@ -201,8 +258,13 @@ static bool valid_ip_literal(struct http_slice s)
 
 static bool valid_port(struct http_slice s)
 {
-    uint64_t port;
-    return s.len <= 5 && parse_u64(s, &port) && port <= 65535;
+    if (s.len == 0 || s.len > 5) return false;
+    unsigned port = 0; /* five digits cannot overflow it */
+    for (size_t i = 0; i < s.len; i++) {
+        if (!is_digit(s.p[i])) return false;
+        port = port * 10 + (unsigned)(s.p[i] - '0');
+    }
+    return port <= 65535;
 }
 
 /* uri-host [ ":" port ]; the port is required for CONNECT's authority-form. */
@@ -238,9 +300,11 @@ static const struct {
     {"PATCH", HTTP_METHOD_PATCH},
 };
 
-/* Methods are case-sensitive (RFC 9110 section 9.1): "get" is an unknown method. */
+/* Methods are case-sensitive (RFC 9110 section 9.1): "get" is an unknown method. GET is
+ * looked for first: it is nearly every request. */
 static enum http_method method_from_name(struct http_slice s)
 {
+    if (s.len == 3 && memcmp(s.p, "GET", 3) == 0) return HTTP_METHOD_GET;
     for (size_t i = 0; i < sizeof method_names / sizeof method_names[0]; i++) {
         const char *name = method_names[i].name;
         if (s.len == strlen(name) && memcmp(s.p, name, s.len) == 0) return method_names[i].method;
@@ -330,7 +394,7 @@ static int parse_request_line(struct http_request *req, struct http_slice line)
     req->method_name = slice(line.p, i);
 
     size_t start = ++i;
-    while (i < line.len && is_target_char(line.p[i]))
+    while (i < line.len && in_class(line.p[i], CL_TARGET))
         i++;
     if (i == start || i == line.len || line.p[i] != ' ') return -400;
     req->target = slice(line.p + start, i - start);
@@ -391,7 +455,7 @@ static int on_transfer_encoding(struct head_state *st, struct http_slice *slot,
         if (!is_token(elem)) /* codings with parameters included: none that we know has any */
             return -400;
         st->te_codings++;
-        st->te_last_chunked = http_slice_eq(elem, "chunked");
+        st->te_last_chunked = SLICE_IS(elem, "chunked");
         st->te_chunked += st->te_last_chunked;
     }
     return 0;
@@ -404,8 +468,8 @@ static int on_connection(struct head_state *st, struct http_slice *slot, struct 
     while (list_next(&value, &elem)) {
         if (elem.len == 0) continue;
         if (!is_token(elem)) return -400;
-        st->conn_close |= http_slice_eq(elem, "close");
-        st->conn_keep_alive |= http_slice_eq(elem, "keep-alive");
+        st->conn_close |= elem.len == 5 && token_eq(elem.p, "close", 5);
+        st->conn_keep_alive |= elem.len == 10 && token_eq(elem.p, "keep-alive", 10);
     }
     return 0;
 }
@@ -416,7 +480,7 @@ static int on_expect(struct head_state *st, struct http_slice *slot, struct http
     struct http_slice elem;
     while (list_next(&value, &elem)) {
         if (elem.len == 0) continue;
-        if (http_slice_eq(elem, "100-continue"))
+        if (SLICE_IS(elem, "100-continue"))
             st->expect_continue = true;
         else
             st->expect_other = true;
@@ -445,39 +509,104 @@ static int on_first(struct head_state *st, struct http_slice *slot, struct http_
 #define SLOT(field) offsetof(struct http_request, field)
 #define NO_SLOT 0 /* offset 0 is `method`, never a slice */
 
+/* The fields the parser reads, in the order of field_rules. */
+enum field_rule_index {
+    RULE_HOST,
+    RULE_CONTENT_LENGTH,
+    RULE_TRANSFER_ENCODING,
+    RULE_CONNECTION,
+    RULE_EXPECT,
+    RULE_IF_NONE_MATCH,
+    RULE_IF_MODIFIED_SINCE,
+    RULE_IF_MATCH,
+    RULE_IF_UNMODIFIED_SINCE,
+    RULE_RANGE,
+    RULE_IF_RANGE,
+    RULE_CONTENT_TYPE,
+    RULE_USER_AGENT,
+    RULE_REFERER,
+    RULE_ACCEPT_ENCODING,
+    RULE_NONE,
+};
+
 static const struct field_rule {
-    const char *name; /* lowercase */
+    const char *name; /* lowercase letters and '-' (token_eq relies on it) */
     size_t len;
     int (*apply)(struct head_state *st, struct http_slice *slot, struct http_slice value);
     size_t slot; /* offset of the struct http_slice it fills, or NO_SLOT */
-} field_rules[] = {
-    {"host", 4, on_host, SLOT(host)},
-    {"content-length", 14, on_content_length, NO_SLOT},
-    {"transfer-encoding", 17, on_transfer_encoding, NO_SLOT},
-    {"connection", 10, on_connection, NO_SLOT},
-    {"expect", 6, on_expect, NO_SLOT},
-    {"if-none-match", 13, on_single, SLOT(if_none_match)},
-    {"if-modified-since", 17, on_single, SLOT(if_modified_since)},
-    {"if-match", 8, on_single, SLOT(if_match)},
-    {"if-unmodified-since", 19, on_single, SLOT(if_unmodified_since)},
-    {"range", 5, on_single, SLOT(range)},
-    {"if-range", 8, on_single, SLOT(if_range)},
-    {"content-type", 12, on_single, SLOT(content_type)},
-    {"user-agent", 10, on_first, SLOT(user_agent)},
-    {"referer", 7, on_first, SLOT(referer)},
-    {"accept-encoding", 15, on_first, SLOT(accept_encoding)},
+} field_rules[RULE_NONE] = {
+    [RULE_HOST] = {"host", 4, on_host, SLOT(host)},
+    [RULE_CONTENT_LENGTH] = {"content-length", 14, on_content_length, NO_SLOT},
+    [RULE_TRANSFER_ENCODING] = {"transfer-encoding", 17, on_transfer_encoding, NO_SLOT},
+    [RULE_CONNECTION] = {"connection", 10, on_connection, NO_SLOT},
+    [RULE_EXPECT] = {"expect", 6, on_expect, NO_SLOT},
+    [RULE_IF_NONE_MATCH] = {"if-none-match", 13, on_single, SLOT(if_none_match)},
+    [RULE_IF_MODIFIED_SINCE] = {"if-modified-since", 17, on_single, SLOT(if_modified_since)},
+    [RULE_IF_MATCH] = {"if-match", 8, on_single, SLOT(if_match)},
+    [RULE_IF_UNMODIFIED_SINCE] = {"if-unmodified-since", 19, on_single,
+                                  SLOT(if_unmodified_since)},
+    [RULE_RANGE] = {"range", 5, on_single, SLOT(range)},
+    [RULE_IF_RANGE] = {"if-range", 8, on_single, SLOT(if_range)},
+    [RULE_CONTENT_TYPE] = {"content-type", 12, on_single, SLOT(content_type)},
+    [RULE_USER_AGENT] = {"user-agent", 10, on_first, SLOT(user_agent)},
+    [RULE_REFERER] = {"referer", 7, on_first, SLOT(referer)},
+    [RULE_ACCEPT_ENCODING] = {"accept-encoding", 15, on_first, SLOT(accept_encoding)},
 };
+
+/* The only rule a name of this length could match, told apart from the others of its
+ * length by one letter. Most names a client sends (Accept, Cookie...) are ruled out
+ * here, before any comparison. */
+static enum field_rule_index field_rule_candidate(struct http_slice name)
+{
+    unsigned char first = (unsigned char)name.p[0] | 0x20;
+    switch (name.len) {
+    case 4: return RULE_HOST;
+    case 5: return RULE_RANGE;
+    case 6: return RULE_EXPECT;
+    case 7: return RULE_REFERER;
+    case 8: return ((unsigned char)name.p[3] | 0x20) == 'm' ? RULE_IF_MATCH : RULE_IF_RANGE;
+    case 10: return first == 'c' ? RULE_CONNECTION : RULE_USER_AGENT;
+    case 12: return RULE_CONTENT_TYPE;
+    case 13: return RULE_IF_NONE_MATCH;
+    case 14: return RULE_CONTENT_LENGTH;
+    case 15: return RULE_ACCEPT_ENCODING;
+    case 17: return first == 't' ? RULE_TRANSFER_ENCODING : RULE_IF_MODIFIED_SINCE;
+    case 19: return RULE_IF_UNMODIFIED_SINCE;
+    default: return RULE_NONE;
+    }
+}
 
 static int apply_field(struct head_state *st, struct http_slice name, struct http_slice value)
 {
-    for (size_t i = 0; i < sizeof field_rules / sizeof field_rules[0]; i++) {
-        const struct field_rule *r = &field_rules[i];
-        if (name.len != r->len || !bytes_eq_nocase(name.p, r->name, r->len)) continue;
-        struct http_slice *slot =
-            r->slot == NO_SLOT ? NULL : (struct http_slice *)((char *)st->req + r->slot);
-        return r->apply(st, slot, value);
+    enum field_rule_index i = field_rule_candidate(name);
+    if (i == RULE_NONE) return 0;
+    const struct field_rule *r = &field_rules[i];
+    if (name.len != r->len || !token_eq(name.p, r->name, r->len)) return 0;
+    struct http_slice *slot =
+        r->slot == NO_SLOT ? NULL : (struct http_slice *)((char *)st->req + r->slot);
+    return r->apply(st, slot, value);
+}
+
+#define BYTES_OF(b) (0x0101010101010101u * (b))
+
+/* Field values are the longest part of a head, so they are checked eight bytes at a time:
+ * a word with no byte below 0x20 and none equal to DEL (the two tests below are exact
+ * about whether such a byte exists) holds only field bytes. A word that has one is
+ * looked at byte by byte, as HTAB is allowed. */
+static bool valid_field_value(const char *p, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w = load64(p + i), del = w ^ BYTES_OF(0x7f);
+        uint64_t below_space = (w - BYTES_OF(0x20)) & ~w & BYTES_OF(0x80);
+        uint64_t is_del = (del - BYTES_OF(0x01)) & ~del & BYTES_OF(0x80);
+        if ((below_space | is_del) == 0) continue;
+        for (size_t j = i; j < i + 8; j++)
+            if (!is_field_char(p[j])) return false;
     }
-    return 0;
+    for (; i < n; i++)
+        if (!is_field_char(p[i])) return false;
+    return true;
 }
 
 /* field-name ":" OWS field-value OWS. The name must end at the colon: whitespace there
@@ -489,14 +618,15 @@ static int parse_field_line(struct head_state *st, struct http_slice line)
     while (i < line.len && is_tchar(line.p[i]))
         i++;
     if (i == 0 || i == line.len || line.p[i] != ':') return -400;
-    for (size_t j = i + 1; j < line.len; j++)
-        if (!is_field_char(line.p[j])) return -400;
+    if (!valid_field_value(line.p + i + 1, line.len - i - 1)) return -400;
 
     struct http_request *req = st->req;
     if (req->n_headers >= st->max_headers) return -431;
     struct http_header *h = &req->headers[req->n_headers++];
     h->name = slice(line.p, i);
-    h->value = trim_ows(slice(line.p + i + 1, line.len - i - 1));
+    size_t v = i + 1;
+    if (v < line.len && line.p[v] == ' ') v++; /* the usual single space, without a call */
+    h->value = trim_ows(slice(line.p + v, line.len - v));
     return apply_field(st, h->name, h->value);
 }
 
@@ -1038,6 +1168,17 @@ static void path_byte(struct path_out *po, unsigned char b)
     po->seg_len++;
 }
 
+/* path_byte for a run of bytes that need no decoding. */
+static void path_bytes(struct path_out *po, const char *p, size_t n)
+{
+    for (size_t k = 0; po->seg_len + k < 2 && k < n; k++)
+        po->seg_head[po->seg_len + k] = p[k];
+    size_t at = po->len + 1 + po->seg_len;
+    if (po->hidden == 0 && at < po->cap)
+        memcpy(po->out + at, p, n < po->cap - at ? n : po->cap - at);
+    po->seg_len += n;
+}
+
 static int path_segment_end(struct path_out *po)
 {
     size_t n = po->seg_len;
@@ -1071,6 +1212,14 @@ long http_path_normalize(struct http_slice in, char *out, size_t cap)
     struct path_out po = {.out = out, .cap = cap};
     for (size_t i = 1; i < in.len; i++) {
         unsigned char b = in.p[i];
+        if (in_class(b, CL_PATH)) { /* most of a path: copied a run at a time */
+            size_t j = i + 1;
+            while (j < in.len && in_class(in.p[j], CL_PATH))
+                j++;
+            path_bytes(&po, in.p + i, j - i);
+            i = j - 1;
+            continue;
+        }
         if (b == '%') {
             if (i + 2 >= in.len || hex_value(in.p[i + 1]) < 0 || hex_value(in.p[i + 2]) < 0)
                 return -400;

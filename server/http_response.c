@@ -123,6 +123,22 @@ const char *http_date_header(int64_t *now_s)
     return cached;
 }
 
+_Static_assert(RESP_HEAD_CAP <= UINT16_MAX, "line_at holds offsets into head");
+
+/* A line starts at head[at] (after the status line). */
+static void note_line(struct response *r, size_t at)
+{
+    if (r->n_lines < RESP_INDEXED_LINES)
+        r->line_at[r->n_lines] = (uint16_t)at;
+    if (r->n_lines <= RESP_INDEXED_LINES)
+        r->n_lines++; /* one past the array: too many, and it stays so */
+}
+
+static bool lines_indexed(const struct response *r)
+{
+    return r->n_lines <= RESP_INDEXED_LINES;
+}
+
 static void head_append(struct response *r, const char *p, size_t n)
 {
     if (r->head_len + n > sizeof(r->head) - 96) { /* keep room for the framing headers */
@@ -151,6 +167,7 @@ void resp_init(struct response *r)
     r->content_length = 0;
     r->n_segs = 0;
     r->head_len = 0;
+    r->n_lines = 0;
     r->scratch_len = 0;
 }
 
@@ -166,12 +183,10 @@ void resp_file_close(struct response *r)
     r->file_st = NULL;
 }
 
-/* Find the line of header `name` in the head (after the status line): its start and the
- * start of the next line. */
-static bool header_line(const struct response *r, const char *name, size_t *start,
-                        size_t *next)
+/* header_line when the lines' starts are not known: look for each line end. */
+static bool header_line_scan(const struct response *r, const char *name, size_t nl,
+                             size_t *start, size_t *next)
 {
-    size_t nl = strlen(name);
     const char *head = r->head, *end = r->head + r->head_len;
     const char *p = memchr(head, '\n', r->head_len);
     while (p && p + 1 < end) {
@@ -189,12 +204,46 @@ static bool header_line(const struct response *r, const char *name, size_t *star
     return false;
 }
 
+/* Find the line of header `name` (nl bytes) in the head (after the status line): its
+ * start and the start of the next line. */
+static bool header_line(const struct response *r, const char *name, size_t nl, size_t *start,
+                        size_t *next)
+{
+    if (!lines_indexed(r))
+        return header_line_scan(r, name, nl, start, next);
+    for (unsigned i = 0; i < r->n_lines; i++) {
+        size_t at = r->line_at[i], end = i + 1 < r->n_lines ? r->line_at[i + 1] : r->head_len;
+        const char *line = r->head + at;
+        /* end - at counts the CRLF: the line must go on past the colon */
+        if (end - at > nl + 1 && line[nl] == ':' && strncasecmp(line, name, nl) == 0) {
+            *start = at;
+            *next = end;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The line head[start..next) was cut out: later lines moved back by its length. */
+static void forget_line(struct response *r, size_t start, size_t next)
+{
+    if (!lines_indexed(r))
+        return;
+    unsigned i = 0;
+    while (i < r->n_lines && r->line_at[i] != start)
+        i++;
+    if (i == r->n_lines)
+        return;
+    for (r->n_lines--; i < r->n_lines; i++)
+        r->line_at[i] = (uint16_t)(r->line_at[i + 1] - (next - start));
+}
+
 const char *resp_header_get(const struct response *r, const char *name, size_t *len)
 {
-    size_t start, next;
-    if (!header_line(r, name, &start, &next))
+    size_t start, next, nl = strlen(name);
+    if (!header_line(r, name, nl, &start, &next))
         return NULL;
-    const char *v = r->head + start + strlen(name) + 1;
+    const char *v = r->head + start + nl + 1;
     while (*v == ' ')
         v++;
     *len = (size_t)(r->head + next - 2 - v); /* without the CRLF */
@@ -203,10 +252,11 @@ const char *resp_header_get(const struct response *r, const char *name, size_t *
 
 void resp_header_remove(struct response *r, const char *name)
 {
-    size_t start, next;
-    while (header_line(r, name, &start, &next)) {
+    size_t start, next, nl = strlen(name);
+    while (header_line(r, name, nl, &start, &next)) {
         memmove(r->head + start, r->head + next, r->head_len - next);
         r->head_len -= next - start;
+        forget_line(r, start, next);
     }
 }
 
@@ -248,6 +298,8 @@ static int replace_status_line(struct response *r, const char *line, size_t n)
     memmove(r->head + n, r->head + old, rest);
     memcpy(r->head, line, n);
     r->head_len = n + rest;
+    for (unsigned i = 0; i < r->n_lines && i < RESP_INDEXED_LINES; i++)
+        r->line_at[i] = (uint16_t)(r->line_at[i] + n - old);
     return 0;
 }
 
@@ -283,16 +335,26 @@ void resp_start(struct response *r, int status)
     r->n_segs = 0;
     r->scratch_len = 0;
     /* file_fd is left alone: whoever opened it still owns it until the response is sent */
-    char *p = r->head;
-    memcpy(p, "HTTP/1.1 ", 9);
-    p = http_fmt_u64(p + 9, (uint64_t)(status > 0 && status < 1000 ? status : 500));
-    *p++ = ' ';
-    const char *text = http_status_text(status);
-    size_t tl = strlen(text);
-    memcpy(p, text, tl);
-    memcpy(p + tl, "\r\n", 2);
-    r->head_len = (size_t)(p + tl + 2 - r->head);
+    static const char ok_line[] = "HTTP/1.1 200 OK\r\n";
+    if (status == 200) { /* nearly every response: no formatting */
+        memcpy(r->head, ok_line, sizeof ok_line - 1);
+        r->head_len = sizeof ok_line - 1;
+    } else {
+        char *p = r->head;
+        memcpy(p, "HTTP/1.1 ", 9);
+        p = http_fmt_u64(p + 9, (uint64_t)(status > 0 && status < 1000 ? status : 500));
+        *p++ = ' ';
+        const char *text = http_status_text(status);
+        size_t tl = strlen(text);
+        memcpy(p, text, tl);
+        memcpy(p + tl, "\r\n", 2);
+        r->head_len = (size_t)(p + tl + 2 - r->head);
+    }
+    r->n_lines = 0;
+    note_line(r, r->head_len);
     head_append(r, http_date_header(NULL), 37);
+    if (server_line_len > 0)
+        note_line(r, r->head_len);
     head_append(r, server_line, server_line_len);
 }
 
@@ -303,10 +365,13 @@ int resp_header(struct response *r, const char *name, const char *value)
         r->overflow = true;
         return -1;
     }
-    head_append(r, name, nl);
-    head_append(r, ": ", 2);
-    head_append(r, value, vl);
-    head_append(r, "\r\n", 2);
+    note_line(r, r->head_len);
+    char *p = r->head + r->head_len; /* the room was checked above, once for the line */
+    memcpy(p, name, nl);
+    memcpy(p + nl, ": ", 2);
+    memcpy(p + nl + 2, value, vl);
+    memcpy(p + nl + 2 + vl, "\r\n", 2);
+    r->head_len += nl + vl + 4;
     return 0;
 }
 
@@ -322,7 +387,10 @@ int resp_headerf(struct response *r, const char *fmt, ...)
         return -1;
     }
     memcpy(line + n, "\r\n", 2);
+    size_t at = r->head_len;
     head_append(r, line, (size_t)n + 2);
+    if (r->head_len != at)
+        note_line(r, at);
     return r->overflow ? -1 : 0;
 }
 
@@ -440,9 +508,11 @@ void resp_finish(struct response *r, bool http10)
         resp_error(r, 500);
     }
     if (r->chunked) {
+        note_line(r, r->head_len);
         memcpy(r->head + r->head_len, "Transfer-Encoding: chunked\r\n", 28);
         r->head_len += 28;
     } else if (!r->no_length) {
+        note_line(r, r->head_len);
         char *p = r->head + r->head_len;
         memcpy(p, "Content-Length: ", 16);
         p = http_fmt_u64(p + 16, r->content_length);
@@ -450,12 +520,15 @@ void resp_finish(struct response *r, bool http10)
         r->head_len = (size_t)(p + 2 - r->head);
     }
     if (!r->keep_alive) {
+        note_line(r, r->head_len);
         memcpy(r->head + r->head_len, "Connection: close\r\n", 19);
         r->head_len += 19;
     } else if (http10) {
+        note_line(r, r->head_len);
         memcpy(r->head + r->head_len, "Connection: keep-alive\r\n", 24);
         r->head_len += 24;
     }
+    note_line(r, r->head_len); /* the blank line: it ends the last field line */
     memcpy(r->head + r->head_len, "\r\n", 2);
     r->head_len += 2;
 }

@@ -23,6 +23,7 @@
 #define RESP_HEAD_CAP 4096
 #define RESP_SCRATCH_CAP 4096
 #define RESP_MAX_SEGS 72 /* enough for a multipart/byteranges answer of 16 ranges */
+#define RESP_INDEXED_LINES 32 /* head lines whose start is remembered; more are scanned for */
 
 /* One piece of a response body: memory when mem != NULL, else len bytes of fd at off. */
 struct out_seg {
@@ -72,6 +73,12 @@ struct response {
 
     size_t head_len;
     char head[RESP_HEAD_CAP]; /* status line and header lines, CRLF-terminated */
+    /* Where each line after the status line starts in head, in order, kept by every
+     * function that writes the head: modules look headers up several times a response,
+     * and this spares them the scan for line ends. n_lines > RESP_INDEXED_LINES: there
+     * were too many to remember, and lookups scan the head (until resp_start). */
+    uint16_t line_at[RESP_INDEXED_LINES];
+    unsigned n_lines;
 
     unsigned n_segs;
     struct out_seg segs[RESP_MAX_SEGS];

@@ -219,6 +219,37 @@ TEST(recognised_fields_are_found_case_insensitively)
     CHECK_EQ_INT(r.n_headers, 11);
 }
 
+/* A name as long as a recognised one, differing in any one byte (first, middle, last),
+ * is someone else's field: none of them may set a slot or change the framing. */
+TEST(names_one_byte_off_a_recognised_name_are_not_interpreted)
+{
+    static const char *const names[] = {
+        "host", "content-length", "transfer-encoding", "connection", "expect",
+        "if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "range",
+        "if-range", "content-type", "user-agent", "referer", "accept-encoding",
+    };
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        size_t n = strlen(names[k]);
+        size_t at[] = {0, n / 2, n - 1};
+        for (size_t j = 0; j < 3; j++) {
+            char name[32], req[128];
+            memcpy(name, names[k], n + 1);
+            name[at[j]] = name[at[j]] == 'x' ? 'y' : 'x';
+            snprintf(req, sizeof req, "GET / HTTP/1.1\r\n" HOST "%s: 1\r\n\r\n", name);
+            struct http_request r;
+            CHECK(parse(req, &r) > 0);
+            CHECK_SLICE(r.host, "example.com");
+            CHECK_EQ_INT(r.framing, HTTP_BODY_NONE);
+            CHECK(r.keep_alive && !r.expect_continue);
+            CHECK(r.range.len == 0 && r.if_match.len == 0 && r.if_range.len == 0);
+            CHECK(r.if_none_match.len == 0 && r.if_modified_since.len == 0);
+            CHECK(r.if_unmodified_since.len == 0 && r.content_type.len == 0);
+            CHECK(r.user_agent.len == 0 && r.referer.len == 0 && r.accept_encoding.len == 0);
+            CHECK_EQ_INT(r.n_headers, 2);
+        }
+    }
+}
+
 TEST(absent_fields_have_zero_length)
 {
     struct http_request r;
@@ -432,6 +463,117 @@ TEST(control_byte_or_del_in_field_value_is_400)
 {
     CHECK_EQ_INT(status("GET / HTTP/1.1\r\n" HOST "X-A: b\x1b[c\r\n\r\n"), -400);
     CHECK_EQ_INT(status("GET / HTTP/1.1\r\n" HOST "X-A: b\x7f\r\n\r\n"), -400);
+}
+
+/* --- every byte, classified as the grammar says ---------------------------------------- */
+
+/* The classes below are written from the RFCs' wording, apart from the parser's tables. */
+static bool rfc_digit_or_alpha(int b)
+{
+    return (b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z');
+}
+
+/* tchar, RFC 9110 section 5.6.2 */
+static bool rfc_tchar(int b)
+{
+    return rfc_digit_or_alpha(b) || (b != 0 && strchr("!#$%&'*+-.^_`|~", b) != NULL);
+}
+
+/* unreserved / sub-delims, RFC 3986 section 2.2 and 2.3 */
+static bool rfc_reg_name_char(int b)
+{
+    return rfc_digit_or_alpha(b) || (b != 0 && strchr("-._~!$&'()*+,;=", b) != NULL);
+}
+
+/* The status of `before` + byte b + `after`, a request holding b once. */
+static int status_with_byte(const char *before, int b, const char *after)
+{
+    char buf[256];
+    size_t n = strlen(before), m = strlen(after);
+    memcpy(buf, before, n);
+    buf[n] = (char)b;
+    memcpy(buf + n + 1, after, m);
+    return status_len(buf, n + 1 + m);
+}
+
+TEST(method_accepts_exactly_the_tchar_bytes)
+{
+    for (int b = 0; b < 256; b++) {
+        int rc = status_with_byte("G", b, "T / HTTP/1.1\r\n" HOST "\r\n");
+        if (rfc_tchar(b) ? rc <= 0 : rc != -400) fprintf(stderr, "  byte 0x%02x\n", b);
+        CHECK(rfc_tchar(b) ? rc > 0 : rc == -400);
+    }
+}
+
+/* ':' is left out: it ends the name, and what follows is a valid value. */
+TEST(field_name_accepts_exactly_the_tchar_bytes)
+{
+    for (int b = 0; b < 256; b++) {
+        if (b == ':') continue;
+        int rc = status_with_byte("GET / HTTP/1.1\r\n" HOST "X", b, "Y: v\r\n\r\n");
+        if (rfc_tchar(b) ? rc <= 0 : rc != -400) fprintf(stderr, "  byte 0x%02x\n", b);
+        CHECK(rfc_tchar(b) ? rc > 0 : rc == -400);
+    }
+}
+
+/* field-vchar, SP and HTAB (RFC 9110 section 5.5), obs-text included. */
+TEST(field_value_accepts_vchar_sp_htab_and_obs_text_only)
+{
+    for (int b = 0; b < 256; b++) {
+        bool ok = (b >= 0x21 && b <= 0x7e) || b == ' ' || b == '\t' || b >= 0x80;
+        int rc = status_with_byte("GET / HTTP/1.1\r\n" HOST "X-A: a", b, "b\r\n\r\n");
+        if (ok ? rc <= 0 : rc != -400) fprintf(stderr, "  byte 0x%02x\n", b);
+        CHECK(ok ? rc > 0 : rc == -400);
+    }
+}
+
+/* Long values are checked a word at a time: a byte must be judged the same wherever it
+ * falls in the value, at the start, the middle or the end of a word or of the tail. */
+TEST(field_value_byte_is_judged_the_same_at_every_offset_of_a_long_value)
+{
+    const char *head = "GET / HTTP/1.1\r\n" HOST "X-A: ";
+    const char *value = "abcdefghijklmnopqrstuvwxyz"; /* 26: three words and a tail */
+    for (size_t at = 0; at < 26; at++) {
+        for (int b = 0; b < 256; b++) {
+            bool ok = (b >= 0x21 && b <= 0x7e) || b == ' ' || b == '\t' || b >= 0x80;
+            char before[128], after[64];
+            snprintf(before, sizeof before, "%s%.*s", head, (int)at, value);
+            snprintf(after, sizeof after, "%s\r\n\r\n", value + at + 1);
+            /* a space or tab at either end is trimmed, not refused: ok either way */
+            int rc = status_with_byte(before, b, after);
+            if (ok ? rc <= 0 : rc != -400) fprintf(stderr, "  byte 0x%02x at %zu\n", b, at);
+            CHECK(ok ? rc > 0 : rc == -400);
+        }
+    }
+}
+
+/* VCHAR (RFC 9112 section 3.2); '#' is a VCHAR, but a fragment is refused on its own. */
+TEST(target_accepts_vchar_but_the_fragment_mark)
+{
+    for (int b = 0; b < 256; b++) {
+        bool ok = b >= 0x21 && b <= 0x7e && b != '#';
+        int rc = status_with_byte("GET /a", b, "b HTTP/1.1\r\n" HOST "\r\n");
+        if (ok ? rc <= 0 : rc != -400) fprintf(stderr, "  byte 0x%02x\n", b);
+        CHECK(ok ? rc > 0 : rc == -400);
+    }
+}
+
+/* reg-name (RFC 3986 section 3.2.2); '%' only starts pct-encoded, tested apart. */
+TEST(host_name_accepts_exactly_unreserved_and_sub_delims)
+{
+    for (int b = 0; b < 256; b++) {
+        if (b == '%') continue;
+        int rc = status_with_byte("GET / HTTP/1.1\r\nHost: a", b, "b\r\n\r\n");
+        if (rfc_reg_name_char(b) ? rc <= 0 : rc != -400) fprintf(stderr, "  byte 0x%02x\n", b);
+        CHECK(rfc_reg_name_char(b) ? rc > 0 : rc == -400);
+    }
+}
+
+TEST(host_name_accepts_pct_encoded_bytes_only_whole)
+{
+    CHECK(status("GET / HTTP/1.1\r\nHost: a%2Db\r\n\r\n") > 0);
+    CHECK_EQ_INT(status("GET / HTTP/1.1\r\nHost: a%2\r\n\r\n"), -400);
+    CHECK_EQ_INT(status("GET / HTTP/1.1\r\nHost: a%g0\r\n\r\n"), -400);
 }
 
 /* --- request line shape --------------------------------------------------------------- */
