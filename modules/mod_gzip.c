@@ -65,6 +65,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
@@ -93,6 +94,7 @@ struct gzip_state {
     unsigned max_compressions; /* gzip_max_compressions; 0: not said (half the threads) */
     unsigned cpu_per_s_ms;     /* gzip_cpu_per_second; 0: no budget */
     struct gzip_gate *gate;    /* both bounds: every compression passes it */
+    unsigned long id;         /* this configuration's, never reused (see type_compressible) */
     bool any_type;            /* `gzip_types *` */
     unsigned n_types;
     char types[GZIP_TYPES_MAX][GZIP_TYPE_LEN]; /* gzip_types, lowercase; may end in a slash-star */
@@ -192,9 +194,10 @@ static enum gzip_choice request_choice(const struct http_request *h, unsigned of
 {
     struct gzip_accept a;
     gzip_accept_init(&a);
-    for (unsigned i = 0; i < h->n_headers; i++)
-        if (http_slice_eq(h->headers[i].name, "accept-encoding"))
-            gzip_accept_parse(&a, h->headers[i].value.p, h->headers[i].value.len);
+    if (h->accept_encoding.p) /* the parser saw at least one line: look for them all */
+        for (unsigned i = 0; i < h->n_headers; i++)
+            if (http_slice_eq(h->headers[i].name, "accept-encoding"))
+                gzip_accept_parse(&a, h->headers[i].value.p, h->headers[i].value.len);
     return gzip_accept_choose_among(&a, offered);
 }
 
@@ -517,8 +520,33 @@ static const char *gate_refusal(enum gzip_gate_result r)
 
 /* --- headers ---------------------------------------------------------------------------- */
 
-/* Is the media type of a Content-Type value one to compress? */
+/* Is the media type of a Content-Type value one to compress? Decided afresh by
+ * type_decide; most responses in a row have the same type, so each thread remembers its
+ * last answer (per configuration: a state's address may be reused after a reload, its
+ * id is not). */
+static bool type_decide(const struct gzip_state *g, const char *v, size_t len);
+
 static bool type_compressible(const struct gzip_state *g, const char *v, size_t len)
+{
+    static _Thread_local struct {
+        unsigned long id;
+        size_t len;
+        bool yes;
+        char value[64];
+    } last;
+    if (last.id == g->id && last.len == len && memcmp(last.value, v, len) == 0)
+        return last.yes;
+    bool yes = type_decide(g, v, len);
+    if (len <= sizeof(last.value)) {
+        last.id = g->id;
+        last.len = len;
+        last.yes = yes;
+        memcpy(last.value, v, len);
+    }
+    return yes;
+}
+
+static bool type_decide(const struct gzip_state *g, const char *v, size_t len)
 {
     static const char *const defaults[] = {"application/javascript", "application/json",
                                            "application/xml", "image/svg+xml"};
@@ -1057,9 +1085,11 @@ static int make_bounds(struct module_init *mi, struct gzip_state *g)
 
 static int gzip_init(struct module_init *mi, void **state)
 {
+    static atomic_ulong states;
     struct gzip_state *g = calloc(1, sizeof(*g));
     if (!g)
         return module_error(mi, NULL, "out of memory");
+    g->id = atomic_fetch_add(&states, 1) + 1; /* 0 is no configuration's */
     /* Levels at about gzip 6's speed (see conf/lfhttpd.conf): br 6 is also nginx's brotli
      * module's default; zstd 6 gives about gzip 6's bytes, where zstd's own default, 3,
      * gives some 5% more. */

@@ -364,7 +364,7 @@ void conn_buf_put(struct conn_pool *pool, struct conn_buf *b)
 /* The buffer file bytes are read into when sendfile is off: one per thread, made at its
  * first use and freed when the thread ends. Not a _Thread_local array: static TLS lives
  * in the thread's stack mapping, and thread_per_connection's stacks are small. */
-#define COPY_BUF_SIZE (256 * 1024)
+#define COPY_BUF_SIZE (64 * 1024)
 static pthread_key_t copy_key;
 static pthread_once_t copy_once = PTHREAD_ONCE_INIT;
 static _Thread_local char *copy_buf;

@@ -63,7 +63,7 @@ COLD_FILES = 200          # gzip cold: fresh 100 KiB texts per server and round
 COLD_CONNS = 4            # gzip cold: connections fetching them (each file once)
 # Variants in which only these servers differ from "main" (the others' "main" instance
 # runs the workload).
-OWN_INSTANCES = {"nomem": ("lfhttpd",)}
+OWN_INSTANCES = {"nomem": ("lfhttpd",), "copy": ("lfhttpd", "nginx")}
 FD_LIMIT = FD_WANTED      # what raise_fd_limit() could get
 START_TIMEOUT = 10.0      # seconds for a server to start listening
 STOP_TIMEOUT = 5.0        # seconds for a server to exit on SIGTERM before SIGKILL
@@ -151,6 +151,12 @@ WORKLOADS = [
              "saturates first)", "close, ab", tool="ab", conns=50),
     Workload("large", "10 MiB file, 10 connections", "10 MiB c10", conns=10,
              path="/big.bin"),
+    # The same download with lfhttpd and nginx copying the file through a buffer instead of
+    # sendfile (`sendfile off` in both), as h2o always does; lighttpd and h2o measured again.
+    Workload("large_copy", "10 MiB file, 10 connections, lfhttpd and nginx with sendfile "
+             "off (the file read into a buffer and written, as h2o does)",
+             "10 MiB c10, sendfile off", conns=10, path="/big.bin", variant="copy",
+             variant_of="large", plot_label="10 MiB c10, sendfile off"),
     Workload("gzip", "100 KiB text, Accept-Encoding: gzip, 50 connections",
              "gzip 100 KiB", conns=50, path="/text.txt",
              headers=["Accept-Encoding: gzip"]),
@@ -282,7 +288,8 @@ class Server:
                   "H2O_MAX_CONNS": min(16384, FD_LIMIT - 1024),
                   "ACCESS_LOG": self._access_log_directive(),
                   "ACCESS_LOG_DIRECTIVE": self._access_log_directive(),
-                  "MEM_MAX": "0" if self.variant == "nomem" else "4k"}
+                  "MEM_MAX": "0" if self.variant == "nomem" else "4k",
+                  "SENDFILE": "off" if self.variant == "copy" else "on"}
         conf = os.path.join(self.dir, self.kind + ".conf")
         fill_template(self.kind + ".conf.in", values, conf)
         if self.kind == "lfhttpd":
@@ -822,6 +829,8 @@ GOALS = [
     ("Connection: close (ab): req/s >= 1.1x nginx", "close_ab", "rps", "nginx", 1.1),
     ("Connection: close (ab): req/s >= the best peer", "close_ab", "rps", "best peer", 1.0),
     ("10 MiB c10: req/s >= the best peer", "large", "rps", "best peer", 1.0),
+    ("10 MiB c10, sendfile off: req/s >= the best peer", "large_copy", "rps", "best peer",
+     1.0),
     ("pipelined x16: req/s >= 1.2x nginx", "pipelined", "rps", "nginx", 1.2),
 ]
 
@@ -1034,6 +1043,7 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
                 "'%s'" % x if " " in x else x for x in c),
                 " (servers started with their access log on)" if wl.variant == "log" else
                 " (lfhttpd started with open_file_cache_mem_max 0)" if wl.variant == "nomem"
+                else " (lfhttpd and nginx started with sendfile off)" if wl.variant == "copy"
                 else ""))
     text = [
         "## Benchmark: lfhttpd, nginx, lighttpd and h2o",
@@ -1122,7 +1132,7 @@ def describe(r, wl):
         return "RSS %s -> %s KiB, %s B/conn, %d errors" % (
             fmt(r["rss_before_kib"], "int"), fmt(r["rss_after_kib"], "int"),
             fmt(r["bytes_per_conn"], "int"), r["errors"])
-    extra = ", %.0f MiB/s" % r["mib_s"] if wl.key == "large" and r.get("mib_s") else ""
+    extra = ", %.0f MiB/s" % r["mib_s"] if wl.key.startswith("large") and r.get("mib_s") else ""
     err = ", %d errors (%s, non-2xx %d)" % (r["errors"], r["socket_detail"], r["non2xx"]) \
         if r["errors"] else ""
     return "%s req/s, p50 %s ms, p99 %s ms, %s req/CPU-s%s%s" % (
@@ -1193,6 +1203,15 @@ class Bench:
         self.notes[("small_nomem", "lfhttpd")] = ("open_file_cache_mem_max 0: head with "
                                                   "sendmsg (MSG_MORE), body with sendfile")
         self.notes[("small_nomem", "nginx")] = "the 1 KiB c100 instance, measured again"
+        self.notes[("large", "lfhttpd")] = "sendfile, as much as the socket takes an event"
+        self.notes[("large", "nginx")] = "sendfile on, tcp_nopush"
+        self.notes[("large", "lighttpd")] = "sendfile, 256 KiB a call"
+        self.notes[("large", "h2o")] = "pread into a buffer, writev"
+        self.notes[("large_copy", "lfhttpd")] = ("sendfile off: 64 KiB pread into the "
+                                                 "thread's buffer, then sendmsg")
+        self.notes[("large_copy", "nginx")] = "sendfile off: output_buffers, read and writev"
+        for kind in ("lighttpd", "h2o"):
+            self.notes[("large_copy", kind)] = "the 10 MiB c10 instance, measured again"
         for wl in WORKLOADS:
             if wl.ceiling:
                 self.notes[(wl.key, CEILING)] = ("canned 1 KiB response, nothing parsed but "
@@ -1294,9 +1313,12 @@ class Bench:
         self.check_access_logs()
         summary = summarize(self.results)
         for kind in SERVERS:
-            s = summary.get(("large", kind))
-            if s and s["mib_s"]:
-                self.notes[("large", kind)] = "%.0f MiB/s" % s["mib_s"]
+            for key in ("large", "large_copy"):
+                s = summary.get((key, kind))
+                if s and s["mib_s"]:
+                    note = self.notes.get((key, kind))
+                    self.notes[(key, kind)] = ("%s; " % note if note else "") + (
+                        "%.0f MiB/s" % s["mib_s"])
         head, rows = table_rows(summary, self.notes, self.skipped)
         ghead, grows = goal_rows(self.results, summary, self.skipped)
         mhead, mrows = memory_rows(summary)

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import scaled, wait_until
 
-CHUNK = 256 * 1024  # the server's buffer: sizes below straddle it on purpose
+CHUNK = 64 * 1024  # the server's buffer: sizes below straddle it on purpose
 BIG = 3 * CHUNK + 12345
 
 
