@@ -1064,8 +1064,9 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
         "",
         "Servers: %s (%d threads); %s (%d workers); %s (single process, event loop); "
         "%s (%d threads). Load: %s; %s. Configurations: `tests/bench/*.conf.in`; the "
-        "same socket options for all (TCP_DEFER_ACCEPT, one shared listener, no "
-        "SO_REUSEPORT), gzip level 6 for all. The ceiling (`tests/bench/ceiling.c`, %d "
+        "same socket options for all (TCP_DEFER_ACCEPT; a SO_REUSEPORT listener per thread "
+        "group for lfhttpd and per worker for nginx, one shared listener for h2o, which has "
+        "no such option), gzip level 6 for all. The ceiling (`tests/bench/ceiling.c`, %d "
         "threads, each with its own SO_REUSEPORT listener and level-triggered epoll set) "
         "answers every request with a canned 1 KiB response and runs in the 1 KiB "
         "keep-alive workloads only; `x ceiling` is requests per CPU-second as a ratio to "
