@@ -71,6 +71,41 @@ TEST(directives_set_their_fields)
     config_free(&cfg);
 }
 
+TEST(limits_and_sending_default_as_documented)
+{
+    struct config cfg;
+    config_defaults(&cfg);
+    CHECK_EQ_INT(cfg.groups, CONFIG_GROUPS_UNSET);
+    CHECK_EQ_INT(cfg.reactivation, LF_REACTIVATE_EDGE);
+    CHECK(cfg.sendfile);
+    CHECK_EQ_INT(cfg.max_body_memory, (uint64_t)64 << 20);
+    CHECK_EQ_INT(cfg.client_body_timeout_ms, 10000);
+    CHECK_EQ_INT(cfg.client_body_min_rate, 500);
+    CHECK_EQ_INT(cfg.send_min_rate, 1024);
+    CHECK_EQ_INT(cfg.max_parked_size, (uint64_t)256 << 20);
+}
+
+TEST(limits_and_sending_directives_set_their_fields)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("groups 2;\nreactivation oneshot;\nsendfile off;\n"
+                           "max_body_memory off;\nclient_body_timeout 3s;\n"
+                           "client_body_min_rate 2k;\nsend_min_rate 0;\n"
+                           "max_parked_size 1m;\n",
+                           &cfg, err, sizeof(err)),
+                 0);
+    CHECK_EQ_INT(cfg.groups, 2);
+    CHECK_EQ_INT(cfg.reactivation, LF_REACTIVATE_ONESHOT);
+    CHECK(!cfg.sendfile);
+    CHECK_EQ_INT(cfg.max_body_memory, 0);
+    CHECK_EQ_INT(cfg.client_body_timeout_ms, 3000);
+    CHECK_EQ_INT(cfg.client_body_min_rate, 2048);
+    CHECK_EQ_INT(cfg.send_min_rate, 0);
+    CHECK_EQ_INT(cfg.max_parked_size, 1 << 20);
+    config_free(&cfg);
+}
+
 TEST(first_listen_replaces_the_default_and_more_add_to_it)
 {
     struct config cfg;
@@ -487,7 +522,9 @@ TEST(every_module_directive_is_in_some_module_table)
         "open_file_cache_inactive", "open_file_cache_mem_max", "handler", "cgi",
         "cgi_timeout", "cgi_max_processes", "cgi_stderr", "gzip", "gzip_types",
         "gzip_min_length", "gzip_max_length", "gzip_static", "gzip_comp_level",
-        "gzip_cache_size",
+        "gzip_cache_size", "gzip_max_compressions", "gzip_cpu_per_second", "brotli",
+        "brotli_comp_level", "zstd", "zstd_comp_level", "autoindex_cache_size",
+        "autoindex_cache_valid",
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         const struct conf_directive *d = module_known_directive(names[i], CONF_TOP);
