@@ -267,6 +267,26 @@ TEST(compress_is_deterministic)
     free(in);
 }
 
+/* A thread keeps its last encoder for the next compression with the same parameters:
+ * each member must still be whole and alone, whatever came before it. */
+TEST(compressions_one_after_another_are_each_whole)
+{
+    static const size_t sizes[] = {100000, 300, 100000, 100000, 20000, 100000};
+    static const int levels[] = {6, 6, 6, 1, 6, 6};
+    char *in = sample(100000), *back = malloc(100001);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        struct iovec iov = {in, sizes[i]};
+        char *out;
+        size_t out_len;
+        CHECK_EQ_INT(gzip_compress_iov(&iov, 1, levels[i], &out, &out_len), 0);
+        CHECK_EQ_INT(gunzip(out, out_len, back, 100001), (long)sizes[i]);
+        CHECK(memcmp(back, in, sizes[i]) == 0);
+        free(out);
+    }
+    free(in);
+    free(back);
+}
+
 TEST(compress_of_nothing_is_a_valid_empty_member)
 {
     char *out, back[4];
