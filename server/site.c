@@ -1,7 +1,6 @@
 /* site.c — the site set: built from the statement tree at load, read by every request. */
 #include "site.h"
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -454,57 +453,65 @@ void site_set_free(struct site_set *set)
 
 /* --- selection: no allocation, no lock ---------------------------------------------------- */
 
-static uint16_t port_of(const struct sockaddr *sa)
+/* An address read out of a sockaddr by copying (the sockaddr types alias one another;
+ * copies keep the compiler's aliasing rules intact). An IPv4-mapped IPv6 address (an IPv4
+ * client of a `[::]` socket) is read as the IPv4 one. */
+struct endpoint {
+    int family; /* AF_INET, AF_INET6, or 0: neither */
+    uint16_t port;
+    uint8_t ip[16];
+};
+
+static struct endpoint endpoint_of(const void *sa)
 {
-    /* sin_port and sin6_port sit at the same offset */
-    return ((const struct sockaddr_in *)sa)->sin_port;
+    struct endpoint e = {0};
+    sa_family_t family;
+    memcpy(&family, sa, sizeof(family));
+    if (family == AF_INET) {
+        struct sockaddr_in a;
+        memcpy(&a, sa, sizeof(a));
+        e.family = AF_INET;
+        e.port = a.sin_port;
+        memcpy(e.ip, &a.sin_addr, 4);
+    } else if (family == AF_INET6) {
+        struct sockaddr_in6 a;
+        memcpy(&a, sa, sizeof(a));
+        e.port = a.sin6_port;
+        if (IN6_IS_ADDR_V4MAPPED(&a.sin6_addr)) {
+            e.family = AF_INET;
+            memcpy(e.ip, a.sin6_addr.s6_addr + 12, 4);
+        } else {
+            e.family = AF_INET6;
+            memcpy(e.ip, a.sin6_addr.s6_addr, 16);
+        }
+    }
+    return e;
 }
 
-static bool is_any(const struct sockaddr *sa)
+static bool is_any(const struct endpoint *e)
 {
-    if (sa->sa_family == AF_INET)
-        return ((const struct sockaddr_in *)sa)->sin_addr.s_addr == htonl(INADDR_ANY);
-    return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr);
-}
-
-static bool same_ip(const struct sockaddr *a, const struct sockaddr *b)
-{
-    if (a->sa_family != b->sa_family)
-        return false;
-    if (a->sa_family == AF_INET)
-        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-    return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-                  &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+    static const uint8_t zero[16];
+    return memcmp(e->ip, zero, e->family == AF_INET ? 4 : 16) == 0;
 }
 
 /* The group of the address a connection came in on: that exact address, else the
- * wildcard address with its port (of its own family first: an IPv4 client of a `[::]`
- * socket arrives as an IPv4-mapped address, read here as the IPv4 one). */
+ * wildcard address with its port, of its own family first. */
 static const struct site_addr *addr_for(const struct site_set *set, const struct sockaddr *sa)
 {
-    struct sockaddr_in mapped;
-    if (sa->sa_family == AF_INET6 &&
-        IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)sa)->sin6_addr)) {
-        memset(&mapped, 0, sizeof(mapped));
-        mapped.sin_family = AF_INET;
-        mapped.sin_port = port_of(sa);
-        memcpy(&mapped.sin_addr, ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr + 12, 4);
-        sa = (const struct sockaddr *)&mapped;
-    } else if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6) {
+    struct endpoint local = endpoint_of(sa);
+    if (!local.family)
         return NULL;
-    }
     const struct site_addr *wild = NULL, *wild_other = NULL;
     for (unsigned i = 0; i < set->n_addrs; i++) {
         const struct site_addr *g = &set->addrs[i];
-        const struct sockaddr *a = (const struct sockaddr *)&g->listen.addr;
-        if (port_of(a) != port_of(sa))
+        struct endpoint a = endpoint_of(&g->listen.addr);
+        if (a.port != local.port)
             continue;
-        if (same_ip(a, sa))
+        if (a.family == local.family && memcmp(a.ip, local.ip, sizeof(a.ip)) == 0)
             return g;
-        if (is_any(a) && a->sa_family == sa->sa_family && !wild)
+        if (is_any(&a) && a.family == local.family && !wild)
             wild = g;
-        else if (is_any(a) && !wild_other)
+        else if (is_any(&a) && !wild_other)
             wild_other = g;
     }
     return wild ? wild : wild_other;
