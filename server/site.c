@@ -255,9 +255,53 @@ static int parse_site_listen(const struct conf_node *n, struct site_listen *out,
     return 0;
 }
 
+/* An address read out of a sockaddr by copying (the sockaddr types alias one another;
+ * copies keep the compiler's aliasing rules intact). An IPv4-mapped IPv6 address (an IPv4
+ * client of a `[::]` socket) is read as the IPv4 one. */
+struct endpoint {
+    int family; /* AF_INET, AF_INET6, or 0: neither */
+    uint16_t port;
+    uint8_t ip[16];
+};
+
+static struct endpoint endpoint_of(const void *sa)
+{
+    struct endpoint e = {0};
+    sa_family_t family;
+    memcpy(&family, sa, sizeof(family));
+    if (family == AF_INET) {
+        struct sockaddr_in a;
+        memcpy(&a, sa, sizeof(a));
+        e.family = AF_INET;
+        e.port = a.sin_port;
+        memcpy(e.ip, &a.sin_addr, 4);
+    } else if (family == AF_INET6) {
+        struct sockaddr_in6 a;
+        memcpy(&a, sa, sizeof(a));
+        e.port = a.sin6_port;
+        if (IN6_IS_ADDR_V4MAPPED(&a.sin6_addr)) {
+            e.family = AF_INET;
+            memcpy(e.ip, a.sin6_addr.s6_addr + 12, 4);
+        } else {
+            e.family = AF_INET6;
+            memcpy(e.ip, a.sin6_addr.s6_addr, 16);
+        }
+    }
+    return e;
+}
+
+static bool is_any(const struct endpoint *e)
+{
+    static const uint8_t zero[16];
+    return memcmp(e->ip, zero, e->family == AF_INET ? 4 : 16) == 0;
+}
+
+/* One address however written: `[::ffff:127.0.0.1]:80` is `127.0.0.1:80`, as a connection
+ * to either is read (endpoint_of). */
 static bool same_addr(const struct config_listen *a, const struct config_listen *b)
 {
-    return a->addr_len == b->addr_len && memcmp(&a->addr, &b->addr, a->addr_len) == 0;
+    struct endpoint x = endpoint_of(&a->addr), y = endpoint_of(&b->addr);
+    return x.family == y.family && x.port == y.port && memcmp(x.ip, y.ip, sizeof(x.ip)) == 0;
 }
 
 /* Put server s on the address of l: its group, made when new. */
@@ -452,47 +496,6 @@ void site_set_free(struct site_set *set)
 }
 
 /* --- selection: no allocation, no lock ---------------------------------------------------- */
-
-/* An address read out of a sockaddr by copying (the sockaddr types alias one another;
- * copies keep the compiler's aliasing rules intact). An IPv4-mapped IPv6 address (an IPv4
- * client of a `[::]` socket) is read as the IPv4 one. */
-struct endpoint {
-    int family; /* AF_INET, AF_INET6, or 0: neither */
-    uint16_t port;
-    uint8_t ip[16];
-};
-
-static struct endpoint endpoint_of(const void *sa)
-{
-    struct endpoint e = {0};
-    sa_family_t family;
-    memcpy(&family, sa, sizeof(family));
-    if (family == AF_INET) {
-        struct sockaddr_in a;
-        memcpy(&a, sa, sizeof(a));
-        e.family = AF_INET;
-        e.port = a.sin_port;
-        memcpy(e.ip, &a.sin_addr, 4);
-    } else if (family == AF_INET6) {
-        struct sockaddr_in6 a;
-        memcpy(&a, sa, sizeof(a));
-        e.port = a.sin6_port;
-        if (IN6_IS_ADDR_V4MAPPED(&a.sin6_addr)) {
-            e.family = AF_INET;
-            memcpy(e.ip, a.sin6_addr.s6_addr + 12, 4);
-        } else {
-            e.family = AF_INET6;
-            memcpy(e.ip, a.sin6_addr.s6_addr, 16);
-        }
-    }
-    return e;
-}
-
-static bool is_any(const struct endpoint *e)
-{
-    static const uint8_t zero[16];
-    return memcmp(e->ip, zero, e->family == AF_INET ? 4 : 16) == 0;
-}
 
 /* The group of the address a connection came in on: that exact address, else the
  * wildcard address with its port, of its own family first. */
