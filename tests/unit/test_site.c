@@ -137,8 +137,8 @@ TEST(exact_location_does_not_match_a_longer_path)
 
 TEST(longest_prefix_wins_whatever_the_file_order)
 {
-    struct site_set *set = build("server { location /a/b/ { LONG; } location /a/ { SHORT; }\n"
-                                 "location / { ROOT; } }");
+    struct site_set *set = build("server { location / { ROOT; } location /a/ { SHORT; }\n"
+                                 "location /a/b/ { LONG; } }");
     CHECK(set);
     CHECK(loc_is(set, "/a/b/c", "LONG"));
     CHECK(loc_is(set, "/a/x", "SHORT"));
