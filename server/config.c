@@ -194,7 +194,7 @@ static enum tok lex_next(struct conf_lexer *lx, char **word)
     return TOK_WORD;
 }
 
-static void conf_tree_free(struct conf_node *n)
+void conf_tree_free(struct conf_node *n)
 {
     while (n) {
         struct conf_node *next = n->next;
@@ -266,6 +266,20 @@ static int conf_parse_block(struct conf_lexer *lx, struct conf_node **out, int d
     }
 }
 
+
+int conf_parse_text(const char *file, const char *text, size_t len, struct conf_node **tree,
+                    char *err, size_t err_len)
+{
+    if (err_len)
+        err[0] = '\0';
+    *tree = NULL;
+    struct conf_lexer lx = {text, text + len, 1, file, err, err_len};
+    if (conf_parse_block(&lx, tree, 0) == 0)
+        return 0;
+    conf_tree_free(*tree);
+    *tree = NULL;
+    return -1;
+}
 
 /* --- directives with a setter ------------------------------------------------------- */
 
@@ -513,6 +527,19 @@ static int set_class(void *base, const struct conf_node *n, void *ctx, char *msg
     return 0;
 }
 
+/* `server { }` and `location { }`: read into sites (site.h), which requests do not use yet.
+ * Until they do, a file that holds them is refused rather than half obeyed. */
+static int refuse_sites(void *base, const struct conf_node *n, void *ctx, char *msg,
+                        size_t len)
+{
+    (void)base;
+    (void)ctx;
+    if (strcmp(n->name, "server") == 0)
+        return snprintf(msg, len, "server blocks are not supported yet"), -1;
+    return snprintf(msg, len, "location blocks belong in a server block, and server blocks "
+                    "are not supported yet"), -1;
+}
+
 /* --- the core's table ----------------------------------------------------------------- */
 
 static const struct conf_name strategies[] = {
@@ -574,6 +601,10 @@ static const struct conf_directive core_directives[] = {
     {"sendfile", CONF_FLAG, TOP, CFG(sendfile)},
     {"class", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 1, .max_args = 1, .set = set_class,
      .usage = "NAME"},
+    {"server", CONF_BLOCK, TOP | CLASS, CONF_REPEATS, .min_args = 0,
+     .max_args = CONFIG_MAX_ARGS, .set = refuse_sites, .usage = "{ ... }"},
+    {"location", CONF_BLOCK, TOP | CLASS, CONF_REPEATS, .min_args = 0,
+     .max_args = CONFIG_MAX_ARGS, .set = refuse_sites, .usage = "[=|^~|~|~*] URI|@NAME"},
     {"priority", CONF_STRING, CLASS, .set = set_priority, .usage = "high|normal|low|NICE"},
     {"match", CONF_LIST, CLASS, CONF_REPEATS, .min_args = 2, .max_args = 2, .set = set_match,
      .usage = "path|host|addr VALUE"},

@@ -28,6 +28,15 @@ struct conf_node {
     unsigned line;
 };
 
+/* Parse a configuration text into its statement tree (*tree; NULL for an empty text), the
+ * way config_load reads a file; file names it in messages. Returns 0, or -1 with
+ * "FILE:LINE: message" in err and *tree NULL. */
+int conf_parse_text(const char *file, const char *text, size_t len, struct conf_node **tree,
+                    char *err, size_t err_len);
+
+/* Free a statement tree (NULL is nothing). */
+void conf_tree_free(struct conf_node *tree);
+
 enum conf_kind {
     CONF_FLAG,     /* on | off                                  -> bool */
     CONF_COUNT,    /* a decimal number, no suffix               -> an unsigned integer field */
@@ -41,10 +50,12 @@ enum conf_kind {
 };
 
 /* Where a statement stands: a bit each, so that a directive lists every block it may
- * appear in (server and location blocks will be the next bits). */
+ * appear in. */
 enum conf_context {
-    CONF_TOP = 1u << 0,   /* the top level of the file */
-    CONF_CLASS = 1u << 1, /* inside `class NAME { }` */
+    CONF_TOP = 1u << 0,      /* the top level of the file */
+    CONF_CLASS = 1u << 1,    /* inside `class NAME { }` */
+    CONF_SERVER = 1u << 2,   /* inside `server { }` (site.h) */
+    CONF_LOCATION = 1u << 3, /* inside `location ... { }` (site.h) */
 };
 
 /* A directive that sets one value may appear once in a block: a second statement is an

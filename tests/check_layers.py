@@ -18,7 +18,7 @@ import sys
 LAYERS = [
     ("base", ["clock", "lf_*", "http_parse", "open_beneath"]),
     ("text helpers", ["strbuf", "http_params"]),
-    ("configuration", ["config", "directive", "log"]),
+    ("configuration", ["config", "directive", "log", "site"]),
     ("responses", ["http_response"]),
     ("periodic tick", ["timer"]),
     ("module interface", ["module", "module_*"]),

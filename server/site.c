@@ -1,0 +1,617 @@
+/* site.c — the site set: built from the statement tree at load, read by every request. */
+#include "site.h"
+
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --- where blocks stand ----------------------------------------------------------------- */
+
+/* `server` belongs at the top level, `location` directly in a server: anywhere else is an
+ * error, reported at the statement. The walk goes through every block (classes too) so
+ * that a misplaced one is never silently ignored. */
+static void check_placement(const struct conf_node *first, unsigned context,
+                            struct conf_reader *r)
+{
+    for (const struct conf_node *n = first; n; n = n->next) {
+        unsigned inner = CONF_CLASS; /* any other block: neither top level nor a site */
+        if (strcmp(n->name, "server") == 0) {
+            if (context != CONF_TOP) {
+                conf_error(r, n->line, "\"server\" is only allowed at the top level, not "
+                           "inside another block");
+                continue;
+            }
+            inner = CONF_SERVER;
+        } else if (strcmp(n->name, "location") == 0) {
+            if (context == CONF_LOCATION) {
+                conf_error(r, n->line, "nested locations are not supported");
+                continue;
+            }
+            if (context != CONF_SERVER) {
+                conf_error(r, n->line, "\"location\" is only allowed in a server block");
+                continue;
+            }
+            inner = CONF_LOCATION;
+        }
+        if (n->is_block)
+            check_placement(n->children, inner, r);
+    }
+}
+
+/* --- server names ------------------------------------------------------------------------ */
+
+static char ascii_lower(char c)
+{
+    return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+}
+
+/* Is a (any case) equal to the lowercase b over len bytes? */
+static bool eq_ci(const char *a, const char *lower, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (ascii_lower(a[i]) != lower[i])
+            return false;
+    return true;
+}
+
+/* One word of `server_name` into nm: exact, `*.x`, `.x` or `x.*`. A '*' elsewhere, or a
+ * regular expression, is refused: nginx's rule for wildcards, and no regex names here. */
+static int parse_name(const char *word, struct site_name *nm, struct conf_reader *r,
+                      unsigned line)
+{
+    size_t len = strlen(word);
+    const char *text = word;
+    memset(nm, 0, sizeof(*nm));
+    if (word[0] == '~')
+        return conf_error(r, line, "server_name: regular expression names are not "
+                          "supported (\"%s\")", word);
+    if (len > 2 && word[0] == '*' && word[1] == '.') {
+        nm->kind = SITE_NAME_LEADING;
+        text = word + 1, len -= 1;
+    } else if (len > 1 && word[0] == '.') {
+        nm->kind = SITE_NAME_LEADING;
+        nm->bare_too = true;
+    } else if (len > 2 && word[len - 1] == '*' && word[len - 2] == '.') {
+        nm->kind = SITE_NAME_TRAILING;
+        len -= 1;
+    }
+    if (memchr(text, '*', len))
+        return conf_error(r, line, "server_name: invalid wildcard \"%s\" (only \"*.name\", "
+                          "\".name\" or \"name.*\")", word);
+    nm->text = malloc(len + 1);
+    if (!nm->text)
+        return conf_error(r, line, "out of memory");
+    for (size_t i = 0; i < len; i++)
+        nm->text[i] = ascii_lower(text[i]);
+    nm->text[len] = '\0';
+    nm->len = len;
+    return 0;
+}
+
+/* --- locations --------------------------------------------------------------------------- */
+
+static const struct {
+    const char *word;
+    enum site_match match;
+} modifiers[] = {
+    /* longest first: an attached modifier ("~*\.png$") is read by its longest match */
+    {"^~", SITE_PREFIX_STOP}, {"~*", SITE_REGEX_ICASE}, {"=", SITE_EXACT}, {"~", SITE_REGEX},
+};
+
+static bool is_prefix(enum site_match m)
+{
+    return m == SITE_PREFIX || m == SITE_PREFIX_STOP;
+}
+
+static bool is_regex(enum site_match m)
+{
+    return m == SITE_REGEX || m == SITE_REGEX_ICASE;
+}
+
+/* `location [MOD] URI`, `location MODURI` (nginx accepts the modifier attached) or
+ * `location @NAME`: the kind and the pattern. */
+static int parse_location_args(const struct conf_node *n, struct site_location *loc,
+                               struct conf_reader *r)
+{
+    static const char usage[] = "usage: location [=|^~|~|~*] URI { ... } or location @NAME "
+                                "{ ... }";
+    if (!n->is_block || n->n_args < 1 || n->n_args > 2)
+        return conf_error(r, n->line, "location: %s", usage);
+    const char *arg = n->args[n->n_args - 1];
+    loc->match = SITE_PREFIX;
+    if (n->n_args == 2) {
+        size_t i = 0;
+        while (i < sizeof(modifiers) / sizeof(modifiers[0]) &&
+               strcmp(n->args[0], modifiers[i].word) != 0)
+            i++;
+        if (i == sizeof(modifiers) / sizeof(modifiers[0]))
+            return conf_error(r, n->line, "location: unknown modifier \"%s\"; %s", n->args[0],
+                              usage);
+        loc->match = modifiers[i].match;
+    } else if (arg[0] == '@') {
+        loc->match = SITE_NAMED;
+    } else {
+        for (size_t i = 0; i < sizeof(modifiers) / sizeof(modifiers[0]); i++) {
+            size_t ml = strlen(modifiers[i].word);
+            if (strncmp(arg, modifiers[i].word, ml) == 0) {
+                loc->match = modifiers[i].match;
+                arg += ml;
+                break;
+            }
+        }
+    }
+    if (arg[0] == '\0' || (loc->match == SITE_NAMED && arg[1] == '\0'))
+        return conf_error(r, n->line, "location: an empty %s; %s",
+                          loc->match == SITE_NAMED ? "name" : "URI", usage);
+    loc->pattern = arg;
+    loc->pattern_len = strlen(arg);
+    return 0;
+}
+
+/* Compile a regex location. REG_NOSUB: nothing reads captures yet, and regexec without
+ * them is cheaper. */
+static int compile_location(struct site_location *loc, struct conf_reader *r)
+{
+    int flags = REG_EXTENDED | REG_NOSUB | (loc->match == SITE_REGEX_ICASE ? REG_ICASE : 0);
+    int rc = regcomp(&loc->re, loc->pattern, flags);
+    if (rc == 0)
+        return 0;
+    char why[256];
+    regerror(rc, &loc->re, why, sizeof(why));
+    loc->match = SITE_PREFIX; /* nothing compiled: nothing to regfree */
+    return conf_error(r, loc->node->line, "location: invalid regular expression \"%s\": %s",
+                      loc->pattern, why);
+}
+
+/* The same location twice in a server: nginx's rule, where `/a` and `^~ /a` are one
+ * prefix and so duplicates. */
+static bool same_location(const struct site_location *a, const struct site_location *b)
+{
+    bool same_kind = a->match == b->match || (is_prefix(a->match) && is_prefix(b->match));
+    return same_kind && a->pattern_len == b->pattern_len &&
+           memcmp(a->pattern, b->pattern, a->pattern_len) == 0;
+}
+
+/* Prefixes longest first (stable, so that equal lengths keep file order): the first one
+ * that matches a path is then the longest. A dozen entries: insertion sort. */
+static void sort_prefixes(const struct site_location **v, unsigned n)
+{
+    for (unsigned i = 1; i < n; i++) {
+        const struct site_location *x = v[i];
+        unsigned j = i;
+        for (; j > 0 && v[j - 1]->pattern_len < x->pattern_len; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
+static int index_locations(struct site_server *s, struct conf_reader *r)
+{
+    unsigned n = s->n_locations;
+    const struct site_location **all = calloc(n ? 4u * n : 1u, sizeof(*all));
+    if (!all)
+        return conf_error(r, s->node->line, "out of memory");
+    s->exact = all, s->prefix = all + n, s->regex = all + 2 * n, s->named = all + 3 * n;
+    for (unsigned i = 0; i < n; i++) {
+        const struct site_location *l = &s->locations[i];
+        if (l->match == SITE_EXACT)
+            s->exact[s->n_exact++] = l;
+        else if (is_prefix(l->match))
+            s->prefix[s->n_prefix++] = l;
+        else if (is_regex(l->match))
+            s->regex[s->n_regex++] = l;
+        else
+            s->named[s->n_named++] = l;
+    }
+    sort_prefixes(s->prefix, s->n_prefix);
+    return 0;
+}
+
+static int add_location(struct site_server *s, const struct conf_node *n, struct conf_reader *r)
+{
+    struct site_location *loc = &s->locations[s->n_locations];
+    memset(loc, 0, sizeof(*loc));
+    loc->node = n;
+    loc->first = n->children;
+    loc->server = s;
+    if (parse_location_args(n, loc, r) < 0)
+        return -1;
+    for (unsigned i = 0; i < s->n_locations; i++)
+        if (same_location(&s->locations[i], loc))
+            return conf_error(r, n->line, "duplicate location \"%s\" (first at %s:%u)",
+                              loc->pattern, r->file, s->locations[i].node->line);
+    if (is_regex(loc->match) && compile_location(loc, r) < 0)
+        return -1;
+    s->n_locations++;
+    return 0;
+}
+
+/* --- listen addresses -------------------------------------------------------------------- */
+
+/* One `listen` of a server, before the addresses are grouped. */
+struct site_listen {
+    struct config_listen addr;
+    bool is_default;
+    unsigned line;
+};
+
+static int parse_site_listen(const struct conf_node *n, struct site_listen *out,
+                             struct conf_reader *r)
+{
+    if (n->is_block || n->n_args < 1)
+        return conf_error(r, n->line, "listen: usage: listen ADDR:PORT [default_server];");
+    memset(out, 0, sizeof(*out));
+    out->line = n->line;
+    if (config_parse_listen(n->args[0], &out->addr) < 0)
+        return conf_error(r, n->line, "listen: invalid address \"%s\"", n->args[0]);
+    for (unsigned i = 1; i < n->n_args; i++) {
+        if (strcmp(n->args[i], "default_server") != 0)
+            return conf_error(r, n->line, "listen: unsupported parameter \"%s\" (only "
+                              "default_server)", n->args[i]);
+        out->is_default = true;
+    }
+    return 0;
+}
+
+/* An address read out of a sockaddr by copying (the sockaddr types alias one another;
+ * copies keep the compiler's aliasing rules intact). An IPv4-mapped IPv6 address (an IPv4
+ * client of a `[::]` socket) is read as the IPv4 one. */
+struct endpoint {
+    int family; /* AF_INET, AF_INET6, or 0: neither */
+    uint16_t port;
+    uint8_t ip[16];
+};
+
+static struct endpoint endpoint_of(const void *sa)
+{
+    struct endpoint e = {0};
+    sa_family_t family;
+    memcpy(&family, sa, sizeof(family));
+    if (family == AF_INET) {
+        struct sockaddr_in a;
+        memcpy(&a, sa, sizeof(a));
+        e.family = AF_INET;
+        e.port = a.sin_port;
+        memcpy(e.ip, &a.sin_addr, 4);
+    } else if (family == AF_INET6) {
+        struct sockaddr_in6 a;
+        memcpy(&a, sa, sizeof(a));
+        e.port = a.sin6_port;
+        if (IN6_IS_ADDR_V4MAPPED(&a.sin6_addr)) {
+            e.family = AF_INET;
+            memcpy(e.ip, a.sin6_addr.s6_addr + 12, 4);
+        } else {
+            e.family = AF_INET6;
+            memcpy(e.ip, a.sin6_addr.s6_addr, 16);
+        }
+    }
+    return e;
+}
+
+static bool is_any(const struct endpoint *e)
+{
+    static const uint8_t zero[16];
+    return memcmp(e->ip, zero, e->family == AF_INET ? 4 : 16) == 0;
+}
+
+/* One address however written: `[::ffff:127.0.0.1]:80` is `127.0.0.1:80`, as a connection
+ * to either is read (endpoint_of). */
+static bool same_addr(const struct config_listen *a, const struct config_listen *b)
+{
+    struct endpoint x = endpoint_of(&a->addr), y = endpoint_of(&b->addr);
+    return x.family == y.family && x.port == y.port && memcmp(x.ip, y.ip, sizeof(x.ip)) == 0;
+}
+
+/* Put server s on the address of l: its group, made when new. */
+static int join_addr(struct site_set *set, const struct site_server *s,
+                     const struct site_listen *l, struct conf_reader *r)
+{
+    struct site_addr *g = NULL;
+    for (unsigned i = 0; i < set->n_addrs && !g; i++)
+        if (same_addr(&set->addrs[i].listen, &l->addr))
+            g = &set->addrs[i];
+    if (!g) {
+        g = &set->addrs[set->n_addrs];
+        g->servers = calloc(set->n_servers, sizeof(*g->servers));
+        if (!g->servers)
+            return conf_error(r, l->line, "out of memory");
+        g->listen = l->addr;
+        set->n_addrs++;
+    }
+    if (g->n_servers && g->servers[g->n_servers - 1] == s)
+        return conf_error(r, l->line, "listen: %s twice in one server", l->addr.text);
+    g->servers[g->n_servers++] = s;
+    if (!l->is_default)
+        return 0;
+    if (g->default_server)
+        return conf_error(r, l->line, "a second default_server for %s (the first at %s:%u)",
+                          l->addr.text, r->file, g->default_line);
+    g->default_server = s;
+    g->default_line = l->line;
+    return 0;
+}
+
+/* --- servers ------------------------------------------------------------------------------ */
+
+static unsigned count_named(const struct conf_node *first, const char *name, bool args)
+{
+    unsigned n = 0;
+    for (const struct conf_node *c = first; c; c = c->next)
+        if (strcmp(c->name, name) == 0)
+            n += args ? c->n_args : 1;
+    return n;
+}
+
+/* A server's names and locations; its listens go to ls (room for each `listen`). */
+static int build_server(struct site_server *s, const struct conf_node *n,
+                        struct site_listen *ls, unsigned *n_ls, struct conf_reader *r)
+{
+    unsigned before = r->errors;
+    s->node = n;
+    s->first = n->children;
+    if (!n->is_block || n->n_args > 0)
+        conf_error(r, n->line, "server: usage: server { ... }");
+    s->names = calloc(count_named(n->children, "server_name", true) + 1, sizeof(*s->names));
+    s->locations = calloc(count_named(n->children, "location", false) + 1,
+                          sizeof(*s->locations));
+    if (!s->names || !s->locations)
+        return conf_error(r, n->line, "out of memory");
+    for (const struct conf_node *c = n->children; c; c = c->next) {
+        if (strcmp(c->name, "listen") == 0) {
+            if (parse_site_listen(c, &ls[*n_ls], r) == 0)
+                (*n_ls)++;
+        } else if (strcmp(c->name, "server_name") == 0) {
+            if (c->is_block || c->n_args == 0)
+                conf_error(r, c->line, "server_name: usage: server_name NAME...;");
+            for (unsigned i = 0; i < c->n_args && !c->is_block; i++)
+                if (parse_name(c->args[i], &s->names[s->n_names], r, c->line) == 0)
+                    s->n_names++;
+        } else if (strcmp(c->name, "location") == 0) {
+            add_location(s, c, r);
+        }
+    }
+    if (index_locations(s, r) < 0)
+        return -1;
+    return r->errors > before ? -1 : 0;
+}
+
+/* The top-level listens: a server without its own listens on these (as nginx's servers
+ * listen on its default port); 8080, the built-in default, when the file has none. */
+static unsigned top_listens(const struct conf_node *tree, struct site_listen *out)
+{
+    unsigned n = 0;
+    for (const struct conf_node *c = tree; c; c = c->next) {
+        if (strcmp(c->name, "listen") != 0 || c->n_args < 1)
+            continue;
+        memset(&out[n], 0, sizeof(out[n]));
+        out[n].line = c->line;
+        if (config_parse_listen(c->args[0], &out[n].addr) == 0) /* else config_load says */
+            n++;
+    }
+    if (n == 0) {
+        memset(&out[0], 0, sizeof(out[0]));
+        config_parse_listen("8080", &out[0].addr);
+        n = 1;
+    }
+    return n;
+}
+
+static int build_servers(struct site_set *set, const struct conf_node *tree,
+                         struct conf_reader *r)
+{
+    unsigned n_top_max = count_named(tree, "listen", false) + 1;
+    unsigned addr_max = 0;
+    for (const struct conf_node *c = tree; c; c = c->next)
+        if (strcmp(c->name, "server") == 0)
+            addr_max += count_named(c->children, "listen", false) + n_top_max;
+    set->servers = calloc(set->n_servers, sizeof(*set->servers));
+    set->addrs = calloc(addr_max, sizeof(*set->addrs));
+    struct site_listen *top = calloc(n_top_max, sizeof(*top));
+    if (!set->servers || !set->addrs || !top) {
+        free(top);
+        return conf_error(r, 0, "out of memory");
+    }
+    unsigned n_top = top_listens(tree, top);
+    unsigned i = 0;
+    for (const struct conf_node *c = tree; c; c = c->next) {
+        if (strcmp(c->name, "server") != 0)
+            continue;
+        struct site_server *s = &set->servers[i++];
+        struct site_listen *ls = calloc(count_named(c->children, "listen", false) + 1,
+                                        sizeof(*ls));
+        unsigned n_ls = 0;
+        if (!ls) {
+            conf_error(r, c->line, "out of memory");
+            continue;
+        }
+        build_server(s, c, ls, &n_ls, r);
+        bool own = count_named(c->children, "listen", false) > 0;
+        for (unsigned k = 0; k < (own ? n_ls : n_top); k++)
+            join_addr(set, s, own ? &ls[k] : &top[k], r);
+        free(ls);
+    }
+    free(top);
+    return 0;
+}
+
+struct site_set *site_set_build(const struct conf_node *tree, struct conf_reader *r)
+{
+    unsigned before = r->errors;
+    struct site_set *set = calloc(1, sizeof(*set));
+    if (!set) {
+        conf_error(r, 0, "out of memory");
+        return NULL;
+    }
+    check_placement(tree, CONF_TOP, r);
+    set->n_servers = count_named(tree, "server", false);
+    if (set->n_servers)
+        build_servers(set, tree, r);
+    if (r->errors > before) {
+        site_set_free(set);
+        return NULL;
+    }
+    return set;
+}
+
+struct site_set *site_set_from_text(const char *file, const char *text, size_t len, char *err,
+                                    size_t err_len)
+{
+    struct conf_node *tree;
+    if (conf_parse_text(file, text, len, &tree, err, err_len) < 0)
+        return NULL;
+    struct conf_reader r = {.file = file, .owner = "", .context = CONF_TOP, .err = err,
+                            .err_len = err_len};
+    struct site_set *set = site_set_build(tree, &r);
+    if (!set) {
+        conf_tree_free(tree);
+        return NULL;
+    }
+    set->owned_tree = tree;
+    return set;
+}
+
+void site_set_free(struct site_set *set)
+{
+    if (!set)
+        return;
+    for (unsigned i = 0; set->servers && i < set->n_servers; i++) {
+        struct site_server *s = &set->servers[i];
+        for (unsigned k = 0; k < s->n_names; k++)
+            free(s->names[k].text);
+        for (unsigned k = 0; k < s->n_locations; k++)
+            if (is_regex(s->locations[k].match))
+                regfree(&s->locations[k].re);
+        free(s->names);
+        free(s->locations);
+        free(s->exact); /* the four indexes are one allocation */
+    }
+    for (unsigned i = 0; i < set->n_addrs; i++)
+        free(set->addrs[i].servers);
+    free(set->servers);
+    free(set->addrs);
+    conf_tree_free(set->owned_tree);
+    free(set);
+}
+
+/* --- selection: no allocation, no lock ---------------------------------------------------- */
+
+/* The group of the address a connection came in on: that exact address, else the
+ * wildcard address with its port, of its own family first. */
+static const struct site_addr *addr_for(const struct site_set *set, const struct sockaddr *sa)
+{
+    struct endpoint local = endpoint_of(sa);
+    if (!local.family)
+        return NULL;
+    const struct site_addr *wild = NULL, *wild_other = NULL;
+    for (unsigned i = 0; i < set->n_addrs; i++) {
+        const struct site_addr *g = &set->addrs[i];
+        struct endpoint a = endpoint_of(&g->listen.addr);
+        if (a.port != local.port)
+            continue;
+        if (a.family == local.family && memcmp(a.ip, local.ip, sizeof(a.ip)) == 0)
+            return g;
+        if (is_any(&a) && a.family == local.family && !wild)
+            wild = g;
+        else if (is_any(&a) && !wild_other)
+            wild_other = g;
+    }
+    return wild ? wild : wild_other;
+}
+
+/* The Host without its port and one trailing dot. */
+static struct http_slice host_name(struct http_slice h)
+{
+    const char *end = NULL;
+    if (h.len && h.p[0] == '[') { /* an IPv6 literal keeps its brackets */
+        end = memchr(h.p, ']', h.len);
+        if (end)
+            h.len = (size_t)(end - h.p) + 1;
+    } else if ((end = memchr(h.p, ':', h.len))) {
+        h.len = (size_t)(end - h.p);
+    }
+    if (h.len && h.p[h.len - 1] == '.')
+        h.len--;
+    return h;
+}
+
+/* How well name nm matches the host: 0 not at all, else its rank and length in *len. */
+enum { MISS, TRAILING, LEADING, EXACT };
+static int name_match(const struct site_name *nm, struct http_slice h)
+{
+    switch (nm->kind) {
+    case SITE_NAME_EXACT: return h.len == nm->len && eq_ci(h.p, nm->text, nm->len) ? EXACT : MISS;
+    case SITE_NAME_LEADING:
+        if (h.len > nm->len && eq_ci(h.p + h.len - nm->len, nm->text, nm->len))
+            return LEADING;
+        return nm->bare_too && h.len == nm->len - 1 && eq_ci(h.p, nm->text + 1, h.len)
+                   ? LEADING : MISS;
+    case SITE_NAME_TRAILING:
+        return h.len > nm->len && eq_ci(h.p, nm->text, nm->len) ? TRAILING : MISS;
+    }
+    return MISS;
+}
+
+const struct site_server *site_server_for(const struct site_set *set,
+                                          const struct sockaddr *local, struct http_slice host)
+{
+    const struct site_addr *g = set && set->n_addrs ? addr_for(set, local) : NULL;
+    if (!g)
+        return NULL;
+    struct http_slice h = host_name(host);
+    const struct site_server *best[EXACT] = {NULL}; /* [LEADING], [TRAILING] */
+    size_t best_len[EXACT] = {0};
+    for (unsigned i = 0; i < g->n_servers; i++) {
+        const struct site_server *s = g->servers[i];
+        for (unsigned k = 0; k < s->n_names; k++) {
+            int rank = name_match(&s->names[k], h);
+            if (rank == EXACT)
+                return s; /* the first server that names it, as nginx */
+            if (rank != MISS && (!best[rank] || s->names[k].len > best_len[rank])) {
+                best[rank] = s;
+                best_len[rank] = s->names[k].len;
+            }
+        }
+    }
+    if (best[LEADING])
+        return best[LEADING];
+    if (best[TRAILING])
+        return best[TRAILING];
+    return g->default_server ? g->default_server : g->servers[0];
+}
+
+/* Does the regex match the whole of path[0, len)? REG_STARTEND: the length, not a NUL,
+ * bounds it. */
+static bool regex_matches(const struct site_location *l, const char *path, size_t len)
+{
+    regmatch_t m = {.rm_so = 0, .rm_eo = (regoff_t)len};
+    return regexec(&l->re, path, 1, &m, REG_STARTEND) == 0;
+}
+
+const struct site_location *site_location_for(const struct site_server *s, const char *path,
+                                              size_t len)
+{
+    for (unsigned i = 0; i < s->n_exact; i++)
+        if (s->exact[i]->pattern_len == len && memcmp(s->exact[i]->pattern, path, len) == 0)
+            return s->exact[i];
+    const struct site_location *prefix = NULL;
+    for (unsigned i = 0; i < s->n_prefix && !prefix; i++) /* longest first */
+        if (s->prefix[i]->pattern_len <= len &&
+            memcmp(s->prefix[i]->pattern, path, s->prefix[i]->pattern_len) == 0)
+            prefix = s->prefix[i];
+    if (prefix && prefix->match == SITE_PREFIX_STOP)
+        return prefix;
+    for (unsigned i = 0; i < s->n_regex; i++)
+        if (regex_matches(s->regex[i], path, len))
+            return s->regex[i];
+    return prefix;
+}
+
+const struct site_location *site_named_location(const struct site_server *s, const char *name)
+{
+    for (unsigned i = 0; i < s->n_named; i++)
+        if (strcmp(s->named[i]->pattern, name) == 0)
+            return s->named[i];
+    return NULL;
+}
