@@ -119,12 +119,15 @@ def test_add_header_is_added_to_a_compressed_response_and_its_304(start_server, 
 
 def test_add_header_sees_the_412_gzip_makes_of_a_200(start_server, site):
     """If-Match with the identity's tag passes mod_static but fails against the compressed
-    variant's (weak) tag: gzip turns the 200 into a 412, and a 412 gets no add_header."""
+    variant's (weak) tag: gzip turns the 200 into a 412, which gets only the `always`
+    header (headers run after gzip, on the final status)."""
     (site / "big.txt").write_text("compress me " * 200)
-    get = serve(start_server, site, "gzip on;\nadd_header X-Frame-Options DENY;\n")
+    get = serve(start_server, site, "gzip on;\nadd_header X-Frame-Options DENY;\n"
+                "add_header X-Always yes always;\n")
     etag = get("/big.txt")[1]["etag"][0]
     status, h, _ = get("/big.txt", headers={"Accept-Encoding": "gzip", "If-Match": etag})
     assert status == 412 and "x-frame-options" not in h
+    assert h["x-always"] == ["yes"]
 
 
 def test_add_header_repeats_in_file_order(start_server, site):
