@@ -13,9 +13,10 @@ extern const struct module mod_static;   /* files from the document root */
 extern const struct module mod_handlers; /* in-process handlers on prefixes: echo, hello, status */
 extern const struct module mod_cgi;      /* CGI/1.1 scripts mounted on prefixes */
 extern const struct module mod_gzip;     /* compresses responses (a filter) */
+extern const struct module mod_headers;  /* add_header, expires: after gzip, on final statuses */
 
 static const struct module *const module_table[] = {
-    &mod_mime, &mod_dirlist, &mod_static, &mod_handlers, &mod_cgi, &mod_gzip,
+    &mod_mime, &mod_dirlist, &mod_static, &mod_handlers, &mod_cgi, &mod_gzip, &mod_headers,
 };
 
 #define MODULE_COUNT (sizeof(module_table) / sizeof(module_table[0]))

@@ -17,7 +17,7 @@ import sys
 # From the bottom up. A file may include headers of its own layer or of any layer below.
 LAYERS = [
     ("base", ["clock", "lf_*", "http_parse", "open_beneath"]),
-    ("text helpers", ["strbuf", "http_params"]),
+    ("text helpers", ["strbuf", "http_params", "vars"]),
     ("configuration", ["config", "directive", "log", "site"]),
     ("responses", ["http_response"]),
     ("periodic tick", ["timer"]),

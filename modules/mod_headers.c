@@ -1,0 +1,286 @@
+/* mod_headers.c — `add_header NAME VALUE [always];` and `expires TIME|epoch|max|off;`, with
+ * nginx's semantics (ngx_http_headers_module), checked against nginx 1.22:
+ *
+ *   - Both act only on the statuses 200, 201, 204, 206, 301, 302, 303, 304, 307 and 308;
+ *     `add_header ... always` on every status. `expires` has no `always`.
+ *   - expires TIME: `Expires: now + TIME` and `Cache-Control: max-age=TIME`; TIME 0 gives
+ *     max-age=0 and Expires equal to Date; a negative TIME gives an Expires in the past and
+ *     `Cache-Control: no-cache`. epoch: `Expires: Thu, 01 Jan 1970 00:00:01 GMT`, no-cache.
+ *     max: `Expires: Thu, 31 Dec 2037 23:55:55 GMT`, max-age=315360000. Any Expires or
+ *     Cache-Control the response already has is replaced, not repeated.
+ *   - add_header runs after expires, in file order, and appends (so `expires 1h;
+ *     add_header Cache-Control private;` sends two Cache-Control lines, as nginx does). A
+ *     value that expands to "" adds nothing. ETag and Last-Modified replace the response's
+ *     own, and an empty value removes it (nginx's special cases for those two).
+ *
+ * It is a filter, placed after mod_gzip in the chain: the status it tests is the final
+ * one, after gzip has evaluated the conditionals again for a compressed variant (a 200 may
+ * become a 304 there). nginx's order is the same in effect: its headers filter runs after
+ * the not-modified filter, and its gzip filter does not change statuses.
+ *
+ * Not applied to streamed responses (CGI): their head is parsed from the script's output
+ * after the chain has run, and replaces what a filter would have added.
+ */
+#include "mod_headers.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "module.h"
+
+#define EXPIRES_MAX_S 2147483647LL /* 68 years: beyond it is surely a typo */
+#define EXPIRES_MAX_DATE "Thu, 31 Dec 2037 23:55:55 GMT"
+#define EXPIRES_EPOCH_DATE "Thu, 01 Jan 1970 00:00:01 GMT"
+
+/* --- settings ----------------------------------------------------------------------------- */
+
+void headers_conf_merge(struct headers_conf *inner, const struct headers_conf *outer)
+{
+    if (inner->n_adds == 0) {
+        inner->adds = outer->adds;
+        inner->n_adds = outer->n_adds;
+        inner->adds_owned = false;
+    }
+    if (inner->expires == HEADERS_EXPIRES_UNSET) {
+        inner->expires = outer->expires;
+        inner->expires_s = outer->expires_s;
+    }
+}
+
+void headers_conf_free(struct headers_conf *c)
+{
+    if (c->adds_owned) {
+        for (unsigned i = 0; i < c->n_adds; i++)
+            vars_free(c->adds[i].value);
+        free(c->adds);
+    }
+    c->adds = NULL;
+    c->n_adds = 0;
+}
+
+/* One unit of an nginx time, largest first: each may appear once, in this order. */
+static const struct {
+    char unit;
+    int64_t seconds;
+} time_units[] = {
+    {'y', 365 * 86400}, {'M', 30 * 86400}, {'w', 7 * 86400}, {'d', 86400},
+    {'h', 3600},        {'m', 60},         {'s', 1},
+};
+#define TIME_UNITS (sizeof(time_units) / sizeof(time_units[0]))
+
+int headers_parse_time(const char *s, int64_t *out_s)
+{
+    bool negative = *s == '-';
+    s += negative;
+    int64_t total = 0;
+    size_t next_unit = 0; /* the units before this one are no longer allowed */
+    bool any = false;
+    while (*s) {
+        if (*s == ' ') {
+            s++;
+            continue;
+        }
+        if (*s < '0' || *s > '9')
+            return -1;
+        int64_t n = 0;
+        while (*s >= '0' && *s <= '9' && n <= EXPIRES_MAX_S)
+            n = n * 10 + (*s++ - '0');
+        size_t u = next_unit;
+        while (u < TIME_UNITS && *s && time_units[u].unit != *s)
+            u++;
+        if (u == TIME_UNITS || (*s == '\0' && next_unit == TIME_UNITS))
+            return -1; /* an unknown unit, or one out of order or repeated */
+        if (*s == '\0')
+            u = TIME_UNITS - 1; /* a bare number: seconds */
+        else
+            s++;
+        if (n > EXPIRES_MAX_S / time_units[u].seconds)
+            return -1;
+        total += n * time_units[u].seconds;
+        if (total > EXPIRES_MAX_S)
+            return -1;
+        next_unit = u + 1;
+        any = true;
+    }
+    if (!any)
+        return -1;
+    *out_s = negative ? -total : total;
+    return 0;
+}
+
+static bool token_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static bool header_name_ok(const char *name)
+{
+    size_t i = 0;
+    while (token_char(name[i]))
+        i++;
+    return i > 0 && name[i] == '\0' && i < HEADERS_NAME_MAX;
+}
+
+/* `add_header NAME VALUE [always];` */
+static int set_add_header(void *base, const struct conf_node *n, void *ctx, char *msg,
+                          size_t len)
+{
+    (void)ctx;
+    struct headers_conf *c = base;
+    if (!header_name_ok(n->args[0]))
+        return snprintf(msg, len, "invalid header name \"%s\"", n->args[0]), -1;
+    if (n->n_args == 3 && strcmp(n->args[2], "always") != 0)
+        return snprintf(msg, len, "invalid parameter \"%s\" (only \"always\")", n->args[2]), -1;
+    struct headers_add add = {.always = n->n_args == 3};
+    memcpy(add.name, n->args[0], strlen(n->args[0]) + 1);
+    add.replaces = strcasecmp(add.name, "ETag") == 0 || strcasecmp(add.name, "Last-Modified") == 0;
+    if (vars_compile(n->args[1], VARS_HEADER, &add.value, msg, len) < 0)
+        return -1;
+    struct headers_add *grown = realloc(c->adds, (c->n_adds + 1) * sizeof(*grown));
+    if (!grown) {
+        vars_free(add.value);
+        return snprintf(msg, len, "out of memory"), -1;
+    }
+    c->adds = grown;
+    c->adds[c->n_adds++] = add;
+    c->adds_owned = true;
+    return 0;
+}
+
+/* `expires TIME|epoch|max|off;` */
+static int set_expires(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    (void)ctx;
+    struct headers_conf *c = base;
+    const char *a = n->args[0];
+    if (strcmp(a, "off") == 0)
+        c->expires = HEADERS_EXPIRES_OFF;
+    else if (strcmp(a, "epoch") == 0)
+        c->expires = HEADERS_EXPIRES_EPOCH;
+    else if (strcmp(a, "max") == 0)
+        c->expires = HEADERS_EXPIRES_MAX;
+    else if (headers_parse_time(a, &c->expires_s) == 0)
+        c->expires = HEADERS_EXPIRES_TIME;
+    else
+        return snprintf(msg, len, "invalid value \"%s\" (a time such as 30d, 12h, -1, or "
+                        "epoch, max, off; at most 68 years)", a), -1;
+    return 0;
+}
+
+static const struct conf_directive headers_directives[] = {
+    {"add_header", CONF_LIST, CONF_TOP, CONF_REPEATS, .min_args = 2, .max_args = 3,
+     .set = set_add_header, .usage = "NAME VALUE [always]"},
+    {"expires", CONF_LIST, CONF_TOP, CONF_ONCE, .min_args = 1, .max_args = 1,
+     .set = set_expires, .usage = "TIME|epoch|max|off"},
+    {.name = NULL},
+};
+
+/* --- answering ---------------------------------------------------------------------------- */
+
+/* The statuses nginx adds headers and expiry to without `always`. */
+static bool safe_status(int status)
+{
+    switch (status) {
+    case 200: case 201: case 204: case 206: case 301: case 302: case 303: case 304: case 307:
+    case 308: return true;
+    default: return false;
+    }
+}
+
+static void set_expiry(const struct headers_conf *c, int64_t now_s, struct response *resp)
+{
+    char date[30], cc[40];
+    const char *expires = date;
+    if (c->expires == HEADERS_EXPIRES_EPOCH) {
+        expires = EXPIRES_EPOCH_DATE;
+        strcpy(cc, "no-cache");
+    } else if (c->expires == HEADERS_EXPIRES_MAX) {
+        expires = EXPIRES_MAX_DATE;
+        strcpy(cc, "max-age=315360000");
+    } else {
+        http_date_format(now_s + c->expires_s, date);
+        if (c->expires_s < 0)
+            strcpy(cc, "no-cache");
+        else
+            *http_fmt_u64(stpcpy(cc, "max-age="), (uint64_t)c->expires_s) = '\0';
+    }
+    resp_header_set(resp, "Expires", expires);
+    resp_header_set(resp, "Cache-Control", cc);
+}
+
+static void add_one(const struct headers_add *a, const struct vars_source *src,
+                    struct response *resp)
+{
+    char value[RESP_HEAD_CAP];
+    long n = vars_expand(a->value, src, value, sizeof(value));
+    if (n < 0) { /* cannot fit in any head: as a head that overflows, a 500 */
+        resp_fail(resp);
+        return;
+    }
+    if (a->replaces)
+        resp_header_remove(resp, a->name);
+    if (n > 0)
+        resp_header(resp, a->name, value);
+}
+
+void headers_apply(const struct headers_conf *c, const struct vars_source *src, int64_t now_s,
+                   struct response *resp)
+{
+    bool safe = safe_status(resp_status(resp));
+    if (safe && c->expires != HEADERS_EXPIRES_UNSET && c->expires != HEADERS_EXPIRES_OFF)
+        set_expiry(c, now_s, resp);
+    for (unsigned i = 0; i < c->n_adds; i++)
+        if (safe || c->adds[i].always)
+            add_one(&c->adds[i], src, resp);
+}
+
+/* --- the module --------------------------------------------------------------------------- */
+
+static void headers_filter(void *state, const struct request *req, struct response *resp)
+{
+    const struct headers_conf *c = state;
+    if (resp_is_stream(resp) || (c->n_adds == 0 && c->expires <= HEADERS_EXPIRES_OFF))
+        return;
+    struct vars_source src = {
+        .http = req->http,
+        .uri = req->path,
+        .uri_len = req->path_len,
+        .peer = req->peer,
+        .local = req->local,
+        .server_name = NULL, /* the one implicit server has no name: "" as nginx's default */
+    };
+    headers_apply(c, &src, req->now_s, resp);
+}
+
+static void headers_fini(void *state)
+{
+    if (!state)
+        return;
+    headers_conf_free(state);
+    free(state);
+}
+
+static int headers_init(struct module_init *mi, void **state)
+{
+    struct headers_conf *c = calloc(1, sizeof(*c));
+    if (!c)
+        return module_error(mi, NULL, "out of memory");
+    if (module_read_directives(mi, c) < 0) {
+        headers_fini(c);
+        return -1;
+    }
+    *state = c;
+    return 0;
+}
+
+const struct module mod_headers = {
+    .name = "headers",
+    .directives = headers_directives,
+    .init = headers_init,
+    .fini = headers_fini,
+    .filter = headers_filter,
+};

@@ -1,0 +1,68 @@
+/* vars.h — nginx's variables in configuration values: `$uri`, `${host}`, compiled once.
+ *
+ * A value such as "https://$host$request_uri" is compiled when the configuration loads into
+ * a list of parts (literal text, variable, literal text...), so a request expands it
+ * without parsing and without allocating, into a buffer the caller gives. An unknown
+ * variable is an error at load, as in nginx ("unknown \"x\" variable"); names are
+ * case-insensitive, as nginx's.
+ *
+ *   $uri             the decoded, normalized path (dot segments removed, slashes merged)
+ *   $request_uri     the target as sent, from its path on (an absolute-form target's
+ *                    scheme and authority left out, as nginx does)
+ *   $args            the query, without the '?'
+ *   $host            the Host (or the absolute-form authority), lowercased, without port
+ *                    or trailing dot; without one, the server's name
+ *   $scheme          "http"
+ *   $remote_addr     the client's address
+ *   $request_method  the method as sent
+ *   $server_port     the port the connection came in on
+ *
+ * Where the result goes decides the escaping, fixed at compile time:
+ *
+ *   VARS_HEADER  a header field value. $uri is decoded, so "/a%0d%0aSet-Cookie:x" holds a
+ *                CR LF. nginx copies it into the header as it is (a known header injection
+ *                with `return 302 ...$uri` or `add_header ... $uri`). Here every control
+ *                byte a variable brings (0x00-0x1f and 0x7f) is written as %XX, so no
+ *                expansion can end a header line or start another; literal text with
+ *                control bytes is refused at load.
+ *   VARS_RAW     anything else (a file name to try): bytes as they are.
+ */
+#ifndef LFHTTPD_VARS_H
+#define LFHTTPD_VARS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "http_parse.h"
+
+enum vars_context { VARS_HEADER, VARS_RAW };
+
+/* What a value is expanded from: one request, as the module chain sees it. */
+struct vars_source {
+    const struct http_request *http;
+    const char *uri; /* the decoded, normalized path */
+    size_t uri_len;
+    const struct sockaddr *peer;  /* the client (NULL: $remote_addr is empty) */
+    const struct sockaddr *local; /* the listener's address (NULL: $server_port is empty) */
+    const char *server_name;      /* $host without a Host; NULL: "" (nginx's default name) */
+};
+
+struct vars_value; /* opaque: one allocation, read-only once compiled */
+
+/* Compile text into *out (which the caller frees with vars_free). Returns 0, or -1 with
+ * the reason in msg: an unknown variable, "$" not followed by a name, "${name" unclosed,
+ * or, in header context, a control byte in the literal text. */
+int vars_compile(const char *text, enum vars_context ctx, struct vars_value **out, char *msg,
+                 size_t msg_len);
+void vars_free(struct vars_value *v);
+
+/* Does the value use any variable? (If not, it expands to the same text every time.) */
+bool vars_is_constant(const struct vars_value *v);
+
+/* Expand v for src into out (capacity cap, NUL written). Returns the length, or -1 if the
+ * result (with its NUL) does not fit: nothing longer than cap is ever written. */
+long vars_expand(const struct vars_value *v, const struct vars_source *src, char *out,
+                 size_t cap);
+
+#endif

@@ -1,0 +1,250 @@
+/* Unit tests of vars: compiling values with nginx variables, and expanding them safely. */
+#define TEST_MAIN
+#include "test.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include "mod_headers.h"
+#include "vars.h"
+
+/* A parsed request for the text of a head, kept in static storage between calls. */
+static struct http_request parsed;
+static char head_buf[1024];
+static struct sockaddr_in peer, local;
+
+static struct vars_source source(const char *head, const char *uri)
+{
+    snprintf(head_buf, sizeof(head_buf), "%s", head);
+    struct http_limits lim = {.max_header_bytes = sizeof(head_buf), .max_headers = 64};
+    memset(&parsed, 0, sizeof(parsed));
+    if (http_parse_request(head_buf, strlen(head_buf), &lim, &parsed) <= 0)
+        fprintf(stderr, "  the test's request does not parse\n");
+    peer = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(40000)};
+    inet_pton(AF_INET, "192.0.2.7", &peer.sin_addr);
+    local = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(8080)};
+    return (struct vars_source){&parsed, uri, strlen(uri), (struct sockaddr *)&peer,
+                                (struct sockaddr *)&local, "fallback.example"};
+}
+
+#define GET_HOST "GET /a/b?x=1&y=2 HTTP/1.1\r\nHost: WWW.Example.ORG.:8080\r\n\r\n"
+
+/* Compile text in context ctx, expand it for src, and compare with want. */
+static bool expands_to(const char *text, enum vars_context ctx, const struct vars_source *src,
+                       const char *want)
+{
+    struct vars_value *v;
+    char msg[256], out[512];
+    if (vars_compile(text, ctx, &v, msg, sizeof(msg)) < 0) {
+        fprintf(stderr, "  \"%s\" does not compile: %s\n", text, msg);
+        return false;
+    }
+    long n = vars_expand(v, src, out, sizeof(out));
+    vars_free(v);
+    bool ok = n >= 0 && (size_t)n == strlen(want) && strcmp(out, want) == 0;
+    if (!ok)
+        fprintf(stderr, "  \"%s\" gave \"%s\" (%ld), want \"%s\"\n", text, out, n, want);
+    return ok;
+}
+
+static bool refused(const char *text, enum vars_context ctx, const char *why)
+{
+    struct vars_value *v = NULL;
+    char msg[256] = "";
+    if (vars_compile(text, ctx, &v, msg, sizeof(msg)) == 0) {
+        vars_free(v);
+        fprintf(stderr, "  \"%s\" compiled\n", text);
+        return false;
+    }
+    if (!strstr(msg, why))
+        fprintf(stderr, "  \"%s\": \"%s\" does not say \"%s\"\n", text, msg, why);
+    return strstr(msg, why) != NULL;
+}
+
+TEST(uri_is_the_decoded_normalized_path)
+{
+    struct vars_source s = source(GET_HOST, "/a/b c");
+    CHECK(expands_to("$uri", VARS_HEADER, &s, "/a/b c"));
+}
+
+TEST(request_uri_is_the_target_as_sent)
+{
+    struct vars_source s = source("GET /a/%2e%2e/b?q=%41 HTTP/1.1\r\nHost: h\r\n\r\n", "/b");
+    CHECK(expands_to("$request_uri", VARS_HEADER, &s, "/a/%2e%2e/b?q=%41"));
+}
+
+TEST(request_uri_leaves_out_an_absolute_targets_authority)
+{
+    struct vars_source s = source("GET http://h.example:81/p?q HTTP/1.1\r\nHost: h\r\n\r\n",
+                                  "/p");
+    CHECK(expands_to("$request_uri", VARS_HEADER, &s, "/p?q"));
+}
+
+TEST(args_is_the_query_without_its_question_mark)
+{
+    struct vars_source s = source(GET_HOST, "/a/b");
+    CHECK(expands_to("[$args]", VARS_HEADER, &s, "[x=1&y=2]"));
+    s = source("GET /a HTTP/1.1\r\nHost: h\r\n\r\n", "/a");
+    CHECK(expands_to("[$args]", VARS_HEADER, &s, "[]"));
+}
+
+TEST(host_is_lowercased_without_port_or_trailing_dot)
+{
+    struct vars_source s = source(GET_HOST, "/");
+    CHECK(expands_to("$host", VARS_HEADER, &s, "www.example.org"));
+    s = source("GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", "/");
+    CHECK(expands_to("$host", VARS_HEADER, &s, "[::1]"));
+}
+
+TEST(host_without_a_host_header_is_the_server_name)
+{
+    struct vars_source s = source("GET / HTTP/1.0\r\n\r\n", "/");
+    CHECK(expands_to("$host", VARS_HEADER, &s, "fallback.example"));
+    s.server_name = NULL;
+    CHECK(expands_to("[$host]", VARS_HEADER, &s, "[]"));
+}
+
+TEST(scheme_method_address_and_port)
+{
+    struct vars_source s = source("HEAD /x HTTP/1.1\r\nHost: h\r\n\r\n", "/x");
+    CHECK(expands_to("$scheme://$remote_addr:$server_port $request_method", VARS_HEADER, &s,
+                     "http://192.0.2.7:8080 HEAD"));
+}
+
+TEST(remote_addr_of_an_ipv6_client)
+{
+    struct vars_source s = source(GET_HOST, "/");
+    struct sockaddr_in6 six = {.sin6_family = AF_INET6};
+    inet_pton(AF_INET6, "2001:db8::1", &six.sin6_addr);
+    s.peer = (struct sockaddr *)&six;
+    CHECK(expands_to("$remote_addr", VARS_HEADER, &s, "2001:db8::1"));
+}
+
+TEST(braced_names_and_case_insensitive_names)
+{
+    struct vars_source s = source(GET_HOST, "/a");
+    CHECK(expands_to("${uri}x", VARS_HEADER, &s, "/ax"));
+    CHECK(expands_to("$URI-$Host", VARS_HEADER, &s, "/a-www.example.org"));
+    CHECK(expands_to("no variables", VARS_HEADER, &s, "no variables"));
+}
+
+TEST(a_value_without_variables_is_constant)
+{
+    struct vars_value *v;
+    char msg[128];
+    CHECK(vars_compile("plain", VARS_HEADER, &v, msg, sizeof(msg)) == 0);
+    CHECK(vars_is_constant(v));
+    vars_free(v);
+    CHECK(vars_compile("a$uri", VARS_HEADER, &v, msg, sizeof(msg)) == 0);
+    CHECK(!vars_is_constant(v));
+    vars_free(v);
+}
+
+TEST(unknown_variable_is_refused_at_compile)
+{
+    CHECK(refused("$nosuchvar", VARS_HEADER, "unknown \"nosuchvar\" variable"));
+    CHECK(refused("x${request}", VARS_HEADER, "unknown \"request\" variable"));
+    CHECK(refused("$1", VARS_HEADER, "unknown \"1\" variable"));
+}
+
+TEST(dollar_without_a_name_is_refused)
+{
+    CHECK(refused("a$", VARS_HEADER, "invalid variable name"));
+    CHECK(refused("a$-b", VARS_HEADER, "invalid variable name"));
+    CHECK(refused("${}", VARS_HEADER, "invalid variable name"));
+    CHECK(refused("${uri", VARS_HEADER, "closing bracket"));
+}
+
+TEST(decoded_crlf_in_uri_is_percent_encoded_in_a_header)
+{
+    struct vars_source s = source(GET_HOST, "/a\r\nSet-Cookie: x=1");
+    CHECK(expands_to("$uri", VARS_HEADER, &s, "/a%0D%0ASet-Cookie: x=1"));
+}
+
+TEST(every_control_byte_is_percent_encoded_in_a_header)
+{
+    char uri[40] = "/";
+    for (int c = 1; c < 0x20; c++)
+        uri[c] = (char)c;
+    uri[0x20] = 0x7f;
+    struct vars_source s = source(GET_HOST, uri);
+    s.uri_len = 0x21;
+    char want[200], *w = want;
+    w += sprintf(w, "/");
+    for (int c = 1; c < 0x20; c++)
+        w += sprintf(w, "%%%02X", c);
+    sprintf(w, "%%7F");
+    CHECK(expands_to("$uri", VARS_HEADER, &s, want));
+    s.uri = "/a\0b";
+    s.uri_len = 4;
+    CHECK(expands_to("$uri", VARS_HEADER, &s, "/a%00b"));
+}
+
+TEST(raw_context_keeps_bytes_as_they_are)
+{
+    struct vars_source s = source(GET_HOST, "/a\r\nb");
+    CHECK(expands_to("$uri", VARS_RAW, &s, "/a\r\nb"));
+}
+
+TEST(control_bytes_in_literal_header_text_are_refused)
+{
+    CHECK(refused("a\r\nX-Injected: 1", VARS_HEADER, "control byte (0x0d)"));
+    CHECK(refused("tab\there", VARS_HEADER, "control byte (0x09)"));
+}
+
+TEST(expansion_never_writes_past_the_buffer)
+{
+    struct vars_source s = source(GET_HOST, "/abcdef");
+    struct vars_value *v;
+    char msg[128], out[16];
+    CHECK(vars_compile("$uri$uri", VARS_HEADER, &v, msg, sizeof(msg)) == 0);
+    memset(out, 'Z', sizeof(out));
+    CHECK_EQ_INT(vars_expand(v, &s, out, 15), 14); /* 14 bytes and the NUL: fits exactly */
+    CHECK(strcmp(out, "/abcdef/abcdef") == 0 && out[15] == 'Z');
+    memset(out, 'Z', sizeof(out));
+    CHECK_EQ_INT(vars_expand(v, &s, out, 14), -1);
+    CHECK(out[14] == 'Z' && out[15] == 'Z');
+    CHECK_EQ_INT(vars_expand(v, &s, out, 0), -1);
+    vars_free(v);
+}
+
+TEST(an_escape_that_does_not_fit_whole_is_not_cut)
+{
+    struct vars_source s = source(GET_HOST, "/\n");
+    struct vars_value *v;
+    char msg[128], out[8];
+    CHECK(vars_compile("$uri", VARS_HEADER, &v, msg, sizeof(msg)) == 0);
+    CHECK_EQ_INT(vars_expand(v, &s, out, 4), -1); /* "/%0A" needs 5 with the NUL */
+    CHECK_EQ_INT(vars_expand(v, &s, out, 5), 4);
+    CHECK(strcmp(out, "/%0A") == 0);
+    vars_free(v);
+}
+
+/* expires' time syntax, as nginx's ngx_parse_time reads it (checked with nginx -t). */
+TEST(expires_times_in_nginx_syntax)
+{
+    int64_t t;
+    CHECK(headers_parse_time("1y", &t) == 0 && t == 365 * 86400);
+    CHECK(headers_parse_time("30d", &t) == 0 && t == 30 * 86400);
+    CHECK(headers_parse_time("12h", &t) == 0 && t == 12 * 3600);
+    CHECK(headers_parse_time("1M", &t) == 0 && t == 30 * 86400);
+    CHECK(headers_parse_time("1w", &t) == 0 && t == 7 * 86400);
+    CHECK(headers_parse_time("90m", &t) == 0 && t == 90 * 60);
+    CHECK(headers_parse_time("1d12h", &t) == 0 && t == 86400 + 12 * 3600);
+    CHECK(headers_parse_time("1d 12h", &t) == 0 && t == 86400 + 12 * 3600);
+    CHECK(headers_parse_time("3600", &t) == 0 && t == 3600);
+    CHECK(headers_parse_time("-1", &t) == 0 && t == -1);
+    CHECK(headers_parse_time("0", &t) == 0 && t == 0);
+}
+
+TEST(expires_times_nginx_refuses_are_refused)
+{
+    int64_t t;
+    CHECK(headers_parse_time("1ms", &t) < 0);
+    CHECK(headers_parse_time("1h1d", &t) < 0);
+    CHECK(headers_parse_time("1y1y", &t) < 0);
+    CHECK(headers_parse_time("abc", &t) < 0);
+    CHECK(headers_parse_time("", &t) < 0);
+    CHECK(headers_parse_time("-", &t) < 0);
+    CHECK(headers_parse_time("69y", &t) < 0); /* ours: beyond 68 years */
+}
