@@ -7,6 +7,7 @@
 
 /* The modules, in the order the chain calls them. A new module is one line here and one
  * in the table below. */
+extern const struct module mod_auth;     /* allow/deny, then HTTP Basic authentication */
 extern const struct module mod_mime;     /* content types: extension table, then libmagic */
 extern const struct module mod_dirlist;  /* listings of directories without an index file */
 extern const struct module mod_static;   /* files from the document root */
@@ -15,7 +16,7 @@ extern const struct module mod_cgi;      /* CGI/1.1 scripts mounted on prefixes 
 extern const struct module mod_gzip;     /* compresses responses (a filter) */
 
 static const struct module *const module_table[] = {
-    &mod_mime, &mod_dirlist, &mod_static, &mod_handlers, &mod_cgi, &mod_gzip,
+    &mod_auth, &mod_mime, &mod_dirlist, &mod_static, &mod_handlers, &mod_cgi, &mod_gzip,
 };
 
 #define MODULE_COUNT (sizeof(module_table) / sizeof(module_table[0]))
