@@ -98,8 +98,10 @@ run: $(B)/lfhttpd
 
 # --- tests ------------------------------------------------------------------------------
 # Tools the tests drive. When one is missing: installed with apt-get when run as root,
-# otherwise the exact command to run is printed.
-TEST_PKGS := gcc:gcc curl:curl ab:apache2-utils wrk:wrk clang:clang setpriv:util-linux \
+# otherwise the exact command to run is printed. htpasswd makes the auth tests' user files;
+# nginx answers the same auth requests for comparison (test_auth.py).
+TEST_PKGS := gcc:gcc curl:curl ab:apache2-utils htpasswd:apache2-utils nginx:nginx-light \
+             wrk:wrk clang:clang setpriv:util-linux \
              slowhttptest:slowhttptest valgrind:valgrind chromium:chromium \
              systemd-analyze:systemd
 check-deps:

@@ -469,28 +469,42 @@ static enum mod_result check_credentials(const struct auth_settings *s,
     return MOD_DECLINED;
 }
 
+/* The one Authorization field, or NULL; *twice when there are more (nginx: 400). */
+static const struct http_header *authorization(const struct request *req, bool *twice)
+{
+    const struct http_header *found = NULL;
+    *twice = false;
+    for (unsigned i = 0; i < req->http->n_headers; i++) {
+        if (!http_slice_eq(req->http->headers[i].name, "authorization"))
+            continue;
+        *twice = found != NULL;
+        if (*twice)
+            return NULL;
+        found = &req->http->headers[i];
+    }
+    return found;
+}
+
 enum mod_result auth_check(const struct auth_settings *s, const struct request *req,
                            struct response *resp)
 {
+    if (!s->users && s->n_rules == 0)
+        return MOD_DECLINED;
+    bool twice;
+    const struct http_header *field = authorization(req, &twice);
+    if (twice) { /* nginx refuses it while reading the head, before any rule */
+        resp_error(resp, 400);
+        return MOD_HANDLED;
+    }
     if (!address_allowed(s, req->peer)) {
         resp_error(resp, 403);
         return MOD_HANDLED;
     }
     if (!s->users)
         return MOD_DECLINED;
-    const struct http_header *found = NULL;
-    for (unsigned i = 0; i < req->http->n_headers; i++) {
-        if (!http_slice_eq(req->http->headers[i].name, "authorization"))
-            continue;
-        if (found) {
-            resp_error(resp, 400);
-            return MOD_HANDLED;
-        }
-        found = &req->http->headers[i];
-    }
-    if (!found)
+    if (!field)
         return refuse(s, resp);
-    return check_credentials(s, req, resp, found->value);
+    return check_credentials(s, req, resp, field->value);
 }
 
 /* --- the module: the top level's settings -------------------------------------------- */

@@ -6,7 +6,9 @@
 #include <string.h>
 
 /* The modules, in the order the chain calls them. A new module is one line here and one
- * in the table below. */
+ * in the table below. mod_auth comes first: access hooks run before any handler anyway,
+ * but first in the table its refusal (403, 401) is decided before any other module's
+ * access hook could answer, as nginx's access phase comes before content. */
 extern const struct module mod_auth;     /* allow/deny, then HTTP Basic authentication */
 extern const struct module mod_mime;     /* content types: extension table, then libmagic */
 extern const struct module mod_dirlist;  /* listings of directories without an index file */
