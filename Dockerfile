@@ -20,10 +20,11 @@
 FROM debian:bookworm-slim AS build
 
 # The compiler and the -dev packages of the libraries the server links besides libc:
-# zlib, Brotli's encoder and Zstandard (mod_gzip's codings) and libmagic (mod_mime).
+# zlib, Brotli's encoder and Zstandard (mod_gzip's codings), libmagic (mod_mime) and
+# libxcrypt (mod_auth's password hashes).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        gcc make libc6-dev zlib1g-dev libbrotli-dev libzstd-dev libmagic-dev \
+        gcc make libc6-dev zlib1g-dev libbrotli-dev libzstd-dev libmagic-dev libcrypt-dev \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 
 WORKDIR /src
@@ -36,12 +37,12 @@ RUN make -j2 build/lfhttpd CFLAGS="-O2" \
 # --- runtime stage -------------------------------------------------------------------------
 FROM debian:bookworm-slim
 
-# Only the runtime libraries (zlib1g and libzstd1 are already in the base image; libmagic1
-# brings its database, libmagic-mgc). An unprivileged user with a fixed uid/gid, so that mounted
+# Only the runtime libraries (zlib1g, libzstd1 and libcrypt1 are already in the base image,
+# named anyway; libmagic1 brings its database, libmagic-mgc). An unprivileged user with a fixed uid/gid, so that mounted
 # files can be made readable to it from the host.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        zlib1g libbrotli1 libzstd1 libmagic1 libmagic-mgc \
+        zlib1g libbrotli1 libzstd1 libcrypt1 libmagic1 libmagic-mgc \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb \
            /var/log/apt /var/log/dpkg.log /var/cache/debconf/*-old \
  && groupadd --system -K SYS_GID_MAX=10001 --gid 10001 lfhttpd \

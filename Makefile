@@ -20,7 +20,7 @@ CFLAGS  ?= -O2 -g -gdwarf-4
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 STD     := -std=c11 -D_GNU_SOURCE -pthread
 INC     := -Iserver -Imodules
-LDLIBS  := -pthread -lz -lbrotlienc -lzstd -lmagic
+LDLIBS  := -pthread -lz -lbrotlienc -lzstd -lmagic -lcrypt
 PYTHON  := /usr/bin/python3
 B       ?= build
 
@@ -53,11 +53,11 @@ APT_INSTALL = if [ -n "$$missing" ]; then \
 	fi
 
 # Build dependencies: gcc, the C library's headers and the -dev packages of zlib, Brotli and
-# Zstandard (mod_gzip's codings) and libmagic. Checked once (a stamp file, made again when
-# this file changes); installed with apt-get when run as root, otherwise the exact command
-# is printed.
+# Zstandard (mod_gzip's codings), libmagic and libxcrypt (mod_auth's password hashes).
+# Checked once (a stamp file, made again when this file changes); installed with apt-get
+# when run as root, otherwise the exact command is printed.
 BUILD_PKGS := stdio.h:libc6-dev zlib.h:zlib1g-dev brotli/encode.h:libbrotli-dev \
-              zstd.h:libzstd-dev magic.h:libmagic-dev
+              zstd.h:libzstd-dev magic.h:libmagic-dev crypt.h:libcrypt-dev
 build/.build-deps: Makefile
 	@missing=""; \
 	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc"; \
@@ -98,8 +98,10 @@ run: $(B)/lfhttpd
 
 # --- tests ------------------------------------------------------------------------------
 # Tools the tests drive. When one is missing: installed with apt-get when run as root,
-# otherwise the exact command to run is printed.
-TEST_PKGS := gcc:gcc curl:curl ab:apache2-utils wrk:wrk clang:clang setpriv:util-linux \
+# otherwise the exact command to run is printed. htpasswd makes the auth tests' user files;
+# nginx answers the same auth requests for comparison (test_auth.py).
+TEST_PKGS := gcc:gcc curl:curl ab:apache2-utils htpasswd:apache2-utils nginx:nginx-light \
+             wrk:wrk clang:clang setpriv:util-linux \
              slowhttptest:slowhttptest valgrind:valgrind chromium:chromium \
              systemd-analyze:systemd
 check-deps:

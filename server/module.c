@@ -6,7 +6,10 @@
 #include <string.h>
 
 /* The modules, in the order the chain calls them. A new module is one line here and one
- * in the table below. */
+ * in the table below. mod_auth comes first: access hooks run before any handler anyway,
+ * but first in the table its refusal (403, 401) is decided before any other module's
+ * access hook could answer, as nginx's access phase comes before content. */
+extern const struct module mod_auth;     /* allow/deny, then HTTP Basic authentication */
 extern const struct module mod_mime;     /* content types: extension table, then libmagic */
 extern const struct module mod_dirlist;  /* listings of directories without an index file */
 extern const struct module mod_static;   /* files from the document root */
@@ -16,7 +19,8 @@ extern const struct module mod_gzip;     /* compresses responses (a filter) */
 extern const struct module mod_headers;  /* add_header, expires: after gzip, on final statuses */
 
 static const struct module *const module_table[] = {
-    &mod_mime, &mod_dirlist, &mod_static, &mod_handlers, &mod_cgi, &mod_gzip, &mod_headers,
+    &mod_auth, &mod_mime, &mod_dirlist, &mod_static, &mod_handlers, &mod_cgi, &mod_gzip,
+    &mod_headers,
 };
 
 #define MODULE_COUNT (sizeof(module_table) / sizeof(module_table[0]))

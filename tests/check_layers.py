@@ -22,7 +22,7 @@ LAYERS = [
     ("responses", ["http_response"]),
     ("periodic tick", ["timer"]),
     ("module interface", ["module", "module_*"]),
-    ("modules", ["mod_*", "file_cache"]),
+    ("modules", ["mod_*", "file_cache", "htpasswd"]),
     ("generation", ["generation"]),
     ("transport", ["conn"]),
     ("http", ["http_conn", "http_stream", "http_private"]),

@@ -1,0 +1,551 @@
+/* mod_auth.c — allow/deny and HTTP Basic authentication (see mod_auth.h).
+ *
+ * nginx's order: the address rules first (a denied client learns nothing of the realm),
+ * then the credentials. The Authorization field is read strictly: the scheme "Basic" in
+ * any case, one or more spaces, and standard base64 with its padding; anything else is
+ * treated as no credentials (401). Two Authorization fields are 400, as nginx answers.
+ *
+ * The cost of a password is the hash's (bcrypt is made to be slow: milliseconds), and a
+ * browser sends the same header with every request. A verified credential is therefore
+ * remembered for AUTH_CACHE_TTL_S: what is kept is a 128-bit keyed hash (two SipHash-2-4
+ * with random keys drawn at load) of "user:password", never the password, in a bounded
+ * set-associative table (AUTH_CACHE_SETS x AUTH_CACHE_WAYS; a full set drops the entry
+ * that expires first). One table for all threads, under a mutex held for a lookup of four
+ * entries: a browser's connections land on any thread, and per-thread tables would make
+ * each thread pay the bcrypt again. A wrong password is never cached: each attempt costs
+ * a verification, and is logged (info) with the user name escaped. A reload makes new
+ * settings and a new, empty table: a changed user file counts at once.
+ */
+#include "mod_auth.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+
+#include "log.h"
+#include "strbuf.h"
+
+#define AUTH_CACHE_SETS 256
+#define AUTH_CACHE_WAYS 4
+#define AUTH_TOKEN_MAX (4 * ((HTPASSWD_SECRET_MAX + 2) / 3)) /* base64 of the longest */
+
+/* --- directives ---------------------------------------------------------------------- */
+
+static int parse_cidr(const char *text, struct config_cidr *c)
+{
+    char addr[INET6_ADDRSTRLEN];
+    const char *slash = strchr(text, '/');
+    size_t len = slash ? (size_t)(slash - text) : strlen(text);
+    if (len == 0 || len >= sizeof(addr))
+        return -1;
+    memcpy(addr, text, len);
+    addr[len] = '\0';
+    memset(c, 0, sizeof(*c));
+    unsigned max;
+    if (inet_pton(AF_INET, addr, c->addr) == 1) {
+        c->family = AF_INET;
+        max = 32;
+    } else if (inet_pton(AF_INET6, addr, c->addr) == 1) {
+        c->family = AF_INET6;
+        max = 128;
+    } else {
+        return -1;
+    }
+    c->prefix_bits = max;
+    if (!slash)
+        return 0;
+    const char *p = slash + 1;
+    unsigned bits = 0;
+    if (*p < '0' || *p > '9' || strlen(p) > 3)
+        return -1;
+    for (; *p >= '0' && *p <= '9'; p++)
+        bits = bits * 10 + (unsigned)(*p - '0');
+    if (*p || bits > max)
+        return -1;
+    c->prefix_bits = bits;
+    return 0;
+}
+
+static int add_rule(void *base, const struct conf_node *n, char *msg, size_t len, bool allow)
+{
+    struct auth_settings *s = base;
+    if (s->n_rules == AUTH_RULES_MAX)
+        return snprintf(msg, len, "more than %d allow and deny rules", AUTH_RULES_MAX), -1;
+    struct auth_rule *r = &s->rules[s->n_rules];
+    memset(r, 0, sizeof(*r));
+    r->allow = allow;
+    r->line = n->line;
+    if (strcmp(n->args[0], "all") == 0)
+        r->all = true;
+    else if (parse_cidr(n->args[0], &r->cidr) < 0)
+        return snprintf(msg, len, "invalid address \"%s\" (an IPv4 or IPv6 address, "
+                        "ADDR/BITS, or all)", n->args[0]), -1;
+    s->n_rules++;
+    return 0;
+}
+
+static int set_allow(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    (void)ctx;
+    return add_rule(base, n, msg, len, true);
+}
+
+static int set_deny(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    (void)ctx;
+    return add_rule(base, n, msg, len, false);
+}
+
+/* `auth_basic "REALM"|off;` */
+static int set_basic(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    struct auth_settings *s = base;
+    (void)ctx;
+    const char *realm = n->args[0];
+    size_t rl = strlen(realm);
+    if (rl >= sizeof(s->realm))
+        return snprintf(msg, len, "the realm is longer than %d bytes", AUTH_REALM_MAX - 1), -1;
+    for (size_t i = 0; i < rl; i++)
+        if ((unsigned char)realm[i] < 0x20 || realm[i] == 0x7f)
+            return snprintf(msg, len, "a control character in the realm"), -1;
+    s->basic_set = true;
+    s->basic_off = strcmp(realm, "off") == 0;
+    memcpy(s->realm, realm, rl + 1);
+    s->basic_line = n->line;
+    return 0;
+}
+
+static int set_user_file(void *base, const struct conf_node *n, void *ctx, char *msg,
+                         size_t len)
+{
+    struct auth_settings *s = base;
+    (void)ctx;
+    size_t pl = strlen(n->args[0]);
+    if (pl == 0 || pl >= sizeof(s->user_file))
+        return snprintf(msg, len, "the path is empty or too long"), -1;
+    memcpy(s->user_file, n->args[0], pl + 1);
+    s->user_file_line = n->line;
+    return 0;
+}
+
+const struct conf_directive auth_directives[] = {
+    {"allow", CONF_LIST, CONF_TOP, CONF_REPEATS, .min_args = 1, .max_args = 1,
+     .set = set_allow, .usage = "ADDR|CIDR|all"},
+    {"deny", CONF_LIST, CONF_TOP, CONF_REPEATS, .min_args = 1, .max_args = 1,
+     .set = set_deny, .usage = "ADDR|CIDR|all"},
+    {"auth_basic", CONF_LIST, CONF_TOP, .min_args = 1, .max_args = 1, .set = set_basic,
+     .usage = "\"REALM\"|off"},
+    {"auth_basic_user_file", CONF_LIST, CONF_TOP, .min_args = 1, .max_args = 1,
+     .set = set_user_file, .usage = "PATH"},
+    {.name = NULL},
+};
+
+/* --- settings ------------------------------------------------------------------------ */
+
+void auth_settings_init(struct auth_settings *s)
+{
+    memset(s, 0, sizeof(*s));
+}
+
+void auth_settings_merge(struct auth_settings *s, const struct auth_settings *outer)
+{
+    if (s->n_rules == 0) {
+        memcpy(s->rules, outer->rules, outer->n_rules * sizeof(outer->rules[0]));
+        s->n_rules = outer->n_rules;
+    }
+    if (!s->basic_set) {
+        s->basic_set = outer->basic_set;
+        s->basic_off = outer->basic_off;
+        memcpy(s->realm, outer->realm, sizeof(s->realm));
+        s->basic_line = outer->basic_line;
+    }
+    if (!s->user_file[0]) {
+        memcpy(s->user_file, outer->user_file, sizeof(s->user_file));
+        s->user_file_line = outer->user_file_line;
+    }
+}
+
+struct auth_cache_entry {
+    uint64_t a, b;     /* the two keyed hashes of "user:password" */
+    int64_t expires_s; /* 0: empty */
+};
+
+struct auth_cache {
+    pthread_mutex_t lock;
+    uint64_t key_a[2], key_b[2];
+    struct auth_cache_entry sets[AUTH_CACHE_SETS][AUTH_CACHE_WAYS];
+};
+
+static struct auth_cache *cache_create(void)
+{
+    struct auth_cache *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    uint64_t keys[4];
+    if (getrandom(keys, sizeof(keys), 0) != (ssize_t)sizeof(keys)) {
+        free(c);
+        return NULL;
+    }
+    memcpy(c->key_a, keys, 16);
+    memcpy(c->key_b, keys + 2, 16);
+    pthread_mutex_init(&c->lock, NULL);
+    return c;
+}
+
+static void cache_destroy(struct auth_cache *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_destroy(&c->lock);
+    explicit_bzero(c, sizeof(*c));
+    free(c);
+}
+
+/* Backslash before '"' and '\' (RFC 9110 section 5.6.4's quoted-pair). */
+static void make_challenge(struct auth_settings *s)
+{
+    char *p = s->challenge;
+    p += sprintf(p, "Basic realm=\"");
+    for (const char *r = s->realm; *r; r++) {
+        if (*r == '"' || *r == '\\')
+            *p++ = '\\';
+        *p++ = *r;
+    }
+    strcpy(p, "\", charset=\"UTF-8\"");
+}
+
+int auth_settings_load(struct auth_settings *s, const char *conf_file, char *err,
+                       size_t err_len)
+{
+    if (!s->basic_set || s->basic_off)
+        return 0;
+    if (!s->user_file[0]) {
+        snprintf(err, err_len, "%s:%u: auth: auth_basic \"%s\" needs auth_basic_user_file",
+                 conf_file, s->basic_line, s->realm);
+        return -1;
+    }
+    char why[1024];
+    s->users = htpasswd_load(s->user_file, why, sizeof(why));
+    if (!s->users) {
+        snprintf(err, err_len, "%s:%u: auth: auth_basic_user_file: %s", conf_file,
+                 s->user_file_line, why);
+        return -1;
+    }
+    s->cache = cache_create();
+    if (!s->cache) {
+        htpasswd_free(s->users);
+        s->users = NULL;
+        snprintf(err, err_len, "%s:%u: auth: auth_basic_user_file: out of memory or randomness",
+                 conf_file, s->user_file_line);
+        return -1;
+    }
+    make_challenge(s);
+    return 0;
+}
+
+void auth_settings_free(struct auth_settings *s)
+{
+    htpasswd_free(s->users);
+    cache_destroy(s->cache);
+    s->users = NULL;
+    s->cache = NULL;
+}
+
+/* --- SipHash-2-4 (Aumasson and Bernstein, 2012), from the paper's description ---------- */
+
+static uint64_t rotl(uint64_t x, unsigned b)
+{
+    return (x << b) | (x >> (64 - b));
+}
+
+static void sip_round(uint64_t v[4])
+{
+    v[0] += v[1]; v[1] = rotl(v[1], 13); v[1] ^= v[0]; v[0] = rotl(v[0], 32);
+    v[2] += v[3]; v[3] = rotl(v[3], 16); v[3] ^= v[2];
+    v[0] += v[3]; v[3] = rotl(v[3], 21); v[3] ^= v[0];
+    v[2] += v[1]; v[1] = rotl(v[1], 17); v[1] ^= v[2]; v[2] = rotl(v[2], 32);
+}
+
+static uint64_t load_le64(const unsigned char *p)
+{
+    uint64_t x = 0;
+    for (int i = 7; i >= 0; i--)
+        x = (x << 8) | p[i];
+    return x;
+}
+
+static uint64_t siphash24(const uint64_t key[2], const unsigned char *m, size_t len)
+{
+    uint64_t v[4] = {key[0] ^ 0x736f6d6570736575ull, key[1] ^ 0x646f72616e646f6dull,
+                     key[0] ^ 0x6c7967656e657261ull, key[1] ^ 0x7465646279746573ull};
+    size_t full = len - len % 8;
+    for (size_t i = 0; i < full; i += 8) {
+        uint64_t w = load_le64(m + i);
+        v[3] ^= w;
+        sip_round(v);
+        sip_round(v);
+        v[0] ^= w;
+    }
+    unsigned char last[8] = {0};
+    memcpy(last, m + full, len % 8);
+    last[7] = (unsigned char)len;
+    uint64_t w = load_le64(last);
+    v[3] ^= w;
+    sip_round(v);
+    sip_round(v);
+    v[0] ^= w;
+    v[2] ^= 0xff;
+    for (int i = 0; i < 4; i++)
+        sip_round(v);
+    return v[0] ^ v[1] ^ v[2] ^ v[3];
+}
+
+/* --- the credential cache ------------------------------------------------------------ */
+
+static bool cache_hit(struct auth_cache *c, uint64_t a, uint64_t b, int64_t now_s)
+{
+    struct auth_cache_entry *set = c->sets[a % AUTH_CACHE_SETS];
+    bool hit = false;
+    pthread_mutex_lock(&c->lock);
+    for (unsigned i = 0; i < AUTH_CACHE_WAYS && !hit; i++)
+        hit = set[i].expires_s > now_s && set[i].a == a && set[i].b == b;
+    pthread_mutex_unlock(&c->lock);
+    return hit;
+}
+
+static void cache_add(struct auth_cache *c, uint64_t a, uint64_t b, int64_t now_s)
+{
+    struct auth_cache_entry *set = c->sets[a % AUTH_CACHE_SETS];
+    pthread_mutex_lock(&c->lock);
+    unsigned victim = 0;
+    for (unsigned i = 1; i < AUTH_CACHE_WAYS; i++)
+        if (set[i].expires_s < set[victim].expires_s)
+            victim = i;
+    set[victim] = (struct auth_cache_entry){a, b, now_s + AUTH_CACHE_TTL_S};
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* --- the request --------------------------------------------------------------------- */
+
+static int b64_value(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+long auth_base64_decode(const char *in, size_t len, unsigned char *out, size_t cap)
+{
+    if (len == 0 || len % 4 != 0)
+        return -1;
+    size_t pad = in[len - 1] == '=' ? (in[len - 2] == '=' ? 2 : 1) : 0;
+    size_t n = 0;
+    uint32_t acc = 0;
+    for (size_t i = 0; i < len - pad; i++) {
+        int v = b64_value((unsigned char)in[i]);
+        if (v < 0)
+            return -1;
+        acc = (acc << 6) | (uint32_t)v;
+        if (i % 4 == 3) {
+            if (n + 3 > cap)
+                return -1;
+            out[n++] = (unsigned char)(acc >> 16);
+            out[n++] = (unsigned char)(acc >> 8);
+            out[n++] = (unsigned char)acc;
+            acc = 0;
+        }
+    }
+    if (pad == 0)
+        return (long)n;
+    /* The last group: 2 (pad 2) or 3 (pad 1) characters; the bits past the bytes are 0. */
+    unsigned bits = pad == 2 ? 4 : 2;
+    if (acc & ((1u << bits) - 1) || n + 3 - pad > cap)
+        return -1;
+    acc >>= bits;
+    if (pad == 1) {
+        out[n++] = (unsigned char)(acc >> 8);
+        out[n++] = (unsigned char)acc;
+    } else {
+        out[n++] = (unsigned char)acc;
+    }
+    return (long)n;
+}
+
+/* The base64 token of an Authorization field, or NULL if it is not `Basic TOKEN`. */
+static const char *basic_token(struct http_slice v, size_t *len)
+{
+    if (v.len < 6 || strncasecmp(v.p, "basic ", 6) != 0)
+        return NULL;
+    size_t i = 6;
+    while (i < v.len && v.p[i] == ' ')
+        i++;
+    *len = v.len - i;
+    return v.p + i;
+}
+
+static void format_peer(const struct sockaddr *sa, char *out, size_t len)
+{
+    const void *a = sa->sa_family == AF_INET6
+                        ? (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr
+                        : (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
+    if (!inet_ntop(sa->sa_family, a, out, (socklen_t)len))
+        snprintf(out, len, "?");
+}
+
+static void log_refusal(const struct auth_settings *s, const struct request *req,
+                        const unsigned char *user, size_t user_len, enum htpasswd_result r)
+{
+    struct strbuf name = STRBUF_INIT(8 * HTPASSWD_SECRET_MAX);
+    strbuf_json(&name, (const char *)user, user_len);
+    char peer[INET6_ADDRSTRLEN];
+    format_peer(req->peer, peer, sizeof(peer));
+    if (name.failed)
+        log_info("auth: a user name that cannot be shown (client %s)", peer);
+    else if (r == HTPASSWD_NO_USER)
+        log_info("auth: user %.*s is not in %s (client %s)", (int)name.len, name.p,
+                 s->user_file, peer);
+    else
+        log_info("auth: user %.*s: wrong password (client %s)", (int)name.len, name.p, peer);
+    free(name.p);
+}
+
+static enum mod_result refuse(const struct auth_settings *s, struct response *resp)
+{
+    resp_error(resp, 401);
+    resp_header(resp, "WWW-Authenticate", s->challenge);
+    return MOD_HANDLED;
+}
+
+/* Rules: true if the client may go on. */
+static bool address_allowed(const struct auth_settings *s, const struct sockaddr *peer)
+{
+    for (unsigned i = 0; i < s->n_rules; i++)
+        if (s->rules[i].all || config_cidr_match(&s->rules[i].cidr, peer))
+            return s->rules[i].allow;
+    return true;
+}
+
+static enum mod_result check_credentials(const struct auth_settings *s,
+                                         const struct request *req, struct response *resp,
+                                         struct http_slice value)
+{
+    size_t tlen;
+    const char *token = basic_token(value, &tlen);
+    unsigned char cred[HTPASSWD_SECRET_MAX + 3];
+    long n = token && tlen <= AUTH_TOKEN_MAX
+                 ? auth_base64_decode(token, tlen, cred, sizeof(cred)) : -1;
+    const unsigned char *colon = n > 0 ? memchr(cred, ':', (size_t)n) : NULL;
+    if (!colon)
+        return refuse(s, resp);
+    uint64_t a = siphash24(s->cache->key_a, cred, (size_t)n);
+    uint64_t b = siphash24(s->cache->key_b, cred, (size_t)n);
+    if (cache_hit(s->cache, a, b, req->now_s))
+        return MOD_DECLINED;
+    size_t ulen = (size_t)(colon - cred);
+    enum htpasswd_result r = htpasswd_check(s->users, (const char *)cred, ulen,
+                                            (const char *)colon + 1, (size_t)n - ulen - 1);
+    if (r == HTPASSWD_NO_USER || r == HTPASSWD_MISMATCH)
+        log_refusal(s, req, cred, ulen, r);
+    explicit_bzero(cred, sizeof(cred));
+    if (r == HTPASSWD_FAILED)
+        return MOD_ERROR;
+    if (r != HTPASSWD_OK)
+        return refuse(s, resp);
+    cache_add(s->cache, a, b, req->now_s);
+    return MOD_DECLINED;
+}
+
+/* The one Authorization field, or NULL; *twice when there are more (nginx: 400). */
+static const struct http_header *authorization(const struct request *req, bool *twice)
+{
+    const struct http_header *found = NULL;
+    *twice = false;
+    for (unsigned i = 0; i < req->http->n_headers; i++) {
+        if (!http_slice_eq(req->http->headers[i].name, "authorization"))
+            continue;
+        *twice = found != NULL;
+        if (*twice)
+            return NULL;
+        found = &req->http->headers[i];
+    }
+    return found;
+}
+
+enum mod_result auth_check(const struct auth_settings *s, const struct request *req,
+                           struct response *resp)
+{
+    if (!s->users && s->n_rules == 0)
+        return MOD_DECLINED;
+    bool twice;
+    const struct http_header *field = authorization(req, &twice);
+    if (twice) { /* nginx refuses it while reading the head, before any rule */
+        resp_error(resp, 400);
+        return MOD_HANDLED;
+    }
+    if (!address_allowed(s, req->peer)) {
+        resp_error(resp, 403);
+        return MOD_HANDLED;
+    }
+    if (!s->users)
+        return MOD_DECLINED;
+    if (!field)
+        return refuse(s, resp);
+    return check_credentials(s, req, resp, field->value);
+}
+
+/* --- the module: the top level's settings -------------------------------------------- */
+
+static int auth_init(struct module_init *mi, void **state)
+{
+    struct auth_settings *s = malloc(sizeof(*s));
+    if (!s)
+        return module_error(mi, NULL, "out of memory");
+    auth_settings_init(s);
+    char err[1536];
+    if (module_read_directives(mi, s) < 0)
+        goto fail;
+    if (auth_settings_load(s, mi->cfg->file, err, sizeof(err)) < 0) {
+        config_error_append(mi->err, mi->err_len, "%s", err);
+        goto fail;
+    }
+    *state = s;
+    return 0;
+fail:
+    free(s);
+    return -1;
+}
+
+static void auth_fini(void *state)
+{
+    struct auth_settings *s = state;
+    auth_settings_free(s);
+    free(s);
+}
+
+static enum mod_result auth_access(void *state, const struct request *req,
+                                   struct response *resp)
+{
+    return auth_check(state, req, resp);
+}
+
+const struct module mod_auth = {
+    .name = "auth",
+    .directives = auth_directives,
+    .init = auth_init,
+    .fini = auth_fini,
+    .access = auth_access,
+};
