@@ -180,11 +180,23 @@ static enum tok lex_next(struct conf_lexer *lx, char **word)
             return lex_error(lx, "unterminated quoted value");
         lx->p++;
     } else {
-        while (lx->p < lx->end && !isspace((unsigned char)*lx->p) && *lx->p != ';' &&
-               *lx->p != '{' && *lx->p != '}' && *lx->p != '#') {
+        /* As nginx: "${" opens a variable's name inside a word ("${host}.log"), whose
+         * braces are part of the word, not a block. */
+        bool in_var = false;
+        while (lx->p < lx->end) {
+            char ch = *lx->p;
+            if (isspace((unsigned char)ch) || ch == ';' || ch == '#')
+                break;
+            if (ch == '{' && (in_var || n == 0 || buf[n - 1] != '$'))
+                break;
+            if (ch == '}' && !in_var)
+                break;
+            if (ch == '{' || ch == '}')
+                in_var = ch == '{';
             if (n + 1 >= sizeof(buf))
                 return lex_error(lx, "value too long");
-            buf[n++] = *lx->p++;
+            buf[n++] = ch;
+            lx->p++;
         }
     }
     buf[n] = '\0';

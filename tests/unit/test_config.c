@@ -133,6 +133,29 @@ TEST(comments_and_quoted_values_are_understood)
     config_free(&cfg);
 }
 
+TEST(a_variable_in_braces_stays_inside_its_word)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("add_header X-Site ${host}.example;\nroot /srv/a;\n", &cfg, err,
+                           sizeof(err)),
+                 0);
+    const struct conf_node *n = config_next(&cfg, "add_header", NULL);
+    CHECK(n != NULL && n->n_args == 2 && !n->is_block);
+    CHECK(n && strcmp(n->args[1], "${host}.example") == 0);
+    CHECK(strcmp(cfg.root, "/srv/a") == 0);
+    config_free(&cfg);
+}
+
+TEST(a_brace_after_a_word_still_opens_a_block)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("class k{ threads 1; }\n", &cfg, err, sizeof(err)), 0);
+    CHECK_EQ_INT(cfg.n_classes, 1);
+    config_free(&cfg);
+}
+
 TEST(unknown_directive_names_file_and_line)
 {
     struct config cfg;
