@@ -14,6 +14,7 @@ Environment:
 """
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -403,3 +404,86 @@ class Client:
             self._fill()
         line, _, self.buf = self.buf.partition(b"\r\n")
         return line
+
+
+# --- nginx as an oracle: differential tests run it on the same configuration --------------
+
+NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx")
+                                  else None)
+
+
+class Nginx:
+    """nginx on 127.0.0.1 and a port picked free, in the foreground (its PID is the one
+    started), with `text` inside http { server { } }; stopped by PID."""
+
+    def __init__(self, dirpath, docroot, text):
+        self.dir = str(dirpath)
+        os.makedirs(self.dir, exist_ok=True)
+        self.host = "127.0.0.1"
+        for attempt in range(3):  # the port picked may be taken before nginx binds it
+            with socket.socket() as s:
+                s.bind((self.host, 0))
+                self.port = s.getsockname()[1]
+            conf = os.path.join(self.dir, "nginx.conf")
+            with open(conf, "w") as f:
+                f.write(self.config(docroot, text))
+            self.proc = subprocess.Popen([NGINX, "-p", self.dir + "/", "-c", conf],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         start_new_session=True)
+            if wait_until(lambda: self.proc.poll() is not None or self.answers(), scaled(10)) \
+                    and self.proc.poll() is None:
+                return
+            self.stop()
+        raise RuntimeError("nginx did not start: " + self.log())
+
+    def config(self, docroot, text):
+        d = self.dir
+        temp = "".join(f"    {k}_temp_path {d}/{k};\n"
+                       for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        return (f"daemon off;\nmaster_process off;\npid {d}/nginx.pid;\n"
+                f"error_log {d}/error.log info;\n"
+                + ("user root;\n" if os.geteuid() == 0 else "") +
+                "events { worker_connections 64; }\n"
+                f"http {{\n    access_log off;\n{temp}"
+                f"    server {{\n        listen {self.host}:{self.port};\n"
+                f"        root {docroot};\n{text}    }}\n}}\n")
+
+    def answers(self):
+        try:
+            socket.create_connection((self.host, self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def log(self):
+        try:
+            with open(os.path.join(self.dir, "error.log")) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=scaled(10))
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def nginx(tmp_path):
+    """nginx(docroot, text) -> a running Nginx; each one is stopped when the test ends."""
+    if not NGINX:
+        pytest.fail("nginx is not installed (make check-deps installs nginx-light)")
+    started = []
+
+    def start(docroot, text):
+        n = Nginx(tmp_path / f"nginx{len(started)}", docroot, text)
+        started.append(n)
+        return n
+
+    yield start
+    for n in started:
+        n.stop()

@@ -4,17 +4,13 @@ configuration run by nginx itself and by lfhttpd over one document root, compare
 by request.
 """
 import calendar
-import os
-import shutil
-import signal
 import socket
 import subprocess
-import time
 from email.utils import parsedate_to_datetime
 
 import pytest
 
-from conftest import BIN, scaled, wait_until
+from conftest import BIN, scaled
 
 INJECTED_NAME = "a\r\nX-Injected: yes"   # a file whose name, decoded from the URL, is CRLF
 INJECTED_URL = "/a%0d%0aX-Injected:%20yes"
@@ -256,70 +252,19 @@ add_header X-Client "$remote_addr $request_method $scheme $server_port";
 expires 1h;
 """
 
-NGINX_CONF = """\
-daemon off;
-master_process off;
-pid "{dir}/nginx.pid";
-error_log "{dir}/error.log" warn;
-events {{ worker_connections 64; }}
-http {{
-    client_body_temp_path "{dir}/body";
-    proxy_temp_path "{dir}/proxy";
-    fastcgi_temp_path "{dir}/fastcgi";
-    uwsgi_temp_path "{dir}/uwsgi";
-    scgi_temp_path "{dir}/scgi";
-    access_log off;
-    types {{ text/html html; text/plain txt; }}
-    default_type application/octet-stream;
-    server {{
-        listen 127.0.0.1:{port};
-        root "{root}";
+# What test_headers' own server block holds besides SHARED_CONF (the `nginx` fixture of
+# conftest.py writes root and listen).
+NGINX_SERVER = """\
+        types { text/html html; text/plain txt; }
+        default_type application/octet-stream;
         index index.html;
-{shared}
-    }}
-}}
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def can_connect(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
-
-
 @pytest.fixture
-def nginx(tmp_path, site):
-    """nginx on 127.0.0.1 over the site, with SHARED_CONF inside http { server { } }; its
-    port. Stopped by PID at the end of the test."""
-    exe = shutil.which("nginx") or "/usr/sbin/nginx"
-    if not os.path.exists(exe):
-        pytest.skip("nginx (Debian's nginx-light) is not installed: it is the oracle here")
-    d = tmp_path / "nginx"
-    d.mkdir()
-    port = free_port()
-    (d / "nginx.conf").write_text(NGINX_CONF.format(dir=d, port=port, root=site,
-                                                    shared=SHARED_CONF))
-    proc = subprocess.Popen([exe, "-p", f"{d}/", "-c", str(d / "nginx.conf")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        assert wait_until(lambda: can_connect(port) or proc.poll() is not None, scaled(10))
-        assert proc.poll() is None, (d / "error.log").read_text()
-        yield port
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def nginx_port(nginx, site):
+    """nginx on 127.0.0.1 over the site, with SHARED_CONF in its server block: its port."""
+    return nginx(site, NGINX_SERVER + SHARED_CONF).port
 
 
 # (name, target, method, headers, version, Host). ETAG is replaced by each server's own.
@@ -398,7 +343,8 @@ DIFFERENT = {
 }
 
 
-def test_add_header_and_expires_answer_as_nginx_does(start_server, site, nginx):
+def test_add_header_and_expires_answer_as_nginx_does(start_server, site, nginx_port):
+    nginx = nginx_port
     lf = start_server(site, "index index.html;\n" + SHARED_CONF)
     etags = {p: fetch("127.0.0.1", p, "/index.html")[1]["etag"][0] for p in (lf.port, nginx)}
     differences = {}
