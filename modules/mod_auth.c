@@ -135,13 +135,13 @@ static int set_user_file(void *base, const struct conf_node *n, void *ctx, char 
 }
 
 const struct conf_directive auth_directives[] = {
-    {"allow", CONF_LIST, CONF_TOP, CONF_REPEATS, .min_args = 1, .max_args = 1,
+    {"allow", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, CONF_REPEATS, .min_args = 1, .max_args = 1,
      .set = set_allow, .usage = "ADDR|CIDR|all"},
-    {"deny", CONF_LIST, CONF_TOP, CONF_REPEATS, .min_args = 1, .max_args = 1,
+    {"deny", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, CONF_REPEATS, .min_args = 1, .max_args = 1,
      .set = set_deny, .usage = "ADDR|CIDR|all"},
-    {"auth_basic", CONF_LIST, CONF_TOP, .min_args = 1, .max_args = 1, .set = set_basic,
+    {"auth_basic", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, .min_args = 1, .max_args = 1, .set = set_basic,
      .usage = "\"REALM\"|off"},
-    {"auth_basic_user_file", CONF_LIST, CONF_TOP, .min_args = 1, .max_args = 1,
+    {"auth_basic_user_file", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, .min_args = 1, .max_args = 1,
      .set = set_user_file, .usage = "PATH"},
     {.name = NULL},
 };
@@ -507,39 +507,68 @@ enum mod_result auth_check(const struct auth_settings *s, const struct request *
     return check_credentials(s, req, resp, field->value);
 }
 
-/* --- the module: the top level's settings -------------------------------------------- */
+/* --- the module: settings per block ------------------------------------------------- */
+
+struct auth_module {
+    unsigned index; /* in the chain: for module_settings() */
+};
 
 static int auth_init(struct module_init *mi, void **state)
 {
-    struct auth_settings *s = malloc(sizeof(*s));
-    if (!s)
+    struct auth_module *m = malloc(sizeof(*m));
+    if (!m)
         return module_error(mi, NULL, "out of memory");
-    auth_settings_init(s);
-    char err[1536];
-    if (module_read_directives(mi, s) < 0)
-        goto fail;
-    if (auth_settings_load(s, mi->cfg->file, err, sizeof(err)) < 0) {
-        config_error_append(mi->err, mi->err_len, "%s", err);
-        goto fail;
-    }
-    *state = s;
+    m->index = mi->index;
+    *state = m;
     return 0;
-fail:
-    free(s);
-    return -1;
 }
 
 static void auth_fini(void *state)
 {
-    struct auth_settings *s = state;
-    auth_settings_free(s);
+    free(state);
+}
+
+/* A block's settings: read, merged with the outer block's, loaded (its user file read).
+ * A block without any of the module's directives shares its outer block's. */
+static void *auth_block(void *state, const struct module_block *b)
+{
+    (void)state;
+    if (b->outer && !module_block_has(b))
+        return (void *)b->outer;
+    struct auth_settings *s = malloc(sizeof(*s));
+    if (!s) {
+        module_error(b->mi, NULL, "out of memory");
+        return NULL;
+    }
+    auth_settings_init(s);
+    char err[1536];
+    if (module_block_read(b, s) < 0)
+        goto fail;
+    if (b->outer)
+        auth_settings_merge(s, b->outer);
+    if (auth_settings_load(s, b->mi->cfg->file, err, sizeof(err)) < 0) {
+        config_error_append(b->mi->err, b->mi->err_len, "%s", err);
+        goto fail;
+    }
+    return s;
+fail:
     free(s);
+    return NULL;
+}
+
+static void auth_block_free(void *state, void *settings)
+{
+    (void)state;
+    auth_settings_free(settings);
+    free(settings);
 }
 
 static enum mod_result auth_access(void *state, const struct request *req,
                                    struct response *resp)
 {
-    return auth_check(state, req, resp);
+    const struct auth_module *m = state;
+    const struct auth_settings *s = module_settings(req, m->index);
+    return s ? auth_check(s, req, resp) : MOD_DECLINED;
 }
 
 const struct module mod_auth = {
@@ -548,4 +577,6 @@ const struct module mod_auth = {
     .init = auth_init,
     .fini = auth_fini,
     .access = auth_access,
+    .block = auth_block,
+    .block_free = auth_block_free,
 };

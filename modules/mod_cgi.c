@@ -718,7 +718,7 @@ static int cgi_spawn(struct cgi_state *st, const struct cgi_dir *d, const struct
     struct cgi_vars vars = {
         .software = st->software,
         .path = st->path,
-        .document_root = st->document_root,
+        .document_root = req->root_real ? req->root_real : st->document_root,
         .hostname = st->hostname,
         .script_name = {req->path, t->script_name_len},
         .path_info = {req->path + t->script_name_len, req->path_len - t->script_name_len},
@@ -865,21 +865,61 @@ static int read_server(struct module_init *mi, struct cgi_state *st)
     return 0;
 }
 
+/* The scripts of the directory at path, opened once; NULL with the message in msg. */
+static struct cgi_dir *open_dir(struct cgi_state *st, const char *path, char *msg, size_t len)
+{
+    if (st->n_dirs == MODULE_MOUNTS_MAX)
+        return snprintf(msg, len, "too many cgi directories"), NULL;
+    struct cgi_dir *d = calloc(1, sizeof(*d));
+    if (!d)
+        return snprintf(msg, len, "out of memory"), NULL;
+    st->dirs[st->n_dirs++] = d;
+    d->fd = above_stdio(open(path, O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (d->fd < 0 || !realpath(path, d->real))
+        return snprintf(msg, len, "directory \"%s\": %s", path, strerror(errno)), NULL;
+    return d;
+}
+
 /* `cgi PREFIX DIR;`: mounts the scripts of DIR on PREFIX. */
 static int add_dir(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
-    struct cgi_state *st = base;
-    if (st->n_dirs == MODULE_MOUNTS_MAX)
-        return snprintf(msg, len, "too many cgi directories"), -1;
-    struct cgi_dir *d = calloc(1, sizeof(*d));
-    if (!d)
-        return snprintf(msg, len, "out of memory"), -1;
-    st->dirs[st->n_dirs++] = d;
-    d->fd = above_stdio(open(n->args[1], O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (d->fd < 0 || !realpath(n->args[1], d->real))
-        return snprintf(msg, len, "directory \"%s\": %s", n->args[1], strerror(errno)),
-               -1;
-    return module_mount_add(ctx, n, n->args[0], d, true);
+    struct cgi_dir *d = open_dir(base, n->args[1], msg, len);
+    return d ? module_mount_add(ctx, n, n->args[0], d, true) : -1;
+}
+
+/* `cgi DIR;` in a location: read by the block hook. */
+static int location_dir(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    (void)base;
+    (void)n;
+    (void)ctx;
+    (void)msg;
+    (void)len;
+    return 0;
+}
+
+/* A location's `cgi DIR;` makes it the scripts' mount: the location's prefix is where the
+ * script names start. CGI has no settings per block: the value returned only says "no
+ * error". */
+static void *cgi_block(void *state, const struct module_block *b)
+{
+    static const char none;
+    struct cgi_state *st = state;
+    if (b->context != CONF_LOCATION)
+        return (void *)&none;
+    for (const struct conf_node *n = b->first; n; n = n->next) {
+        if (strcmp(n->name, "cgi") != 0 || n->n_args != 1)
+            continue;
+        char msg[CONFIG_PATH_MAX + 64];
+        struct cgi_dir *d = open_dir(st, n->args[0], msg, sizeof(msg));
+        if (!d) {
+            module_error(b->mi, n, "cgi: %s", msg);
+            return NULL;
+        }
+        if (module_block_mount(b, n, d, true) < 0)
+            return NULL;
+    }
+    return (void *)&none;
 }
 
 #define SETTING(field) CONF_AT(struct cgi_state, field)
@@ -887,6 +927,8 @@ static int add_dir(void *base, const struct conf_node *n, void *ctx, char *msg, 
 static const struct conf_directive cgi_directives[] = {
     {"cgi", CONF_LIST, CONF_TOP, CONF_REPEATS, .min_args = 2, .max_args = 2, .set = add_dir,
      .usage = "PREFIX DIR"},
+    {"cgi", CONF_LIST, CONF_LOCATION, .min_args = 1, .max_args = 1, .set = location_dir,
+     .usage = "DIR"},
     {"cgi_timeout", CONF_DURATION, CONF_TOP, .min = 1, SETTING(timeout_ms)},
     {"cgi_max_processes", CONF_COUNT, CONF_TOP, .min = 1, .max = 100000,
      SETTING(max_processes)},
@@ -920,7 +962,7 @@ static int cgi_init(struct module_init *mi, void **state)
     st->stderr_bytes = 4096;
     st->devnull_fd = -1;
     int rc = module_read_directives(mi, st);
-    if (rc == 0 && st->n_dirs > 0)
+    if (rc == 0) /* locations may mount scripts later */
         rc = read_server(mi, st);
     if (rc < 0) {
         cgi_fini(st);
@@ -936,4 +978,5 @@ const struct module mod_cgi = {
     .init = cgi_init,
     .fini = cgi_fini,
     .handle = cgi_handle,
+    .block = cgi_block,
 };

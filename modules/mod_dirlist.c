@@ -100,7 +100,8 @@ struct dl_cache {
 };
 
 struct dirlist_state {
-    bool enabled;             /* autoindex on */
+    bool enabled;             /* autoindex on, at the top level */
+    unsigned index;           /* in the chain: for module_settings() */
     bool hidden;              /* autoindex_hidden on: dotfiles are listed */
     uint64_t cache_size;      /* autoindex_cache_size: 0 no cache */
     unsigned cache_valid_ms;  /* autoindex_cache_valid */
@@ -640,10 +641,11 @@ static enum mod_result dirlist_handle(void *state, const struct request *req,
 {
     struct dirlist_state *st = state;
     const struct http_request *h = req->http;
-    if (!st->enabled || (h->method != HTTP_METHOD_GET && h->method != HTTP_METHOD_HEAD) ||
+    const bool *enabled = module_settings(req, st->index);
+    if (!(enabled ? *enabled : st->enabled) || (h->method != HTTP_METHOD_GET && h->method != HTTP_METHOD_HEAD) ||
         req->path_len == 0 || req->path[req->path_len - 1] != '/')
         return MOD_DECLINED;
-    const char *dir = req->path + 1; /* "" for the root, else "a/b/" */
+    const char *dir = req->file + 1; /* "" for the root, else "a/b/" */
     int dfd = open_beneath(req->root_fd, dir[0] ? dir : ".", O_RDONLY | O_DIRECTORY,
                            req->root_real);
     if (dfd < 0)
@@ -708,6 +710,7 @@ static int dirlist_init(struct module_init *mi, void **state)
      * thousands of files each; 10 s: how stale a size or time inside may be. */
     st->cache_size = (uint64_t)64 << 20;
     st->cache_valid_ms = 10000;
+    st->index = mi->index;
     if (module_read_directives(mi, st) < 0) {
         free(st);
         return -1;
@@ -729,8 +732,26 @@ static void dirlist_fini(void *state)
     free(st);
 }
 
+/* What a server or location block sets. */
+struct dirlist_block_flag {
+    bool enabled;
+};
+
+/* `autoindex` of a block: on or off, its own or its outer block's. */
+static void *dirlist_block(void *state, const struct module_block *b)
+{
+    static const bool on = true, off = false;
+    const struct dirlist_state *st = state;
+    struct dirlist_block_flag set = {b->outer ? *(const bool *)b->outer : st->enabled};
+    if (b->context != CONF_TOP && module_block_read(b, &set) < 0)
+        return NULL;
+    return (void *)(set.enabled ? &on : &off);
+}
+
 static const struct conf_directive dirlist_directives[] = {
     {"autoindex", CONF_FLAG, CONF_TOP, CONF_AT(struct dirlist_state, enabled)},
+    {"autoindex", CONF_FLAG, CONF_SERVER | CONF_LOCATION,
+     CONF_AT(struct dirlist_block_flag, enabled)},
     {"autoindex_hidden", CONF_FLAG, CONF_TOP, CONF_AT(struct dirlist_state, hidden)},
     {"autoindex_cache_size", CONF_SIZE, CONF_TOP, .off = true,
      CONF_AT(struct dirlist_state, cache_size)},
@@ -745,4 +766,5 @@ const struct module mod_dirlist = {
     .init = dirlist_init,
     .fini = dirlist_fini,
     .handle = dirlist_handle,
+    .block = dirlist_block,
 };

@@ -675,18 +675,19 @@ static bool served_name(const struct request *req, struct file_ctx *f)
     if (f->name_state)
         return f->name_state > 0;
     f->name_state = -1;
-    const char *rel = req->path + 1;
-    size_t rl = req->path_len ? req->path_len - 1 : 0;
-    if (rl == 0 || req->path[req->path_len - 1] != '/') {
+    const char *rel = req->file + 1;
+    size_t rl = req->file_len ? req->file_len - 1 : 0;
+    if (rl == 0 || req->file[req->file_len - 1] != '/') {
         if (rl == 0 || rl + SUFFIX_ROOM >= sizeof(f->name))
             return false;
         memcpy(f->name, rel, rl + 1);
         f->name_state = 1;
         return true;
     }
-    const struct config *cfg = req->cfg;
-    for (unsigned i = 0; i < cfg->n_index; i++) {
-        int n = snprintf(f->name, sizeof(f->name) - SUFFIX_ROOM, "%s%s", rel, cfg->index[i]);
+    const char(*index)[256] = req->level ? req->level->index : req->cfg->index;
+    unsigned n_index = req->level ? req->level->n_index : req->cfg->n_index;
+    for (unsigned i = 0; i < n_index; i++) {
+        int n = snprintf(f->name, sizeof(f->name) - SUFFIX_ROOM, "%s%s", rel, index[i]);
         struct stat st;
         if (n < 0 || (size_t)n >= sizeof(f->name) - SUFFIX_ROOM ||
             fstatat(req->root_fd, f->name, &st, 0) < 0)

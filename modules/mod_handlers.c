@@ -546,9 +546,45 @@ static int add_handler(void *base, const struct conf_node *n, void *ctx, char *m
     return 0;
 }
 
+/* `handler NAME;` in a location: checked here, mounted by the block hook. */
+static int location_handler(void *base, const struct conf_node *n, void *ctx, char *msg,
+                            size_t len)
+{
+    (void)base;
+    (void)ctx;
+    if (!kind_named(n->args[0]))
+        return snprintf(msg, len, "unknown handler \"%s\" (known: echo, hello, request, "
+                        "status)", n->args[0]), -1;
+    return 0;
+}
+
+/* A location's `handler NAME;` makes the handler its content. The module has no settings
+ * per block: the value returned only says "no error". */
+static void *handlers_block(void *state, const struct module_block *b)
+{
+    static const char none;
+    struct handlers_state *st = state;
+    if (b->context != CONF_LOCATION)
+        return (void *)&none;
+    if (module_block_read(b, st) < 0)
+        return NULL;
+    for (const struct conf_node *n = b->first; n; n = n->next) {
+        if (strcmp(n->name, "handler") != 0 || n->n_args != 1)
+            continue;
+        const struct handler_kind *k = kind_named(n->args[0]);
+        if (module_block_mount(b, n, (void *)k, k->wants_body) < 0)
+            return NULL;
+        if (k->handle == status_handle)
+            st->counting = true;
+    }
+    return (void *)&none;
+}
+
 static const struct conf_directive handlers_directives[] = {
     {"handler", CONF_LIST, CONF_TOP, CONF_REPEATS, .min_args = 2, .max_args = 2,
      .set = add_handler, .usage = "PREFIX NAME"},
+    {"handler", CONF_LIST, CONF_LOCATION, .min_args = 1, .max_args = 1,
+     .set = location_handler, .usage = "NAME"},
     {.name = NULL},
 };
 
@@ -574,4 +610,5 @@ const struct module mod_handlers = {
     .fini = handlers_fini,
     .handle = handlers_handle,
     .log = handlers_log,
+    .block = handlers_block,
 };

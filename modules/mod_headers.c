@@ -172,9 +172,9 @@ static int set_expires(void *base, const struct conf_node *n, void *ctx, char *m
 }
 
 static const struct conf_directive headers_directives[] = {
-    {"add_header", CONF_LIST, CONF_TOP, CONF_REPEATS, .min_args = 2, .max_args = 3,
+    {"add_header", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, CONF_REPEATS, .min_args = 2, .max_args = 3,
      .set = set_add_header, .usage = "NAME VALUE [always]"},
-    {"expires", CONF_LIST, CONF_TOP, CONF_ONCE, .min_args = 1, .max_args = 1,
+    {"expires", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, CONF_ONCE, .min_args = 1, .max_args = 1,
      .set = set_expires, .usage = "TIME|epoch|max|off"},
     {.name = NULL},
 };
@@ -240,41 +240,63 @@ void headers_apply(const struct headers_conf *c, const struct vars_source *src, 
 
 /* --- the module --------------------------------------------------------------------------- */
 
+struct headers_module {
+    unsigned index; /* in the chain: for module_settings() */
+};
+
 static void headers_filter(void *state, const struct request *req, struct response *resp)
 {
-    const struct headers_conf *c = state;
-    if (resp_is_stream(resp) || (c->n_adds == 0 && c->expires <= HEADERS_EXPIRES_OFF))
+    const struct headers_module *m = state;
+    const struct headers_conf *c = module_settings(req, m->index);
+    if (!c || resp_is_stream(resp) || (c->n_adds == 0 && c->expires <= HEADERS_EXPIRES_OFF))
         return;
-    struct vars_source src = {
-        .http = req->http,
-        .uri = req->path,
-        .uri_len = req->path_len,
-        .peer = req->peer,
-        .local = req->local,
-        .server_name = NULL, /* the one implicit server has no name: "" as nginx's default */
-    };
+    struct vars_source src;
+    module_vars_source(req, &src);
     headers_apply(c, &src, req->now_s, resp);
-}
-
-static void headers_fini(void *state)
-{
-    if (!state)
-        return;
-    headers_conf_free(state);
-    free(state);
 }
 
 static int headers_init(struct module_init *mi, void **state)
 {
-    struct headers_conf *c = calloc(1, sizeof(*c));
-    if (!c)
+    struct headers_module *m = malloc(sizeof(*m));
+    if (!m)
         return module_error(mi, NULL, "out of memory");
-    if (module_read_directives(mi, c) < 0) {
-        headers_fini(c);
-        return -1;
-    }
-    *state = c;
+    m->index = mi->index;
+    *state = m;
     return 0;
+}
+
+static void headers_fini(void *state)
+{
+    free(state);
+}
+
+/* A block's settings, its own merged over the outer block's; a block without any of the
+ * module's directives shares its outer block's. */
+static void *headers_block(void *state, const struct module_block *b)
+{
+    (void)state;
+    if (b->outer && !module_block_has(b))
+        return (void *)b->outer;
+    struct headers_conf *c = calloc(1, sizeof(*c));
+    if (!c) {
+        module_error(b->mi, NULL, "out of memory");
+        return NULL;
+    }
+    if (module_block_read(b, c) < 0) {
+        headers_conf_free(c);
+        free(c);
+        return NULL;
+    }
+    if (b->outer)
+        headers_conf_merge(c, b->outer);
+    return c;
+}
+
+static void headers_block_free(void *state, void *settings)
+{
+    (void)state;
+    headers_conf_free(settings);
+    free(settings);
 }
 
 const struct module mod_headers = {
@@ -283,4 +305,6 @@ const struct module mod_headers = {
     .init = headers_init,
     .fini = headers_fini,
     .filter = headers_filter,
+    .block = headers_block,
+    .block_free = headers_block_free,
 };

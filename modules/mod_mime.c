@@ -366,6 +366,7 @@ struct mime_state {
     struct str_set types;         /* every string content_type returns */
     size_t types_max;             /* how many types may hold: no bound during init */
     const char *default_type;     /* interned */
+    unsigned index;               /* in the chain: for module_settings() */
     bool magic;                   /* mime_magic on */
     pthread_mutex_t pool_lock;    /* guards idle and n_handles */
     struct magic_handle *idle;    /* handles no thread is using */
@@ -584,10 +585,9 @@ static const char *mime_by_content(struct mime_state *ms, int fd, const struct s
 
 /* --- the hook ------------------------------------------------------------------------- */
 
-static const char *mime_content_type(void *state, const char *path, int fd,
-                                     const struct stat *st)
+static const char *mime_by_name_or_content(struct mime_state *ms, const char *path, int fd,
+                                           const struct stat *st)
 {
-    struct mime_state *ms = state;
     char ext[MIME_EXT_MAX];
     if (path_extension(path, ext)) {
         const char *type = ext_table_get(&ms->exts, ext);
@@ -597,6 +597,16 @@ static const char *mime_content_type(void *state, const char *path, int fd,
     if (!ms->magic || fd < 0 || !st || !S_ISREG(st->st_mode))
         return ms->default_type;
     return mime_by_content(ms, fd, st);
+}
+
+/* The type by extension, then content; the block's default_type for the rest. */
+static const char *mime_content_type(void *state, const struct request *req, const char *path,
+                                     int fd, const struct stat *st)
+{
+    struct mime_state *ms = state;
+    const char *type = mime_by_name_or_content(ms, path, fd, st);
+    const char *block_default = req ? module_settings(req, ms->index) : NULL;
+    return type == ms->default_type && block_default ? block_default : type;
 }
 
 /* --- init and fini -------------------------------------------------------------------- */
@@ -613,7 +623,8 @@ struct mime_settings {
 static const struct conf_directive mime_directives[] = {
     {"mime_types", CONF_PATH, CONF_TOP, .usage = "PATH|off", SETTING(types_file)},
     {"mime_magic", CONF_FLAG, CONF_TOP, SETTING(magic)},
-    {"default_type", CONF_STRING, CONF_TOP, .usage = "TYPE", SETTING(default_type)},
+    {"default_type", CONF_STRING, CONF_TOP | CONF_SERVER | CONF_LOCATION, .usage = "TYPE",
+     SETTING(default_type)},
     {.name = NULL},
 };
 
@@ -697,6 +708,7 @@ static int mime_init(struct module_init *mi, void **state)
     pthread_mutex_init(&ms->types_lock, NULL);
     pthread_mutex_init(&ms->pool_lock, NULL);
     ms->types_max = SIZE_MAX;
+    ms->index = mi->index;
 
     struct mime_settings set = {
         .types_file = MIME_TYPES_DEFAULT, .magic = true, .default_type = MIME_DEFAULT_TYPE};
@@ -723,10 +735,39 @@ fail:
     return -1;
 }
 
+/* A server's or location's default_type (the top level's is the state's): a string of
+ * its own, or the outer block's. */
+static void *mime_block(void *state, const struct module_block *b)
+{
+    struct mime_state *ms = state;
+    if (b->outer && !module_block_has(b))
+        return (void *)b->outer;
+    struct mime_settings set = {.default_type = ""};
+    if (b->context != CONF_TOP && module_block_read(b, &set) < 0)
+        return NULL;
+    const char *type = set.default_type[0] ? set.default_type : ms->default_type;
+    if (!media_type_valid(type, true)) {
+        module_error(b->mi, b->first, "default_type: \"%s\" is not a media type", type);
+        return NULL;
+    }
+    char *own = strdup(type);
+    if (!own)
+        module_error(b->mi, NULL, "out of memory");
+    return own;
+}
+
+static void mime_block_free(void *state, void *settings)
+{
+    (void)state;
+    free(settings);
+}
+
 const struct module mod_mime = {
     .name = "mime",
     .directives = mime_directives,
     .init = mime_init,
     .fini = mime_fini,
     .content_type = mime_content_type,
+    .block = mime_block,
+    .block_free = mime_block_free,
 };

@@ -250,14 +250,32 @@ static int stat_beneath(const struct request *req, const char *rel, struct stat 
     return rc;
 }
 
+/* A cache key: the path beneath the root, and for any root but the first (the top
+ * level's) "/ID/" in front, so that two roots' files of one path are two entries. A path
+ * beneath the root never starts with '/'. Returns the key, in buf or rel itself. */
+static const char *cache_key(const struct request *req, const char *rel, char *buf, size_t cap)
+{
+    if (req->root_id == 0)
+        return rel;
+    int n = snprintf(buf, cap, "/%u/%s", req->root_id, rel);
+    return n > 0 && (size_t)n < cap ? buf : NULL;
+}
+
+/* The path beneath the root in a cache key. */
+static const char *key_rel(const char *key)
+{
+    return key[0] == '/' ? strchr(key + 1, '/') + 1 : key;
+}
+
 /* Would a request for e's key be answered with e's file, unchanged, now? */
 static bool entry_current(const struct request *req, const struct file_cache_entry *e)
 {
     struct stat st;
+    const char *rel = key_rel(e->key);
     if (!key_is_dir(e->key, e->key_len))
-        return stat_beneath(req, e->key, &st) == 0 && file_cache_same_file(e, &st);
+        return stat_beneath(req, rel, &st) == 0 && file_cache_same_file(e, &st);
     /* The same index file as the one a request would be served now. */
-    const char *dir = strcmp(e->key, ".") == 0 ? "" : e->key;
+    const char *dir = strcmp(rel, ".") == 0 ? "" : rel;
     unsigned which;
     int fd = module_index_open(req, req->root_fd, dir, O_PATH, &which, &st);
     if (fd < 0)
@@ -268,11 +286,11 @@ static bool entry_current(const struct request *req, const struct file_cache_ent
 
 /* Answer from the cache if it holds rel, still current. False: not answered. */
 static bool serve_cached(struct file_cache *cache, const struct request *req,
-                         struct response *resp, const char *rel)
+                         struct response *resp, const char *key)
 {
     int64_t now = file_cache_now_ms();
     struct file_cache_entry *e;
-    enum file_cache_result r = file_cache_get(cache, rel, strlen(rel), now, &e);
+    enum file_cache_result r = file_cache_get(cache, key, strlen(key), now, &e);
     if (r == FILE_CACHE_MISS)
         return false;
     if (r == FILE_CACHE_EXPIRED) {
@@ -349,7 +367,8 @@ static void serve_index(struct static_state *s, const struct request *req,
     struct stat sb;
     int fd = module_index_open(req, dirfd, "", STATIC_OPEN_FLAGS, &i, &sb);
     if (fd >= 0)
-        serve_opened(s, req, resp, fd, &sb, req->cfg->index[i], rel, i);
+        serve_opened(s, req, resp, fd, &sb, req->level ? req->level->index[i] : req->cfg->index[i],
+                     rel, i);
     else if (fd == -ENOENT)
         resp_error(resp, 403); /* no index file, and listings are not enabled */
     else
@@ -389,7 +408,7 @@ static void redirect_slash(const struct request *req, struct response *resp)
 static void answer_options(const struct request *req, struct response *resp)
 {
     struct stat sb;
-    int rc = stat_beneath(req, req->path[1] ? req->path + 1 : ".", &sb);
+    int rc = stat_beneath(req, req->file[1] ? req->file + 1 : ".", &sb);
     if (rc < 0) {
         resp_error(resp, http_status_for_errno(-rc));
         return;
@@ -412,8 +431,14 @@ static enum mod_result static_handle(void *state, const struct request *req,
         resp_header(resp, "Allow", STATIC_ALLOW);
         return MOD_HANDLED;
     }
-    const char *rel = req->path[1] ? req->path + 1 : ".";
-    if (s->cache && serve_cached(s->cache, req, resp, rel))
+    const char *rel = req->file[1] ? req->file + 1 : ".";
+    char key_room[REQUEST_PATH_MAX + 16];
+    const char *key = cache_key(req, rel, key_room, sizeof(key_room));
+    if (!key) {
+        resp_error(resp, 414);
+        return MOD_HANDLED;
+    }
+    if (s->cache && serve_cached(s->cache, req, resp, key))
         return MOD_HANDLED;
     int fd = open_file(req, req->root_fd, rel);
     if (fd < 0) {
@@ -430,7 +455,7 @@ static enum mod_result static_handle(void *state, const struct request *req,
         if (req->path[req->path_len - 1] != '/')
             redirect_slash(req, resp);
         else
-            serve_index(s, req, resp, fd, rel);
+            serve_index(s, req, resp, fd, key);
         close(fd);
         return MOD_HANDLED;
     }
@@ -439,7 +464,7 @@ static enum mod_result static_handle(void *state, const struct request *req,
         resp_error(resp, 403);
         return MOD_HANDLED;
     }
-    serve_opened(s, req, resp, fd, &sb, req->path, rel, 0);
+    serve_opened(s, req, resp, fd, &sb, req->path, key, 0);
     return MOD_HANDLED;
 }
 

@@ -539,17 +539,47 @@ static int set_class(void *base, const struct conf_node *n, void *ctx, char *msg
     return 0;
 }
 
-/* `server { }` and `location { }`: read into sites (site.h), which requests do not use yet.
- * Until they do, a file that holds them is refused rather than half obeyed. */
-static int refuse_sites(void *base, const struct conf_node *n, void *ctx, char *msg,
-                        size_t len)
+/* `server { }` and `location { }`: their statements are checked here (where each may
+ * stand, how often); their values are read per block when the module chain builds the
+ * sites (site.h, module_level.c). */
+static int read_site_block(void *base, const struct conf_node *n, void *ctx, char *msg,
+                           size_t len)
+{
+    struct core_read *cr = ctx;
+    (void)msg;
+    (void)len;
+    struct conf_reader sub = *cr->r;
+    sub.context = strcmp(n->name, "server") == 0 ? CONF_SERVER : CONF_LOCATION;
+    sub.errors = 0;
+    int rc = conf_read_block(&sub, cr->table, cr->known, n->children, base);
+    cr->r->errors += sub.errors;
+    return rc < 0 ? -1 : 0;
+}
+
+/* A statement of a server or a location read later, by the sites (see above). */
+static int read_later(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
     (void)base;
+    (void)n;
     (void)ctx;
-    if (strcmp(n->name, "server") == 0)
-        return snprintf(msg, len, "server blocks are not supported yet"), -1;
-    return snprintf(msg, len, "location blocks belong in a server block, and server blocks "
-                    "are not supported yet"), -1;
+    (void)msg;
+    (void)len;
+    return 0;
+}
+
+/* `listen ADDR [default_server];` in a server: checked here, grouped by the sites. */
+static int check_site_listen(void *base, const struct conf_node *n, void *ctx, char *msg,
+                             size_t len)
+{
+    struct config_listen l;
+    (void)base;
+    (void)ctx;
+    if (config_parse_listen(n->args[0], &l) < 0)
+        return snprintf(msg, len, "invalid listen address \"%s\"", n->args[0]), -1;
+    if (n->n_args == 2 && strcmp(n->args[1], "default_server") != 0)
+        return snprintf(msg, len, "unsupported parameter \"%s\" (only default_server)",
+                        n->args[1]), -1;
+    return 0;
 }
 
 /* --- the core's table ----------------------------------------------------------------- */
@@ -573,15 +603,31 @@ static const struct conf_name log_formats[] = {{"combined", 0}, {"json", 1}, {NU
 
 #define TOP CONF_TOP
 #define CLASS CONF_CLASS
+#define SITE CONF_SERVER
+#define LOC CONF_LOCATION
 #define CFG(field) CONF_AT(struct config, field)
 #define KLASS(field) CONF_AT(struct config_class, field)
 
 static const struct conf_directive core_directives[] = {
     {"listen", CONF_STRING, TOP, CONF_REPEATS, .set = set_listen, .usage = "ADDR:PORT"},
     {"listen", CONF_STRING, CLASS, CONF_REPEATS, .set = set_class_listen, .usage = "ADDR:PORT"},
+    {"listen", CONF_LIST, SITE, CONF_REPEATS, .min_args = 1, .max_args = 2,
+     .set = check_site_listen, .usage = "ADDR:PORT [default_server]"},
     {"root", CONF_PATH, TOP, CFG(root)},
+    {"root", CONF_PATH, SITE | LOC, .set = read_later},
+    {"alias", CONF_PATH, LOC, .set = read_later},
     {"index", CONF_LIST, TOP, .min_args = 1, .max_args = CONFIG_MAX_INDEX, .set = set_index,
      .usage = "FILE..."},
+    {"index", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = CONFIG_MAX_INDEX,
+     .set = read_later, .usage = "FILE..."},
+    {"server_name", CONF_LIST, SITE, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
+     .set = read_later, .usage = "NAME..."},
+    {"try_files", CONF_LIST, SITE | LOC, .min_args = 2, .max_args = CONFIG_MAX_ARGS,
+     .set = read_later, .usage = "FILE... URI|=CODE|@NAME"},
+    {"return", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = 2, .set = read_later,
+     .usage = "CODE [URL|TEXT] | URL"},
+    {"error_page", CONF_LIST, TOP | SITE | LOC, CONF_REPEATS, .min_args = 2,
+     .max_args = CONFIG_MAX_ARGS, .set = read_later, .usage = "CODE... [=CODE] URI"},
     {"threads", CONF_COUNT, TOP, .max = 1024, CFG(threads)},
     {"threads", CONF_COUNT, CLASS, .max = 1024, KLASS(threads)},
     {"groups", CONF_COUNT, TOP, .max = CONFIG_MAX_GROUPS, CFG(groups)},
@@ -613,10 +659,10 @@ static const struct conf_directive core_directives[] = {
     {"sendfile", CONF_FLAG, TOP, CFG(sendfile)},
     {"class", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 1, .max_args = 1, .set = set_class,
      .usage = "NAME"},
-    {"server", CONF_BLOCK, TOP | CLASS, CONF_REPEATS, .min_args = 0,
-     .max_args = CONFIG_MAX_ARGS, .set = refuse_sites, .usage = "{ ... }"},
-    {"location", CONF_BLOCK, TOP | CLASS, CONF_REPEATS, .min_args = 0,
-     .max_args = CONFIG_MAX_ARGS, .set = refuse_sites, .usage = "[=|^~|~|~*] URI|@NAME"},
+    {"server", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 0, .max_args = 0,
+     .set = read_site_block, .usage = "{ ... }"},
+    {"location", CONF_BLOCK, SITE, CONF_REPEATS, .min_args = 1, .max_args = 2,
+     .set = read_site_block, .usage = "[=|^~|~|~*] URI|@NAME"},
     {"priority", CONF_STRING, CLASS, .set = set_priority, .usage = "high|normal|low|NICE"},
     {"match", CONF_LIST, CLASS, CONF_REPEATS, .min_args = 2, .max_args = 2, .set = set_match,
      .usage = "path|host|addr VALUE"},
@@ -668,6 +714,51 @@ static void check_reactivation(const struct config *cfg, struct conf_reader *r)
     const struct conf_node *c = config_next(cfg, "concurrency", NULL);
     conf_error(r, p->line, "reactivation edge: only Leader/Followers has it, and "
                "concurrency is %s (%s:%u)", c ? c->args[0] : "?", r->file, c ? c->line : 0);
+}
+
+/* With server blocks, the server listens on every server's addresses too: a server
+ * without a `listen` of its own listens on the top-level ones (8080 when there are none,
+ * as today), and those are dropped when every server has its own and the top level says
+ * nothing. An address a class listens on is the class's listener already. */
+static void add_site_listens(struct config *cfg, struct conf_reader *r)
+{
+    bool any_server = false, all_own = true;
+    for (const struct conf_node *s = cfg->tree; s; s = s->next) {
+        if (strcmp(s->name, "server") != 0 || !s->is_block)
+            continue;
+        any_server = true;
+        bool own = false;
+        for (const struct conf_node *c = s->children; c; c = c->next)
+            own |= strcmp(c->name, "listen") == 0;
+        all_own &= own;
+    }
+    if (!any_server)
+        return;
+    if (all_own && !config_next(cfg, "listen", NULL))
+        cfg->n_listen = 0;
+    for (const struct conf_node *s = cfg->tree; s; s = s->next) {
+        if (strcmp(s->name, "server") != 0 || !s->is_block)
+            continue;
+        for (const struct conf_node *c = s->children; c; c = c->next) {
+            struct config_listen l;
+            if (strcmp(c->name, "listen") != 0 || c->n_args < 1 ||
+                config_parse_listen(c->args[0], &l) < 0)
+                continue; /* reported where it stands */
+            bool known = false;
+            for (unsigned i = 0; i < cfg->n_listen && !known; i++)
+                known = same_listen(&cfg->listen[i], &l);
+            for (unsigned k = 0; k < cfg->n_classes && !known; k++)
+                for (unsigned i = 0; i < cfg->classes[k].n_listen && !known; i++)
+                    known = same_listen(&cfg->classes[k].listen[i], &l);
+            if (known)
+                continue;
+            if (cfg->n_listen == CONFIG_MAX_LISTEN) {
+                conf_error(r, c->line, "at most %d listen addresses", CONFIG_MAX_LISTEN);
+                return;
+            }
+            cfg->listen[cfg->n_listen++] = l;
+        }
+    }
 }
 
 const struct conf_node *config_next(const struct config *cfg, const char *name,
@@ -736,6 +827,7 @@ int config_load(struct config *cfg, const char *path, config_known_fn known, cha
     check_promotion(cfg, &r);
     check_reactivation(cfg, &r);
     check_class_listens(cfg, &r);
+    add_site_listens(cfg, &r);
     return r.errors ? -1 : 0;
 }
 

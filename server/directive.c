@@ -360,7 +360,12 @@ int conf_apply(struct conf_reader *r, const struct conf_directive *d, const stru
 
 static const char *context_name(unsigned context)
 {
-    return context == CONF_CLASS ? "in a class" : "at the top level";
+    switch (context) {
+    case CONF_CLASS: return "in a class";
+    case CONF_SERVER: return "in a server block";
+    case CONF_LOCATION: return "in a location block";
+    default: return "at the top level";
+    }
 }
 
 /* The earlier statement among n's siblings (from first) with n's name, or NULL. */

@@ -91,7 +91,11 @@ static int load_config(struct config *cfg, const struct generation_source *o, ch
         }
         cfg->threads = (unsigned)n;
     }
-    if (check_root(cfg, o, err, len) < 0)
+    /* With server blocks, a top-level root is needed only if the file says one: each
+     * server may have its own (nginx does not check its default root either). */
+    bool optional = !o->root && !config_next(cfg, "root", NULL) &&
+                    config_next(cfg, "server", NULL);
+    if (!optional && check_root(cfg, o, err, len) < 0)
         return -1;
     if (cfg->threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -117,7 +121,10 @@ struct generation *generation_build(const struct generation_source *o, unsigned 
     }
     const struct config *cfg = &g->cfg;
     g->root_fd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (g->root_fd < 0 || !realpath(cfg->root, g->root_real)) {
+    if ((g->root_fd < 0 || !realpath(cfg->root, g->root_real)) && !o->root &&
+        !config_next(cfg, "root", NULL) && config_next(cfg, "server", NULL)) {
+        snprintf(g->root_real, sizeof(g->root_real), "%s", cfg->root); /* see load_config */
+    } else if (g->root_fd < 0 || !realpath(cfg->root, g->root_real)) {
         char where[CONFIG_PATH_MAX + 32];
         generation_origin(cfg, "root", where, sizeof(where));
         snprintf(err, len, "%.1000sroot \"%.500s\": %s", o->root ? "-r: " : where, cfg->root,

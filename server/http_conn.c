@@ -198,6 +198,8 @@ static void request_init(struct conn *c, const struct http_request *h, struct re
         .cfg = &c->gen->cfg,
         .root_fd = c->gen->root_fd,
         .root_real = c->gen->root_real,
+        .file = path,
+        .level = c->gen->chain.levels,
         .server = conn_shared(c)->server,
         .chain = &c->gen->chain,
     };
@@ -230,12 +232,12 @@ static int route(struct conn *c, const struct http_request *h, struct request *r
     if (n < 0)
         return (int)-n;
     r->path_len = (size_t)n;
-    module_chain_route(&c->gen->chain, r);
-    return 0;
+    r->file_len = (size_t)n;
+    return module_chain_route(&c->gen->chain, r);
 }
 
 /* Fill, finish and log the response: an error status, or the module chain's answer. */
-static void respond(struct conn *c, const struct http_request *h, const struct request *r,
+static void respond(struct conn *c, const struct http_request *h, struct request *r,
                     int status, struct response *resp)
 {
     if (status) {

@@ -74,6 +74,61 @@ const struct conf_node *module_directive(struct module_init *mi, const char *nam
     return config_next(mi->cfg, name, NULL);
 }
 
+int module_block_read(const struct module_block *b, void *base)
+{
+    struct module_init *mi = b->mi;
+    const struct module *m = mi->chain->mods[mi->index];
+    struct conf_reader r = {
+        .file = mi->cfg->file,
+        .owner = m->name,
+        .context = b->context,
+        .ctx = mi,
+        .err = mi->err,
+        .err_len = mi->err_len,
+    };
+    return conf_read_owned(&r, m->directives, b->first, base);
+}
+
+bool module_block_has(const struct module_block *b)
+{
+    const struct module *m = b->mi->chain->mods[b->mi->index];
+    for (const struct conf_node *n = b->first; n; n = n->next) {
+        const struct conf_directive *d = conf_table_find(m->directives, n->name, b->context);
+        if (d && (d->contexts & b->context))
+            return true;
+    }
+    return false;
+}
+
+int module_block_mount(const struct module_block *b, const struct conf_node *where, void *data,
+                       bool wants_body)
+{
+    struct module_init *mi = b->mi;
+    struct module_chain *c = mi->chain;
+    if (b->context != CONF_LOCATION)
+        return module_error(mi, where, "a handler belongs in a location");
+    if (b->level->mount)
+        return module_error(mi, where, "the location has a handler already (line %u)",
+                            b->level->mount->line);
+    size_t len = b->prefix_location ? strlen(b->pattern) : 0;
+    if (len >= sizeof(c->mounts[0].prefix))
+        return module_error(mi, where, "the location's prefix is too long for a handler");
+    if (c->n_mounts == MODULE_MOUNTS_MAX)
+        return module_error(mi, where, "too many mounts");
+    struct module_mount *m = &c->mounts[c->n_mounts++];
+    memcpy(m->prefix, b->pattern, len);
+    m->prefix[len] = '\0';
+    m->prefix_len = len;
+    m->module = mi->index;
+    m->data = data;
+    m->wants_body = wants_body;
+    m->level_only = true;
+    m->line = where ? where->line : 0;
+    c->has_mounts[mi->index] = true;
+    b->level->mount = m;
+    return 0;
+}
+
 int module_mount_add(struct module_init *mi, const struct conf_node *where, const char *prefix,
                      void *data, bool wants_body)
 {
@@ -116,8 +171,10 @@ int module_chain_init(struct module_chain *c, const struct config *cfg, char *er
         c->state[c->n] = state;
         c->n++;
     }
-    if (!any)
+    if (!any && module_levels_build(c, cfg, err, err_len) == 0)
         return 0;
+    if (!any)
+        module_levels_free(c);
     while (c->n > 0) { /* fini only for those whose init succeeded */
         c->n--;
         if (!failed[c->n] && c->mods[c->n]->fini)
@@ -140,80 +197,12 @@ void module_chain_check(const struct config *cfg, char *err, size_t err_len)
 
 void module_chain_fini(struct module_chain *c)
 {
+    module_levels_free(c);
     while (c->n > 0) {
         c->n--;
         if (c->mods[c->n]->fini)
             c->mods[c->n]->fini(c->state[c->n]);
     }
-}
-
-/* A prefix matches the path itself, or the path continues with '/' after it
- * ("/echo" matches "/echo" and "/echo/x", not "/echoes"; "/cgi-bin/" matches below it). */
-static bool prefix_matches(const struct module_mount *m, const char *path, size_t len)
-{
-    if (len < m->prefix_len || memcmp(path, m->prefix, m->prefix_len) != 0)
-        return false;
-    return len == m->prefix_len || m->prefix[m->prefix_len - 1] == '/' ||
-           path[m->prefix_len] == '/';
-}
-
-void module_chain_route(const struct module_chain *c, struct request *req)
-{
-    for (unsigned i = 0; i < c->n; i++)
-        if (c->mods[i]->rewrite)
-            c->mods[i]->rewrite(c->state[i], req);
-    req->mount = NULL;
-    for (unsigned i = 0; i < c->n_mounts; i++) {
-        const struct module_mount *m = &c->mounts[i];
-        if (prefix_matches(m, req->path, req->path_len) &&
-            (!req->mount || m->prefix_len > req->mount->prefix_len))
-            req->mount = m;
-    }
-}
-
-static bool call_handle(const struct module_chain *c, unsigned i, const struct request *req,
-                        struct response *resp)
-{
-    enum mod_result r = c->mods[i]->handle(c->state[i], req, resp);
-    if (r == MOD_ERROR)
-        resp_error(resp, 500);
-    return r != MOD_DECLINED;
-}
-
-static void handle(const struct module_chain *c, const struct request *req,
-                   struct response *resp)
-{
-    for (unsigned i = 0; i < c->n; i++) {
-        if (!c->mods[i]->access)
-            continue;
-        enum mod_result r = c->mods[i]->access(c->state[i], req, resp);
-        if (r == MOD_ERROR)
-            resp_error(resp, 500);
-        if (r != MOD_DECLINED)
-            return;
-    }
-    if (req->mount) {
-        /* Only the owner: a handler that declines must not let static files serve, say,
-         * a CGI script's source. */
-        unsigned i = req->mount->module;
-        if (c->mods[i]->handle && call_handle(c, i, req, resp))
-            return;
-        resp_error(resp, 404);
-        return;
-    }
-    for (unsigned i = 0; i < c->n; i++)
-        if (c->mods[i]->handle && !c->has_mounts[i] && call_handle(c, i, req, resp))
-            return;
-    resp_error(resp, 404);
-}
-
-void module_chain_answer(const struct module_chain *c, const struct request *req,
-                         struct response *resp)
-{
-    handle(c, req, resp);
-    for (unsigned i = 0; i < c->n; i++)
-        if (c->mods[i]->filter)
-            c->mods[i]->filter(c->state[i], req, resp);
 }
 
 void module_chain_log(const struct module_chain *c, const struct request *req,
@@ -231,7 +220,7 @@ const char *module_content_type(const struct request *req, const char *path, int
     for (unsigned i = 0; c && i < c->n; i++) {
         if (!c->mods[i]->content_type)
             continue;
-        const char *t = c->mods[i]->content_type(c->state[i], path, fd, st);
+        const char *t = c->mods[i]->content_type(c->state[i], req, path, fd, st);
         if (t)
             return t;
     }

@@ -47,7 +47,10 @@ enum mod_result {
 #define REQUEST_PATH_MAX 8192
 
 struct module_mount;
+struct module_level;
 struct server;
+struct site_set;
+struct site_server;
 
 struct request {
     const struct http_request *http; /* the parsed head: slices into the request buffer */
@@ -59,6 +62,21 @@ struct request {
     const struct config *cfg;
     int root_fd;           /* the document root, opened O_PATH | O_DIRECTORY */
     const char *root_real; /* its real path, for open_beneath() */
+    unsigned root_id;      /* the root's number in the generation: caches keyed by a path
+                              beneath the root put it in their keys */
+    const char *file;      /* the path beneath the root ("/..."): path, or under `alias` */
+    size_t file_len;       /* what follows the location's prefix */
+    /* The settings of the block that answers: the location, else the server, else the
+     * top level. A module's own are module_settings(req, its index). */
+    const struct module_level *level;
+    const struct site_server *site; /* the server block, NULL without server blocks */
+    /* The core's decisions (module_route.c): the block the path first matched, whose
+     * access rules hold even after an internal redirect; a `return` to answer with; a
+     * try_files =CODE. */
+    const struct module_level *first_level;
+    int return_status;
+    const struct vars_value *return_text;
+    int try_status;
     const struct module_mount *mount; /* the mount the path falls under, or NULL */
     const char *body;                 /* the whole request body, when the mount asked for */
     size_t body_len;                  /* it (wants_body); else NULL (a body is skipped) */
@@ -73,10 +91,24 @@ struct module_mount {
     unsigned module;  /* index in the chain */
     void *data;       /* the module's own, from module_mount_add */
     bool wants_body;  /* the core reads the whole request body before calling handle */
+    bool level_only;  /* a location's handler: not found by its prefix */
     unsigned line;    /* the statement that mounted it, for messages */
 };
 
 struct module_chain;
+struct module_init;
+
+/* What a module's block hook is given. */
+struct module_block {
+    struct module_init *mi;        /* for module_error(); mi->cfg the configuration */
+    unsigned context;              /* CONF_TOP, CONF_SERVER or CONF_LOCATION */
+    const struct conf_node *node;  /* the block's statement (NULL at the top level) */
+    const struct conf_node *first; /* its first statement inside */
+    const void *outer;             /* the module's settings of the enclosing block */
+    struct module_level *level;    /* the level being built: for module_block_mount() */
+    bool prefix_location;          /* a `location /p` or `location = /p` */
+    const char *pattern;           /* the location's pattern, "" elsewhere */
+};
 
 /* What init is given: the configuration, and where to report errors. */
 struct module_init {
@@ -106,11 +138,60 @@ struct module {
     void (*log)(void *state, const struct request *req, const struct response *resp);
     /* The media type of a file (path, and its open fd and stat), or NULL if unknown. Not
      * part of answering: modules that serve files ask through module_content_type(). */
-    const char *(*content_type)(void *state, const char *path, int fd, const struct stat *st);
+    const char *(*content_type)(void *state, const struct request *req, const char *path,
+                                int fd, const struct stat *st);
+    /* Settings per block, as nginx's configuration of a location: called for the top
+     * level, then each server, then each of its locations, after init. Reads the block's
+     * statements of this module (module_block_read), inherits what they leave unset from
+     * b->outer (this module's settings of the block around it; NULL at the top level), and
+     * returns the settings, or NULL after module_error(). A block that sets nothing of
+     * the module's may return b->outer itself: it is then not freed twice. */
+    void *(*block)(void *state, const struct module_block *b);
+    void (*block_free)(void *state, void *settings);
 };
 
 #define MODULE_CHAIN_MAX 16
 #define MODULE_MOUNTS_MAX 64
+#define LEVEL_INDEX_MAX CONFIG_MAX_INDEX
+#define LEVEL_TRY_MAX CONFIG_MAX_ARGS
+#define LEVEL_ERROR_PAGES_MAX 64
+
+/* A document root (or an `alias` directory), opened once per generation. */
+struct level_root {
+    int fd;      /* O_PATH | O_DIRECTORY */
+    char *real;  /* its real path */
+    unsigned id; /* equal for equal real paths */
+};
+
+struct vars_value;
+
+/* `error_page CODE... [=ANSWER] URI`, one code each. */
+struct level_error_page {
+    int status;
+    int answer;                  /* =ANSWER, or 0: the original status */
+    const struct vars_value *uri;
+};
+
+/* The settings of one block: the top level, a server or a location. What a block does not
+ * set it inherits from the one around it, as nginx merges (module_level.c). */
+struct module_level {
+    unsigned context; /* CONF_TOP, CONF_SERVER, CONF_LOCATION */
+    unsigned line;    /* the block's statement */
+    const struct level_root *root;
+    bool alias;               /* root is an `alias`: the location's prefix is replaced */
+    size_t alias_prefix_len;  /* the prefix that `alias` replaces */
+    const char (*index)[256]; /* index file names */
+    unsigned n_index;
+    const struct vars_value *try_files[LEVEL_TRY_MAX]; /* not inherited, as nginx */
+    unsigned n_try;
+    int return_status; /* `return`: 0 none */
+    const struct vars_value *return_text; /* its URL or text, or NULL */
+    const struct level_error_page *error_pages; /* inherited when a block has none */
+    unsigned n_error_pages;
+    bool error_pages_own;
+    const struct module_mount *mount; /* `handler NAME;`, `cgi DIR;` in a location */
+    void *conf[MODULE_CHAIN_MAX];     /* each module's block settings */
+};
 
 struct module_chain {
     const struct module *mods[MODULE_CHAIN_MAX];
@@ -119,7 +200,30 @@ struct module_chain {
     unsigned n;
     struct module_mount mounts[MODULE_MOUNTS_MAX];
     unsigned n_mounts;
+    /* Server and location blocks (module_level.c) */
+    struct site_set *sites;       /* NULL: none, one implicit server */
+    struct module_level *levels;  /* [0] the top level, then servers and locations */
+    unsigned n_levels;
+    struct level_root *roots;
+    unsigned n_roots;
+    void *index_room; /* the index lists blocks set */
 };
+
+/* The module's settings for the block that answers req (its block hook's result). */
+static inline const void *module_settings(const struct request *req, unsigned index)
+{
+    return req->level ? req->level->conf[index] : NULL;
+}
+
+/* For a block hook: read the block's statements of this module (its .directives) into
+ * base. Returns 0, or -1 after reporting every error. */
+int module_block_read(const struct module_block *b, void *base);
+/* For a block hook: does the block hold any statement of this module's directives? */
+bool module_block_has(const struct module_block *b);
+/* For a block hook of a location: this location's handler is the module, with data
+ * (`handler NAME;`, `cgi DIR;`). Returns 0, or -1 after module_error(). */
+int module_block_mount(const struct module_block *b, const struct conf_node *where,
+                       void *data, bool wants_body);
 
 /* For init: mount the module on a path prefix. Returns 0, or -1 after module_error(). */
 int module_mount_add(struct module_init *mi, const struct conf_node *where, const char *prefix,
@@ -151,11 +255,23 @@ int module_chain_init(struct module_chain *c, const struct config *cfg, char *er
 void module_chain_check(const struct config *cfg, char *err, size_t err_len);
 void module_chain_fini(struct module_chain *c);
 
-/* Run rewrite hooks, then find the mount (sets req->mount). */
-void module_chain_route(const struct module_chain *c, struct request *req);
-/* Run access, handle and filter hooks; the response is always filled on return. */
-void module_chain_answer(const struct module_chain *c, const struct request *req,
+/* Build the sites and each block's settings (module_level.c), after the modules' init.
+ * Returns 0, or -1 with the messages in err. */
+int module_levels_build(struct module_chain *c, const struct config *cfg, char *err,
+                        size_t err_len);
+void module_levels_free(struct module_chain *c);
+
+/* Place the request (module_route.c): its server, location, `return`, `try_files`; run the
+ * rewrite hooks and find the mount. Returns 0, or the status of an error to answer. */
+int module_chain_route(const struct module_chain *c, struct request *req);
+/* Run access, handle and filter hooks, and `error_page`; the response is always filled on
+ * return. req may change: after an error page it is the page's request. */
+void module_chain_answer(const struct module_chain *c, struct request *req,
                          struct response *resp);
+
+struct vars_source;
+/* The variables' source for a request (vars.h). */
+void module_vars_source(const struct request *req, struct vars_source *src);
 /* Run log hooks. */
 void module_chain_log(const struct module_chain *c, const struct request *req,
                       const struct response *resp);

@@ -12,15 +12,16 @@
 int module_index_open(const struct request *req, int dirfd, const char *prefix, int flags,
                       unsigned *which, struct stat *st)
 {
-    const struct config *cfg = req->cfg;
+    const char(*index)[256] = req->level ? req->level->index : req->cfg->index;
+    unsigned n_index = req->level ? req->level->n_index : req->cfg->n_index;
     size_t pl = strlen(prefix);
     char rel[REQUEST_PATH_MAX + 256];
-    for (unsigned i = 0; i < cfg->n_index; i++) {
-        size_t il = strlen(cfg->index[i]);
+    for (unsigned i = 0; i < n_index; i++) {
+        size_t il = strlen(index[i]);
         if (pl + il >= sizeof(rel))
             return -ENAMETOOLONG;
         memcpy(rel, prefix, pl);
-        memcpy(rel + pl, cfg->index[i], il + 1);
+        memcpy(rel + pl, index[i], il + 1);
         int fd = open_beneath(dirfd, rel, flags, req->root_real);
         if (fd == -ENOENT)
             continue;

@@ -70,6 +70,7 @@ enum site_match {
 };
 
 struct site_server;
+struct module_level; /* the block's settings, made by the module chain (module.h) */
 
 struct site_location {
     enum site_match match;
@@ -79,6 +80,7 @@ struct site_location {
     const struct conf_node *node;  /* the `location` statement: its line, for messages */
     const struct conf_node *first; /* its first statement inside, NULL for `{ }` */
     const struct site_server *server;
+    const struct module_level *level;
 };
 
 enum site_name_kind {
@@ -107,6 +109,7 @@ struct site_server {
     const struct site_location **regex;  /* `~` and `~*`, file order */
     const struct site_location **named;  /* `@name` */
     unsigned n_exact, n_prefix, n_regex, n_named;
+    const struct module_level *level;
 };
 
 /* One listening address and the servers that listen on it. */

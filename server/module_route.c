@@ -1,0 +1,456 @@
+/* module_route.c — which block answers a request, and the core's part of answering:
+ * `return`, `try_files`, internal redirects and `error_page`, in nginx's order.
+ *
+ * For a request: the server (site_server_for: address, then Host), its `return` if it has
+ * one (nginx's server rewrite phase: before any location); else the location
+ * (site_location_for), its `return` if it has one; else the access hooks of the location;
+ * else its `try_files`, which may pick a file or directory (the path becomes it, the
+ * location stays), answer =CODE, go to a named location, or redirect internally to a URI
+ * (the location is searched again). Then the handler. An internal redirect repeats the
+ * search at most ROUTE_REDIRECTS_MAX times, then 500 (nginx allows 10 too). A finished
+ * response whose status has an `error_page` in its block is answered again, once, by an
+ * internal redirect to the page's URI (a GET, as nginx's), with the original status (or
+ * =ANSWER): an error while serving the error page gives the plain error.
+ */
+#include "module.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "site.h"
+#include "vars.h"
+
+#define ROUTE_REDIRECTS_MAX 10
+
+void module_vars_source(const struct request *req, struct vars_source *src)
+{
+    const struct site_server *s = req->site;
+    *src = (struct vars_source){
+        .http = req->http,
+        .uri = req->path,
+        .uri_len = req->path_len,
+        .peer = req->peer,
+        .local = req->local,
+        .server_name = s && s->n_names && s->names[0].kind == SITE_NAME_EXACT
+                           ? s->names[0].text : NULL,
+    };
+}
+
+/* Point the request at a block's settings: its root, and the file the path names there. */
+static void use_level(struct request *req, const struct module_level *l)
+{
+    req->level = l;
+    req->root_fd = l->root->fd;
+    req->root_real = l->root->real;
+    req->root_id = l->root->id;
+    req->file = req->path;
+    req->file_len = req->path_len;
+    req->mount = l->mount;
+}
+
+/* Under `alias`, the file is what follows the location's prefix, beneath the alias
+ * directory: /downloads/a.txt in `location /downloads/ { alias /data/; }` is /data/a.txt.
+ * What follows must start a new segment: `location /d { alias /x/; }` does not serve
+ * /d../etc (nginx's alias traversal). False: no file (404). The file is written in front
+ * of the path, in the same buffer: file points into path. */
+static bool alias_file(struct request *req)
+{
+    const struct module_level *l = req->level;
+    size_t pl = l->alias_prefix_len;
+    if (req->path_len < pl)
+        return false;
+    const char *rest = req->path + pl;
+    size_t rl = req->path_len - pl;
+    if (pl && req->path[pl - 1] == '/') { /* the prefix's slash starts the rest */
+        req->file = rest - 1;
+        req->file_len = rl + 1;
+        return true;
+    }
+    if (rl == 0) { /* the location itself: the alias directory */
+        req->file = "/";
+        req->file_len = 1;
+        return true;
+    }
+    if (rest[0] != '/')
+        return false;
+    req->file = rest;
+    req->file_len = rl;
+    return true;
+}
+
+/* Does the file exist beneath the request's root, as a directory (dir) or not? */
+static bool file_exists(const struct request *req, const char *file, bool dir)
+{
+    const char *rel = file[1] ? file + 1 : ".";
+    int fd = open_beneath(req->root_fd, rel, O_PATH, req->root_real);
+    if (fd < 0)
+        return false;
+    struct stat st;
+    bool ok = fstat(fd, &st) == 0 && (S_ISDIR(st.st_mode) == dir);
+    close(fd);
+    return ok;
+}
+
+/* A path made by expanding a value: absolute, without dot segments or NUL bytes (a
+ * variable could bring them), so that it names what it seems to. */
+static bool clean_path(const char *p, size_t n)
+{
+    if (n == 0 || p[0] != '/' || memchr(p, '\0', n))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] != '/' || i + 1 >= n || p[i + 1] != '.')
+            continue;
+        size_t k = i + 2;
+        if (k < n && p[k] == '.')
+            k++;
+        if (k == n || p[k] == '/')
+            return false;
+    }
+    return true;
+}
+
+/* Make `uri` (an expanded value, possibly with "?args", which are dropped: the request's
+ * own stay) the request's path. False if it is not a clean path or too long. */
+static bool set_path(struct request *req, const char *uri, size_t n)
+{
+    const char *q = memchr(uri, '?', n);
+    if (q)
+        n = (size_t)(q - uri);
+    if (n >= REQUEST_PATH_MAX || !clean_path(uri, n))
+        return false;
+    memmove(req->path, uri, n);
+    req->path[n] = '\0';
+    req->path_len = n;
+    return true;
+}
+
+enum try_result { TRY_FOUND, TRY_STATUS, TRY_NAMED, TRY_REDIRECT, TRY_FAILED };
+
+/* `try_files`: the first candidate that exists becomes the path (*status unchanged);
+ * else the last argument: =CODE (*status), @NAME (*named), or a URI (the path, to search
+ * again). */
+static enum try_result try_files(struct request *req, const struct module_level *l,
+                                 const struct site_location **named, int *status)
+{
+    struct vars_source src;
+    module_vars_source(req, &src);
+    char buf[REQUEST_PATH_MAX];
+    for (unsigned i = 0; i + 1 < l->n_try; i++) {
+        long n = vars_expand(l->try_files[i], &src, buf, sizeof(buf));
+        if (n <= 0 || (size_t)n >= sizeof(buf))
+            continue;
+        bool dir = buf[n - 1] == '/';
+        buf[n] = '\0';
+        if (!clean_path(buf, (size_t)n))
+            continue;
+        /* The candidate's file, beneath the root or the alias, as the handler will open it. */
+        struct request probe = *req;
+        probe.path = buf;
+        probe.path_len = (size_t)n;
+        if (l->alias && !alias_file(&probe))
+            continue;
+        if (!file_exists(&probe, probe.file, dir))
+            continue;
+        if (!set_path(req, buf, (size_t)n))
+            return TRY_FAILED;
+        use_level(req, l);
+        return TRY_FOUND;
+    }
+    long n = vars_expand(l->try_files[l->n_try - 1], &src, buf, sizeof(buf) - 1);
+    if (n <= 0 || (size_t)n >= sizeof(buf) - 1)
+        return TRY_FAILED;
+    buf[n] = '\0';
+    if (buf[0] == '=') {
+        *status = 0;
+        for (long i = 1; i < n; i++)
+            *status = *status * 10 + (buf[i] - '0');
+        return TRY_STATUS;
+    }
+    if (buf[0] == '@') {
+        *named = req->site ? site_named_location(req->site, buf) : NULL;
+        return *named ? TRY_NAMED : TRY_FAILED;
+    }
+    return set_path(req, buf, (size_t)n) ? TRY_REDIRECT : TRY_FAILED;
+}
+
+/* The top level's settings answer a request the sites do not place (no server blocks,
+ * or an address none of them listens on: a class's, or one given by -l). */
+static const struct site_server *server_for(const struct module_chain *c,
+                                            const struct request *req)
+{
+    const struct site_set *set = c->sites;
+    if (!set || !set->n_servers)
+        return NULL;
+    const struct site_server *s = site_server_for(set, req->local, req->http->host);
+    if (!s && set->n_addrs) /* listening where no server does: the first address's */
+        s = set->addrs[0].default_server ? set->addrs[0].default_server
+                                         : set->addrs[0].servers[0];
+    return s;
+}
+
+/* Find the location for the request's path (or take `named`), apply its `return` and
+ * `try_files`; loop on internal redirects. Returns 0 (req->level set), or a status. */
+static int place(const struct module_chain *c, struct request *req,
+                 const struct site_location *named)
+{
+    const struct site_server *s = req->site;
+    for (unsigned hops = 0; hops <= ROUTE_REDIRECTS_MAX; hops++) {
+        const struct site_location *loc = named ? named : site_location_for(s, req->path,
+                                                                             req->path_len);
+        named = NULL;
+        const struct module_level *l = loc ? loc->level : s->level;
+        use_level(req, l);
+        if (!req->first_level)
+            req->first_level = l;
+        if (l->alias && !alias_file(req))
+            return 404;
+        if (l->return_status) {
+            req->return_status = l->return_status;
+            req->return_text = l->return_text;
+            return 0;
+        }
+        if (!l->n_try)
+            return 0;
+        int status = 0;
+        switch (try_files(req, l, &named, &status)) {
+        case TRY_FOUND: return 0;
+        case TRY_STATUS: req->try_status = status; return 0;
+        case TRY_NAMED: continue;
+        case TRY_REDIRECT: continue;
+        case TRY_FAILED: return 500;
+        }
+    }
+    (void)c;
+    return 500; /* a redirect loop */
+}
+
+/* The mount the path falls under, among the top-level ones (`handler PREFIX NAME;`): the
+ * longest prefix. */
+static bool prefix_matches(const struct module_mount *m, const char *path, size_t len)
+{
+    if (len < m->prefix_len || memcmp(path, m->prefix, m->prefix_len) != 0)
+        return false;
+    return len == m->prefix_len || m->prefix[m->prefix_len - 1] == '/' ||
+           path[m->prefix_len] == '/';
+}
+
+static void find_mount(const struct module_chain *c, struct request *req)
+{
+    if (req->level && req->level->mount)
+        return; /* the location's own handler */
+    req->mount = NULL;
+    for (unsigned i = 0; i < c->n_mounts; i++) {
+        const struct module_mount *m = &c->mounts[i];
+        if (!m->level_only && prefix_matches(m, req->path, req->path_len) &&
+            (!req->mount || m->prefix_len > req->mount->prefix_len))
+            req->mount = m;
+    }
+}
+
+static int route_from(const struct module_chain *c, struct request *req,
+                      const struct site_location *named)
+{
+    int status = 0;
+    if (!req->site) {
+        use_level(req, &c->levels[0]);
+        req->first_level = req->level;
+    } else if (req->site->level->return_status && !named) {
+        use_level(req, req->site->level); /* the server's `return`: before any location */
+        req->first_level = req->level;
+        req->return_status = req->level->return_status;
+        req->return_text = req->level->return_text;
+    } else {
+        status = place(c, req, named);
+    }
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->mods[i]->rewrite)
+            c->mods[i]->rewrite(c->state[i], req);
+    find_mount(c, req);
+    return status;
+}
+
+int module_chain_route(const struct module_chain *c, struct request *req)
+{
+    req->site = server_for(c, req);
+    return route_from(c, req, NULL);
+}
+
+/* --- answering ---------------------------------------------------------------------------- */
+
+static bool call_handle(const struct module_chain *c, unsigned i, const struct request *req,
+                        struct response *resp)
+{
+    enum mod_result r = c->mods[i]->handle(c->state[i], req, resp);
+    if (r == MOD_ERROR)
+        resp_error(resp, 500);
+    return r != MOD_DECLINED;
+}
+
+/* The access hooks with the settings of level l: true if one answered (a refusal). */
+static bool refused(const struct module_chain *c, struct request *req,
+                    const struct module_level *l, struct response *resp)
+{
+    const struct module_level *was = req->level;
+    req->level = l;
+    bool answered = false;
+    for (unsigned i = 0; i < c->n && !answered; i++) {
+        if (!c->mods[i]->access)
+            continue;
+        enum mod_result r = c->mods[i]->access(c->state[i], req, resp);
+        if (r == MOD_ERROR)
+            resp_error(resp, 500);
+        answered = r != MOD_DECLINED;
+    }
+    req->level = was;
+    return answered;
+}
+
+/* `return CODE [TEXT|URL]`. */
+static void answer_return(struct request *req, struct response *resp)
+{
+    int status = req->return_status;
+    const struct vars_value *v = req->return_text;
+    char buf[4096];
+    long n = 0;
+    if (v) {
+        struct vars_source src;
+        module_vars_source(req, &src);
+        n = vars_expand(v, &src, buf, sizeof(buf) - 1);
+        if (n < 0 || (size_t)n >= sizeof(buf) - 1) {
+            resp_error(resp, 500);
+            return;
+        }
+        buf[n] = '\0';
+    }
+    bool redirect = status == 301 || status == 302 || status == 303 || status == 307 ||
+                    status == 308;
+    if (redirect) {
+        resp_error(resp, status);
+        if (v)
+            resp_header(resp, "Location", buf);
+        return;
+    }
+    if (!v) {
+        resp_error(resp, status);
+        return;
+    }
+    resp_start(resp, status);
+    if (!resp->no_length) {
+        resp_header(resp, "Content-Type", "text/plain");
+        resp_body_copy(resp, buf, (size_t)n);
+    }
+}
+
+static void handle(const struct module_chain *c, struct request *req, struct response *resp)
+{
+    if (req->return_status) {
+        answer_return(req, resp);
+        return;
+    }
+    if (refused(c, req, req->first_level, resp))
+        return;
+    if (req->level != req->first_level && refused(c, req, req->level, resp))
+        return;
+    if (req->try_status) {
+        resp_error(resp, req->try_status);
+        return;
+    }
+    if (req->mount) {
+        /* Only the owner: a handler that declines must not let static files serve, say,
+         * a CGI script's source. */
+        unsigned i = req->mount->module;
+        if (c->mods[i]->handle && call_handle(c, i, req, resp))
+            return;
+        resp_error(resp, 404);
+        return;
+    }
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->mods[i]->handle && !c->has_mounts[i] && call_handle(c, i, req, resp))
+            return;
+    resp_error(resp, 404);
+}
+
+static const struct level_error_page *error_page_for(const struct module_level *l, int status)
+{
+    for (unsigned i = 0; l && i < l->n_error_pages; i++)
+        if (l->error_pages[i].status == status)
+            return &l->error_pages[i];
+    return NULL;
+}
+
+/* Answer with the error page p for the status of resp: an internal redirect, a GET. */
+static void answer_error_page(const struct module_chain *c, struct request *req,
+                              struct response *resp, const struct level_error_page *p)
+{
+    int status = resp->status, answer = p->answer ? p->answer : status;
+    char buf[REQUEST_PATH_MAX];
+    struct vars_source src;
+    module_vars_source(req, &src);
+    long n = vars_expand(p->uri, &src, buf, sizeof(buf) - 1);
+    if (n <= 0 || (size_t)n >= sizeof(buf) - 1)
+        return; /* the plain error stays */
+    buf[n] = '\0';
+    resp_file_close(resp);
+    resp_body_clear(resp);
+    if (buf[0] != '/' && buf[0] != '@') { /* a URL: a redirect, 302 unless =ANSWER says */
+        resp_error(resp, p->answer && p->answer != status ? p->answer : 302);
+        resp_header(resp, "Location", buf);
+        return;
+    }
+    /* The error page is fetched as a GET (HEAD stays HEAD), without conditions or ranges,
+     * and its own errors are not redirected again. */
+    struct http_request h = *req->http;
+    if (h.method != HTTP_METHOD_HEAD)
+        h.method = HTTP_METHOD_GET;
+    h.if_none_match.len = h.if_modified_since.len = h.if_match.len = 0;
+    h.if_unmodified_since.len = h.range.len = h.if_range.len = 0;
+    h.framing = HTTP_BODY_NONE;
+    struct request r = *req;
+    r.http = &h;
+    r.first_level = NULL;
+    r.return_status = r.try_status = 0;
+    r.return_text = NULL;
+    r.body = NULL;
+    r.body_len = 0;
+    const struct site_location *named = NULL;
+    int rc = 0;
+    if (buf[0] == '@') {
+        named = req->site ? site_named_location(req->site, buf) : NULL;
+        rc = named ? 0 : 404;
+    } else if (!set_path(&r, buf, (size_t)n)) {
+        rc = 500;
+    }
+    if (!rc)
+        rc = route_from(c, &r, named);
+    if (!rc) {
+        handle(c, &r, resp);
+        if (resp->streaming || resp->status != 200) {
+            resp_file_close(resp);
+            resp_body_clear(resp);
+            rc = answer;
+        }
+    }
+    if (rc) {
+        resp_error(resp, answer);
+    } else if (answer != 200) {
+        resp_set_status(resp, answer);
+    }
+    r.http = req->http; /* h is gone on return */
+    *req = r; /* the filters and the log see the error page's request, as nginx's */
+}
+
+void module_chain_answer(const struct module_chain *c, struct request *req,
+                         struct response *resp)
+{
+    handle(c, req, resp);
+    const struct level_error_page *p;
+    if (!resp->streaming && resp->status >= 300 &&
+        (p = error_page_for(req->level, resp->status)))
+        answer_error_page(c, req, resp, p);
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->mods[i]->filter)
+            c->mods[i]->filter(c->state[i], req, resp);
+}
