@@ -659,6 +659,7 @@ static const struct conf_directive core_directives[] = {
     {"sendfile", CONF_FLAG, TOP, CFG(sendfile)},
     {"class", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 1, .max_args = 1, .set = set_class,
      .usage = "NAME"},
+    {"class", CONF_STRING, SITE | LOC, .set = read_later, .usage = "NAME"},
     {"server", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 0, .max_args = 0,
      .set = read_site_block, .usage = "{ ... }"},
     {"location", CONF_BLOCK, SITE, CONF_REPEATS, .min_args = 1, .max_args = 2,

@@ -404,8 +404,13 @@ static struct http_host *request_class(struct conn *c, const struct http_request
     long n = http_path_normalize(req->path, path, sizeof(path));
     if (n < 0)
         return http_host_of(c); /* the error is answered where we are */
+    struct http_shared *shared = conn_shared(c);
     struct http_host *to =
-        http_class_for_request(conn_shared(c), &c->gen->cfg, path, (size_t)n, req->host);
+        http_class_for_request(shared, &c->gen->cfg, path, (size_t)n, req->host);
+    if (!to) { /* `class NAME;` in the request's server or location */
+        unsigned k = module_chain_class(&c->gen->chain, c->local, req->host, path, (size_t)n);
+        to = k && k < shared->n_hosts ? shared->hosts[k] : NULL;
+    }
     return to ? to : http_host_of_pool(c->home);
 }
 

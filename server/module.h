@@ -190,6 +190,7 @@ struct module_level {
     unsigned n_error_pages;
     bool error_pages_own;
     const struct module_mount *mount; /* `handler NAME;`, `cgi DIR;` in a location */
+    unsigned class_index; /* `class NAME;`: 1 + its place in cfg->classes; 0: not said */
     void *conf[MODULE_CHAIN_MAX];     /* each module's block settings */
 };
 
@@ -268,6 +269,11 @@ int module_chain_route(const struct module_chain *c, struct request *req);
  * return. req may change: after an error page it is the page's request. */
 void module_chain_answer(const struct module_chain *c, struct request *req,
                          struct response *resp);
+
+/* The service class a request's block names (`class NAME;` in its location or server):
+ * 1 + the class's place in cfg->classes, or 0. Selection only: no try_files. */
+unsigned module_chain_class(const struct module_chain *c, const struct sockaddr *local,
+                            struct http_slice host, const char *path, size_t len);
 
 struct vars_source;
 /* The variables' source for a request (vars.h). */

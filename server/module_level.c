@@ -236,6 +236,16 @@ static int read_core(struct level_build *b, struct module_level *l,
         rc |= read_try_files(b, l, n);
     if ((n = find(first, "return")))
         rc |= read_return(b, l, n);
+    l->class_index = outer->class_index;
+    if ((n = find(first, "class"))) {
+        l->class_index = 0;
+        for (unsigned i = 0; i < b->cfg->n_classes && !l->class_index; i++)
+            if (strcmp(b->cfg->classes[i].name, n->args[0]) == 0)
+                l->class_index = i + 1;
+        if (!l->class_index)
+            rc |= conf_error(&b->r, n->line, "class: no class \"%s\" is defined",
+                             n->args[0]);
+    }
     rc |= read_error_pages(b, l, first);
     if (!l->error_pages) {
         l->error_pages = outer->error_pages;

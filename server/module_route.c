@@ -272,6 +272,19 @@ static int route_from(const struct module_chain *c, struct request *req,
     return status;
 }
 
+unsigned module_chain_class(const struct module_chain *c, const struct sockaddr *local,
+                            struct http_slice host, const char *path, size_t len)
+{
+    const struct site_set *set = c->sites;
+    if (!set || !set->n_servers)
+        return 0;
+    const struct site_server *s = site_server_for(set, local, host);
+    if (!s)
+        return 0;
+    const struct site_location *loc = site_location_for(s, path, len);
+    return loc ? loc->level->class_index : s->level->class_index;
+}
+
 int module_chain_route(const struct module_chain *c, struct request *req)
 {
     req->site = server_for(c, req);

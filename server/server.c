@@ -255,7 +255,16 @@ int server_start(struct server *srv, struct generation *g)
     if (cfg->concurrency == LF_STRATEGY_LEADER_FOLLOWERS)
         promotion = cfg->promotion == LF_PROMOTE_LIFO ? " with LIFO promotion"
                                                       : " with condvar promotion";
-    log_info("lfhttpd %s serving %s (%s%s, %u service class%s)", LFHTTPD_VERSION, cfg->root,
+    unsigned sites = 0;
+    for (const struct conf_node *n = config_next(cfg, "server", NULL); n;
+         n = config_next(cfg, "server", n))
+        sites++;
+    char what[CONFIG_PATH_MAX + 32];
+    if (sites)
+        snprintf(what, sizeof(what), "%u server block%s", sites, sites == 1 ? "" : "s");
+    else
+        snprintf(what, sizeof(what), "%s", cfg->root);
+    log_info("lfhttpd %s serving %s (%s%s, %u service class%s)", LFHTTPD_VERSION, what,
              lf_strategy_name(cfg->concurrency), promotion, srv->n_svcs,
              srv->n_svcs == 1 ? "" : "es");
     return 0;

@@ -97,7 +97,7 @@ static void mime_stop(struct mime_fixture *fx)
 /* The type of a name alone (no file). */
 static const char *type_of(struct mime_fixture *fx, const char *path)
 {
-    return mod_mime.content_type(fx->state, path, -1, NULL);
+    return mod_mime.content_type(fx->state, NULL, path, -1, NULL);
 }
 
 /* The type of dir/name, opened and stat'ed as mod_static does. */
@@ -111,7 +111,7 @@ static const char *type_of_file(struct mime_fixture *fx, const char *name)
     struct stat st;
     const char *t = "(cannot stat)";
     if (fstat(fd, &st) == 0)
-        t = mod_mime.content_type(fx->state, path, fd, &st);
+        t = mod_mime.content_type(fx->state, NULL, path, fd, &st);
     close(fd);
     return t;
 }
@@ -339,7 +339,7 @@ TEST(sniffing_leaves_the_file_offset_alone)
     CHECK_EQ_INT(lseek(fd, 5, SEEK_SET), 5);
     struct stat st;
     CHECK(fstat(fd, &st) == 0);
-    CHECK_STR(mod_mime.content_type(fx.state, path, fd, &st), "image/png");
+    CHECK_STR(mod_mime.content_type(fx.state, NULL, path, fd, &st), "image/png");
     CHECK_EQ_INT(lseek(fd, 0, SEEK_CUR), 5);
     close(fd);
     mime_stop(&fx);

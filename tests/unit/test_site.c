@@ -650,14 +650,26 @@ static int config_load_text(const char *text)
     return rc;
 }
 
-TEST(config_load_refuses_server_blocks_for_now)
+TEST(config_load_accepts_server_and_location_blocks)
 {
-    CHECK_EQ_INT(config_load_text("server {\n listen 8080;\n}\n"), -1);
-    CHECK(strstr(err, ":1: server: server blocks are not supported yet"));
+    CHECK_EQ_INT(config_load_text("server {\n listen 8080;\n location / { root www; }\n}\n"),
+                 0);
 }
 
-TEST(config_load_refuses_location_blocks_for_now)
+TEST(config_load_refuses_a_location_at_the_top_level)
 {
     CHECK_EQ_INT(config_load_text("root www;\nlocation / { }\n"), -1);
-    CHECK(strstr(err, ":2: location: location blocks belong in a server block"));
+    CHECK(strstr(err, ":2: \"location\" directive is not allowed at the top level"));
+}
+
+TEST(config_load_refuses_a_server_directive_in_a_location)
+{
+    CHECK_EQ_INT(config_load_text("server {\n location / {\n  server_name a;\n }\n}\n"), -1);
+    CHECK(strstr(err, ":3: \"server_name\" directive is not allowed in a location block"));
+}
+
+TEST(config_load_refuses_alias_in_a_server)
+{
+    CHECK_EQ_INT(config_load_text("server {\n alias /tmp/;\n}\n"), -1);
+    CHECK(strstr(err, ":2: \"alias\" directive is not allowed in a server block"));
 }
