@@ -13,6 +13,7 @@ Content-Type and the body. Every file's body is its own path under the test's di
 so the body tells which file was served. Error bodies nginx makes itself and the Server
 header are never compared.
 """
+import base64
 import email.utils
 import os
 import re
@@ -200,22 +201,23 @@ MAX_AGE = {"1h": "max-age=3600", "2h": "max-age=7200", "30d": "max-age=2592000",
 
 
 def basic(user, password):
-    import base64
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 def row(name, target, status, body=None, *, method="GET", host="example.org", port=0,
         auth=None, version="1.1", expect=None, differs=None):
-    """One request. status and body (the file served, the text returned, or None when the
-    body is an error page nginx makes itself) are nginx's answer; `expect` more of it
-    ({observed key: value}); `differs` is (why, {key: lfhttpd's own value}) where lfhttpd
-    answers otherwise on purpose."""
+    """One request: method, target, Host (None: no Host line), port (0 or 1: which of the
+    daemon's two), Authorization (user, password). status and body (the file served, the
+    text returned, "" for HEAD, or None when the body is an error page the server makes
+    itself: then neither body nor Content-Type is compared) are nginx's answer, `expect`
+    more of it ({observed key: value}); `differs` is (why, {key: lfhttpd's own value})
+    where lfhttpd answers otherwise on purpose."""
     return pytest.param(dict(target=target, status=status, body=body, method=method,
                              host=host, port=port, auth=auth, version=version,
                              expect=expect or {}, differs=differs), id=name)
 
 
-OLD_CHALLENGE = 'Basic realm="Staff only"'
+NGINX_CHALLENGE = 'Basic realm="Staff only"'
 # RFC 7617 section 2.1 asks for the charset parameter; nginx does not send it.
 CHALLENGE = ("our challenge names the charset (RFC 7617)",
              {"www-authenticate": 'Basic realm="Staff only", charset="UTF-8"'})
@@ -342,13 +344,13 @@ REQUESTS = [
     row("allow_loopback_network", "/loopback/f.txt", 200, "site/loopback/f.txt"),
     # --- auth_basic
     row("auth_basic_without_credentials", "/private/f.txt", 401, None,
-        expect={"www-authenticate": OLD_CHALLENGE}, differs=CHALLENGE),
+        expect={"www-authenticate": NGINX_CHALLENGE}, differs=CHALLENGE),
     row("auth_basic_with_the_right_password", "/private/f.txt", 200, "site/private/f.txt",
         auth=("alice", "secret"), expect={"www-authenticate": None}),
     row("auth_basic_second_user", "/private/f.txt", 200, "site/private/f.txt",
         auth=("bob", "hunter2")),
     row("auth_basic_with_a_wrong_password", "/private/f.txt", 401, None,
-        auth=("alice", "wrong"), expect={"www-authenticate": OLD_CHALLENGE},
+        auth=("alice", "wrong"), expect={"www-authenticate": NGINX_CHALLENGE},
         differs=CHALLENGE),
     row("auth_basic_with_an_unknown_user", "/private/f.txt", 401, None,
         auth=("mallory", "secret"), differs=CHALLENGE),
