@@ -412,21 +412,45 @@ NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin
                                   else None)
 
 
-class Nginx:
-    """nginx on 127.0.0.1 and a port picked free, in the foreground (its PID is the one
-    started), with `text` inside http { server { } }; stopped by PID."""
+def free_port(host="127.0.0.1"):
+    """A TCP port nothing listens on right now (bound to port 0, then closed): a server
+    started on it may still lose it to another process, so callers retry."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
-    def __init__(self, dirpath, docroot, text):
+
+def with_ports(text, ports):
+    """text with each {portN} placeholder replaced by ports[N]."""
+    for i, port in enumerate(ports):
+        text = text.replace("{port%d}" % i, str(port))
+    return text
+
+
+def port_placeholders(text):
+    """How many ports a text names: {port0}, {port1}... (one more than the highest N)."""
+    return max((int(n) + 1 for n in re.findall(r"\{port(\d+)\}", text)), default=0)
+
+
+class Nginx:
+    """nginx on 127.0.0.1 and ports picked free, in the foreground (its PID is the one
+    started); stopped by PID. By default `text` goes inside http { server { } } with the
+    listen line and `root docroot` written here; with http=True, `text` goes directly
+    inside http { } and writes its own server blocks, listening on {port0}, {port1}...
+    (replaced by free ports: `ports` lists them, `port` is the first)."""
+
+    def __init__(self, dirpath, docroot, text, http=False):
         self.dir = str(dirpath)
         os.makedirs(self.dir, exist_ok=True)
         self.host = "127.0.0.1"
-        for attempt in range(3):  # the port picked may be taken before nginx binds it
-            with socket.socket() as s:
-                s.bind((self.host, 0))
-                self.port = s.getsockname()[1]
+        for attempt in range(3):  # a port picked may be taken before nginx binds it
+            self.ports = [free_port(self.host)
+                          for _ in range(port_placeholders(text) if http else 1)]
+            self.port = self.ports[0] if self.ports else None
             conf = os.path.join(self.dir, "nginx.conf")
             with open(conf, "w") as f:
-                f.write(self.config(docroot, text))
+                f.write(self.config(with_ports(text, self.ports)) if http
+                        else self.config(self.server(docroot, text)))
             self.proc = subprocess.Popen([NGINX, "-p", self.dir + "/", "-c", conf],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                          start_new_session=True)
@@ -436,7 +460,11 @@ class Nginx:
             self.stop()
         raise RuntimeError("nginx did not start: " + self.log())
 
-    def config(self, docroot, text):
+    def server(self, docroot, text):
+        return (f"    server {{\n        listen {self.host}:{self.port};\n"
+                f"        root {docroot};\n{text}    }}\n")
+
+    def config(self, http_text):
         d = self.dir
         temp = "".join(f"    {k}_temp_path {d}/{k};\n"
                        for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
@@ -444,13 +472,12 @@ class Nginx:
                 f"error_log {d}/error.log info;\n"
                 + ("user root;\n" if os.geteuid() == 0 else "") +
                 "events { worker_connections 64; }\n"
-                f"http {{\n    access_log off;\n{temp}"
-                f"    server {{\n        listen {self.host}:{self.port};\n"
-                f"        root {docroot};\n{text}    }}\n}}\n")
+                f"http {{\n    access_log off;\n{temp}{http_text}}}\n")
 
     def answers(self):
         try:
-            socket.create_connection((self.host, self.port), timeout=1).close()
+            for port in self.ports:
+                socket.create_connection((self.host, port), timeout=1).close()
             return True
         except OSError:
             return False
@@ -474,13 +501,14 @@ class Nginx:
 
 @pytest.fixture
 def nginx(tmp_path):
-    """nginx(docroot, text) -> a running Nginx; each one is stopped when the test ends."""
+    """nginx(docroot, text, http=False) -> a running Nginx (see the class for http=True);
+    each one is stopped when the test ends."""
     if not NGINX:
         pytest.fail("nginx is not installed (make check-deps installs nginx-light)")
     started = []
 
-    def start(docroot, text):
-        n = Nginx(tmp_path / f"nginx{len(started)}", docroot, text)
+    def start(docroot, text, http=False):
+        n = Nginx(tmp_path / f"nginx{len(started)}", docroot, text, http)
         started.append(n)
         return n
 
