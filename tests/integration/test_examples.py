@@ -157,12 +157,12 @@ def serve(request, tmp_path):
         stop_example(s)
 
 
-def get(addr, path, host="localhost", headers=None, method="GET"):
+def get(addr, path, host="localhost", headers=None):
     """(status, headers, body) of one request on its own connection; redirects are not
     followed. `headers` is an http.client.HTTPMessage: get_all() gives repeated ones."""
     conn = http.client.HTTPConnection(*addr, timeout=scaled(10))
     try:
-        conn.request(method, path, headers={"Host": host, "Connection": "close",
+        conn.request("GET", path, headers={"Host": host, "Connection": "close",
                                             **(headers or {})})
         r = conn.getresponse()
         return r.status, r.headers, r.read()
