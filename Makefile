@@ -99,7 +99,9 @@ run: $(B)/lfhttpd
 # --- tests ------------------------------------------------------------------------------
 # Tools the tests drive. When one is missing: installed with apt-get when run as root,
 # otherwise the exact command to run is printed. htpasswd makes the auth tests' user files;
-# nginx answers the same auth requests for comparison (test_auth.py).
+# nginx answers the same requests for comparison (test_auth.py, test_examples.py); chromium
+# renders directory listings and the example single-page application, the latter driven
+# over the DevTools protocol with python3-websockets.
 TEST_PKGS := gcc:gcc curl:curl ab:apache2-utils htpasswd:apache2-utils nginx:nginx-light \
              wrk:wrk clang:clang setpriv:util-linux \
              slowhttptest:slowhttptest valgrind:valgrind chromium:chromium \
@@ -113,6 +115,7 @@ check-deps:
 	$(PYTHON) -c 'import pytest' 2>/dev/null || missing="$$missing python3-pytest"; \
 	$(PYTHON) -c 'import brotli' 2>/dev/null || missing="$$missing python3-brotli"; \
 	$(PYTHON) -c 'import zstandard' 2>/dev/null || missing="$$missing python3-zstandard"; \
+	$(PYTHON) -c 'import websockets' 2>/dev/null || missing="$$missing python3-websockets"; \
 	[ -e /usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.asan-x86_64.a ] || \
 	  [ -n "$$(ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.asan-x86_64.a 2>/dev/null)" ] || \
 	  missing="$$missing libclang-rt-14-dev"; \
