@@ -251,12 +251,11 @@ def test_open_file_cache_keeps_a_location_root_apart_from_the_server_root(start_
     s = start_server(docroot, conf=top(docroot) +
                      f'server {{ root "{srv}";\n'
                      f'  location /pics/ {{ root "{loc}"; }}\n'
-                     f'  location = /same {{ try_files /pics/p.txt =404; }}\n}}\n')
-    # /pics/p.txt is the location's file; /same finds the same relative path under the
-    # server's root (try_files keeps its location, and /same has no root of its own).
+                     f'  location /all/ {{ alias "{srv}/"; }}\n}}\n')
+    # Both name pics/p.txt beneath a root: the location's, and the server's directory.
     for _ in range(25):
         assert get(s.port, "/pics/p.txt")[2] == b"location root, longer\n"
-        assert get(s.port, "/same")[2] == b"server root\n"
+        assert get(s.port, "/all/pics/p.txt")[2] == b"server root\n"
 
 
 # ---------------------------------------------------------------- alias
@@ -312,6 +311,7 @@ def spa(start_server, docroot, tmp_path):
                         "  location /named/ { try_files $uri @fallback; }\n"
                         '  location @fallback { return 200 "from the named location"; }\n'
                         "  location /loop/ { try_files $uri /loop/again; }\n"
+                        "  location = /latest { try_files /nothing.txt /real.txt =404; }\n"
                         "}\n")
 
 
@@ -321,6 +321,11 @@ def test_try_files_serves_the_uri_when_the_file_exists(spa):
 
 def test_try_files_directory_candidate_serves_its_index(spa):
     assert get(spa.port, "/dir")[:3:2] == (200, b"dir index\n")
+
+
+def test_try_files_tests_each_candidate_for_itself(spa):
+    """/latest does not exist, /nothing.txt neither, /real.txt does: it is served."""
+    assert get(spa.port, "/latest")[:3:2] == (200, b"real file\n")
 
 
 def test_try_files_falls_back_to_the_last_uri(spa):
@@ -418,6 +423,7 @@ def error_pages(start_server, docroot, tmp_path):
                         "  location /nopage/ { error_page 404 /not-there.html; }\n"
                         "  location /tried/ { error_page 404 /tried/missing.html; "
                         "try_files $uri =404; }\n"
+                        "  location /strict/ { try_files $uri =404; }\n"
                         "  location /private/ {\n"
                         '    auth_basic "Staff";\n'
                         f'    auth_basic_user_file "{users}";\n'
@@ -448,8 +454,15 @@ def test_error_page_that_is_itself_missing_does_not_loop(error_pages):
 
 
 def test_post_to_a_missing_path_gets_the_error_page(error_pages):
+    """As nginx: the file is looked for first, so a missing one is 404 (not 405)."""
     status, _, body = get(error_pages.port, "/missing", method="POST", body=b"a=1",
                           headers=[("Content-Type", "application/x-www-form-urlencoded")])
+    assert (status, body) == (404, b"custom not found\n")
+
+
+def test_post_refused_by_try_files_gets_the_error_page_by_get(error_pages):
+    """The error page is fetched as a GET: static files do not answer POST."""
+    status, _, body = get(error_pages.port, "/strict/missing", method="POST", body=b"a=1")
     assert (status, body) == (404, b"custom not found\n")
 
 
@@ -517,7 +530,8 @@ def decorated(start_server, docroot, tmp_path):
     root = site_dir(tmp_path, "site", {"a.txt": "a", "own/a.txt": "own", "plain/a.txt": "plain",
                                        "assets/app.css": "css", "raw/README": "raw",
                                        "files/f.txt": "f", "nolist/f.txt": "f"})
-    return start_server(docroot, conf=top(docroot) +
+    # mime_magic off: README's content must not decide its type.
+    return start_server(docroot, conf=top(docroot) + "mime_magic off;\n" +
                         f'server {{\n  root "{root}";\n'
                         "  add_header X-Server yes;\n"
                         "  add_header X-Also yes;\n"
