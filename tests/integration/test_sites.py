@@ -120,8 +120,8 @@ def named_sites(start_server, docroot, tmp_path):
     port = free_port()
     names = {
         "first": "first.test",
+        "star": "*.example.org",  # before the exact name: file order must not decide
         "exact": "www.example.org",
-        "star": "*.example.org",
         "dot": ".example.net",
         "dflt": "default.test",
         "upper": "MiXeD.Test",
