@@ -750,16 +750,10 @@ static void *mime_block(void *state, const struct module_block *b)
         module_error(b->mi, b->first, "default_type: \"%s\" is not a media type", type);
         return NULL;
     }
-    char *own = strdup(type);
-    if (!own)
+    const char *interned = mime_intern(ms, type); /* the state's: freed with it */
+    if (!interned)
         module_error(b->mi, NULL, "out of memory");
-    return own;
-}
-
-static void mime_block_free(void *state, void *settings)
-{
-    (void)state;
-    free(settings);
+    return (void *)interned;
 }
 
 const struct module mod_mime = {
@@ -769,5 +763,4 @@ const struct module mod_mime = {
     .fini = mime_fini,
     .content_type = mime_content_type,
     .block = mime_block,
-    .block_free = mime_block_free,
 };

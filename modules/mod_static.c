@@ -396,8 +396,7 @@ static void redirect_slash(const struct request *req, struct response *resp)
         n += (long)h->query.len;
     }
     loc[n] = '\0';
-    resp_error(resp, 301);
-    resp_header(resp, "Location", loc);
+    module_redirect(req, resp, 301, loc);
 }
 
 #define STATIC_ALLOW "GET, HEAD, OPTIONS"
@@ -427,6 +426,14 @@ static enum mod_result static_handle(void *state, const struct request *req,
         return MOD_HANDLED;
     }
     if (h->method != HTTP_METHOD_GET && h->method != HTTP_METHOD_HEAD) {
+        /* 405 names a resource that exists; a missing one is 404, as nginx answers (and
+         * an error_page 404 then serves its page). */
+        struct stat sb;
+        int rc = stat_beneath(req, req->file[1] ? req->file + 1 : ".", &sb);
+        if (rc < 0) {
+            resp_error(resp, http_status_for_errno(-rc));
+            return MOD_HANDLED;
+        }
         resp_error(resp, 405);
         resp_header(resp, "Allow", STATIC_ALLOW);
         return MOD_HANDLED;

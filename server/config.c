@@ -46,6 +46,7 @@ void config_defaults(struct config *cfg)
     cfg->error_level = LOG_LEVEL_INFO;
     cfg->server_tokens = true;
     cfg->sendfile = true;
+    cfg->absolute_redirect = true;
 }
 
 /* --- listen addresses ---------------------------------------------------------------- */
@@ -168,13 +169,24 @@ static enum tok lex_next(struct conf_lexer *lx, char **word)
     if (c == '"' || c == '\'') {
         lx->p++;
         while (lx->p < lx->end && *lx->p != c) {
-            if (*lx->p == '\\' && lx->p + 1 < lx->end)
-                lx->p++;
+            /* nginx's escapes: \" \' \\ stand for the character, \n \r \t for the
+             * control; any other backslash stays (a quoted regex keeps its "\."). */
+            char out = *lx->p;
+            if (out == '\\' && lx->p + 1 < lx->end) {
+                char e = lx->p[1];
+                const char *from = "\"'\\nrt", *to = "\"'\\\n\r\t";
+                const char *k = e ? strchr(from, e) : NULL;
+                if (k) {
+                    out = to[k - from];
+                    lx->p++;
+                }
+            }
             if (*lx->p == '\n')
                 lx->line++;
             if (n + 1 >= sizeof(buf))
                 return lex_error(lx, "quoted value too long");
-            buf[n++] = *lx->p++;
+            buf[n++] = out;
+            lx->p++;
         }
         if (lx->p >= lx->end)
             return lex_error(lx, "unterminated quoted value");
@@ -567,6 +579,16 @@ static int read_later(void *base, const struct conf_node *n, void *ctx, char *ms
     return 0;
 }
 
+/* An on|off of a server or location, read by the sites. */
+static int check_flag(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    (void)base;
+    (void)ctx;
+    if (strcmp(n->args[0], "on") != 0 && strcmp(n->args[0], "off") != 0)
+        return snprintf(msg, len, "expected \"on\" or \"off\", not \"%s\"", n->args[0]), -1;
+    return 0;
+}
+
 /* `listen ADDR [default_server];` in a server: checked here, grouped by the sites. */
 static int check_site_listen(void *base, const struct conf_node *n, void *ctx, char *msg,
                              size_t len)
@@ -657,6 +679,8 @@ static const struct conf_directive core_directives[] = {
      .usage = "PATH [error|warn|info|debug]"},
     {"server_tokens", CONF_FLAG, TOP, CFG(server_tokens)},
     {"sendfile", CONF_FLAG, TOP, CFG(sendfile)},
+    {"absolute_redirect", CONF_FLAG, TOP, CFG(absolute_redirect)},
+    {"absolute_redirect", CONF_FLAG, SITE | LOC, .set = check_flag},
     {"class", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 1, .max_args = 1, .set = set_class,
      .usage = "NAME"},
     {"class", CONF_STRING, SITE | LOC, .set = read_later, .usage = "NAME"},

@@ -104,6 +104,7 @@ struct config {
     enum log_level error_level;
     bool server_tokens;
     bool sendfile; /* file bodies with sendfile(2); off: read into a buffer and written */
+    bool absolute_redirect; /* a redirect to a path names the host and port (nginx's) */
 
     /* Service classes beyond the default one (which has the top-level listen, threads and
      * max_connections, and takes whatever no class matches). */

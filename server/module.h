@@ -183,7 +183,9 @@ struct module_level {
     const char (*index)[256]; /* index file names */
     unsigned n_index;
     const struct vars_value *try_files[LEVEL_TRY_MAX]; /* not inherited, as nginx */
+    bool try_dir[LEVEL_TRY_MAX]; /* written with a trailing '/': a directory is wanted */
     unsigned n_try;
+    bool relative_redirect; /* absolute_redirect off */
     int return_status; /* `return`: 0 none */
     const struct vars_value *return_text; /* its URL or text, or NULL */
     const struct level_error_page *error_pages; /* inherited when a block has none */
@@ -274,6 +276,13 @@ void module_chain_answer(const struct module_chain *c, struct request *req,
  * 1 + the class's place in cfg->classes, or 0. Selection only: no try_files. */
 unsigned module_chain_class(const struct module_chain *c, const struct sockaddr *local,
                             struct http_slice host, const char *path, size_t len);
+
+/* A redirect: status and Location. A location that is a path ("/new") is made an absolute
+ * URL, as nginx's absolute_redirect (on by default): http://HOST[:PORT]/new, HOST the
+ * request's Host without its port (else the server's name, else the local address), PORT
+ * the one the connection came in on, left out when 80. */
+void module_redirect(const struct request *req, struct response *resp, int status,
+                     const char *location);
 
 struct vars_source;
 /* The variables' source for a request (vars.h). */

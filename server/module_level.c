@@ -127,7 +127,15 @@ static int read_try_files(struct level_build *b, struct module_level *l,
         return conf_error(&b->r, n->line, "try_files: the last argument is a URI, =CODE or "
                           "@NAME: \"%s\"", last);
     for (unsigned i = 0; i < n->n_args; i++) {
-        if (compile(b, n->line, n->args[i], VARS_RAW, &l->try_files[i]) < 0)
+        /* "$uri/" asks for a directory: tested without the slash, as nginx does, so that
+         * /dir found this way is redirected to /dir/ like any directory. */
+        char arg[CONFIG_PATH_MAX];
+        snprintf(arg, sizeof(arg), "%s", n->args[i]);
+        size_t al = strlen(arg);
+        l->try_dir[i] = i + 1 < n->n_args && al > 1 && arg[al - 1] == '/';
+        if (l->try_dir[i])
+            arg[al - 1] = '\0';
+        if (compile(b, n->line, arg, VARS_RAW, &l->try_files[i]) < 0)
             return -1;
         l->n_try = i + 1;
     }
@@ -211,6 +219,12 @@ static int read_core(struct level_build *b, struct module_level *l,
     l->index = outer->index;
     l->n_index = outer->n_index;
     const struct conf_node *root = find(first, "root"), *alias = find(first, "alias");
+    l->relative_redirect = outer->relative_redirect;
+    const struct conf_node *ar = find(first, "absolute_redirect");
+    if (ar)
+        l->relative_redirect = strcmp(ar->args[0], "off") == 0;
+    if (alias && !loc)
+        return -1; /* not in a location: reported where it stands */
     if (root && alias)
         return conf_error(&b->r, alias->line, "alias: the location has a root too (%s:%u)",
                           b->r.file, root->line);
@@ -304,6 +318,7 @@ static int build_top(struct level_build *b, struct module_level *l, char *err, s
     }
     l->index = b->cfg->index;
     l->n_index = b->cfg->n_index;
+    l->relative_redirect = !b->cfg->absolute_redirect;
     int rc = l->root ? 0 : -1;
     rc |= read_error_pages(b, l, b->cfg->tree);
     rc |= read_modules(b, l, NULL, NULL, b->cfg->tree, NULL, err, len);

@@ -14,8 +14,11 @@
  */
 #include "module.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -142,7 +145,7 @@ static enum try_result try_files(struct request *req, const struct module_level 
         long n = vars_expand(l->try_files[i], &src, buf, sizeof(buf));
         if (n <= 0 || (size_t)n >= sizeof(buf))
             continue;
-        bool dir = buf[n - 1] == '/';
+        bool dir = l->try_dir[i]; /* written with a trailing '/', which was taken off */
         buf[n] = '\0';
         if (!clean_path(buf, (size_t)n))
             continue;
@@ -150,6 +153,8 @@ static enum try_result try_files(struct request *req, const struct module_level 
         struct request probe = *req;
         probe.path = buf;
         probe.path_len = (size_t)n;
+        probe.file = buf;
+        probe.file_len = (size_t)n;
         if (l->alias && !alias_file(&probe))
             continue;
         if (!file_exists(&probe, probe.file, dir))
@@ -205,8 +210,10 @@ static int place(const struct module_chain *c, struct request *req,
         use_level(req, l);
         if (!req->first_level)
             req->first_level = l;
-        if (l->alias && !alias_file(req))
-            return 404;
+        if (l->alias && !alias_file(req)) {
+            req->try_status = 404; /* answered after access, with its error_page */
+            return 0;
+        }
         if (l->return_status) {
             req->return_status = l->return_status;
             req->return_text = l->return_text;
@@ -291,6 +298,88 @@ int module_chain_route(const struct module_chain *c, struct request *req)
     return route_from(c, req, NULL);
 }
 
+/* --- redirects ---------------------------------------------------------------------------- */
+
+/* The host a redirect names: the request's Host (validated by the parser as an authority),
+ * lowercased, without port or trailing dot; else the server's first name; else the
+ * address the connection came in on. */
+static size_t redirect_host(const struct request *req, char *out, size_t cap)
+{
+    struct http_slice h = req->http ? req->http->host : (struct http_slice){NULL, 0};
+    size_t n = 0;
+    if (h.len) {
+        const char *end = h.p[0] == '[' ? memchr(h.p, ']', h.len) : NULL;
+        const char *colon = memchr(end ? end : h.p, ':', h.len - (size_t)((end ? end : h.p) - h.p));
+        n = colon ? (size_t)(colon - h.p) : h.len;
+        if (n && h.p[n - 1] == '.')
+            n--;
+        if (n >= cap)
+            return 0;
+        for (size_t i = 0; i < n; i++)
+            out[i] = (char)(h.p[i] >= 'A' && h.p[i] <= 'Z' ? h.p[i] + 32 : h.p[i]);
+        return n;
+    }
+    const struct site_server *s = req->site;
+    if (s && s->n_names && s->names[0].kind == SITE_NAME_EXACT && s->names[0].len &&
+        s->names[0].len < cap) {
+        memcpy(out, s->names[0].text, s->names[0].len);
+        return s->names[0].len;
+    }
+    char ip[INET6_ADDRSTRLEN];
+    const struct sockaddr *sa = req->local;
+    if (sa && sa->sa_family == AF_INET6 &&
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, ip,
+                  sizeof(ip))) {
+        int w = snprintf(out, cap, "[%s]", ip);
+        return w > 0 && (size_t)w < cap ? (size_t)w : 0;
+    }
+    if (sa && sa->sa_family == AF_INET &&
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, ip,
+                  sizeof(ip))) {
+        int w = snprintf(out, cap, "%s", ip);
+        return w > 0 && (size_t)w < cap ? (size_t)w : 0;
+    }
+    return 0;
+}
+
+static unsigned local_port(const struct sockaddr *sa)
+{
+    if (sa && sa->sa_family == AF_INET)
+        return ntohs(((const struct sockaddr_in *)(const void *)sa)->sin_port);
+    if (sa && sa->sa_family == AF_INET6)
+        return ntohs(((const struct sockaddr_in6 *)(const void *)sa)->sin6_port);
+    return 0;
+}
+
+void module_redirect(const struct request *req, struct response *resp, int status,
+                     const char *location)
+{
+    resp_error(resp, status);
+    bool absolute = req->level ? !req->level->relative_redirect
+                               : req->cfg && req->cfg->absolute_redirect;
+    if (location[0] != '/' || !absolute) {
+        resp_header(resp, "Location", location);
+        return;
+    }
+    char host[512];
+    size_t hl = redirect_host(req, host, sizeof(host));
+    if (hl == 0) {
+        resp_header(resp, "Location", location);
+        return;
+    }
+    host[hl] = '\0';
+    unsigned port = local_port(req->local);
+    char port_text[8] = "";
+    if (port && port != 80)
+        snprintf(port_text, sizeof(port_text), ":%u", port);
+    char url[REQUEST_PATH_MAX + 600];
+    int n = snprintf(url, sizeof(url), "http://%s%s%s", host, port_text, location);
+    if (n < 0 || (size_t)n >= sizeof(url))
+        resp_error(resp, 414);
+    else
+        resp_header(resp, "Location", url);
+}
+
 /* --- answering ---------------------------------------------------------------------------- */
 
 static bool call_handle(const struct module_chain *c, unsigned i, const struct request *req,
@@ -341,9 +430,10 @@ static void answer_return(struct request *req, struct response *resp)
     bool redirect = status == 301 || status == 302 || status == 303 || status == 307 ||
                     status == 308;
     if (redirect) {
-        resp_error(resp, status);
         if (v)
-            resp_header(resp, "Location", buf);
+            module_redirect(req, resp, status, buf);
+        else
+            resp_error(resp, status);
         return;
     }
     if (!v) {
@@ -352,7 +442,8 @@ static void answer_return(struct request *req, struct response *resp)
     }
     resp_start(resp, status);
     if (!resp->no_length) {
-        resp_header(resp, "Content-Type", "text/plain");
+        /* The block's default_type, as nginx types a returned text. */
+        resp_header(resp, "Content-Type", module_content_type(req, "", -1, NULL));
         resp_body_copy(resp, buf, (size_t)n);
     }
 }
@@ -406,6 +497,14 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
     if (n <= 0 || (size_t)n >= sizeof(buf) - 1)
         return; /* the plain error stays */
     buf[n] = '\0';
+    /* The challenge of a 401 stays, as nginx keeps it: without it no browser asks. */
+    char challenge[640] = "";
+    size_t cl;
+    const char *ch = resp->status == 401 ? resp_header_get(resp, "WWW-Authenticate", &cl) : NULL;
+    if (ch && cl < sizeof(challenge)) {
+        memcpy(challenge, ch, cl);
+        challenge[cl] = '\0';
+    }
     resp_file_close(resp);
     resp_body_clear(resp);
     if (buf[0] != '/' && buf[0] != '@') { /* a URL: a redirect, 302 unless =ANSWER says */
@@ -451,6 +550,8 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
     } else if (answer != 200) {
         resp_set_status(resp, answer);
     }
+    if (challenge[0] && answer == 401)
+        resp_header(resp, "WWW-Authenticate", challenge);
     r.http = req->http; /* h is gone on return */
     *req = r; /* the filters and the log see the error page's request, as nginx's */
 }

@@ -517,7 +517,17 @@ static const struct site_addr *addr_for(const struct site_set *set, const struct
         else if (is_any(&a) && !wild_other)
             wild_other = g;
     }
-    return wild ? wild : wild_other;
+    if (wild || wild_other)
+        return wild ? wild : wild_other;
+    /* `listen ...:0` asks the kernel for a port: a connection on a port no address names
+     * came in through it. */
+    for (unsigned i = 0; i < set->n_addrs; i++) {
+        struct endpoint a = endpoint_of(&set->addrs[i].listen.addr);
+        if (a.port == 0 && a.family == local.family &&
+            (is_any(&a) || memcmp(a.ip, local.ip, sizeof(a.ip)) == 0))
+            return &set->addrs[i];
+    }
+    return NULL;
 }
 
 /* The Host without its port and one trailing dot. */

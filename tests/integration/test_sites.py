@@ -320,7 +320,14 @@ def test_try_files_serves_the_uri_when_the_file_exists(spa):
 
 
 def test_try_files_directory_candidate_serves_its_index(spa):
-    assert get(spa.port, "/dir")[:3:2] == (200, b"dir index\n")
+    assert get(spa.port, "/dir/")[:3:2] == (200, b"dir index\n")
+
+
+def test_try_files_directory_candidate_without_its_slash_is_redirected_to_it(spa):
+    """As nginx: `$uri/` finds the directory, and a directory is served with its slash."""
+    status, headers, _ = get(spa.port, "/dir")
+    assert status == 301
+    assert headers["location"] == f"http://t:{spa.port}/dir/"
 
 
 def test_try_files_tests_each_candidate_for_itself(spa):
@@ -564,7 +571,9 @@ def test_expires_applies_only_in_its_location(decorated):
 
 
 def test_default_type_applies_only_in_its_location(decorated):
-    assert get(decorated.port, "/raw/README")[1].get("content-type") == "text/x-raw"
+    # A text type: the charset is added, as to every text type lfhttpd names.
+    assert get(decorated.port, "/raw/README")[1].get("content-type") == \
+        "text/x-raw; charset=utf-8"
     assert get(decorated.port, "/a.txt")[1].get("content-type", "").startswith("text/plain")
 
 

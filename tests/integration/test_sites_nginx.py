@@ -224,6 +224,7 @@ CHALLENGE = ("our challenge names the charset (RFC 7617)",
 # nginx's alias in a prefix location without a trailing slash lets the rest of the path
 # continue the alias's last name: /dl../x is ROOT/files/../x, /dla.txt is ROOT/files/a.txt.
 ALIAS_REST = "an alias is continued only by a rest that starts with '/'"
+LISTING = "our listing page is our own HTML, sent with X-Content-Type-Options: nosniff"
 
 MAIN = {"x-site": ["main"], "cache-control": MAX_AGE["1h"], "expires": "date+max-age"}
 NONE = {"x-site": None, "cache-control": None, "expires": None}
@@ -294,7 +295,8 @@ REQUESTS = [
     row("alias_serves_a_file", "/downloads/a.txt", 200, "files/a.txt"),
     row("alias_serves_a_directory_index", "/downloads/sub/", 200, "files/sub/index.html"),
     row("alias_autoindex_lists_the_directory", "/downloads/list/", 200,
-        "listing: one.txt two.txt"),
+        "listing: one.txt two.txt",
+        differs=(LISTING, {"x-content-type-options": ["nosniff"]})),
     row("alias_directory_without_slash_redirects", "/downloads/sub", 301, None,
         expect={"location": "http://example.org:PORT/downloads/sub/"}),
     row("alias_missing_file_serves_the_error_page", "/downloads/nope.txt", 404,
@@ -529,11 +531,12 @@ def expires(first):
 
 def served(body):
     """Which file (its path), which text, or which entries a directory listing links to
-    (each page is its server's own: the links to "./" and "../" and the layout are not
-    compared)."""
+    (each page is its server's own: the links to "./", "../", "../../"... and the layout
+    are not compared)."""
     text = body.decode("utf-8", "replace")
     if "<html" in text.lower() and "href=" in text:
-        names = set(re.findall(r'href="([^"]+)"', text)) - {"./", "../"}
+        names = {n for n in re.findall(r'href="([^"]+)"', text)
+                 if not re.fullmatch(r"(\./|(\.\./)+)", n)}
         return "listing: " + " ".join(sorted(names))
     return text.strip()
 
