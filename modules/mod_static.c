@@ -416,6 +416,39 @@ static void answer_options(const struct request *req, struct response *resp)
     resp_header(resp, "Allow", STATIC_ALLOW);
 }
 
+/* For try_files: a fresh cache entry says the file (or the directory, by its index) is
+ * there without a system call; anything else is not known here. */
+static int static_file_exists(void *state, const struct request *req, const char *file,
+                              bool dir)
+{
+    const struct static_state *s = state;
+    if (!s->cache)
+        return -1;
+    char rel[REQUEST_PATH_MAX + 2], key_room[REQUEST_PATH_MAX + 16];
+    size_t fl = strlen(file);
+    if (fl + 2 > sizeof(rel))
+        return -1;
+    if (fl <= 1) {
+        memcpy(rel, ".", 2);
+    } else {
+        memcpy(rel, file + 1, fl - 1);
+        rel[fl - 1] = '\0';
+        if (dir && rel[fl - 2] != '/')
+            memcpy(rel + fl - 1, "/", 2);
+    }
+    if (!dir && key_is_dir(rel, strlen(rel)))
+        return -1;
+    const char *key = cache_key(req, rel, key_room, sizeof(key_room));
+    struct file_cache_entry *e;
+    if (!key)
+        return -1;
+    enum file_cache_result r = file_cache_get(s->cache, key, strlen(key), file_cache_now_ms(), &e);
+    if (r == FILE_CACHE_MISS)
+        return -1;
+    file_cache_put(e);
+    return r == FILE_CACHE_HIT ? 1 : -1;
+}
+
 static enum mod_result static_handle(void *state, const struct request *req,
                                      struct response *resp)
 {
@@ -555,4 +588,5 @@ const struct module mod_static = {
     .init = static_init,
     .fini = static_fini,
     .handle = static_handle,
+    .file_exists = static_file_exists,
 };

@@ -146,6 +146,10 @@ struct module {
      * b->outer (this module's settings of the block around it; NULL at the top level), and
      * returns the settings, or NULL after module_error(). A block that sets nothing of
      * the module's may return b->outer itself: it is then not freed twice. */
+    /* Does file (beneath req's root, "/..."), exist, as a directory (dir) or not? 1 yes,
+     * 0 no, -1 not known (the core then looks itself). For try_files: the open-file cache
+     * knows the files it serves without a system call. */
+    int (*file_exists)(void *state, const struct request *req, const char *file, bool dir);
     void *(*block)(void *state, const struct module_block *b);
     void (*block_free)(void *state, void *settings);
 };
@@ -210,6 +214,7 @@ struct module_chain {
     struct level_root *roots;
     unsigned n_roots;
     void *index_room; /* the index lists blocks set */
+    uint64_t id;      /* unique to this build of the levels, never reused */
 };
 
 /* The module's settings for the block that answers req (its block hook's result). */

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,8 +329,10 @@ static int build_top(struct level_build *b, struct module_level *l, char *err, s
 int module_levels_build(struct module_chain *c, const struct config *cfg, char *err,
                         size_t err_len)
 {
+    static atomic_uint_fast64_t builds;
     struct level_build b = {c, cfg, {.file = cfg->file, .owner = "", .context = CONF_TOP,
                                      .err = err, .err_len = err_len}};
+    c->id = atomic_fetch_add(&builds, 1) + 1;
     c->sites = site_set_build(cfg->tree, &b.r);
     if (!c->sites)
         return -1;

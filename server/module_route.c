@@ -18,7 +18,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -84,9 +87,18 @@ static bool alias_file(struct request *req)
     return true;
 }
 
-/* Does the file exist beneath the request's root, as a directory (dir) or not? */
-static bool file_exists(const struct request *req, const char *file, bool dir)
+/* Does the file exist beneath the request's root, as a directory (dir) or not? A module
+ * that knows (the open-file cache) answers first. */
+static bool file_exists(const struct module_chain *c, const struct request *req,
+                        const char *file, bool dir)
 {
+    for (unsigned i = 0; i < c->n; i++) {
+        if (!c->mods[i]->file_exists)
+            continue;
+        int known = c->mods[i]->file_exists(c->state[i], req, file, dir);
+        if (known >= 0)
+            return known > 0;
+    }
     const char *rel = file[1] ? file + 1 : ".";
     int fd = open_beneath(req->root_fd, rel, O_PATH, req->root_real);
     if (fd < 0)
@@ -135,7 +147,8 @@ enum try_result { TRY_FOUND, TRY_STATUS, TRY_NAMED, TRY_REDIRECT, TRY_FAILED };
 /* `try_files`: the first candidate that exists becomes the path (*status unchanged);
  * else the last argument: =CODE (*status), @NAME (*named), or a URI (the path, to search
  * again). */
-static enum try_result try_files(struct request *req, const struct module_level *l,
+static enum try_result try_files(const struct module_chain *c, struct request *req,
+                                 const struct module_level *l,
                                  const struct site_location **named, int *status)
 {
     struct vars_source src;
@@ -157,9 +170,10 @@ static enum try_result try_files(struct request *req, const struct module_level 
         probe.file_len = (size_t)n;
         if (l->alias && !alias_file(&probe))
             continue;
-        if (!file_exists(&probe, probe.file, dir))
+        if (!file_exists(c, &probe, probe.file, dir))
             continue;
-        if (!set_path(req, buf, (size_t)n))
+        bool same = (size_t)n == req->path_len && memcmp(buf, req->path, (size_t)n) == 0;
+        if (!same && !set_path(req, buf, (size_t)n))
             return TRY_FAILED;
         use_level(req, l);
         return TRY_FOUND;
@@ -196,6 +210,68 @@ static const struct site_server *server_for(const struct module_chain *c,
     return s;
 }
 
+/* --- the location memo -------------------------------------------------------------------
+ *
+ * A server with regex locations pays a regexec for each, in file order, for most paths
+ * (glibc's costs about a thousand instructions a call). A thread remembers its last
+ * answers: (build, server, path) -> location, in a small direct-mapped table of its own,
+ * so that a path seen again costs a hash and a comparison. The build's id is never
+ * reused, so an answer of an older configuration is never taken for a newer one's. Paths
+ * longer than a slot are not remembered. Allocated on first use (never static TLS:
+ * thread_per_connection's stacks are small) and freed when the thread ends. */
+#define MEMO_SLOTS 64
+#define MEMO_PATH 112
+
+struct memo_slot {
+    uint64_t build;
+    const struct site_server *server;
+    const struct site_location *loc;
+    uint32_t len;
+    char path[MEMO_PATH];
+};
+
+static pthread_key_t memo_key;
+static pthread_once_t memo_once = PTHREAD_ONCE_INIT;
+static _Thread_local struct memo_slot *memo;
+
+static void memo_key_make(void)
+{
+    pthread_key_create(&memo_key, free);
+}
+
+static struct memo_slot *memo_table(void)
+{
+    if (!memo) {
+        pthread_once(&memo_once, memo_key_make);
+        memo = calloc(MEMO_SLOTS, sizeof(*memo));
+        if (memo)
+            pthread_setspecific(memo_key, memo);
+    }
+    return memo;
+}
+
+static const struct site_location *location_for(const struct module_chain *c,
+                                                const struct site_server *s, const char *path,
+                                                size_t len)
+{
+    struct memo_slot *t;
+    if (s->n_regex == 0 || len >= MEMO_PATH || !(t = memo_table()))
+        return site_location_for(s, path, len);
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)path[i]) * 16777619u;
+    struct memo_slot *m = &t[(h ^ (uint32_t)(uintptr_t)s) % MEMO_SLOTS];
+    if (m->build == c->id && m->server == s && m->len == len && memcmp(m->path, path, len) == 0)
+        return m->loc;
+    const struct site_location *loc = site_location_for(s, path, len);
+    m->build = c->id;
+    m->server = s;
+    m->loc = loc;
+    m->len = (uint32_t)len;
+    memcpy(m->path, path, len);
+    return loc;
+}
+
 /* Find the location for the request's path (or take `named`), apply its `return` and
  * `try_files`; loop on internal redirects. Returns 0 (req->level set), or a status. */
 static int place(const struct module_chain *c, struct request *req,
@@ -203,8 +279,8 @@ static int place(const struct module_chain *c, struct request *req,
 {
     const struct site_server *s = req->site;
     for (unsigned hops = 0; hops <= ROUTE_REDIRECTS_MAX; hops++) {
-        const struct site_location *loc = named ? named : site_location_for(s, req->path,
-                                                                             req->path_len);
+        const struct site_location *loc = named ? named : location_for(c, s, req->path,
+                                                                        req->path_len);
         named = NULL;
         const struct module_level *l = loc ? loc->level : s->level;
         use_level(req, l);
@@ -222,7 +298,7 @@ static int place(const struct module_chain *c, struct request *req,
         if (!l->n_try)
             return 0;
         int status = 0;
-        switch (try_files(req, l, &named, &status)) {
+        switch (try_files(c, req, l, &named, &status)) {
         case TRY_FOUND: return 0;
         case TRY_STATUS: req->try_status = status; return 0;
         case TRY_NAMED: continue;
@@ -230,7 +306,6 @@ static int place(const struct module_chain *c, struct request *req,
         case TRY_FAILED: return 500;
         }
     }
-    (void)c;
     return 500; /* a redirect loop */
 }
 

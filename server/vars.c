@@ -166,6 +166,15 @@ static const char hex_digits[] = "0123456789ABCDEF";
 /* Append p[0..len), escaping control bytes in header context and lowercasing if asked. */
 static void put(struct sink *s, const char *p, size_t len, bool escape, bool lower)
 {
+    if (!escape && !lower && !s->failed) { /* raw bytes: one copy */
+        if (s->cap - s->n < len + 1) {
+            s->failed = true;
+            return;
+        }
+        memcpy(s->out + s->n, p, len);
+        s->n += len;
+        return;
+    }
     for (size_t i = 0; i < len && !s->failed; i++) {
         unsigned char c = (unsigned char)p[i];
         size_t need = escape && is_control(c) ? 3 : 1;
