@@ -741,3 +741,40 @@ def test_keepalive_requests_to_different_hosts_each_reach_their_server(start_ser
         for h in hosts[3:]:
             c.send(raw_request("GET", "/", h, close=False))
             assert c.read_response()[2] == f"site {h[0]}\n".encode(), h
+
+
+# ---------------------------------------------------------------- header injection
+
+
+@pytest.fixture
+def redirects(start_server, docroot):
+    return start_server(docroot, conf=top(docroot) +
+                        "server {\n"
+                        "  location /r/ { return 302 https://example.org$uri; }\n"
+                        "  location /h/ { add_header X-Uri $uri; return 200 ok; }\n"
+                        "  error_page 404 https://example.org/missing$uri;\n"
+                        "}\n")
+
+
+CRLF_TARGET = "/r/a%0d%0aSet-Cookie:%20x=1"
+
+
+def test_return_location_cannot_be_split_by_a_decoded_crlf(redirects):
+    status, headers, _ = get(redirects.port, CRLF_TARGET)
+    assert status == 302
+    assert "set-cookie" not in headers
+    assert headers["location"] == "https://example.org/r/a%0D%0ASet-Cookie: x=1"
+
+
+def test_add_header_value_cannot_be_split_by_a_decoded_crlf(redirects):
+    status, headers, _ = get(redirects.port, "/h/a%0d%0aX-Injected:%20yes")
+    assert status == 200
+    assert "x-injected" not in headers
+    assert headers["x-uri"] == "/h/a%0D%0AX-Injected: yes"
+
+
+def test_error_page_url_cannot_be_split_by_a_decoded_crlf(redirects):
+    status, headers, _ = get(redirects.port, "/nothing%0d%0aX-Injected:%20yes")
+    assert status == 302
+    assert "x-injected" not in headers
+    assert headers["location"] == "https://example.org/missing/nothing%0D%0AX-Injected: yes"
