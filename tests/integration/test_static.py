@@ -237,10 +237,11 @@ def test_query_string_does_not_change_the_file(srv):
 
 
 def test_nested_directory_without_slash_is_301_keeping_the_query(srv):
-    """RFC 9110 section 15.4.2; the query of the request stays on the new URI."""
+    """RFC 9110 section 15.4.2; the query of the request stays on the new URI, an absolute
+    one as nginx's (absolute_redirect on): the Host, and the port the request came in on."""
     st, h, _ = request(srv, "/a/b?x=1&y=2")
     assert st == 301
-    assert h["location"] == "/a/b/?x=1&y=2"
+    assert h["location"] == f"http://t:{srv.port}/a/b/?x=1&y=2"
 
 
 def test_directory_redirect_location_is_percent_encoded(srv):
@@ -248,14 +249,30 @@ def test_directory_redirect_location_is_percent_encoded(srv):
     name must go out as %20."""
     st, h, _ = request(srv, "/my%20dir")
     assert st == 301
-    assert h["location"] == "/my%20dir/"
+    assert h["location"] == f"http://t:{srv.port}/my%20dir/"
+
+
+def test_directory_redirect_without_host_names_the_local_address(srv):
+    """HTTP/1.0 without Host: the address the connection came in on, as nginx."""
+    c = srv.connect()
+    c.send(b"GET /a/b HTTP/1.0\r\n\r\n")
+    st, h, _, _ = c.read_response()
+    c.close()
+    assert st == 301 and h["location"] == f"http://127.0.0.1:{srv.port}/a/b/"
+
+
+def test_directory_redirect_is_relative_with_absolute_redirect_off(start_server, docroot):
+    (docroot / "d").mkdir()
+    s = start_server(docroot, "absolute_redirect off;\n")
+    st, h, _ = request(s, "/d?q=1")
+    assert st == 301 and h["location"] == "/d/?q=1"
 
 
 def test_directory_redirect_for_head_has_no_body(srv):
     c = srv.connect()
     c.send(b"HEAD /a/b HTTP/1.1\r\nHost: t\r\n\r\nGET /t.txt HTTP/1.1\r\nHost: t\r\n\r\n")
     st, h, _, _ = c.read_response(head_only=True)
-    assert st == 301 and h["location"] == "/a/b/"
+    assert st == 301 and h["location"] == f"http://t:{srv.port}/a/b/"
     st, _, body, _ = c.read_response()
     assert st == 200 and body == T
     c.close()

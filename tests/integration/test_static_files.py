@@ -191,7 +191,7 @@ def test_head_gives_the_same_headers_as_get_without_body(start_server, site, con
 def test_directory_without_slash_is_301_keeping_the_query(start_server, site, connect):
     s = start_server(site[0])
     st, h, _ = get(s, connect, "/dir?a=1")
-    assert st == 301 and h["location"] == "/dir/?a=1"
+    assert st == 301 and h["location"] == f"http://t:{s.port}/dir/?a=1"
 
 
 def test_directory_with_slash_serves_its_index(start_server, site, connect):
