@@ -538,7 +538,7 @@ static struct http_slice host_name(struct http_slice h)
         end = memchr(h.p, ']', h.len);
         if (end)
             h.len = (size_t)(end - h.p) + 1;
-    } else if ((end = memchr(h.p, ':', h.len))) {
+    } else if (h.len && (end = memchr(h.p, ':', h.len))) {
         h.len = (size_t)(end - h.p);
     }
     if (h.len && h.p[h.len - 1] == '.')
