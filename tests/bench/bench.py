@@ -391,7 +391,7 @@ class Server:
 
     def start(self):
         os.makedirs(self.dir, exist_ok=True)
-        for attempt in range(3):  # a port picked for nginx/lighttpd may be taken meanwhile
+        for attempt in range(3):  # a port picked here (not 0) may be taken meanwhile
             self.port = 0 if self.kind == CEILING or (
                 self.kind == "lfhttpd" and self.variant != "sites") else free_port()
             open(self.error_log, "w").close()
