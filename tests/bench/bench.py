@@ -63,7 +63,14 @@ COLD_FILES = 200          # gzip cold: fresh 100 KiB texts per server and round
 COLD_CONNS = 4            # gzip cold: connections fetching them (each file once)
 # Variants in which only these servers differ from "main" (the others' "main" instance
 # runs the workload).
-OWN_INSTANCES = {"nomem": ("lfhttpd",), "copy": ("lfhttpd", "nginx")}
+OWN_INSTANCES = {"nomem": ("lfhttpd",), "copy": ("lfhttpd", "nginx"),
+                 "sites": ("lfhttpd", "nginx")}
+# The "sites" variant: lfhttpd and nginx serve the server blocks of sites.conf.in (two
+# servers, twelve locations), the same text in both, in place of @SITES@.
+SITES_TEMPLATE = "sites.conf.in"
+# nginx's listening socket options (nginx.conf.in says why each): nginx takes them once
+# per address, so in the sites variant only the default server's listen line has them.
+NGINX_LISTEN_OPTIONS = "backlog=4096 deferred reuseport"
 FD_LIMIT = FD_WANTED      # what raise_fd_limit() could get
 START_TIMEOUT = 10.0      # seconds for a server to start listening
 STOP_TIMEOUT = 5.0        # seconds for a server to exit on SIGTERM before SIGKILL
@@ -96,12 +103,13 @@ def log(msg=""):
 class Workload:
     """One load pattern. tool: wrk, ab, cold (each of COLD_FILES fresh files fetched
     once) or mem; variant: which server instances it uses ("main", "log" for the
-    access-log-on servers, "nomem" for lfhttpd without small files in memory, "mem"
-    for fresh ones)."""
+    access-log-on servers, "nomem" for lfhttpd without small files in memory, "copy"
+    for lfhttpd and nginx with sendfile off, "sites" for lfhttpd and nginx with the
+    server and location blocks of sites.conf.in, "mem" for fresh ones)."""
 
     def __init__(self, key, title, label, tool="wrk", conns=100, path="/index.html",
                  headers=(), script=None, script_args=(), variant="main", check=False,
-                 skip=None, variant_of=None, plot_label=None, ceiling=False):
+                 skip=None, variant_of=None, plot_label=None, ceiling=False, probes=()):
         self.key, self.title, self.label = key, title, label
         self.plot_label = plot_label or label  # under the bars: a long one is cut off
         self.tool, self.conns, self.path = tool, conns, path
@@ -109,6 +117,9 @@ class Workload:
         self.script_args = list(script_args)  # after wrk's `--`, for the script's init()
         self.ceiling = ceiling  # the ceiling program runs it too (1 KiB keep-alive)
         self.check = check      # ask each server for path first; skip it unless 200
+        # (path, status) pairs each server must answer before the rounds, or be skipped:
+        # shows that the configuration measured is the one meant.
+        self.probes = list(probes)
         self.skip = skip or {}  # server -> why it never runs this workload
         # A variation on another workload (QUICK=1 gives it one round, to keep a smoke
         # run to a few minutes).
@@ -137,6 +148,18 @@ WORKLOADS = [
              "1 KiB c100, lfhttpd open_file_cache_mem_max 0", variant="nomem",
              variant_of="small_ka", plot_label="1 KiB c100, mem_max 0",
              skip={"lighttpd": "unchanged: see 1 KiB c100", "h2o": "unchanged: see 1 KiB c100"}),
+    # The price of server and location blocks: the 1 KiB c100 request through a realistic
+    # site (sites.conf.in: the default one of two servers, twelve locations, three of them
+    # regexes, try_files on /), lfhttpd and nginx with the same text.
+    Workload("sites_ka", "1 KiB file, keep-alive, 100 connections, through two server "
+             "blocks and twelve locations (sites.conf.in; lfhttpd and nginx)",
+             "1 KiB c100, sites", variant="sites", variant_of="small_ka",
+             # index.html through `location /` of the default server, and three other
+             # locations of it answering as written.
+             probes=[("/index.html", 200), ("/healthz", 200), ("/old", 301),
+                     ("/private/x", 403)],
+             skip={"lighttpd": "no server/location configuration in this comparison",
+                   "h2o": "no server/location configuration in this comparison"}),
     Workload("c1000", "1 KiB file, keep-alive, 1000 connections", "1 KiB c1000",
              conns=1000, ceiling=True),
     # 100 connections x 16 requests in flight: wrk's one thread, not the number of
@@ -239,9 +262,17 @@ def port_open(port):
         return False
 
 
-def fill_template(name, values, dest):
+def fill_template(name, values, dest, drop=()):
+    """The template with every @KEY@ replaced; the lines from `# {NAME}` to
+    `# {end NAME}` (both included) are left out for each NAME in drop."""
     with open(os.path.join(HERE, name)) as f:
         text = f.read()
+    for region in drop:
+        text, n = re.subn(r"^[ \t]*#\s*\{%s\}.*?^[ \t]*#\s*\{end %s\}[^\n]*\n"
+                          % (re.escape(region), re.escape(region)), "", text,
+                          flags=re.M | re.S)
+        if n != 1:
+            raise RuntimeError("%s: no region {%s} to leave out" % (name, region))
     for k, v in values.items():
         text = text.replace("@%s@" % k, str(v))
     leftover = re.search(r"^[^#\n]*(@[A-Z_]+@)", text, re.M)
@@ -249,6 +280,26 @@ def fill_template(name, values, dest):
         raise RuntimeError("%s: %s was not filled in" % (name, leftover.group(1)))
     with open(dest, "w") as f:
         f.write(text)
+
+
+def sites_block(kind, port):
+    """sites.conf.in's server blocks (its leading comment left out) for kind: each
+    server's listen line, the document root. lfhttpd's listen lines name the address of
+    its own top-level `listen`, so both servers are on its one socket; nginx's default
+    server carries the socket options."""
+    with open(os.path.join(HERE, SITES_TEMPLATE)) as f:
+        lines = f.read().splitlines(True)
+    while lines and lines[0].startswith("#"):
+        lines.pop(0)
+    address = "127.0.0.1:%d" % port
+    options = " " + NGINX_LISTEN_OPTIONS if kind == "nginx" else ""
+    values = {"LISTEN": "listen %s;" % address,
+              "LISTEN_DEFAULT": "listen %s%s default_server;" % (address, options),
+              "DOCROOT": DOCROOT}
+    text = "".join(lines)
+    for k, v in values.items():
+        text = text.replace("@%s@" % k, v)
+    return text
 
 
 class Server:
@@ -289,9 +340,14 @@ class Server:
                   "ACCESS_LOG": self._access_log_directive(),
                   "ACCESS_LOG_DIRECTIVE": self._access_log_directive(),
                   "MEM_MAX": "0" if self.variant == "nomem" else "4k",
-                  "SENDFILE": "off" if self.variant == "copy" else "on"}
+                  "SENDFILE": "off" if self.variant == "copy" else "on",
+                  "LISTEN_OPTIONS": NGINX_LISTEN_OPTIONS,
+                  "SITES": sites_block(self.kind, self.port) if self.variant == "sites"
+                  else ""}
         conf = os.path.join(self.dir, self.kind + ".conf")
-        fill_template(self.kind + ".conf.in", values, conf)
+        # nginx's own server block gives way to the sites' two.
+        drop = ("main server",) if self.variant == "sites" and self.kind == "nginx" else ()
+        fill_template(self.kind + ".conf.in", values, conf, drop)
         if self.kind == "lfhttpd":
             self._drop_unknown_optional(conf)
             return [self.bin, "-c", conf]
@@ -335,8 +391,9 @@ class Server:
 
     def start(self):
         os.makedirs(self.dir, exist_ok=True)
-        for attempt in range(3):  # a port picked for nginx/lighttpd may be taken meanwhile
-            self.port = 0 if self.kind in ("lfhttpd", CEILING) else free_port()
+        for attempt in range(3):  # a port picked here (not 0) may be taken meanwhile
+            self.port = 0 if self.kind == CEILING or (
+                self.kind == "lfhttpd" and self.variant != "sites") else free_port()
             open(self.error_log, "w").close()
             cmd = self._command()
             out = open(os.path.join(self.dir, "stdout.log"), "w")
@@ -815,9 +872,11 @@ def table_rows(summary, notes, skipped):
     return head, rows
 
 
-# The issue's goals for lfhttpd, one condition a row: (what, workload, figure, reference,
+# The issues' goals for lfhttpd, one condition a row: (what, workload, figure, reference,
 # factor). Reference: a server, "best peer" (the highest of nginx, lighttpd and h2o in
-# the same round) or the ceiling. lfhttpd's figure must be >= factor x the reference's.
+# the same round), the ceiling, or (workload, server): that server's figure in another
+# workload (round i of each, in the rounds). lfhttpd's figure must be >= factor x the
+# reference's.
 GOALS = [
     ("keep-alive 1 KiB c100: req/s >= 1.05x the best peer", "small_ka", "rps", "best peer",
      1.05),
@@ -832,12 +891,36 @@ GOALS = [
     ("10 MiB c10, sendfile off: req/s >= the best peer", "large_copy", "rps", "best peer",
      1.0),
     ("pipelined x16: req/s >= 1.2x nginx", "pipelined", "rps", "nginx", 1.2),
+    # Server and location blocks cost little: a request through a realistic site costs at
+    # most 5% more CPU than through the one implicit server.
+    ("sites: req/CPU-s within 5% of 1 KiB c100", "sites_ka", "req_per_cpu_s",
+     ("small_ka", "lfhttpd"), 0.95),
 ]
 
 
+def reference_name(reference):
+    """How the goals table names a reference: a server, or "server, workload label"."""
+    if not isinstance(reference, tuple):
+        return reference
+    wk, sv = reference
+    return "%s, %s" % (sv, next((w.label for w in WORKLOADS if w.key == wk), wk))
+
+
+def goal_figures(get, wk, reference):
+    """{name: figures} for one goal: lfhttpd's in wk and the reference candidates', from
+    get(workload, server) (medians or one round's; None when missing)."""
+    figures = {"lfhttpd": get(wk, "lfhttpd")}
+    if isinstance(reference, tuple):
+        figures[reference_name(reference)] = get(*reference)
+    else:
+        for sv in PEERS if reference == "best peer" else (reference,):
+            figures[sv] = get(wk, sv)
+    return figures
+
+
 def goal_reference(figures, reference, key):
-    """(name, value) of the reference among figures ({server: dict of figures})."""
-    names = PEERS if reference == "best peer" else (reference,)
+    """(name, value) of the reference among figures ({name: dict of figures})."""
+    names = PEERS if reference == "best peer" else (reference_name(reference),)
     found = [(figures[n][key], n) for n in names
              if figures.get(n) and figures[n].get(key) is not None]
     if not found:
@@ -861,21 +944,23 @@ def goal_rows(results, summary, skipped):
     head = ["goal", "lfhttpd / reference (medians)", "rounds met", "status"]
     rows = []
     for what, wk, key, reference, factor in GOALS:
-        servers = PEERS + (CEILING,) + ("lfhttpd",)
-        medians = {sv: summary.get((wk, sv)) for sv in servers if (wk, sv) not in skipped}
+        medians = goal_figures(
+            lambda w, sv: None if (w, sv) in skipped else summary.get((w, sv)),
+            wk, reference)
         r, name = goal_ratio(medians, reference, key)
         if r is None:
             why = "not measured" if not results.get((wk, "lfhttpd")) else \
-                "no %s figure" % reference
+                "no %s figure" % reference_name(reference)
             rows.append([what, "-", "-", why])
             continue
         runs = len(results[(wk, "lfhttpd")])
         met = 0
         for i in range(runs):
-            rounds = {sv: results[(wk, sv)][i] for sv in medians
-                      if len(results.get((wk, sv), ())) > i
-                      and "failed" not in results[(wk, sv)][i]}
-            ri, _ = goal_ratio(rounds, reference, key)
+            def round_i(w, sv):
+                rows_of = [] if (w, sv) in skipped else results.get((w, sv), ())
+                return rows_of[i] if len(rows_of) > i and "failed" not in rows_of[i] \
+                    else None
+            ri, _ = goal_ratio(goal_figures(round_i, wk, reference), reference, key)
             met += ri is not None and ri >= factor
         ok = r >= factor and met >= runs - 1
         rows.append([what, "%.2fx %s" % (r, name), "%d/%d" % (met, runs),
@@ -1044,7 +1129,8 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
                 " (servers started with their access log on)" if wl.variant == "log" else
                 " (lfhttpd started with open_file_cache_mem_max 0)" if wl.variant == "nomem"
                 else " (lfhttpd and nginx started with sendfile off)" if wl.variant == "copy"
-                else ""))
+                else " (lfhttpd and nginx serving the server and location blocks of "
+                "tests/bench/sites.conf.in)" if wl.variant == "sites" else ""))
     text = [
         "## Benchmark: lfhttpd, nginx, lighttpd and h2o",
         "",
@@ -1054,7 +1140,7 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
             datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
             " QUICK=1" if opts.quick else "", opts.rounds, opts.duration) + (
             " QUICK=1 gives the variant workloads (access log on, /hello, "
-            "open_file_cache_mem_max 0) one round."
+            "open_file_cache_mem_max 0, sendfile off, sites) one round."
             if opts.quick else ""),
         "",
         "Machine: %d cores (`nproc`), %s, Linux %s. The load generator (wrk or ab, one "
@@ -1122,6 +1208,11 @@ def check_workload(wl, servers):
             status, _, _ = curl_headers(srv.url + wl.path)
             if status != 200:
                 skipped[(wl.key, sv)] = "%s answers %s: no handler yet" % (wl.path, status)
+    for sv, srv in servers.items():
+        wrong = ["%s answers %s, not %d" % (path, got, want) for path, want in wl.probes
+                 for got in [curl_headers(srv.url + path)[0]] if got != want]
+        if wrong and (wl.key, sv) not in skipped:
+            skipped[(wl.key, sv)] = "not the configuration meant: " + "; ".join(wrong)
     return skipped
 
 
@@ -1204,6 +1295,9 @@ class Bench:
         self.notes[("small_nomem", "lfhttpd")] = ("open_file_cache_mem_max 0: head with "
                                                   "sendmsg (MSG_MORE), body with sendfile")
         self.notes[("small_nomem", "nginx")] = "the 1 KiB c100 instance, measured again"
+        for kind in ("lfhttpd", "nginx"):
+            self.notes[("sites_ka", kind)] = ("the default of 2 servers, location / of 12 "
+                                              "(3 regexes): try_files $uri $uri/ =404")
         self.notes[("large", "lfhttpd")] = "sendfile, as much as the socket takes an event"
         self.notes[("large", "nginx")] = "sendfile on, tcp_nopush"
         self.notes[("large", "lighttpd")] = "sendfile, 256 KiB a call"
@@ -1388,7 +1482,7 @@ def parse_args(argv):
                    help="the ceiling program (tests/bench/ceiling.c), run in the 1 KiB "
                    "keep-alive workloads; skipped with a note if it is not built")
     p.add_argument("--quick", action="store_true", help="2 rounds of 2 s, one round for the variant "
-                   "workloads (access log on, /hello), one memory round (QUICK=1)")
+                   "workloads (access log on, /hello, sites...), one memory round (QUICK=1)")
     p.add_argument("--rounds", type=int, help="rounds per workload (default 5, quick 2)")
     p.add_argument("--duration", type=int, help="seconds per run (default 5, quick 2)")
     p.add_argument("--warmup", type=int, help="warm-up seconds per server and workload "
