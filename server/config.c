@@ -770,8 +770,10 @@ static void add_site_listens(struct config *cfg, struct conf_reader *r)
                 config_parse_listen(c->args[0], &l) < 0)
                 continue; /* reported where it stands */
             bool known = false;
+            /* One address, one socket: port 0 too (the sites take it as one address). */
             for (unsigned i = 0; i < cfg->n_listen && !known; i++)
-                known = same_listen(&cfg->listen[i], &l);
+                known = cfg->listen[i].addr_len == l.addr_len &&
+                        memcmp(&cfg->listen[i].addr, &l.addr, l.addr_len) == 0;
             for (unsigned k = 0; k < cfg->n_classes && !known; k++)
                 for (unsigned i = 0; i < cfg->classes[k].n_listen && !known; i++)
                     known = same_listen(&cfg->classes[k].listen[i], &l);
