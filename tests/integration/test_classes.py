@@ -210,6 +210,53 @@ def test_request_is_served_by_the_class_of_its_host(start_server, site):
     assert served_reaches(s, before, "interactive", 300)["interactive"] == 300
 
 
+SITE_CLASSES = STATUS + """
+class interactive { threads 2; match path /api/; }
+class bulk { threads 1; }
+server {
+    server_name t;
+    location /downloads/ { class bulk; }
+    location /api/ { class bulk; }
+}
+server {
+    server_name bulk.example;
+    class bulk;
+    location /plain.txt { }
+}
+"""
+
+
+def test_request_is_served_by_the_class_its_location_names(start_server, site):
+    s = start_server(site, SITE_CLASSES)
+    before = served_by(s)
+    assert set(hammer(s, "/downloads/big.bin", n=100)) == {200}
+    assert served_reaches(s, before, "bulk", 100)["bulk"] == 100
+
+
+def test_location_inherits_the_class_its_server_names(start_server, site):
+    s = start_server(site, SITE_CLASSES)
+    before = served_by(s)
+    assert set(hammer(s, "/plain.txt", n=300, host="bulk.example")) == {200}
+    assert served_reaches(s, before, "bulk", 300)["bulk"] == 300
+
+
+def test_a_match_rule_comes_before_the_class_a_location_names(start_server, site):
+    """One meaning: `match path /api/` gives interactive, though the location says bulk."""
+    s = start_server(site, SITE_CLASSES)
+    before = served_by(s)
+    assert set(hammer(s, "/api/x.txt", n=300)) == {200}
+    delta = served_reaches(s, before, "interactive", 300)
+    assert delta["interactive"] == 300 and delta["bulk"] == 0, delta
+
+
+def test_a_location_naming_an_unknown_class_is_refused_with_its_line(tmp_path):
+    conf = tmp_path / "c.conf"
+    conf.write_text(f'root "{tmp_path}";\nserver {{\n  location / {{ class nosuch; }}\n}}\n')
+    r = subprocess.run([BIN, "-t", "-c", str(conf)], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert f"{conf}:3: class: no class \"nosuch\" is defined" in r.stderr, r.stderr
+
+
 def test_connection_is_classified_by_its_listener(start_server, site):
     s = start_server(site, STATUS + "class side { threads 1; listen 127.0.0.1:0; }\n")
     # Every listener is logged as it opens; the first line may come before the class's.
