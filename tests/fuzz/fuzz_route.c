@@ -43,6 +43,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -108,10 +109,25 @@ static void link_to(const char *target, const char *rel)
     REQUIRE(symlink(target, p) == 0);
 }
 
+static int remove_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st;
+    (void)type;
+    (void)ftw;
+    return remove(path);
+}
+
+/* At exit, the tree goes (a crash leaves it, for the reproducer to be looked at). */
+static void remove_tree(void)
+{
+    nftw(tree, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static void make_tree(void)
 {
     char tmpl[] = "/tmp/fuzz_route.XXXXXX";
     REQUIRE(mkdtemp(tmpl) && realpath(tmpl, tree));
+    atexit(remove_tree);
     dir("site");
     dir("site/dir");
     dir("site/noindex");
