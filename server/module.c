@@ -154,8 +154,10 @@ int module_mount_add(struct module_init *mi, const struct conf_node *where, cons
     return 0;
 }
 
-int module_chain_init(struct module_chain *c, const struct config *cfg, char *err,
-                      size_t err_len)
+/* levels: build the blocks' settings too; not over a configuration whose statements did
+ * not all read (their arguments were never checked). */
+static int chain_init(struct module_chain *c, const struct config *cfg, char *err,
+                      size_t err_len, bool levels)
 {
     memset(c, 0, sizeof(*c));
     if (err_len)
@@ -171,7 +173,7 @@ int module_chain_init(struct module_chain *c, const struct config *cfg, char *er
         c->state[c->n] = state;
         c->n++;
     }
-    if (!any && module_levels_build(c, cfg, err, err_len) == 0)
+    if (!any && (!levels || module_levels_build(c, cfg, err, err_len) == 0))
         return 0;
     if (!any)
         module_levels_free(c);
@@ -183,11 +185,17 @@ int module_chain_init(struct module_chain *c, const struct config *cfg, char *er
     return -1;
 }
 
+int module_chain_init(struct module_chain *c, const struct config *cfg, char *err,
+                      size_t err_len)
+{
+    return chain_init(c, cfg, err, err_len, true);
+}
+
 void module_chain_check(const struct config *cfg, char *err, size_t err_len)
 {
     struct module_chain *c = malloc(sizeof(*c));
     char *more = malloc(err_len);
-    if (c && more && module_chain_init(c, cfg, more, err_len) < 0)
+    if (c && more && chain_init(c, cfg, more, err_len, false) < 0)
         config_error_append(err, err_len, "%s", more);
     else if (c && more)
         module_chain_fini(c);

@@ -175,21 +175,16 @@ static int read_error_pages(struct level_build *b, struct module_level *l,
         if (target[0] != '/' && target[0] != '@' && !is_url(target))
             return conf_error(&b->r, s->line, "error_page: \"%s\" is not a URI, a URL or "
                               "@NAME", target);
-        if (compile(b, s->line, target, VARS_HEADER, &uri) < 0)
-            return -1;
-        for (unsigned i = 0; i < codes; i++) {
-            int status = parse_status(s->args[i], 300, 599);
-            if (status < 0) {
-                vars_free((struct vars_value *)uri);
+        for (unsigned i = 0; i < codes; i++) /* every code checked before any is kept */
+            if (parse_status(s->args[i], 300, 599) < 0)
                 return conf_error(&b->r, s->line, "error_page: invalid code \"%s\" (300 to "
                                   "599)", s->args[i]);
-            }
-            pages[l->n_error_pages++] = (struct level_error_page){status, answer,
-                                                                  i == 0 ? uri : NULL};
-        }
+        if (compile(b, s->line, target, VARS_HEADER, &uri) < 0)
+            return -1;
         /* The first code of the statement owns the compiled URI; the others share it. */
-        for (unsigned i = 1; i < codes; i++)
-            pages[l->n_error_pages - codes + i].uri = uri;
+        for (unsigned i = 0; i < codes; i++)
+            pages[l->n_error_pages++] =
+                (struct level_error_page){parse_status(s->args[i], 300, 599), answer, uri};
     }
     return 0;
 }
