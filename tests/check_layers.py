@@ -18,7 +18,7 @@ import sys
 LAYERS = [
     ("base", ["clock", "lf_*", "http_parse", "open_beneath"]),
     ("text helpers", ["strbuf", "http_params", "vars"]),
-    ("configuration", ["config", "directive", "log", "site"]),
+    ("configuration", ["config", "directive", "log", "site", "upstream"]),
     ("responses", ["http_response"]),
     ("periodic tick", ["timer"]),
     ("module interface", ["module", "module_*"]),

@@ -1,0 +1,339 @@
+/* upstream.c — `upstream` blocks and the choice of a server (see upstream.h). */
+#include "upstream.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+
+/* --- addresses ---------------------------------------------------------------------------- */
+
+static int unix_address(struct upstream_server *s, const char *path, char *msg, size_t len)
+{
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    if (path[0] != '/' || strlen(path) >= sizeof(un.sun_path))
+        return snprintf(msg, len, "\"unix:%s\": an absolute path of at most %zu bytes", path,
+                        sizeof(un.sun_path) - 1), -1;
+    memcpy(un.sun_path, path, strlen(path) + 1);
+    memcpy(&s->addr, &un, sizeof(un));
+    s->addr_len = (socklen_t)sizeof(un);
+    return 0;
+}
+
+/* HOST[:PORT] or [V6][:PORT] into host and port (80 when none). */
+static int split_host(const char *text, char *host, size_t cap, char *port, size_t pcap)
+{
+    const char *p;
+    size_t hl;
+    if (text[0] == '[') {
+        const char *close = strchr(text, ']');
+        if (!close || (close[1] && close[1] != ':'))
+            return -1;
+        hl = (size_t)(close - text - 1);
+        if (hl >= cap)
+            return -1;
+        memcpy(host, text + 1, hl);
+        p = close[1] ? close + 2 : NULL;
+    } else {
+        const char *colon = strrchr(text, ':');
+        if (colon && strchr(text, ':') != colon)
+            return -1; /* a bare IPv6 address needs its brackets */
+        hl = colon ? (size_t)(colon - text) : strlen(text);
+        if (hl == 0 || hl >= cap)
+            return -1;
+        memcpy(host, text, hl);
+        p = colon ? colon + 1 : NULL;
+    }
+    host[hl] = '\0';
+    const char *ps = p ? p : "80";
+    char *end;
+    long v = strtol(ps, &end, 10);
+    if (!*ps || *end || v < 1 || v > 65535 || strlen(ps) >= pcap)
+        return -1;
+    snprintf(port, pcap, "%ld", v);
+    return 0;
+}
+
+/* The addresses of text: one, or a resolved name's every one. Adds servers to u from
+ * proto (its parameters); returns how many, or -1 with msg. */
+static int add_addresses(struct upstream *u, const struct upstream_server *proto,
+                         const char *text, char *msg, size_t len)
+{
+    if (strncmp(text, "unix:", 5) == 0) {
+        if (u->n_servers == UPSTREAM_SERVERS_MAX)
+            return snprintf(msg, len, "at most %d servers", UPSTREAM_SERVERS_MAX), -1;
+        struct upstream_server *s = &u->servers[u->n_servers];
+        *s = *proto;
+        if (unix_address(s, text + 5, msg, len) < 0)
+            return -1;
+        snprintf(s->text, sizeof(s->text), "%s", text);
+        u->n_servers++;
+        return 1;
+    }
+    char host[256], port[8];
+    if (split_host(text, host, sizeof(host), port, sizeof(port)) < 0)
+        return snprintf(msg, len, "invalid address \"%s\"", text), -1;
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG}, *res;
+    int rc = getaddrinfo(host, port, &hints, &res);
+    if (rc != 0)
+        return snprintf(msg, len, "host \"%s\" not found: %s", host, gai_strerror(rc)), -1;
+    int added = 0;
+    for (struct addrinfo *a = res; a; a = a->ai_next) {
+        if (a->ai_family != AF_INET && a->ai_family != AF_INET6)
+            continue;
+        if (u->n_servers == UPSTREAM_SERVERS_MAX) {
+            freeaddrinfo(res);
+            return snprintf(msg, len, "at most %d servers", UPSTREAM_SERVERS_MAX), -1;
+        }
+        struct upstream_server *s = &u->servers[u->n_servers++];
+        *s = *proto;
+        memcpy(&s->addr, a->ai_addr, a->ai_addrlen);
+        s->addr_len = a->ai_addrlen;
+        char ip[INET6_ADDRSTRLEN] = "?";
+        const void *in = a->ai_family == AF_INET
+                             ? (const void *)&((struct sockaddr_in *)a->ai_addr)->sin_addr
+                             : (const void *)&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr;
+        inet_ntop(a->ai_family, in, ip, sizeof(ip));
+        snprintf(s->text, sizeof(s->text), a->ai_family == AF_INET6 ? "[%s]:%s" : "%s:%s", ip,
+                 port);
+        added++;
+    }
+    freeaddrinfo(res);
+    if (!added)
+        return snprintf(msg, len, "host \"%s\" has no IPv4 or IPv6 address", host), -1;
+    return added;
+}
+
+/* --- the block ------------------------------------------------------------------------------ */
+
+static bool param(const char *arg, const char *name, const char **value)
+{
+    size_t n = strlen(name);
+    if (strncmp(arg, name, n) != 0 || arg[n] != '=')
+        return false;
+    *value = arg + n + 1;
+    return true;
+}
+
+static int read_server(struct upstream *u, const struct conf_node *n, struct conf_reader *r)
+{
+    struct upstream_server proto = {.weight = 1, .max_fails = 1, .fail_timeout_ms = 10000,
+                                    .line = n->line};
+    if (n->n_args < 1)
+        return conf_error(r, n->line, "server: usage: server ADDRESS [weight=N] "
+                          "[max_fails=N] [fail_timeout=TIME] [backup] [down];");
+    for (unsigned i = 1; i < n->n_args; i++) {
+        const char *a = n->args[i], *v;
+        uint64_t x;
+        unsigned ms;
+        if (param(a, "weight", &v)) {
+            if (config_parse_count(v, &x) < 0 || x < 1 || x > 1000)
+                return conf_error(r, n->line, "server: weight=%s: 1 to 1000", v);
+            proto.weight = (unsigned)x;
+        } else if (param(a, "max_fails", &v)) {
+            if (config_parse_count(v, &x) < 0 || x > 1000)
+                return conf_error(r, n->line, "server: max_fails=%s: 0 to 1000", v);
+            proto.max_fails = (unsigned)x;
+        } else if (param(a, "fail_timeout", &v)) {
+            if (config_parse_duration_ms(v, &ms) < 0 || ms == 0)
+                return conf_error(r, n->line, "server: fail_timeout=%s: a time", v);
+            proto.fail_timeout_ms = ms;
+        } else if (strcmp(a, "backup") == 0) {
+            proto.backup = true;
+        } else if (strcmp(a, "down") == 0) {
+            proto.down = true;
+        } else {
+            return conf_error(r, n->line, "server: unknown parameter \"%s\"", a);
+        }
+    }
+    char msg[512];
+    if (add_addresses(u, &proto, n->args[0], msg, sizeof(msg)) < 0)
+        return conf_error(r, n->line, "server: %s", msg);
+    return 0;
+}
+
+/* The primaries in nginx's smooth weighted order: each step every server gains its
+ * weight, the richest is chosen and pays the total. Weights 5, 1, 1 give A A B A C A A. */
+static int build_schedule(struct upstream *u, struct conf_reader *r)
+{
+    long current[UPSTREAM_SERVERS_MAX] = {0};
+    long total = 0;
+    for (unsigned i = 0; i < u->n_servers; i++)
+        if (!u->servers[i].backup)
+            total += u->servers[i].weight;
+    if (total > UPSTREAM_SCHEDULE_MAX)
+        return conf_error(r, u->line, "upstream %s: the weights of its servers add up to "
+                          "%ld, more than %d", u->name, total, UPSTREAM_SCHEDULE_MAX);
+    u->n_schedule = 0;
+    for (long step = 0; step < total; step++) {
+        int best = -1;
+        for (unsigned i = 0; i < u->n_servers; i++) {
+            if (u->servers[i].backup)
+                continue;
+            current[i] += u->servers[i].weight;
+            if (best < 0 || current[i] > current[best])
+                best = (int)i;
+        }
+        current[best] -= total;
+        u->schedule[u->n_schedule++] = (uint8_t)best;
+    }
+    return 0;
+}
+
+int upstream_read(struct upstream *u, const struct conf_node *block, struct conf_reader *r)
+{
+    memset(u, 0, sizeof(*u));
+    u->line = block->line;
+    if (block->n_args != 1 || strlen(block->args[0]) >= sizeof(u->name))
+        return conf_error(r, block->line, "upstream: usage: upstream NAME { ... }");
+    snprintf(u->name, sizeof(u->name), "%s", block->args[0]);
+    unsigned before = r->errors;
+    bool keepalive = false, balance = false;
+    for (const struct conf_node *n = block->children; n; n = n->next) {
+        uint64_t x;
+        if (strcmp(n->name, "server") == 0 && !n->is_block) {
+            read_server(u, n, r);
+        } else if (strcmp(n->name, "keepalive") == 0 && n->n_args == 1 && !n->is_block) {
+            if (keepalive)
+                conf_error(r, n->line, "\"keepalive\" directive is duplicate");
+            else if (config_parse_count(n->args[0], &x) < 0 || x > 100000)
+                conf_error(r, n->line, "keepalive: %s: a count up to 100000", n->args[0]);
+            u->keepalive = (unsigned)x;
+            keepalive = true;
+        } else if (strcmp(n->name, "least_conn") == 0 && n->n_args == 0 && !n->is_block) {
+            if (balance)
+                conf_error(r, n->line, "\"least_conn\" directive is duplicate");
+            u->balance = UPSTREAM_LEAST_CONN;
+            balance = true;
+        } else {
+            conf_error(r, n->line, "upstream %s: unknown directive \"%s\" (server, keepalive, "
+                       "least_conn)", u->name, n->name);
+        }
+    }
+    if (r->errors == before && u->n_servers == 0)
+        conf_error(r, block->line, "upstream %s: no server", u->name);
+    if (r->errors == before)
+        build_schedule(u, r);
+    return r->errors > before ? -1 : 0;
+}
+
+int upstream_from_host(struct upstream *u, const char *hostport, unsigned line, char *msg,
+                       size_t len)
+{
+    memset(u, 0, sizeof(*u));
+    u->line = line;
+    struct upstream_server proto = {.weight = 1, .max_fails = 1, .fail_timeout_ms = 10000,
+                                    .line = line};
+    if (add_addresses(u, &proto, hostport, msg, len) < 0)
+        return -1;
+    struct conf_reader r = {.file = "", .owner = "", .err = msg, .err_len = len};
+    return build_schedule(u, &r);
+}
+
+/* --- choosing --------------------------------------------------------------------------- */
+
+bool upstream_server_out(const struct upstream_server *s, int64_t now_ms)
+{
+    long long until = atomic_load_explicit(&s->out_until_ms, memory_order_relaxed);
+    return s->down || (until != 0 && now_ms < until);
+}
+
+/* May s take this attempt? A server whose time out has passed takes one attempt: the
+ * thread that moves its time on gets it, the others see it out still. */
+static bool available(struct upstream_server *s, int64_t now_ms)
+{
+    if (s->down)
+        return false;
+    long long until = atomic_load_explicit(&s->out_until_ms, memory_order_relaxed);
+    if (until == 0)
+        return true;
+    if (now_ms < until)
+        return false;
+    return atomic_compare_exchange_strong(&s->out_until_ms, &until,
+                                          now_ms + (long long)s->fail_timeout_ms);
+}
+
+static struct upstream_server *take(struct upstream_server *s)
+{
+    atomic_fetch_add_explicit(&s->active, 1, memory_order_relaxed);
+    return s;
+}
+
+/* Does a carry less load than b, for their weights? */
+static bool lighter(const struct upstream_server *a, const struct upstream_server *b)
+{
+    unsigned long la = atomic_load_explicit(&a->active, memory_order_relaxed);
+    unsigned long lb = atomic_load_explicit(&b->active, memory_order_relaxed);
+    return la * b->weight < lb * a->weight;
+}
+
+static struct upstream_server *pick_primary(struct upstream *u, int64_t now_ms,
+                                            uint64_t tried)
+{
+    if (u->n_schedule == 0)
+        return NULL;
+    unsigned start = atomic_fetch_add_explicit(&u->next, 1, memory_order_relaxed);
+    if (u->balance == UPSTREAM_ROUND_ROBIN) {
+        for (unsigned k = 0; k < u->n_schedule; k++) {
+            unsigned i = u->schedule[(start + k) % u->n_schedule];
+            if (!(tried >> i & 1) && available(&u->servers[i], now_ms))
+                return take(&u->servers[i]);
+        }
+        return NULL;
+    }
+    struct upstream_server *best = NULL;
+    for (unsigned k = 0; k < u->n_servers; k++) {
+        unsigned i = (start + k) % u->n_servers;
+        struct upstream_server *s = &u->servers[i];
+        if (s->backup || (tried >> i & 1) || upstream_server_out(s, now_ms))
+            continue;
+        if (!best || lighter(s, best))
+            best = s;
+    }
+    if (best && !available(best, now_ms))
+        return NULL;
+    return best ? take(best) : NULL;
+}
+
+struct upstream_server *upstream_pick(struct upstream *u, int64_t now_ms, uint64_t tried)
+{
+    struct upstream_server *s = pick_primary(u, now_ms, tried);
+    if (s)
+        return s;
+    for (unsigned i = 0; i < u->n_servers; i++) /* the backups, in file order */
+        if (u->servers[i].backup && !(tried >> i & 1) && available(&u->servers[i], now_ms))
+            return take(&u->servers[i]);
+    return NULL;
+}
+
+void upstream_done(struct upstream *u, struct upstream_server *s, bool failed, int64_t now_ms)
+{
+    (void)u;
+    atomic_fetch_sub_explicit(&s->active, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->requests, 1, memory_order_relaxed);
+    if (!failed) {
+        if (atomic_load_explicit(&s->out_until_ms, memory_order_relaxed) != 0) {
+            atomic_store(&s->fails, 0); /* its trial succeeded: back in */
+            atomic_store(&s->out_until_ms, 0);
+        }
+        return;
+    }
+    atomic_fetch_add_explicit(&s->failures, 1, memory_order_relaxed);
+    if (s->max_fails == 0)
+        return;
+    long long start = atomic_load_explicit(&s->window_ms, memory_order_relaxed);
+    unsigned fails;
+    if (now_ms - start >= (long long)s->fail_timeout_ms) { /* a new window */
+        atomic_store_explicit(&s->window_ms, now_ms, memory_order_relaxed);
+        atomic_store_explicit(&s->fails, 1, memory_order_relaxed);
+        fails = 1;
+    } else {
+        fails = atomic_fetch_add_explicit(&s->fails, 1, memory_order_relaxed) + 1;
+    }
+    if (fails >= s->max_fails)
+        atomic_store_explicit(&s->out_until_ms, now_ms + (long long)s->fail_timeout_ms,
+                              memory_order_relaxed);
+}

@@ -1,0 +1,96 @@
+/* upstream.h — the servers a proxied request may go to, and which one it goes to: nginx's
+ * `upstream` block and its balancers, without the event machinery (that is the proxy's).
+ *
+ *   upstream app {
+ *       server 127.0.0.1:3000 weight=2 max_fails=3 fail_timeout=10s;
+ *       server 127.0.0.1:3001;
+ *       server unix:/run/app.sock backup;
+ *       keepalive 32;
+ *       least_conn;
+ *   }
+ *
+ * Addresses: IPv4 or IPv6 with an optional port (80 when none), `unix:PATH`, or a host name
+ * resolved once at load (each of its addresses a server of its own, as nginx does).
+ * Parameters: weight=N (1..1000, default 1), max_fails=N (default 1; 0: never taken out),
+ * fail_timeout=TIME (default 10s), backup, down.
+ *
+ * Choosing. Weighted round-robin by default: the servers are taken in the order of a
+ * smooth weighted schedule built at load (weights 2, 1 give A B A), a shared atomic counter
+ * stepping through it, so that no lock is taken and two threads never wait on each other.
+ * `least_conn`: the server with the fewest requests in flight per unit of weight, ties
+ * broken by the schedule. A server that failed max_fails times within fail_timeout is out
+ * for fail_timeout; then one request tries it again, and a success brings it back. The
+ * backup servers are tried only when every primary one is out. When every server is out,
+ * the choice fails at once (the proxy answers 502).
+ *
+ * A set is built once per generation and read by every thread; the live figures (requests
+ * in flight, failures, the time a server comes back) are atomics.
+ */
+#ifndef LFHTTPD_UPSTREAM_H
+#define LFHTTPD_UPSTREAM_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "directive.h"
+
+#define UPSTREAM_NAME_MAX 64
+#define UPSTREAM_SERVERS_MAX 64
+#define UPSTREAM_SCHEDULE_MAX 4096 /* the sum of the weights of one set's primaries */
+
+struct upstream_server {
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+    char text[128];        /* as written (and the address, for a resolved name) */
+    unsigned weight;
+    unsigned max_fails;    /* 0: failures never take it out */
+    unsigned fail_timeout_ms;
+    bool backup;
+    bool down;             /* `down`: never chosen */
+    unsigned line;
+    /* Live */
+    atomic_uint active;      /* requests in flight */
+    atomic_uint fails;       /* failures in the current window */
+    atomic_llong window_ms;  /* when the current failure window started */
+    atomic_llong out_until_ms; /* taken out until then (0: in) */
+    atomic_ullong requests, failures; /* since load, for /status and metrics */
+};
+
+enum upstream_balance { UPSTREAM_ROUND_ROBIN, UPSTREAM_LEAST_CONN };
+
+struct upstream {
+    char name[UPSTREAM_NAME_MAX]; /* "" for the implicit one of a proxy_pass host */
+    unsigned line;
+    struct upstream_server servers[UPSTREAM_SERVERS_MAX];
+    unsigned n_servers;
+    unsigned keepalive;            /* idle connections kept, 0: none */
+    enum upstream_balance balance;
+    uint8_t schedule[UPSTREAM_SCHEDULE_MAX]; /* primaries, smooth weighted order */
+    unsigned n_schedule;
+    atomic_uint next;              /* the round-robin position */
+};
+
+/* Read an `upstream NAME { ... }` block into u. Messages go to r with their lines.
+ * Returns 0 or -1. */
+int upstream_read(struct upstream *u, const struct conf_node *block, struct conf_reader *r);
+
+/* A one-server set for `proxy_pass http://HOST[:PORT]`: HOST resolved now (each address a
+ * server, round-robin). Returns 0, or -1 with the reason in msg. */
+int upstream_from_host(struct upstream *u, const char *hostport, unsigned line, char *msg,
+                       size_t len);
+
+/* A server for the next attempt, skipping those in tried (a bit per index); NULL when
+ * none may be tried (every one out, down or tried). Counts it in flight: end the attempt
+ * with upstream_done. */
+struct upstream_server *upstream_pick(struct upstream *u, int64_t now_ms, uint64_t tried);
+
+/* An attempt ended: failed (could not connect, timed out, a broken answer) or not. */
+void upstream_done(struct upstream *u, struct upstream_server *s, bool failed,
+                   int64_t now_ms);
+
+/* Is the server out (taken out by its failures, or `down`) now? */
+bool upstream_server_out(const struct upstream_server *s, int64_t now_ms);
+
+#endif

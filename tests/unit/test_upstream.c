@@ -1,0 +1,228 @@
+/* Unit tests of `upstream` blocks: reading them, the smooth weighted order, least_conn,
+ * taking a failing server out and bringing it back, backups. */
+#define TEST_MAIN
+#include "test.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/un.h>
+
+#include "upstream.h"
+
+static char err[2048];
+static struct upstream up;
+
+/* Read the block `upstream NAME { body }`; 0 or -1 (messages in err). */
+static int read_text(const char *text)
+{
+    struct conf_node *tree;
+    err[0] = '\0';
+    if (conf_parse_text("up.conf", text, strlen(text), &tree, err, sizeof(err)) < 0)
+        return -2;
+    struct conf_reader r = {.file = "up.conf", .owner = "", .err = err,
+                            .err_len = sizeof(err)};
+    int rc = upstream_read(&up, tree, &r);
+    conf_tree_free(tree);
+    return rc;
+}
+
+static unsigned port_of(const struct upstream_server *s)
+{
+    return ntohs(((const struct sockaddr_in *)&s->addr)->sin_port);
+}
+
+/* The ports of the next n picks, each attempt ended as a success at once. */
+static void picks(unsigned *out, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        struct upstream_server *s = upstream_pick(&up, 1000, 0);
+        out[i] = s ? port_of(s) : 0;
+        if (s)
+            upstream_done(&up, s, false, 1000);
+    }
+}
+
+/* An attempt on the first server, as a pick of it would count it. */
+static struct upstream_server *take_first(void)
+{
+    atomic_fetch_add(&up.servers[0].active, 1);
+    return &up.servers[0];
+}
+
+TEST(servers_are_read_with_their_parameters)
+{
+    CHECK_EQ_INT(read_text("upstream app {\n server 127.0.0.1:3000 weight=2 max_fails=3 "
+                           "fail_timeout=5s;\n server 127.0.0.1:3001 backup;\n keepalive 32;\n}\n"),
+                 0);
+    CHECK_EQ_INT(up.n_servers, 2);
+    CHECK(strcmp(up.name, "app") == 0);
+    CHECK_EQ_INT(up.servers[0].weight, 2);
+    CHECK_EQ_INT(up.servers[0].max_fails, 3);
+    CHECK_EQ_INT(up.servers[0].fail_timeout_ms, 5000);
+    CHECK_EQ_INT(port_of(&up.servers[0]), 3000);
+    CHECK(up.servers[1].backup);
+    CHECK_EQ_INT(up.keepalive, 32);
+    CHECK_EQ_INT(up.balance, UPSTREAM_ROUND_ROBIN);
+}
+
+TEST(an_address_without_port_is_port_80)
+{
+    CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1; }\n"), 0);
+    CHECK_EQ_INT(port_of(&up.servers[0]), 80);
+}
+
+TEST(ipv6_and_unix_addresses_are_read)
+{
+    CHECK_EQ_INT(read_text("upstream a { server [::1]:8000; server unix:/run/app.sock; }\n"), 0);
+    CHECK_EQ_INT(up.servers[0].addr.ss_family, AF_INET6);
+    CHECK_EQ_INT(up.servers[1].addr.ss_family, AF_UNIX);
+    CHECK(strcmp(((struct sockaddr_un *)&up.servers[1].addr)->sun_path, "/run/app.sock") == 0);
+}
+
+TEST(a_host_name_is_resolved_at_load)
+{
+    CHECK_EQ_INT(read_text("upstream a { server localhost:8000; }\n"), 0);
+    CHECK(up.n_servers >= 1);
+    CHECK_EQ_INT(port_of(&up.servers[0]), 8000);
+}
+
+TEST(bad_parameters_are_refused_with_their_line)
+{
+    CHECK_EQ_INT(read_text("upstream a {\n server 127.0.0.1 weight=0;\n}\n"), -1);
+    CHECK(strstr(err, "up.conf:2: server: weight=0: 1 to 1000"));
+    CHECK_EQ_INT(read_text("upstream a {\n server 127.0.0.1 slow;\n}\n"), -1);
+    CHECK(strstr(err, "up.conf:2: server: unknown parameter \"slow\""));
+    CHECK_EQ_INT(read_text("upstream a {\n server 1:2:3;\n}\n"), -1);
+    CHECK(strstr(err, "invalid address"));
+    CHECK_EQ_INT(read_text("upstream a {\n server unix:relative.sock;\n}\n"), -1);
+    CHECK(strstr(err, "an absolute path"));
+}
+
+TEST(an_upstream_without_servers_is_refused)
+{
+    CHECK_EQ_INT(read_text("upstream a {\n keepalive 4;\n}\n"), -1);
+    CHECK(strstr(err, "up.conf:1: upstream a: no server"));
+}
+
+TEST(an_unknown_directive_in_an_upstream_is_refused)
+{
+    CHECK_EQ_INT(read_text("upstream a {\n server 127.0.0.1;\n ip_hash;\n}\n"), -1);
+    CHECK(strstr(err, "up.conf:3: upstream a: unknown directive \"ip_hash\""));
+}
+
+TEST(round_robin_follows_the_smooth_weighted_order)
+{
+    CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1 weight=5; server 127.0.0.1:2; "
+                           "server 127.0.0.1:3; }\n"),
+                 0);
+    unsigned p[14];
+    picks(p, 14);
+    /* nginx's order for 5, 1, 1: a a b a c a a, then again */
+    static const unsigned want[7] = {1, 1, 2, 1, 3, 1, 1};
+    for (unsigned i = 0; i < 14; i++)
+        CHECK_EQ_INT(p[i], want[i % 7]);
+}
+
+TEST(least_conn_picks_the_server_with_fewest_requests_in_flight)
+{
+    CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1; server 127.0.0.1:2; least_conn; }\n"),
+                 0);
+    struct upstream_server *first = upstream_pick(&up, 1000, 0);
+    struct upstream_server *second = upstream_pick(&up, 1000, 0);
+    CHECK(first != second); /* one in flight on the first: the other is lighter */
+    upstream_done(&up, first, false, 1000);
+    struct upstream_server *third = upstream_pick(&up, 1000, 0);
+    CHECK(third == first); /* the second still carries one */
+    upstream_done(&up, second, false, 1000);
+    upstream_done(&up, third, false, 1000);
+}
+
+TEST(least_conn_weighs_the_load)
+{
+    CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1 weight=3; server 127.0.0.1:2; "
+                           "least_conn; }\n"),
+                 0);
+    unsigned on1 = 0;
+    struct upstream_server *held[4];
+    for (int i = 0; i < 4; i++) { /* none ends: 3 go to the server of weight 3 */
+        held[i] = upstream_pick(&up, 1000, 0);
+        on1 += port_of(held[i]) == 1;
+    }
+    CHECK_EQ_INT(on1, 3);
+    for (int i = 0; i < 4; i++)
+        upstream_done(&up, held[i], false, 1000);
+}
+
+TEST(a_server_failing_max_fails_times_is_out_for_fail_timeout)
+{
+    CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1 max_fails=2 fail_timeout=10s; "
+                           "server 127.0.0.1:2; }\n"),
+                 0);
+    struct upstream_server *a = &up.servers[0];
+    upstream_done(&up, take_first(), true, 1000);
+    CHECK(!upstream_server_out(a, 1000)); /* one failure of two */
+    upstream_done(&up, take_first(), true, 2000);
+    CHECK(upstream_server_out(a, 2000));
+    unsigned p[6];
+    picks(p, 6);
+    for (int i = 0; i < 6; i++)
+        CHECK_EQ_INT(p[i], 2);
+}
+
+TEST(after_fail_timeout_one_attempt_tries_the_server_again)
+{
+    CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1 fail_timeout=1s; "
+                           "server 127.0.0.1:2; }\n"),
+                 0);
+    struct upstream_server *a = &up.servers[0];
+    upstream_done(&up, take_first(), true, 1000); /* max_fails=1: out until 2000 */
+    CHECK(upstream_server_out(a, 1500));
+    /* At 2500 the first attempt that reaches it tries it; the one after does not. */
+    struct upstream_server *x = NULL, *y = NULL;
+    for (int i = 0; i < 4 && !x; i++) {
+        struct upstream_server *s = upstream_pick(&up, 2500, 0);
+        if (s == a)
+            x = s;
+        else
+            upstream_done(&up, s, false, 2500);
+    }
+    CHECK(x == a);
+    for (int i = 0; i < 4; i++) {
+        y = upstream_pick(&up, 2600, 0);
+        CHECK(y != a); /* its trial is in flight */
+        upstream_done(&up, y, false, 2600);
+    }
+    upstream_done(&up, x, false, 2700); /* the trial succeeded: back in */
+    CHECK(!upstream_server_out(a, 2700));
+}
+
+TEST(backups_serve_only_when_every_primary_is_out)
+{
+    CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1; server 127.0.0.1:9 backup; }\n"),
+                 0);
+    unsigned p[3];
+    picks(p, 3);
+    CHECK_EQ_INT(p[0], 1);
+    CHECK_EQ_INT(p[2], 1);
+    upstream_done(&up, upstream_pick(&up, 1000, 0), true, 1000); /* the primary out */
+    picks(p, 3);
+    CHECK_EQ_INT(p[0], 9);
+    CHECK_EQ_INT(p[1], 9);
+}
+
+TEST(every_server_out_or_tried_gives_no_server)
+{
+    CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1; server 127.0.0.1:2 down; }\n"), 0);
+    CHECK(upstream_pick(&up, 1000, 1u) == NULL); /* the first tried, the second down */
+    upstream_done(&up, upstream_pick(&up, 1000, 0), true, 1000);
+    CHECK(upstream_pick(&up, 1000, 0) == NULL);
+}
+
+TEST(a_proxy_pass_host_is_a_set_of_its_own)
+{
+    char msg[256];
+    CHECK_EQ_INT(upstream_from_host(&up, "127.0.0.1:8081", 7, msg, sizeof(msg)), 0);
+    CHECK_EQ_INT(up.n_servers, 1);
+    CHECK_EQ_INT(port_of(&up.servers[0]), 8081);
+    CHECK(upstream_pick(&up, 1000, 0) == &up.servers[0]);
+}
