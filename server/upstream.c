@@ -193,7 +193,7 @@ int upstream_read(struct upstream *u, const struct conf_node *block, struct conf
     unsigned before = r->errors;
     bool keepalive = false, balance = false;
     for (const struct conf_node *n = block->children; n; n = n->next) {
-        uint64_t x;
+        uint64_t x = 0;
         if (strcmp(n->name, "server") == 0 && !n->is_block) {
             read_server(u, n, r);
         } else if (strcmp(n->name, "keepalive") == 0 && n->n_args == 1 && !n->is_block) {
@@ -201,7 +201,8 @@ int upstream_read(struct upstream *u, const struct conf_node *block, struct conf
                 conf_error(r, n->line, "\"keepalive\" directive is duplicate");
             else if (config_parse_count(n->args[0], &x) < 0 || x > 100000)
                 conf_error(r, n->line, "keepalive: %s: a count up to 100000", n->args[0]);
-            u->keepalive = (unsigned)x;
+            else
+                u->keepalive = (unsigned)x;
             keepalive = true;
         } else if (strcmp(n->name, "least_conn") == 0 && n->n_args == 0 && !n->is_block) {
             if (balance)
