@@ -6,7 +6,8 @@
  * Seeds: tests/fuzz/corpus/fuzz_http_upstream/.
  *
  * What it checks, beyond "no crash, no sanitizer report":
- *   - the result is 0, a known error code, or a head length within the input;
+ *   - the result is 0, a known error code, or a head length within the input, the head
+ *     ending just after its first blank line;
  *   - every slice (reason, field names and values, Upgrade) lies inside the buffer;
  *   - the framing agrees with the status and the method: no body for HEAD, 1xx, 204,
  *     304 and a 2xx to CONNECT; a body otherwise; chunked never in HTTP/1.0; a response
@@ -57,6 +58,10 @@ static void check_head(const struct http_response_head *h, int rc, const char *b
                        size_t len, enum http_method m, const struct http_limits *lim)
 {
     REQUIRE((size_t)rc == h->header_bytes && h->header_bytes <= lim->max_header_bytes);
+    /* the head ends at the first blank line, just after it: status line CRLF, fields,
+     * CRLF; the shortest is "HTTP/1.1 200\r\n\r\n" */
+    REQUIRE(rc >= 16 && memcmp(buf + rc - 4, "\r\n\r\n", 4) == 0);
+    REQUIRE(memmem(buf, (size_t)rc, "\r\n\r\n", 4) == buf + rc - 4);
     REQUIRE(h->status >= 100 && h->status <= 599);
     REQUIRE(h->version_minor == 0 || h->version_minor == 1);
     REQUIRE(h->n_headers <= lim->max_headers && h->n_headers <= HTTP_MAX_HEADERS);
