@@ -609,24 +609,38 @@ static bool valid_field_value(const char *p, size_t n)
     return true;
 }
 
-/* field-name ":" OWS field-value OWS. The name must end at the colon: whitespace there
- * is refused (RFC 9112 section 5.1), as is a line starting with whitespace (obs-fold,
- * section 5.2), since proxies disagree about both. */
-static int parse_field_line(struct head_state *st, struct http_slice line)
+/* The length of the field name that ends at line's colon, or 0 if the line is not a
+ * field line. The name must end at the colon: whitespace there is refused (RFC 9112
+ * section 5.1), as is a line starting with whitespace (obs-fold, section 5.2), since
+ * proxies disagree about both. */
+static size_t field_line_name(struct http_slice line)
 {
     size_t i = 0;
     while (i < line.len && is_tchar(line.p[i]))
         i++;
-    if (i == 0 || i == line.len || line.p[i] != ':') return -400;
-    if (!valid_field_value(line.p + i + 1, line.len - i - 1)) return -400;
+    if (i == 0 || i == line.len || line.p[i] != ':') return 0;
+    if (!valid_field_value(line.p + i + 1, line.len - i - 1)) return 0;
+    return i;
+}
 
+/* Fills h from a line field_line_name accepted, whose name is name_len bytes. */
+static void field_line_split(struct http_slice line, size_t name_len, struct http_header *h)
+{
+    h->name = slice(line.p, name_len);
+    size_t v = name_len + 1;
+    if (v < line.len && line.p[v] == ' ') v++; /* the usual single space, without a call */
+    h->value = trim_ows(slice(line.p + v, line.len - v));
+}
+
+/* field-name ":" OWS field-value OWS. */
+static int parse_field_line(struct head_state *st, struct http_slice line)
+{
+    size_t name_len = field_line_name(line);
+    if (name_len == 0) return -400;
     struct http_request *req = st->req;
     if (req->n_headers >= st->max_headers) return -431;
     struct http_header *h = &req->headers[req->n_headers++];
-    h->name = slice(line.p, i);
-    size_t v = i + 1;
-    if (v < line.len && line.p[v] == ' ') v++; /* the usual single space, without a call */
-    h->value = trim_ows(slice(line.p + v, line.len - v));
+    field_line_split(line, name_len, h);
     return apply_field(st, h->name, h->value);
 }
 
@@ -731,6 +745,42 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
     if (rc < 0) return rc;
     if (len <= limit) return 0;
     return request_line_done ? -431 : overlong_request_line(buf + pos, end - pos);
+}
+
+/* --- the grammar's pieces, shared ------------------------------------------------------ */
+
+int http_next_line(const char *buf, size_t end, size_t *pos, struct http_slice *line)
+{
+    int rc = next_line(buf, end, pos, line);
+    return rc < 0 ? -1 : rc;
+}
+
+int http_field_line(struct http_slice line, struct http_header *h)
+{
+    size_t name_len = field_line_name(line);
+    if (name_len == 0) return -1;
+    field_line_split(line, name_len, h);
+    return 0;
+}
+
+bool http_field_value_valid(const char *p, size_t n)
+{
+    return valid_field_value(p, n);
+}
+
+bool http_list_next(struct http_slice *rest, struct http_slice *elem)
+{
+    return list_next(rest, elem);
+}
+
+bool http_is_token(struct http_slice s)
+{
+    return is_token(s);
+}
+
+bool http_parse_u64(struct http_slice s, uint64_t *v)
+{
+    return parse_u64(s, v);
 }
 
 const struct http_header *http_find_header(const struct http_request *req, const char *name)

@@ -31,11 +31,12 @@ enum http_method {
     HTTP_METHOD_PATCH,
 };
 
-/* How the request's body is framed (RFC 9112 section 6.3). */
+/* How a message's body is framed (RFC 9112 section 6.3). */
 enum http_framing {
     HTTP_BODY_NONE = 0,   /* no Content-Length, no Transfer-Encoding: no body */
     HTTP_BODY_LENGTH,     /* Content-Length: content_length bytes */
     HTTP_BODY_CHUNKED,    /* Transfer-Encoding: chunked */
+    HTTP_BODY_CLOSE,      /* responses only: the body ends when the connection closes */
 };
 
 #define HTTP_MAX_HEADERS 64
@@ -99,6 +100,34 @@ const struct http_header *http_find_header(const struct http_request *req, const
 
 /* Case-insensitive comparison of a slice with a NUL-terminated lowercase string. */
 bool http_slice_eq(struct http_slice s, const char *lower);
+
+/* --- the grammar's pieces, for the other parsers of HTTP/1.1 messages ----------------
+ * The response-head parser (http_upstream.c) reads field lines by the same rules as
+ * requests: these are the functions http_parse_request itself uses. */
+
+/* The line starting at *pos in buf[0..end): returns 1, sets *line (without its CRLF) and
+ * moves *pos past the LF; 0 if the line has not ended; -1 on a bare LF, or on a CR with
+ * a byte other than LF after it in a line that has not ended yet. A CR inside an ended
+ * line is left in *line, where no grammar of these parsers accepts it. */
+int http_next_line(const char *buf, size_t end, size_t *pos, struct http_slice *line);
+
+/* field-name ":" OWS field-value OWS, strictly: a token name ending at the colon (no
+ * whitespace before it, none at the line's start: obs-fold), a value of VCHAR, SP, HTAB
+ * and obs-text only. Returns 0 and fills *h (value trimmed), or -1. */
+int http_field_line(struct http_slice line, struct http_header *h);
+
+/* Are p[0..n) all field-value bytes (VCHAR, SP, HTAB, obs-text)? Also reason-phrase's. */
+bool http_field_value_valid(const char *p, size_t n);
+
+/* Takes the next element of a comma-separated list (RFC 9110 section 5.6.1) off the
+ * front of *rest, without its OWS; elements may be empty. False once the list is used. */
+bool http_list_next(struct http_slice *rest, struct http_slice *elem);
+
+/* 1*tchar? */
+bool http_is_token(struct http_slice s);
+
+/* 1*DIGIT that fits in 64 bits: no sign, no spaces. */
+bool http_parse_u64(struct http_slice s, uint64_t *v);
 
 /* --- chunked transfer coding (RFC 9112 section 7.1), incremental --------------------- */
 
