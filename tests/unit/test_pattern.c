@@ -169,6 +169,15 @@ TEST(tilde_star_folds_ascii_letters_in_literals_and_brackets)
     CHECK(!search("\\.PNG$", "/x.png"));
 }
 
+/* As PCRE (nginx): the range holds 'D', so `~*` takes 'd' too. glibc's REG_ICASE does not
+ * (it lowers the text's byte and looks 'd' up in the range as written). */
+TEST(tilde_star_folds_every_letter_of_a_range)
+{
+    CHECK(search_icase("^[!-c]$", "D"));
+    CHECK(search_icase("^[!-c]$", "d"));
+    CHECK(!search_icase("^[^!-c]$", "d"));
+}
+
 TEST(empty_pattern_and_empty_alternatives_match_the_empty_text)
 {
     CHECK(search("", ""));
