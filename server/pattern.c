@@ -588,6 +588,79 @@ static bool starts_anchored(const struct pattern_insn *prog, unsigned n, unsigne
     }
 }
 
+/* The set of bytes the instruction takes, added to s. */
+static void add_consumed(const struct pattern *p, const struct pattern_insn *in,
+                         struct pattern_set *s)
+{
+    if (in->op == OP_BYTE)
+        set_add(s, in->c);
+    else if (in->op == OP_ANY)
+        set_add_range(s, 1, 255);
+    else
+        for (int i = 0; i < 4; i++)
+            s->bits[i] |= p->sets[in->x].bits[i];
+}
+
+/* Follows the jumps from the program's start at a position past the text's start (`^`
+ * blocks; `$` passes when at_end), adding each consuming instruction reached to out (when
+ * given) and what it takes to bytes. Returns whether MATCH is reached. */
+static bool start_closure(const struct pattern *p, bool at_end, uint16_t *out, unsigned *n_out,
+                          struct pattern_set *bytes)
+{
+    uint16_t stack[PATTERN_MAX_INSNS];
+    uint64_t seen[(PATTERN_MAX_INSNS + 63) / 64] = {0};
+    unsigned top = 0;
+    bool matched = false;
+    stack[top++] = 0;
+    seen[0] = 1;
+    while (top > 0) {
+        unsigned pc = stack[--top], to[2], n_to = 0;
+        const struct pattern_insn *in = &p->prog[pc];
+        switch ((enum op)in->op) {
+        case OP_MATCH: matched = true; break;
+        case OP_BOL: break;
+        case OP_EOL: if (at_end) to[n_to++] = pc + 1; break;
+        case OP_JMP: to[n_to++] = in->x; break;
+        case OP_SPLIT: to[n_to++] = in->x, to[n_to++] = in->y; break;
+        default:
+            add_consumed(p, in, bytes);
+            if (out)
+                out[(*n_out)++] = (uint16_t)pc;
+            break;
+        }
+        for (unsigned k = 0; k < n_to; k++)
+            if (!(seen[to[k] >> 6] >> (to[k] & 63) & 1)) {
+                seen[to[k] >> 6] |= (uint64_t)1 << (to[k] & 63);
+                stack[top++] = (uint16_t)to[k];
+            }
+    }
+    return matched;
+}
+
+/* Fills p->first, p->skip and p->start. The skip needs a pattern that cannot match the
+ * empty string, even at the text's end. */
+static int compile_start(struct pattern *p)
+{
+    memset(&p->first, 0, sizeof(p->first));
+    bool empty = start_closure(p, true, NULL, NULL, &p->first);
+    unsigned count = 0;
+    p->first_byte = -1;
+    for (unsigned b = 0; b < 256; b++)
+        if (set_has(&p->first, b)) {
+            count++;
+            p->first_byte = (int)b;
+        }
+    if (count != 1)
+        p->first_byte = -1;
+    p->skip = !empty && count < 256;
+    p->start = malloc(p->n_insns * sizeof(*p->start));
+    if (!p->start)
+        return -1;
+    struct pattern_set unused = {{0}};
+    start_closure(p, false, p->start, &p->n_start, &unused);
+    return 0;
+}
+
 static int build(struct parser *ps, struct pattern *p)
 {
     int root = parse_alt(ps);
@@ -640,6 +713,11 @@ int pattern_compile(struct pattern *p, const char *re, bool icase, char *err, si
     } else {
         free(ps.sets);
     }
+    if (rc == 0 && compile_start(p) < 0) {
+        pattern_free(p);
+        snprintf(err, len, "out of memory");
+        rc = -1;
+    }
     return rc;
 }
 
@@ -647,6 +725,7 @@ void pattern_free(struct pattern *p)
 {
     free(p->prog);
     free(p->sets);
+    free(p->start);
     memset(p, 0, sizeof(*p));
 }
 
@@ -695,6 +774,20 @@ static bool add_thread(const struct vm *vm, struct thread_list *l, unsigned pc, 
     return false;
 }
 
+/* The threads of a match beginning inside the text, as add_thread would find them from
+ * the start (which cannot reach MATCH there: it would have at the text's start). */
+static void add_start(const struct vm *vm, struct thread_list *l)
+{
+    const struct pattern *p = vm->p;
+    for (unsigned k = 0; k < p->n_start; k++) {
+        unsigned t = p->start[k];
+        if (!(vm->seen[t >> 6] >> (t & 63) & 1)) {
+            vm->seen[t >> 6] |= (uint64_t)1 << (t & 63);
+            l->pc[l->n++] = (uint16_t)t;
+        }
+    }
+}
+
 static bool consumes(const struct pattern *p, const struct pattern_insn *in, unsigned char c)
 {
     switch ((enum op)in->op) {
@@ -703,6 +796,18 @@ static bool consumes(const struct pattern *p, const struct pattern_insn *in, uns
     case OP_CLASS: return set_has(&p->sets[in->x], c);
     default: return false;
     }
+}
+
+/* The first position from i on whose byte can begin a match; len when there is none. */
+static size_t next_start(const struct pattern *p, const char *s, size_t i, size_t len)
+{
+    if (p->first_byte >= 0) {
+        const char *at = memchr(s + i, p->first_byte, len - i);
+        return at ? (size_t)(at - s) : len;
+    }
+    while (i < len && !set_has(&p->first, (unsigned char)s[i]))
+        i++;
+    return i;
 }
 
 bool pattern_search(const struct pattern *p, const char *s, size_t len)
@@ -728,7 +833,16 @@ bool pattern_search(const struct pattern *p, const char *s, size_t len)
             if (consumes(p, &p->prog[cur.pc[k]], c) &&
                 add_thread(&vm, &next, cur.pc[k] + 1u, i + 1))
                 return true;
-        if (!p->anchored && add_thread(&vm, &next, 0, i + 1))
+        size_t at = i + 1;
+        if (!p->anchored && next.n == 0 && p->skip) { /* nothing under way: skip ahead */
+            at = next_start(p, s, at, len);
+            if (at == len)
+                return false; /* and the empty string does not match */
+            i = at - 1;
+        }
+        if (!p->anchored && at < len)
+            add_start(&vm, &next);
+        else if (!p->anchored && add_thread(&vm, &next, 0, at))
             return true;
         struct thread_list t = cur;
         cur = next;

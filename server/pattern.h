@@ -51,6 +51,16 @@ struct pattern {
     unsigned n_sets;
     bool anchored; /* begins with `^` on every path: only tried at the start */
     bool posix;    /* no PCRE-only construct: means the same to POSIX regcomp */
+    /* The bytes a match can begin with after the text's start, when that is not every
+     * byte and the pattern cannot match the empty string: the search skips to the next
+     * such byte whenever no match is under way. first_byte: the only one, else -1. */
+    bool skip;
+    int first_byte;
+    struct pattern_set first;
+    /* The consuming instructions a match starting inside the text (neither at its start
+     * nor at its end) begins with: added at each position without following the jumps. */
+    uint16_t *start;
+    unsigned n_start;
 };
 
 /* Compile re (NUL-terminated); icase folds ASCII letters. Returns 0, or -1 with a message
