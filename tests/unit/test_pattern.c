@@ -199,6 +199,17 @@ TEST(text_is_bounded_by_its_length_not_by_a_nul)
     CHECK(search_n("^a[^x]b$", false, "a\0b", 3));
 }
 
+TEST(skipping_to_a_possible_start_misses_no_match)
+{
+    CHECK(search("aab", "aaab"));
+    CHECK(search("\\.php$", "/a.b.c.php"));
+    CHECK(search("x$", "aaax"));
+    CHECK(search("(a|b)$", "zzb"));
+    CHECK(search("(a|)$", "zzz"));    /* empty at the end: nothing can be skipped */
+    CHECK(search("[0-9]{2}", "a1b22"));
+    CHECK(!search("[0-9]{2}", "a1b2c3"));
+}
+
 TEST(anchor_in_the_middle_never_matches)
 {
     CHECK(!search("a^b", "a^b"));
