@@ -66,10 +66,12 @@ static void check(const char *re, size_t re_len, bool icase, const char *text, s
     /* Under REG_ICASE glibc lowers the text's byte and looks it up in the bracket as
      * written, so [!-c] does not take 'D'; ours, as PCRE's, adds the other case of every
      * letter of the bracket. Case-insensitive brackets are not compared. */
-    /* And glibc lets `^` or `$` beside a newline written in the pattern match at a
-     * newline of the text ("x$\na" takes "x\na"); ours anchor at the text's ends only. */
+    /* And glibc lets `^` and `$` match beside a newline inside the text, even without
+     * REG_NEWLINE ("x$\na" takes "x\na", "$." takes "\n"); ours anchor at the text's ends
+     * only. Anchored patterns are not compared on a text or pattern with a newline. */
+    bool newline = strchr(re, '\n') || memchr(text, '\n', len);
     bool comparable = p.posix && !(icase && strchr(re, '[')) &&
-                      !(strchr(re, '\n') && strpbrk(re, "^$"));
+                      !(newline && strpbrk(re, "^$"));
     if (comparable && re_len <= LIBC_MAX_PATTERN && len <= LIBC_MAX_TEXT) {
         int want = libc_search(re, icase, text, len);
         if (want >= 0 && want != (int)got) {
