@@ -6,6 +6,10 @@
  * per text position (Pike's VM, without captures: only "does it match" is asked), so a
  * thread is a program counter, each instruction is visited at most once per position and
  * nothing backtracks. Everything the matcher needs besides the program is on its stack.
+ * Two things are worked out at compile time so that a byte costs little: where a thread
+ * goes once past each instruction (its list of next instructions, instead of following
+ * the jumps again at every byte) and which bytes can begin a match (the search skips the
+ * others whenever no match is under way).
  */
 #include "pattern.h"
 
@@ -601,29 +605,36 @@ static void add_consumed(const struct pattern *p, const struct pattern_insn *in,
             s->bits[i] |= p->sets[in->x].bits[i];
 }
 
-/* Follows the jumps from the program's start at a position past the text's start (`^`
- * blocks; `$` passes when at_end), adding each consuming instruction reached to out (when
- * given) and what it takes to bytes. Returns whether MATCH is reached. */
-static bool start_closure(const struct pattern *p, bool at_end, uint16_t *out, unsigned *n_out,
-                          struct pattern_set *bytes)
+enum { REACHED_MATCH = 1, REACHED_EOL = 2 };
+
+/* Follows the jumps from pc at a position past the text's start (`^` blocks; `$` passes
+ * when at_end), adding each consuming instruction reached to out (when given) and what it
+ * takes to bytes (when given). Returns what else it reached: REACHED_MATCH, REACHED_EOL. */
+static int closure(const struct pattern *p, unsigned from, bool at_end, uint16_t *out,
+                   unsigned *n_out, struct pattern_set *bytes)
 {
     uint16_t stack[PATTERN_MAX_INSNS];
     uint64_t seen[(PATTERN_MAX_INSNS + 63) / 64] = {0};
     unsigned top = 0;
-    bool matched = false;
-    stack[top++] = 0;
-    seen[0] = 1;
+    int reached = 0;
+    stack[top++] = (uint16_t)from;
+    seen[from >> 6] |= (uint64_t)1 << (from & 63);
     while (top > 0) {
         unsigned pc = stack[--top], to[2], n_to = 0;
         const struct pattern_insn *in = &p->prog[pc];
         switch ((enum op)in->op) {
-        case OP_MATCH: matched = true; break;
+        case OP_MATCH: reached |= REACHED_MATCH; break;
         case OP_BOL: break;
-        case OP_EOL: if (at_end) to[n_to++] = pc + 1; break;
+        case OP_EOL:
+            reached |= REACHED_EOL;
+            if (at_end)
+                to[n_to++] = pc + 1;
+            break;
         case OP_JMP: to[n_to++] = in->x; break;
         case OP_SPLIT: to[n_to++] = in->x, to[n_to++] = in->y; break;
         default:
-            add_consumed(p, in, bytes);
+            if (bytes)
+                add_consumed(p, in, bytes);
             if (out)
                 out[(*n_out)++] = (uint16_t)pc;
             break;
@@ -634,15 +645,15 @@ static bool start_closure(const struct pattern *p, bool at_end, uint16_t *out, u
                 stack[top++] = (uint16_t)to[k];
             }
     }
-    return matched;
+    return reached;
 }
 
-/* Fills p->first, p->skip and p->start. The skip needs a pattern that cannot match the
- * empty string, even at the text's end. */
-static int compile_start(struct pattern *p)
+/* Fills p->first and p->skip. Skipping needs a pattern that cannot match the empty
+ * string, even at the text's end. */
+static void compile_first(struct pattern *p)
 {
     memset(&p->first, 0, sizeof(p->first));
-    bool empty = start_closure(p, true, NULL, NULL, &p->first);
+    bool empty = closure(p, 0, true, NULL, NULL, &p->first) & REACHED_MATCH;
     unsigned count = 0;
     p->first_byte = -1;
     for (unsigned b = 0; b < 256; b++)
@@ -653,11 +664,42 @@ static int compile_start(struct pattern *p)
     if (count != 1)
         p->first_byte = -1;
     p->skip = !empty && count < 256;
-    p->start = malloc(p->n_insns * sizeof(*p->start));
-    if (!p->start)
+}
+
+/* Fills p->next and p->follow: for each consuming instruction, the consuming
+ * instructions a thread reaches once past it, when that does not depend on the position
+ * (no `$` on the way; `^` never passes there) and no MATCH is on the way. The start's
+ * list inside the text is the same at every position: no `^` nor `$` passes. The lists
+ * share a budget of FOLLOW_PER_INSN entries an instruction; past it, the matcher follows
+ * the jumps itself (PATTERN_NEXT_DYNAMIC). */
+#define FOLLOW_PER_INSN 8
+static int compile_follow(struct pattern *p)
+{
+    unsigned n = p->n_insns, budget = FOLLOW_PER_INSN * n, used = 0;
+    p->next = calloc(n, sizeof(*p->next));
+    p->follow = malloc(budget * sizeof(*p->follow));
+    uint16_t *list = malloc(n * sizeof(*list));
+    if (!p->next || !p->follow || !list) {
+        free(list);
         return -1;
-    struct pattern_set unused = {{0}};
-    start_closure(p, false, p->start, &p->n_start, &unused);
+    }
+    unsigned k = 0;
+    closure(p, 0, false, list, &k, NULL); /* at most n: each instruction once */
+    p->start = list;
+    p->n_start = k;
+    uint16_t tmp[PATTERN_MAX_INSNS];
+    for (unsigned pc = 0; pc < n; pc++) {
+        uint8_t op = p->prog[pc].op;
+        p->next[pc].dynamic = 1;
+        if (op != OP_BYTE && op != OP_ANY && op != OP_CLASS)
+            continue;
+        unsigned m = 0;
+        if (closure(p, pc + 1, false, tmp, &m, NULL) != 0 || used + m > budget)
+            continue;
+        memcpy(p->follow + used, tmp, m * sizeof(tmp[0]));
+        p->next[pc] = (struct pattern_next){.at = used, .n = (uint16_t)m, .dynamic = 0};
+        used += m;
+    }
     return 0;
 }
 
@@ -713,7 +755,9 @@ int pattern_compile(struct pattern *p, const char *re, bool icase, char *err, si
     } else {
         free(ps.sets);
     }
-    if (rc == 0 && compile_start(p) < 0) {
+    if (rc == 0)
+        compile_first(p);
+    if (rc == 0 && compile_follow(p) < 0) {
         pattern_free(p);
         snprintf(err, len, "out of memory");
         rc = -1;
@@ -726,6 +770,8 @@ void pattern_free(struct pattern *p)
     free(p->prog);
     free(p->sets);
     free(p->start);
+    free(p->next);
+    free(p->follow);
     memset(p, 0, sizeof(*p));
 }
 
@@ -774,18 +820,27 @@ static bool add_thread(const struct vm *vm, struct thread_list *l, unsigned pc, 
     return false;
 }
 
-/* The threads of a match beginning inside the text, as add_thread would find them from
- * the start (which cannot reach MATCH there: it would have at the text's start). */
-static void add_start(const struct vm *vm, struct thread_list *l)
+/* Adds a precomputed list of threads (pattern.start, pattern.follow), each once. */
+static void add_list(const struct vm *vm, struct thread_list *l, const uint16_t *pcs,
+                     unsigned n)
 {
-    const struct pattern *p = vm->p;
-    for (unsigned k = 0; k < p->n_start; k++) {
-        unsigned t = p->start[k];
+    for (unsigned k = 0; k < n; k++) {
+        unsigned t = pcs[k];
         if (!(vm->seen[t >> 6] >> (t & 63) & 1)) {
             vm->seen[t >> 6] |= (uint64_t)1 << (t & 63);
             l->pc[l->n++] = (uint16_t)t;
         }
     }
+}
+
+/* Advances the thread at pc past the byte it took, to position i. True on a match. */
+static bool advance(const struct vm *vm, struct thread_list *l, unsigned pc, size_t i)
+{
+    const struct pattern_next *f = &vm->p->next[pc];
+    if (f->dynamic)
+        return add_thread(vm, l, pc + 1, i);
+    add_list(vm, l, vm->p->follow + f->at, f->n);
+    return false;
 }
 
 static bool consumes(const struct pattern *p, const struct pattern_insn *in, unsigned char c)
@@ -830,8 +885,7 @@ bool pattern_search(const struct pattern *p, const char *s, size_t len)
         memset(seen, 0, sizeof(seen));
         next.n = 0;
         for (unsigned k = 0; k < cur.n; k++)
-            if (consumes(p, &p->prog[cur.pc[k]], c) &&
-                add_thread(&vm, &next, cur.pc[k] + 1u, i + 1))
+            if (consumes(p, &p->prog[cur.pc[k]], c) && advance(&vm, &next, cur.pc[k], i + 1))
                 return true;
         size_t at = i + 1;
         if (!p->anchored && next.n == 0 && p->skip) { /* nothing under way: skip ahead */
@@ -841,7 +895,7 @@ bool pattern_search(const struct pattern *p, const char *s, size_t len)
             i = at - 1;
         }
         if (!p->anchored && at < len)
-            add_start(&vm, &next);
+            add_list(&vm, &next, p->start, p->n_start);
         else if (!p->anchored && add_thread(&vm, &next, 0, at))
             return true;
         struct thread_list t = cur;

@@ -44,6 +44,14 @@ struct pattern_set {
     uint64_t bits[4]; /* byte b is in the set when bit b is */
 };
 
+/* Where a thread goes once past a consuming instruction: follow[at, at + n), or, when
+ * dynamic, wherever the jumps from the next instruction lead at that position. */
+struct pattern_next {
+    uint32_t at;
+    uint16_t n;
+    uint16_t dynamic;
+};
+
 struct pattern {
     struct pattern_insn *prog;
     unsigned n_insns;
@@ -61,6 +69,8 @@ struct pattern {
      * nor at its end) begins with: added at each position without following the jumps. */
     uint16_t *start;
     unsigned n_start;
+    struct pattern_next *next; /* per instruction */
+    uint16_t *follow;          /* the lists of next */
 };
 
 /* Compile re (NUL-terminated); icase folds ASCII letters. Returns 0, or -1 with a message
