@@ -21,9 +21,9 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A connection's thread: the request path keeps ~17 KiB of buffer on the stack and calls
- * zlib and libmagic (glibc's regex allocas up to a quarter of the stack); AddressSanitizer
- * makes every frame larger. */
+/* A connection's thread: the request path keeps ~17 KiB of buffer on the stack, matches
+ * regex locations with up to ~12 KiB of thread lists there (pattern.h) and calls zlib and
+ * libmagic; AddressSanitizer makes every frame larger. */
 #if defined(__SANITIZE_ADDRESS__)
 #define LF_CONN_STACK_BYTES (1024 * 1024)
 #elif defined(__has_feature)

@@ -212,8 +212,8 @@ static const struct site_server *server_for(const struct module_chain *c,
 
 /* --- the location memo -------------------------------------------------------------------
  *
- * A server with regex locations pays a regexec for each, in file order, for most paths
- * (glibc's costs about a thousand instructions a call). A thread remembers its last
+ * A server with regex locations pays a pattern_search for each, in file order, for most
+ * paths (a pass over the path per regex). A thread remembers its last
  * answers: (build, server, path) -> location, in a small direct-mapped table of its own,
  * so that a path seen again costs a hash and a comparison. The build's id is never
  * reused, so an answer of an older configuration is never taken for a newer one's. Paths

@@ -150,17 +150,14 @@ static int parse_location_args(const struct conf_node *n, struct site_location *
     return 0;
 }
 
-/* Compile a regex location. REG_NOSUB: nothing reads captures yet, and regexec without
- * them is cheaper. */
+/* Compile a regex location. */
 static int compile_location(struct site_location *loc, struct conf_reader *r)
 {
-    int flags = REG_EXTENDED | REG_NOSUB | (loc->match == SITE_REGEX_ICASE ? REG_ICASE : 0);
-    int rc = regcomp(&loc->re, loc->pattern, flags);
-    if (rc == 0)
-        return 0;
     char why[256];
-    regerror(rc, &loc->re, why, sizeof(why));
-    loc->match = SITE_PREFIX; /* nothing compiled: nothing to regfree */
+    if (pattern_compile(&loc->re, loc->pattern, loc->match == SITE_REGEX_ICASE, why,
+                        sizeof(why)) == 0)
+        return 0;
+    loc->match = SITE_PREFIX; /* nothing compiled: nothing to free */
     return conf_error(r, loc->node->line, "location: invalid regular expression \"%s\": %s",
                       loc->pattern, why);
 }
@@ -482,7 +479,7 @@ void site_set_free(struct site_set *set)
             free(s->names[k].text);
         for (unsigned k = 0; k < s->n_locations; k++)
             if (is_regex(s->locations[k].match))
-                regfree(&s->locations[k].re);
+                pattern_free(&s->locations[k].re);
         free(s->names);
         free(s->locations);
         free(s->exact); /* the four indexes are one allocation */
@@ -591,14 +588,6 @@ const struct site_server *site_server_for(const struct site_set *set,
     return g->default_server ? g->default_server : g->servers[0];
 }
 
-/* Does the regex match the whole of path[0, len)? REG_STARTEND: the length, not a NUL,
- * bounds it. */
-static bool regex_matches(const struct site_location *l, const char *path, size_t len)
-{
-    regmatch_t m = {.rm_so = 0, .rm_eo = (regoff_t)len};
-    return regexec(&l->re, path, 1, &m, REG_STARTEND) == 0;
-}
-
 const struct site_location *site_location_for(const struct site_server *s, const char *path,
                                               size_t len)
 {
@@ -613,7 +602,7 @@ const struct site_location *site_location_for(const struct site_server *s, const
     if (prefix && prefix->match == SITE_PREFIX_STOP)
         return prefix;
     for (unsigned i = 0; i < s->n_regex; i++)
-        if (regex_matches(s->regex[i], path, len))
+        if (pattern_search(&s->regex[i]->re, path, len))
             return s->regex[i];
     return prefix;
 }

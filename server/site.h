@@ -28,14 +28,15 @@
  *   1. `location = /p`: the path is exactly /p: done;
  *   2. else the longest prefix among `location /p` and `location ^~ /p`; if it is a `^~`
  *      one: done;
- *   3. else the regexes (`~` case-sensitive, `~*` not; POSIX extended), in file order: the
- *      first that matches the decoded path;
+ *   3. else the regexes (`~` case-sensitive, `~*` not; POSIX extended with PCRE's \d \w \s
+ *      and (?:...), see pattern.h), in file order: the first that matches the decoded path;
  *   4. else the longest prefix of step 2; NULL when there is none.
  * `location @name` is never matched by a path: only site_named_location finds it.
  * Prefixes compare bytes, with case, as nginx on Linux. Nested locations are refused.
  *
  * Checked at load, each with FILE:LINE: a duplicate location in a server (`/a` and `^~ /a`
- * are duplicates, as in nginx: both are the prefix /a), an invalid regex (regerror's text),
+ * are duplicates, as in nginx: both are the prefix /a), an invalid or unsupported regex
+ * (pattern_compile's message: what and where),
  * two `default_server` on one address, `location` outside a server, `server` inside one,
  * `listen` parameters other than `default_server`, malformed server names.
  *
@@ -44,14 +45,13 @@
  * (a short list: a hash would only pay for hundreds of names). Locations: exact ones
  * scanned, prefixes kept sorted longest first so the first that matches is the answer
  * (a dozen memcmp of a few bytes; nginx's prefix tree pays for thousands). Regexes are
- * regexec calls, in file order, and only reached when no `=` or `^~` decides first: the C
- * library's regexec is the one cost here that is not ours (glibc's allocates scratch
- * space and serialises callers of one compiled pattern on a lock inside it).
+ * pattern_search calls, in file order, and only reached when no `=` or `^~` decides
+ * first: our own matcher (pattern.c), compiled at load, which simulates the pattern's
+ * automaton on the stack: no allocation, no lock, time linear in the path.
  */
 #ifndef LFHTTPD_SITE_H
 #define LFHTTPD_SITE_H
 
-#include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
@@ -59,6 +59,7 @@
 #include "config.h"
 #include "directive.h"
 #include "http_parse.h"
+#include "pattern.h"
 
 enum site_match {
     SITE_PREFIX,      /* location /p */
@@ -76,7 +77,7 @@ struct site_location {
     enum site_match match;
     const char *pattern; /* as written, without the modifier ("@app" keeps its '@') */
     size_t pattern_len;
-    regex_t re;          /* SITE_REGEX, SITE_REGEX_ICASE: compiled at load */
+    struct pattern re;   /* SITE_REGEX, SITE_REGEX_ICASE: compiled at load */
     const struct conf_node *node;  /* the `location` statement: its line, for messages */
     const struct conf_node *first; /* its first statement inside, NULL for `{ }` */
     const struct site_server *server;

@@ -83,3 +83,38 @@ def test_requests_over_several_connections_do_not_allocate_per_request(counted, 
         run(c, 2500)
     after = allocations(counter)
     assert after - before < 50, f"{after - before} allocations over 10,000 requests"
+
+
+def test_regex_locations_do_not_allocate_per_request(start_server, docroot, tmp_path, connect):
+    """Requests whose path goes through three regex locations, each path too long for the
+    threads' memo of recent answers (112 bytes), so that every request runs the regexes:
+    matching them allocates nothing (the C library's regexec allocated on every call)."""
+    if SANITIZED:
+        pytest.skip("the sanitizers replace malloc, so there is nothing to count " + BY_DESIGN)
+    lib = alloc_counter()
+    name = "p" * 120 + ".html"
+    (docroot / name).write_bytes(b"x" * 1024)
+    counter = tmp_path / "allocs"
+    s = start_server(docroot, "access_log off;\nkeepalive_requests 0;\n"
+                     "server {\n"
+                     "  location ~* \\.(png|jpe?g|gif|svg|woff2?)$ { expires 30d; }\n"
+                     "  location ~ ^/users/[0-9]+$ { return 204; }\n"
+                     "  location ~ /\\.(git|ht) { return 403; }\n"
+                     "  location / { }\n"
+                     "}\n",
+                     env={"LD_PRELOAD": lib, "LFHTTPD_ALLOC_COUNTER": str(counter)})
+    req = f"GET /{name} HTTP/1.1\r\nHost: t\r\n\r\n".encode()
+    c = connect(s, timeout=10)
+
+    def run_long(n, batch=100):
+        for _ in range(n // batch):
+            c.send(req * batch)
+            for _ in range(batch):
+                st, _, body, _ = c.read_response()
+                assert st == 200 and len(body) == 1024
+
+    run_long(500)
+    before = allocations(counter)
+    run_long(5000)
+    after = allocations(counter)
+    assert after - before < 50, f"{after - before} allocations over 5,000 requests"

@@ -4,7 +4,6 @@
 #define TEST_MAIN
 #include "test.h"
 
-#include <regex.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -519,16 +518,27 @@ TEST(exact_and_prefix_location_of_one_uri_may_coexist)
     site_set_free(set);
 }
 
-TEST(invalid_regex_is_reported_with_regerror_text)
+TEST(invalid_regex_is_reported_with_what_and_where)
 {
-    regex_t re;
-    char why[256], want[512];
-    int rc = regcomp(&re, "a(", REG_EXTENDED | REG_NOSUB);
-    CHECK(rc != 0);
-    regerror(rc, &re, why, sizeof(why));
-    snprintf(want, sizeof(want),
-             "site.conf:2: location: invalid regular expression \"a(\": %s", why);
-    CHECK(refused_with("server {\n location ~ a( { }\n}\n", want));
+    CHECK(refused_with("server {\n location ~ a( { }\n}\n",
+                       "site.conf:2: location: invalid regular expression \"a(\": unmatched '(' "
+                       "at 1"));
+}
+
+TEST(unsupported_regex_is_refused_not_guessed)
+{
+    CHECK(refused_with("server {\n location ~ (?i)\\.png$ { }\n}\n",
+                       "site.conf:2: location: invalid regular expression \"(?i)\\.png$\": "
+                       "unsupported group '(?i' at 0 (only (?:...) is)"));
+}
+
+TEST(pcre_shorthand_regex_location_matches)
+{
+    struct site_set *set = build("server { location ~ ^/users/\\d+$ { R; } }");
+    CHECK(set);
+    CHECK(loc_is(set, "/users/42", "R"));
+    CHECK(loc_at(set, "/users/x") == NULL);
+    site_set_free(set);
 }
 
 TEST(two_default_servers_on_one_address_are_an_error)
