@@ -169,10 +169,11 @@ struct level_root {
 
 struct vars_value;
 
-/* `error_page CODE... [=ANSWER] URI`, one code each. */
+/* `error_page CODE... [=[ANSWER]] URI`, one code each. */
+#define LEVEL_ANSWER_OWN (-2) /* a bare "=": whatever the page answers */
 struct level_error_page {
     int status;
-    int answer;                  /* =ANSWER, or 0: the original status */
+    int answer; /* =ANSWER; 0: the original status; LEVEL_ANSWER_OWN: the page's own */
     const struct vars_value *uri;
 };
 

@@ -166,8 +166,9 @@ static int read_error_pages(struct level_build *b, struct module_level *l,
         const char *a = s->args[codes - 1];
         if (a[0] == '=') {
             codes--;
-            answer = parse_status(a + 1, 200, 599);
-            if (answer < 0 || codes == 0)
+            /* A bare "=": the page's own answer, as nginx's `error_page 404 = /x;`. */
+            answer = a[1] ? parse_status(a + 1, 200, 599) : LEVEL_ANSWER_OWN;
+            if (answer == -1 || codes == 0)
                 return conf_error(&b->r, s->line, "error_page: invalid answer \"%s\"", a);
         }
         const struct vars_value *uri;

@@ -564,7 +564,8 @@ static const struct level_error_page *error_page_for(const struct module_level *
 static void answer_error_page(const struct module_chain *c, struct request *req,
                               struct response *resp, const struct level_error_page *p)
 {
-    int status = resp->status, answer = p->answer ? p->answer : status;
+    bool own = p->answer == LEVEL_ANSWER_OWN;
+    int status = resp->status, answer = p->answer > 0 ? p->answer : status;
     char buf[REQUEST_PATH_MAX];
     struct vars_source src;
     module_vars_source(req, &src);
@@ -583,7 +584,7 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
     resp_file_close(resp);
     resp_body_clear(resp);
     if (buf[0] != '/' && buf[0] != '@') { /* a URL: a redirect, 302 unless =ANSWER says */
-        resp_error(resp, p->answer && p->answer != status ? p->answer : 302);
+        resp_error(resp, p->answer > 0 && p->answer != status ? p->answer : 302);
         resp_header(resp, "Location", buf);
         return;
     }
@@ -614,17 +615,16 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
         rc = route_from(c, &r, named);
     if (!rc) {
         handle(c, &r, resp);
-        if (resp->streaming || resp->status != 200) {
+        if (resp->streaming || (resp->status != 200 && !own)) {
             resp_file_close(resp);
             resp_body_clear(resp);
             rc = answer;
         }
     }
-    if (rc) {
+    if (rc)
         resp_error(resp, answer);
-    } else if (answer != 200) {
+    else if (!own && answer != 200)
         resp_set_status(resp, answer);
-    }
     if (challenge[0] && answer == 401)
         resp_header(resp, "WWW-Authenticate", challenge);
     r.http = req->http; /* h is gone on return */

@@ -427,6 +427,8 @@ def error_pages(start_server, docroot, tmp_path):
                         f'server {{\n  root "{root}";\n'
                         "  error_page 404 /404.html;\n"
                         "  location /ok200/ { error_page 404 =200 /404.html; }\n"
+                        "  location /own/ { error_page 404 = /own-answer; }\n"
+                        "  location = /own-answer { return 302 /elsewhere; }\n"
                         "  location /nopage/ { error_page 404 /not-there.html; }\n"
                         "  location /tried/ { error_page 404 /tried/missing.html; "
                         "try_files $uri =404; }\n"
@@ -444,6 +446,13 @@ def test_error_page_is_served_with_the_original_status(error_pages):
 
 def test_error_page_with_equals_200_answers_200(error_pages):
     assert get(error_pages.port, "/ok200/missing")[:3:2] == (200, b"custom not found\n")
+
+
+def test_error_page_with_a_bare_equals_sends_the_pages_own_answer(error_pages):
+    """nginx's `error_page 404 = /x;`: the status is the page's (here a redirect)."""
+    status, headers, _ = get(error_pages.port, "/own/missing")
+    assert status == 302
+    assert headers["location"] == f"http://t:{error_pages.port}/elsewhere"
 
 
 def test_missing_error_page_gives_the_plain_error(error_pages):
