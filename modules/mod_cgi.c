@@ -444,7 +444,7 @@ int cgi_env_build(const struct request *req, const struct cgi_vars *v, struct cg
         env_append(&b, v->path_info.p, v->path_info.len);
         env_end(&b);
     }
-    env_put(&b, "QUERY_STRING", h->query.p, h->query.len);
+    env_put(&b, "QUERY_STRING", req->args.p, req->args.len);
     snprintf(num, sizeof(num), "%u", addr_text(req->peer, addr, sizeof(addr), false));
     env_puts(&b, "REMOTE_ADDR", addr);
     env_puts(&b, "REMOTE_PORT", num);

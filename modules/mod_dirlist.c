@@ -656,7 +656,7 @@ static enum mod_result dirlist_handle(void *state, const struct request *req,
         return MOD_DECLINED;
     }
 
-    bool json = http_query_has(h->query, "format", "json");
+    bool json = http_query_has(req->args, "format", "json");
     char where[REQUEST_PATH_MAX + 1];
     size_t where_len = 1;
     where[0] = json ? 'J' : 'H';

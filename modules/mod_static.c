@@ -381,19 +381,18 @@ static void serve_index(struct static_state *s, const struct request *req,
  * header. A Location too long for the response head is a 414. */
 static void redirect_slash(const struct request *req, struct response *resp)
 {
-    const struct http_request *h = req->http;
     char loc[2048];
     long n = http_path_encode(req->path, req->path_len, loc, sizeof(loc) - 2);
-    size_t q = h->has_query ? h->query.len + 1 : 0;
+    size_t q = req->has_args ? req->args.len + 1 : 0;
     if (n < 0 || (size_t)n + 1 + q >= sizeof(loc)) {
         resp_error(resp, 414);
         return;
     }
     loc[n++] = '/';
-    if (h->has_query) {
+    if (req->has_args) {
         loc[n++] = '?';
-        memcpy(loc + n, h->query.p, h->query.len); /* visible ASCII, checked by the parser */
-        n += (long)h->query.len;
+        memcpy(loc + n, req->args.p, req->args.len); /* visible ASCII: parser or set_path */
+        n += (long)req->args.len;
     }
     loc[n] = '\0';
     module_redirect(req, resp, 301, loc);

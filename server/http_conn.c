@@ -198,6 +198,8 @@ static void request_init(struct conn *c, const struct http_request *h, struct re
         .cfg = &c->gen->cfg,
         .root_fd = c->gen->root_fd,
         .root_real = c->gen->root_real,
+        .args = h->query,
+        .has_args = h->has_query,
         .file = path,
         .level = c->gen->chain.levels,
         .server = conn_shared(c)->server,

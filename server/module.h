@@ -64,6 +64,8 @@ struct request {
     const char *root_real; /* its real path, for open_beneath() */
     unsigned root_id;      /* the root's number in the generation: caches keyed by a path
                               beneath the root put it in their keys */
+    struct http_slice args; /* the query: the request's, or a try_files or error_page */
+    bool has_args;          /* URI's "?..." (visible ASCII; anything else %XX-encoded) */
     const char *file;      /* the path beneath the root ("/..."): path, or under `alias` */
     size_t file_len;       /* what follows the location's prefix */
     /* The settings of the block that answers: the location, else the server, else the

@@ -42,6 +42,7 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .local = req->local,
         .server_name = s && s->n_names && s->names[0].kind == SITE_NAME_EXACT
                            ? s->names[0].text : NULL,
+        .args = &req->args,
     };
 }
 
@@ -127,18 +128,40 @@ static bool clean_path(const char *p, size_t n)
     return true;
 }
 
-/* Make `uri` (an expanded value, possibly with "?args", which are dropped: the request's
- * own stay) the request's path. False if it is not a clean path or too long. */
+/* Make `uri` (an expanded value) the request's path; "?args" in it replace the request's
+ * arguments, as nginx's internal redirects do (without them the request's own stay). The
+ * arguments are kept after the path in its buffer, any byte that is not visible ASCII (or
+ * is '#') %XX-encoded: they go into a Location and a CGI environment. False if the path is
+ * not clean or the two do not fit. */
 static bool set_path(struct request *req, const char *uri, size_t n)
 {
     const char *q = memchr(uri, '?', n);
-    if (q)
-        n = (size_t)(q - uri);
-    if (n >= REQUEST_PATH_MAX || !clean_path(uri, n))
+    size_t pl = q ? (size_t)(q - uri) : n;
+    if (pl >= REQUEST_PATH_MAX || !clean_path(uri, pl))
         return false;
-    memmove(req->path, uri, n);
-    req->path[n] = '\0';
-    req->path_len = n;
+    memmove(req->path, uri, pl);
+    req->path[pl] = '\0';
+    req->path_len = pl;
+    if (!q)
+        return true;
+    static const char hex[] = "0123456789ABCDEF";
+    char *out = req->path + pl + 1;
+    size_t room = REQUEST_PATH_MAX - pl - 1, k = 0;
+    for (const char *p = q + 1; p < uri + n; p++) {
+        unsigned char c = (unsigned char)*p;
+        bool plain = c > 0x20 && c < 0x7f && c != '#';
+        if (k + (plain ? 1 : 3) > room)
+            return false;
+        if (plain) {
+            out[k++] = (char)c;
+        } else {
+            out[k++] = '%';
+            out[k++] = hex[c >> 4];
+            out[k++] = hex[c & 15];
+        }
+    }
+    req->args = (struct http_slice){out, k};
+    req->has_args = true;
     return true;
 }
 

@@ -255,7 +255,7 @@ static void put_variable(struct sink *s, enum var_id id, const struct vars_sourc
     switch (id) {
     case VAR_URI: v = (struct http_slice){src->uri, src->uri ? src->uri_len : 0}; break;
     case VAR_REQUEST_URI: v = h ? request_uri_of(h) : v; break;
-    case VAR_ARGS: v = h ? h->query : v; break;
+    case VAR_ARGS: v = src->args ? *src->args : h ? h->query : v; break;
     case VAR_HOST: put(s, host_of(src).p, host_of(src).len, esc, true); return;
     case VAR_SCHEME: v = (struct http_slice){"http", 4}; break;
     case VAR_REMOTE_ADDR: v.len = remote_addr_of(src->peer, tmp, sizeof(tmp)); break;

@@ -46,6 +46,7 @@ struct vars_source {
     const struct sockaddr *peer;  /* the client (NULL: $remote_addr is empty) */
     const struct sockaddr *local; /* the listener's address (NULL: $server_port is empty) */
     const char *server_name;      /* $host without a Host; NULL: "" (nginx's default name) */
+    const struct http_slice *args; /* $args; NULL: the request's query */
 };
 
 struct vars_value; /* opaque: one allocation, read-only once compiled */

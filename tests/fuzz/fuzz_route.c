@@ -354,6 +354,8 @@ static struct answer serve(struct generation *g, const struct probe *p)
         .cfg = &g->cfg,
         .root_fd = g->root_fd,
         .root_real = g->root_real,
+        .args = h.query,
+        .has_args = h.has_query,
         .file = path,
         .file_len = (size_t)n,
         .level = g->chain.levels,

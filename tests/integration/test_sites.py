@@ -787,3 +787,33 @@ def test_error_page_url_cannot_be_split_by_a_decoded_crlf(redirects):
     assert status == 302
     assert "x-injected" not in headers
     assert headers["location"] == "https://example.org/missing/nothing%0D%0AX-Injected: yes"
+
+
+# ---------------------------------------------------------------- arguments on redirects
+
+
+@pytest.fixture
+def args_site(start_server, docroot, tmp_path):
+    root = site_dir(tmp_path, "site", {"sub/index.html": "sub\n"})
+    return start_server(docroot, conf=top(docroot) +
+                        f'server {{\n  root "{root}";\n'
+                        "  location / { try_files $uri /show?from=$uri; }\n"
+                        "  location = /show { return 200 \"args=$args\"; }\n"
+                        "  location /keep/ { try_files $uri /show; }\n"
+                        "}\n")
+
+
+def test_try_files_uri_with_args_replaces_the_requests_args(args_site):
+    status, _, body = get(args_site.port, "/missing?x=1")
+    assert (status, body) == (200, b"args=from=/missing")
+
+
+def test_try_files_uri_without_args_keeps_the_requests_args(args_site):
+    status, _, body = get(args_site.port, "/keep/missing?x=1")
+    assert (status, body) == (200, b"args=x=1")
+
+
+def test_args_from_a_decoded_uri_are_percent_encoded(args_site):
+    """A space or a CR decoded from the path cannot enter the arguments as it is."""
+    status, _, body = get(args_site.port, "/a%20b%0d")
+    assert (status, body) == (200, b"args=from=/a%20b%0D")

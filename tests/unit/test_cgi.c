@@ -189,6 +189,8 @@ static int build(const char *raw, const char *body, size_t script_len)
         .http = &ec.http,
         .path = ec.path,
         .path_len = (size_t)n,
+        .args = ec.http.query,
+        .has_args = ec.http.has_query,
         .peer = (const struct sockaddr *)&ec.peer,
         .local = (const struct sockaddr *)&ec.local,
         .body = body,

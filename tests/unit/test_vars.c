@@ -24,7 +24,7 @@ static struct vars_source source(const char *head, const char *uri)
     inet_pton(AF_INET, "192.0.2.7", &peer.sin_addr);
     local = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(8080)};
     return (struct vars_source){&parsed, uri, strlen(uri), (struct sockaddr *)&peer,
-                                (struct sockaddr *)&local, "fallback.example"};
+                                (struct sockaddr *)&local, "fallback.example", NULL};
 }
 
 #define GET_HOST "GET /a/b?x=1&y=2 HTTP/1.1\r\nHost: WWW.Example.ORG.:8080\r\n\r\n"
