@@ -256,11 +256,8 @@ static int parse_bracket(struct parser *ps)
     if (node < 0 || set < 0)
         return NO_NODE;
     struct pattern_set *s = &ps->sets[set];
-    if (peek(ps) == ']') { /* first: the character itself */
-        set_add(s, ']');
-        ps->pos++;
-    }
-    while (peek(ps) != ']') {
+    /* A ']' first is the character itself, and may begin a range (`[]-c]`). */
+    for (bool first = true; first || peek(ps) != ']'; first = false) {
         if (peek(ps) == '\0')
             return fail(ps, "unmatched '[' at %zu", open);
         if (bracket_item(ps, s) < 0)

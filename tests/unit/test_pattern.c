@@ -112,6 +112,15 @@ TEST(bracket_ranges_negation_and_a_leading_close_bracket)
     CHECK(search("^[a-]$", "-"));
 }
 
+TEST(a_close_bracket_first_may_begin_a_range)
+{
+    /* POSIX: `[]-c]` is the range from ']' to 'c' (0x5d..0x63), as glibc reads it. */
+    CHECK(search("^[]-c]$", "a"));
+    CHECK(search("^[]-c]$", "]"));
+    CHECK(!search("^[]-c]$", "-"));
+    CHECK(!search("^[^]-c:digiv:]", "a-[:digiv:]"));
+}
+
 TEST(bracket_named_classes)
 {
     CHECK(search("^[[:alpha:]]+$", "abcXYZ"));
@@ -356,7 +365,7 @@ static const struct case_ cases[] = {
     T("^[[:upper:]]", 0, "abc"), T("^[[:lower:]]+$", 0, "abc"), T("^[[:punct:]]+$", 0, "/.-"),
     T("^[[:xdigit:]]+$", 0, "DEADbeef"), T("^[[:xdigit:]]+$", 0, "xyz"), T("^[[:alnum:]]+$", 0, "a1"),
     T("[^a-z0-9/._-]", 0, "/ok/path-1.txt"), T("[^a-z0-9/._-]", 0, "/Bad"),
-    T("^[]a]+$", 0, "]a]"), T("^[^]a]+$", 0, "bc"), T("^[^]a]+$", 0, "b]"), T("^[a-]+$", 0, "a-a"),
+    T("^[]a]+$", 0, "]a]"), T("^[]-c]+$", 0, "]^_`ab"), T("^[^]-c]+$", 0, "-d"), T("^[^]a]+$", 0, "bc"), T("^[^]a]+$", 0, "b]"), T("^[a-]+$", 0, "a-a"),
     T("^[-a]+$", 0, "-a"), T("^.$", 0, "\n"), T("^.$", 0, "x"), T("^.$", 0, "xy"),
     T("a|b|c", 0, "zzc"), T("a|b|c", 0, "zzz"), T("^(a|ab)(c|bcd)(d*)$", 0, "abcd"),
     T("(a|b)*c", 0, "ababc"), T("(a|b)*c", 0, "abab"), T("^(a+|b+)*$", 0, "aabba"),
