@@ -60,7 +60,7 @@ def threads_named(pid, pattern):
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             comm = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # the thread ended since the listing
             continue
         if re.fullmatch(pattern, comm):
             names.append(comm)
