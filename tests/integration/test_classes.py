@@ -26,7 +26,7 @@ def threads_by_class(pid):
         try:
             comm = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
             stat = open(f"/proc/{pid}/task/{tid}/stat").read()
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # the thread ended meanwhile
             continue
         m = re.match(r"(.+)-(\d+)$", comm)
         if not m:
