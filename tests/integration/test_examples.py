@@ -24,7 +24,7 @@ import urllib.request
 
 import pytest
 
-from conftest import BIN, NGINX, ROOT, Launched, check_clean_exit, scaled, wait_until
+from conftest import BIN, NGINX, ROOT, Launched, Nginx, check_clean_exit, scaled, wait_until
 
 EXAMPLES = os.path.join(ROOT, "conf", "examples")
 NAMES = ["spa", "two-sites", "static-assets", "private-area", "office-only"]
@@ -47,64 +47,13 @@ def free_port():
 # ---------------------------------------------------------------- the two servers
 
 
-class NginxHttp:
-    """nginx in the foreground with `text` as the body of its http { } block, stopped by
-    PID. Paths under conf/examples/ are made absolute."""
-
-    def __init__(self, dirpath, name, edit):
-        self.dir = str(dirpath)
-        os.makedirs(self.dir, exist_ok=True)
-        self.host = "127.0.0.1"
-        for attempt in range(3):  # the port picked may be taken before nginx binds it
-            self.port = free_port()
-            text = edit(example_text(name, self.port)).replace(
-                "conf/examples/", EXAMPLES + "/")
-            conf = os.path.join(self.dir, "nginx.conf")
-            with open(conf, "w") as f:
-                f.write(self.config(text))
-            self.proc = subprocess.Popen([NGINX, "-p", self.dir + "/", "-c", conf],
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                         start_new_session=True)
-            if wait_until(lambda: self.proc.poll() is not None or self.answers(), scaled(10)) \
-                    and self.proc.poll() is None:
-                return
-            self.stop()
-        raise RuntimeError("nginx did not start: " + self.log())
-
-    def config(self, text):
-        d = self.dir
-        temp = "".join(f"    {k}_temp_path {d}/{k};\n"
-                       for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-        return (f"daemon off;\nmaster_process off;\npid {d}/nginx.pid;\n"
-                f"error_log {d}/error.log info;\n"
-                + ("user root;\n" if os.geteuid() == 0 else "") +
-                "events { worker_connections 64; }\n"
-                "http {\n    include /etc/nginx/mime.types;\n"
-                "    default_type application/octet-stream;\n"
-                f"    access_log off;\n{temp}{text}\n}}\n")
-
-    def answers(self):
-        try:
-            socket.create_connection((self.host, self.port), timeout=1).close()
-            return True
-        except OSError:
-            return False
-
-    def log(self):
-        try:
-            with open(os.path.join(self.dir, "error.log")) as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=scaled(10))
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+def nginx_text(name, edit):
+    """The example as the body of nginx's http { } block: its listen on {port0} (conftest's
+    Nginx picks the port), paths under conf/examples/ made absolute (nginx resolves relative
+    ones against its prefix), and nginx's own type table."""
+    text = edit(example_text(name, "{port0}")).replace("conf/examples/", EXAMPLES + "/")
+    return ("    include /etc/nginx/mime.types;\n"
+            "    default_type application/octet-stream;\n" + text + "\n")
 
 
 def start_lfhttpd(dirpath, name, edit):
@@ -125,13 +74,13 @@ def start_example(kind, where, name, edit=None):
     if kind == "nginx":
         if not NGINX:
             pytest.fail("nginx is not installed (make check-deps installs nginx-light)")
-        return NginxHttp(where, name, edit)
+        return Nginx(where, None, nginx_text(name, edit), http=True)
     return start_lfhttpd(where, name, edit)
 
 
 def stop_example(s):
     """Stop by PID; lfhttpd must exit 0."""
-    if isinstance(s, NginxHttp):
+    if isinstance(s, Nginx):
         s.stop()
     else:
         check_clean_exit(s)
