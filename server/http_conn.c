@@ -83,6 +83,11 @@ static void collect_free(struct http_shared *shared, struct conn_collect *k)
     free(k);
 }
 
+void http_conn_body_free(struct http_shared *shared, void *body_owner)
+{
+    collect_free(shared, body_owner);
+}
+
 /* A body starts: its deadline by client_body_min_rate runs from now. */
 static void body_start(struct conn *c)
 {
@@ -532,7 +537,10 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
         c->body_mode = CONN_BODY_NONE; /* closing: the rest of the body is drained, not parsed */
     respond(c, req, &r, status, &resp);
     if (resp.streaming) {
-        http_stream_start(c, &resp, req, buf + *pos, len - *pos);
+        if (resp.proxy)
+            http_proxy_start(c, &resp, &r, buf + *pos, len - *pos, NULL);
+        else
+            http_stream_start(c, &resp, req, buf + *pos, len - *pos);
         return false;
     }
     bool go_on = send_and_continue(c, &resp, buf + *pos, len - *pos);
@@ -564,6 +572,10 @@ static void serve_collected(struct conn *c)
     r.body_len = k->body_len;
     respond(c, &req, &r, status, &resp);
     c->collect = NULL;
+    if (resp.streaming && resp.proxy) { /* the proxy sends the body on: it keeps k */
+        http_proxy_start(c, &resp, &r, NULL, 0, k);
+        return;
+    }
     if (resp.streaming) { /* the handler has the body by now (a CGI script's stdin) */
         http_stream_start(c, &resp, &req, NULL, 0);
         collect_free(host->shared, k);
@@ -822,6 +834,10 @@ static void http_conn_event(struct lf_handle *h, uint32_t events)
             http_stream_resume(c);
             return;
         }
+        if (c->proxy) { /* likewise, of an upstream's answer */
+            http_proxy_resume(c);
+            return;
+        }
         if (c->close_after_send) {
             conn_linger(c);
             return;
@@ -836,6 +852,8 @@ static void http_conn_closed(struct conn *c)
 {
     if (c->stream)
         http_stream_abort(c);
+    if (c->proxy)
+        http_proxy_abort(c);
     if (c->collect)
         collect_free(conn_shared(c), c->collect);
     c->collect = NULL;

@@ -1,5 +1,5 @@
-/* http_private.h — what http_conn.c and http_stream.c, the two halves of the HTTP state
- * machine, call of each other. Nobody else includes it. */
+/* http_private.h — what http_conn.c and http_stream.c / http_proxy.c, the parts of the HTTP
+ * state machine, call of each other. Nobody else includes it. */
 #ifndef LFHTTPD_HTTP_PRIVATE_H
 #define LFHTTPD_HTTP_PRIVATE_H
 
@@ -58,5 +58,18 @@ void http_stream_start(struct conn *c, struct response *resp, const struct http_
 void http_stream_resume(struct conn *c);
 /* The connection is closing: kill the process, log what was sent, let the stream go. */
 void http_stream_abort(struct conn *c);
+
+struct request;
+/* Start relaying the answer of an upstream server (resp->proxy) for request r, keeping
+ * rest/rest_len for later: the last act of the event. body_owner: the collected body r's
+ * body lies in, which the proxy now owns (NULL: the body, if any, is in the read buffer). */
+void http_proxy_start(struct conn *c, struct response *resp, const struct request *r,
+                      const char *rest, size_t rest_len, void *body_owner);
+/* Go on after a parked part of the answer was sent. */
+void http_proxy_resume(struct conn *c);
+/* The connection is closing: log what was sent, let the upstream connection go. */
+void http_proxy_abort(struct conn *c);
+/* Let go of a collected request body (and the memory it counted). */
+void http_conn_body_free(struct http_shared *shared, void *body_owner);
 
 #endif

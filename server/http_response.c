@@ -160,6 +160,7 @@ void resp_init(struct response *r)
     r->release = NULL;
     r->release_ctx = NULL;
     r->streaming = false;
+    r->proxy = NULL;
     r->chunked = false;
     r->length_known = false;
     r->no_length = false;
@@ -360,7 +361,12 @@ void resp_start(struct response *r, int status)
 
 int resp_header(struct response *r, const char *name, const char *value)
 {
-    size_t nl = strlen(name), vl = strlen(value);
+    return resp_header_n(r, name, strlen(name), value, strlen(value));
+}
+
+int resp_header_n(struct response *r, const char *name, size_t nl, const char *value,
+                  size_t vl)
+{
     if (r->head_len + nl + vl + 4 > sizeof(r->head) - 96) {
         r->overflow = true;
         return -1;
@@ -449,6 +455,13 @@ void resp_stream(struct response *r, const struct resp_stream *s)
     r->status = 200; /* a placeholder: the stream's head decides */
     r->streaming = true;
     r->stream = *s;
+}
+
+void resp_proxy(struct response *r, const struct proxy_params *p)
+{
+    r->status = 200; /* a placeholder: the upstream's head decides */
+    r->streaming = true;
+    r->proxy = p;
 }
 
 void resp_stream_length(struct response *r, uint64_t len)

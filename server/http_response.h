@@ -34,6 +34,7 @@ struct out_seg {
 };
 
 struct response;
+struct proxy_params; /* module.h: the reverse proxy's request (resp_proxy) */
 
 /* A body produced over time by another process (a CGI script): the module starts it and
  * describes it here; the core reads `fd` as it becomes readable, never blocking a thread,
@@ -105,6 +106,8 @@ struct response {
     bool streaming;      /* the body comes from `stream` (resp_stream) */
     bool length_known;   /* for a stream: content_length is the body's length */
     struct resp_stream stream;
+    /* The answer comes from an upstream server (streaming is set too): module.h. */
+    const struct proxy_params *proxy;
 };
 
 /* Prepare a response struct for use (file_fd -1, no release callback, keep_alive off). */
@@ -141,6 +144,9 @@ void resp_start(struct response *r, int status);
 /* Append a header line. Values must not contain CR or LF (callers pass server-made text).
  * Returns 0, or -1 if the head is full (the response then becomes a 500 at finish). */
 int resp_header(struct response *r, const char *name, const char *value);
+/* The same, for a name and a value that are not NUL-ended. */
+int resp_header_n(struct response *r, const char *name, size_t name_len, const char *value,
+                  size_t value_len);
 int resp_headerf(struct response *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Add body bytes that outlive the response (static memory, or scratch). */
@@ -182,6 +188,10 @@ int resp_body_file(struct response *r, int fd, uint64_t off, uint64_t len);
  * s->ops->head on its start, and s->ops->done at its end. The status and headers so far
  * are placeholders: the head parser starts the response again. */
 void resp_stream(struct response *r, const struct resp_stream *s);
+/* The answer comes from an upstream server (module.h's struct proxy_params): the core
+ * connects (or takes a kept connection), sends the request and its body, and relays the
+ * answer as it arrives. */
+void resp_proxy(struct response *r, const struct proxy_params *p);
 /* For a stream's head parser: the body is len bytes long (ignored for statuses that have
  * no body), so it is sent with a Content-Length, not chunked. */
 void resp_stream_length(struct response *r, uint64_t len);

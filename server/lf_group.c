@@ -335,6 +335,11 @@ void lf_group_detach(struct lf_handle *h, bool closing)
         epoll_ctl(g->epfd, EPOLL_CTL_DEL, h->fd, NULL);
 }
 
+void lf_group_remove(struct lf_handle *h)
+{
+    epoll_ctl(h->group->epfd, EPOLL_CTL_DEL, h->fd, NULL);
+}
+
 void lf_thread_setup(struct lf_group *g, const char *prefix, long n)
 {
     char suffix[24], tname[16];

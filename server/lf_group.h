@@ -129,6 +129,11 @@ int lf_group_reactivate(struct lf_handle *h, uint32_t events, bool drained)
  * touching the handle again. */
 void lf_group_detach(struct lf_handle *h, bool closing);
 
+/* Take a handle that is not a connection's (a set of a connection's other descriptors)
+ * out of its handle set, called by the thread processing it: it will not be reported
+ * again, and may be added to a set again later. */
+void lf_group_remove(struct lf_handle *h);
+
 /* Start the threads. Returns 0 or -errno. */
 int lf_group_start(struct lf_group *g);
 /* Ask every thread to leave after its current event, and wait for them (the threads of

@@ -292,6 +292,10 @@ unsigned module_chain_class(const struct module_chain *c, const struct sockaddr 
 void module_redirect(const struct request *req, struct response *resp, int status,
                      const char *location);
 
+/* What module_redirect puts before a path: "http://HOST[:PORT]" into out (NUL-ended), its
+ * length; 0 when redirects stay relative (absolute_redirect off) or it does not fit. */
+size_t module_redirect_base(const struct request *req, char *out, size_t cap);
+
 struct vars_source;
 /* The variables' source for a request (vars.h). */
 void module_vars_source(const struct request *req, struct vars_source *src);
@@ -313,6 +317,51 @@ int module_index_open(const struct request *req, int dirfd, const char *prefix, 
  * "application/octet-stream". */
 const char *module_content_type(const struct request *req, const char *path, int fd,
                                 const struct stat *st);
+
+/* --- the reverse proxy (mod_proxy asks, the core's http_proxy.c does the I/O) ----------- */
+
+struct upstream;
+struct http_response_head;
+
+#define PROXY_NOTE_MAX 640 /* what the module keeps of a request for its answer's head */
+
+/* proxy_next_upstream: when an attempt that failed is tried again on the next server. */
+enum {
+    PROXY_NEXT_ERROR = 1u << 0,   /* could not connect, or the connection failed */
+    PROXY_NEXT_TIMEOUT = 1u << 1, /* a timeout */
+    PROXY_NEXT_INVALID = 1u << 2, /* invalid_header: a head that cannot be relayed */
+    PROXY_NEXT_502 = 1u << 3,
+    PROXY_NEXT_503 = 1u << 4,
+    PROXY_NEXT_504 = 1u << 5,
+    PROXY_NEXT_NON_IDEMPOTENT = 1u << 6, /* even a POST, LOCK or PATCH once it was sent */
+};
+
+struct proxy_ops {
+    /* Write the head of the request to the upstream, through its blank line, into
+     * out[0..cap) (the core adds the body, req->body, after it): its length, or -1 if it
+     * does not fit. keep_alive: the connection will be kept for another request. note:
+     * PROXY_NOTE_MAX bytes for what head() will need of the request, which is gone by
+     * then. Called while the request is at hand, once per request. */
+    long (*request)(const void *conf, const struct request *req, bool keep_alive, char *out,
+                    size_t cap, char *note);
+    /* Start resp from the upstream's head h (status, the fields to relay, rewritten as the
+     * configuration says). The core then adds the framing (Content-Length or chunked) and
+     * Connection. Returns 0, or -1 if the head cannot be relayed (the client gets 502). */
+    int (*head)(const void *conf, const char *note, const struct http_response_head *h,
+                struct response *resp);
+};
+
+/* One location's `proxy_pass`, as the core needs it: read-only, as long as the generation. */
+struct proxy_params {
+    const struct proxy_ops *ops;
+    const void *conf; /* the module's own, given to ops */
+    struct upstream *upstream;
+    unsigned connect_ms, send_ms, read_ms; /* proxy_connect_, _send_, _read_timeout */
+    unsigned next_upstream;                /* PROXY_NEXT_* */
+    unsigned tries;                        /* proxy_next_upstream_tries; 0: no limit */
+};
+
+/* A handler answers through the proxy with resp_proxy (http_response.h). */
 
 /* Live figures of the whole server, for a status page. */
 #define SERVER_STATS_GROUPS 8

@@ -449,6 +449,22 @@ static unsigned local_port(const struct sockaddr *sa)
     return 0;
 }
 
+size_t module_redirect_base(const struct request *req, char *out, size_t cap)
+{
+    bool absolute = req->level ? !req->level->relative_redirect
+                               : req->cfg && req->cfg->absolute_redirect;
+    char host[512];
+    size_t hl = absolute ? redirect_host(req, host, sizeof(host)) : 0;
+    if (hl == 0)
+        return 0;
+    unsigned port = local_port(req->local);
+    char port_text[8] = "";
+    if (port && port != 80)
+        snprintf(port_text, sizeof(port_text), ":%u", port);
+    int n = snprintf(out, cap, "http://%.*s%s", (int)hl, host, port_text);
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
 void module_redirect(const struct request *req, struct response *resp, int status,
                      const char *location)
 {

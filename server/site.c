@@ -35,7 +35,8 @@ static void check_placement(const struct conf_node *first, unsigned context,
             }
             inner = CONF_LOCATION;
         }
-        if (n->is_block)
+        /* An upstream block's `server` lines are its servers (upstream.c reads them). */
+        if (n->is_block && strcmp(n->name, "upstream") != 0)
             check_placement(n->children, inner, r);
     }
 }

@@ -186,6 +186,7 @@ static int build_schedule(struct upstream *u, struct conf_reader *r)
 int upstream_read(struct upstream *u, const struct conf_node *block, struct conf_reader *r)
 {
     memset(u, 0, sizeof(*u));
+    pthread_mutex_init(&u->idle_lock, NULL);
     u->line = block->line;
     if (block->n_args != 1 || strlen(block->args[0]) >= sizeof(u->name))
         return conf_error(r, block->line, "upstream: usage: upstream NAME { ... }");
@@ -225,6 +226,7 @@ int upstream_from_host(struct upstream *u, const char *hostport, unsigned line, 
                        size_t len)
 {
     memset(u, 0, sizeof(*u));
+    pthread_mutex_init(&u->idle_lock, NULL);
     u->line = line;
     struct upstream_server proto = {.weight = 1, .max_fails = 1, .fail_timeout_ms = 10000,
                                     .line = line};
@@ -337,4 +339,50 @@ void upstream_done(struct upstream *u, struct upstream_server *s, bool failed, i
     if (fails >= s->max_fails)
         atomic_store_explicit(&s->out_until_ms, now_ms + (long long)s->fail_timeout_ms,
                               memory_order_relaxed);
+}
+
+bool upstream_idle_put(struct upstream *u, struct upstream_idle *idle, int64_t now_ms)
+{
+    bool kept = false;
+    idle->since_ms = now_ms;
+    pthread_mutex_lock(&u->idle_lock);
+    if (u->n_idle < u->keepalive) {
+        idle->next = u->idle;
+        u->idle = idle;
+        u->n_idle++;
+        kept = true;
+    }
+    pthread_mutex_unlock(&u->idle_lock);
+    return kept;
+}
+
+struct upstream_idle *upstream_idle_take(struct upstream *u, const struct upstream_server *s)
+{
+    if (u->keepalive == 0)
+        return NULL;
+    pthread_mutex_lock(&u->idle_lock);
+    struct upstream_idle **at = &u->idle;
+    while (*at && (*at)->server != s)
+        at = &(*at)->next;
+    struct upstream_idle *found = *at;
+    if (found) {
+        *at = found->next;
+        u->n_idle--;
+    }
+    pthread_mutex_unlock(&u->idle_lock);
+    return found;
+}
+
+void upstream_idle_close_all(struct upstream *u)
+{
+    pthread_mutex_lock(&u->idle_lock);
+    struct upstream_idle *list = u->idle;
+    u->idle = NULL;
+    u->n_idle = 0;
+    pthread_mutex_unlock(&u->idle_lock);
+    while (list) {
+        struct upstream_idle *next = list->next;
+        list->close(list);
+        list = next;
+    }
 }

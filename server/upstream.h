@@ -29,6 +29,7 @@
 #ifndef LFHTTPD_UPSTREAM_H
 #define LFHTTPD_UPSTREAM_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -60,6 +61,16 @@ struct upstream_server {
 
 enum upstream_balance { UPSTREAM_ROUND_ROBIN, UPSTREAM_LEAST_CONN };
 
+/* An idle connection to one of the servers, kept for the next request (`keepalive N`).
+ * The proxy embeds it in its own connection state and hands down how to close it: the set
+ * only keeps the list. */
+struct upstream_idle {
+    struct upstream_idle *next;
+    struct upstream_server *server; /* the server it is connected to */
+    int64_t since_ms;               /* idle since */
+    void (*close)(struct upstream_idle *idle);
+};
+
 struct upstream {
     char name[UPSTREAM_NAME_MAX]; /* "" for the implicit one of a proxy_pass host */
     unsigned line;
@@ -70,6 +81,10 @@ struct upstream {
     uint8_t schedule[UPSTREAM_SCHEDULE_MAX]; /* primaries, smooth weighted order */
     unsigned n_schedule;
     atomic_uint next;              /* the round-robin position */
+    /* The idle connections, newest first: at most `keepalive` of them. */
+    pthread_mutex_t idle_lock;
+    struct upstream_idle *idle;
+    unsigned n_idle;
 };
 
 /* Read an `upstream NAME { ... }` block into u. Messages go to r with their lines.
@@ -89,6 +104,13 @@ struct upstream_server *upstream_pick(struct upstream *u, int64_t now_ms, uint64
 /* An attempt ended: failed (could not connect, timed out, a broken answer) or not. */
 void upstream_done(struct upstream *u, struct upstream_server *s, bool failed,
                    int64_t now_ms);
+
+/* Keep an idle connection: false when `keepalive` are kept already (the caller closes it). */
+bool upstream_idle_put(struct upstream *u, struct upstream_idle *idle, int64_t now_ms);
+/* An idle connection to server s, newest first, or NULL. */
+struct upstream_idle *upstream_idle_take(struct upstream *u, const struct upstream_server *s);
+/* Close every idle connection (their close hooks): when the set is let go of. */
+void upstream_idle_close_all(struct upstream *u);
 
 /* Is the server out (taken out by its failures, or `down`) now? */
 bool upstream_server_out(const struct upstream_server *s, int64_t now_ms);

@@ -25,7 +25,7 @@ LAYERS = [
     ("modules", ["mod_*", "file_cache", "htpasswd"]),
     ("generation", ["generation"]),
     ("transport", ["conn"]),
-    ("http", ["http_conn", "http_stream", "http_private"]),
+    ("http", ["http_conn", "http_stream", "http_proxy", "http_private"]),
     ("listener", ["listener"]),
     ("service", ["service"]),
     ("server", ["server"]),
@@ -33,7 +33,7 @@ LAYERS = [
 ]
 
 # A private header is the shared inside of the files named: including it is including them.
-PRIVATE = {"http_private": ("http_conn", "http_stream")}
+PRIVATE = {"http_private": ("http_conn", "http_stream", "http_proxy")}
 
 # Files that are one component, a family behind one public header: the thread group and
 # its strategies, a file each, sharing lf_group_internal.h. Their includes among
@@ -43,7 +43,8 @@ FAMILIES = {"lf_group": ("lf_group_internal", "lf_leader_followers",
 FAMILY_OF = {member: family for family, members in FAMILIES.items() for member in members}
 
 # The one loop allowed: the two halves of the HTTP state machine.
-ALLOWED_LOOPS = [{"http_conn", "http_stream"}]
+ALLOWED_LOOPS = [{"http_conn", "http_stream"}, {"http_conn", "http_proxy"},
+                 {"http_conn", "http_stream", "http_proxy"}]
 
 DIRS = ("server", "modules")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

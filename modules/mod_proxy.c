@@ -1,0 +1,935 @@
+/* mod_proxy.c — `proxy_pass` and the `upstream` blocks: nginx's reverse proxy, the
+ * module's half. It reads the configuration, writes the request an upstream gets, and
+ * turns the upstream's head into the client's; the core (http_proxy.c) connects, sends,
+ * relays the body and keeps connections, never holding a thread.
+ *
+ *   upstream app { server 127.0.0.1:3000 weight=2; server unix:/run/app.sock backup;
+ *                  keepalive 32; least_conn; }
+ *   location /api/ { proxy_pass http://app/v1/; proxy_set_header X-Id $request_id; }
+ *
+ * proxy_pass http://NAME[/URI]: NAME an upstream block, or HOST[:PORT] (resolved at load).
+ * Without a URI the request's target goes as the client sent it (or, after an internal
+ * redirect changed the path, the new path, encoded, and the arguments); with one, the
+ * location's prefix is replaced by it, in the decoded path, encoded again (nginx's rule).
+ * Not allowed with a URI: regex and named locations (nginx refuses them too).
+ *
+ * The request's head: `METHOD URI HTTP/1.1`, then the headers set here (nginx's
+ * proxy_set_header, with these defaults, which nginx lacks: Host $proxy_host, X-Real-IP,
+ * X-Forwarded-For appended, X-Forwarded-Proto, X-Forwarded-Host), then the client's fields
+ * but those the set list names, Host, the hop-by-hop ones (Connection and the fields it
+ * names, Keep-Alive, TE, Trailer, Transfer-Encoding, Upgrade, Proxy-*), Content-Length
+ * and Expect (the body was read whole: it goes with one Content-Length); `Connection:
+ * close` when the upstream keeps no connections; `Connection: upgrade` and the Upgrade
+ * asked for when the client asks to switch protocols.
+ *
+ * The answer's head: the status line (its reason too, as nginx), the fields but the
+ * hop-by-hop ones, Date and Server (lfhttpd's own unless proxy_pass_header names them),
+ * nginx's X-Accel-* and those proxy_hide_header names; Location and Refresh rewritten as
+ * `proxy_redirect default` does (the proxy_pass URL becomes the location's prefix), and a
+ * Location that is a path made absolute as every redirect here is (absolute_redirect).
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "http_upstream.h"
+#include "module.h"
+#include "upstream.h"
+#include "vars.h"
+
+#define PROXY_UPSTREAMS_MAX 64
+#define PROXY_HEADERS_MAX 32
+#define PROXY_NAMES_MAX 32
+#define PROXY_UNSET 0xffffffffu
+#define PROXY_DEFAULT_TIMEOUT_MS 60000
+
+/* The base of the module's setters: its state (upstream blocks) or a block's settings. */
+enum { PROXY_STATE = 1, PROXY_BLOCK = 2 };
+
+struct proxy_state {
+    int kind; /* PROXY_STATE */
+    struct upstream *ups[PROXY_UPSTREAMS_MAX];
+    unsigned n_ups;
+    struct module_init *mi;
+};
+
+/* A header the request gets: a default's value is made here, a configured one expanded. */
+enum proxy_default { DEF_NONE = 0, DEF_HOST, DEF_REAL_IP, DEF_FORWARDED_FOR, DEF_PROTO,
+                     DEF_FORWARDED_HOST };
+
+struct proxy_header {
+    char name[64];
+    size_t name_len;
+    enum proxy_default def;
+    struct vars_value *value; /* NULL for a default; an empty value sends nothing */
+    bool empty;               /* the value is "": the field is not sent at all */
+};
+
+struct proxy_conf {
+    int kind; /* PROXY_BLOCK */
+    struct proxy_params params;
+
+    /* proxy_pass (this location's only) */
+    const char *pass_line_text;
+    unsigned pass_line;
+    struct upstream *implicit; /* owned: a HOST[:PORT] */
+    char proxy_host[UPSTREAM_NAME_MAX + 80];
+    size_t proxy_host_len;
+    char uri[1024];
+    size_t uri_len;
+    bool has_uri;
+    char prefix[256]; /* the location's prefix, replaced by uri */
+    size_t prefix_len;
+    char pass_url[1400]; /* "http://NAME" + uri: what proxy_redirect default replaces */
+    size_t pass_url_len;
+
+    /* Inherited as nginx does: the lists as a whole, when a block has none of its own. */
+    struct proxy_header *headers; /* configured ones, in order */
+    unsigned n_headers;
+    bool headers_owned;
+    char (*hide)[64];
+    unsigned n_hide;
+    char (*pass)[64];
+    unsigned n_pass;
+    bool lists_owned; /* hide and pass */
+    unsigned connect_ms, send_ms, read_ms;
+    unsigned next_upstream; /* PROXY_UNSET or PROXY_NEXT_* */
+    unsigned tries;
+    int redirect; /* -1 unset, 0 off, 1 default */
+    /* What a request gets, made once the block is read: the defaults, then the configured
+     * ones (replacing a default of the same name). */
+    struct proxy_header *effective[PROXY_HEADERS_MAX + 5];
+    unsigned n_effective;
+    struct proxy_header defaults[5];
+};
+
+/* --- setters ------------------------------------------------------------------------------ */
+
+static int set_upstream(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    (void)msg;
+    (void)len;
+    struct proxy_state *st = base;
+    if (st->kind != PROXY_STATE)
+        return 0; /* a block's reading passes over the top level's upstream blocks */
+    struct module_init *mi = ctx;
+    if (st->n_ups == PROXY_UPSTREAMS_MAX)
+        return module_error(mi, n, "too many upstream blocks (%d)", PROXY_UPSTREAMS_MAX);
+    for (unsigned i = 0; i < st->n_ups; i++)
+        if (n->n_args == 1 && strcmp(st->ups[i]->name, n->args[0]) == 0)
+            return module_error(mi, n, "duplicate upstream \"%s\" (line %u)", n->args[0],
+                                st->ups[i]->line);
+    struct upstream *u = malloc(sizeof(*u));
+    if (!u)
+        return module_error(mi, n, "out of memory");
+    struct conf_reader r = {
+        .file = mi->cfg->file,
+        .owner = "proxy",
+        .context = CONF_TOP,
+        .ctx = mi,
+        .err = mi->err,
+        .err_len = mi->err_len,
+    };
+    if (upstream_read(u, n, &r) < 0) {
+        free(u);
+        return -1;
+    }
+    st->ups[st->n_ups++] = u;
+    return 0;
+}
+
+static int set_pass(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    const char *url = n->args[0];
+    if (strncasecmp(url, "http://", 7) != 0)
+        return snprintf(msg, len, "\"%s\": only http:// upstreams (https is not supported)",
+                        url), -1;
+    if (strchr(url, '$'))
+        return snprintf(msg, len, "\"%s\": variables in proxy_pass are not supported", url),
+               -1;
+    c->pass_line_text = url;
+    c->pass_line = n->line;
+    return 0;
+}
+
+static bool token_char(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+static bool field_name_ok(const char *name)
+{
+    if (!*name || strlen(name) >= 64)
+        return false;
+    for (const char *p = name; *p; p++)
+        if (!token_char(*p))
+            return false;
+    return true;
+}
+
+static int set_header(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    if (!field_name_ok(n->args[0]))
+        return snprintf(msg, len, "\"%s\" is not a field name", n->args[0]), -1;
+    if (c->n_headers == PROXY_HEADERS_MAX)
+        return snprintf(msg, len, "too many (%d at most)", PROXY_HEADERS_MAX), -1;
+    if (!c->headers_owned) {
+        c->headers = calloc(PROXY_HEADERS_MAX, sizeof(*c->headers));
+        if (!c->headers)
+            return snprintf(msg, len, "out of memory"), -1;
+        c->headers_owned = true;
+        c->n_headers = 0;
+    }
+    struct proxy_header *h = &c->headers[c->n_headers];
+    memset(h, 0, sizeof(*h));
+    h->name_len = strlen(n->args[0]);
+    memcpy(h->name, n->args[0], h->name_len + 1);
+    h->empty = n->args[1][0] == '\0';
+    char why[256];
+    if (!h->empty && vars_compile(n->args[1], VARS_HEADER, &h->value, why, sizeof(why)) < 0)
+        return snprintf(msg, len, "%s", why), -1;
+    c->n_headers++;
+    return 0;
+}
+
+static int add_name(char (**list)[64], unsigned *n, bool *owned, const char *name, char *msg,
+                    size_t len)
+{
+    if (!field_name_ok(name))
+        return snprintf(msg, len, "\"%s\" is not a field name", name), -1;
+    if (*n == PROXY_NAMES_MAX)
+        return snprintf(msg, len, "too many (%d at most)", PROXY_NAMES_MAX), -1;
+    if (!*list) {
+        *list = calloc(PROXY_NAMES_MAX, 64);
+        if (!*list)
+            return snprintf(msg, len, "out of memory"), -1;
+        *owned = true;
+    }
+    snprintf((*list)[(*n)++], 64, "%s", name);
+    return 0;
+}
+
+static int set_hide(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    return add_name(&c->hide, &c->n_hide, &c->lists_owned, n->args[0], msg, len);
+}
+
+static int set_pass_header(void *base, const struct conf_node *n, void *ctx, char *msg,
+                           size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    return add_name(&c->pass, &c->n_pass, &c->lists_owned, n->args[0], msg, len);
+}
+
+static int set_next(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    static const struct conf_name words[] = {
+        {"error", PROXY_NEXT_ERROR},       {"timeout", PROXY_NEXT_TIMEOUT},
+        {"invalid_header", PROXY_NEXT_INVALID}, {"http_502", PROXY_NEXT_502},
+        {"http_503", PROXY_NEXT_503},      {"http_504", PROXY_NEXT_504},
+        {"non_idempotent", PROXY_NEXT_NON_IDEMPOTENT}, {"off", 0}, {NULL, 0},
+    };
+    unsigned mask = 0;
+    for (unsigned i = 0; i < n->n_args; i++) {
+        int v;
+        if (conf_name_value(words, n->args[i], &v) < 0)
+            return snprintf(msg, len, "invalid value \"%s\" (error, timeout, invalid_header, "
+                            "http_502, http_503, http_504, non_idempotent, off)", n->args[i]), -1;
+        if (v == 0 && n->n_args > 1)
+            return snprintf(msg, len, "\"off\" stands alone"), -1;
+        mask |= (unsigned)v;
+    }
+    c->next_upstream = mask;
+    return 0;
+}
+
+static int set_redirect(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    if (strcmp(n->args[0], "default") == 0)
+        c->redirect = 1;
+    else if (strcmp(n->args[0], "off") == 0)
+        c->redirect = 0;
+    else
+        return snprintf(msg, len, "only \"default\" and \"off\" are supported"), -1;
+    return 0;
+}
+
+/* Accepted for nginx configurations, with the only behaviour there is. */
+static int set_accepted(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    (void)base;
+    (void)ctx;
+    const char *name = n->name, *v = n->args[0];
+    if (strcmp(name, "proxy_http_version") == 0 && strcmp(v, "1.0") != 0 &&
+        strcmp(v, "1.1") != 0)
+        return snprintf(msg, len, "invalid value \"%s\" (1.0 or 1.1; upstreams are always "
+                        "spoken to in HTTP/1.1)", v), -1;
+    if (strcmp(name, "proxy_http_version") != 0 && strcmp(v, "on") != 0 &&
+        strcmp(v, "off") != 0)
+        return snprintf(msg, len, "invalid value \"%s\" (on or off)", v), -1;
+    return 0;
+}
+
+#define LOC CONF_TOP | CONF_SERVER | CONF_LOCATION
+static const struct conf_directive proxy_directives[] = {
+    {"upstream", CONF_BLOCK, CONF_TOP, CONF_REPEATS, .min_args = 1, .max_args = 1,
+     .set = set_upstream, .usage = "NAME { server ADDRESS [PARAMETERS]; ... }"},
+    {"proxy_pass", CONF_LIST, CONF_LOCATION, .min_args = 1, .max_args = 1, .set = set_pass,
+     .usage = "http://UPSTREAM[/URI]"},
+    {"proxy_set_header", CONF_LIST, LOC, CONF_REPEATS, .min_args = 2, .max_args = 2,
+     .set = set_header, .usage = "NAME VALUE"},
+    {"proxy_hide_header", CONF_LIST, LOC, CONF_REPEATS, .min_args = 1, .max_args = 1,
+     .set = set_hide, .usage = "NAME"},
+    {"proxy_pass_header", CONF_LIST, LOC, CONF_REPEATS, .min_args = 1, .max_args = 1,
+     .set = set_pass_header, .usage = "NAME"},
+    {"proxy_connect_timeout", CONF_DURATION, LOC, .min = 1, .max = 3600000,
+     CONF_AT(struct proxy_conf, connect_ms)},
+    {"proxy_send_timeout", CONF_DURATION, LOC, .min = 1, .max = 86400000,
+     CONF_AT(struct proxy_conf, send_ms)},
+    {"proxy_read_timeout", CONF_DURATION, LOC, .min = 1, .max = 86400000,
+     CONF_AT(struct proxy_conf, read_ms)},
+    {"proxy_next_upstream", CONF_LIST, LOC, .min_args = 1, .max_args = 7, .set = set_next,
+     .usage = "error | timeout | invalid_header | http_502 | http_503 | http_504 | "
+              "non_idempotent | off ..."},
+    {"proxy_next_upstream_tries", CONF_COUNT, LOC, .max = 64,
+     CONF_AT(struct proxy_conf, tries)},
+    {"proxy_redirect", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_redirect,
+     .usage = "default|off"},
+    {"proxy_http_version", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_accepted,
+     .usage = "1.0|1.1"},
+    {"proxy_buffering", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_accepted,
+     .usage = "on|off"},
+    {"proxy_request_buffering", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
+     .set = set_accepted, .usage = "on|off"},
+    {.name = NULL},
+};
+
+/* --- per block ---------------------------------------------------------------------------- */
+
+static const struct proxy_ops proxy_ops;
+static void proxy_block_free(void *state, void *settings);
+
+static struct upstream *find_upstream(struct proxy_state *st, const char *name, size_t len)
+{
+    for (unsigned i = 0; i < st->n_ups; i++)
+        if (strlen(st->ups[i]->name) == len && strncasecmp(st->ups[i]->name, name, len) == 0)
+            return st->ups[i];
+    return NULL;
+}
+
+/* proxy_pass's URL: its upstream (a block, or a host made one), its URI part. */
+static int resolve_pass(struct proxy_state *st, struct proxy_conf *c, const struct module_block *b,
+                        const struct conf_node *where)
+{
+    const char *url = c->pass_line_text + 7;
+    const char *slash = strchr(url, '/');
+    size_t host_len = slash ? (size_t)(slash - url) : strlen(url);
+    if (host_len == 0 || host_len >= sizeof(c->proxy_host) - 1)
+        return module_error(b->mi, where, "proxy_pass: no host in \"%s\"",
+                            c->pass_line_text);
+    if (slash) {
+        c->has_uri = true;
+        c->uri_len = strlen(slash);
+        if (c->uri_len >= sizeof(c->uri))
+            return module_error(b->mi, where, "proxy_pass: the URI is too long");
+        memcpy(c->uri, slash, c->uri_len + 1);
+        if (!b->prefix_location)
+            return module_error(b->mi, where, "proxy_pass cannot have a URI part in a "
+                                "location given by a regular expression, or in a named "
+                                "location");
+    }
+    if (b->prefix_location) {
+        c->prefix_len = strlen(b->pattern);
+        if (c->prefix_len >= sizeof(c->prefix))
+            return module_error(b->mi, where, "the location's prefix is too long");
+        memcpy(c->prefix, b->pattern, c->prefix_len + 1);
+    }
+    memcpy(c->proxy_host, url, host_len);
+    c->proxy_host[host_len] = '\0';
+    c->proxy_host_len = host_len;
+    struct upstream *u = strchr(c->proxy_host, ':') ? NULL
+                                                    : find_upstream(st, url, host_len);
+    if (!u) {
+        c->implicit = malloc(sizeof(*c->implicit));
+        char msg[512];
+        if (!c->implicit)
+            return module_error(b->mi, where, "out of memory");
+        if (upstream_from_host(c->implicit, c->proxy_host, where->line, msg, sizeof(msg)) < 0) {
+            free(c->implicit);
+            c->implicit = NULL;
+            return module_error(b->mi, where, "proxy_pass: %s", msg);
+        }
+        u = c->implicit;
+        /* $proxy_host: HOST[:PORT], the port left out when it is 80 (nginx) */
+        if (host_len > 3 && strcmp(c->proxy_host + host_len - 3, ":80") == 0)
+            c->proxy_host[c->proxy_host_len -= 3] = '\0';
+    }
+    /* proxy_redirect default: nginx's `proxy_redirect URL /prefix/`, URL as written (with
+     * a "/" added when it has no URI part, which "/" then replaces). */
+    int n = snprintf(c->pass_url, sizeof(c->pass_url), "%s%s", c->pass_line_text,
+                     c->has_uri ? "" : "/");
+    c->pass_url_len = n > 0 && (size_t)n < sizeof(c->pass_url) ? (size_t)n : 0;
+    c->params.upstream = u;
+    return 0;
+}
+
+static void default_header(struct proxy_conf *c, unsigned i, const char *name,
+                           enum proxy_default def)
+{
+    struct proxy_header *h = &c->defaults[i];
+    memset(h, 0, sizeof(*h));
+    h->name_len = strlen(name);
+    memcpy(h->name, name, h->name_len + 1);
+    h->def = def;
+    c->effective[c->n_effective++] = h;
+}
+
+/* The headers a request gets: the defaults, each replaced by a configured one of its name,
+ * then the other configured ones. */
+static void make_effective(struct proxy_conf *c)
+{
+    c->n_effective = 0;
+    default_header(c, 0, "Host", DEF_HOST);
+    default_header(c, 1, "X-Real-IP", DEF_REAL_IP);
+    default_header(c, 2, "X-Forwarded-For", DEF_FORWARDED_FOR);
+    default_header(c, 3, "X-Forwarded-Proto", DEF_PROTO);
+    default_header(c, 4, "X-Forwarded-Host", DEF_FORWARDED_HOST);
+    for (unsigned i = 0; i < c->n_headers; i++) {
+        struct proxy_header *h = &c->headers[i];
+        unsigned j = 0;
+        while (j < c->n_effective && strcasecmp(c->effective[j]->name, h->name) != 0)
+            j++;
+        if (j == c->n_effective)
+            c->n_effective++;
+        c->effective[j] = h;
+    }
+}
+
+static void *proxy_block(void *state, const struct module_block *b)
+{
+    struct proxy_state *st = state;
+    const struct proxy_conf *outer = b->outer;
+    struct proxy_conf *c = calloc(1, sizeof(*c));
+    if (!c) {
+        module_error(b->mi, b->node, "out of memory");
+        return NULL;
+    }
+    c->kind = PROXY_BLOCK;
+    c->connect_ms = c->send_ms = c->read_ms = PROXY_UNSET;
+    c->next_upstream = c->tries = PROXY_UNSET;
+    c->redirect = -1;
+    if (module_block_read(b, c) < 0)
+        goto fail;
+    if (outer) { /* inherit what this block leaves unset */
+        if (c->n_headers == 0 && !c->headers_owned) {
+            c->headers = outer->headers;
+            c->n_headers = outer->n_headers;
+        }
+        if (!c->lists_owned) {
+            c->hide = outer->hide;
+            c->n_hide = outer->n_hide;
+            c->pass = outer->pass;
+            c->n_pass = outer->n_pass;
+        }
+        if (c->connect_ms == PROXY_UNSET)
+            c->connect_ms = outer->connect_ms;
+        if (c->send_ms == PROXY_UNSET)
+            c->send_ms = outer->send_ms;
+        if (c->read_ms == PROXY_UNSET)
+            c->read_ms = outer->read_ms;
+        if (c->next_upstream == PROXY_UNSET)
+            c->next_upstream = outer->next_upstream;
+        if (c->tries == PROXY_UNSET)
+            c->tries = outer->tries;
+        if (c->redirect < 0)
+            c->redirect = outer->redirect;
+    } else {
+        if (c->connect_ms == PROXY_UNSET)
+            c->connect_ms = PROXY_DEFAULT_TIMEOUT_MS;
+        if (c->send_ms == PROXY_UNSET)
+            c->send_ms = PROXY_DEFAULT_TIMEOUT_MS;
+        if (c->read_ms == PROXY_UNSET)
+            c->read_ms = PROXY_DEFAULT_TIMEOUT_MS;
+        if (c->next_upstream == PROXY_UNSET)
+            c->next_upstream = PROXY_NEXT_ERROR | PROXY_NEXT_TIMEOUT;
+        if (c->tries == PROXY_UNSET)
+            c->tries = 0;
+        if (c->redirect < 0)
+            c->redirect = 1;
+    }
+    if (c->pass_line_text) {
+        const struct conf_node *where = b->node;
+        for (const struct conf_node *n = b->first; n; n = n->next)
+            if (strcmp(n->name, "proxy_pass") == 0)
+                where = n;
+        if (resolve_pass(st, c, b, where) < 0 || module_block_mount(b, where, c, true) < 0)
+            goto fail;
+    }
+    make_effective(c);
+    c->params = (struct proxy_params){
+        .ops = &proxy_ops,
+        .conf = c,
+        .upstream = c->params.upstream,
+        .connect_ms = c->connect_ms,
+        .send_ms = c->send_ms,
+        .read_ms = c->read_ms,
+        .next_upstream = c->next_upstream,
+        .tries = c->tries,
+    };
+    return c;
+fail:
+    if (!c->lists_owned) {
+        c->hide = c->pass = NULL;
+    }
+    proxy_block_free(state, c);
+    return NULL;
+}
+
+static void proxy_block_free(void *state, void *settings)
+{
+    (void)state;
+    struct proxy_conf *c = settings;
+    if (!c)
+        return;
+    if (c->headers_owned) {
+        for (unsigned i = 0; i < c->n_headers; i++)
+            vars_free(c->headers[i].value);
+        free(c->headers);
+    }
+    if (c->lists_owned) {
+        free(c->hide);
+        free(c->pass);
+    }
+    if (c->implicit) {
+        upstream_idle_close_all(c->implicit);
+        free(c->implicit);
+    }
+    free(c);
+}
+
+/* --- the request -------------------------------------------------------------------------- */
+
+struct out {
+    char *p;
+    size_t len, cap;
+    bool full;
+};
+
+static void put(struct out *o, const char *s, size_t n)
+{
+    if (o->full || n > o->cap - o->len) {
+        o->full = true;
+        return;
+    }
+    memcpy(o->p + o->len, s, n);
+    o->len += n;
+}
+
+static void puts_(struct out *o, const char *s)
+{
+    put(o, s, strlen(s));
+}
+
+static bool name_is(struct http_slice name, const char *lower)
+{
+    return http_slice_eq(name, lower);
+}
+
+/* Is a field of the client's one the upstream never gets from it? */
+static bool hop_by_hop(struct http_slice name)
+{
+    static const char *const names[] = {
+        "connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade",
+        "proxy-connection", "proxy-authorization", "proxy-authenticate", "host",
+        "content-length", "expect", NULL,
+    };
+    for (const char *const *n = names; *n; n++)
+        if (name_is(name, *n))
+            return true;
+    return false;
+}
+
+/* Does the Connection field (all of its lines) list name? */
+static bool connection_names(const struct http_request *h, struct http_slice name)
+{
+    for (unsigned i = 0; i < h->n_headers; i++) {
+        if (!name_is(h->headers[i].name, "connection"))
+            continue;
+        struct http_slice rest = h->headers[i].value, e;
+        while (http_list_next(&rest, &e))
+            if (e.len == name.len && strncasecmp(e.p, name.p, e.len) == 0)
+                return true;
+    }
+    return false;
+}
+
+static size_t addr_text(const struct sockaddr *sa, char *out, size_t cap)
+{
+    if (sa && sa->sa_family == AF_INET &&
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, out,
+                  (socklen_t)cap))
+        return strlen(out);
+    if (sa && sa->sa_family == AF_INET6 &&
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, out,
+                  (socklen_t)cap))
+        return strlen(out);
+    out[0] = '\0';
+    return 0;
+}
+
+static void put_default(struct out *o, const struct proxy_conf *c, const struct request *req,
+                        enum proxy_default def)
+{
+    const struct http_request *h = req->http;
+    char ip[64];
+    switch (def) {
+    case DEF_HOST:
+        put(o, c->proxy_host, c->proxy_host_len);
+        break;
+    case DEF_REAL_IP:
+        put(o, ip, addr_text(req->peer, ip, sizeof(ip)));
+        break;
+    case DEF_FORWARDED_FOR:
+        for (unsigned i = 0; i < h->n_headers; i++) {
+            if (name_is(h->headers[i].name, "x-forwarded-for") && h->headers[i].value.len) {
+                put(o, h->headers[i].value.p, h->headers[i].value.len);
+                puts_(o, ", ");
+            }
+        }
+        put(o, ip, addr_text(req->peer, ip, sizeof(ip)));
+        break;
+    case DEF_PROTO:
+        puts_(o, "http");
+        break;
+    case DEF_FORWARDED_HOST:
+        put(o, h->host.p, h->host.len);
+        break;
+    case DEF_NONE:
+        break;
+    }
+}
+
+/* The target: as the client sent it, or the path (replaced under the prefix) encoded. */
+static void put_target(struct out *o, const struct proxy_conf *c, const struct request *req)
+{
+    const struct http_request *h = req->http;
+    char orig[REQUEST_PATH_MAX];
+    bool changed = true;
+    if (!c->has_uri) { /* the request's own target, unless a redirect changed the path */
+        long n = http_path_normalize(h->path, orig, sizeof(orig));
+        changed = n < 0 || (size_t)n != req->path_len || memcmp(orig, req->path, (size_t)n);
+        if (!changed && h->path.len && h->path.p[0] == '/') {
+            put(o, h->path.p, (size_t)(h->target.p + h->target.len - h->path.p));
+            return;
+        }
+    }
+    char enc[REQUEST_PATH_MAX * 3 + 1];
+    char path[REQUEST_PATH_MAX + 1024];
+    size_t pl = 0;
+    if (c->has_uri && req->path_len >= c->prefix_len &&
+        memcmp(req->path, c->prefix, c->prefix_len) == 0) {
+        memcpy(path, c->uri, c->uri_len);
+        pl = c->uri_len;
+        size_t rest = req->path_len - c->prefix_len;
+        if (pl + rest >= sizeof(path)) {
+            o->full = true;
+            return;
+        }
+        memcpy(path + pl, req->path + c->prefix_len, rest);
+        pl += rest;
+    } else {
+        memcpy(path, req->path, req->path_len);
+        pl = req->path_len;
+    }
+    long el = http_path_encode(path, pl, enc, sizeof(enc));
+    if (el < 0) {
+        o->full = true;
+        return;
+    }
+    put(o, enc, (size_t)el);
+    if (req->has_args) {
+        puts_(o, "?");
+        put(o, req->args.p, req->args.len);
+    }
+}
+
+static long proxy_request(const void *conf, const struct request *req, bool keep_alive,
+                          char *out_buf, size_t cap, char *note)
+{
+    const struct proxy_conf *c = conf;
+    const struct http_request *h = req->http;
+    struct out o = {out_buf, 0, cap, false};
+    put(&o, h->method_name.p, h->method_name.len);
+    puts_(&o, " ");
+    put_target(&o, c, req);
+    puts_(&o, " HTTP/1.1\r\n");
+
+    struct vars_source src;
+    module_vars_source(req, &src);
+    for (unsigned i = 0; i < c->n_effective; i++) {
+        const struct proxy_header *e = c->effective[i];
+        if (e->empty)
+            continue;
+        size_t line_at = o.len;
+        put(&o, e->name, e->name_len);
+        puts_(&o, ": ");
+        size_t value_at = o.len;
+        if (e->value) {
+            long n = o.full ? -1 : vars_expand(e->value, &src, o.p + o.len, o.cap - o.len);
+            if (n < 0)
+                o.full = true;
+            else
+                o.len += (size_t)n;
+        } else {
+            put_default(&o, c, req, e->def);
+        }
+        if (o.len == value_at) { /* nginx sends no field whose value is empty */
+            o.len = line_at;
+            continue;
+        }
+        puts_(&o, "\r\n");
+    }
+    bool tunnel = false;
+    struct http_slice upgrade = {NULL, 0};
+    for (unsigned i = 0; i < h->n_headers; i++) {
+        const struct http_header *f = &h->headers[i];
+        if (name_is(f->name, "upgrade"))
+            upgrade = f->value;
+        if (hop_by_hop(f->name) || (f->name.len > 6 && strncasecmp(f->name.p, "proxy-", 6) == 0))
+            continue;
+        bool set = false;
+        for (unsigned j = 0; j < c->n_effective && !set; j++)
+            set = f->name.len == c->effective[j]->name_len &&
+                  strncasecmp(f->name.p, c->effective[j]->name, f->name.len) == 0;
+        if (set || connection_names(h, f->name))
+            continue;
+        put(&o, f->name.p, f->name.len);
+        puts_(&o, ": ");
+        put(&o, f->value.p, f->value.len);
+        puts_(&o, "\r\n");
+    }
+    if (upgrade.len && connection_names(h, (struct http_slice){"upgrade", 7}))
+        tunnel = true;
+    if (h->framing != HTTP_BODY_NONE) {
+        char num[24];
+        char *e = http_fmt_u64(num, req->body_len);
+        puts_(&o, "Content-Length: ");
+        put(&o, num, (size_t)(e - num));
+        puts_(&o, "\r\n");
+    }
+    if (tunnel) {
+        puts_(&o, "Connection: upgrade\r\nUpgrade: ");
+        put(&o, upgrade.p, upgrade.len);
+        puts_(&o, "\r\n");
+    } else if (!keep_alive) {
+        puts_(&o, "Connection: close\r\n");
+    }
+    puts_(&o, "\r\n");
+    /* For the answer: what a path in Location is made absolute with. */
+    size_t bl = module_redirect_base(req, note, PROXY_NOTE_MAX);
+    note[bl] = '\0';
+    return o.full ? -1 : (long)o.len;
+}
+
+/* --- the answer --------------------------------------------------------------------------- */
+
+static bool listed(char (*list)[64], unsigned n, struct http_slice name)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (strlen(list[i]) == name.len && strncasecmp(list[i], name.p, name.len) == 0)
+            return true;
+    return false;
+}
+
+/* Does the upstream's Connection field list name? */
+static bool up_connection_names(const struct http_response_head *h, struct http_slice name)
+{
+    for (unsigned i = 0; i < h->n_headers; i++) {
+        if (!name_is(h->headers[i].name, "connection"))
+            continue;
+        struct http_slice rest = h->headers[i].value, e;
+        while (http_list_next(&rest, &e))
+            if (e.len == name.len && strncasecmp(e.p, name.p, e.len) == 0)
+                return true;
+    }
+    return false;
+}
+
+/* A field the client never gets from the upstream (unless proxy_pass_header names it). */
+static bool hidden(const struct proxy_conf *c, const struct http_response_head *h,
+                   struct http_slice name)
+{
+    static const char *const never[] = {"connection", "keep-alive", "transfer-encoding",
+                                        "content-length", "proxy-connection", "trailer",
+                                        "te", NULL};
+    for (const char *const *n = never; *n; n++)
+        if (name_is(name, *n))
+            return true;
+    if (name_is(name, "upgrade"))
+        return h->status != 101;
+    if (listed(c->hide, c->n_hide, name))
+        return true;
+    if (listed(c->pass, c->n_pass, name))
+        return false;
+    if (name_is(name, "date") || name_is(name, "server") || name_is(name, "x-pad") ||
+        (name.len >= 8 && strncasecmp(name.p, "x-accel-", 8) == 0))
+        return true;
+    return h->connection_names_fields && up_connection_names(h, name);
+}
+
+/* Location or Refresh with proxy_redirect default: the proxy_pass URL at its start becomes
+ * the location's prefix; then a path is made absolute. */
+static void put_location(const struct proxy_conf *c, const char *note, struct http_header *f,
+                         struct response *resp)
+{
+    char v[4096];
+    struct http_slice val = f->value;
+    size_t at = 0;
+    if (name_is(f->name, "refresh")) { /* "5; url=http://..." */
+        const char *u = NULL;
+        for (size_t i = 0; i + 4 <= val.len && !u; i++)
+            if (strncasecmp(val.p + i, "url=", 4) == 0)
+                u = val.p + i + 4;
+        if (!u) {
+            resp_header_n(resp, f->name.p, f->name.len, val.p, val.len);
+            return;
+        }
+        at = (size_t)(u - val.p);
+    }
+    size_t n = 0;
+    struct http_slice url = {val.p + at, val.len - at};
+    if (c->redirect == 1 && c->pass_url_len && url.len >= c->pass_url_len &&
+        strncasecmp(url.p, c->pass_url, c->pass_url_len) == 0 &&
+        at + c->prefix_len + url.len - c->pass_url_len < sizeof(v) - 600) {
+        memcpy(v, val.p, at);
+        n = at;
+        const char *to = c->has_uri ? c->prefix : "/";
+        size_t tl = c->has_uri ? c->prefix_len : 1;
+        size_t skip = c->pass_url_len;
+        memcpy(v + n, to, tl);
+        n += tl;
+        memcpy(v + n, url.p + skip, url.len - skip);
+        n += url.len - skip;
+        url = (struct http_slice){v + at, n - at};
+    } else if (val.len < sizeof(v) - 600) {
+        memcpy(v, val.p, val.len);
+        n = val.len;
+        url = (struct http_slice){v + at, n - at};
+    } else {
+        resp_header_n(resp, f->name.p, f->name.len, val.p, val.len);
+        return;
+    }
+    size_t bl = strlen(note);
+    if (name_is(f->name, "location") && url.len && url.p[0] == '/' && bl) {
+        char abs[4700];
+        memcpy(abs, note, bl);
+        memcpy(abs + bl, url.p, url.len);
+        resp_header_n(resp, f->name.p, f->name.len, abs, bl + url.len);
+        return;
+    }
+    resp_header_n(resp, f->name.p, f->name.len, v, n);
+}
+
+static int proxy_head(const void *conf, const char *note, const struct http_response_head *h,
+                      struct response *resp)
+{
+    const struct proxy_conf *c = conf;
+    resp_start(resp, h->status);
+    if (h->reason.len && http_field_value_valid(h->reason.p, h->reason.len))
+        resp_set_reason(resp, h->reason.p, h->reason.len);
+    for (unsigned i = 0; i < h->n_headers; i++) {
+        struct http_header f = h->headers[i];
+        if (hidden(c, h, f.name))
+            continue;
+        if (name_is(f.name, "date") || name_is(f.name, "server")) { /* proxy_pass_header */
+            char name[8], value[1024];
+            if (f.value.len >= sizeof(value))
+                continue;
+            snprintf(name, sizeof(name), "%s", name_is(f.name, "date") ? "Date" : "Server");
+            memcpy(value, f.value.p, f.value.len);
+            value[f.value.len] = '\0';
+            resp_header_set(resp, name, value);
+            continue;
+        }
+        if (name_is(f.name, "location") || name_is(f.name, "refresh")) {
+            put_location(c, note, &f, resp);
+            continue;
+        }
+        resp_header_n(resp, f.name.p, f.name.len, f.value.p, f.value.len);
+    }
+    if (h->status == 101) {
+        resp_header_n(resp, "Upgrade", 7, h->upgrade.p, h->upgrade.len);
+        resp_header(resp, "Connection", "upgrade");
+    }
+    return resp_failed(resp) ? -1 : 0;
+}
+
+static const struct proxy_ops proxy_ops = {
+    .request = proxy_request,
+    .head = proxy_head,
+};
+
+/* --- the module --------------------------------------------------------------------------- */
+
+static enum mod_result proxy_handle(void *state, const struct request *req,
+                                   struct response *resp)
+{
+    (void)state;
+    const struct proxy_conf *c = req->mount ? req->mount->data : NULL;
+    if (!c || !c->params.upstream)
+        return MOD_DECLINED;
+    resp_proxy(resp, &c->params);
+    return MOD_HANDLED;
+}
+
+static int proxy_init(struct module_init *mi, void **state)
+{
+    struct proxy_state *st = calloc(1, sizeof(*st));
+    if (!st)
+        return module_error(mi, NULL, "out of memory");
+    st->kind = PROXY_STATE;
+    st->mi = mi;
+    if (module_read_directives(mi, st) < 0) {
+        for (unsigned i = 0; i < st->n_ups; i++)
+            free(st->ups[i]);
+        free(st);
+        return -1;
+    }
+    *state = st;
+    return 0;
+}
+
+static void proxy_fini(void *state)
+{
+    struct proxy_state *st = state;
+    for (unsigned i = 0; i < st->n_ups; i++) {
+        upstream_idle_close_all(st->ups[i]);
+        free(st->ups[i]);
+    }
+    free(st);
+}
+
+const struct module mod_proxy = {
+    .name = "proxy",
+    .directives = proxy_directives,
+    .init = proxy_init,
+    .fini = proxy_fini,
+    .handle = proxy_handle,
+    .block = proxy_block,
+    .block_free = proxy_block_free,
+};

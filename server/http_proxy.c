@@ -1,0 +1,1097 @@
+/* http_proxy.c — a response from an upstream HTTP server, relayed to the client (the
+ * reverse proxy's event side; mod_proxy writes the request and reads the head's fields).
+ *
+ * As with a CGI script's output (http_stream.c), the connection is driven by two handles in
+ * its group, only one of them armed at a time, so exactly one thread owns it at any moment:
+ *
+ *   the proxy's set (CONN_STREAM)  an epoll set of its own holding the upstream socket, a
+ *                                  timer at the current deadline and the client's socket
+ *                                  (for its hang-up only). Connect, send the request, read
+ *                                  the head, read the body as it comes, 16 KiB at a time;
+ *   the client's socket (CONN_SEND) the client is slow: what it would not take waits on the
+ *                                  connection, and the upstream is read again only once it
+ *                                  is sent. A client that does not read stops the upstream
+ *                                  being read: back-pressure, with a fixed buffer.
+ *
+ * The set, its timer, the upstream socket and the buffers are one allocation, kept with the
+ * upstream connection in the upstream's idle list when `keepalive` allows: a kept-alive
+ * request allocates nothing and creates no descriptor. An upstream connection is kept only
+ * when its response was read to its very end, as framed, and it said nothing against it.
+ *
+ * Deadlines (proxy_connect_, _send_, _read_timeout) are kept here, not by the sweep: the
+ * timer is set lazily (moving a deadline later costs nothing; the timer firing early is
+ * re-set), so a kept-alive request usually costs no timer call at all.
+ *
+ * Failures before the head went out are answered 502 (504 for a timeout), after trying the
+ * next server when proxy_next_upstream allows it and the request may be sent again
+ * (idempotent, or never sent); after the head went out, the client's connection is cut, so
+ * that a truncated body looks truncated. A kept connection that the upstream closed meanwhile
+ * is not the server's failure: the request goes again on a new connection, if it may.
+ *
+ * A 101 answer to a request that asked for an upgrade turns the connection into a tunnel:
+ * bytes both ways, each way with its own buffer, until both sides have ended or the read
+ * timeout passes without a byte.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "http_private.h"
+#include "http_upstream.h"
+#include "log.h"
+#include "module.h"
+#include "upstream.h"
+
+#define PROXY_HEAD_MAX 16384             /* the upstream's head; then the tunnel's buffer */
+#define PROXY_REQ_MAX (CONN_BUF_SIZE + 8192) /* the request's head (and a small body) */
+#define PROXY_RELAY 16384                /* read from the upstream at a time */
+#define PROXY_IDLE_CHECK_MS 1000 /* a connection idle longer is checked before it is used */
+
+/* The members of the proxy's set, as its events name them. */
+enum { PROXY_UP = 1u << 0, PROXY_TIMER = 1u << 1, PROXY_CLIENT = 1u << 2 };
+
+enum proxy_phase { PHASE_CONNECT, PHASE_SEND, PHASE_HEAD, PHASE_BODY, PHASE_TUNNEL };
+
+/* Why an attempt ended without an answer to relay. */
+enum proxy_failure { FAIL_ERROR, FAIL_TIMEOUT, FAIL_INVALID, FAIL_STALE };
+
+struct conn_proxy {
+    struct lf_handle h;        /* its epoll set: first, so the handle is the proxy */
+    struct upstream_idle idle; /* its place in the upstream's idle list */
+    int timer_fd;
+    int64_t timer_at;  /* when the timer fires (0: disarmed) */
+    int up_fd;         /* the upstream connection, or -1 */
+    bool up_in_set;    /* up_fd is in the set, waiting for up_events */
+    uint32_t up_events;
+    struct upstream *up;
+    struct upstream_server *server; /* this attempt's */
+
+    /* This request's */
+    struct conn *c;
+    const struct proxy_params *p;
+    struct http_shared *shared;
+    enum proxy_phase phase;
+    enum http_method method;
+    bool registered;  /* the set is in the client's group */
+    bool client_in;   /* the client's socket is in the set */
+    bool reused;      /* this attempt's connection was a kept one */
+    bool sent_any;    /* some of the request went to this attempt's upstream */
+    bool fresh_only;  /* a kept connection failed: the next one is new */
+    bool head_sent, chunked, head_only, keep_alive, http10, tunnel_asked;
+    bool up_reusable; /* the upstream's answer lets the connection be kept */
+    bool up_done, client_done; /* the tunnel's two ways: ended */
+    uint64_t tried;   /* the servers tried, a bit each */
+    unsigned attempts;
+    int status;
+    enum http_framing framing; /* the upstream's body */
+    uint64_t left;             /* LENGTH: bytes of it still to come */
+    struct http_chunked dechunk;
+    uint64_t sent;
+    int64_t deadline_ms;
+    int64_t start_us;
+    size_t req_len, req_off;
+    const char *body;
+    size_t body_len, body_off;
+    void *body_owner; /* a collected body, freed with http_conn_body_free */
+    size_t head_len;  /* bytes in head[]; the tunnel: upstream-to-client bytes pending */
+    size_t head_off;  /* the tunnel: where the pending ones start */
+    char note[PROXY_NOTE_MAX];
+    char request_line[512], referer[256], user_agent[256];
+    char head[PROXY_HEAD_MAX];
+    char req[PROXY_REQ_MAX]; /* the tunnel: client-to-upstream bytes pending */
+};
+
+static size_t copy_slice(char *dst, size_t cap, struct http_slice s)
+{
+    size_t n = s.len < cap - 1 ? s.len : cap - 1;
+    if (n)
+        memcpy(dst, s.p, n);
+    dst[n] = '\0';
+    return n;
+}
+
+static struct http_slice slice_of(const char *s)
+{
+    return (struct http_slice){s, strlen(s)};
+}
+
+/* --- the proxy's set and its descriptors ------------------------------------------------- */
+
+static bool set_ctl(struct conn_proxy *px, int op, int fd, uint32_t events, unsigned member)
+{
+    struct epoll_event ev = {.events = events, .data.u32 = member};
+    return epoll_ctl(px->h.fd, op, fd, &ev) == 0;
+}
+
+/* The upstream socket waits for events in the set (added, changed, or left as it is). */
+static bool up_want(struct conn_proxy *px, uint32_t events)
+{
+    if (px->up_in_set && px->up_events == events)
+        return true;
+    int op = px->up_in_set ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    if (!set_ctl(px, op, px->up_fd, events, PROXY_UP))
+        return false;
+    px->up_in_set = true;
+    px->up_events = events;
+    return true;
+}
+
+static void up_close(struct conn_proxy *px)
+{
+    if (px->up_fd >= 0)
+        close(px->up_fd); /* (which takes it out of the set) */
+    px->up_fd = -1;
+    px->up_in_set = false;
+}
+
+static void proxy_destroy(struct conn_proxy *px)
+{
+    up_close(px);
+    close(px->timer_fd);
+    close(px->h.fd);
+    free(px);
+}
+
+static void idle_close(struct upstream_idle *idle)
+{
+    proxy_destroy((struct conn_proxy *)((char *)idle - offsetof(struct conn_proxy, idle)));
+}
+
+static struct conn_proxy *proxy_new(void)
+{
+    struct conn_proxy *px = malloc(sizeof(*px));
+    if (!px)
+        return NULL;
+    memset(px, 0, offsetof(struct conn_proxy, note));
+    px->up_fd = -1;
+    px->idle.close = idle_close;
+    px->h.fd = epoll_create1(EPOLL_CLOEXEC);
+    px->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (px->h.fd >= 0 && px->timer_fd >= 0 &&
+        set_ctl(px, EPOLL_CTL_ADD, px->timer_fd, EPOLLIN, PROXY_TIMER))
+        return px;
+    log_error("proxy: an epoll set: %s", strerror(errno));
+    if (px->h.fd >= 0)
+        close(px->h.fd);
+    if (px->timer_fd >= 0)
+        close(px->timer_fd);
+    free(px);
+    return NULL;
+}
+
+/* The deadline is now deadline_ms: the timer is set only if it would fire later than that
+ * (firing earlier, it is set again then). */
+static void set_deadline(struct conn_proxy *px, int64_t deadline_ms)
+{
+    px->deadline_ms = deadline_ms;
+    int64_t now = clock_now_ms();
+    if (px->timer_at != 0 && px->timer_at <= deadline_ms && px->timer_at > now)
+        return;
+    int64_t in = deadline_ms - now;
+    if (in < 1)
+        in = 1;
+    struct itimerspec at = {.it_value = {.tv_sec = in / 1000, .tv_nsec = in % 1000 * 1000000L}};
+    if (timerfd_settime(px->timer_fd, 0, &at, NULL) == 0)
+        px->timer_at = now + in;
+}
+
+/* Which members of the set are ready, without waiting; the timer's expiry is consumed. */
+static unsigned proxy_ready(struct conn_proxy *px)
+{
+    struct epoll_event ev[3];
+    int n = epoll_wait(px->h.fd, ev, 3, 0);
+    unsigned ready = 0;
+    for (int i = 0; i < n; i++)
+        ready |= ev[i].data.u32;
+    if (ready & PROXY_TIMER) {
+        uint64_t expirations;
+        if (read(px->timer_fd, &expirations, sizeof(expirations)) < 0) {
+            /* nothing to do: it was read already */
+        }
+        px->timer_at = 0;
+    }
+    return ready;
+}
+
+/* The last act of an event: wait on the set until the deadline (the upstream socket waits
+ * for `events`). */
+static void proxy_wait(struct conn_proxy *px, uint32_t events)
+{
+    struct conn *c = px->c;
+    if (!up_want(px, events)) {
+        log_error("proxy: epoll: %s", strerror(errno));
+        conn_close(c);
+        return;
+    }
+    if (px->registered) {
+        conn_wait_on(c, &px->h, CONN_STREAM, px->deadline_ms);
+        return;
+    }
+    px->registered = true;
+    atomic_store_explicit(&c->deadline_ms, px->deadline_ms, memory_order_relaxed);
+    atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
+    int rc = lf_group_add(c->h.group, &px->h, EPOLLIN);
+    if (rc < 0) {
+        px->registered = false;
+        log_error("proxy: epoll: cannot add a proxy's set: %s", strerror(-rc));
+        conn_close(c);
+    }
+    /* From here on another thread may own c: touch nothing. */
+}
+
+/* --- ending ------------------------------------------------------------------------------ */
+
+static void proxy_log(struct conn_proxy *px)
+{
+    struct conn *c = px->c;
+    http_stats_record(&http_host_of(c)->stats, clock_now_us() - px->start_us);
+    int64_t now_s;
+    http_date_header(&now_s);
+    http_conn_log_access(c, slice_of(px->request_line), slice_of(px->referer),
+                         slice_of(px->user_agent), px->status, px->sent, now_s);
+    struct response resp;
+    resp_init(&resp);
+    resp.status = px->status;
+    resp.content_length = px->sent;
+    http_conn_log_unparsed(c, &resp, now_s);
+}
+
+static void body_release(struct conn_proxy *px)
+{
+    if (px->body_owner)
+        http_conn_body_free(px->shared, px->body_owner);
+    px->body_owner = NULL;
+    px->body = NULL;
+    px->body_len = 0;
+}
+
+/* The proxy lets go of the client: out of the group and the set, its buffers freed. The
+ * upstream connection is kept (keep_up, when the upstream allows it) or closed; the
+ * attempt is counted as the server's failure or not. */
+static void proxy_detach(struct conn_proxy *px, bool keep_up, bool failed)
+{
+    struct conn *c = px->c;
+    c->proxy = NULL;
+    body_release(px);
+    if (px->client_in)
+        set_ctl(px, EPOLL_CTL_DEL, c->h.fd, 0, 0);
+    px->client_in = false;
+    if (px->registered)
+        lf_group_remove(&px->h);
+    px->registered = false;
+    if (px->server)
+        upstream_done(px->up, px->server, failed, clock_now_ms());
+    px->c = NULL;
+    if (keep_up && px->up_fd >= 0 && px->up->keepalive > 0) {
+        px->idle.server = px->server;
+        px->server = NULL;
+        if (upstream_idle_put(px->up, &px->idle, clock_now_ms()))
+            return; /* another thread may have it now */
+    }
+    proxy_destroy(px);
+}
+
+void http_proxy_abort(struct conn *c)
+{
+    struct conn_proxy *px = c->proxy;
+    proxy_log(px);
+    proxy_detach(px, false, false);
+}
+
+/* Send what resp holds to the client. SEND_PARKED: the client's socket is armed and the
+ * proxy goes on in http_proxy_resume once it is sent. */
+static enum send_result client_send(struct conn_proxy *px, struct response *resp)
+{
+    struct conn *c = px->c;
+    enum send_result r = conn_send(c, resp, true);
+    if (r == SEND_PARKED) {
+        c->close_after_send = false;
+        conn_wait(c, CONN_SEND, EPOLLOUT, clock_now_ms() + c->gen->cfg.send_timeout_ms);
+    }
+    return r;
+}
+
+/* The response is over (failure: why it ended early, or NULL): answer what is still owed,
+ * then go on with the client's connection or close it. */
+static void proxy_finish(struct conn_proxy *px, int error_status, const char *failure)
+{
+    struct conn *c = px->c;
+    struct response resp;
+    resp_init(&resp);
+    bool keep_alive = px->keep_alive;
+    if (!px->head_sent) {
+        px->status = error_status ? error_status : 502;
+        log_error("proxy: %s: answered %d: %s", px->server ? px->server->text : px->up->name,
+                  px->status, failure ? failure : "no answer");
+        resp_error(&resp, px->status);
+        resp.head_only = px->head_only;
+        resp.keep_alive = keep_alive;
+        resp_finish(&resp, px->http10);
+        px->sent = resp.head_only ? 0 : resp.content_length;
+    } else {
+        resp.status = px->status;
+        if (failure) {
+            log_error("proxy: %s: the response was cut: %s",
+                      px->server ? px->server->text : px->up->name, failure);
+            keep_alive = false; /* cut: no last chunk, and the connection closes */
+        } else if (px->chunked && !px->head_only) {
+            resp_body_mem(&resp, "0\r\n\r\n", 5);
+        }
+    }
+    bool keep_up = !failure && px->head_sent && px->up_reusable;
+    proxy_log(px);
+    proxy_detach(px, keep_up, failure && error_status != 0);
+    resp.keep_alive = keep_alive;
+    if (http_conn_send(c, &resp, NULL, 0))
+        http_conn_continue(c);
+}
+
+/* --- attempts ---------------------------------------------------------------------------- */
+
+static void proxy_step(struct conn_proxy *px);
+
+static bool idempotent(enum http_method m)
+{
+    return m == HTTP_METHOD_GET || m == HTTP_METHOD_HEAD || m == HTTP_METHOD_PUT ||
+           m == HTTP_METHOD_DELETE || m == HTTP_METHOD_OPTIONS || m == HTTP_METHOD_TRACE;
+}
+
+/* Is a kept connection still open? One that was idle a while is asked without waiting: it
+ * must have nothing to read (the upstream said nothing, and did not close it). */
+static bool idle_alive(struct conn_proxy *px, int64_t now)
+{
+    if (now - px->idle.since_ms < PROXY_IDLE_CHECK_MS)
+        return true;
+    char b;
+    ssize_t n = recv(px->up_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* A new connection to px->server, connecting; false if it failed at once. */
+static bool up_connect(struct conn_proxy *px)
+{
+    const struct upstream_server *s = px->server;
+    int fd = socket(s->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    if (s->addr.ss_family != AF_UNIX) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    px->up_fd = fd;
+    px->up_in_set = false;
+    if (connect(fd, (const struct sockaddr *)&s->addr, s->addr_len) == 0) {
+        px->phase = PHASE_SEND;
+        return true;
+    }
+    if (errno == EINPROGRESS || errno == EAGAIN) { /* (EAGAIN: a unix socket's backlog) */
+        px->phase = PHASE_CONNECT;
+        return true;
+    }
+    int err = errno;
+    up_close(px);
+    errno = err;
+    return false;
+}
+
+static void attempt_failed(struct conn_proxy *px, enum proxy_failure why, const char *what);
+
+/* Begin an attempt on server s (counted in flight by upstream_pick): a kept connection to
+ * it if there is one, else a new one. */
+static void attempt_begin(struct conn_proxy *px, struct upstream_server *s)
+{
+    int64_t now = clock_now_ms();
+    px->server = s;
+    px->attempts++;
+    px->sent_any = false;
+    px->req_off = px->body_off = 0;
+    px->head_len = 0;
+    px->reused = false;
+    struct upstream_idle *idle;
+    if (px->up_fd < 0 && !px->fresh_only && (idle = upstream_idle_take(px->up, s))) {
+        /* Another proxy state kept a connection to s: take its socket over (out of that
+         * state's set as the set closes), and let the rest of it go. */
+        struct conn_proxy *kept =
+            (struct conn_proxy *)((char *)idle - offsetof(struct conn_proxy, idle));
+        px->up_fd = kept->up_fd;
+        px->up_in_set = false;
+        px->idle.since_ms = kept->idle.since_ms;
+        kept->up_fd = -1;
+        proxy_destroy(kept);
+    }
+    px->fresh_only = false;
+    if (px->up_fd >= 0 && idle_alive(px, now)) {
+        px->reused = true;
+        px->phase = PHASE_SEND;
+    } else {
+        up_close(px);
+        if (!up_connect(px)) {
+            attempt_failed(px, FAIL_ERROR, strerror(errno));
+            return;
+        }
+    }
+    set_deadline(px, now + (px->phase == PHASE_CONNECT ? px->p->connect_ms : px->p->send_ms));
+    proxy_step(px);
+}
+
+/* The attempt failed before an answer could be relayed: try the next server if allowed,
+ * else answer 502 or 504. */
+static void attempt_failed(struct conn_proxy *px, enum proxy_failure why, const char *what)
+{
+    int64_t now = clock_now_ms();
+    const struct proxy_params *p = px->p;
+    up_close(px);
+    bool may_resend = !px->sent_any || idempotent(px->method) ||
+                      (p->next_upstream & PROXY_NEXT_NON_IDEMPOTENT);
+    if (why == FAIL_STALE) { /* the kept connection was closed: not the server's fault */
+        if (may_resend) {
+            px->fresh_only = true;
+            px->attempts--;
+            attempt_begin(px, px->server);
+            return;
+        }
+        why = FAIL_ERROR;
+    }
+    if (px->server) {
+        upstream_done(px->up, px->server, true, now);
+        px->tried |= 1ull << (px->server - px->up->servers);
+        px->server = NULL;
+    }
+    unsigned bit = why == FAIL_TIMEOUT ? PROXY_NEXT_TIMEOUT
+                   : why == FAIL_INVALID ? PROXY_NEXT_INVALID : PROXY_NEXT_ERROR;
+    if ((p->next_upstream & bit) && may_resend && (p->tries == 0 || px->attempts < p->tries)) {
+        struct upstream_server *s = upstream_pick(px->up, now, px->tried);
+        if (s) {
+            attempt_begin(px, s);
+            return;
+        }
+    }
+    proxy_finish(px, why == FAIL_TIMEOUT ? 504 : 502, what);
+}
+
+/* --- sending the request ----------------------------------------------------------------- */
+
+/* Send what is left of the request. 1: all sent; 0: wait for EPOLLOUT; -1: failed. */
+static int send_request(struct conn_proxy *px)
+{
+    for (;;) {
+        struct iovec iov[2];
+        int n = 0;
+        if (px->req_off < px->req_len)
+            iov[n++] = (struct iovec){px->req + px->req_off, px->req_len - px->req_off};
+        if (px->body_off < px->body_len)
+            iov[n++] = (struct iovec){(char *)px->body + px->body_off,
+                                      px->body_len - px->body_off};
+        if (n == 0)
+            return 1;
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(px->up_fd, &msg, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return errno == EAGAIN ? 0 : -1;
+        px->sent_any = true;
+        size_t in_head = px->req_len - px->req_off;
+        if ((size_t)w <= in_head) {
+            px->req_off += (size_t)w;
+        } else {
+            px->req_off = px->req_len;
+            px->body_off += (size_t)w - in_head;
+        }
+    }
+}
+
+/* --- the answer -------------------------------------------------------------------------- */
+
+/* Queue body bytes on resp (as one chunk when chunked). */
+static void add_body(struct conn_proxy *px, struct response *resp, const char *p, size_t n,
+                     char *chunk_line)
+{
+    if (n == 0 || px->head_only)
+        return;
+    if (px->chunked) {
+        char *e = http_fmt_hex(chunk_line, n);
+        memcpy(e, "\r\n", 2);
+        resp_body_mem(resp, chunk_line, (size_t)(e + 2 - chunk_line));
+    }
+    resp_body_mem(resp, p, n);
+    if (px->chunked)
+        resp_body_mem(resp, "\r\n", 2);
+    px->sent += n;
+}
+
+/* Body bytes from the upstream in buf[0..n), as framed: decode, queue what is the body's.
+ * Returns 1 when the body has ended, 0 to read more, -1 when its framing is broken. */
+static int take_body(struct conn_proxy *px, struct response *resp, char *buf, size_t n,
+                     char *chunk_line)
+{
+    switch (px->framing) {
+    case HTTP_BODY_LENGTH: {
+        size_t take = n < px->left ? n : (size_t)px->left;
+        if (take < n)
+            px->up_reusable = false; /* more than it framed: out of step */
+        add_body(px, resp, buf, take, chunk_line);
+        px->left -= take;
+        return px->left == 0;
+    }
+    case HTTP_BODY_CHUNKED: {
+        size_t used = 0, out = 0;
+        enum http_chunked_result r = http_chunked_decode(&px->dechunk, buf, n, 0, &used, &out);
+        if (r == HTTP_CHUNKED_ERROR || r == HTTP_CHUNKED_TOO_LARGE)
+            return -1;
+        add_body(px, resp, buf, out, chunk_line);
+        if (r == HTTP_CHUNKED_DONE) {
+            if (used < n)
+                px->up_reusable = false;
+            return 1;
+        }
+        return 0;
+    }
+    case HTTP_BODY_CLOSE:
+        add_body(px, resp, buf, n, chunk_line);
+        return 0;
+    default:
+        if (n > 0)
+            px->up_reusable = false;
+        return 1;
+    }
+}
+
+/* A 101: the head's bytes after `used` are the upstream's first in the tunnel, and what
+ * the client sent after its request (kept on the connection) the client's. */
+static void tunnel_begin(struct conn_proxy *px, size_t used)
+{
+    struct conn *c = px->c;
+    px->head_off = used;
+    px->head_len -= used;
+    px->req_off = px->req_len = 0;
+    if (c->in) {
+        memcpy(px->req, c->in->data, c->in->len);
+        px->req_len = c->in->len;
+        conn_buf_put(c->pool, c->in);
+        c->in = NULL;
+    }
+}
+
+/* The upstream's final head is complete in head[0..used): make the client's response and
+ * send it with whatever of the body came along. Returns as proxy_step's steps do: true to
+ * go on reading, false when the event has handed the connection on. */
+static bool relay_head(struct conn_proxy *px, const struct http_response_head *uh, size_t used)
+{
+    char chunk_line[24];
+    struct response resp;
+    resp_init(&resp);
+    resp.head_only = px->head_only;
+    if (px->p->ops->head(px->p->conf, px->note, uh, &resp) < 0 || resp_failed(&resp)) {
+        attempt_failed(px, FAIL_INVALID, "its head cannot be relayed (too large?)");
+        return false;
+    }
+    body_release(px); /* sent, and never sent again */
+    px->status = resp.status;
+    px->framing = uh->framing;
+    px->left = uh->content_length;
+    px->up_reusable = uh->keep_alive;
+    http_chunked_init(&px->dechunk);
+    resp.keep_alive = px->keep_alive;
+    if (resp.status == 101) {
+        resp.no_length = true;
+        resp.keep_alive = true; /* no "Connection: close": head() said "upgrade" */
+        px->framing = HTTP_BODY_NONE;
+    } else if (uh->framing == HTTP_BODY_NONE) {
+        /* 204, 304, an answer to HEAD: the upstream's Content-Length, if any, is the one a
+         * GET would have had (no_length statuses drop it in resp_finish). */
+        resp.content_length = uh->has_content_length ? uh->content_length : 0;
+        if (resp.status == 204 || resp.status == 304 || resp.status < 200)
+            resp.no_length = true;
+    } else if (uh->framing == HTTP_BODY_LENGTH) {
+        resp.content_length = uh->content_length;
+    } else if (px->http10) {
+        resp.keep_alive = px->keep_alive = false; /* the body ends with the connection */
+        resp.no_length = true;
+    } else {
+        resp.chunked = px->chunked = true;
+    }
+    resp_finish(&resp, px->http10);
+    px->head_sent = true;
+    px->phase = resp.status == 101 ? PHASE_TUNNEL : PHASE_BODY;
+    int done = 0;
+    if (px->phase == PHASE_BODY)
+        done = take_body(px, &resp, px->head + used, px->head_len - used, chunk_line);
+    else
+        tunnel_begin(px, used);
+    if (done < 0) {
+        proxy_finish(px, 0, "a malformed chunked body");
+        return false;
+    }
+    enum send_result r = client_send(px, &resp);
+    if (r == SEND_ERROR) {
+        conn_close(px->c);
+        return false;
+    }
+    if (done) {
+        if (r == SEND_PARKED)
+            px->phase = PHASE_BODY, px->framing = HTTP_BODY_NONE, px->left = 0;
+        else
+            proxy_finish(px, 0, NULL);
+        return false;
+    }
+    return r == SEND_DONE;
+}
+
+/* Read the upstream's head. Returns true to go on, false when the event is over (waiting,
+ * or the connection handed on). */
+static bool read_head(struct conn_proxy *px)
+{
+    for (;;) {
+        if (px->head_len == sizeof(px->head)) {
+            attempt_failed(px, FAIL_INVALID, "a head larger than 16k");
+            return false;
+        }
+        ssize_t n = recv(px->up_fd, px->head + px->head_len, sizeof(px->head) - px->head_len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN) {
+            set_deadline(px, px->deadline_ms);
+            proxy_wait(px, EPOLLIN);
+            return false;
+        }
+        if (n <= 0) {
+            bool nothing = px->head_len == 0;
+            attempt_failed(px, px->reused && nothing ? FAIL_STALE : FAIL_ERROR,
+                           n < 0 ? strerror(errno)
+                                 : nothing ? "closed without an answer" : "closed inside the head");
+            return false;
+        }
+        px->head_len += (size_t)n;
+        px->deadline_ms = clock_now_ms() + px->p->read_ms;
+        for (;;) {
+            static const struct http_limits lim = {PROXY_HEAD_MAX, HTTP_MAX_HEADERS};
+            struct http_response_head uh;
+            int used = http_parse_response(px->head, px->head_len, &lim, px->method, &uh);
+            if (used == 0)
+                break;
+            if (used < 0) {
+                attempt_failed(px, FAIL_INVALID, "its head is not valid HTTP/1.1");
+                return false;
+            }
+            if (uh.status >= 100 && uh.status < 200 && uh.status != 101) {
+                /* 100, 102, 103: not relayed; the final head follows */
+                memmove(px->head, px->head + used, px->head_len - (size_t)used);
+                px->head_len -= (size_t)used;
+                continue;
+            }
+            if (uh.status == 101 && !px->tunnel_asked) {
+                attempt_failed(px, FAIL_INVALID, "101 to a request that asked no upgrade");
+                return false;
+            }
+            unsigned bit = uh.status == 502 ? PROXY_NEXT_502
+                           : uh.status == 503 ? PROXY_NEXT_503
+                           : uh.status == 504 ? PROXY_NEXT_504 : 0;
+            struct upstream_server *next = NULL;
+            if (bit && (px->p->next_upstream & bit) &&
+                (idempotent(px->method) || (px->p->next_upstream & PROXY_NEXT_NON_IDEMPOTENT)) &&
+                (px->p->tries == 0 || px->attempts < px->p->tries)) {
+                uint64_t tried = px->tried | 1ull << (px->server - px->up->servers);
+                next = upstream_pick(px->up, clock_now_ms(), tried);
+            }
+            if (next) { /* this answer is an error, and another server may do better */
+                up_close(px);
+                upstream_done(px->up, px->server, true, clock_now_ms());
+                px->tried |= 1ull << (px->server - px->up->servers);
+                attempt_begin(px, next);
+                return false;
+            }
+            return relay_head(px, &uh, (size_t)used);
+        }
+    }
+}
+
+/* Relay body bytes until the upstream has no more for now, the client is full, or the
+ * body has ended. */
+static void relay_body(struct conn_proxy *px)
+{
+    char buf[PROXY_RELAY];
+    char chunk_line[24];
+    for (;;) {
+        if (px->framing == HTTP_BODY_NONE) { /* ended, the last part parked meanwhile */
+            proxy_finish(px, 0, NULL);
+            return;
+        }
+        ssize_t n = recv(px->up_fd, buf, sizeof(buf), 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN) {
+            set_deadline(px, px->deadline_ms);
+            proxy_wait(px, EPOLLIN);
+            return;
+        }
+        if (n <= 0) {
+            if (n == 0 && px->framing == HTTP_BODY_CLOSE) {
+                px->up_reusable = false;
+                proxy_finish(px, 0, NULL);
+            } else {
+                proxy_finish(px, 0, n < 0 ? strerror(errno) : "the upstream closed early");
+            }
+            return;
+        }
+        px->deadline_ms = clock_now_ms() + px->p->read_ms; /* the timer catches up lazily */
+        struct response resp;
+        resp_init(&resp);
+        int done = take_body(px, &resp, buf, (size_t)n, chunk_line);
+        if (done < 0) {
+            proxy_finish(px, 0, "a malformed chunked body");
+            return;
+        }
+        enum send_result r = resp.n_segs ? client_send(px, &resp) : SEND_DONE;
+        if (r == SEND_ERROR) {
+            conn_close(px->c);
+            return;
+        }
+        if (done) {
+            if (r == SEND_PARKED)
+                px->framing = HTTP_BODY_NONE;
+            else
+                proxy_finish(px, 0, NULL);
+            return;
+        }
+        if (r == SEND_PARKED)
+            return;
+    }
+}
+
+/* --- the tunnel -------------------------------------------------------------------------- */
+
+/* Move bytes one way: from `from` into buf (pending at *off, *len), then to `to`. Returns
+ * the events `from` (low half) and `to` (high half) now wait for, and sets *ended when from
+ * has ended and all its bytes went; -1 on a failure. */
+static int tunnel_way(int from, int to, char *buf, size_t cap, size_t *off, size_t *len,
+                      bool *ended, bool *moved)
+{
+    for (;;) {
+        if (*len > 0) {
+            ssize_t w = send(to, buf + *off, *len, MSG_NOSIGNAL);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0 && errno == EAGAIN)
+                return EPOLLOUT << 16;
+            if (w < 0)
+                return -1;
+            *off += (size_t)w;
+            *len -= (size_t)w;
+            *moved = true;
+            continue;
+        }
+        *off = 0;
+        if (*ended)
+            return 0;
+        ssize_t n = recv(from, buf, cap, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return EPOLLIN;
+        if (n < 0)
+            return -1;
+        if (n == 0) {
+            *ended = true;
+            shutdown(to, SHUT_WR);
+            return 0;
+        }
+        *len = (size_t)n;
+        *moved = true;
+    }
+}
+
+static void tunnel(struct conn_proxy *px)
+{
+    struct conn *c = px->c;
+    bool moved = false;
+    size_t req_off = px->req_off;
+    int down = tunnel_way(px->up_fd, c->h.fd, px->head, sizeof(px->head), &px->head_off,
+                          &px->head_len, &px->up_done, &moved);
+    int upw = down < 0 ? -1
+                       : tunnel_way(c->h.fd, px->up_fd, px->req, sizeof(px->req), &req_off,
+                                    &px->req_len, &px->client_done, &moved);
+    px->req_off = req_off;
+    if (down < 0 || upw < 0 || (px->up_done && px->client_done)) {
+        px->keep_alive = false;
+        proxy_finish(px, 0, NULL);
+        return;
+    }
+    if (moved)
+        px->deadline_ms = clock_now_ms() + px->p->read_ms;
+    set_deadline(px, px->deadline_ms);
+    uint32_t up_ev = (uint32_t)(down & 0xffff) | ((uint32_t)upw >> 16);
+    uint32_t client_ev = (uint32_t)(upw & 0xffff) | ((uint32_t)down >> 16);
+    if (!set_ctl(px, EPOLL_CTL_MOD, c->h.fd, client_ev, PROXY_CLIENT)) {
+        conn_close(c);
+        return;
+    }
+    proxy_wait(px, up_ev);
+}
+
+/* --- the event --------------------------------------------------------------------------- */
+
+/* Do what the phase asks until the event must wait or is handed on. */
+static void proxy_step(struct conn_proxy *px)
+{
+    for (;;) {
+        switch (px->phase) {
+        case PHASE_CONNECT: {
+            int err = 0;
+            socklen_t len = sizeof(err);
+            if (getsockopt(px->up_fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                err = errno;
+            if (err == 0) {
+                struct sockaddr_storage peer;
+                socklen_t pl = sizeof(peer);
+                if (getpeername(px->up_fd, (struct sockaddr *)&peer, &pl) == 0) {
+                    px->phase = PHASE_SEND;
+                    set_deadline(px, clock_now_ms() + px->p->send_ms);
+                    continue;
+                }
+                if (errno != ENOTCONN) {
+                    err = errno;
+                } else { /* not yet */
+                    proxy_wait(px, EPOLLOUT);
+                    return;
+                }
+            }
+            attempt_failed(px, FAIL_ERROR, strerror(err));
+            return;
+        }
+        case PHASE_SEND: {
+            int r = send_request(px);
+            if (r < 0) {
+                attempt_failed(px, px->reused && !px->sent_any ? FAIL_STALE : FAIL_ERROR,
+                               strerror(errno));
+                return;
+            }
+            if (r == 0) {
+                proxy_wait(px, EPOLLOUT);
+                return;
+            }
+            px->phase = PHASE_HEAD;
+            set_deadline(px, clock_now_ms() + px->p->read_ms);
+            proxy_wait(px, EPOLLIN); /* the answer has not come yet: no read to try */
+            return;
+        }
+        case PHASE_HEAD:
+            if (!read_head(px))
+                return;
+            continue;
+        case PHASE_BODY:
+            relay_body(px);
+            return;
+        case PHASE_TUNNEL:
+            tunnel(px);
+            return;
+        }
+    }
+}
+
+/* The deadline has passed. */
+static void proxy_timeout(struct conn_proxy *px)
+{
+    switch (px->phase) {
+    case PHASE_CONNECT:
+        attempt_failed(px, FAIL_TIMEOUT, "connect timed out");
+        return;
+    case PHASE_SEND:
+        attempt_failed(px, FAIL_TIMEOUT, "send timed out");
+        return;
+    case PHASE_HEAD:
+        attempt_failed(px, FAIL_TIMEOUT, "no answer within proxy_read_timeout");
+        return;
+    case PHASE_BODY:
+        proxy_finish(px, 0, "read timed out");
+        return;
+    case PHASE_TUNNEL:
+        px->keep_alive = false;
+        proxy_finish(px, 0, NULL);
+        return;
+    }
+}
+
+static void proxy_event(struct lf_handle *h, uint32_t events)
+{
+    (void)events;
+    struct conn_proxy *px = (struct conn_proxy *)h;
+    unsigned ready = proxy_ready(px);
+    if ((ready & PROXY_CLIENT) && px->phase != PHASE_TUNNEL) {
+        conn_close(px->c); /* the client left: so does the upstream connection */
+        return;
+    }
+    if (clock_now_ms() >= px->deadline_ms) {
+        proxy_timeout(px);
+        return;
+    }
+    if (!(ready & (PROXY_UP | PROXY_CLIENT))) { /* the timer, early: set again */
+        px->timer_at = 0;
+        set_deadline(px, px->deadline_ms);
+        conn_wait_on(px->c, &px->h, CONN_STREAM, px->deadline_ms);
+        return;
+    }
+    proxy_step(px);
+}
+
+void http_proxy_resume(struct conn *c)
+{
+    struct conn_proxy *px = c->proxy;
+    if (px->phase == PHASE_BODY && px->framing == HTTP_BODY_NONE) {
+        proxy_finish(px, 0, NULL); /* the last part went out */
+        return;
+    }
+    px->deadline_ms = clock_now_ms() + px->p->read_ms;
+    proxy_step(px);
+}
+
+/* --- starting ---------------------------------------------------------------------------- */
+
+/* Does the request ask for another protocol (Upgrade, and "upgrade" in Connection)? */
+static bool asks_upgrade(const struct http_request *h)
+{
+    bool upgrade = false, named = false;
+    for (unsigned i = 0; i < h->n_headers; i++) {
+        const struct http_header *f = &h->headers[i];
+        if (http_slice_eq(f->name, "upgrade") && f->value.len > 0) {
+            upgrade = true;
+        } else if (http_slice_eq(f->name, "connection")) {
+            struct http_slice rest = f->value, e;
+            while (http_list_next(&rest, &e))
+                named |= http_slice_eq(e, "upgrade");
+        }
+    }
+    return upgrade && named;
+}
+
+/* Keep the request's body for sending: after the head in req[] when it fits, else where it
+ * is (a collected body, owned from now on), else a copy. */
+static bool keep_body(struct conn_proxy *px, const struct request *r, void *owner)
+{
+    if (r->body_len == 0) {
+        if (owner)
+            http_conn_body_free(px->shared, owner);
+        return true;
+    }
+    if (r->body_len <= sizeof(px->req) - px->req_len) {
+        memcpy(px->req + px->req_len, r->body, r->body_len);
+        px->req_len += r->body_len;
+        if (owner)
+            http_conn_body_free(px->shared, owner);
+        return true;
+    }
+    if (owner) {
+        px->body_owner = owner;
+        px->body = r->body;
+        px->body_len = r->body_len;
+        return true;
+    }
+    return false; /* (a body in the read buffer always fits: it is smaller than req[]) */
+}
+
+void http_proxy_start(struct conn *c, struct response *resp, const struct request *r,
+                      const char *rest, size_t rest_len, void *body_owner)
+{
+    const struct proxy_params *p = resp->proxy;
+    const struct http_request *h = r->http;
+    struct http_shared *shared = http_host_of(c)->shared;
+    int64_t now = clock_now_ms();
+    struct upstream_server *s = upstream_pick(p->upstream, now, 0);
+    struct conn_proxy *px = NULL;
+    if (s) {
+        struct upstream_idle *idle = upstream_idle_take(p->upstream, s);
+        px = idle ? (struct conn_proxy *)((char *)idle - offsetof(struct conn_proxy, idle))
+                  : proxy_new();
+    }
+    if (!http_conn_save_input(c, rest, rest_len) || (s && !px)) {
+        if (s)
+            upstream_done(p->upstream, s, false, now);
+        if (px)
+            proxy_destroy(px);
+        if (body_owner)
+            http_conn_body_free(shared, body_owner);
+        conn_close(c);
+        return;
+    }
+    if (!px) { /* every server is out: 502 at once */
+        px = proxy_new();
+        if (!px) {
+            if (body_owner)
+                http_conn_body_free(shared, body_owner);
+            conn_close(c);
+            return;
+        }
+    }
+    px->h.on_event = proxy_event;
+    px->c = c;
+    px->p = p;
+    px->up = p->upstream;
+    px->shared = shared;
+    px->method = h->method;
+    px->head_only = resp->head_only;
+    px->keep_alive = resp->keep_alive;
+    px->http10 = h->version_minor == 0;
+    px->head_sent = px->chunked = false;
+    px->tried = 0;
+    px->attempts = 0;
+    px->sent = 0;
+    px->status = 0;
+    px->fresh_only = false;
+    px->server = NULL;
+    px->start_us = clock_now_us();
+    px->body_owner = NULL;
+    px->body = NULL;
+    px->body_len = px->body_off = 0;
+    copy_slice(px->request_line, sizeof(px->request_line), http_request_line(h));
+    copy_slice(px->referer, sizeof(px->referer), h->referer);
+    copy_slice(px->user_agent, sizeof(px->user_agent), h->user_agent);
+    c->proxy = px;
+    px->tunnel_asked = false;
+    px->up_done = px->client_done = false;
+
+    long len = p->ops->request(p->conf, r, p->upstream->keepalive > 0, px->req,
+                               sizeof(px->req), px->note);
+    if (len < 0) {
+        if (body_owner)
+            http_conn_body_free(shared, body_owner);
+        if (s)
+            upstream_done(p->upstream, s, false, now);
+        px->server = NULL;
+        px->head_sent = false;
+        proxy_finish(px, 500, "the request's head is too large to forward");
+        return;
+    }
+    px->req_len = (size_t)len;
+    px->tunnel_asked = asks_upgrade(h);
+    if (!keep_body(px, r, body_owner)) {
+        if (s)
+            upstream_done(p->upstream, s, false, now);
+        proxy_finish(px, 500, "no room for the request's body");
+        return;
+    }
+    if (set_ctl(px, EPOLL_CTL_ADD, c->h.fd, EPOLLRDHUP, PROXY_CLIENT)) {
+        px->client_in = true;
+    } else {
+        log_error("proxy: epoll: %s", strerror(errno));
+        if (s)
+            upstream_done(p->upstream, s, false, now);
+        conn_close(c);
+        return;
+    }
+    atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
+    if (!s) {
+        proxy_finish(px, 502, "every server is out");
+        return;
+    }
+    /* A kept connection came with px: its socket is the attempt's. */
+    attempt_begin(px, s);
+}
