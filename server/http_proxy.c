@@ -4,18 +4,21 @@
  * As with a CGI script's output (http_stream.c), the connection is driven by two handles in
  * its group, only one of them armed at a time, so exactly one thread owns it at any moment:
  *
- *   the proxy's set (CONN_STREAM)  an epoll set of its own holding the upstream socket, a
- *                                  timer at the current deadline and the client's socket
- *                                  (for its hang-up only). Connect, send the request, read
- *                                  the head, read the body as it comes, 16 KiB at a time;
+ *   the proxy's set (CONN_STREAM)  an epoll set of its own holding the upstream socket and a
+ *                                  timer at the current deadline; after a second's wait the
+ *                                  client's socket too, for its hang-up (a quick answer
+ *                                  never pays for watching it). Connect, send the request,
+ *                                  read the head, read the body as it comes, 16 KiB at a
+ *                                  time;
  *   the client's socket (CONN_SEND) the client is slow: what it would not take waits on the
  *                                  connection, and the upstream is read again only once it
  *                                  is sent. A client that does not read stops the upstream
  *                                  being read: back-pressure, with a fixed buffer.
  *
  * The set, its timer, the upstream socket and the buffers are one allocation, kept with the
- * upstream connection in the upstream's idle list when `keepalive` allows: a kept-alive
- * request allocates nothing and creates no descriptor. An upstream connection is kept only
+ * upstream connection in the upstream's idle list when `keepalive` allows, the set still in
+ * its group's handle set (disarmed): a kept-alive request allocates nothing, creates no
+ * descriptor, and arms the set with one epoll_ctl. An upstream connection is kept only
  * when its response was read to its very end, as framed, and it said nothing against it.
  *
  * Deadlines (proxy_connect_, _send_, _read_timeout) are kept here, not by the sweep: the
@@ -55,6 +58,7 @@
 #define PROXY_REQ_MAX (CONN_BUF_SIZE + 8192) /* the request's head (and a small body) */
 #define PROXY_RELAY 16384                /* read from the upstream at a time */
 #define PROXY_IDLE_CHECK_MS 1000 /* a connection idle longer is checked before it is used */
+#define PROXY_CLIENT_CHECK_MS 1000 /* an answer slower than this: watch for the client leaving */
 
 /* The members of the proxy's set, as its events name them. */
 enum { PROXY_UP = 1u << 0, PROXY_TIMER = 1u << 1, PROXY_CLIENT = 1u << 2 };
@@ -97,6 +101,7 @@ struct conn_proxy {
     struct http_chunked dechunk;
     uint64_t sent;
     int64_t deadline_ms;
+    int64_t check_at;  /* when to start watching the client (0: watching, or never) */
     int64_t start_us;
     size_t req_len, req_off;
     const char *body;
@@ -193,6 +198,8 @@ static struct conn_proxy *proxy_new(void)
 static void set_deadline(struct conn_proxy *px, int64_t deadline_ms)
 {
     px->deadline_ms = deadline_ms;
+    if (px->check_at && px->check_at < deadline_ms)
+        deadline_ms = px->check_at;
     int64_t now = clock_now_ms();
     if (px->timer_at != 0 && px->timer_at <= deadline_ms && px->timer_at > now)
         return;
@@ -285,9 +292,13 @@ static void proxy_detach(struct conn_proxy *px, bool keep_up, bool failed)
     if (px->client_in)
         set_ctl(px, EPOLL_CTL_DEL, c->h.fd, 0, 0);
     px->client_in = false;
-    if (px->registered)
+    px->check_at = 0;
+    /* The set stays in its group, disarmed, for the next request there; not in a
+     * connection's own set, which goes with the connection. */
+    if (px->registered && lf_group_is_private(px->h.group)) {
         lf_group_remove(&px->h);
-    px->registered = false;
+        px->registered = false;
+    }
     if (px->server)
         upstream_done(px->up, px->server, failed, clock_now_ms());
     px->c = NULL;
@@ -831,7 +842,10 @@ static void tunnel(struct conn_proxy *px)
     set_deadline(px, px->deadline_ms);
     uint32_t up_ev = (uint32_t)(down & 0xffff) | ((uint32_t)upw >> 16);
     uint32_t client_ev = (uint32_t)(upw & 0xffff) | ((uint32_t)down >> 16);
-    if (!set_ctl(px, EPOLL_CTL_MOD, c->h.fd, client_ev, PROXY_CLIENT)) {
+    int op = px->client_in ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    px->client_in = true; /* (now, or the connection closes) */
+    px->check_at = 0;
+    if (!set_ctl(px, op, c->h.fd, client_ev, PROXY_CLIENT)) {
         conn_close(c);
         return;
     }
@@ -930,9 +944,18 @@ static void proxy_event(struct lf_handle *h, uint32_t events)
         conn_close(px->c); /* the client left: so does the upstream connection */
         return;
     }
-    if (clock_now_ms() >= px->deadline_ms) {
+    int64_t now = clock_now_ms();
+    if (now >= px->deadline_ms) {
         proxy_timeout(px);
         return;
+    }
+    if (px->check_at && now >= px->check_at) { /* a slow answer: watch the client now */
+        px->check_at = 0;
+        if (!set_ctl(px, EPOLL_CTL_ADD, px->c->h.fd, EPOLLRDHUP, PROXY_CLIENT)) {
+            conn_close(px->c);
+            return;
+        }
+        px->client_in = true;
     }
     if (!(ready & (PROXY_UP | PROXY_CLIENT))) { /* the timer, early: set again */
         px->timer_at = 0;
@@ -1078,14 +1101,11 @@ void http_proxy_start(struct conn *c, struct response *resp, const struct reques
         proxy_finish(px, 500, "no room for the request's body");
         return;
     }
-    if (set_ctl(px, EPOLL_CTL_ADD, c->h.fd, EPOLLRDHUP, PROXY_CLIENT)) {
-        px->client_in = true;
-    } else {
-        log_error("proxy: epoll: %s", strerror(errno));
-        if (s)
-            upstream_done(p->upstream, s, false, now);
-        conn_close(c);
-        return;
+    px->check_at = now + PROXY_CLIENT_CHECK_MS;
+    /* A set kept in another group leaves it: this request's group arms it. */
+    if (px->registered && px->h.group != c->h.group) {
+        lf_group_remove(&px->h);
+        px->registered = false;
     }
     atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
     if (!s) {

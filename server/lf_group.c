@@ -340,6 +340,11 @@ void lf_group_remove(struct lf_handle *h)
     epoll_ctl(h->group->epfd, EPOLL_CTL_DEL, h->fd, NULL);
 }
 
+bool lf_group_is_private(const struct lf_group *g)
+{
+    return g->tpc.parent != NULL;
+}
+
 void lf_thread_setup(struct lf_group *g, const char *prefix, long n)
 {
     char suffix[24], tname[16];

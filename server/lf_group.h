@@ -133,6 +133,8 @@ void lf_group_detach(struct lf_handle *h, bool closing);
  * out of its handle set, called by the thread processing it: it will not be reported
  * again, and may be added to a set again later. */
 void lf_group_remove(struct lf_handle *h);
+/* Is g a connection's own handle set (Thread-per-Connection), which goes with it? */
+bool lf_group_is_private(const struct lf_group *g);
 
 /* Start the threads. Returns 0 or -errno. */
 int lf_group_start(struct lf_group *g);

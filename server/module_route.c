@@ -457,12 +457,18 @@ size_t module_redirect_base(const struct request *req, char *out, size_t cap)
     size_t hl = absolute ? redirect_host(req, host, sizeof(host)) : 0;
     if (hl == 0)
         return 0;
+    if (hl + 7 + 7 >= cap) /* "http://" HOST ":65535" and the NUL */
+        return 0;
+    memcpy(out, "http://", 7);
+    memcpy(out + 7, host, hl);
+    char *p = out + 7 + hl;
     unsigned port = local_port(req->local);
-    char port_text[8] = "";
-    if (port && port != 80)
-        snprintf(port_text, sizeof(port_text), ":%u", port);
-    int n = snprintf(out, cap, "http://%.*s%s", (int)hl, host, port_text);
-    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+    if (port && port != 80) {
+        *p++ = ':';
+        p = http_fmt_u64(p, port);
+    }
+    *p = '\0';
+    return (size_t)(p - out);
 }
 
 void module_redirect(const struct request *req, struct response *resp, int status,

@@ -314,7 +314,6 @@ struct upstream_server *upstream_pick(struct upstream *u, int64_t now_ms, uint64
 
 void upstream_done(struct upstream *u, struct upstream_server *s, bool failed, int64_t now_ms)
 {
-    (void)u;
     atomic_fetch_sub_explicit(&s->active, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->requests, 1, memory_order_relaxed);
     if (!failed) {
@@ -325,7 +324,7 @@ void upstream_done(struct upstream *u, struct upstream_server *s, bool failed, i
         return;
     }
     atomic_fetch_add_explicit(&s->failures, 1, memory_order_relaxed);
-    if (s->max_fails == 0)
+    if (s->max_fails == 0 || u->n_servers == 1) /* a lone server is never out (nginx) */
         return;
     long long start = atomic_load_explicit(&s->window_ms, memory_order_relaxed);
     unsigned fails;

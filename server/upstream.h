@@ -19,7 +19,8 @@
  * stepping through it, so that no lock is taken and two threads never wait on each other.
  * `least_conn`: the server with the fewest requests in flight per unit of weight, ties
  * broken by the schedule. A server that failed max_fails times within fail_timeout is out
- * for fail_timeout; then one request tries it again, and a success brings it back. The
+ * for fail_timeout; then one request tries it again, and a success brings it back. A set of
+ * one server never takes it out (nginx's rule: there is nowhere else to go). The
  * backup servers are tried only when every primary one is out. When every server is out,
  * the choice fails at once (the proxy answers 502).
  *
