@@ -311,17 +311,25 @@ static size_t port_of(const struct sockaddr *sa, char *tmp, size_t cap)
     return (size_t)snprintf(tmp, cap, "%u", port);
 }
 
+/* A listener on 0.0.0.0 or [::]: which address a connection came in on, only its socket
+ * knows. */
+static bool is_wildcard(const struct sockaddr *sa)
+{
+    if (sa && sa->sa_family == AF_INET)
+        return ((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr == INADDR_ANY;
+    if (sa && sa->sa_family == AF_INET6)
+        return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr);
+    return false;
+}
+
+/* $server_addr: the listener's address, or behind a wildcard one the socket's (a system
+ * call, paid only by a value that uses it, as nginx's). */
 static size_t server_addr_of(const struct vars_source *src, char *tmp, size_t cap)
 {
     const struct sockaddr *sa = src->local;
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
-    bool wildcard =
-        sa && ((sa->sa_family == AF_INET &&
-                ((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr == INADDR_ANY) ||
-               (sa->sa_family == AF_INET6 &&
-                IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr)));
-    if (wildcard && src->local_fd > 0 &&
+    if (is_wildcard(sa) && src->local_fd > 0 &&
         getsockname(src->local_fd, (struct sockaddr *)&ss, &sl) == 0)
         sa = (const struct sockaddr *)&ss;
     return remote_addr_of(sa, tmp, cap);
@@ -431,8 +439,9 @@ static bool cookie_in(struct http_slice f, const char *name, size_t len, struct 
             while (q < end && *q == ' ')
                 q++;
             if (q < end && *q == '=') {
-                for (q++; q < end && *q == ' '; q++) {
-                }
+                q++;
+                while (q < end && *q == ' ')
+                    q++;
                 const char *e = memchr(q, ';', (size_t)(end - q));
                 *v = (struct http_slice){q, (size_t)((e ? e : end) - q)};
                 return true;
