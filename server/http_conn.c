@@ -27,6 +27,7 @@
 #include "clock.h"
 #include "http_private.h"
 #include "module.h"
+#include "vars.h"
 
 /* The most a collected body may hold, whatever max_body_size says (0 there: no limit on
  * bodies that are only skipped). A collected body is held in memory whole. */
@@ -189,16 +190,19 @@ static struct http_slice first_line(const char *p, size_t len, size_t max)
 
 /* What every module sees of a request on this connection, before its path is decoded:
  * path is an empty string in a buffer of REQUEST_PATH_MAX (or 1 for a request that will
- * not be routed). */
+ * not be routed); id the request's $request_id, made only if something asks for it. */
 static void request_init(struct conn *c, const struct http_request *h, struct request *r,
-                         char *path, int64_t now_s)
+                         char *path, char id[VARS_REQUEST_ID_SIZE], int64_t now_s)
 {
     path[0] = '\0';
+    id[0] = '\0';
     *r = (struct request){
         .http = h,
         .path = path,
         .peer = &c->peer.sa,
         .local = c->local,
+        .local_fd = c->h.fd,
+        .request_id = id,
         .now_s = now_s,
         .cfg = &c->gen->cfg,
         .root_fd = c->gen->root_fd,
@@ -226,9 +230,9 @@ static bool asks_server_options(const struct http_request *h)
  * log hooks afterwards. Returns 0, or the status of an error to answer instead. "OPTIONS *"
  * is not routed: no module answers it. */
 static int route(struct conn *c, const struct http_request *h, struct request *r, char *path,
-                 int64_t now_s)
+                 char id[VARS_REQUEST_ID_SIZE], int64_t now_s)
 {
-    request_init(c, h, r, path, now_s);
+    request_init(c, h, r, path, id, now_s);
     if (h->method == HTTP_METHOD_UNKNOWN)
         return 501;
     if (h->method == HTTP_METHOD_CONNECT)
@@ -311,9 +315,9 @@ void http_conn_log_unparsed(struct conn *c, const struct response *resp, int64_t
 {
     struct http_request empty;
     memset(&empty, 0, sizeof(empty));
-    char path[1];
+    char path[1], id[VARS_REQUEST_ID_SIZE];
     struct request r;
-    request_init(c, &empty, &r, path, now_s);
+    request_init(c, &empty, &r, path, id, now_s);
     module_chain_log(&c->gen->chain, &r, resp);
 }
 
@@ -502,9 +506,9 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     }
     bool body_error = status != 0; /* framing errors close the connection; others do not */
 
-    char path[REQUEST_PATH_MAX];
+    char path[REQUEST_PATH_MAX], id[VARS_REQUEST_ID_SIZE];
     struct request r;
-    int routed = route(c, req, &r, path, now_s);
+    int routed = route(c, req, &r, path, id, now_s);
     status = status ? status : routed;
     bool wants_body = !status && c->body_mode != CONN_BODY_NONE && r.mount &&
                       r.mount->wants_body;
@@ -565,9 +569,9 @@ static void serve_collected(struct conn *c)
     resp_init(&resp);
     resp.head_only = req.method == HTTP_METHOD_HEAD;
     resp.keep_alive = rc > 0 && keep_alive_allowed(c, &req);
-    char path[REQUEST_PATH_MAX];
+    char path[REQUEST_PATH_MAX], id[VARS_REQUEST_ID_SIZE];
     struct request r;
-    int status = rc > 0 ? route(c, &req, &r, path, now_s) : 500;
+    int status = rc > 0 ? route(c, &req, &r, path, id, now_s) : 500;
     r.body = k->data + k->head_len;
     r.body_len = k->body_len;
     respond(c, &req, &r, status, &resp);

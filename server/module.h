@@ -58,6 +58,10 @@ struct request {
     size_t path_len;                 /* a buffer of REQUEST_PATH_MAX that rewrite may edit */
     const struct sockaddr *peer;     /* the client */
     const struct sockaddr *local;    /* the listener the connection came in on */
+    int local_fd;                    /* the connection's socket: for $server_addr only */
+    /* $request_id's 33 bytes (vars.h), in the frame that made the request, "" until the
+     * first expansion makes it: copies of the request (internal redirects) share it. */
+    char *request_id;
     int64_t now_s;
     const struct config *cfg;
     int root_fd;           /* the document root, opened O_PATH | O_DIRECTORY */

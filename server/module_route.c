@@ -34,15 +34,21 @@
 void module_vars_source(const struct request *req, struct vars_source *src)
 {
     const struct site_server *s = req->site;
+    const struct site_name *first = s && s->n_names ? &s->names[0] : NULL;
     *src = (struct vars_source){
         .http = req->http,
         .uri = req->path,
         .uri_len = req->path_len,
         .peer = req->peer,
         .local = req->local,
-        .server_name = s && s->n_names && s->names[0].kind == SITE_NAME_EXACT
-                           ? s->names[0].text : NULL,
+        .local_fd = req->local_fd,
+        .server_name = first && first->kind == SITE_NAME_EXACT ? first->text : NULL,
+        /* $server_name as written: "*.x" and "x.*" are kept as ".x" and "x." */
+        .name_before = first && first->kind == SITE_NAME_LEADING && !first->bare_too ? "*" : "",
+        .name = first ? first->text : "",
+        .name_after = first && first->kind == SITE_NAME_TRAILING ? "*" : "",
         .args = &req->args,
+        .request_id = req->request_id,
     };
 }
 

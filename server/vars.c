@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
+#include <time.h>
 
 enum var_id {
     VAR_LITERAL = 0,
@@ -20,6 +22,16 @@ enum var_id {
     VAR_REMOTE_ADDR,
     VAR_REQUEST_METHOD,
     VAR_SERVER_PORT,
+    VAR_REMOTE_PORT,
+    VAR_SERVER_ADDR,
+    VAR_SERVER_NAME,
+    VAR_REQUEST_ID,
+    VAR_PROXY_HOST,
+    VAR_PROXY_PORT,
+    VAR_PROXY_ADD_XFF,
+    VAR_HTTP,   /* $http_NAME: the part's name is NAME, '_' made '-' */
+    VAR_COOKIE, /* $cookie_NAME */
+    VAR_ARG,    /* $arg_NAME */
 };
 
 static const struct {
@@ -34,11 +46,28 @@ static const struct {
     {"remote_addr", VAR_REMOTE_ADDR},
     {"request_method", VAR_REQUEST_METHOD},
     {"server_port", VAR_SERVER_PORT},
+    {"remote_port", VAR_REMOTE_PORT},
+    {"server_addr", VAR_SERVER_ADDR},
+    {"server_name", VAR_SERVER_NAME},
+    {"request_id", VAR_REQUEST_ID},
+    {"proxy_host", VAR_PROXY_HOST},
+    {"proxy_port", VAR_PROXY_PORT},
+    {"proxy_add_x_forwarded_for", VAR_PROXY_ADD_XFF},
+};
+
+/* Families of variables named by a prefix and what follows it, as nginx's. */
+static const struct {
+    const char *prefix;
+    enum var_id id;
+} var_prefixes[] = {
+    {"http_", VAR_HTTP},
+    {"cookie_", VAR_COOKIE},
+    {"arg_", VAR_ARG},
 };
 
 struct vars_part {
     enum var_id id;
-    uint32_t off, len; /* a literal's bytes in text */
+    uint32_t off, len; /* in text: a literal's bytes, or a family member's name */
 };
 
 struct vars_value {
@@ -56,20 +85,37 @@ static bool name_char(char c)
            c == '_';
 }
 
-static int var_lookup(const char *name, size_t len, enum var_id *id)
+/* The variable named name[0..len): its id, and for a family member (http_NAME...) where
+ * NAME starts in name and its length. */
+static int var_lookup(const char *name, size_t len, enum var_id *id, size_t *arg_at)
 {
+    *arg_at = len;
     for (size_t i = 0; i < sizeof(var_names) / sizeof(var_names[0]); i++)
         if (strlen(var_names[i].name) == len && strncasecmp(var_names[i].name, name, len) == 0)
             return *id = var_names[i].id, 0;
+    for (size_t i = 0; i < sizeof(var_prefixes) / sizeof(var_prefixes[0]); i++) {
+        size_t pl = strlen(var_prefixes[i].prefix);
+        if (len > pl && strncasecmp(var_prefixes[i].prefix, name, pl) == 0)
+            return *id = var_prefixes[i].id, *arg_at = pl, 0;
+    }
     return -1;
 }
 
-/* Read the variable at s ("$name" or "${name}"): its id and the bytes it took. */
-static int read_variable(const char *s, enum var_id *id, size_t *used, char *msg, size_t len)
+/* A variable as read from the text: which, the bytes it took, and a family member's
+ * name (empty otherwise). */
+struct var_ref {
+    enum var_id id;
+    size_t used;
+    const char *arg;
+    size_t arg_len;
+};
+
+/* Read the variable at s ("$name" or "${name}"). */
+static int read_variable(const char *s, struct var_ref *ref, char *msg, size_t len)
 {
     bool braced = s[1] == '{';
     const char *name = s + 1 + braced;
-    size_t n = 0;
+    size_t n = 0, arg_at;
     while (name_char(name[n]))
         n++;
     if (n == 0)
@@ -77,11 +123,15 @@ static int read_variable(const char *s, enum var_id *id, size_t *used, char *msg
     if (braced && name[n] != '}')
         return snprintf(msg, len, "the closing bracket in \"%.*s\" variable is missing",
                         (int)n, name), -1;
-    if (var_lookup(name, n, id) < 0)
+    if (var_lookup(name, n, &ref->id, &arg_at) < 0)
         return snprintf(msg, len, "unknown \"%.*s\" variable (known: uri, request_uri, args, "
-                        "host, scheme, remote_addr, request_method, server_port)", (int)n,
-                        name), -1;
-    *used = 1 + braced + n + braced;
+                        "arg_NAME, host, http_NAME, cookie_NAME, scheme, remote_addr, "
+                        "remote_port, server_addr, server_port, server_name, "
+                        "request_method, request_id, proxy_host, proxy_port, "
+                        "proxy_add_x_forwarded_for)", (int)n, name), -1;
+    ref->used = 1 + braced + n + braced;
+    ref->arg = name + arg_at;
+    ref->arg_len = n - arg_at;
     return 0;
 }
 
@@ -122,16 +172,22 @@ int vars_compile(const char *text, enum vars_context ctx, struct vars_value **ou
             v->text[t++] = text[i++];
             continue;
         }
-        enum var_id id;
-        size_t used;
-        if (read_variable(text + i, &id, &used, msg, msg_len) < 0) {
+        struct var_ref ref;
+        if (read_variable(text + i, &ref, msg, msg_len) < 0) {
             free(v);
             return -1;
         }
         add_literal(v, (uint32_t)lit_start, (uint32_t)(t - lit_start));
-        v->parts[v->n_parts++] = (struct vars_part){id, 0, 0};
+        /* A family member's name goes into text too (never longer than the variable
+         * itself): lowercased, and for $http_NAME with '-' for '_', as header names. */
+        v->parts[v->n_parts++] = (struct vars_part){ref.id, (uint32_t)t, (uint32_t)ref.arg_len};
+        for (size_t k = 0; k < ref.arg_len; k++) {
+            char c = ref.arg[k];
+            c = c >= 'A' && c <= 'Z' ? (char)(c + 32) : c;
+            v->text[t++] = ref.id == VAR_HTTP && c == '_' ? '-' : c;
+        }
         lit_start = t;
-        i += used;
+        i += ref.used;
     }
     add_literal(v, (uint32_t)lit_start, (uint32_t)(t - lit_start));
     v->text[t] = '\0';
@@ -166,6 +222,8 @@ static const char hex_digits[] = "0123456789ABCDEF";
 /* Append p[0..len), escaping control bytes in header context and lowercasing if asked. */
 static void put(struct sink *s, const char *p, size_t len, bool escape, bool lower)
 {
+    if (len == 0)
+        return; /* p may be NULL then: an empty slice */
     if (!escape && !lower && !s->failed) { /* raw bytes: one copy */
         if (s->cap - s->n < len + 1) {
             s->failed = true;
@@ -190,6 +248,13 @@ static void put(struct sink *s, const char *p, size_t len, bool escape, bool low
             s->out[s->n++] = lower && c >= 'A' && c <= 'Z' ? (char)(c + 32) : (char)c;
         }
     }
+}
+
+/* Append a NUL-ended string (NULL: nothing). */
+static void put_string(struct sink *s, const char *str, bool escape)
+{
+    if (str)
+        put(s, str, strlen(str), escape, false);
 }
 
 /* The Host without port or trailing dot (nginx's $host), or the server's name. */
@@ -246,8 +311,186 @@ static size_t port_of(const struct sockaddr *sa, char *tmp, size_t cap)
     return (size_t)snprintf(tmp, cap, "%u", port);
 }
 
-static void put_variable(struct sink *s, enum var_id id, const struct vars_source *src,
-                         bool esc)
+/* A listener on 0.0.0.0 or [::]: which address a connection came in on, only its socket
+ * knows. */
+static bool is_wildcard(const struct sockaddr *sa)
+{
+    if (sa && sa->sa_family == AF_INET)
+        return ((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr == INADDR_ANY;
+    if (sa && sa->sa_family == AF_INET6)
+        return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr);
+    return false;
+}
+
+/* $server_addr: the listener's address, or behind a wildcard one the socket's (a system
+ * call, paid only by a value that uses it, as nginx's). */
+static size_t server_addr_of(const struct vars_source *src, char *tmp, size_t cap)
+{
+    const struct sockaddr *sa = src->local;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (is_wildcard(sa) && src->local_fd > 0 &&
+        getsockname(src->local_fd, (struct sockaddr *)&ss, &sl) == 0)
+        sa = (const struct sockaddr *)&ss;
+    return remote_addr_of(sa, tmp, cap);
+}
+
+/* --- $request_id ---------------------------------------------------------------------- */
+
+/* Random bytes for ids: a thread's own batch, refilled from getrandom 16 ids at a time
+ * (no lock, one system call per 16 ids). The kernel's generator rather than a fast one
+ * seeded from it: ids go out in headers, and a fast generator's state can be worked back
+ * from a few of its outputs, so a client could foretell the next ids (nginx takes them
+ * from OpenSSL's RAND_bytes). 256 bytes: getrandom never returns fewer. */
+#define ID_BATCH 256
+static _Thread_local struct {
+    unsigned char bytes[ID_BATCH];
+    unsigned used;
+    uint64_t fallback; /* without getrandom (seccomp, old kernels): splitmix64's state */
+} id_pool = {.used = ID_BATCH};
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+static void id_pool_fill(void)
+{
+    id_pool.used = 0;
+    if (getrandom(id_pool.bytes, ID_BATCH, 0) == ID_BATCH)
+        return;
+    if (id_pool.fallback == 0) { /* unique enough: this thread's address and the time */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        id_pool.fallback = (uint64_t)(uintptr_t)&id_pool ^ (uint64_t)ts.tv_nsec ^
+                           ((uint64_t)ts.tv_sec << 32);
+    }
+    for (unsigned i = 0; i < ID_BATCH; i += 8) {
+        uint64_t r = splitmix64(&id_pool.fallback);
+        memcpy(id_pool.bytes + i, &r, 8);
+    }
+}
+
+/* The request's id, made on its first use. */
+static struct http_slice request_id_of(char *id)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (!id)
+        return (struct http_slice){"", 0};
+    if (id[0] == '\0') {
+        if (id_pool.used + 16 > ID_BATCH)
+            id_pool_fill();
+        const unsigned char *b = id_pool.bytes + id_pool.used;
+        for (unsigned i = 0; i < 16; i++) {
+            id[2 * i] = hex[b[i] >> 4];
+            id[2 * i + 1] = hex[b[i] & 15];
+        }
+        id[32] = '\0';
+        id_pool.used += 16;
+    }
+    return (struct http_slice){id, 32};
+}
+
+/* --- the request's fields ----------------------------------------------------------------- */
+
+/* Is h the field name[0..len) (lowercase, '-' where the variable had '_')? A field name
+ * with '_' never is: nginx drops such fields by default. */
+static bool header_named(const struct http_header *h, const char *name, size_t len)
+{
+    return h->name.len == len && strncasecmp(h->name.p, name, len) == 0;
+}
+
+/* $http_NAME: the first field NAME, or for Cookie and X-Forwarded-For all of them, joined
+ * as nginx 1.22 joins them. Returns whether the request has the field at all. */
+static bool put_header(struct sink *s, const struct http_request *h, const char *name,
+                       size_t len, bool esc)
+{
+    const char *sep = NULL;
+    if (len == 6 && memcmp(name, "cookie", 6) == 0)
+        sep = "; ";
+    else if (len == 15 && memcmp(name, "x-forwarded-for", 15) == 0)
+        sep = ", ";
+    bool found = false;
+    for (unsigned i = 0; h && i < h->n_headers; i++) {
+        if (!header_named(&h->headers[i], name, len))
+            continue;
+        if (found && !sep)
+            break;
+        if (found)
+            put(s, sep, 2, false, false);
+        put(s, h->headers[i].value.p, h->headers[i].value.len, esc, false);
+        found = true;
+    }
+    return found;
+}
+
+/* The value of cookie name[0..len) in one Cookie field, read as nginx reads it: pairs
+ * separated by ';' or ',', the name compared in any case, spaces around '=' skipped, the
+ * value running to the next ';'. */
+static bool cookie_in(struct http_slice f, const char *name, size_t len, struct http_slice *v)
+{
+    const char *p = f.p, *end = f.p + f.len;
+    while (p < end) {
+        if ((size_t)(end - p) >= len && strncasecmp(p, name, len) == 0) {
+            const char *q = p + len;
+            while (q < end && *q == ' ')
+                q++;
+            if (q < end && *q == '=') {
+                q++;
+                while (q < end && *q == ' ')
+                    q++;
+                const char *e = memchr(q, ';', (size_t)(end - q));
+                *v = (struct http_slice){q, (size_t)((e ? e : end) - q)};
+                return true;
+            }
+        }
+        while (p < end && *p != ';' && *p != ',')
+            p++;
+        if (p < end)
+            p++; /* the separator */
+        while (p < end && *p == ' ')
+            p++;
+    }
+    return false;
+}
+
+static struct http_slice cookie_of(const struct http_request *h, const char *name, size_t len)
+{
+    struct http_slice v = {"", 0};
+    for (unsigned i = 0; h && i < h->n_headers; i++)
+        if (header_named(&h->headers[i], "cookie", 6) &&
+            cookie_in(h->headers[i].value, name, len, &v))
+            break;
+    return v;
+}
+
+/* $arg_NAME: the value of the first "NAME=" argument (any case), up to the next '&'. */
+static struct http_slice arg_of(struct http_slice q, const char *name, size_t len)
+{
+    if (q.len == 0)
+        return (struct http_slice){"", 0};
+    const char *p = q.p, *end = q.p + q.len;
+    while (p && p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *e = amp ? amp : end;
+        if ((size_t)(e - p) > len && p[len] == '=' && strncasecmp(p, name, len) == 0)
+            return (struct http_slice){p + len + 1, (size_t)(e - p - len - 1)};
+        p = amp ? amp + 1 : NULL;
+    }
+    return (struct http_slice){"", 0};
+}
+
+/* The part's name (a family member's), in the value's text. */
+struct part_name {
+    const char *p;
+    size_t len;
+};
+
+static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
+                         const struct vars_source *src, bool esc)
 {
     const struct http_request *h = src->http;
     char tmp[INET6_ADDRSTRLEN + 8];
@@ -259,8 +502,26 @@ static void put_variable(struct sink *s, enum var_id id, const struct vars_sourc
     case VAR_HOST: put(s, host_of(src).p, host_of(src).len, esc, true); return;
     case VAR_SCHEME: v = (struct http_slice){"http", 4}; break;
     case VAR_REMOTE_ADDR: v.len = remote_addr_of(src->peer, tmp, sizeof(tmp)); break;
+    case VAR_REMOTE_PORT: v.len = port_of(src->peer, tmp, sizeof(tmp)); break;
     case VAR_REQUEST_METHOD: v = h ? h->method_name : v; break;
     case VAR_SERVER_PORT: v.len = port_of(src->local, tmp, sizeof(tmp)); break;
+    case VAR_SERVER_ADDR: v.len = server_addr_of(src, tmp, sizeof(tmp)); break;
+    case VAR_SERVER_NAME:
+        put_string(s, src->name_before, esc);
+        put_string(s, src->name, esc);
+        put_string(s, src->name_after, esc);
+        return;
+    case VAR_REQUEST_ID: v = request_id_of(src->request_id); break;
+    case VAR_PROXY_HOST: v = src->proxy_host; break;
+    case VAR_PROXY_PORT: v = src->proxy_port; break;
+    case VAR_PROXY_ADD_XFF:
+        if (put_header(s, h, "x-forwarded-for", 15, esc))
+            put(s, ", ", 2, false, false);
+        v.len = remote_addr_of(src->peer, tmp, sizeof(tmp));
+        break;
+    case VAR_HTTP: put_header(s, h, nm.p, nm.len, esc); return;
+    case VAR_COOKIE: v = cookie_of(h, nm.p, nm.len); break;
+    case VAR_ARG: v = arg_of(src->args ? *src->args : h ? h->query : v, nm.p, nm.len); break;
     case VAR_LITERAL: break;
     }
     put(s, v.p, v.len, esc, false);
@@ -278,7 +539,7 @@ long vars_expand(const struct vars_value *v, const struct vars_source *src, char
         if (p->id == VAR_LITERAL)
             put(&s, v->text + p->off, p->len, false, false);
         else
-            put_variable(&s, p->id, src, esc);
+            put_variable(&s, p->id, (struct part_name){v->text + p->off, p->len}, src, esc);
     }
     out[s.failed ? 0 : s.n] = '\0';
     return s.failed ? -1 : (long)s.n;

@@ -10,12 +10,32 @@
  *   $request_uri     the target as sent, from its path on (an absolute-form target's
  *                    scheme and authority left out, as nginx does)
  *   $args            the query, without the '?'
+ *   $arg_NAME        the raw value of the query's first NAME= argument (NAME compared
+ *                    case-insensitively; "NAME" without '=' is not it), as nginx's
  *   $host            the Host (or the absolute-form authority), lowercased, without port
  *                    or trailing dot; without one, the server's name
+ *   $http_NAME       the request header NAME ('_' in NAME stands for '-', any case). Of a
+ *                    repeated field the first, except Cookie (all, joined with "; ") and
+ *                    X-Forwarded-For (all, joined with ", "), as nginx 1.22. A field whose
+ *                    name holds '_' is never one: nginx drops those by default
+ *                    (underscores_in_headers off), so X_Forwarded_For cannot pose as one
+ *   $cookie_NAME     the raw value of the first cookie NAME (any case) in the Cookie fields,
+ *                    as nginx reads them: up to the next ';', spaces around '=' skipped
  *   $scheme          "http"
  *   $remote_addr     the client's address
- *   $request_method  the method as sent
+ *   $remote_port     the client's port
+ *   $server_addr     the address the connection came in on (asked of the socket, once per
+ *                    expansion, when the listener is a wildcard one)
  *   $server_port     the port the connection came in on
+ *   $server_name     the server block's first name as written, lowercased ("" without one)
+ *   $request_method  the method as sent
+ *   $request_id      16 random bytes as 32 lowercase hex digits, one per request: made on
+ *                    first use, the same wherever the request expands it (internal
+ *                    redirects included); from a per-thread generator seeded by getrandom
+ *   $proxy_host      the upstream's name or HOST:PORT, and its port, as the proxy gives
+ *   $proxy_port      them ("" when not proxying)
+ *   $proxy_add_x_forwarded_for   $http_x_forwarded_for, ", " and $remote_addr; only
+ *                    $remote_addr when the request has no X-Forwarded-For
  *
  * Where the result goes decides the escaping, fixed at compile time:
  *
@@ -45,9 +65,22 @@ struct vars_source {
     size_t uri_len;
     const struct sockaddr *peer;  /* the client (NULL: $remote_addr is empty) */
     const struct sockaddr *local; /* the listener's address (NULL: $server_port is empty) */
+    int local_fd;                 /* the connection's socket, for $server_addr behind a
+                                     wildcard listener; 0 or less: not known (0, so that
+                                     a source left zeroed never asks stdin) */
     const char *server_name;      /* $host without a Host; NULL: "" (nginx's default name) */
+    /* $server_name: before, text and after ("*", "example.", "" for `*.example.`'s
+     * pieces; NULL: ""), the three written one after the other. */
+    const char *name_before, *name, *name_after;
     const struct http_slice *args; /* $args; NULL: the request's query */
+    /* The request's $request_id: 33 bytes that live as long as the request, "" until
+     * the first expansion fills them (so a request that never asks pays nothing). NULL:
+     * $request_id is empty. */
+    char *request_id;
+    struct http_slice proxy_host, proxy_port; /* the proxy's; empty when not proxying */
 };
+
+#define VARS_REQUEST_ID_SIZE 33 /* 32 hex digits and a NUL */
 
 struct vars_value; /* opaque: one allocation, read-only once compiled */
 

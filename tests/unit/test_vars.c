@@ -4,6 +4,8 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "mod_headers.h"
 #include "vars.h"
@@ -23,8 +25,12 @@ static struct vars_source source(const char *head, const char *uri)
     peer = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(40000)};
     inet_pton(AF_INET, "192.0.2.7", &peer.sin_addr);
     local = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(8080)};
-    return (struct vars_source){&parsed, uri, strlen(uri), (struct sockaddr *)&peer,
-                                (struct sockaddr *)&local, "fallback.example", NULL};
+    return (struct vars_source){.http = &parsed,
+                                .uri = uri,
+                                .uri_len = strlen(uri),
+                                .peer = (struct sockaddr *)&peer,
+                                .local = (struct sockaddr *)&local,
+                                .server_name = "fallback.example"};
 }
 
 #define GET_HOST "GET /a/b?x=1&y=2 HTTP/1.1\r\nHost: WWW.Example.ORG.:8080\r\n\r\n"
@@ -218,6 +224,228 @@ TEST(an_escape_that_does_not_fit_whole_is_not_cut)
     CHECK_EQ_INT(vars_expand(v, &s, out, 5), 4);
     CHECK(strcmp(out, "/%0A") == 0);
     vars_free(v);
+}
+
+/* --- request headers, cookies and arguments (nginx 1.22's $http_, $cookie_, $arg_) ------ */
+
+TEST(http_name_finds_a_header_in_any_case_with_underscore_for_dash)
+{
+    struct vars_source s = source("GET / HTTP/1.1\r\nHost: h\r\nx-Trace-ID: t1\r\n\r\n", "/");
+    CHECK(expands_to("[$http_x_trace_id]", VARS_HEADER, &s, "[t1]"));
+    CHECK(expands_to("[$HTTP_X_TRACE_ID]", VARS_HEADER, &s, "[t1]"));
+    CHECK(expands_to("[${http_host}]", VARS_HEADER, &s, "[h]"));
+}
+
+TEST(http_name_of_an_absent_header_is_empty)
+{
+    struct vars_source s = source(GET_HOST, "/");
+    CHECK(expands_to("[$http_x_absent]", VARS_HEADER, &s, "[]"));
+}
+
+TEST(http_name_of_a_repeated_header_is_its_first_field)
+{
+    struct vars_source s =
+        source("GET / HTTP/1.1\r\nHost: h\r\nVia: 1.1 a\r\nvia: 1.1 b\r\n\r\n", "/");
+    CHECK(expands_to("$http_via", VARS_HEADER, &s, "1.1 a"));
+}
+
+TEST(http_cookie_joins_repeated_fields_with_a_semicolon)
+{
+    struct vars_source s =
+        source("GET / HTTP/1.1\r\nHost: h\r\nCookie: a=1; b=2\r\ncookie: c=3\r\n\r\n", "/");
+    CHECK(expands_to("$http_cookie", VARS_HEADER, &s, "a=1; b=2; c=3"));
+}
+
+TEST(http_x_forwarded_for_joins_repeated_fields_with_a_comma)
+{
+    struct vars_source s = source("GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 1.1.1.1\r\n"
+                                  "X-Forwarded-For: 2.2.2.2, 3.3.3.3\r\n\r\n", "/");
+    CHECK(expands_to("$http_x_forwarded_for", VARS_HEADER, &s, "1.1.1.1, 2.2.2.2, 3.3.3.3"));
+}
+
+TEST(http_name_never_matches_a_field_name_with_an_underscore)
+{
+    struct vars_source s =
+        source("GET / HTTP/1.1\r\nHost: h\r\nX_Forwarded_For: 6.6.6.6\r\n\r\n", "/");
+    CHECK(expands_to("[$http_x_forwarded_for]", VARS_HEADER, &s, "[]"));
+}
+
+TEST(http_name_escapes_a_tab_in_the_value_in_a_header)
+{
+    struct vars_source s = source("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\tb\r\n\r\n", "/");
+    CHECK(expands_to("$http_x_a", VARS_HEADER, &s, "a%09b"));
+    CHECK(expands_to("$http_x_a", VARS_RAW, &s, "a\tb"));
+}
+
+TEST(cookie_name_is_the_first_such_cookie_in_any_field_and_case)
+{
+    struct vars_source s = source("GET / HTTP/1.1\r\nHost: h\r\nCookie: b=1\r\n"
+                                  "Cookie: SID=x; sid=y\r\n\r\n", "/");
+    CHECK(expands_to("[$cookie_sid]", VARS_HEADER, &s, "[x]"));
+    CHECK(expands_to("[$cookie_none]", VARS_HEADER, &s, "[]"));
+}
+
+TEST(cookie_name_must_be_a_whole_name)
+{
+    struct vars_source s = source("GET / HTTP/1.1\r\nHost: h\r\nCookie: xa=1; ab=2; a=3\r\n\r\n",
+                                  "/");
+    CHECK(expands_to("$cookie_a", VARS_HEADER, &s, "3"));
+}
+
+/* As nginx reads them (checked against nginx 1.22): spaces around '=' skipped, a value up
+ * to the next ';' (trailing spaces and commas kept), a ',' also starting a new pair. */
+TEST(cookie_values_are_read_as_nginx_reads_them)
+{
+    struct vars_source s = source(
+        "GET / HTTP/1.1\r\nHost: h\r\nCookie: a = 2 ;b=3,c=4;d;e=\r\n\r\n", "/");
+    CHECK(expands_to("[$cookie_a][$cookie_b][$cookie_c][$cookie_d][$cookie_e]", VARS_HEADER, &s,
+                     "[2 ][3,c=4][4][][]"));
+}
+
+TEST(arg_name_is_the_first_such_argument_in_any_case_as_sent)
+{
+    struct vars_source s = source("GET /?xx=1&x&X=%41+&x=3&y=a=b HTTP/1.1\r\nHost: h\r\n\r\n",
+                                  "/");
+    CHECK(expands_to("[$arg_x][$arg_y][$arg_z]", VARS_HEADER, &s, "[%41+][a=b][]"));
+}
+
+TEST(arg_name_reads_the_arguments_an_internal_redirect_gave)
+{
+    struct vars_source s = source("GET /?a=old HTTP/1.1\r\nHost: h\r\n\r\n", "/");
+    struct http_slice given = {"a=new&b=2", 9};
+    s.args = &given;
+    CHECK(expands_to("$arg_a,$arg_b", VARS_HEADER, &s, "new,2"));
+}
+
+TEST(a_family_prefix_without_a_name_is_unknown)
+{
+    CHECK(refused("$http_", VARS_HEADER, "unknown \"http_\" variable"));
+    CHECK(refused("${cookie_}", VARS_HEADER, "unknown \"cookie_\" variable"));
+}
+
+/* --- $request_id ---------------------------------------------------------------------- */
+
+static char id_a[VARS_REQUEST_ID_SIZE];
+
+TEST(request_id_is_32_lowercase_hex_digits)
+{
+    struct vars_source s = source(GET_HOST, "/");
+    id_a[0] = '\0';
+    s.request_id = id_a;
+    char out[64], msg[128];
+    struct vars_value *v;
+    CHECK(vars_compile("$request_id", VARS_HEADER, &v, msg, sizeof(msg)) == 0);
+    CHECK_EQ_INT(vars_expand(v, &s, out, sizeof(out)), 32);
+    CHECK(strspn(out, "0123456789abcdef") == 32);
+    vars_free(v);
+}
+
+TEST(request_id_is_the_same_wherever_one_request_expands_it)
+{
+    struct vars_source s = source(GET_HOST, "/");
+    id_a[0] = '\0';
+    s.request_id = id_a;
+    char out1[64], out2[64], msg[128];
+    struct vars_value *v, *w;
+    CHECK(vars_compile("$request_id", VARS_HEADER, &v, msg, sizeof(msg)) == 0);
+    CHECK(vars_compile("x-${request_id}", VARS_RAW, &w, msg, sizeof(msg)) == 0);
+    CHECK_EQ_INT(vars_expand(v, &s, out1, sizeof(out1)), 32);
+    CHECK_EQ_INT(vars_expand(w, &s, out2, sizeof(out2)), 34);
+    CHECK(strcmp(out2 + 2, out1) == 0 && strcmp(id_a, out1) == 0);
+    vars_free(v);
+    vars_free(w);
+}
+
+TEST(request_id_differs_between_requests)
+{
+    struct vars_source s = source(GET_HOST, "/");
+    static char seen[200][VARS_REQUEST_ID_SIZE];
+    char out[64], msg[128];
+    struct vars_value *v;
+    CHECK(vars_compile("$request_id", VARS_HEADER, &v, msg, sizeof(msg)) == 0);
+    bool distinct = true;
+    for (int i = 0; i < 200; i++) { /* more ids than one batch of random bytes makes */
+        seen[i][0] = '\0';
+        s.request_id = seen[i];
+        CHECK_EQ_INT(vars_expand(v, &s, out, sizeof(out)), 32);
+        for (int j = 0; j < i; j++)
+            distinct = distinct && strcmp(seen[i], seen[j]) != 0;
+    }
+    CHECK(distinct);
+    vars_free(v);
+}
+
+TEST(request_id_without_a_requests_storage_is_empty)
+{
+    struct vars_source s = source(GET_HOST, "/");
+    CHECK(expands_to("[$request_id]", VARS_HEADER, &s, "[]"));
+}
+
+/* --- for the proxy ---------------------------------------------------------------------- */
+
+TEST(proxy_add_x_forwarded_for_appends_the_client_to_every_field)
+{
+    struct vars_source s = source("GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 1.1.1.1\r\n"
+                                  "X-Forwarded-For: 2.2.2.2\r\n\r\n", "/");
+    CHECK(expands_to("$proxy_add_x_forwarded_for", VARS_HEADER, &s,
+                     "1.1.1.1, 2.2.2.2, 192.0.2.7"));
+}
+
+TEST(proxy_add_x_forwarded_for_without_one_is_the_client)
+{
+    struct vars_source s = source(GET_HOST, "/");
+    CHECK(expands_to("$proxy_add_x_forwarded_for", VARS_HEADER, &s, "192.0.2.7"));
+}
+
+TEST(proxy_add_x_forwarded_for_keeps_an_empty_field_as_nginx)
+{
+    struct vars_source s = source("GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For:\r\n\r\n", "/");
+    CHECK(expands_to("$proxy_add_x_forwarded_for", VARS_HEADER, &s, ", 192.0.2.7"));
+}
+
+TEST(proxy_host_and_port_are_the_proxys_and_empty_otherwise)
+{
+    struct vars_source s = source(GET_HOST, "/");
+    CHECK(expands_to("[$proxy_host][$proxy_port]", VARS_HEADER, &s, "[][]"));
+    s.proxy_host = (struct http_slice){"app", 3};
+    s.proxy_port = (struct http_slice){"3000", 4};
+    CHECK(expands_to("$proxy_host:$proxy_port", VARS_HEADER, &s, "app:3000"));
+}
+
+/* --- the connection and the server ------------------------------------------------------ */
+
+TEST(remote_port_and_server_addr)
+{
+    struct vars_source s = source(GET_HOST, "/");
+    inet_pton(AF_INET, "198.51.100.1", &local.sin_addr);
+    CHECK(expands_to("$remote_port $server_addr", VARS_HEADER, &s, "40000 198.51.100.1"));
+}
+
+TEST(server_addr_behind_a_wildcard_listener_is_the_sockets)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), cfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
+    socklen_t al = sizeof(a);
+    CHECK(bind(lfd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(lfd, 1) == 0);
+    CHECK(getsockname(lfd, (struct sockaddr *)&a, &al) == 0);
+    CHECK(connect(cfd, (struct sockaddr *)&a, sizeof(a)) == 0);
+    struct vars_source s = source(GET_HOST, "/");
+    local.sin_addr.s_addr = htonl(INADDR_ANY);
+    CHECK(expands_to("$server_addr", VARS_HEADER, &s, "0.0.0.0"));
+    s.local_fd = cfd;
+    CHECK(expands_to("$server_addr", VARS_HEADER, &s, "127.0.0.1"));
+    close(cfd);
+    close(lfd);
+}
+
+TEST(server_name_is_the_first_name_as_written)
+{
+    struct vars_source s = source(GET_HOST, "/");
+    CHECK(expands_to("[$server_name]", VARS_HEADER, &s, "[]"));
+    s.name_before = "*";
+    s.name = ".example.org";
+    s.name_after = "";
+    CHECK(expands_to("$server_name", VARS_HEADER, &s, "*.example.org"));
 }
 
 /* expires' time syntax, as nginx's ngx_parse_time reads it (checked with nginx -t). */
