@@ -78,6 +78,7 @@ struct proxy_conf {
     struct upstream *implicit; /* owned: a HOST[:PORT] */
     char proxy_host[UPSTREAM_NAME_MAX + 80];
     size_t proxy_host_len;
+    char proxy_port[8]; /* $proxy_port: the URL's port, 80 when it names none */
     char uri[1024];
     size_t uri_len;
     bool has_uri;
@@ -362,6 +363,9 @@ static int resolve_pass(struct proxy_state *st, struct proxy_conf *c, const stru
     memcpy(c->proxy_host, url, host_len);
     c->proxy_host[host_len] = '\0';
     c->proxy_host_len = host_len;
+    const char *colon = strrchr(c->proxy_host, ':');
+    snprintf(c->proxy_port, sizeof(c->proxy_port), "%s",
+             colon && !strchr(colon, ']') ? colon + 1 : "80");
     struct upstream *u = strchr(c->proxy_host, ':') ? NULL
                                                     : find_upstream(st, url, host_len);
     if (!u) {
@@ -681,6 +685,8 @@ static long proxy_request(const void *conf, const struct request *req, bool keep
 
     struct vars_source src;
     module_vars_source(req, &src);
+    src.proxy_host = (struct http_slice){c->proxy_host, c->proxy_host_len};
+    src.proxy_port = (struct http_slice){c->proxy_port, strlen(c->proxy_port)};
     for (unsigned i = 0; i < c->n_effective; i++) {
         const struct proxy_header *e = c->effective[i];
         if (e->empty)
@@ -776,12 +782,11 @@ static bool hidden(const struct proxy_conf *c, const struct http_response_head *
 {
     static const char *const never[] = {"connection", "keep-alive", "transfer-encoding",
                                         "content-length", "proxy-connection", "trailer",
-                                        "te", NULL};
+                                        "te", "upgrade", NULL}; /* (a 101's Upgrade is
+                                                                   added after) */
     for (const char *const *n = never; *n; n++)
         if (name_is(name, *n))
             return true;
-    if (name_is(name, "upgrade"))
-        return h->status != 101;
     if (listed(c->hide, c->n_hide, name))
         return true;
     if (listed(c->pass, c->n_pass, name))
