@@ -18,8 +18,10 @@
  * become a 304 there). nginx's order is the same in effect: its headers filter runs after
  * the not-modified filter, and its gzip filter does not change statuses.
  *
- * Not applied to streamed responses (CGI): their head is parsed from the script's output
- * after the chain has run, and replaces what a filter would have added.
+ * Not applied to CGI's streamed responses: their head is parsed from the script's output
+ * after the chain has run, and replaces what a filter would have added. Applied to a
+ * proxied answer's head when it arrives (http_proxy.c calls the filters again then), as
+ * nginx adds headers to proxied responses.
  */
 #include "mod_headers.h"
 
@@ -248,7 +250,8 @@ static void headers_filter(void *state, const struct request *req, struct respon
 {
     const struct headers_module *m = state;
     const struct headers_conf *c = module_settings(req, m->index);
-    if (!c || resp_is_stream(resp) || (c->n_adds == 0 && c->expires <= HEADERS_EXPIRES_OFF))
+    if (!c || (resp_is_stream(resp) && !resp_is_upstream_head(resp)) ||
+        (c->n_adds == 0 && c->expires <= HEADERS_EXPIRES_OFF))
         return;
     struct vars_source src;
     module_vars_source(req, &src);

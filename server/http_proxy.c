@@ -50,12 +50,15 @@
 #include "clock.h"
 #include "http_private.h"
 #include "http_upstream.h"
+#include "generation.h"
 #include "log.h"
 #include "module.h"
 #include "upstream.h"
 
 #define PROXY_HEAD_MAX 16384             /* the upstream's head; then the tunnel's buffer */
-#define PROXY_REQ_MAX (CONN_BUF_SIZE + 8192) /* the request's head (and a small body) */
+/* The request to the upstream (its head, a small body), then a copy of the client's for the
+ * filters: room for the largest head twice, and its path. */
+#define PROXY_REQ_MAX (2 * CONN_BUF_SIZE + REQUEST_PATH_MAX)
 #define PROXY_RELAY 16384                /* read from the upstream at a time */
 #define PROXY_IDLE_CHECK_MS 1000 /* a connection idle longer is checked before it is used */
 #define PROXY_CLIENT_CHECK_MS 1000 /* an answer slower than this: watch for the client leaving */
@@ -109,6 +112,14 @@ struct conn_proxy {
     void *body_owner; /* a collected body, freed with http_conn_body_free */
     size_t head_len;  /* bytes in head[]; the tunnel: upstream-to-client bytes pending */
     size_t head_off;  /* the tunnel: where the pending ones start */
+    /* The request as it was answered, for the filters of the answer's head (add_header):
+     * its fields pointing into req[] after the request to the upstream, where a copy of
+     * the client's head, the path and the arguments are kept. */
+    struct request saved;
+    bool has_saved;
+    const char *saved_head;
+    size_t saved_head_len;
+    char request_id[33];
     char note[PROXY_NOTE_MAX];
     char request_line[512], referer[256], user_agent[256];
     char head[PROXY_HEAD_MAX];
@@ -369,6 +380,7 @@ static void proxy_finish(struct conn_proxy *px, int error_status, const char *fa
 /* --- attempts ---------------------------------------------------------------------------- */
 
 static void proxy_step(struct conn_proxy *px);
+static void filter_head(struct conn_proxy *px, struct response *resp);
 
 static bool idempotent(enum http_method m)
 {
@@ -607,6 +619,12 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
         return false;
     }
     body_release(px); /* sent, and never sent again */
+    if (resp.status != 101)
+        filter_head(px, &resp);
+    if (resp_failed(&resp)) {
+        proxy_finish(px, 502, "its head, with the fields added here, is too large");
+        return false;
+    }
     px->status = resp.status;
     px->framing = uh->framing;
     px->left = uh->content_length;
@@ -977,6 +995,68 @@ void http_proxy_resume(struct conn *c)
     proxy_step(px);
 }
 
+/* --- the filters ------------------------------------------------------------------------- */
+
+/* Keep what the filters will need of request r (its head, path and arguments copied into
+ * req[] after what goes upstream); without room, the answer's head goes unfiltered. */
+static void save_request(struct conn_proxy *px, const struct request *r)
+{
+    const struct http_request *h = r->http;
+    px->has_saved = false;
+    const char *start = h->method_name.p;
+    const char *end = start ? memmem(start, h->header_bytes, "\r\n\r\n", 4) : NULL;
+    if (!end)
+        return;
+    size_t hl = (size_t)(end + 4 - start);
+    size_t room = sizeof(px->req) - px->req_len;
+    if (hl + r->path_len + 1 + r->args.len > room)
+        return;
+    char *at = px->req + px->req_len;
+    memcpy(at, start, hl);
+    px->saved_head = at;
+    px->saved_head_len = hl;
+    px->saved = *r;
+    char *path = at + hl;
+    memcpy(path, r->path, r->path_len);
+    path[r->path_len] = '\0';
+    px->saved.path = path;
+    px->saved.file = path;
+    px->saved.file_len = r->path_len;
+    char *args = path + r->path_len + 1;
+    if (r->args.len)
+        memcpy(args, r->args.p, r->args.len);
+    px->saved.args = (struct http_slice){args, r->args.len};
+    px->saved.body = NULL;
+    px->saved.body_len = 0;
+    px->request_id[0] = '\0';
+    if (r->request_id)
+        memcpy(px->request_id, r->request_id, sizeof(px->request_id));
+    px->saved.request_id = px->request_id;
+    px->has_saved = true;
+}
+
+/* The answer's head is made: run the filters on it with the request as it was. */
+static void filter_head(struct conn_proxy *px, struct response *resp)
+{
+    struct conn *c = px->c;
+    struct http_request h;
+    if (!px->has_saved ||
+        http_parse_request(px->saved_head, px->saved_head_len, &c->gen->limits, &h) <= 0)
+        return;
+    struct request r = px->saved;
+    r.http = &h;
+    int64_t now_s;
+    http_date_header(&now_s);
+    r.now_s = now_s;
+    resp->streaming = true; /* the body comes later: filters of bodies pass it by */
+    resp->proxy = px->p;
+    resp->upstream_head = true;
+    module_chain_filter(&c->gen->chain, &r, resp);
+    resp->streaming = false;
+    resp->proxy = NULL;
+    resp->upstream_head = false;
+}
+
 /* --- starting ---------------------------------------------------------------------------- */
 
 /* Does the request ask for another protocol (Upgrade, and "upgrade" in Connection)? */
@@ -1101,6 +1181,7 @@ void http_proxy_start(struct conn *c, struct response *resp, const struct reques
         proxy_finish(px, 500, "no room for the request's body");
         return;
     }
+    save_request(px, r);
     px->check_at = now + PROXY_CLIENT_CHECK_MS;
     /* A set kept in another group leaves it: this request's group arms it. */
     if (px->registered && px->h.group != c->h.group) {

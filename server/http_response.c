@@ -161,6 +161,7 @@ void resp_init(struct response *r)
     r->release_ctx = NULL;
     r->streaming = false;
     r->proxy = NULL;
+    r->upstream_head = false;
     r->chunked = false;
     r->length_known = false;
     r->no_length = false;

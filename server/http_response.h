@@ -108,6 +108,9 @@ struct response {
     struct resp_stream stream;
     /* The answer comes from an upstream server (streaming is set too): module.h. */
     const struct proxy_params *proxy;
+    /* The filters are given the head of an upstream's answer (streaming is set: its body
+     * comes later): a filter that acts on heads only (add_header) acts on it. */
+    bool upstream_head;
 };
 
 /* Prepare a response struct for use (file_fd -1, no release callback, keep_alive off). */
@@ -229,6 +232,11 @@ static inline const struct stat *resp_file_stat(const struct response *r)
 static inline bool resp_is_stream(const struct response *r)
 {
     return r->streaming;
+}
+/* Is this the head of an upstream's answer, given to the filters once it has arrived? */
+static inline bool resp_is_upstream_head(const struct response *r)
+{
+    return r->upstream_head;
 }
 /* Something did not fit (a header, a segment, memory): the response becomes a 500. */
 static inline bool resp_failed(const struct response *r)

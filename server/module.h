@@ -284,6 +284,11 @@ int module_chain_route(const struct module_chain *c, struct request *req);
 void module_chain_answer(const struct module_chain *c, struct request *req,
                          struct response *resp);
 
+/* Run the filter hooks alone: on the head of a proxied answer, once it has arrived
+ * (resp_is_upstream_head), with the request as it was answered. */
+void module_chain_filter(const struct module_chain *c, const struct request *req,
+                         struct response *resp);
+
 /* The service class a request's block names (`class NAME;` in its location or server):
  * 1 + the class's place in cfg->classes, or 0. Selection only: no try_files. */
 unsigned module_chain_class(const struct module_chain *c, const struct sockaddr *local,

@@ -682,6 +682,14 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
     *req = r; /* the filters and the log see the error page's request, as nginx's */
 }
 
+void module_chain_filter(const struct module_chain *c, const struct request *req,
+                         struct response *resp)
+{
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->mods[i]->filter)
+            c->mods[i]->filter(c->state[i], req, resp);
+}
+
 void module_chain_answer(const struct module_chain *c, struct request *req,
                          struct response *resp)
 {
