@@ -36,10 +36,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "clock.h"
 #include "http_params.h"
 #include "mod_handlers.h"
 #include "module.h"
 #include "strbuf.h"
+#include "upstream.h"
 
 #define STATUS_PAGE_MAX 32768 /* the status page's largest size; its content is bounded */
 
@@ -360,8 +362,87 @@ static void format_micros(uint64_t us, char out[24])
         snprintf(out, 24, "&le; %.1f s", (double)us / 1e6);
 }
 
+/* The upstream sets the proxy sends to, for the status page. */
+struct status_upstreams {
+    struct upstream *u[64];
+    unsigned n;
+    int64_t now_ms;
+};
+
+static const char *server_state(const struct upstream_server *s, int64_t now_ms)
+{
+    if (s->down)
+        return "down";
+    if (upstream_server_out(s, now_ms))
+        return "out";
+    return s->backup ? "backup" : "up";
+}
+
+/* The mean time to an answer's head, in microseconds (0 before any). */
+static unsigned long long answer_mean_us(const struct upstream_server *s)
+{
+    unsigned long long n = atomic_load_explicit(&s->answered, memory_order_relaxed);
+    return n ? atomic_load_explicit(&s->answer_us, memory_order_relaxed) / n : 0;
+}
+
+static void upstreams_html(struct strbuf *b, const struct status_upstreams *su)
+{
+    if (su->n == 0)
+        return;
+    strbuf_puts(b, "<h2>Upstreams</h2>\n<div class=\"wrap\"><table id=\"upstreams\">\n"
+                "<thead><tr><th>Upstream</th><th>Server</th><th>State</th><th>Weight</th>"
+                "<th title=\"requests in flight\">Active</th><th>Requests</th>"
+                "<th>Failures</th><th title=\"mean time to the answer's head\">Answer</th>"
+                "</tr></thead>\n<tbody>\n");
+    for (unsigned i = 0; i < su->n && i < 64; i++) {
+        const struct upstream *u = su->u[i];
+        for (unsigned j = 0; j < u->n_servers; j++) {
+            const struct upstream_server *s = &u->servers[j];
+            char mean[32] = "&ndash;";
+            unsigned long long us = answer_mean_us(s);
+            if (us)
+                snprintf(mean, sizeof(mean), "%llu.%llu ms", us / 1000, us % 1000 / 100);
+            strbuf_puts(b, "<tr><td>");
+            strbuf_html(b, u->name[0] ? u->name : "(proxy_pass)",
+                        strlen(u->name[0] ? u->name : "(proxy_pass)"));
+            strbuf_puts(b, "</td><td>");
+            strbuf_html(b, s->text, strlen(s->text));
+            strbuf_printf(b, "</td><td>%s</td><td>%u</td><td>%u</td><td>%llu</td><td>%llu</td>"
+                          "<td>%s</td></tr>\n",
+                          server_state(s, su->now_ms), s->weight,
+                          atomic_load_explicit(&s->active, memory_order_relaxed),
+                          (unsigned long long)atomic_load(&s->requests),
+                          (unsigned long long)atomic_load(&s->failures), mean);
+        }
+    }
+    strbuf_puts(b, "</tbody>\n</table></div>\n");
+}
+
+static void upstreams_json(struct strbuf *b, const struct status_upstreams *su)
+{
+    strbuf_puts(b, ",\"upstreams\":[");
+    unsigned k = 0;
+    for (unsigned i = 0; i < su->n && i < 64; i++) {
+        const struct upstream *u = su->u[i];
+        for (unsigned j = 0; j < u->n_servers; j++) {
+            const struct upstream_server *s = &u->servers[j];
+            strbuf_puts(b, k++ ? ",{\"upstream\":" : "{\"upstream\":");
+            strbuf_json(b, u->name, strlen(u->name));
+            strbuf_puts(b, ",\"server\":");
+            strbuf_json(b, s->text, strlen(s->text));
+            strbuf_printf(b, ",\"state\":\"%s\",\"weight\":%u,\"active\":%u,"
+                          "\"requests\":%llu,\"failures\":%llu,\"answer_mean_us\":%llu}",
+                          server_state(s, su->now_ms), s->weight,
+                          atomic_load_explicit(&s->active, memory_order_relaxed),
+                          (unsigned long long)atomic_load(&s->requests),
+                          (unsigned long long)atomic_load(&s->failures), answer_mean_us(s));
+        }
+    }
+    strbuf_puts(b, "]");
+}
+
 static void status_html(struct strbuf *b, const struct server_stats *ss,
-                        const struct status_totals *t)
+                        const struct status_totals *t, const struct status_upstreams *su)
 {
     char up[48];
     handlers_format_uptime(ss->uptime_s, up);
@@ -419,13 +500,15 @@ static void status_html(struct strbuf *b, const struct server_stats *ss,
                    (unsigned long long)ss->groups[i].handoffs,
                    (unsigned long long)ss->groups[i].waits);
     }
-    strbuf_puts(b, "</tbody>\n</table></div>\n<footer>Figures since start; requests, bytes and "
+    strbuf_puts(b, "</tbody>\n</table></div>\n");
+    upstreams_html(b, su);
+    strbuf_puts(b, "<footer>Figures since start; requests, bytes and "
                 "responses since the last reload. This page is not counted until it is sent. <a href=\"?format=json\">JSON</a></footer>\n"
                 "</main>\n</body>\n</html>\n");
 }
 
 static void status_json(struct strbuf *b, const struct server_stats *ss,
-                        const struct status_totals *t)
+                        const struct status_totals *t, const struct status_upstreams *su)
 {
     strbuf_printf(b, "{\"uptime_s\":%lld,\"generation\":%u,\"connections\":%u,"
                   "\"context_switches\":{\"voluntary\":%llu,\"involuntary\":%llu},"
@@ -454,7 +537,9 @@ static void status_json(struct strbuf *b, const struct server_stats *ss,
                    (unsigned long long)ss->groups[i].handoffs,
                    (unsigned long long)ss->groups[i].waits);
     }
-    strbuf_puts(b, "]}\n");
+    strbuf_puts(b, "]");
+    upstreams_json(b, su);
+    strbuf_puts(b, "}\n");
 }
 
 static enum mod_result status_handle(struct handlers_state *st, const struct request *req,
@@ -466,11 +551,14 @@ static enum mod_result status_handle(struct handlers_state *st, const struct req
     status_counters_sum(&st->counters, &t);
 
     struct strbuf b = STRBUF_INIT(STATUS_PAGE_MAX);
+    struct status_upstreams su;
+    su.n = module_upstreams(req->chain, su.u, 64);
+    su.now_ms = clock_now_ms();
     bool json = handlers_status_wants_json(req->http);
     if (json)
-        status_json(&b, &ss, &t);
+        status_json(&b, &ss, &t, &su);
     else
-        status_html(&b, &ss, &t);
+        status_html(&b, &ss, &t, &su);
     if (b.failed) {
         free(b.p);
         return MOD_ERROR;

@@ -53,6 +53,8 @@ struct proxy_state {
     int kind; /* PROXY_STATE */
     struct upstream *ups[PROXY_UPSTREAMS_MAX];
     unsigned n_ups;
+    struct upstream *implicit[MODULE_MOUNTS_MAX]; /* proxy_pass HOST's, owned by blocks */
+    unsigned n_implicit;
     struct module_init *mi;
 };
 
@@ -379,6 +381,8 @@ static int resolve_pass(struct proxy_state *st, struct proxy_conf *c, const stru
             return module_error(b->mi, where, "proxy_pass: %s", msg);
         }
         u = c->implicit;
+        if (st->n_implicit < MODULE_MOUNTS_MAX)
+            st->implicit[st->n_implicit++] = u;
         /* $proxy_host: HOST[:PORT], the port left out when it is 80 (nginx) */
         if (host_len > 3 && strcmp(c->proxy_host + host_len - 3, ":80") == 0)
             c->proxy_host[c->proxy_host_len -= 3] = '\0';
@@ -902,6 +906,19 @@ static enum mod_result proxy_handle(void *state, const struct request *req,
     return MOD_HANDLED;
 }
 
+static unsigned proxy_upstreams(void *state, struct upstream **out, unsigned max)
+{
+    struct proxy_state *st = state;
+    unsigned n = 0;
+    for (unsigned i = 0; i < st->n_ups; i++, n++)
+        if (n < max)
+            out[n] = st->ups[i];
+    for (unsigned i = 0; i < st->n_implicit; i++, n++)
+        if (n < max)
+            out[n] = st->implicit[i];
+    return n;
+}
+
 static int proxy_init(struct module_init *mi, void **state)
 {
     struct proxy_state *st = calloc(1, sizeof(*st));
@@ -937,4 +954,5 @@ const struct module mod_proxy = {
     .handle = proxy_handle,
     .block = proxy_block,
     .block_free = proxy_block_free,
+    .upstreams = proxy_upstreams,
 };

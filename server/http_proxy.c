@@ -106,6 +106,7 @@ struct conn_proxy {
     int64_t deadline_ms;
     int64_t check_at;  /* when to start watching the client (0: watching, or never) */
     int64_t start_us;
+    int64_t attempt_us; /* when this attempt began */
     size_t req_len, req_off;
     const char *body;
     size_t body_len, body_off;
@@ -434,6 +435,7 @@ static void attempt_begin(struct conn_proxy *px, struct upstream_server *s)
 {
     int64_t now = clock_now_ms();
     px->server = s;
+    px->attempt_us = clock_now_us();
     px->attempts++;
     px->sent_any = false;
     px->req_off = px->body_off = 0;
@@ -619,6 +621,7 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
         return false;
     }
     body_release(px); /* sent, and never sent again */
+    upstream_answered(px->server, clock_now_us() - px->attempt_us);
     if (resp.status != 101)
         filter_head(px, &resp);
     if (resp_failed(&resp)) {

@@ -48,6 +48,7 @@ enum mod_result {
 
 struct module_mount;
 struct module_level;
+struct upstream;
 struct server;
 struct site_set;
 struct site_server;
@@ -158,6 +159,9 @@ struct module {
     int (*file_exists)(void *state, const struct request *req, const char *file, bool dir);
     void *(*block)(void *state, const struct module_block *b);
     void (*block_free)(void *state, void *settings);
+    /* The upstream sets the module sends requests to, for a status page: up to max of them
+     * into out; returns how many there are. */
+    unsigned (*upstreams)(void *state, struct upstream **out, unsigned max);
 };
 
 #define MODULE_CHAIN_MAX 16
@@ -283,6 +287,9 @@ int module_chain_route(const struct module_chain *c, struct request *req);
  * return. req may change: after an error page it is the page's request. */
 void module_chain_answer(const struct module_chain *c, struct request *req,
                          struct response *resp);
+
+/* Every module's upstream sets (the upstreams hooks), up to max into out; how many. */
+unsigned module_upstreams(const struct module_chain *c, struct upstream **out, unsigned max);
 
 /* Run the filter hooks alone: on the head of a proxied answer, once it has arrived
  * (resp_is_upstream_head), with the request as it was answered. */

@@ -682,6 +682,16 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
     *req = r; /* the filters and the log see the error page's request, as nginx's */
 }
 
+unsigned module_upstreams(const struct module_chain *c, struct upstream **out, unsigned max)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->mods[i]->upstreams)
+            n += c->mods[i]->upstreams(c->state[i], out + (n < max ? n : max),
+                                       n < max ? max - n : 0);
+    return n;
+}
+
 void module_chain_filter(const struct module_chain *c, const struct request *req,
                          struct response *resp)
 {

@@ -385,3 +385,10 @@ void upstream_idle_close_all(struct upstream *u)
         list = next;
     }
 }
+
+void upstream_answered(struct upstream_server *s, int64_t us)
+{
+    atomic_fetch_add_explicit(&s->answered, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->answer_us, (unsigned long long)(us > 0 ? us : 0),
+                              memory_order_relaxed);
+}

@@ -58,6 +58,7 @@ struct upstream_server {
     atomic_llong window_ms;  /* when the current failure window started */
     atomic_llong out_until_ms; /* taken out until then (0: in) */
     atomic_ullong requests, failures; /* since load, for /status and metrics */
+    atomic_ullong answered, answer_us; /* heads received, and the time they took in all */
 };
 
 enum upstream_balance { UPSTREAM_ROUND_ROBIN, UPSTREAM_LEAST_CONN };
@@ -112,6 +113,9 @@ bool upstream_idle_put(struct upstream *u, struct upstream_idle *idle, int64_t n
 struct upstream_idle *upstream_idle_take(struct upstream *u, const struct upstream_server *s);
 /* Close every idle connection (their close hooks): when the set is let go of. */
 void upstream_idle_close_all(struct upstream *u);
+
+/* An attempt on s received its answer's head `us` microseconds after it began. */
+void upstream_answered(struct upstream_server *s, int64_t us);
 
 /* Is the server out (taken out by its failures, or `down`) now? */
 bool upstream_server_out(const struct upstream_server *s, int64_t now_ms);

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """The core's layers go one way: a file includes only headers of its own layer or below,
-and the only include loop is http_conn <-> http_stream (through their private header).
+and the only include loops are among http_conn, http_stream and http_proxy (through their
+private header).
 
 Reads the #include "..." lines of server/ and modules/. A file's node is its name without
 the extension (conn.c and conn.h are one node, `conn`); a private header stands for the
@@ -149,7 +150,7 @@ def main():
     if errors:
         return 1
     print(f"check_layers: {n} files, includes go one way; "
-          "the only loop is http_conn <-> http_stream")
+          "the only loops are the HTTP state machine's (http_conn, http_stream, http_proxy)")
     return 0
 
 
