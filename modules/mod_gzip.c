@@ -977,6 +977,43 @@ static void filter_memory(const struct gzip_state *g, const struct request *req,
     mark_coded(resp, c, variant_etag(resp, c, etag, sizeof(etag)) ? etag : NULL);
 }
 
+/* --- proxied responses ----------------------------------------------------------------- */
+
+/* The head of a proxied answer (resp_is_upstream_head): compressed as it streams, with gzip
+ * (the codings with a streaming encoder here), when the client takes gzip, the type is
+ * compressible, the upstream did not encode it and allows transforms (Cache-Control:
+ * no-transform), and its length, if known, is in bounds. The statuses nginx compresses:
+ * 200, 403, 404. The ETag becomes weak: the bytes differ. */
+static void filter_upstream(const struct gzip_state *g, const struct request *req,
+                            struct response *resp)
+{
+    size_t len;
+    int status = resp_status(resp);
+    if (!g->on[CODING_GZIP] ||
+        (status != 200 && status != 403 && status != 404))
+        return;
+    const char *cc = resp_header_get(resp, "Cache-Control", &len);
+    if (cc && list_has(cc, len, "no-transform"))
+        return;
+    size_t ct_len;
+    const char *ct = resp_header_get(resp, "Content-Type", &ct_len);
+    uint64_t length = resp_length_is_known(resp) ? resp_content_length(resp) : UINT64_MAX;
+    if (!ct || !type_compressible(g, ct, ct_len) ||
+        (length != UINT64_MAX && (length < g->min_length || length > g->max_length)))
+        return;
+    vary_add(resp);
+    if (request_choice(req->http, CODING_BIT(CODING_GZIP)) != GZIP_CHOICE_GZIP)
+        return;
+    const char *etag = resp_header_get(resp, "ETag", &len);
+    if (etag && len >= 2 && etag[0] == '"' && len < 250) {
+        char weak[256];
+        snprintf(weak, sizeof(weak), "W/%.*s", (int)len, etag);
+        resp_header_set(resp, "ETag", weak);
+    }
+    mark_coded(resp, CODING_GZIP, NULL);
+    resp_stream_gzip(resp, g->level[CODING_GZIP]);
+}
+
 /* --- the module ------------------------------------------------------------------------- */
 
 static void gzip_filter(void *state, const struct request *req, struct response *resp)
@@ -984,6 +1021,12 @@ static void gzip_filter(void *state, const struct request *req, struct response 
     const struct gzip_state *g = state;
     const struct http_request *h = req->http;
     size_t len;
+    if (resp_is_upstream_head(resp) && !resp_failed(resp) &&
+        (h->method == HTTP_METHOD_GET || h->method == HTTP_METHOD_HEAD) &&
+        !resp_header_get(resp, "Content-Encoding", &len)) {
+        filter_upstream(g, req, resp);
+        return;
+    }
     if (!codings_on(g) || resp_is_stream(resp) || resp_failed(resp) ||
         (h->method != HTTP_METHOD_GET && h->method != HTTP_METHOD_HEAD) ||
         resp_header_get(resp, "Content-Encoding", &len))

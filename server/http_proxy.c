@@ -46,6 +46,7 @@
 #include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "clock.h"
 #include "http_private.h"
@@ -111,6 +112,7 @@ struct conn_proxy {
     const char *body;
     size_t body_len, body_off;
     void *body_owner; /* a collected body, freed with http_conn_body_free */
+    z_stream *z;      /* the body is compressed as it goes (mod_gzip said so), or NULL */
     size_t head_len;  /* bytes in head[]; the tunnel: upstream-to-client bytes pending */
     size_t head_off;  /* the tunnel: where the pending ones start */
     /* The request as it was answered, for the filters of the answer's head (add_header):
@@ -139,6 +141,25 @@ static size_t copy_slice(char *dst, size_t cap, struct http_slice s)
 static struct http_slice slice_of(const char *s)
 {
     return (struct http_slice){s, strlen(s)};
+}
+
+/* Where a piece of the body is framed and, when compressed, compressed: on the stack of the
+ * event that sends it (the bytes must outlive the send; parking copies them). */
+struct piece {
+    char chunk_line[24];
+    char z[PROXY_RELAY + 4096]; /* more than deflate can make of PROXY_RELAY bytes */
+};
+
+/* Compress p[0..n) (flush: Z_SYNC_FLUSH, or Z_FINISH at the end) into out; the length. */
+static size_t deflate_piece(z_stream *z, const char *p, size_t n, char *out, size_t cap,
+                            int flush)
+{
+    z->next_in = (Bytef *)(uintptr_t)p;
+    z->avail_in = (uInt)n;
+    z->next_out = (Bytef *)out;
+    z->avail_out = (uInt)cap;
+    deflate(z, flush); /* (cap holds deflateBound of n: it never runs out) */
+    return cap - z->avail_out;
 }
 
 /* --- the proxy's set and its descriptors ------------------------------------------------- */
@@ -284,6 +305,45 @@ static void proxy_log(struct conn_proxy *px)
     http_conn_log_unparsed(c, &resp, now_s);
 }
 
+/* Compress the body from now on (gzip at level). False if out of memory. */
+static bool start_gzip(struct conn_proxy *px, int level)
+{
+    px->z = calloc(1, sizeof(*px->z));
+    if (px->z && deflateInit2(px->z, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK)
+        return true;
+    free(px->z);
+    px->z = NULL;
+    return false;
+}
+
+static void end_gzip(struct conn_proxy *px)
+{
+    if (!px->z)
+        return;
+    deflateEnd(px->z);
+    free(px->z);
+    px->z = NULL;
+}
+
+/* The compressed body's last bytes (its end and the gzip trailer) onto resp. */
+static void finish_gzip(struct conn_proxy *px, struct response *resp, struct piece *pc)
+{
+    if (!px->z || px->head_only)
+        return;
+    size_t n = deflate_piece(px->z, NULL, 0, pc->z, sizeof(pc->z), Z_FINISH);
+    if (n == 0)
+        return;
+    if (px->chunked) {
+        char *e = http_fmt_hex(pc->chunk_line, n);
+        memcpy(e, "\r\n", 2);
+        resp_body_mem(resp, pc->chunk_line, (size_t)(e + 2 - pc->chunk_line));
+    }
+    resp_body_mem(resp, pc->z, n);
+    if (px->chunked)
+        resp_body_mem(resp, "\r\n", 2);
+    px->sent += n;
+}
+
 static void body_release(struct conn_proxy *px)
 {
     if (px->body_owner)
@@ -301,6 +361,7 @@ static void proxy_detach(struct conn_proxy *px, bool keep_up, bool failed)
     struct conn *c = px->c;
     c->proxy = NULL;
     body_release(px);
+    end_gzip(px);
     if (px->client_in)
         set_ctl(px, EPOLL_CTL_DEL, c->h.fd, 0, 0);
     px->client_in = false;
@@ -348,6 +409,7 @@ static enum send_result client_send(struct conn_proxy *px, struct response *resp
 static void proxy_finish(struct conn_proxy *px, int error_status, const char *failure)
 {
     struct conn *c = px->c;
+    struct piece pc;
     struct response resp;
     resp_init(&resp);
     bool keep_alive = px->keep_alive;
@@ -366,8 +428,10 @@ static void proxy_finish(struct conn_proxy *px, int error_status, const char *fa
             log_error("proxy: %s: the response was cut: %s",
                       px->server ? px->server->text : px->up->name, failure);
             keep_alive = false; /* cut: no last chunk, and the connection closes */
-        } else if (px->chunked && !px->head_only) {
-            resp_body_mem(&resp, "0\r\n\r\n", 5);
+        } else {
+            finish_gzip(px, &resp, &pc);
+            if (px->chunked && !px->head_only)
+                resp_body_mem(&resp, "0\r\n\r\n", 5);
         }
     }
     bool keep_up = !failure && px->head_sent && px->up_reusable;
@@ -537,12 +601,19 @@ static int send_request(struct conn_proxy *px)
 
 /* --- the answer -------------------------------------------------------------------------- */
 
-/* Queue body bytes on resp (as one chunk when chunked). */
+/* Queue body bytes on resp (as one chunk when chunked), compressed when asked. */
 static void add_body(struct conn_proxy *px, struct response *resp, const char *p, size_t n,
-                     char *chunk_line)
+                     struct piece *pc)
 {
     if (n == 0 || px->head_only)
         return;
+    if (px->z) {
+        n = deflate_piece(px->z, p, n, pc->z, sizeof(pc->z), Z_SYNC_FLUSH);
+        p = pc->z;
+        if (n == 0)
+            return;
+    }
+    char *chunk_line = pc->chunk_line;
     if (px->chunked) {
         char *e = http_fmt_hex(chunk_line, n);
         memcpy(e, "\r\n", 2);
@@ -557,7 +628,7 @@ static void add_body(struct conn_proxy *px, struct response *resp, const char *p
 /* Body bytes from the upstream in buf[0..n), as framed: decode, queue what is the body's.
  * Returns 1 when the body has ended, 0 to read more, -1 when its framing is broken. */
 static int take_body(struct conn_proxy *px, struct response *resp, char *buf, size_t n,
-                     char *chunk_line)
+                     struct piece *chunk_line)
 {
     switch (px->framing) {
     case HTTP_BODY_LENGTH: {
@@ -612,7 +683,7 @@ static void tunnel_begin(struct conn_proxy *px, size_t used)
  * go on reading, false when the event has handed the connection on. */
 static bool relay_head(struct conn_proxy *px, const struct http_response_head *uh, size_t used)
 {
-    char chunk_line[24];
+    struct piece pc;
     struct response resp;
     resp_init(&resp);
     resp.head_only = px->head_only;
@@ -622,6 +693,9 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
     }
     body_release(px); /* sent, and never sent again */
     upstream_answered(px->server, clock_now_us() - px->attempt_us);
+    resp.length_known = uh->framing == HTTP_BODY_LENGTH ||
+                        (uh->framing == HTTP_BODY_NONE && uh->has_content_length);
+    resp.content_length = resp.length_known ? uh->content_length : 0;
     if (resp.status != 101)
         filter_head(px, &resp);
     if (resp_failed(&resp)) {
@@ -634,17 +708,22 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
     px->up_reusable = uh->keep_alive;
     http_chunked_init(&px->dechunk);
     resp.keep_alive = px->keep_alive;
+    bool gzip = resp.stream_gzip && !resp.no_length;
+    if (gzip && !px->head_only && !start_gzip(px, resp.stream_gzip)) {
+        proxy_finish(px, 500, "out of memory for compression");
+        return false;
+    }
     if (resp.status == 101) {
         resp.no_length = true;
         resp.keep_alive = true; /* no "Connection: close": head() said "upgrade" */
         px->framing = HTTP_BODY_NONE;
-    } else if (uh->framing == HTTP_BODY_NONE) {
+    } else if (uh->framing == HTTP_BODY_NONE && !gzip) {
         /* 204, 304, an answer to HEAD: the upstream's Content-Length, if any, is the one a
          * GET would have had (no_length statuses drop it in resp_finish). */
         resp.content_length = uh->has_content_length ? uh->content_length : 0;
         if (resp.status == 204 || resp.status == 304 || resp.status < 200)
             resp.no_length = true;
-    } else if (uh->framing == HTTP_BODY_LENGTH) {
+    } else if (uh->framing == HTTP_BODY_LENGTH && !gzip) {
         resp.content_length = uh->content_length;
     } else if (px->http10) {
         resp.keep_alive = px->keep_alive = false; /* the body ends with the connection */
@@ -657,7 +736,7 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
     px->phase = resp.status == 101 ? PHASE_TUNNEL : PHASE_BODY;
     int done = 0;
     if (px->phase == PHASE_BODY)
-        done = take_body(px, &resp, px->head + used, px->head_len - used, chunk_line);
+        done = take_body(px, &resp, px->head + used, px->head_len - used, &pc);
     else
         tunnel_begin(px, used);
     if (done < 0) {
@@ -752,7 +831,7 @@ static bool read_head(struct conn_proxy *px)
 static void relay_body(struct conn_proxy *px)
 {
     char buf[PROXY_RELAY];
-    char chunk_line[24];
+    struct piece pc;
     for (;;) {
         if (px->framing == HTTP_BODY_NONE) { /* ended, the last part parked meanwhile */
             proxy_finish(px, 0, NULL);
@@ -778,7 +857,7 @@ static void relay_body(struct conn_proxy *px)
         px->deadline_ms = clock_now_ms() + px->p->read_ms; /* the timer catches up lazily */
         struct response resp;
         resp_init(&resp);
-        int done = take_body(px, &resp, buf, (size_t)n, chunk_line);
+        int done = take_body(px, &resp, buf, (size_t)n, &pc);
         if (done < 0) {
             proxy_finish(px, 0, "a malformed chunked body");
             return;

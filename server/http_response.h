@@ -111,6 +111,8 @@ struct response {
     /* The filters are given the head of an upstream's answer (streaming is set: its body
      * comes later): a filter that acts on heads only (add_header) acts on it. */
     bool upstream_head;
+    /* For a streamed body: compress it with gzip at this level (1-9) as it goes; 0: not. */
+    int stream_gzip;
 };
 
 /* Prepare a response struct for use (file_fd -1, no release callback, keep_alive off). */
@@ -232,6 +234,17 @@ static inline const struct stat *resp_file_stat(const struct response *r)
 static inline bool resp_is_stream(const struct response *r)
 {
     return r->streaming;
+}
+/* For a filter given an upstream's head: the body is to be compressed with gzip at level
+ * (1-9) as it streams (the filter sets Content-Encoding and Vary; the core frames it). */
+static inline void resp_stream_gzip(struct response *r, int level)
+{
+    r->stream_gzip = level;
+}
+/* For a streamed body: is its length (resp_content_length) known? */
+static inline bool resp_length_is_known(const struct response *r)
+{
+    return r->length_known;
 }
 /* Is this the head of an upstream's answer, given to the filters once it has arrived? */
 static inline bool resp_is_upstream_head(const struct response *r)
