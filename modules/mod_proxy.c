@@ -558,17 +558,52 @@ static bool name_is(struct http_slice name, const char *lower)
     return http_slice_eq(name, lower);
 }
 
+/* Is name one of names (lowercase, NULL-ended)? Compared only where the length and the
+ * first letter agree: a field's name is looked up in these lists for every field of every
+ * proxied request and answer. */
+struct name {
+    const char *s;
+    size_t len;
+};
+#define NAME(s) {s, sizeof(s) - 1}
+
+static bool name_among(struct http_slice name, const struct name *names)
+{
+    if (name.len == 0)
+        return false;
+    char first = (char)(name.p[0] | 0x20);
+    for (const struct name *n = names; n->s; n++)
+        if (n->len == name.len && n->s[0] == first && strncasecmp(name.p, n->s, n->len) == 0)
+            return true;
+    return false;
+}
+
 /* Is a field of the client's one the upstream never gets from it? */
 static bool hop_by_hop(struct http_slice name)
 {
-    static const char *const names[] = {
-        "connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade",
-        "proxy-connection", "proxy-authorization", "proxy-authenticate", "host",
-        "content-length", "expect", NULL,
+    static const struct name names[] = {
+        NAME("connection"), NAME("keep-alive"), NAME("te"), NAME("trailer"),
+        NAME("transfer-encoding"), NAME("upgrade"), NAME("host"), NAME("content-length"),
+        NAME("expect"), {NULL, 0},
     };
-    for (const char *const *n = names; *n; n++)
-        if (name_is(name, *n))
-            return true;
+    return name_among(name, names) ||
+           (name.len > 6 && strncasecmp(name.p, "proxy-", 6) == 0);
+}
+
+/* Does the client's Connection field name fields beyond close, keep-alive and upgrade
+ * (which are removed anyway)? Only then is each field looked for in it. */
+static bool connection_names_others(const struct http_request *h)
+{
+    static const struct name plain[] = {NAME("close"), NAME("keep-alive"), NAME("upgrade"),
+                                        {NULL, 0}};
+    for (unsigned i = 0; i < h->n_headers; i++) {
+        if (!name_is(h->headers[i].name, "connection"))
+            continue;
+        struct http_slice rest = h->headers[i].value, e;
+        while (http_list_next(&rest, &e))
+            if (e.len && !name_among(e, plain))
+                return true;
+    }
     return false;
 }
 
@@ -586,12 +621,21 @@ static bool connection_names(const struct http_request *h, struct http_slice nam
     return false;
 }
 
+/* The client's address as text (IPv4 without printf: it goes into every request). */
 static size_t addr_text(const struct sockaddr *sa, char *out, size_t cap)
 {
-    if (sa && sa->sa_family == AF_INET &&
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, out,
-                  (socklen_t)cap))
-        return strlen(out);
+    if (sa && sa->sa_family == AF_INET && cap >= 16) {
+        const unsigned char *b =
+            (const unsigned char *)&((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+        char *p = out;
+        for (int i = 0; i < 4; i++) {
+            if (i)
+                *p++ = '.';
+            p = http_fmt_u64(p, b[i]);
+        }
+        *p = '\0';
+        return (size_t)(p - out);
+    }
     if (sa && sa->sa_family == AF_INET6 &&
         inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, out,
                   (socklen_t)cap))
@@ -601,16 +645,15 @@ static size_t addr_text(const struct sockaddr *sa, char *out, size_t cap)
 }
 
 static void put_default(struct out *o, const struct proxy_conf *c, const struct request *req,
-                        enum proxy_default def)
+                        enum proxy_default def, const char *ip, size_t ip_len)
 {
     const struct http_request *h = req->http;
-    char ip[64];
     switch (def) {
     case DEF_HOST:
         put(o, c->proxy_host, c->proxy_host_len);
         break;
     case DEF_REAL_IP:
-        put(o, ip, addr_text(req->peer, ip, sizeof(ip)));
+        put(o, ip, ip_len);
         break;
     case DEF_FORWARDED_FOR:
         for (unsigned i = 0; i < h->n_headers; i++) {
@@ -619,7 +662,7 @@ static void put_default(struct out *o, const struct proxy_conf *c, const struct 
                 puts_(o, ", ");
             }
         }
-        put(o, ip, addr_text(req->peer, ip, sizeof(ip)));
+        put(o, ip, ip_len);
         break;
     case DEF_PROTO:
         puts_(o, "http");
@@ -687,6 +730,8 @@ static long proxy_request(const void *conf, const struct request *req, bool keep
     put_target(&o, c, req);
     puts_(&o, " HTTP/1.1\r\n");
 
+    char ip[64];
+    size_t ip_len = addr_text(req->peer, ip, sizeof(ip));
     struct vars_source src;
     module_vars_source(req, &src);
     src.proxy_host = (struct http_slice){c->proxy_host, c->proxy_host_len};
@@ -706,7 +751,7 @@ static long proxy_request(const void *conf, const struct request *req, bool keep
             else
                 o.len += (size_t)n;
         } else {
-            put_default(&o, c, req, e->def);
+            put_default(&o, c, req, e->def, ip, ip_len);
         }
         if (o.len == value_at) { /* nginx sends no field whose value is empty */
             o.len = line_at;
@@ -716,17 +761,18 @@ static long proxy_request(const void *conf, const struct request *req, bool keep
     }
     bool tunnel = false;
     struct http_slice upgrade = {NULL, 0};
+    bool named = connection_names_others(h);
     for (unsigned i = 0; i < h->n_headers; i++) {
         const struct http_header *f = &h->headers[i];
         if (name_is(f->name, "upgrade"))
             upgrade = f->value;
-        if (hop_by_hop(f->name) || (f->name.len > 6 && strncasecmp(f->name.p, "proxy-", 6) == 0))
+        if (hop_by_hop(f->name))
             continue;
         bool set = false;
         for (unsigned j = 0; j < c->n_effective && !set; j++)
             set = f->name.len == c->effective[j]->name_len &&
                   strncasecmp(f->name.p, c->effective[j]->name, f->name.len) == 0;
-        if (set || connection_names(h, f->name))
+        if (set || (named && connection_names(h, f->name)))
             continue;
         put(&o, f->name.p, f->name.len);
         puts_(&o, ": ");
@@ -784,19 +830,19 @@ static bool up_connection_names(const struct http_response_head *h, struct http_
 static bool hidden(const struct proxy_conf *c, const struct http_response_head *h,
                    struct http_slice name)
 {
-    static const char *const never[] = {"connection", "keep-alive", "transfer-encoding",
-                                        "content-length", "proxy-connection", "trailer",
-                                        "te", "upgrade", NULL}; /* (a 101's Upgrade is
-                                                                   added after) */
-    for (const char *const *n = never; *n; n++)
-        if (name_is(name, *n))
-            return true;
+    static const struct name never[] = {
+        NAME("connection"), NAME("keep-alive"), NAME("transfer-encoding"),
+        NAME("content-length"), NAME("proxy-connection"), NAME("trailer"), NAME("te"),
+        NAME("upgrade"), {NULL, 0}, /* (a 101's Upgrade is added after) */
+    };
+    static const struct name ours[] = {NAME("date"), NAME("server"), NAME("x-pad"), {NULL, 0}};
+    if (name_among(name, never))
+        return true;
     if (listed(c->hide, c->n_hide, name))
         return true;
     if (listed(c->pass, c->n_pass, name))
         return false;
-    if (name_is(name, "date") || name_is(name, "server") || name_is(name, "x-pad") ||
-        (name.len >= 8 && strncasecmp(name.p, "x-accel-", 8) == 0))
+    if (name_among(name, ours) || (name.len >= 8 && strncasecmp(name.p, "x-accel-", 8) == 0))
         return true;
     return h->connection_names_fields && up_connection_names(h, name);
 }

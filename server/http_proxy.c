@@ -1086,7 +1086,15 @@ static void save_request(struct conn_proxy *px, const struct request *r)
     const struct http_request *h = r->http;
     px->has_saved = false;
     const char *start = h->method_name.p;
-    const char *end = start ? memmem(start, h->header_bytes, "\r\n\r\n", 4) : NULL;
+    /* The blank line follows the last field (or the request line) at once. */
+    const char *from = h->n_headers ? h->headers[h->n_headers - 1].value.p +
+                                          h->headers[h->n_headers - 1].value.len
+                                    : h->target.p + h->target.len;
+    /* (The head ends within header_bytes of its first byte, which is at or before the
+     * method: the parser may have skipped empty lines.) */
+    const char *limit = start + h->header_bytes;
+    const char *end = start && from < limit ? memmem(from, (size_t)(limit - from), "\r\n\r\n", 4)
+                                            : NULL;
     if (!end)
         return;
     size_t hl = (size_t)(end + 4 - start);

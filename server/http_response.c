@@ -324,6 +324,9 @@ void resp_set_reason(struct response *r, const char *reason, size_t len)
     char line[RESP_HEAD_CAP];
     if (len == 0 || len > sizeof(line) - 32)
         return;
+    const char *standard = http_status_text(r->status);
+    if (strlen(standard) == len && memcmp(standard, reason, len) == 0)
+        return; /* the line says so already */
     int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %.*s\r\n", r->status, (int)len, reason);
     if (n > 0 && (size_t)n < sizeof(line))
         replace_status_line(r, line, (size_t)n);
