@@ -675,6 +675,7 @@ static const struct conf_directive core_directives[] = {
     {"keepalive_requests", CONF_COUNT, TOP, .max = 4000000000u, CFG(keepalive_requests)},
     {"access_log", CONF_PATH, TOP, CFG(access_log)},
     {"access_log_format", CONF_ENUM, TOP, .names = log_formats, CFG(access_log_json)},
+    {"access_log_request_id", CONF_FLAG, TOP, CFG(access_log_request_id)},
     {"error_log", CONF_LIST, TOP, .min_args = 1, .max_args = 2, .set = set_error_log,
      .usage = "PATH [error|warn|info|debug]"},
     {"server_tokens", CONF_FLAG, TOP, CFG(server_tokens)},

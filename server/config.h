@@ -100,6 +100,7 @@ struct config {
 
     char access_log[CONFIG_PATH_MAX]; /* path, "stdout", "stderr", or "off" */
     bool access_log_json;             /* JSON lines instead of Combined Log Format */
+    bool access_log_request_id;       /* each line ends with the request's $request_id */
     char error_log[CONFIG_PATH_MAX];  /* path, "stdout" or "stderr" */
     enum log_level error_level;
     bool server_tokens;

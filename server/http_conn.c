@@ -153,8 +153,9 @@ static size_t skip_body(struct conn *c, char *buf, size_t len, int *err)
 
 void http_conn_log_access(struct conn *c, struct http_slice line, struct http_slice referer,
                           struct http_slice user_agent, int status, uint64_t bytes,
-                          int64_t now_s)
+                          int64_t now_s, char *request_id)
 {
+    char fresh[33] = "";
     struct access_entry e = {
         .peer = &c->peer.sa,
         .request_line = line.p,
@@ -167,17 +168,20 @@ void http_conn_log_access(struct conn *c, struct http_slice line, struct http_sl
         .user_agent_len = user_agent.len,
         .time_s = now_s,
     };
+    if (c->gen->cfg.access_log_request_id)
+        e.request_id = vars_request_id(request_id ? request_id : fresh);
     access_log_write(&conn_shared(c)->access_log, &e);
 }
 
 /* The access-log line of a response (req: NULL for a request that was not parsed). */
 static void log_access(struct conn *c, struct http_slice line, const struct http_request *req,
-                       const struct response *resp, int64_t now_s)
+                       const struct response *resp, int64_t now_s, char *request_id)
 {
     struct http_slice none = {NULL, 0};
     http_conn_log_access(c, line, req ? req->referer : none, req ? req->user_agent : none,
                          resp->status,
-                         resp->head_only || resp->no_length ? 0 : resp->content_length, now_s);
+                         resp->head_only || resp->no_length ? 0 : resp->content_length, now_s,
+                         request_id);
 }
 
 /* The first line of bytes that did not parse, at most max bytes of it, for the log. */
@@ -264,7 +268,7 @@ static void respond(struct conn *c, const struct http_request *h, struct request
             return; /* the head comes later, from the stream: finished and logged there */
     }
     resp_finish(resp, h->version_minor == 0);
-    log_access(c, http_request_line(h), h, resp, r->now_s);
+    log_access(c, http_request_line(h), h, resp, r->now_s, r->request_id);
     module_chain_log(&c->gen->chain, r, resp);
 }
 
@@ -332,7 +336,7 @@ static void answer_malformed(struct conn *c, int status, const char *buf, size_t
     if (status == 503) /* max_body_memory: the memory is back once other bodies are served */
         resp_header(&resp, "Retry-After", "1");
     resp_finish(&resp, false);
-    log_access(c, first_line(buf, len, 2048), NULL, &resp, now_s);
+    log_access(c, first_line(buf, len, 2048), NULL, &resp, now_s, NULL);
     http_conn_log_unparsed(c, &resp, now_s);
     c->body_mode = CONN_BODY_NONE;
     send_and_continue(c, &resp, NULL, 0);
@@ -440,7 +444,8 @@ static void hand_off(struct conn *c, struct http_host *to, const char *p, size_t
         int64_t now_s;
         http_date_header(&now_s);
         const char *eol = memchr(p, '\r', n);
-        log_access(c, (struct http_slice){p, eol ? (size_t)(eol - p) : 0}, NULL, &resp, now_s);
+        log_access(c, (struct http_slice){p, eol ? (size_t)(eol - p) : 0}, NULL, &resp, now_s,
+                   NULL);
         http_conn_log_unparsed(c, &resp, now_s);
         c->body_mode = CONN_BODY_NONE;
         send_and_continue(c, &resp, NULL, 0);

@@ -33,10 +33,11 @@ static inline struct http_slice http_request_line(const struct http_request *req
     return (struct http_slice){req->method_name.p, (size_t)(end - req->method_name.p)};
 }
 
-/* Write one access-log line for connection c. */
+/* Write one access-log line for connection c. request_id: the request's $request_id buffer
+ * (33 bytes, made if empty), or NULL; the line carries it when access_log_request_id is on. */
 void http_conn_log_access(struct conn *c, struct http_slice line, struct http_slice referer,
                           struct http_slice user_agent, int status, uint64_t bytes,
-                          int64_t now_s);
+                          int64_t now_s, char *request_id);
 /* Run the modules' log hooks for a response whose request is no longer at hand (not
  * parsed, or streamed): they see an empty request (no fields, method unknown, path ""). */
 void http_conn_log_unparsed(struct conn *c, const struct response *resp, int64_t now_s);

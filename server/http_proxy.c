@@ -297,7 +297,8 @@ static void proxy_log(struct conn_proxy *px)
     int64_t now_s;
     http_date_header(&now_s);
     http_conn_log_access(c, slice_of(px->request_line), slice_of(px->referer),
-                         slice_of(px->user_agent), px->status, px->sent, now_s);
+                         slice_of(px->user_agent), px->status, px->sent, now_s,
+                         px->has_saved ? px->request_id : NULL);
     struct response resp;
     resp_init(&resp);
     resp.status = px->status;
@@ -792,6 +793,10 @@ static bool read_head(struct conn_proxy *px)
                 break;
             if (used < 0) {
                 attempt_failed(px, FAIL_INVALID, "its head is not valid HTTP/1.1");
+                return false;
+            }
+            if (uh.te_and_length) { /* RFC 9112 6.3: "ought to be handled as an error" */
+                attempt_failed(px, FAIL_INVALID, "Transfer-Encoding and Content-Length both");
                 return false;
             }
             if (uh.status >= 100 && uh.status < 200 && uh.status != 101) {

@@ -92,7 +92,7 @@ static void stream_log(struct conn_stream *cs)
     int64_t now_s;
     http_date_header(&now_s);
     http_conn_log_access(c, slice_of(cs->request_line), slice_of(cs->referer),
-                         slice_of(cs->user_agent), cs->status, cs->sent, now_s);
+                         slice_of(cs->user_agent), cs->status, cs->sent, now_s, NULL);
     struct response resp; /* what the modules' log hooks need to know of it */
     resp_init(&resp);
     resp.status = cs->status;

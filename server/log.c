@@ -318,6 +318,8 @@ static size_t format_json(char *line, const struct access_entry *e)
     n += json_escape(line + n, 1024, e->referer, e->referer_len);
     n += (size_t)sprintf(line + n, "\",\"user_agent\":\"");
     n += json_escape(line + n, 1024, e->user_agent, e->user_agent_len);
+    if (e->request_id) /* 32 hex digits: nothing to escape */
+        n += (size_t)sprintf(line + n, "\",\"request_id\":\"%.32s", e->request_id);
     memcpy(line + n, "\"}\n", 3);
     return n + 3;
 }
@@ -341,6 +343,8 @@ void access_log_write(struct access_log *log, const struct access_entry *e)
     n += 3;
     n += escape(line + n, 1024, e->user_agent, e->user_agent_len);
     line[n++] = '"';
+    if (e->request_id) /* one more quoted field at the end, as nginx's `"$request_id"` */
+        n += (size_t)sprintf(line + n, " \"%.32s\"", e->request_id);
     line[n++] = '\n';
 
 append:;

@@ -58,6 +58,7 @@ struct access_entry {
     const char *user_agent;
     size_t user_agent_len;
     int64_t time_s;
+    const char *request_id; /* 32 hex digits (access_log_request_id), or NULL */
 };
 
 /* dest: path, "stdout", "stderr" or "off"; json: JSON lines instead of Combined Log

@@ -394,6 +394,12 @@ static struct http_slice request_id_of(char *id)
     return (struct http_slice){id, 32};
 }
 
+const char *vars_request_id(char *id)
+{
+    request_id_of(id);
+    return id;
+}
+
 /* --- the request's fields ----------------------------------------------------------------- */
 
 /* Is h the field name[0..len) (lowercase, '-' where the variable had '_')? A field name

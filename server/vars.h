@@ -91,6 +91,9 @@ int vars_compile(const char *text, enum vars_context ctx, struct vars_value **ou
                  size_t msg_len);
 void vars_free(struct vars_value *v);
 
+/* A request's $request_id in id (33 bytes, "" until made): made now if it was not yet. */
+const char *vars_request_id(char *id);
+
 /* Does the value use any variable? (If not, it expands to the same text every time.) */
 bool vars_is_constant(const struct vars_value *v);
 
