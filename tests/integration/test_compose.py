@@ -98,6 +98,11 @@ def _wait_for_web(port, timeout=60.0):
         try:
             return _get(port, "/")
         except (OSError, http.client.HTTPException):
+            web = _containers().get("web")
+            state = _run(["podman", "inspect", "--format", "{{.State.Status}}", web]).stdout \
+                if web else ""
+            if state.strip() == "exited":
+                raise AssertionError("web exited at start:\n" + _logs()) from None
             time.sleep(0.3)
     raise AssertionError(f"web did not answer on 127.0.0.1:{port} within {timeout:.0f}s:\n"
                          + _logs())
