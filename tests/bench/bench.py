@@ -606,6 +606,22 @@ def last_line(text):
     return lines[-1][:160] if lines else ""
 
 
+def time_wait_pairs(port):
+    """The TCP connections to or from 127.0.0.1:port now in TIME_WAIT (on whichever side
+    closed first), as (local, peer) address pairs; None if ss cannot tell. Linux keeps each
+    60 s, so the pairs new after a run of a few seconds are the connections closed in it."""
+    try:
+        out = subprocess.run(["ss", "-tanH", "state", "time-wait",
+                              "( sport = :%d or dport = :%d )" % (port, port)],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return {tuple(line.split()[2:4]) for line in out.stdout.splitlines()
+            if len(line.split()) >= 4}
+
+
 def run_load(server, wl, opts, record=True):
     """One run of wl's load generator against server; server CPU measured around it. A
     proxy's upstream is measured apart (upstream_cpu_s): the same program for every proxy,
@@ -616,6 +632,7 @@ def run_load(server, wl, opts, record=True):
     up_before = cpu_ticks(up_pids)
     before = cpu_ticks(pids)
     timeout = (opts.duration if record else opts.warmup) + 60
+    waits = time_wait_pairs(server.upstream.port) if server.upstream and record else None
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
                            timeout=timeout)
@@ -638,6 +655,11 @@ def run_load(server, wl, opts, record=True):
     r["req_per_cpu_s"] = r["requests"] / r["cpu_s"] if r["cpu_s"] > 0 else None
     r["mib_s"] = r["bytes"] / r["seconds"] / 1024 ** 2 if r["seconds"] else None
     if up_pids:
+        # Upstream connections the proxy (or the upstream) closed during the run: the ones
+        # its keep-alive pool did not keep, each a new connection made for a request.
+        after_waits = time_wait_pairs(server.upstream.port) if waits is not None else None
+        r["upstream_conns_per_kreq"] = len(after_waits - waits) * 1000 / r["requests"] \
+            if after_waits is not None and r["requests"] else None
         r["upstream_cpu_s"] = (up_after - up_before) / CLK_TCK
         r["upstream_req_per_cpu_s"] = r["requests"] / r["upstream_cpu_s"] \
             if r["upstream_cpu_s"] > 0 else None
@@ -878,7 +900,8 @@ def summarize(results):
         s = {k: median(ok, k) for k in ("rps", "p50", "p99", "req_per_cpu_s", "mib_s",
                                          "cpu_s", "requests", "seconds", "rss_before_kib",
                                          "rss_after_kib", "bytes_per_conn",
-                                         "upstream_req_per_cpu_s")}
+                                         "upstream_req_per_cpu_s",
+                                         "upstream_conns_per_kreq")}
         for k in ("errors", "socket_errors", "non2xx"):
             s[k] = sum(r.get(k, 0) for r in ok)
         s["runs_with_errors"] = sum(1 for r in ok if r.get("errors"))
@@ -1537,7 +1560,9 @@ class Bench:
                 s = summary.get((wl.key, kind))
                 if not s or (wl.key, kind) in self.skipped:
                     continue
-                extra = ["upstream %s req/CPU-s" % fmt(s.get("upstream_req_per_cpu_s"), "int")]
+                extra = ["upstream %s req/CPU-s" % fmt(s.get("upstream_req_per_cpu_s"), "int"),
+                         "about %s upstream connections closed per 1000 requests (not kept "
+                         "by the pool)" % fmt(s.get("upstream_conns_per_kreq"), "int")]
                 if kind == "nginx" and spooled:
                     extra.append("%d responses buffered to a temporary file (all proxied "
                                  "runs)" % spooled)
