@@ -606,20 +606,34 @@ def last_line(text):
     return lines[-1][:160] if lines else ""
 
 
-def time_wait_pairs(port):
-    """The TCP connections to or from 127.0.0.1:port now in TIME_WAIT (on whichever side
-    closed first), as (local, peer) address pairs; None if ss cannot tell. Linux keeps each
-    60 s, so the pairs new after a run of a few seconds are the connections closed in it."""
+TIME_WAIT_S = 60     # Linux keeps a closed TCP connection in TIME_WAIT this long
+TIME_WAIT_QUIET = 2  # seconds without measuring before a proxied run (below)
+
+
+def time_wait_left(port):
+    """The seconds left (whole ones from 10 s up, as ss prints them) of every TCP
+    connection to or from 127.0.0.1:port now in TIME_WAIT, on whichever side closed first;
+    None if ss cannot tell. A connection closed s seconds ago shows TIME_WAIT_S - s. Counting those closed
+    during a run this way, not as pairs new since before it: on loopback the kernel
+    reuses a TIME_WAIT pair for a new connection (tcp_tw_reuse), and a run of a proxy
+    that opens a few thousand connections a second soon goes round the port range."""
     try:
-        out = subprocess.run(["ss", "-tanH", "state", "time-wait",
+        out = subprocess.run(["ss", "-tanHo", "state", "time-wait",
                               "( sport = :%d or dport = :%d )" % (port, port)],
                              capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if out.returncode != 0:
+    left = []
+    for timer in re.findall(r"timer:\(timewait,([^,]*),", out.stdout):
+        # ss writes 1min, 53sec, 5.123ms (5 s 123 ms) or 123ms
+        m = re.fullmatch(r"(?:(\d+)min)?(?:(\d+)(?:sec|\.))?(?:(\d+)ms)?", timer)
+        if not m:
+            return None
+        mins, secs, ms = (int(g or 0) for g in m.groups())
+        left.append(mins * 60 + secs + ms / 1000)
+    if out.returncode != 0 or len(left) != len(out.stdout.splitlines()):
         return None
-    return {tuple(line.split()[2:4]) for line in out.stdout.splitlines()
-            if len(line.split()) >= 4}
+    return left
 
 
 def run_load(server, wl, opts, record=True):
@@ -632,7 +646,11 @@ def run_load(server, wl, opts, record=True):
     up_before = cpu_ticks(up_pids)
     before = cpu_ticks(pids)
     timeout = (opts.duration if record else opts.warmup) + 60
-    waits = time_wait_pairs(server.upstream.port) if server.upstream and record else None
+    if server.upstream and record:
+        # Connections closed just before the run would read like ones closed at its start
+        # (whole seconds): a pause keeps them out of the count after it.
+        time.sleep(TIME_WAIT_QUIET)
+    started = time.monotonic()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
                            timeout=timeout)
@@ -657,9 +675,12 @@ def run_load(server, wl, opts, record=True):
     if up_pids:
         # Upstream connections the proxy (or the upstream) closed during the run: the ones
         # its keep-alive pool did not keep, each a new connection made for a request.
-        after_waits = time_wait_pairs(server.upstream.port) if waits is not None else None
-        r["upstream_conns_per_kreq"] = len(after_waits - waits) * 1000 / r["requests"] \
-            if after_waits is not None and r["requests"] else None
+        left = time_wait_left(server.upstream.port)
+        since = time.monotonic() - started
+        closed = None if left is None else sum(
+            1 for sec in left if sec >= TIME_WAIT_S - since - 1)
+        r["upstream_conns_per_kreq"] = closed * 1000 / r["requests"] \
+            if closed is not None and r["requests"] else None
         r["upstream_cpu_s"] = (up_after - up_before) / CLK_TCK
         r["upstream_req_per_cpu_s"] = r["requests"] / r["upstream_cpu_s"] \
             if r["upstream_cpu_s"] > 0 else None
@@ -1102,7 +1123,8 @@ def md_table(head, rows):
 
 CSV_FIELDS = ["workload", "server", "round", "requests", "seconds", "rps", "p50_ms",
               "p99_ms", "mib_s", "socket_errors", "non2xx", "errors", "cpu_s",
-              "req_per_cpu_s", "rss_before_kib", "rss_after_kib", "bytes_per_conn", "detail"]
+              "req_per_cpu_s", "rss_before_kib", "rss_after_kib", "bytes_per_conn",
+              "upstream_req_per_cpu_s", "upstream_conns_per_kreq", "detail"]
 
 
 def csv_value(v):
@@ -1119,13 +1141,15 @@ def write_csv(path, results, summary):
                 w.writerow([wk, sv, i] + [csv_value(r.get(k)) for k in (
                     "requests", "seconds", "rps", "p50", "p99", "mib_s", "socket_errors",
                     "non2xx", "errors", "cpu_s", "req_per_cpu_s", "rss_before_kib",
-                    "rss_after_kib", "bytes_per_conn")] +
+                    "rss_after_kib", "bytes_per_conn", "upstream_req_per_cpu_s",
+                    "upstream_conns_per_kreq")] +
                     [r.get("failed") or r.get("socket_detail", "")])
         for (wk, sv), s in summary.items():
             w.writerow([wk, sv, "median"] + [csv_value(s.get(k)) for k in (
                 "requests", "seconds", "rps", "p50", "p99", "mib_s", "socket_errors",
                 "non2xx", "errors", "cpu_s", "req_per_cpu_s", "rss_before_kib",
-                "rss_after_kib", "bytes_per_conn")] + ["errors: total over the rounds"])
+                "rss_after_kib", "bytes_per_conn", "upstream_req_per_cpu_s",
+                "upstream_conns_per_kreq")] + ["errors: total over the rounds"])
 
 
 PLOT_SERVERS = SERVERS + (CEILING,)
