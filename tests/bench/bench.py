@@ -45,6 +45,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 OUT = os.path.join(ROOT, "build", "bench")
 RUN = os.path.join(OUT, "run")
 DOCROOT = os.path.join(OUT, "www")
+UPSTREAM_DOCROOT = os.path.join(OUT, "upstream-www")
 
 SERVERS = ("lfhttpd", "nginx", "lighttpd", "h2o")
 PEERS = ("nginx", "lighttpd", "h2o")
@@ -64,10 +65,24 @@ COLD_CONNS = 4            # gzip cold: connections fetching them (each file once
 # Variants in which only these servers differ from "main" (the others' "main" instance
 # runs the workload).
 OWN_INSTANCES = {"nomem": ("lfhttpd",), "copy": ("lfhttpd", "nginx"),
-                 "sites": ("lfhttpd", "nginx")}
+                 "sites": ("lfhttpd", "nginx"), "proxy": ("lfhttpd", "nginx")}
 # The "sites" variant: lfhttpd and nginx serve the server blocks of sites.conf.in (two
 # servers, twelve locations), the same text in both, in place of @SITES@.
 SITES_TEMPLATE = "sites.conf.in"
+# The "proxy" variant: lfhttpd and nginx proxy everything to one upstream (an lfhttpd of its
+# own, upstream.conf.in, serving UPSTREAM_DOCROOT from memory) through the upstream and
+# server blocks of proxy.conf.in, the same text in both, in place of @PROXY@.
+PROXY_TEMPLATE = "proxy.conf.in"
+UPSTREAM_TEMPLATE = "upstream.conf.in"
+UPSTREAM = "upstream"     # the upstream's variant name (an lfhttpd instance, never measured)
+# The lines only nginx needs (proxy.conf.in says why): HTTP/1.1 with an empty Connection
+# header to the upstream, so that its keep-alive pool is used, and the pool's connections
+# not closed after 1000 requests.
+NGINX_PROXY = 'proxy_http_version 1.1;\n            proxy_set_header Connection "";'
+NGINX_UPSTREAM = "keepalive_requests 1000000;"
+# Variants whose lfhttpd may refuse its configuration while the feature is being written:
+# its rows are then skipped with `lfhttpd -t`'s message, and everything else runs.
+OPTIONAL_VARIANTS = ("proxy",)
 # nginx's listening socket options (nginx.conf.in says why each): nginx takes them once
 # per address, so in the sites variant only the default server's listen line has them.
 NGINX_LISTEN_OPTIONS = "backlog=4096 deferred reuseport"
@@ -105,7 +120,8 @@ class Workload:
     once) or mem; variant: which server instances it uses ("main", "log" for the
     access-log-on servers, "nomem" for lfhttpd without small files in memory, "copy"
     for lfhttpd and nginx with sendfile off, "sites" for lfhttpd and nginx with the
-    server and location blocks of sites.conf.in, "mem" for fresh ones)."""
+    server and location blocks of sites.conf.in, "proxy" for lfhttpd and nginx proxying
+    to one upstream through proxy.conf.in, "mem" for fresh ones)."""
 
     def __init__(self, key, title, label, tool="wrk", conns=100, path="/index.html",
                  headers=(), script=None, script_args=(), variant="main", check=False,
@@ -194,6 +210,22 @@ WORKLOADS = [
              skip={"lighttpd": "no trivial equivalent in lighttpd"}),  # h2o: mruby
     Workload("access_log", "1 KiB file, keep-alive, 100 connections, access log on",
              "access log on", variant="log", variant_of="small_ka"),
+    # Reverse proxy: wrk -> lfhttpd or nginx -> the same upstream (an lfhttpd answering
+    # from memory, upstream.conf.in), through proxy.conf.in (`keepalive 32`). The probes show
+    # that the answers come from the upstream: only its document root has /upstream.txt.
+    Workload("proxy_ka", "1 KiB, keep-alive, 100 connections, proxied to an upstream "
+             "(lfhttpd and nginx, upstream keepalive 32)", "proxied 1 KiB c100",
+             variant="proxy", variant_of="small_ka", plot_label="proxied 1 KiB c100",
+             probes=[("/index.html", 200), ("/upstream.txt", 200)],
+             skip={"lighttpd": "no proxy configuration in this comparison",
+                   "h2o": "no proxy configuration in this comparison"}),
+    Workload("proxy_100k", "100 KiB, keep-alive, 50 connections, proxied to an upstream "
+             "(lfhttpd and nginx, upstream keepalive 32): a streamed response",
+             "proxied 100 KiB c50", conns=50, path="/100k.bin", variant="proxy",
+             variant_of="small_ka", plot_label="proxied 100 KiB c50",
+             probes=[("/100k.bin", 200), ("/upstream.txt", 200)],
+             skip={"lighttpd": "no proxy configuration in this comparison",
+                   "h2o": "no proxy configuration in this comparison"}),
     Workload("memory", "10,000 idle keep-alive connections: resident memory",
              "memory", tool="mem", variant="mem"),
 ]
@@ -282,12 +314,13 @@ def fill_template(name, values, dest, drop=()):
         f.write(text)
 
 
-def sites_block(kind, port):
-    """sites.conf.in's server blocks (its leading comment left out) for kind: each
-    server's listen line, the document root. lfhttpd's listen lines name the address of
-    its own top-level `listen`, so both servers are on its one socket; nginx's default
-    server carries the socket options."""
-    with open(os.path.join(HERE, SITES_TEMPLATE)) as f:
+def sites_block(kind, port, template=SITES_TEMPLATE, upstream_port=None):
+    """The server blocks of sites.conf.in or proxy.conf.in (the leading comment left out)
+    for kind: each server's listen line, the document root, the upstream's port and the
+    lines only nginx needs. lfhttpd's listen lines name the address of its own top-level
+    `listen`, so all its servers are on its one socket; nginx's default server carries
+    the socket options."""
+    with open(os.path.join(HERE, template)) as f:
         lines = f.read().splitlines(True)
     while lines and lines[0].startswith("#"):
         lines.pop(0)
@@ -295,19 +328,28 @@ def sites_block(kind, port):
     options = " " + NGINX_LISTEN_OPTIONS if kind == "nginx" else ""
     values = {"LISTEN": "listen %s;" % address,
               "LISTEN_DEFAULT": "listen %s%s default_server;" % (address, options),
-              "DOCROOT": DOCROOT}
+              "DOCROOT": DOCROOT, "UPSTREAM_PORT": str(upstream_port),
+              "NGINX_PROXY": NGINX_PROXY if kind == "nginx" else "",
+              "NGINX_UPSTREAM": NGINX_UPSTREAM if kind == "nginx" else ""}
     text = "".join(lines)
     for k, v in values.items():
         text = text.replace("@%s@" % k, v)
-    return text
+    return re.sub(r"^[ \t]+\n", "", text, flags=re.M)  # placeholders left empty
+
+
+class ConfigRefused(RuntimeError):
+    """lfhttpd -t rejects a configuration the benchmark wrote (for a variant in
+    OPTIONAL_VARIANTS, its rows are skipped with this message)."""
 
 
 class Server:
     """One running server instance: kind (lfhttpd, nginx, lighttpd, h2o, or the ceiling)
-    and variant. binary: lfhttpd's or the ceiling's (the others are found in PATH)."""
+    and variant. binary: lfhttpd's or the ceiling's (the others are found in PATH).
+    upstream: the upstream Server the "proxy" variant forwards to."""
 
-    def __init__(self, kind, variant, binary):
+    def __init__(self, kind, variant, binary, upstream=None):
         self.kind, self.variant, self.bin = kind, variant, binary
+        self.upstream = upstream
         self.dir = os.path.join(RUN, "%s-%s" % (kind, variant))
         self.error_log = os.path.join(self.dir, "error.log")
         self.access_log = os.path.join(self.dir, "access.log")
@@ -343,11 +385,17 @@ class Server:
                   "SENDFILE": "off" if self.variant == "copy" else "on",
                   "LISTEN_OPTIONS": NGINX_LISTEN_OPTIONS,
                   "SITES": sites_block(self.kind, self.port) if self.variant == "sites"
-                  else ""}
+                  else "",
+                  "PROXY": sites_block(self.kind, self.port, PROXY_TEMPLATE,
+                                       self.upstream and self.upstream.port)
+                  if self.variant == "proxy" else "",
+                  "UPSTREAM_DOCROOT": UPSTREAM_DOCROOT}
         conf = os.path.join(self.dir, self.kind + ".conf")
-        # nginx's own server block gives way to the sites' two.
-        drop = ("main server",) if self.variant == "sites" and self.kind == "nginx" else ()
-        fill_template(self.kind + ".conf.in", values, conf, drop)
+        # nginx's own server block gives way to the sites' two or the proxy's one.
+        drop = ("main server",) if self.variant in ("sites", "proxy") and \
+            self.kind == "nginx" else ()
+        template = UPSTREAM_TEMPLATE if self.variant == UPSTREAM else self.kind + ".conf.in"
+        fill_template(template, values, conf, drop)
         if self.kind == "lfhttpd":
             self._drop_unknown_optional(conf)
             return [self.bin, "-c", conf]
@@ -381,7 +429,7 @@ class Server:
                 f.writelines(ln for i, ln in enumerate(lines, 1) if i not in drop)
             code, out = self._check(conf)
         if code != 0:
-            raise RuntimeError("%s -t -c %s rejects the benchmark's configuration%s:\n%s"
+            raise ConfigRefused("%s -t -c %s rejects the benchmark's configuration%s:\n%s"
                                % (self.bin, conf, " (even without the optional lines it "
                                   "does not know)" if drop else "", out))
         note = "this lfhttpd does not know some optional directives: run without %s" % (
@@ -393,7 +441,8 @@ class Server:
         os.makedirs(self.dir, exist_ok=True)
         for attempt in range(3):  # a port picked here (not 0) may be taken meanwhile
             self.port = 0 if self.kind == CEILING or (
-                self.kind == "lfhttpd" and self.variant != "sites") else free_port()
+                self.kind == "lfhttpd" and self.variant not in ("sites", "proxy")) \
+                else free_port()
             open(self.error_log, "w").close()
             cmd = self._command()
             out = open(os.path.join(self.dir, "stdout.log"), "w")
@@ -557,12 +606,51 @@ def last_line(text):
     return lines[-1][:160] if lines else ""
 
 
+TIME_WAIT_S = 60     # Linux keeps a closed TCP connection in TIME_WAIT this long
+TIME_WAIT_QUIET = 2  # seconds without measuring before a proxied run (below)
+
+
+def time_wait_left(port):
+    """The seconds left (whole ones from 10 s up, as ss prints them) of every TCP
+    connection to or from 127.0.0.1:port now in TIME_WAIT, on whichever side closed first;
+    None if ss cannot tell. A connection closed s seconds ago shows TIME_WAIT_S - s. Counting those closed
+    during a run this way, not as pairs new since before it: on loopback the kernel
+    reuses a TIME_WAIT pair for a new connection (tcp_tw_reuse), and a run of a proxy
+    that opens a few thousand connections a second soon goes round the port range."""
+    try:
+        out = subprocess.run(["ss", "-tanHo", "state", "time-wait",
+                              "( sport = :%d or dport = :%d )" % (port, port)],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    left = []
+    for timer in re.findall(r"timer:\(timewait,([^,]*),", out.stdout):
+        # ss writes 1min, 53sec, 5.123ms (5 s 123 ms) or 123ms
+        m = re.fullmatch(r"(?:(\d+)min)?(?:(\d+)(?:sec|\.))?(?:(\d+)ms)?", timer)
+        if not m:
+            return None
+        mins, secs, ms = (int(g or 0) for g in m.groups())
+        left.append(mins * 60 + secs + ms / 1000)
+    if out.returncode != 0 or len(left) != len(out.stdout.splitlines()):
+        return None
+    return left
+
+
 def run_load(server, wl, opts, record=True):
-    """One run of wl's load generator against server; server CPU measured around it."""
+    """One run of wl's load generator against server; server CPU measured around it. A
+    proxy's upstream is measured apart (upstream_cpu_s): the same program for every proxy,
+    it is never counted as the proxy's."""
     cmd = wl.command(server.url, opts.duration if record else opts.warmup, opts.ab_requests)
     pids = server.pids()
+    up_pids = server.upstream.pids() if server.upstream else []
+    up_before = cpu_ticks(up_pids)
     before = cpu_ticks(pids)
     timeout = (opts.duration if record else opts.warmup) + 60
+    if server.upstream and record:
+        # Connections closed just before the run would read like ones closed at its start
+        # (whole seconds): a pause keeps them out of the count after it.
+        time.sleep(TIME_WAIT_QUIET)
+    started = time.monotonic()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
                            timeout=timeout)
@@ -571,6 +659,7 @@ def run_load(server, wl, opts, record=True):
         out = e.stdout or ""
         out, code = out.decode(errors="replace") if isinstance(out, bytes) else out, "timeout"
     after = cpu_ticks(pids)
+    up_after = cpu_ticks(up_pids)
     if not record:
         return None
     r = parse_wrk(out) if wl.tool == "wrk" else parse_ab(out, opts.ab_requests, code)
@@ -583,6 +672,18 @@ def run_load(server, wl, opts, record=True):
     r["cpu_s"] = (after - before) / CLK_TCK
     r["req_per_cpu_s"] = r["requests"] / r["cpu_s"] if r["cpu_s"] > 0 else None
     r["mib_s"] = r["bytes"] / r["seconds"] / 1024 ** 2 if r["seconds"] else None
+    if up_pids:
+        # Upstream connections the proxy (or the upstream) closed during the run: the ones
+        # its keep-alive pool did not keep, each a new connection made for a request.
+        left = time_wait_left(server.upstream.port)
+        since = time.monotonic() - started
+        closed = None if left is None else sum(
+            1 for sec in left if sec >= TIME_WAIT_S - since - 1)
+        r["upstream_conns_per_kreq"] = closed * 1000 / r["requests"] \
+            if closed is not None and r["requests"] else None
+        r["upstream_cpu_s"] = (up_after - up_before) / CLK_TCK
+        r["upstream_req_per_cpu_s"] = r["requests"] / r["upstream_cpu_s"] \
+            if r["upstream_cpu_s"] > 0 else None
     return r
 
 
@@ -789,6 +890,22 @@ def make_docroot():
         f.write(DOCROOT_VERSION)
 
 
+def make_upstream_docroot():
+    """The proxied workloads' upstream document root: index.html (1 KiB), 100k.bin (100 KiB
+    of incompressible bytes) and upstream.txt, which only the upstream has (the probe that
+    shows a proxy's answer came from it). Made again every run: it is small."""
+    shutil.rmtree(UPSTREAM_DOCROOT, ignore_errors=True)
+    os.makedirs(UPSTREAM_DOCROOT)
+    head = "<!DOCTYPE html>\n<html><head><title>upstream</title></head><body>\n<p>"
+    tail = "</p>\n</body></html>\n"
+    with open(os.path.join(UPSTREAM_DOCROOT, "index.html"), "w") as f:
+        f.write(head + "u" * (1024 - len(head) - len(tail)) + tail)
+    with open(os.path.join(UPSTREAM_DOCROOT, "100k.bin"), "wb") as f:
+        f.write(os.urandom(100 * 1024))
+    with open(os.path.join(UPSTREAM_DOCROOT, "upstream.txt"), "w") as f:
+        f.write("the proxied workloads' upstream\n")
+
+
 # --- figures and output ----------------------------------------------------------------
 
 def median(rows, key):
@@ -803,7 +920,9 @@ def summarize(results):
         ok = [r for r in rows if "failed" not in r]
         s = {k: median(ok, k) for k in ("rps", "p50", "p99", "req_per_cpu_s", "mib_s",
                                          "cpu_s", "requests", "seconds", "rss_before_kib",
-                                         "rss_after_kib", "bytes_per_conn")}
+                                         "rss_after_kib", "bytes_per_conn",
+                                         "upstream_req_per_cpu_s",
+                                         "upstream_conns_per_kreq")}
         for k in ("errors", "socket_errors", "non2xx"):
             s[k] = sum(r.get(k, 0) for r in ok)
         s["runs_with_errors"] = sum(1 for r in ok if r.get("errors"))
@@ -895,6 +1014,12 @@ GOALS = [
     # most 5% more CPU than through the one implicit server.
     ("sites: req/CPU-s within 5% of 1 KiB c100", "sites_ka", "req_per_cpu_s",
      ("small_ka", "lfhttpd"), 0.95),
+    # Issue 15, the reverse proxy: the same upstream for both, its CPU not counted.
+    ("proxied 1 KiB c100: req/s >= 1.2x nginx", "proxy_ka", "rps", "nginx", 1.2),
+    ("proxied 1 KiB c100: fewer CPU-s per request than nginx (req/CPU-s > nginx)",
+     "proxy_ka", "req_per_cpu_s", "nginx", 1.0),
+    ("proxied 100 KiB c50: fewer CPU-s per request than nginx (req/CPU-s > nginx)",
+     "proxy_100k", "req_per_cpu_s", "nginx", 1.0),
 ]
 
 
@@ -998,7 +1123,8 @@ def md_table(head, rows):
 
 CSV_FIELDS = ["workload", "server", "round", "requests", "seconds", "rps", "p50_ms",
               "p99_ms", "mib_s", "socket_errors", "non2xx", "errors", "cpu_s",
-              "req_per_cpu_s", "rss_before_kib", "rss_after_kib", "bytes_per_conn", "detail"]
+              "req_per_cpu_s", "rss_before_kib", "rss_after_kib", "bytes_per_conn",
+              "upstream_req_per_cpu_s", "upstream_conns_per_kreq", "detail"]
 
 
 def csv_value(v):
@@ -1015,13 +1141,15 @@ def write_csv(path, results, summary):
                 w.writerow([wk, sv, i] + [csv_value(r.get(k)) for k in (
                     "requests", "seconds", "rps", "p50", "p99", "mib_s", "socket_errors",
                     "non2xx", "errors", "cpu_s", "req_per_cpu_s", "rss_before_kib",
-                    "rss_after_kib", "bytes_per_conn")] +
+                    "rss_after_kib", "bytes_per_conn", "upstream_req_per_cpu_s",
+                    "upstream_conns_per_kreq")] +
                     [r.get("failed") or r.get("socket_detail", "")])
         for (wk, sv), s in summary.items():
             w.writerow([wk, sv, "median"] + [csv_value(s.get(k)) for k in (
                 "requests", "seconds", "rps", "p50", "p99", "mib_s", "socket_errors",
                 "non2xx", "errors", "cpu_s", "req_per_cpu_s", "rss_before_kib",
-                "rss_after_kib", "bytes_per_conn")] + ["errors: total over the rounds"])
+                "rss_after_kib", "bytes_per_conn", "upstream_req_per_cpu_s",
+                "upstream_conns_per_kreq")] + ["errors: total over the rounds"])
 
 
 PLOT_SERVERS = SERVERS + (CEILING,)
@@ -1130,7 +1258,10 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
                 " (lfhttpd started with open_file_cache_mem_max 0)" if wl.variant == "nomem"
                 else " (lfhttpd and nginx started with sendfile off)" if wl.variant == "copy"
                 else " (lfhttpd and nginx serving the server and location blocks of "
-                "tests/bench/sites.conf.in)" if wl.variant == "sites" else ""))
+                "tests/bench/sites.conf.in)" if wl.variant == "sites"
+                else " (lfhttpd and nginx proxying to one upstream, an lfhttpd serving "
+                "from memory, through tests/bench/proxy.conf.in; the upstream's CPU is "
+                "not counted)" if wl.variant == "proxy" else ""))
     text = [
         "## Benchmark: lfhttpd, nginx, lighttpd and h2o",
         "",
@@ -1140,7 +1271,7 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
             datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
             " QUICK=1" if opts.quick else "", opts.rounds, opts.duration) + (
             " QUICK=1 gives the variant workloads (access log on, /hello, "
-            "open_file_cache_mem_max 0, sendfile off, sites) one round."
+            "open_file_cache_mem_max 0, sendfile off, sites, proxied) one round."
             if opts.quick else ""),
         "",
         "Machine: %d cores (`nproc`), %s, Linux %s. The load generator (wrk or ab, one "
@@ -1162,7 +1293,7 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
         "",
         md_table(head, rows),
         "",
-        "Goals for lfhttpd (issue 13). A goal is met only when it holds in the medians "
+        "Goals for lfhttpd (issues 13, 14 and 15). A goal is met only when it holds in the medians "
         "and in every round but one at most, each round compared within itself (the "
         "best peer is the fastest of nginx, lighttpd and h2o in that round):",
         "",
@@ -1243,6 +1374,8 @@ class Bench:
         self.notes = {}      # (workload, server) -> text for the table
         self.skipped = {}    # (workload, server) -> why
         self.notices = []    # crashes and other surprises
+        self.refused = {}    # (variant, kind) -> why lfhttpd -t refused its configuration
+        self.upstream = None  # the proxied workloads' upstream (an lfhttpd, not measured)
         self.t0 = time.monotonic()
 
     def say(self, msg):
@@ -1257,10 +1390,29 @@ class Bench:
         starts = [(v, k) for v in sorted(variants) for k in OWN_INSTANCES.get(v, SERVERS)]
         if any(w.ceiling for w in self.workloads) and self.ceiling_missing() is None:
             starts.append(("main", CEILING))
+        if "proxy" in variants:  # first: the proxies' configurations name its port
+            starts.insert(0, (UPSTREAM, "lfhttpd"))
         for variant, kind in starts:
-            srv = Server(kind, variant, self.opts.ceiling if kind == CEILING else self.opts.bin)
+            srv = Server(kind, variant, self.opts.ceiling if kind == CEILING else self.opts.bin,
+                         upstream=self.upstream if variant == "proxy" else None)
+            try:
+                srv.start()
+            except ConfigRefused as e:
+                if variant not in OPTIONAL_VARIANTS:
+                    raise
+                # This lfhttpd does not do it yet: its rows are skipped, the rest runs.
+                errors = [re.sub(r"^\S*/", "", ln.split(": ", 1)[-1].strip())
+                          for ln in str(e).splitlines()[1:]
+                          if re.match(r"\S*lfhttpd: .*\.conf:\d+: ", ln)]
+                self.refused[(variant, kind)] = "lfhttpd -t refuses the %s configuration " \
+                    "(%s): its rows are skipped" % (variant, "; ".join(errors[:2]) or
+                                                    "see its -t output")
+                self.say("NOT started %s (%s): %s" % (kind, variant,
+                                                      self.refused[(variant, kind)]))
+                continue
             self.instances[(variant, kind)] = srv
-            srv.start()
+            if variant == UPSTREAM:
+                self.upstream = srv
             self.say("started %-8s (%s) on 127.0.0.1:%d, pid %d" % (
                 kind, variant, srv.port, srv.proc.pid))
 
@@ -1274,6 +1426,10 @@ class Bench:
     def instance(self, variant, kind):
         """The server instance that runs kind's part of a workload of this variant."""
         return self.instances.get((variant, kind)) or self.instances[("main", kind)]
+
+    def refusal(self, wl, kind):
+        """Why kind cannot run wl because it refused the variant's configuration, or None."""
+        return self.refused.get((wl.variant, kind))
 
     def check_gzip(self):
         """What each server really sends for the gzip workload (curl, once). This first
@@ -1298,6 +1454,10 @@ class Bench:
         for kind in ("lfhttpd", "nginx"):
             self.notes[("sites_ka", kind)] = ("the default of 2 servers, location / of 12 "
                                               "(3 regexes): try_files $uri $uri/ =404")
+        for key in ("proxy_ka", "proxy_100k"):
+            self.notes[(key, "lfhttpd")] = "proxy_pass, keepalive 32 (HTTP/1.1, streamed)"
+            self.notes[(key, "nginx")] = ("proxy_pass, keepalive 32, proxy_http_version 1.1, "
+                                          "Connection \"\" (proxy_buffering on)")
         self.notes[("large", "lfhttpd")] = "sendfile, as much as the socket takes an event"
         self.notes[("large", "nginx")] = "sendfile on, tcp_nopush"
         self.notes[("large", "lighttpd")] = "sendfile, 256 KiB a call"
@@ -1325,6 +1485,9 @@ class Bench:
         with server i mod n (A B C D, B C D A, ...)."""
         skip = {(wl.key, sv): why for sv, why in wl.skip.items()}
         kinds = SERVERS + (CEILING,) if wl.ceiling else SERVERS
+        for kind in kinds:
+            if self.refusal(wl, kind) and (wl.key, kind) not in skip:
+                skip[(wl.key, kind)] = self.refusal(wl, kind)
         if wl.ceiling and self.ceiling_missing():
             skip[(wl.key, CEILING)] = self.ceiling_missing()
         servers = {k: self.instance(wl.variant, k) for k in kinds
@@ -1351,7 +1514,12 @@ class Bench:
             first = rnd % len(active)
             for kind in active[first:] + active[:first]:
                 srv = servers[kind]
-                if not srv.ensure_running("%s round %d" % (wl.key, rnd + 1)):
+                where = "%s round %d" % (wl.key, rnd + 1)
+                if srv.upstream and not srv.upstream.alive():
+                    # Not restarted: on a new port, the proxies' configurations would be
+                    # wrong. Its end is noted when it is stopped.
+                    r = {"failed": "the upstream is down"}
+                elif not srv.ensure_running(where):
                     r = {"failed": "%s is down" % kind}
                 else:
                     r = (run_cold(srv, "%s-%s-r%d" % (kind, srv.variant, rnd + 1))
@@ -1403,6 +1571,28 @@ class Bench:
             except OSError:
                 pass
 
+    def note_proxies(self, summary):
+        """The proxied rows' notes: the upstream's requests per CPU-second in each proxy's
+        runs (the same program for both; not in the proxy's figures), and how often nginx
+        buffered a response to a temporary file (its error log's warnings)."""
+        srv = self.instances.get(("proxy", "nginx"))
+        spooled = srv.read_error_log().count("buffered to a temporary file") if srv else 0
+        for wl in self.workloads:
+            if wl.variant != "proxy":
+                continue
+            for kind in OWN_INSTANCES["proxy"]:
+                s = summary.get((wl.key, kind))
+                if not s or (wl.key, kind) in self.skipped:
+                    continue
+                extra = ["upstream %s req/CPU-s" % fmt(s.get("upstream_req_per_cpu_s"), "int"),
+                         "about %s upstream connections closed per 1000 requests (not kept "
+                         "by the pool)" % fmt(s.get("upstream_conns_per_kreq"), "int")]
+                if kind == "nginx" and spooled:
+                    extra.append("%d responses buffered to a temporary file (all proxied "
+                                 "runs)" % spooled)
+                note = self.notes.get((wl.key, kind))
+                self.notes[(wl.key, kind)] = "; ".join(([note] if note else []) + extra)
+
     def report(self, machine, vers):
         """The table on stdout, results.csv, results.md and bench.png."""
         self.check_access_logs()
@@ -1414,6 +1604,7 @@ class Bench:
                     note = self.notes.get((key, kind))
                     self.notes[(key, kind)] = ("%s; " % note if note else "") + (
                         "%.0f MiB/s" % s["mib_s"])
+        self.note_proxies(summary)
         head, rows = table_rows(summary, self.notes, self.skipped)
         ghead, grows = goal_rows(self.results, summary, self.skipped)
         mhead, mrows = memory_rows(summary)
@@ -1456,6 +1647,7 @@ def run(opts):
         "rotated from round to round." % (
         opts.rounds, opts.duration))
     make_docroot()
+    make_upstream_docroot()
     shutil.rmtree(RUN, ignore_errors=True)
     os.makedirs(RUN)
     bench = Bench(opts)
@@ -1482,7 +1674,7 @@ def parse_args(argv):
                    help="the ceiling program (tests/bench/ceiling.c), run in the 1 KiB "
                    "keep-alive workloads; skipped with a note if it is not built")
     p.add_argument("--quick", action="store_true", help="2 rounds of 2 s, one round for the variant "
-                   "workloads (access log on, /hello, sites...), one memory round (QUICK=1)")
+                   "workloads (access log on, /hello, sites, proxied...), one memory round (QUICK=1)")
     p.add_argument("--rounds", type=int, help="rounds per workload (default 5, quick 2)")
     p.add_argument("--duration", type=int, help="seconds per run (default 5, quick 2)")
     p.add_argument("--warmup", type=int, help="warm-up seconds per server and workload "
