@@ -131,6 +131,21 @@ void conn_pool_fini(struct conn_pool *pool)
     pthread_mutex_destroy(&pool->lock);
 }
 
+/* Has the peer closed its side, with nothing unread before the end? */
+static bool peer_closed(int fd)
+{
+    char b;
+    return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+void conn_set_wake_fd(struct conn *c, int fd)
+{
+    pthread_mutex_lock(&c->pool->lock);
+    c->wake_fd = fd;
+    atomic_store_explicit(&c->woken, false, memory_order_relaxed);
+    pthread_mutex_unlock(&c->pool->lock);
+}
+
 void conn_pool_sweep(struct conn_pool *pool, int64_t now_ms, bool stopping)
 {
     pthread_mutex_lock(&pool->lock);
@@ -138,6 +153,15 @@ void conn_pool_sweep(struct conn_pool *pool, int64_t now_ms, bool stopping)
         if (atomic_load_explicit(&c->expired, memory_order_relaxed))
             continue;
         uint8_t st = atomic_load_explicit(&c->state, memory_order_relaxed);
+        if (st == CONN_STREAM && c->wake_fd >= 0) {
+            if (!atomic_load_explicit(&c->woken, memory_order_relaxed) &&
+                (atomic_load_explicit(&c->deadline_ms, memory_order_relaxed) <= now_ms ||
+                 peer_closed(c->h.fd))) {
+                atomic_store_explicit(&c->woken, true, memory_order_relaxed);
+                shutdown(c->wake_fd, SHUT_RDWR);
+            }
+            continue;
+        }
         int64_t dl = atomic_load_explicit(&c->deadline_ms, memory_order_relaxed);
         bool idle = st == CONN_NEW || st == CONN_IDLE;
         if (dl > now_ms && !(stopping && idle))
@@ -188,6 +212,7 @@ struct conn *conn_open(struct conn_pool *pool, struct lf_group *group, int fd,
     /* All but the handle's edge_state, which an event of the connection that used this
      * memory before may still be reading (see lf_group.c): its incarnation lives on. */
     memset((char *)c + offsetof(struct conn, pool), 0, sizeof(*c) - offsetof(struct conn, pool));
+    c->wake_fd = -1;
     c->h.edge = false;
     c->h.armed = 0;
     atomic_store_explicit(&c->h.handoff, 0, memory_order_relaxed);

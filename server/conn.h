@@ -87,6 +87,12 @@ struct conn {
     _Atomic int64_t deadline_ms; /* clock_now_ms(); the sweep acts once it passes */
     _Atomic uint8_t state;       /* enum conn_state */
     _Atomic bool expired;        /* the sweep found the deadline passed and shut the socket */
+    /* CONN_STREAM through another descriptor of the connection's (an upstream socket): the
+     * sweep wakes it by shutting that descriptor down, when the deadline has passed or the
+     * client has closed its side, and sets `woken`. -1: none (the layer above keeps the
+     * deadline itself). Written under the pool's lock (conn_set_wake_fd). */
+    int wake_fd;
+    _Atomic bool woken;
     bool registered;             /* in the epoll set yet (ADD once, then MOD) */
     /* In this event so far: the socket was read empty (EAGAIN or a short read), or a write
      * found it full: the kernel will report more (see lf_group_reactivate). */
@@ -140,6 +146,10 @@ void conn_close(struct conn *c);
 /* Move a connection this thread owns to another pool and one of its groups (not armed). */
 void conn_move(struct conn *c, struct conn_pool *to);
 
+/* The descriptor the sweep shuts down to wake the connection while it waits in
+ * CONN_STREAM (see wake_fd), or -1 for none; `woken` is cleared either way. */
+void conn_set_wake_fd(struct conn *c, int fd);
+
 /* read() on the connection's socket, noting whether it was read empty. */
 ssize_t conn_read(struct conn *c, void *buf, size_t len);
 
@@ -157,7 +167,9 @@ void conn_wait_on(struct conn *c, struct lf_handle *h, enum conn_state state,
  * down (reading side only, so a 408 can still be written; both sides for a stalled send),
  * which wakes it in the handle set as usual, and the thread that then gets it closes it.
  * One whose process writes its answer (CONN_STREAM) is left alone: its deadline is the
- * layer above's (a flag set without a socket shut would wake nothing, and outlive it).
+ * layer above's (a flag set without a socket shut would wake nothing, and outlive it);
+ * unless it waits through a wake_fd, which is shut down (and `woken` set) when its deadline
+ * has passed or when the client has closed its side (a peek finds the end of its input).
  * The sweep itself never closes or frees a connection, so it cannot race the connection's
  * owner. */
 void conn_pool_sweep(struct conn_pool *pool, int64_t now_ms, bool stopping);

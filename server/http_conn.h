@@ -70,6 +70,10 @@ struct conn *http_conn_open(struct http_host *host, struct lf_group *group,
 /* Process a connection whose socket is readable, outside the handle set (after accept). */
 void http_conn_start(struct conn *c);
 
+/* At exit, once every thread group has stopped and every generation is gone: free the
+ * reverse proxy's spare states (kept while the groups run: see http_proxy.c). */
+void http_proxy_fini(void);
+
 /* The class a request belongs to by its rules (path prefix, longest first; then Host), or
  * NULL if no class's rule claims it. The rules come from the request's generation: a
  * reload may change them (the set of classes itself, one host each, stays as started). */

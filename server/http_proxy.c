@@ -1,29 +1,30 @@
 /* http_proxy.c — a response from an upstream HTTP server, relayed to the client (the
  * reverse proxy's event side; mod_proxy writes the request and reads the head's fields).
  *
- * As with a CGI script's output (http_stream.c), the connection is driven by two handles in
- * its group, only one of them armed at a time, so exactly one thread owns it at any moment:
+ * The upstream socket is one more handle of the connection in its group, registered as the
+ * connection's own socket is (edge-triggered under Leader/Followers: re-armed by an atomic
+ * store, with no system call), and only one of the two is waited on at a time, so exactly
+ * one thread owns the connection at any moment:
  *
- *   the proxy's set (CONN_STREAM)  an epoll set of its own holding the upstream socket and a
- *                                  timer at the current deadline; after a second's wait the
- *                                  client's socket too, for its hang-up (a quick answer
- *                                  never pays for watching it). Connect, send the request,
- *                                  read the head, read the body as it comes, 16 KiB at a
- *                                  time;
- *   the client's socket (CONN_SEND) the client is slow: what it would not take waits on the
- *                                  connection, and the upstream is read again only once it
- *                                  is sent. A client that does not read stops the upstream
- *                                  being read: back-pressure, with a fixed buffer.
+ *   the upstream socket (CONN_STREAM)  connect, send the request, read the head, read the
+ *                                      body as it comes, 16 KiB at a time;
+ *   the client's socket (CONN_SEND)    the client is slow: what it would not take waits on
+ *                                      the connection, and the upstream is read again only
+ *                                      once it is sent. A client that does not read stops
+ *                                      the upstream being read: back-pressure, with a fixed
+ *                                      buffer.
  *
- * The set, its timer, the upstream socket and the buffers are one allocation, kept with the
- * upstream connection in the upstream's idle list when `keepalive` allows, the set still in
- * its group's handle set (disarmed): a kept-alive request allocates nothing, creates no
- * descriptor, and arms the set with one epoll_ctl. An upstream connection is kept only
- * when its response was read to its very end, as framed, and it said nothing against it.
+ * Deadlines (proxy_connect_, _send_, _read_timeout) are the connection's, as every other
+ * one: the sweep, finding one passed, shuts the upstream socket down (conn_set_wake_fd),
+ * which wakes its handle; it does the same when it finds that the client has closed its
+ * side, so that a slow answer to a client that left is not waited for.
  *
- * Deadlines (proxy_connect_, _send_, _read_timeout) are kept here, not by the sweep: the
- * timer is set lazily (moving a deadline later costs nothing; the timer firing early is
- * re-set), so a kept-alive request usually costs no timer call at all.
+ * The proxy's state, with its upstream connection, is kept in the upstream's idle list
+ * when `keepalive` allows, still registered in its group: a kept-alive request allocates
+ * nothing, creates no descriptor and makes no epoll_ctl. An upstream connection is kept
+ * only when its response was read to its very end, as framed, and it said nothing against
+ * it. The states themselves are never freed while the server runs (an event of an
+ * edge-triggered handle may still name one): their buffers are, when they are not kept.
  *
  * Failures before the head went out are answered 502 (504 for a timeout), after trying the
  * next server when proxy_next_upstream allows it and the request may be sent again
@@ -32,8 +33,9 @@
  * is not the server's failure: the request goes again on a new connection, if it may.
  *
  * A 101 answer to a request that asked for an upgrade turns the connection into a tunnel:
- * bytes both ways, each way with its own buffer, until both sides have ended or the read
- * timeout passes without a byte.
+ * an epoll set of its own holds both sockets (the one handle then waited on), bytes go
+ * both ways, each way with its own buffer, until both sides have ended, either side fails,
+ * or the read timeout passes without a byte.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -43,7 +45,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -62,10 +63,10 @@
 #define PROXY_REQ_MAX (2 * CONN_BUF_SIZE + REQUEST_PATH_MAX)
 #define PROXY_RELAY 16384                /* read from the upstream at a time */
 #define PROXY_IDLE_CHECK_MS 1000 /* a connection idle longer is checked before it is used */
-#define PROXY_CLIENT_CHECK_MS 1000 /* an answer slower than this: watch for the client leaving */
+#define PROXY_FREE_MAX 1024 /* states without buffers kept for reuse beyond those in use */
 
-/* The members of the proxy's set, as its events name them. */
-enum { PROXY_UP = 1u << 0, PROXY_TIMER = 1u << 1, PROXY_CLIENT = 1u << 2 };
+/* The members of a tunnel's set, as its events name them. */
+enum { TUNNEL_UP = 1u << 0, TUNNEL_CLIENT = 1u << 1 };
 
 enum proxy_phase { PHASE_CONNECT, PHASE_SEND, PHASE_HEAD, PHASE_BODY, PHASE_TUNNEL };
 
@@ -73,13 +74,11 @@ enum proxy_phase { PHASE_CONNECT, PHASE_SEND, PHASE_HEAD, PHASE_BODY, PHASE_TUNN
 enum proxy_failure { FAIL_ERROR, FAIL_TIMEOUT, FAIL_INVALID, FAIL_STALE };
 
 struct conn_proxy {
-    struct lf_handle h;        /* its epoll set: first, so the handle is the proxy */
+    struct lf_handle h;        /* the upstream socket (h.fd, -1 without one): first */
+    bool registered;           /* h is in the handle set of h.group */
+    struct lf_handle tun;      /* a tunnel's set (tun.fd), one-shot in the client's group */
     struct upstream_idle idle; /* its place in the upstream's idle list */
-    int timer_fd;
-    int64_t timer_at;  /* when the timer fires (0: disarmed) */
-    int up_fd;         /* the upstream connection, or -1 */
-    bool up_in_set;    /* up_fd is in the set, waiting for up_events */
-    uint32_t up_events;
+    struct conn_proxy *next_free;
     struct upstream *up;
     struct upstream_server *server; /* this attempt's */
 
@@ -89,8 +88,6 @@ struct conn_proxy {
     struct http_shared *shared;
     enum proxy_phase phase;
     enum http_method method;
-    bool registered;  /* the set is in the client's group */
-    bool client_in;   /* the client's socket is in the set */
     bool reused;      /* this attempt's connection was a kept one */
     bool sent_any;    /* some of the request went to this attempt's upstream */
     bool fresh_only;  /* a kept connection failed: the next one is new */
@@ -105,7 +102,6 @@ struct conn_proxy {
     struct http_chunked dechunk;
     uint64_t sent;
     int64_t deadline_ms;
-    int64_t check_at;  /* when to start watching the client (0: watching, or never) */
     int64_t start_us;
     int64_t attempt_us; /* when this attempt began */
     size_t req_len, req_off;
@@ -125,8 +121,9 @@ struct conn_proxy {
     char request_id[33];
     char note[PROXY_NOTE_MAX];
     char request_line[512], referer[256], user_agent[256];
-    char head[PROXY_HEAD_MAX];
-    char req[PROXY_REQ_MAX]; /* the tunnel: client-to-upstream bytes pending */
+    /* Buffers, while in use or kept with a connection: */
+    char *head; /* PROXY_HEAD_MAX bytes: the upstream's head; the tunnel's upstream bytes */
+    char *req;  /* PROXY_REQ_MAX bytes: the request; the tunnel's client bytes */
 };
 
 static size_t copy_slice(char *dst, size_t cap, struct http_slice s)
@@ -162,127 +159,121 @@ static size_t deflate_piece(z_stream *z, const char *p, size_t n, char *out, siz
     return cap - z->avail_out;
 }
 
-/* --- the proxy's set and its descriptors ------------------------------------------------- */
+/* --- states, their sockets and their waits ---------------------------------------------- */
 
-static bool set_ctl(struct conn_proxy *px, int op, int fd, uint32_t events, unsigned member)
-{
-    struct epoll_event ev = {.events = events, .data.u32 = member};
-    return epoll_ctl(px->h.fd, op, fd, &ev) == 0;
-}
+/* States not in use and not kept with a connection, without their buffers. */
+static struct {
+    pthread_mutex_t lock;
+    struct conn_proxy *list;
+    unsigned n;
+} proxy_free = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* The upstream socket waits for events in the set (added, changed, or left as it is). */
-static bool up_want(struct conn_proxy *px, uint32_t events)
-{
-    if (px->up_in_set && px->up_events == events)
-        return true;
-    int op = px->up_in_set ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-    if (!set_ctl(px, op, px->up_fd, events, PROXY_UP))
-        return false;
-    px->up_in_set = true;
-    px->up_events = events;
-    return true;
-}
-
+/* The upstream socket goes: out of the wake (first: the sweep must never shut a number
+ * down once it is closed, and maybe another's), out of its set, closed. */
 static void up_close(struct conn_proxy *px)
 {
-    if (px->up_fd >= 0)
-        close(px->up_fd); /* (which takes it out of the set) */
-    px->up_fd = -1;
-    px->up_in_set = false;
+    if (px->h.fd < 0)
+        return;
+    if (px->c)
+        conn_set_wake_fd(px->c, -1);
+    if (px->registered)
+        lf_group_remove(&px->h, true);
+    px->registered = false;
+    close(px->h.fd);
+    px->h.fd = -1;
 }
 
-static void proxy_destroy(struct conn_proxy *px)
+static void tunnel_close(struct conn_proxy *px)
+{
+    if (px->tun.fd >= 0)
+        close(px->tun.fd); /* (which takes it out of its group's set) */
+    px->tun.fd = -1;
+}
+
+/* A state goes back to the free list, its connection closed and its buffers freed. Never
+ * freed itself while the server runs: an event fetched for its handle may still name it. */
+static void proxy_release(struct conn_proxy *px)
 {
     up_close(px);
-    close(px->timer_fd);
-    close(px->h.fd);
-    free(px);
+    tunnel_close(px);
+    free(px->head);
+    px->head = px->req = NULL;
+    pthread_mutex_lock(&proxy_free.lock);
+    px->next_free = proxy_free.list;
+    proxy_free.list = px;
+    proxy_free.n++;
+    pthread_mutex_unlock(&proxy_free.lock);
 }
 
 static void idle_close(struct upstream_idle *idle)
 {
-    proxy_destroy((struct conn_proxy *)((char *)idle - offsetof(struct conn_proxy, idle)));
+    proxy_release((struct conn_proxy *)((char *)idle - offsetof(struct conn_proxy, idle)));
 }
 
+/* A state with its buffers: from the free list, or new. */
 static struct conn_proxy *proxy_new(void)
 {
-    struct conn_proxy *px = malloc(sizeof(*px));
-    if (!px)
+    pthread_mutex_lock(&proxy_free.lock);
+    struct conn_proxy *px = proxy_free.list;
+    if (px) {
+        proxy_free.list = px->next_free;
+        proxy_free.n--;
+    }
+    pthread_mutex_unlock(&proxy_free.lock);
+    if (!px) {
+        px = calloc(1, sizeof(*px));
+        if (!px)
+            return NULL;
+        px->h.fd = px->tun.fd = -1;
+        px->idle.close = idle_close;
+    }
+    px->head = malloc(PROXY_HEAD_MAX + PROXY_REQ_MAX);
+    if (!px->head) {
+        proxy_release(px);
         return NULL;
-    memset(px, 0, offsetof(struct conn_proxy, note));
-    px->up_fd = -1;
-    px->idle.close = idle_close;
-    px->h.fd = epoll_create1(EPOLL_CLOEXEC);
-    px->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (px->h.fd >= 0 && px->timer_fd >= 0 &&
-        set_ctl(px, EPOLL_CTL_ADD, px->timer_fd, EPOLLIN, PROXY_TIMER))
-        return px;
-    log_error("proxy: an epoll set: %s", strerror(errno));
-    if (px->h.fd >= 0)
-        close(px->h.fd);
-    if (px->timer_fd >= 0)
-        close(px->timer_fd);
-    free(px);
-    return NULL;
+    }
+    px->req = px->head + PROXY_HEAD_MAX;
+    return px;
 }
 
-/* The deadline is now deadline_ms: the timer is set only if it would fire later than that
- * (firing earlier, it is set again then). */
+void http_proxy_fini(void)
+{
+    pthread_mutex_lock(&proxy_free.lock);
+    struct conn_proxy *list = proxy_free.list;
+    proxy_free.list = NULL;
+    proxy_free.n = 0;
+    pthread_mutex_unlock(&proxy_free.lock);
+    while (list) {
+        struct conn_proxy *next = list->next_free;
+        free(list);
+        list = next;
+    }
+}
+
+/* The deadline is now deadline_ms: the sweep reads the connection's. */
 static void set_deadline(struct conn_proxy *px, int64_t deadline_ms)
 {
     px->deadline_ms = deadline_ms;
-    if (px->check_at && px->check_at < deadline_ms)
-        deadline_ms = px->check_at;
-    int64_t now = clock_now_ms();
-    if (px->timer_at != 0 && px->timer_at <= deadline_ms && px->timer_at > now)
-        return;
-    int64_t in = deadline_ms - now;
-    if (in < 1)
-        in = 1;
-    struct itimerspec at = {.it_value = {.tv_sec = in / 1000, .tv_nsec = in % 1000 * 1000000L}};
-    if (timerfd_settime(px->timer_fd, 0, &at, NULL) == 0)
-        px->timer_at = now + in;
+    atomic_store_explicit(&px->c->deadline_ms, deadline_ms, memory_order_relaxed);
 }
 
-/* Which members of the set are ready, without waiting; the timer's expiry is consumed. */
-static unsigned proxy_ready(struct conn_proxy *px)
-{
-    struct epoll_event ev[3];
-    int n = epoll_wait(px->h.fd, ev, 3, 0);
-    unsigned ready = 0;
-    for (int i = 0; i < n; i++)
-        ready |= ev[i].data.u32;
-    if (ready & PROXY_TIMER) {
-        uint64_t expirations;
-        if (read(px->timer_fd, &expirations, sizeof(expirations)) < 0) {
-            /* nothing to do: it was read already */
-        }
-        px->timer_at = 0;
-    }
-    return ready;
-}
-
-/* The last act of an event: wait on the set until the deadline (the upstream socket waits
- * for `events`). */
-static void proxy_wait(struct conn_proxy *px, uint32_t events)
+/* The last act of an event: wait for `events` on the upstream socket until the deadline.
+ * drained: the socket was found empty (read) or full (written) for them, or nothing can
+ * have come since it was. */
+static void proxy_wait(struct conn_proxy *px, uint32_t events, bool drained)
 {
     struct conn *c = px->c;
-    if (!up_want(px, events)) {
-        log_error("proxy: epoll: %s", strerror(errno));
-        conn_close(c);
-        return;
-    }
-    if (px->registered) {
-        conn_wait_on(c, &px->h, CONN_STREAM, px->deadline_ms);
-        return;
-    }
-    px->registered = true;
     atomic_store_explicit(&c->deadline_ms, px->deadline_ms, memory_order_relaxed);
     atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
-    int rc = lf_group_add(c->h.group, &px->h, EPOLLIN);
+    int rc;
+    if (px->registered) {
+        rc = lf_group_reactivate(&px->h, events, drained);
+    } else {
+        rc = lf_group_add_handle(c->h.group, &px->h, events);
+        px->registered = rc == 0;
+    }
     if (rc < 0) {
-        px->registered = false;
-        log_error("proxy: epoll: cannot add a proxy's set: %s", strerror(-rc));
+        log_error("proxy: epoll: cannot wait on an upstream socket: %s", strerror(-rc));
         conn_close(c);
     }
     /* From here on another thread may own c: touch nothing. */
@@ -363,26 +354,25 @@ static void proxy_detach(struct conn_proxy *px, bool keep_up, bool failed)
     c->proxy = NULL;
     body_release(px);
     end_gzip(px);
-    if (px->client_in)
-        set_ctl(px, EPOLL_CTL_DEL, c->h.fd, 0, 0);
-    px->client_in = false;
-    px->check_at = 0;
-    /* The set stays in its group, disarmed, for the next request there; not in a
-     * connection's own set, which goes with the connection. */
-    if (px->registered && lf_group_is_private(px->h.group)) {
-        lf_group_remove(&px->h);
+    tunnel_close(px);
+    conn_set_wake_fd(c, -1);
+    /* A kept socket stays in its group's set for the next request there; not in a
+     * connection's own set (thread-per-connection), which goes with the connection. */
+    if (px->registered && (!keep_up || lf_group_is_private(px->h.group))) {
+        lf_group_remove(&px->h, false);
         px->registered = false;
     }
     if (px->server)
         upstream_done(px->up, px->server, failed, clock_now_ms());
     px->c = NULL;
-    if (keep_up && px->up_fd >= 0 && px->up->keepalive > 0) {
+    if (keep_up && px->h.fd >= 0 && px->up->keepalive > 0) {
         px->idle.server = px->server;
+        px->idle.home = px->registered ? px->h.group : NULL;
         px->server = NULL;
         if (upstream_idle_put(px->up, &px->idle, clock_now_ms()))
             return; /* another thread may have it now */
     }
-    proxy_destroy(px);
+    proxy_release(px);
 }
 
 void http_proxy_abort(struct conn *c)
@@ -461,7 +451,7 @@ static bool idle_alive(struct conn_proxy *px, int64_t now)
     if (now - px->idle.since_ms < PROXY_IDLE_CHECK_MS)
         return true;
     char b;
-    ssize_t n = recv(px->up_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    ssize_t n = recv(px->h.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
@@ -476,8 +466,8 @@ static bool up_connect(struct conn_proxy *px)
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
-    px->up_fd = fd;
-    px->up_in_set = false;
+    px->h.fd = fd;
+    px->registered = false;
     if (connect(fd, (const struct sockaddr *)&s->addr, s->addr_len) == 0) {
         px->phase = PHASE_SEND;
         return true;
@@ -507,19 +497,23 @@ static void attempt_begin(struct conn_proxy *px, struct upstream_server *s)
     px->head_len = 0;
     px->reused = false;
     struct upstream_idle *idle;
-    if (px->up_fd < 0 && !px->fresh_only && (idle = upstream_idle_take(px->up, s))) {
-        /* Another proxy state kept a connection to s: take its socket over (out of that
-         * state's set as the set closes), and let the rest of it go. */
+    if (px->h.fd < 0 && !px->fresh_only &&
+        (idle = upstream_idle_take(px->up, s, px->c->h.group))) {
+        /* Another state kept a connection to s: take its socket over (out of that state's
+         * handle set first), and let the rest of it go. */
         struct conn_proxy *kept =
             (struct conn_proxy *)((char *)idle - offsetof(struct conn_proxy, idle));
-        px->up_fd = kept->up_fd;
-        px->up_in_set = false;
+        if (kept->registered)
+            lf_group_remove(&kept->h, false);
+        kept->registered = false;
+        px->h.fd = kept->h.fd;
+        px->registered = false;
         px->idle.since_ms = kept->idle.since_ms;
-        kept->up_fd = -1;
-        proxy_destroy(kept);
+        kept->h.fd = -1;
+        proxy_release(kept);
     }
     px->fresh_only = false;
-    if (px->up_fd >= 0 && idle_alive(px, now)) {
+    if (px->h.fd >= 0 && idle_alive(px, now)) {
         px->reused = true;
         px->phase = PHASE_SEND;
     } else {
@@ -529,6 +523,7 @@ static void attempt_begin(struct conn_proxy *px, struct upstream_server *s)
             return;
         }
     }
+    conn_set_wake_fd(px->c, px->h.fd);
     set_deadline(px, now + (px->phase == PHASE_CONNECT ? px->p->connect_ms : px->p->send_ms));
     proxy_step(px);
 }
@@ -584,7 +579,7 @@ static int send_request(struct conn_proxy *px)
         if (n == 0)
             return 1;
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-        ssize_t w = sendmsg(px->up_fd, &msg, MSG_NOSIGNAL);
+        ssize_t w = sendmsg(px->h.fd, &msg, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0)
@@ -764,16 +759,15 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
 static bool read_head(struct conn_proxy *px)
 {
     for (;;) {
-        if (px->head_len == sizeof(px->head)) {
+        if (px->head_len == PROXY_HEAD_MAX) {
             attempt_failed(px, FAIL_INVALID, "a head larger than 16k");
             return false;
         }
-        ssize_t n = recv(px->up_fd, px->head + px->head_len, sizeof(px->head) - px->head_len, 0);
+        ssize_t n = recv(px->h.fd, px->head + px->head_len, PROXY_HEAD_MAX - px->head_len, 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN) {
-            set_deadline(px, px->deadline_ms);
-            proxy_wait(px, EPOLLIN);
+            proxy_wait(px, EPOLLIN, true);
             return false;
         }
         if (n <= 0) {
@@ -784,7 +778,7 @@ static bool read_head(struct conn_proxy *px)
             return false;
         }
         px->head_len += (size_t)n;
-        px->deadline_ms = clock_now_ms() + px->p->read_ms;
+        set_deadline(px, clock_now_ms() + px->p->read_ms);
         for (;;) {
             static const struct http_limits lim = {PROXY_HEAD_MAX, HTTP_MAX_HEADERS};
             struct http_response_head uh;
@@ -842,12 +836,11 @@ static void relay_body(struct conn_proxy *px)
             proxy_finish(px, 0, NULL);
             return;
         }
-        ssize_t n = recv(px->up_fd, buf, sizeof(buf), 0);
+        ssize_t n = recv(px->h.fd, buf, sizeof(buf), 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN) {
-            set_deadline(px, px->deadline_ms);
-            proxy_wait(px, EPOLLIN);
+            proxy_wait(px, EPOLLIN, true);
             return;
         }
         if (n <= 0) {
@@ -859,7 +852,7 @@ static void relay_body(struct conn_proxy *px)
             }
             return;
         }
-        px->deadline_ms = clock_now_ms() + px->p->read_ms; /* the timer catches up lazily */
+        set_deadline(px, clock_now_ms() + px->p->read_ms);
         struct response resp;
         resp_init(&resp);
         int done = take_body(px, &resp, buf, (size_t)n, &pc);
@@ -926,15 +919,17 @@ static int tunnel_way(int from, int to, char *buf, size_t cap, size_t *off, size
     }
 }
 
+static void tunnel_event(struct lf_handle *h, uint32_t events);
+
 static void tunnel(struct conn_proxy *px)
 {
     struct conn *c = px->c;
     bool moved = false;
     size_t req_off = px->req_off;
-    int down = tunnel_way(px->up_fd, c->h.fd, px->head, sizeof(px->head), &px->head_off,
+    int down = tunnel_way(px->h.fd, c->h.fd, px->head, PROXY_HEAD_MAX, &px->head_off,
                           &px->head_len, &px->up_done, &moved);
     int upw = down < 0 ? -1
-                       : tunnel_way(c->h.fd, px->up_fd, px->req, sizeof(px->req), &req_off,
+                       : tunnel_way(c->h.fd, px->h.fd, px->req, PROXY_REQ_MAX, &req_off,
                                     &px->req_len, &px->client_done, &moved);
     px->req_off = req_off;
     if (down < 0 || upw < 0 || (px->up_done && px->client_done)) {
@@ -943,18 +938,48 @@ static void tunnel(struct conn_proxy *px)
         return;
     }
     if (moved)
-        px->deadline_ms = clock_now_ms() + px->p->read_ms;
-    set_deadline(px, px->deadline_ms);
+        set_deadline(px, clock_now_ms() + px->p->read_ms);
     uint32_t up_ev = (uint32_t)(down & 0xffff) | ((uint32_t)upw >> 16);
     uint32_t client_ev = (uint32_t)(upw & 0xffff) | ((uint32_t)down >> 16);
-    int op = px->client_in ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-    px->client_in = true; /* (now, or the connection closes) */
-    px->check_at = 0;
-    if (!set_ctl(px, op, c->h.fd, client_ev, PROXY_CLIENT)) {
+    bool first = px->tun.fd < 0;
+    if (first && (px->tun.fd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+        log_error("proxy: a tunnel's epoll set: %s", strerror(errno));
         conn_close(c);
         return;
     }
-    proxy_wait(px, up_ev);
+    int op = first ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+    struct epoll_event ue = {.events = up_ev, .data.u32 = TUNNEL_UP};
+    struct epoll_event ce = {.events = client_ev, .data.u32 = TUNNEL_CLIENT};
+    if (epoll_ctl(px->tun.fd, op, px->h.fd, &ue) < 0 ||
+        epoll_ctl(px->tun.fd, op, c->h.fd, &ce) < 0) {
+        log_error("proxy: a tunnel's epoll set: %s", strerror(errno));
+        conn_close(c);
+        return;
+    }
+    if (!first) {
+        conn_wait_on(c, &px->tun, CONN_STREAM, px->deadline_ms);
+        return;
+    }
+    /* The upstream socket's own handle stays ours, never re-armed: the set speaks for it. */
+    px->tun.on_event = tunnel_event;
+    atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
+    int rc = lf_group_add(c->h.group, &px->tun, EPOLLIN);
+    if (rc < 0) {
+        log_error("proxy: epoll: cannot add a tunnel's set: %s", strerror(-rc));
+        conn_close(c);
+    }
+}
+
+static void tunnel_event(struct lf_handle *h, uint32_t events)
+{
+    (void)events;
+    struct conn_proxy *px = (struct conn_proxy *)((char *)h - offsetof(struct conn_proxy, tun));
+    if (atomic_load_explicit(&px->c->woken, memory_order_relaxed)) {
+        px->keep_alive = false; /* idle past proxy_read_timeout, or the client has gone */
+        proxy_finish(px, 0, NULL);
+        return;
+    }
+    tunnel(px);
 }
 
 /* --- the event --------------------------------------------------------------------------- */
@@ -967,12 +992,12 @@ static void proxy_step(struct conn_proxy *px)
         case PHASE_CONNECT: {
             int err = 0;
             socklen_t len = sizeof(err);
-            if (getsockopt(px->up_fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+            if (getsockopt(px->h.fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
                 err = errno;
             if (err == 0) {
                 struct sockaddr_storage peer;
                 socklen_t pl = sizeof(peer);
-                if (getpeername(px->up_fd, (struct sockaddr *)&peer, &pl) == 0) {
+                if (getpeername(px->h.fd, (struct sockaddr *)&peer, &pl) == 0) {
                     px->phase = PHASE_SEND;
                     set_deadline(px, clock_now_ms() + px->p->send_ms);
                     continue;
@@ -980,7 +1005,7 @@ static void proxy_step(struct conn_proxy *px)
                 if (errno != ENOTCONN) {
                     err = errno;
                 } else { /* not yet */
-                    proxy_wait(px, EPOLLOUT);
+                    proxy_wait(px, EPOLLOUT, true);
                     return;
                 }
             }
@@ -995,12 +1020,14 @@ static void proxy_step(struct conn_proxy *px)
                 return;
             }
             if (r == 0) {
-                proxy_wait(px, EPOLLOUT);
+                proxy_wait(px, EPOLLOUT, true);
                 return;
             }
             px->phase = PHASE_HEAD;
             set_deadline(px, clock_now_ms() + px->p->read_ms);
-            proxy_wait(px, EPOLLIN); /* the answer has not come yet: no read to try */
+            /* The answer has not come yet: no read to try. The socket held nothing unread
+             * (a kept one was read to the end; anything since is an edge still to come). */
+            proxy_wait(px, EPOLLIN, true);
             return;
         }
         case PHASE_HEAD:
@@ -1044,28 +1071,13 @@ static void proxy_event(struct lf_handle *h, uint32_t events)
 {
     (void)events;
     struct conn_proxy *px = (struct conn_proxy *)h;
-    unsigned ready = proxy_ready(px);
-    if ((ready & PROXY_CLIENT) && px->phase != PHASE_TUNNEL) {
-        conn_close(px->c); /* the client left: so does the upstream connection */
-        return;
-    }
-    int64_t now = clock_now_ms();
-    if (now >= px->deadline_ms) {
-        proxy_timeout(px);
-        return;
-    }
-    if (px->check_at && now >= px->check_at) { /* a slow answer: watch the client now */
-        px->check_at = 0;
-        if (!set_ctl(px, EPOLL_CTL_ADD, px->c->h.fd, EPOLLRDHUP, PROXY_CLIENT)) {
+    if (atomic_load_explicit(&px->c->woken, memory_order_relaxed)) {
+        /* The sweep shut the upstream socket down: its deadline passed, or the client
+         * closed its side (then nobody is left to answer). */
+        if (clock_now_ms() >= px->deadline_ms)
+            proxy_timeout(px);
+        else
             conn_close(px->c);
-            return;
-        }
-        px->client_in = true;
-    }
-    if (!(ready & (PROXY_UP | PROXY_CLIENT))) { /* the timer, early: set again */
-        px->timer_at = 0;
-        set_deadline(px, px->deadline_ms);
-        conn_wait_on(px->c, &px->h, CONN_STREAM, px->deadline_ms);
         return;
     }
     proxy_step(px);
@@ -1078,7 +1090,7 @@ void http_proxy_resume(struct conn *c)
         proxy_finish(px, 0, NULL); /* the last part went out */
         return;
     }
-    px->deadline_ms = clock_now_ms() + px->p->read_ms;
+    set_deadline(px, clock_now_ms() + px->p->read_ms);
     proxy_step(px);
 }
 
@@ -1103,7 +1115,7 @@ static void save_request(struct conn_proxy *px, const struct request *r)
     if (!end)
         return;
     size_t hl = (size_t)(end + 4 - start);
-    size_t room = sizeof(px->req) - px->req_len;
+    size_t room = PROXY_REQ_MAX - px->req_len;
     if (hl + r->path_len + 1 + r->args.len > room)
         return;
     char *at = px->req + px->req_len;
@@ -1180,7 +1192,7 @@ static bool keep_body(struct conn_proxy *px, const struct request *r, void *owne
             http_conn_body_free(px->shared, owner);
         return true;
     }
-    if (r->body_len <= sizeof(px->req) - px->req_len) {
+    if (r->body_len <= PROXY_REQ_MAX - px->req_len) {
         memcpy(px->req + px->req_len, r->body, r->body_len);
         px->req_len += r->body_len;
         if (owner)
@@ -1206,7 +1218,7 @@ void http_proxy_start(struct conn *c, struct response *resp, const struct reques
     struct upstream_server *s = upstream_pick(p->upstream, now, 0);
     struct conn_proxy *px = NULL;
     if (s) {
-        struct upstream_idle *idle = upstream_idle_take(p->upstream, s);
+        struct upstream_idle *idle = upstream_idle_take(p->upstream, s, c->h.group);
         px = idle ? (struct conn_proxy *)((char *)idle - offsetof(struct conn_proxy, idle))
                   : proxy_new();
     }
@@ -1214,7 +1226,7 @@ void http_proxy_start(struct conn *c, struct response *resp, const struct reques
         if (s)
             upstream_done(p->upstream, s, false, now);
         if (px)
-            proxy_destroy(px);
+            proxy_release(px);
         if (body_owner)
             http_conn_body_free(shared, body_owner);
         conn_close(c);
@@ -1257,7 +1269,7 @@ void http_proxy_start(struct conn *c, struct response *resp, const struct reques
     px->up_done = px->client_done = false;
 
     long len = p->ops->request(p->conf, r, p->upstream->keepalive > 0, px->req,
-                               sizeof(px->req), px->note);
+                               PROXY_REQ_MAX, px->note);
     if (len < 0) {
         if (body_owner)
             http_conn_body_free(shared, body_owner);
@@ -1277,10 +1289,9 @@ void http_proxy_start(struct conn *c, struct response *resp, const struct reques
         return;
     }
     save_request(px, r);
-    px->check_at = now + PROXY_CLIENT_CHECK_MS;
-    /* A set kept in another group leaves it: this request's group arms it. */
+    /* A socket kept in another group's set leaves it: this request's group has it now. */
     if (px->registered && px->h.group != c->h.group) {
-        lf_group_remove(&px->h);
+        lf_group_remove(&px->h, false);
         px->registered = false;
     }
     atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);

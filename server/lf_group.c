@@ -335,9 +335,24 @@ void lf_group_detach(struct lf_handle *h, bool closing)
         epoll_ctl(g->epfd, EPOLL_CTL_DEL, h->fd, NULL);
 }
 
-void lf_group_remove(struct lf_handle *h)
+int lf_group_add_handle(struct lf_group *g, struct lf_handle *h, uint32_t events)
 {
-    epoll_ctl(h->group->epfd, EPOLL_CTL_DEL, h->fd, NULL);
+    if (g->react == LF_REACTIVATE_EDGE)
+        return edge_add(g, h, events);
+    h->edge = false;
+    return lf_group_add(g, h, events);
+}
+
+void lf_group_remove(struct lf_handle *h, bool closing)
+{
+    if (h->edge) { /* events of this incarnation still on their way are dropped */
+        uint32_t s = atomic_load_explicit(&h->edge_state, memory_order_relaxed);
+        uint32_t inc = ((s >> EDGE_INC_SHIFT) + 1) & 0x3fffu;
+        atomic_store_explicit(&h->edge_state, (inc << EDGE_INC_SHIFT) | EDGE_OWNED,
+                              memory_order_release);
+    }
+    if (!closing)
+        epoll_ctl(h->group->epfd, EPOLL_CTL_DEL, h->fd, NULL);
 }
 
 bool lf_group_is_private(const struct lf_group *g)

@@ -129,10 +129,16 @@ int lf_group_reactivate(struct lf_handle *h, uint32_t events, bool drained)
  * touching the handle again. */
 void lf_group_detach(struct lf_handle *h, bool closing);
 
-/* Take a handle that is not a connection's (a set of a connection's other descriptors)
- * out of its handle set, called by the thread processing it: it will not be reported
- * again, and may be added to a set again later. */
-void lf_group_remove(struct lf_handle *h);
+/* Register another handle of a connection's (an upstream socket), called by the thread
+ * that owns the connection: as lf_group_add_conn(), edge-triggered in a group with
+ * LF_REACTIVATE_EDGE (not owned, waiting for `events`; lf_group_reactivate() then re-arms
+ * it without a system call), else one-shot, never with a thread of its own. Its memory
+ * must then outlive the groups' threads, as a connection's. Returns 0 or -errno. */
+int lf_group_add_handle(struct lf_group *g, struct lf_handle *h, uint32_t events);
+/* Take a handle that is not a connection's out of its handle set, called by the thread
+ * that owns it: `closing` just before its descriptor is closed, else it is removed and may
+ * be added to a set again. Events of it already fetched are dropped. */
+void lf_group_remove(struct lf_handle *h, bool closing);
 /* Is g a connection's own handle set (Thread-per-Connection), which goes with it? */
 bool lf_group_is_private(const struct lf_group *g);
 

@@ -355,15 +355,24 @@ bool upstream_idle_put(struct upstream *u, struct upstream_idle *idle, int64_t n
     return kept;
 }
 
-struct upstream_idle *upstream_idle_take(struct upstream *u, const struct upstream_server *s)
+struct upstream_idle *upstream_idle_take(struct upstream *u, const struct upstream_server *s,
+                                         const void *home)
 {
     if (u->keepalive == 0)
         return NULL;
     pthread_mutex_lock(&u->idle_lock);
-    struct upstream_idle **at = &u->idle;
-    while (*at && (*at)->server != s)
-        at = &(*at)->next;
-    struct upstream_idle *found = *at;
+    struct upstream_idle **at = NULL;
+    for (struct upstream_idle **i = &u->idle; *i; i = &(*i)->next) {
+        if ((*i)->server != s)
+            continue;
+        if (!at)
+            at = i; /* the newest to s */
+        if ((*i)->home == home) {
+            at = i; /* the newest to s at home */
+            break;
+        }
+    }
+    struct upstream_idle *found = at ? *at : NULL;
     if (found) {
         *at = found->next;
         u->n_idle--;

@@ -69,6 +69,7 @@ enum upstream_balance { UPSTREAM_ROUND_ROBIN, UPSTREAM_LEAST_CONN };
 struct upstream_idle {
     struct upstream_idle *next;
     struct upstream_server *server; /* the server it is connected to */
+    const void *home;               /* where it is registered (the proxy's thread group) */
     int64_t since_ms;               /* idle since */
     void (*close)(struct upstream_idle *idle);
 };
@@ -109,8 +110,10 @@ void upstream_done(struct upstream *u, struct upstream_server *s, bool failed,
 
 /* Keep an idle connection: false when `keepalive` are kept already (the caller closes it). */
 bool upstream_idle_put(struct upstream *u, struct upstream_idle *idle, int64_t now_ms);
-/* An idle connection to server s, newest first, or NULL. */
-struct upstream_idle *upstream_idle_take(struct upstream *u, const struct upstream_server *s);
+/* An idle connection to server s, newest first, one whose home is `home` if there is one
+ * (it then needs no moving), or NULL. */
+struct upstream_idle *upstream_idle_take(struct upstream *u, const struct upstream_server *s,
+                                         const void *home);
 /* Close every idle connection (their close hooks): when the set is let go of. */
 void upstream_idle_close_all(struct upstream *u);
 
