@@ -47,10 +47,12 @@ class Upstream:
         if not line.startswith("ports "):
             self.stop()
             raise RuntimeError("upstream_app did not start")
-        self.ports = [int(p) for p in line.split()[1:]]
+        words = line.split()
+        self.ports = [int(p) for p in words[1:-2]]
+        self.control_port = int(words[-1])
 
     def control(self, path):
-        with socket.create_connection(("127.0.0.1", self.ports[0]), timeout=scaled(10)) as s:
+        with socket.create_connection(("127.0.0.1", self.control_port), timeout=scaled(10)) as s:
             s.sendall(f"GET {path} HTTP/1.1\r\nHost: control\r\nConnection: close\r\n\r\n"
                       .encode())
             data = b""
@@ -127,11 +129,20 @@ def for_nginx(text):
 
 
 class BigNginx(Nginx):
-    """conftest's nginx with room for a thousand proxied connections."""
+    """conftest's nginx with room for a thousand proxied connections; with master=True
+    a master process and a worker, for a graceful reload (a single nginx process drops
+    connections when it reloads)."""
+
+    def __init__(self, *args, master=False, **kw):
+        self.master = master
+        super().__init__(*args, **kw)
 
     def config(self, http_text):
-        return super().config(http_text).replace("worker_connections 64;",
+        text = super().config(http_text).replace("worker_connections 64;",
                                                  "worker_connections 8192;")
+        if self.master:
+            text = text.replace("master_process off;", "master_process on;\nworker_processes 1;")
+        return text
 
 
 LFHTTPD_TOP = """\
@@ -147,14 +158,14 @@ class Proxy:
     """The proxy under test on `text`: .host, .port (its first listen port), .ports, .pid,
     reload(text), peak_rss_kib(), log(); stopped by PID."""
 
-    def __init__(self, dirpath, text, upstream, docroot, threads=2):
+    def __init__(self, dirpath, text, upstream, docroot, threads=2, reloads=False):
         self.dir = str(dirpath)
         self.upstream, self.docroot, self.threads = upstream, str(docroot), threads
         self.dead = [free_port() for _ in range(4)]
         self.host = "127.0.0.1"
         if UNDER_NGINX:
             self.impl = BigNginx(dirpath, None, NGINX_HTTP + self.fill(for_nginx(text)),
-                                 http=True)
+                                 http=True, master=reloads)
             self.ports = self.impl.ports
         else:
             self.impl = self.start_lfhttpd(text)
@@ -244,12 +255,13 @@ def upstream():
 
 @pytest.fixture
 def proxy(tmp_path, docroot):
-    """proxy(text, upstream=None, threads=2) -> a running Proxy on text (see the module's
-    docstring); each is stopped when the test ends."""
+    """proxy(text, upstream=None, threads=2, reloads=False) -> a running Proxy on text (see
+    the module's docstring; `reloads`: the test reloads it, so nginx runs with a master
+    process); each is stopped when the test ends."""
     started = []
 
-    def start(text, upstream=None, threads=2):
-        p = Proxy(tmp_path / f"proxy{len(started)}", text, upstream, docroot, threads)
+    def start(text, upstream=None, threads=2, reloads=False):
+        p = Proxy(tmp_path / f"proxy{len(started)}", text, upstream, docroot, threads, reloads)
         started.append(p)
         return p
 

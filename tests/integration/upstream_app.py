@@ -2,8 +2,8 @@
 
     python3 upstream_app.py [--ports N]
 
-It listens on N loopback ports (default 1), each picked by the kernel, and prints one line
-"ports P1 P2 ..." on stdout once they all accept. One asyncio loop serves every connection,
+It listens on N loopback ports (default 1) and one more for control, each picked by the
+kernel, and prints one line "ports P1 P2 ... control C" on stdout once they all accept. One asyncio loop serves every connection,
 so a thousand slow requests cost no thread each. Connections are kept alive unless the
 request says `Connection: close` (or is HTTP/1.0 without keep-alive).
 
@@ -39,7 +39,7 @@ any other path is echoed as JSON. Query parameters (all optional):
   h=Name:Value      a response header field, repeatable (Location, Refresh, Server,
                     X-Powered-By, Vary, Cache-Control, Connection, Keep-Alive...)
 
-Control paths (asked directly by the tests, never recorded):
+Control paths (asked directly by the tests, best on the control port, never recorded):
   GET /__log        JSON {"requests": [...], "conns": [...]}: every request received
                     (conn, seq, port, method, target, version, headers, body and raw:
                     the request's bytes exactly as they arrived, latin-1) and every
@@ -57,7 +57,7 @@ import socket
 import sys
 import urllib.parse
 
-WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC11B85"
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 MAX_HEAD = 64 * 1024
 BLOCK = bytes(i % 251 for i in range(251 * 1044))  # 262,044 bytes, a multiple of 251
 
@@ -217,7 +217,7 @@ async def respond(c, req, record):
             await c.write(head_bytes(200, [("Content-Length", 1000)]) + b"b" * 100)
         return False
     elif what == "_garbage":
-        await c.write(b"HELLO THERE\r\nContent-Length: 5\r\n\r\nhello")
+        await c.write(b"HTTP/1.1 2OO FINE\r\nContent-Length: 5\r\n\r\nhello")
     elif what == "_twocl":
         await c.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 10\r\n\r\n"
                       b"helloworld")
@@ -343,7 +343,7 @@ async def serve(port, reader, writer):
                 conns.remove(c.rec)
                 await control(c, path, urllib.parse.parse_qs(urllib.parse.urlsplit(req[1])
                                                               .query))
-                continue
+                return
             c.seq += 1
             requests.append({"conn": c.rec["id"], "seq": c.seq, "port": port,
                              "method": req[0], "target": req[1], "version": req[2],
@@ -379,8 +379,8 @@ async def listen(port):
 
 async def main():
     n = int(sys.argv[sys.argv.index("--ports") + 1]) if "--ports" in sys.argv else 1
-    ports = [await listen(0) for _ in range(n)]
-    print("ports " + " ".join(map(str, ports)), flush=True)
+    ports = [await listen(0) for _ in range(n + 1)]
+    print("ports " + " ".join(map(str, ports[:-1])) + " control " + str(ports[-1]), flush=True)
     await asyncio.Event().wait()
 
 
