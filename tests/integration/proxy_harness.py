@@ -158,12 +158,14 @@ class Proxy:
     """The proxy under test on `text`: .host, .port (its first listen port), .ports, .pid,
     reload(text), peak_rss_kib(), log(); stopped by PID."""
 
-    def __init__(self, dirpath, text, upstream, docroot, threads=2, reloads=False):
+    def __init__(self, dirpath, text, upstream, docroot, threads=2, reloads=False,
+                 kind=UNDER_TEST):
+        self.kind = kind
         self.dir = str(dirpath)
         self.upstream, self.docroot, self.threads = upstream, str(docroot), threads
         self.dead = [free_port() for _ in range(4)]
         self.host = "127.0.0.1"
-        if UNDER_NGINX:
+        if kind == "nginx":
             self.impl = BigNginx(dirpath, None, NGINX_HTTP + self.fill(for_nginx(text)),
                                  http=True, master=reloads)
             self.ports = self.impl.ports
@@ -200,7 +202,7 @@ class Proxy:
 
     def reload(self, text):
         """Replace the configuration and SIGHUP; returns once the proxy said it reloaded."""
-        if UNDER_NGINX:
+        if self.kind == "nginx":
             conf = os.path.join(self.impl.dir, "nginx.conf")
             body = NGINX_HTTP + self.fill(for_nginx(text))
             for i, p in enumerate(self.ports):
@@ -229,10 +231,10 @@ class Proxy:
             return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
 
     def log(self):
-        return self.impl.log() if UNDER_NGINX else self.impl.error_log()
+        return self.impl.log() if self.kind == "nginx" else self.impl.error_log()
 
     def stop(self):
-        if UNDER_NGINX:
+        if self.kind == "nginx":
             self.impl.stop()
         else:
             check_clean_exit(self.impl)

@@ -35,7 +35,7 @@ any other path is echoed as JSON. Query parameters (all optional):
                     unrequested response (body "smuggled"): a proxy must not reuse it
 
   and on every behaviour that answers normally:
-  status=N          the status code (200)
+  status=N          the status code (200); 204 and 304 come without a body
   h=Name:Value      a response header field, repeatable (Location, Refresh, Server,
                     X-Powered-By, Vary, Cache-Control, Connection, Keep-Alive...)
 
@@ -195,6 +195,9 @@ async def respond(c, req, record):
     num = lambda k, d: float(query.get(k, [d])[0])  # noqa: E731
 
     async def send(payload, ctype="application/octet-stream"):
+        if status in (204, 304):
+            await c.write(head_bytes(status, fields))
+            return
         await c.write(head_bytes(status, [("Content-Type", ctype),
                                           ("Content-Length", len(payload))] + fields)
                       + (b"" if method == "HEAD" else payload))
