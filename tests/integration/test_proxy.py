@@ -9,6 +9,7 @@ tests of behaviours where the specification parts from nginx on purpose skip the
 """
 import asyncio
 import json
+import re
 import selectors
 import socket
 import threading
@@ -693,6 +694,8 @@ def test_smuggling_vector_is_refused_or_reaches_the_upstream_as_one_clean_reques
     received = u.log()
     assert len(received["requests"]) == answered, "the upstream got a request no client saw"
     for r in received["requests"]:
+        assert re.fullmatch(r"[A-Z]+", r["method"]) and r["target"].startswith("/"), r["raw"]
+        assert not any(re.search(r"[\r\n]", n + v) for n, v in r["headers"]), r["raw"]
         names = [n.strip().lower() for n, _ in r["headers"]]
         assert "transfer-encoding" not in names and names.count("content-length") <= 1
         cl = [v for n, v in r["headers"] if n.strip().lower() == "content-length"]
