@@ -59,11 +59,37 @@ server {
 NO_KEEPALIVE = BASIC.replace("    keepalive 8;\n", "")
 
 
-def group(servers, extra=""):
-    """A configuration whose group `app` has these server lines, proxied at /."""
+def group(servers, extra="", location=""):
+    """A configuration whose group `app` has these server lines (and `extra`), proxied at
+    / (with `location`'s directives)."""
     lines = "".join(f"    server {s};\n" for s in servers)
     return (f"upstream app {{\n{lines}{extra}}}\nserver {{\n    listen 127.0.0.1:{{port0}};\n"
-            "    location / { proxy_pass http://app; }\n}\n")
+            f"    location / {{\n        proxy_pass http://app;\n{location}    }}\n}}\n")
+
+
+@pytest.fixture
+def blackhole():
+    """blackhole() -> a loopback port where a connection is never established: its listen
+    queue is full and nobody accepts, so the SYN goes unanswered (a connect timeout)."""
+    held = []
+
+    def make():
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        held.append(listener)
+        port = listener.getsockname()[1]
+        for _ in range(3):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", port))
+            held.append(s)
+        time.sleep(0.1)
+        return port
+
+    yield make
+    for s in held:
+        s.close()
 
 
 @pytest.fixture
@@ -401,8 +427,8 @@ def test_bytes_past_an_upstream_response_are_never_taken_for_the_next_response(a
     u, p = app
     status, _, body, _ = request(p, "/x/_extra")
     assert (status, body) == (200, b"first")
-    e = echoed(p, "/next")
-    assert e["target"] == "/next"
+    status, _, body, _ = request(p, "/next")
+    assert status == 200 and body != b"smuggled" and json.loads(body)["target"] == "/next"
 
 
 def test_client_gone_mid_response_closes_the_upstream_connection(app):
@@ -522,10 +548,27 @@ def test_backup_serves_only_when_the_primaries_are_down(upstream, proxy):
     assert {r["port"] for r in u.requests()} == {backup}
 
 
-def test_all_servers_down_is_502_at_once(upstream, proxy):
-    p = proxy(group(["127.0.0.1:{dead0} max_fails=1 fail_timeout=30s",
-                     "127.0.0.1:{dead1} max_fails=1 fail_timeout=30s"]))
-    assert request(p, "/first")[0] == 502
+def test_connect_timeout_is_504(proxy, blackhole):
+    p = proxy(group([f"127.0.0.1:{blackhole()}"], location="        proxy_connect_timeout 1s;\n"))
+    start = time.monotonic()
+    assert request(p, "/x")[0] == 504
+    assert 0.9 < time.monotonic() - start < scaled(3)
+
+
+def test_get_is_retried_on_the_next_server_after_a_connect_timeout(upstream, proxy,
+                                                                    blackhole):
+    u = upstream()
+    p = proxy(group([f"127.0.0.1:{blackhole()}", "127.0.0.1:{up0}"],
+                    location="        proxy_connect_timeout 1s;\n"), u)
+    assert [request(p, f"/n{i}")[0] for i in range(2)] == [200, 200]
+    assert len(u.requests()) == 2
+
+
+def test_all_servers_down_is_502_at_once(proxy, blackhole):
+    p = proxy(group([f"127.0.0.1:{blackhole()} max_fails=1 fail_timeout=30s",
+                     f"127.0.0.1:{blackhole()} max_fails=1 fail_timeout=30s"],
+                    location="        proxy_connect_timeout 1s;\n"))
+    assert request(p, "/first")[0] in (502, 504)  # both servers time out and are taken out
     start = time.monotonic()
     assert [request(p, f"/n{i}")[0] for i in range(5)] == [502] * 5
     assert time.monotonic() - start < scaled(0.5)
