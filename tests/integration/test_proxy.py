@@ -47,6 +47,14 @@ server {
         proxy_pass http://app;
         proxy_set_header User-Agent "";
     }
+    location /request-id/ {
+        proxy_pass http://app;
+        proxy_set_header X-Request-Id $request_id;
+    }
+    location /fixed-ip/ {
+        proxy_pass http://app;
+        proxy_set_header X-Real-IP 192.0.2.1;
+    }
     location /impatient/ {
         proxy_pass http://app;
         proxy_read_timeout 1s;
@@ -215,6 +223,17 @@ def test_proxy_set_header_to_empty_removes_the_header(app):
     u, p = app
     e = echoed(p, "/no-agent/x", headers=[("User-Agent", "tester/1.0")])
     assert fields(e, "user-agent") == []
+
+
+def test_proxy_set_header_replaces_the_default_of_the_same_name(app):
+    u, p = app
+    assert fields(echoed(p, "/fixed-ip/x"), "x-real-ip") == ["192.0.2.1"]
+
+
+def test_request_id_is_32_hex_digits_new_for_each_request(app):
+    u, p = app
+    ids = [one(echoed(p, "/request-id/x"), "x-request-id") for _ in range(2)]
+    assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids) and ids[0] != ids[1]
 
 
 def test_end_to_end_request_headers_pass_in_order_with_their_values(app):
@@ -494,6 +513,17 @@ def test_upstream_cut_mid_body_cuts_the_client_connection(app):
     head, _, body = raw.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200") and closed
     assert b"content-length: 1000" in head.lower() and len(body) < 1000
+
+
+def test_upstream_killed_mid_response_cuts_the_client_connection(app):
+    u, p = app
+    with socket.create_connection((p.host, p.port), timeout=scaled(10)) as s:
+        s.sendall(b"GET /x/_slow?pieces=20&gap=0.2&size=100 HTTP/1.1\r\nHost: t\r\n\r\n")
+        got = s.recv(65536)
+        assert got.startswith(b"HTTP/1.1 200")
+        u.proc.kill()
+        rest, closed = read_until_closed(s, scaled(5))
+    assert closed and len((got + rest).partition(b"\r\n\r\n")[2]) < 2000
 
 
 def test_read_timeout_is_504(app):
