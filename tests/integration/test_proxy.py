@@ -298,7 +298,8 @@ def test_upstream_status_headers_and_body_reach_the_client(app):
 
 def test_upstream_server_and_date_are_replaced_by_the_proxys(app):
     u, p = app
-    _, h, _, head = request(p, "/x?h=Server:upstream-app&h=Date:Mon,%2001%20Jan%201990%2000:00:00%20GMT")
+    _, h, _, head = request(p, "/x?h=Server:upstream-app"
+                               "&h=Date:Mon,%2001%20Jan%201990%2000:00:00%20GMT")
     assert "upstream-app" not in head and "1990" not in head
     assert "date" in h
 
@@ -331,7 +332,8 @@ def test_fields_named_by_the_upstreams_connection_are_not_relayed(app):
 
 def test_vary_and_cache_control_pass_through(app):
     u, p = app
-    _, h, _, _ = request(p, "/x?h=Vary:Accept-Encoding&h=Cache-Control:no-transform,%20max-age%3D5")
+    _, h, _, _ = request(p, "/x?h=Vary:Accept-Encoding"
+                            "&h=Cache-Control:no-transform,%20max-age%3D5")
     assert (h.get("vary"), h.get("cache-control")) == ("Accept-Encoding",
                                                        "no-transform, max-age=5")
 
@@ -677,7 +679,9 @@ def test_a_client_that_stops_reading_stops_the_proxy_reading_the_upstream(app):
     s.sendall(b"GET /x/_big?mb=400 HTTP/1.1\r\nHost: t\r\n\r\n")
     assert s.recv(1024).startswith(b"HTTP/1.1 200")
     time.sleep(scaled(2))
-    sent = lambda: [c for c in u.conns() if c["id"] == u.requests()[0]["conn"]][0]["bytes_out"]  # noqa: E731
+    def sent():
+        conn = u.requests()[0]["conn"]
+        return [c for c in u.conns() if c["id"] == conn][0]["bytes_out"]
     first = sent()
     time.sleep(0.5)
     assert sent() == first, "the upstream is still being read"

@@ -17,7 +17,6 @@ A row's `differs` names where lfhttpd answers otherwise on purpose, and why: a f
 from nginx's observation to lfhttpd's. It is not applied when nginx is compared with
 itself.
 """
-import json
 import socket
 
 import pytest
@@ -121,9 +120,11 @@ REQUESTS = [
     row("absolute_form_target", "http://other.test/abs?q=1", host="proxy.test"),
     row("client_host_set_by_proxy_set_header", "/client-host/h", host="Example.ORG:81"),
     # --- response fields and redirects
-    row("location_under_the_uri_part_is_rewritten", "/api/r?status=302&h=Location:http://app/v1/next"),
+    row("location_under_the_uri_part_is_rewritten",
+        "/api/r?status=302&h=Location:http://app/v1/next"),
     row("location_of_the_group_is_rewritten", "/r?status=301&h=Location:http://app/there"),
-    row("location_of_another_host_is_kept", "/api/r?status=302&h=Location:http://example.com/v1/x"),
+    row("location_of_another_host_is_kept",
+        "/api/r?status=302&h=Location:http://example.com/v1/x"),
     row("refresh_is_rewritten", "/api/r?h=Refresh:3;%20url%3Dhttp://app/v1/next"),
     row("status_204", "/x?status=204"),
     row("status_304_with_etag", "/x?status=304&h=ETag:%22v1%22"),

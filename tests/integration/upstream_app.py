@@ -3,9 +3,10 @@
     python3 upstream_app.py [--ports N]
 
 It listens on N loopback ports (default 1) and one more for control, each picked by the
-kernel, and prints one line "ports P1 P2 ... control C" on stdout once they all accept. One asyncio loop serves every connection,
-so a thousand slow requests cost no thread each. Connections are kept alive unless the
-request says `Connection: close` (or is HTTP/1.0 without keep-alive).
+kernel, and prints one line "ports P1 P2 ... control C" on stdout once they all accept.
+One asyncio loop serves every connection, so a thousand slow requests cost no thread each.
+Connections are kept alive unless the request says `Connection: close` (or is HTTP/1.0
+without keep-alive). It stops on SIGTERM or SIGKILL; it writes no file.
 
 Behaviour is chosen by the request path's LAST segment when it starts with "_" (so that a
 proxy that rewrites a prefix still reaches it: /api/_slow and /v1/_slow are the same);
@@ -45,7 +46,8 @@ Control paths (asked directly by the tests, best on the control port, never reco
                     the request's bytes exactly as they arrived, latin-1) and every
                     connection (id, port, open, closed_by "peer" | "us" | null,
                     bytes_in, bytes_out, raw_in: all bytes it received, latin-1)
-  GET /__clear      forget both lists
+  GET /__clear      forget the requests and the closed connections (an open one stays,
+                    its raw_in emptied)
   GET /__down?port=P   stop listening on P (connections to it are refused)
   GET /__up?port=P     listen on P again
 """
