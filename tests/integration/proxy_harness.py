@@ -37,11 +37,14 @@ def lfhttpd_only(why):
 
 
 class Upstream:
-    """upstream_app.py listening on `count` ports; stopped by PID."""
+    """upstream_app.py listening on `count` ports (and on a Unix socket at `unix`);
+    stopped by PID."""
 
-    def __init__(self, count=1):
+    def __init__(self, count=1, unix=None):
         self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "upstream_app.py"),
-                                      "--ports", str(count)], stdout=subprocess.PIPE,
+                                      "--ports", str(count)]
+                                     + (["--unix", str(unix)] if unix else []),
+                                     stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True)
         line = self.proc.stdout.readline()
         if not line.startswith("ports "):
@@ -242,11 +245,12 @@ class Proxy:
 
 @pytest.fixture
 def upstream():
-    """upstream(count=1) -> a running Upstream; each is stopped when the test ends."""
+    """upstream(count=1, unix=None) -> a running Upstream; each is stopped when the test
+    ends."""
     started = []
 
-    def start(count=1):
-        u = Upstream(count)
+    def start(count=1, unix=None):
+        u = Upstream(count, unix)
         started.append(u)
         return u
 

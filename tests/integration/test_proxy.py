@@ -286,6 +286,29 @@ def test_chunked_request_body_arrives_dechunked_with_one_content_length(app):
     assert (one(e, "content-length"), e["body"]) == ("12", "hello, world")
 
 
+def test_pipelined_client_requests_are_answered_in_order(app):
+    u, p = app
+    c = Client(socket.create_connection((p.host, p.port), timeout=scaled(10)))
+    c.send(b"GET /first HTTP/1.1\r\nHost: t\r\n\r\n"
+           b"POST /second HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc"
+           b"GET /third HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    targets = [json.loads(c.read_response(timeout=scaled(10))[2])["target"] for _ in range(3)]
+    c.close()
+    assert targets == ["/first", "/second", "/third"]
+
+
+def test_expect_100_continue_is_answered_and_the_body_forwarded(app):
+    u, p = app
+    with socket.create_connection((p.host, p.port), timeout=scaled(10)) as s:
+        s.sendall(b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n"
+                  b"Expect: 100-continue\r\nConnection: close\r\n\r\n")
+        assert s.recv(65536).startswith(b"HTTP/1.1 100")
+        s.sendall(b"hello")
+        raw, _ = read_until_closed(s, scaled(10))
+    assert raw.startswith(b"HTTP/1.1 200") and json.loads(raw.partition(b"\r\n\r\n")[2])[
+        "body"] == "hello"
+
+
 # ------------------------------------------------------------ what the client gets back
 
 
@@ -547,6 +570,37 @@ def test_post_is_not_retried_once_its_body_went_out(upstream, proxy):
     p = proxy(group(["127.0.0.1:{up0}", "127.0.0.1:{up1}"]), u)
     assert request(p, "/x/_close?at=start", method="POST", body=b"pay once")[0] == 502
     assert len(u.requests()) == 1
+
+
+def test_unix_socket_server_is_reached(upstream, proxy, tmp_path):
+    sock = tmp_path / "app.sock"
+    u = upstream(unix=sock)
+    assert wait_until(sock.exists, scaled(5))
+    p = proxy(group([f"unix:{sock}"]), u)
+    e = echoed(p, "/over-unix")
+    assert (e["port"], e["target"]) == ("unix", "/over-unix")
+
+
+def test_weights_share_requests_in_proportion(upstream, proxy):
+    u = upstream(2)
+    a, b = u.ports
+    p = proxy(group(["127.0.0.1:{up0} weight=2", "127.0.0.1:{up1}"]), u)
+    assert [request(p, f"/n{i}")[0] for i in range(6)] == [200] * 6
+    ports = [r["port"] for r in u.requests()]
+    assert (ports.count(a), ports.count(b)) == (4, 2)
+
+
+def test_least_conn_sends_a_request_to_the_server_with_fewer_active_requests(upstream,
+                                                                              proxy):
+    u = upstream(2)
+    p = proxy(group(["127.0.0.1:{up0}", "127.0.0.1:{up1}"], "    least_conn;\n"), u)
+    busy = socket.create_connection((p.host, p.port), timeout=scaled(10))
+    busy.sendall(b"GET /busy/_slow?head=2 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    assert wait_until(lambda: u.requests(), scaled(5))
+    busy_port = u.requests()[0]["port"]
+    assert [request(p, f"/n{i}")[0] for i in range(3)] == [200] * 3
+    assert [r["port"] for r in u.requests()[1:]] == [p2 for p2 in u.ports if p2 != busy_port] * 3
+    busy.close()
 
 
 def test_max_fails_takes_a_server_out_and_fail_timeout_brings_it_back(upstream, proxy):

@@ -1,9 +1,10 @@
 """A test upstream for the reverse proxy: a keep-alive HTTP/1.1 server in one process.
 
-    python3 upstream_app.py [--ports N]
+    python3 upstream_app.py [--ports N] [--unix PATH]
 
 It listens on N loopback ports (default 1) and one more for control, each picked by the
-kernel, and prints one line "ports P1 P2 ... control C" on stdout once they all accept.
+kernel (and on a Unix socket at PATH, whose connections are recorded with port "unix"),
+and prints one line "ports P1 P2 ... control C" on stdout once they all accept.
 One asyncio loop serves every connection, so a thousand slow requests cost no thread each.
 Connections are kept alive unless the request says `Connection: close` (or is HTTP/1.0
 without keep-alive). It stops on SIGTERM or SIGKILL; it writes no file.
@@ -385,6 +386,10 @@ async def listen(port):
 async def main():
     n = int(sys.argv[sys.argv.index("--ports") + 1]) if "--ports" in sys.argv else 1
     ports = [await listen(0) for _ in range(n + 1)]
+    if "--unix" in sys.argv:
+        await asyncio.start_unix_server(lambda r, w: serve("unix", r, w),
+                                        path=sys.argv[sys.argv.index("--unix") + 1],
+                                        limit=MAX_HEAD)
     print("ports " + " ".join(map(str, ports[:-1])) + " control " + str(ports[-1]), flush=True)
     await asyncio.Event().wait()
 
