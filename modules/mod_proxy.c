@@ -566,14 +566,18 @@ struct name {
     size_t len;
 };
 #define NAME(s) {s, sizeof(s) - 1}
+#define LEN_BIT(n) (1ull << (n))
 
-static bool name_among(struct http_slice name, const struct name *names)
+/* lengths: a bit per length the list holds (LEN_BIT), so that most names are turned away
+ * by one test. */
+static bool name_among(struct http_slice name, const struct name *names, uint64_t lengths)
 {
-    if (name.len == 0)
+    if (name.len >= 64 || !(lengths & LEN_BIT(name.len)))
         return false;
     char first = (char)(name.p[0] | 0x20);
     for (const struct name *n = names; n->s; n++)
-        if (n->len == name.len && n->s[0] == first && strncasecmp(name.p, n->s, n->len) == 0)
+        if (n->len == name.len && n->s[0] == first &&
+            http_bytes_eq_nocase(name.p, n->s, n->len))
             return true;
     return false;
 }
@@ -586,8 +590,10 @@ static bool hop_by_hop(struct http_slice name)
         NAME("transfer-encoding"), NAME("upgrade"), NAME("host"), NAME("content-length"),
         NAME("expect"), {NULL, 0},
     };
-    return name_among(name, names) ||
-           (name.len > 6 && strncasecmp(name.p, "proxy-", 6) == 0);
+    static const uint64_t lengths = LEN_BIT(10) | LEN_BIT(2) | LEN_BIT(7) | LEN_BIT(17) |
+                                    LEN_BIT(4) | LEN_BIT(14) | LEN_BIT(6);
+    return name_among(name, names, lengths) ||
+           (name.len > 6 && http_bytes_eq_nocase(name.p, "proxy-", 6));
 }
 
 /* Does the client's Connection field name fields beyond close, keep-alive and upgrade
@@ -601,7 +607,7 @@ static bool connection_names_others(const struct http_request *h)
             continue;
         struct http_slice rest = h->headers[i].value, e;
         while (http_list_next(&rest, &e))
-            if (e.len && !name_among(e, plain))
+            if (e.len && !name_among(e, plain, LEN_BIT(5) | LEN_BIT(10) | LEN_BIT(7)))
                 return true;
     }
     return false;
@@ -720,7 +726,7 @@ static void put_target(struct out *o, const struct proxy_conf *c, const struct r
 }
 
 static long proxy_request(const void *conf, const struct request *req, bool keep_alive,
-                          char *out_buf, size_t cap, char *note)
+                          char *out_buf, size_t cap)
 {
     const struct proxy_conf *c = conf;
     const struct http_request *h = req->http;
@@ -796,9 +802,6 @@ static long proxy_request(const void *conf, const struct request *req, bool keep
         puts_(&o, "Connection: close\r\n");
     }
     puts_(&o, "\r\n");
-    /* For the answer: what a path in Location is made absolute with. */
-    size_t bl = module_redirect_base(req, note, PROXY_NOTE_MAX);
-    note[bl] = '\0';
     return o.full ? -1 : (long)o.len;
 }
 
@@ -836,21 +839,24 @@ static bool hidden(const struct proxy_conf *c, const struct http_response_head *
         NAME("upgrade"), {NULL, 0}, /* (a 101's Upgrade is added after) */
     };
     static const struct name ours[] = {NAME("date"), NAME("server"), NAME("x-pad"), {NULL, 0}};
-    if (name_among(name, never))
+    static const uint64_t never_lengths = LEN_BIT(10) | LEN_BIT(17) | LEN_BIT(14) |
+                                          LEN_BIT(16) | LEN_BIT(7) | LEN_BIT(2);
+    if (name_among(name, never, never_lengths))
         return true;
     if (listed(c->hide, c->n_hide, name))
         return true;
     if (listed(c->pass, c->n_pass, name))
         return false;
-    if (name_among(name, ours) || (name.len >= 8 && strncasecmp(name.p, "x-accel-", 8) == 0))
+    if (name_among(name, ours, LEN_BIT(4) | LEN_BIT(6) | LEN_BIT(5)) ||
+        (name.len >= 8 && http_bytes_eq_nocase(name.p, "x-accel-", 8)))
         return true;
     return h->connection_names_fields && up_connection_names(h, name);
 }
 
 /* Location or Refresh with proxy_redirect default: the proxy_pass URL at its start becomes
  * the location's prefix; then a path is made absolute. */
-static void put_location(const struct proxy_conf *c, const char *note, struct http_header *f,
-                         struct response *resp)
+static void put_location(const struct proxy_conf *c, const struct request *req,
+                         struct http_header *f, struct response *resp)
 {
     char v[4096];
     struct http_slice val = f->value;
@@ -889,10 +895,10 @@ static void put_location(const struct proxy_conf *c, const char *note, struct ht
         resp_header_n(resp, f->name.p, f->name.len, val.p, val.len);
         return;
     }
-    size_t bl = strlen(note);
-    if (name_is(f->name, "location") && url.len && url.p[0] == '/' && bl) {
-        char abs[4700];
-        memcpy(abs, note, bl);
+    char abs[4700];
+    size_t bl;
+    if (name_is(f->name, "location") && url.len && url.p[0] == '/' && req &&
+        (bl = module_redirect_base(req, abs, 600)) > 0) {
         memcpy(abs + bl, url.p, url.len);
         resp_header_n(resp, f->name.p, f->name.len, abs, bl + url.len);
         return;
@@ -900,8 +906,8 @@ static void put_location(const struct proxy_conf *c, const char *note, struct ht
     resp_header_n(resp, f->name.p, f->name.len, v, n);
 }
 
-static int proxy_head(const void *conf, const char *note, const struct http_response_head *h,
-                      struct response *resp)
+static int proxy_head(const void *conf, const struct request *req,
+                      const struct http_response_head *h, struct response *resp)
 {
     const struct proxy_conf *c = conf;
     resp_start(resp, h->status);
@@ -922,7 +928,7 @@ static int proxy_head(const void *conf, const char *note, const struct http_resp
             continue;
         }
         if (name_is(f.name, "location") || name_is(f.name, "refresh")) {
-            put_location(c, note, &f, resp);
+            put_location(c, req, &f, resp);
             continue;
         }
         resp_header_n(resp, f.name.p, f.name.len, f.value.p, f.value.len);

@@ -112,10 +112,9 @@ static bool bytes_eq_nocase(const char *a, const char *b, size_t n)
     return true;
 }
 
-bool http_slice_eq(struct http_slice s, const char *lower)
+bool http_bytes_eq_nocase(const char *a, const char *lower, size_t n)
 {
-    size_t n = strlen(lower);
-    return s.len == n && bytes_eq_nocase(s.p, lower, n);
+    return bytes_eq_nocase(a, lower, n);
 }
 
 /* http_slice_eq for a string literal, whose length the compiler knows. */

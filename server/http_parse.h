@@ -98,8 +98,15 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 /* Find a header by name (case-insensitive). Returns NULL if absent. */
 const struct http_header *http_find_header(const struct http_request *req, const char *name);
 
-/* Case-insensitive comparison of a slice with a NUL-terminated lowercase string. */
-bool http_slice_eq(struct http_slice s, const char *lower);
+/* Case-insensitive comparison of a[0..n) with lower[0..n). */
+bool http_bytes_eq_nocase(const char *a, const char *lower, size_t n);
+/* Case-insensitive comparison of a slice with a NUL-terminated lowercase string. Inline: the
+ * lengths, compared first, settle most calls (a literal's is known at compile time). */
+static inline bool http_slice_eq(struct http_slice s, const char *lower)
+{
+    size_t n = __builtin_strlen(lower);
+    return s.len == n && http_bytes_eq_nocase(s.p, lower, n);
+}
 
 /* --- the grammar's pieces, for the other parsers of HTTP/1.1 messages ----------------
  * The response-head parser (http_upstream.c) reads field lines by the same rules as

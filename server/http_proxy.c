@@ -111,15 +111,14 @@ struct conn_proxy {
     z_stream *z;      /* the body is compressed as it goes (mod_gzip said so), or NULL */
     size_t head_len;  /* bytes in head[]; the tunnel: upstream-to-client bytes pending */
     size_t head_off;  /* the tunnel: where the pending ones start */
-    /* The request as it was answered, for the filters of the answer's head (add_header):
-     * its fields pointing into req[] after the request to the upstream, where a copy of
-     * the client's head, the path and the arguments are kept. */
+    /* The request as it was answered, for the answer's head (Location), its filters
+     * (add_header) and the log hooks: its parsed head copied, its slices pointing into
+     * req[] after the request to the upstream, where the client's head, the path and the
+     * arguments are kept. */
     struct request saved;
+    struct http_request saved_http;
     bool has_saved;
-    const char *saved_head;
-    size_t saved_head_len;
     char request_id[33];
-    char note[PROXY_NOTE_MAX];
     char request_line[512], referer[256], user_agent[256];
     /* Buffers, while in use or kept with a connection: */
     char *head; /* PROXY_HEAD_MAX bytes: the upstream's head; the tunnel's upstream bytes */
@@ -294,7 +293,10 @@ static void proxy_log(struct conn_proxy *px)
     resp_init(&resp);
     resp.status = px->status;
     resp.content_length = px->sent;
-    http_conn_log_unparsed(c, &resp, now_s);
+    if (px->has_saved) /* the log hooks see the request as it was answered */
+        module_chain_log(&c->gen->chain, &px->saved, &resp);
+    else
+        http_conn_log_unparsed(c, &resp, now_s);
 }
 
 /* Compress the body from now on (gzip at level). False if out of memory. */
@@ -683,7 +685,8 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
     struct response resp;
     resp_init(&resp);
     resp.head_only = px->head_only;
-    if (px->p->ops->head(px->p->conf, px->note, uh, &resp) < 0 || resp_failed(&resp)) {
+    if (px->p->ops->head(px->p->conf, px->has_saved ? &px->saved : NULL, uh, &resp) < 0 ||
+        resp_failed(&resp)) {
         attempt_failed(px, FAIL_INVALID, "its head cannot be relayed (too large?)");
         return false;
     }
@@ -1096,19 +1099,27 @@ void http_proxy_resume(struct conn *c)
 
 /* --- the filters ------------------------------------------------------------------------- */
 
-/* Keep what the filters will need of request r (its head, path and arguments copied into
- * req[] after what goes upstream); without room, the answer's head goes unfiltered. */
+/* A slice into the client's head [from, from + len) points into its copy at `to` instead. */
+static void rebase(struct http_slice *sl, const char *from, size_t len, const char *to)
+{
+    if (sl->p && sl->p >= from && sl->p <= from + len)
+        sl->p = to + (sl->p - from);
+}
+
+/* Keep what the answer's head, its filters and the log hooks will need of request r (its
+ * head, path and arguments copied into req[] after what goes upstream, the parsed head
+ * copied with its slices moved there); without room, the answer's head goes unfiltered. */
 static void save_request(struct conn_proxy *px, const struct request *r)
 {
     const struct http_request *h = r->http;
     px->has_saved = false;
     const char *start = h->method_name.p;
-    /* The blank line follows the last field (or the request line) at once. */
+    /* The blank line follows the last field (or the request line) at once. (The head ends
+     * within header_bytes of its first byte, which is at or before the method: the parser
+     * may have skipped empty lines.) */
     const char *from = h->n_headers ? h->headers[h->n_headers - 1].value.p +
                                           h->headers[h->n_headers - 1].value.len
                                     : h->target.p + h->target.len;
-    /* (The head ends within header_bytes of its first byte, which is at or before the
-     * method: the parser may have skipped empty lines.) */
     const char *limit = start + h->header_bytes;
     const char *end = start && from < limit ? memmem(from, (size_t)(limit - from), "\r\n\r\n", 4)
                                             : NULL;
@@ -1120,9 +1131,25 @@ static void save_request(struct conn_proxy *px, const struct request *r)
         return;
     char *at = px->req + px->req_len;
     memcpy(at, start, hl);
-    px->saved_head = at;
-    px->saved_head_len = hl;
+    struct http_request *c = &px->saved_http;
+    memcpy(c, h, offsetof(struct http_request, headers)); /* the fields before the lines */
+    c->n_headers = h->n_headers;
+    memcpy(&c->host, &h->host,
+           sizeof(*h) - offsetof(struct http_request, host)); /* and after them */
+    struct http_slice *named[] = {&c->method_name, &c->target, &c->path, &c->query, &c->host,
+                                  &c->if_none_match, &c->if_modified_since, &c->if_match,
+                                  &c->if_unmodified_since, &c->range, &c->if_range,
+                                  &c->user_agent, &c->referer, &c->accept_encoding,
+                                  &c->content_type};
+    for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++)
+        rebase(named[i], start, hl, at);
+    for (unsigned i = 0; i < h->n_headers; i++) {
+        c->headers[i] = h->headers[i];
+        rebase(&c->headers[i].name, start, hl, at);
+        rebase(&c->headers[i].value, start, hl, at);
+    }
     px->saved = *r;
+    px->saved.http = c;
     char *path = at + hl;
     memcpy(path, r->path, r->path_len);
     path[r->path_len] = '\0';
@@ -1145,20 +1172,15 @@ static void save_request(struct conn_proxy *px, const struct request *r)
 /* The answer's head is made: run the filters on it with the request as it was. */
 static void filter_head(struct conn_proxy *px, struct response *resp)
 {
-    struct conn *c = px->c;
-    struct http_request h;
-    if (!px->has_saved ||
-        http_parse_request(px->saved_head, px->saved_head_len, &c->gen->limits, &h) <= 0)
+    if (!px->has_saved)
         return;
-    struct request r = px->saved;
-    r.http = &h;
     int64_t now_s;
     http_date_header(&now_s);
-    r.now_s = now_s;
+    px->saved.now_s = now_s;
     resp->streaming = true; /* the body comes later: filters of bodies pass it by */
     resp->proxy = px->p;
     resp->upstream_head = true;
-    module_chain_filter(&c->gen->chain, &r, resp);
+    module_chain_filter(&px->c->gen->chain, &px->saved, resp);
     resp->streaming = false;
     resp->proxy = NULL;
     resp->upstream_head = false;
@@ -1267,9 +1289,10 @@ void http_proxy_start(struct conn *c, struct response *resp, const struct reques
     c->proxy = px;
     px->tunnel_asked = false;
     px->up_done = px->client_done = false;
+    px->has_saved = false;
 
     long len = p->ops->request(p->conf, r, p->upstream->keepalive > 0, px->req,
-                               PROXY_REQ_MAX, px->note);
+                               PROXY_REQ_MAX);
     if (len < 0) {
         if (body_owner)
             http_conn_body_free(shared, body_owner);

@@ -339,8 +339,6 @@ const char *module_content_type(const struct request *req, const char *path, int
 struct upstream;
 struct http_response_head;
 
-#define PROXY_NOTE_MAX 640 /* what the module keeps of a request for its answer's head */
-
 /* proxy_next_upstream: when an attempt that failed is tried again on the next server. */
 enum {
     PROXY_NEXT_ERROR = 1u << 0,   /* could not connect, or the connection failed */
@@ -355,15 +353,15 @@ enum {
 struct proxy_ops {
     /* Write the head of the request to the upstream, through its blank line, into
      * out[0..cap) (the core adds the body, req->body, after it): its length, or -1 if it
-     * does not fit. keep_alive: the connection will be kept for another request. note:
-     * PROXY_NOTE_MAX bytes for what head() will need of the request, which is gone by
-     * then. Called while the request is at hand, once per request. */
+     * does not fit. keep_alive: the connection will be kept for another request. Called
+     * once per request. */
     long (*request)(const void *conf, const struct request *req, bool keep_alive, char *out,
-                    size_t cap, char *note);
+                    size_t cap);
     /* Start resp from the upstream's head h (status, the fields to relay, rewritten as the
-     * configuration says). The core then adds the framing (Content-Length or chunked) and
-     * Connection. Returns 0, or -1 if the head cannot be relayed (the client gets 502). */
-    int (*head)(const void *conf, const char *note, const struct http_response_head *h,
+     * configuration says). req: the request as it was answered (a copy the core kept), or
+     * NULL if it could not be kept. The core then adds the framing (Content-Length or
+     * chunked) and Connection. Returns 0, or -1 if the head cannot be relayed (502). */
+    int (*head)(const void *conf, const struct request *req, const struct http_response_head *h,
                 struct response *resp);
 };
 
