@@ -138,10 +138,11 @@ static bool peer_closed(int fd)
     return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
-void conn_set_wake_fd(struct conn *c, int fd)
+void conn_set_wake_fd(struct conn *c, int fd, bool on_peer_close)
 {
     pthread_mutex_lock(&c->pool->lock);
     c->wake_fd = fd;
+    c->wake_on_peer_close = on_peer_close;
     atomic_store_explicit(&c->woken, false, memory_order_relaxed);
     pthread_mutex_unlock(&c->pool->lock);
 }
@@ -156,7 +157,7 @@ void conn_pool_sweep(struct conn_pool *pool, int64_t now_ms, bool stopping)
         if (st == CONN_STREAM && c->wake_fd >= 0) {
             if (!atomic_load_explicit(&c->woken, memory_order_relaxed) &&
                 (atomic_load_explicit(&c->deadline_ms, memory_order_relaxed) <= now_ms ||
-                 peer_closed(c->h.fd))) {
+                 (c->wake_on_peer_close && peer_closed(c->h.fd)))) {
                 atomic_store_explicit(&c->woken, true, memory_order_relaxed);
                 shutdown(c->wake_fd, SHUT_RDWR);
             }

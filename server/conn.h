@@ -93,6 +93,7 @@ struct conn {
      * deadline itself). Written under the pool's lock (conn_set_wake_fd). */
     int wake_fd;
     _Atomic bool woken;
+    bool wake_on_peer_close; /* wake it too when the client has closed its side */
     bool registered;             /* in the epoll set yet (ADD once, then MOD) */
     /* In this event so far: the socket was read empty (EAGAIN or a short read), or a write
      * found it full: the kernel will report more (see lf_group_reactivate). */
@@ -147,8 +148,10 @@ void conn_close(struct conn *c);
 void conn_move(struct conn *c, struct conn_pool *to);
 
 /* The descriptor the sweep shuts down to wake the connection while it waits in
- * CONN_STREAM (see wake_fd), or -1 for none; `woken` is cleared either way. */
-void conn_set_wake_fd(struct conn *c, int fd);
+ * CONN_STREAM (see wake_fd), or -1 for none; `woken` is cleared either way. on_peer_close:
+ * also when the client has closed its side (not for a tunnel, where a half-close is
+ * legitimate). */
+void conn_set_wake_fd(struct conn *c, int fd, bool on_peer_close);
 
 /* read() on the connection's socket, noting whether it was read empty. */
 ssize_t conn_read(struct conn *c, void *buf, size_t len);

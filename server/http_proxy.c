@@ -174,7 +174,7 @@ static void up_close(struct conn_proxy *px)
     if (px->h.fd < 0)
         return;
     if (px->c)
-        conn_set_wake_fd(px->c, -1);
+        conn_set_wake_fd(px->c, -1, false);
     if (px->registered)
         lf_group_remove(&px->h, true);
     px->registered = false;
@@ -357,7 +357,7 @@ static void proxy_detach(struct conn_proxy *px, bool keep_up, bool failed)
     body_release(px);
     end_gzip(px);
     tunnel_close(px);
-    conn_set_wake_fd(c, -1);
+    conn_set_wake_fd(c, -1, false);
     /* A kept socket stays in its group's set for the next request there; not in a
      * connection's own set (thread-per-connection), which goes with the connection. */
     if (px->registered && (!keep_up || lf_group_is_private(px->h.group))) {
@@ -525,7 +525,7 @@ static void attempt_begin(struct conn_proxy *px, struct upstream_server *s)
             return;
         }
     }
-    conn_set_wake_fd(px->c, px->h.fd);
+    conn_set_wake_fd(px->c, px->h.fd, true);
     set_deadline(px, now + (px->phase == PHASE_CONNECT ? px->p->connect_ms : px->p->send_ms));
     proxy_step(px);
 }
@@ -665,6 +665,7 @@ static int take_body(struct conn_proxy *px, struct response *resp, char *buf, si
 static void tunnel_begin(struct conn_proxy *px, size_t used)
 {
     struct conn *c = px->c;
+    conn_set_wake_fd(c, px->h.fd, false); /* a half-closed client may still read */
     px->head_off = used;
     px->head_len -= used;
     px->req_off = px->req_len = 0;
