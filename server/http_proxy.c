@@ -587,6 +587,7 @@ static int send_request(struct conn_proxy *px)
         if (w < 0)
             return errno == EAGAIN ? 0 : -1;
         px->sent_any = true;
+        set_deadline(px, clock_now_ms() + px->p->send_ms); /* between two writes (nginx) */
         size_t in_head = px->req_len - px->req_off;
         if ((size_t)w <= in_head) {
             px->req_off += (size_t)w;
