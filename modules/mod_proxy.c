@@ -97,7 +97,7 @@ struct proxy_conf {
     unsigned n_hide;
     char (*pass)[64];
     unsigned n_pass;
-    bool lists_owned; /* hide and pass */
+    bool hide_owned, pass_owned; /* set in this block (each inherited on its own) */
     unsigned connect_ms, send_ms, read_ms;
     unsigned next_upstream; /* PROXY_UNSET or PROXY_NEXT_* */
     unsigned tries;
@@ -224,7 +224,7 @@ static int set_hide(void *base, const struct conf_node *n, void *ctx, char *msg,
 {
     (void)ctx;
     struct proxy_conf *c = base;
-    return add_name(&c->hide, &c->n_hide, &c->lists_owned, n->args[0], msg, len);
+    return add_name(&c->hide, &c->n_hide, &c->hide_owned, n->args[0], msg, len);
 }
 
 static int set_pass_header(void *base, const struct conf_node *n, void *ctx, char *msg,
@@ -232,7 +232,7 @@ static int set_pass_header(void *base, const struct conf_node *n, void *ctx, cha
 {
     (void)ctx;
     struct proxy_conf *c = base;
-    return add_name(&c->pass, &c->n_pass, &c->lists_owned, n->args[0], msg, len);
+    return add_name(&c->pass, &c->n_pass, &c->pass_owned, n->args[0], msg, len);
 }
 
 static int set_next(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
@@ -448,9 +448,11 @@ static void *proxy_block(void *state, const struct module_block *b)
             c->headers = outer->headers;
             c->n_headers = outer->n_headers;
         }
-        if (!c->lists_owned) {
+        if (!c->hide_owned) {
             c->hide = outer->hide;
             c->n_hide = outer->n_hide;
+        }
+        if (!c->pass_owned) {
             c->pass = outer->pass;
             c->n_pass = outer->n_pass;
         }
@@ -501,9 +503,6 @@ static void *proxy_block(void *state, const struct module_block *b)
     };
     return c;
 fail:
-    if (!c->lists_owned) {
-        c->hide = c->pass = NULL;
-    }
     proxy_block_free(state, c);
     return NULL;
 }
@@ -519,10 +518,10 @@ static void proxy_block_free(void *state, void *settings)
             vars_free(c->headers[i].value);
         free(c->headers);
     }
-    if (c->lists_owned) {
+    if (c->hide_owned)
         free(c->hide);
+    if (c->pass_owned)
         free(c->pass);
-    }
     if (c->implicit) {
         upstream_idle_close_all(c->implicit);
         free(c->implicit);
