@@ -226,3 +226,59 @@ TEST(a_proxy_pass_host_is_a_set_of_its_own)
     CHECK_EQ_INT(port_of(&up.servers[0]), 8081);
     CHECK(upstream_pick(&up, 1000, 0) == &up.servers[0]);
 }
+
+TEST(a_lone_server_is_never_taken_out)
+{
+    CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1 max_fails=1; }\n"), 0);
+    struct upstream_server *s = upstream_pick(&up, 1000, 0);
+    upstream_done(&up, s, true, 1000);
+    CHECK(!upstream_server_out(s, 1001));
+    CHECK(upstream_pick(&up, 1001, 0) == s);
+}
+
+static unsigned closed;
+static void count_close(struct upstream_idle *idle)
+{
+    (void)idle;
+    closed++;
+}
+
+TEST(idle_connections_are_kept_up_to_keepalive_and_taken_by_server)
+{
+    CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1; server 127.0.0.1:2; "
+                           "keepalive 2; }\n"), 0);
+    struct upstream_idle i1 = {.server = &up.servers[0], .close = count_close};
+    struct upstream_idle i2 = {.server = &up.servers[1], .close = count_close};
+    struct upstream_idle i3 = {.server = &up.servers[0], .close = count_close};
+    CHECK(upstream_idle_put(&up, &i1, 1000));
+    CHECK(upstream_idle_put(&up, &i2, 1000));
+    CHECK(!upstream_idle_put(&up, &i3, 1000)); /* keepalive 2: the caller closes it */
+    CHECK(upstream_idle_take(&up, &up.servers[1], NULL) == &i2);
+    CHECK(upstream_idle_take(&up, &up.servers[1], NULL) == NULL);
+    CHECK(upstream_idle_take(&up, &up.servers[0], NULL) == &i1);
+}
+
+TEST(an_idle_connection_of_the_takers_own_group_is_preferred)
+{
+    CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1; keepalive 4; }\n"), 0);
+    int g1, g2;
+    struct upstream_idle a = {.server = &up.servers[0], .home = &g1, .close = count_close};
+    struct upstream_idle b = {.server = &up.servers[0], .home = &g2, .close = count_close};
+    CHECK(upstream_idle_put(&up, &a, 1000));
+    CHECK(upstream_idle_put(&up, &b, 1000)); /* newest first: b, then a */
+    CHECK(upstream_idle_take(&up, &up.servers[0], &g1) == &a);
+    CHECK(upstream_idle_take(&up, &up.servers[0], &g1) == &b); /* none at home: any */
+}
+
+TEST(closing_every_idle_connection_calls_each_close_hook_once)
+{
+    CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1; keepalive 4; }\n"), 0);
+    struct upstream_idle a = {.server = &up.servers[0], .close = count_close};
+    struct upstream_idle b = {.server = &up.servers[0], .close = count_close};
+    upstream_idle_put(&up, &a, 1000);
+    upstream_idle_put(&up, &b, 1000);
+    closed = 0;
+    upstream_idle_close_all(&up);
+    CHECK_EQ_INT(closed, 2);
+    CHECK(upstream_idle_take(&up, &up.servers[0], NULL) == NULL);
+}
