@@ -744,15 +744,15 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
         proxy_finish(px, 0, "a malformed chunked body");
         return false;
     }
+    if (done) /* (before the send: once parked, the connection may be another thread's) */
+        px->framing = HTTP_BODY_NONE; /* ended: what is left is to send it */
     enum send_result r = client_send(px, &resp);
     if (r == SEND_ERROR) {
         conn_close(px->c);
         return false;
     }
     if (done) {
-        if (r == SEND_PARKED)
-            px->phase = PHASE_BODY, px->framing = HTTP_BODY_NONE, px->left = 0;
-        else
+        if (r == SEND_DONE)
             proxy_finish(px, 0, NULL);
         return false;
     }
@@ -865,15 +865,15 @@ static void relay_body(struct conn_proxy *px)
             proxy_finish(px, 0, "a malformed chunked body");
             return;
         }
+        if (done) /* (before the send: once parked, the connection may be another thread's) */
+            px->framing = HTTP_BODY_NONE;
         enum send_result r = resp.n_segs ? client_send(px, &resp) : SEND_DONE;
         if (r == SEND_ERROR) {
             conn_close(px->c);
             return;
         }
         if (done) {
-            if (r == SEND_PARKED)
-                px->framing = HTTP_BODY_NONE;
-            else
+            if (r == SEND_DONE)
                 proxy_finish(px, 0, NULL);
             return;
         }
