@@ -94,6 +94,7 @@ struct conn_proxy {
     bool head_sent, chunked, head_only, keep_alive, http10, tunnel_asked;
     bool up_reusable; /* the upstream's answer lets the connection be kept */
     bool up_done, client_done; /* the tunnel's two ways: ended */
+    bool attempt_done; /* upstream_done was called for the answer that ended */
     uint64_t tried;   /* the servers tried, a bit each */
     unsigned attempts;
     int status;
@@ -364,7 +365,7 @@ static void proxy_detach(struct conn_proxy *px, bool keep_up, bool failed)
         lf_group_remove(&px->h, false);
         px->registered = false;
     }
-    if (px->server)
+    if (px->server && !px->attempt_done)
         upstream_done(px->up, px->server, failed, clock_now_ms());
     px->c = NULL;
     if (keep_up && px->h.fd >= 0 && px->up->keepalive > 0) {
@@ -600,6 +601,17 @@ static int send_request(struct conn_proxy *px)
 
 /* --- the answer -------------------------------------------------------------------------- */
 
+/* The upstream's answer has ended, as framed: what is left is to send its last part. The
+ * server's attempt ends now, before the client can have it all and ask again (least_conn
+ * counts requests in flight). */
+static void answered(struct conn_proxy *px)
+{
+    px->framing = HTTP_BODY_NONE;
+    if (px->server)
+        upstream_done(px->up, px->server, false, clock_now_ms());
+    px->attempt_done = true;
+}
+
 /* Queue body bytes on resp (as one chunk when chunked), compressed when asked. */
 static void add_body(struct conn_proxy *px, struct response *resp, const char *p, size_t n,
                      struct piece *pc)
@@ -745,7 +757,7 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
         return false;
     }
     if (done) /* (before the send: once parked, the connection may be another thread's) */
-        px->framing = HTTP_BODY_NONE; /* ended: what is left is to send it */
+        answered(px);
     enum send_result r = client_send(px, &resp);
     if (r == SEND_ERROR) {
         conn_close(px->c);
@@ -866,7 +878,7 @@ static void relay_body(struct conn_proxy *px)
             return;
         }
         if (done) /* (before the send: once parked, the connection may be another thread's) */
-            px->framing = HTTP_BODY_NONE;
+            answered(px);
         enum send_result r = resp.n_segs ? client_send(px, &resp) : SEND_DONE;
         if (r == SEND_ERROR) {
             conn_close(px->c);
@@ -1207,20 +1219,16 @@ static bool asks_upgrade(const struct http_request *h)
     return upgrade && named;
 }
 
-/* Keep the request's body for sending: after the head in req[] when it fits, else where it
- * is (a collected body, owned from now on), else a copy. */
+/* Keep the request's body for sending: after the head in req[] when it fits (a collected
+ * one is then the caller's to free, once the request's head in it has been saved), else
+ * where it is (a collected body, owned from now on). */
 static bool keep_body(struct conn_proxy *px, const struct request *r, void *owner)
 {
-    if (r->body_len == 0) {
-        if (owner)
-            http_conn_body_free(px->shared, owner);
+    if (r->body_len == 0)
         return true;
-    }
     if (r->body_len <= PROXY_REQ_MAX - px->req_len) {
         memcpy(px->req + px->req_len, r->body, r->body_len);
         px->req_len += r->body_len;
-        if (owner)
-            http_conn_body_free(px->shared, owner);
         return true;
     }
     if (owner) {
@@ -1292,6 +1300,7 @@ void http_proxy_start(struct conn *c, struct response *resp, const struct reques
     px->tunnel_asked = false;
     px->up_done = px->client_done = false;
     px->has_saved = false;
+    px->attempt_done = false;
 
     long len = p->ops->request(p->conf, r, p->upstream->keepalive > 0, px->req,
                                PROXY_REQ_MAX);
@@ -1314,6 +1323,9 @@ void http_proxy_start(struct conn *c, struct response *resp, const struct reques
         return;
     }
     save_request(px, r);
+    /* A collected body not kept where it lies goes now: the head (in it too) is saved. */
+    if (body_owner && px->body_owner != body_owner)
+        http_conn_body_free(shared, body_owner);
     /* A socket kept in another group's set leaves it: this request's group has it now. */
     if (px->registered && px->h.group != c->h.group) {
         lf_group_remove(&px->h, false);

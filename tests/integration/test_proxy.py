@@ -595,7 +595,9 @@ def test_least_conn_sends_a_request_to_the_server_with_fewer_active_requests(ups
     u = upstream(2)
     p = proxy(group(["127.0.0.1:{up0}", "127.0.0.1:{up1}"], "    least_conn;\n"), u)
     busy = socket.create_connection((p.host, p.port), timeout=scaled(10))
-    busy.sendall(b"GET /busy/_slow?head=2 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    # (busy for longer than the three requests take, in any build)
+    busy.sendall(f"GET /busy/_slow?head={int(scaled(3))} HTTP/1.1\r\nHost: t\r\n"
+                 "Connection: close\r\n\r\n".encode())
     assert wait_until(lambda: u.requests(), scaled(5))
     busy_port = u.requests()[0]["port"]
     assert [request(p, f"/n{i}")[0] for i in range(3)] == [200] * 3
