@@ -543,7 +543,8 @@ static void put(struct out *o, const char *s, size_t n)
         o->full = true;
         return;
     }
-    memcpy(o->p + o->len, s, n);
+    if (n) /* (an empty slice may have no pointer) */
+        memcpy(o->p + o->len, s, n);
     o->len += n;
 }
 
