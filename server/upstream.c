@@ -340,15 +340,34 @@ void upstream_done(struct upstream *u, struct upstream_server *s, bool failed, i
                               memory_order_relaxed);
 }
 
+/* The count of a home's idle connections (under idle_lock): its own slot, a free one, or
+ * the last, which homes past UPSTREAM_HOMES_MAX share. */
+static unsigned *home_count(struct upstream *u, const void *home)
+{
+    int empty = -1;
+    for (unsigned i = 0; i < UPSTREAM_HOMES_MAX; i++) {
+        if (u->homes[i].n > 0 && u->homes[i].home == home)
+            return &u->homes[i].n;
+        if (u->homes[i].n == 0 && empty < 0)
+            empty = (int)i;
+    }
+    unsigned i = empty >= 0 ? (unsigned)empty : UPSTREAM_HOMES_MAX - 1;
+    if (u->homes[i].n == 0)
+        u->homes[i].home = home;
+    return &u->homes[i].n;
+}
+
 bool upstream_idle_put(struct upstream *u, struct upstream_idle *idle, int64_t now_ms)
 {
     bool kept = false;
     idle->since_ms = now_ms;
     pthread_mutex_lock(&u->idle_lock);
-    if (u->n_idle < u->keepalive) {
+    unsigned *n = home_count(u, idle->home);
+    if (*n < u->keepalive) {
         idle->next = u->idle;
         u->idle = idle;
         u->n_idle++;
+        (*n)++;
         kept = true;
     }
     pthread_mutex_unlock(&u->idle_lock);
@@ -376,6 +395,7 @@ struct upstream_idle *upstream_idle_take(struct upstream *u, const struct upstre
     if (found) {
         *at = found->next;
         u->n_idle--;
+        (*home_count(u, found->home))--;
     }
     pthread_mutex_unlock(&u->idle_lock);
     return found;
@@ -387,6 +407,7 @@ void upstream_idle_close_all(struct upstream *u)
     struct upstream_idle *list = u->idle;
     u->idle = NULL;
     u->n_idle = 0;
+    memset(u->homes, 0, sizeof(u->homes));
     pthread_mutex_unlock(&u->idle_lock);
     while (list) {
         struct upstream_idle *next = list->next;

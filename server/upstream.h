@@ -41,6 +41,7 @@
 #define UPSTREAM_NAME_MAX 64
 #define UPSTREAM_SERVERS_MAX 64
 #define UPSTREAM_SCHEDULE_MAX 4096 /* the sum of the weights of one set's primaries */
+#define UPSTREAM_HOMES_MAX 16      /* homes counted apart for `keepalive`; more share one */
 
 struct upstream_server {
     struct sockaddr_storage addr;
@@ -84,10 +85,15 @@ struct upstream {
     uint8_t schedule[UPSTREAM_SCHEDULE_MAX]; /* primaries, smooth weighted order */
     unsigned n_schedule;
     atomic_uint next;              /* the round-robin position */
-    /* The idle connections, newest first: at most `keepalive` of them. */
+    /* The idle connections, newest first: at most `keepalive` of them per home (per
+     * thread group, as nginx keeps them per worker process). */
     pthread_mutex_t idle_lock;
     struct upstream_idle *idle;
     unsigned n_idle;
+    struct {
+        const void *home;
+        unsigned n;
+    } homes[UPSTREAM_HOMES_MAX];
 };
 
 /* Read an `upstream NAME { ... }` block into u. Messages go to r with their lines.
@@ -108,7 +114,8 @@ struct upstream_server *upstream_pick(struct upstream *u, int64_t now_ms, uint64
 void upstream_done(struct upstream *u, struct upstream_server *s, bool failed,
                    int64_t now_ms);
 
-/* Keep an idle connection: false when `keepalive` are kept already (the caller closes it). */
+/* Keep an idle connection: false when `keepalive` are kept already for its home (the caller
+ * closes it). */
 bool upstream_idle_put(struct upstream *u, struct upstream_idle *idle, int64_t now_ms);
 /* An idle connection to server s, newest first, one whose home is `home` if there is one
  * (it then needs no moving), or NULL. */

@@ -76,9 +76,14 @@ PROXY_TEMPLATE = "proxy.conf.in"
 UPSTREAM_TEMPLATE = "upstream.conf.in"
 UPSTREAM = "upstream"     # the upstream's variant name (an lfhttpd instance, never measured)
 # The lines only nginx needs (proxy.conf.in says why): HTTP/1.1 with an empty Connection
-# header to the upstream, so that its keep-alive pool is used, and the pool's connections
-# not closed after 1000 requests.
-NGINX_PROXY = 'proxy_http_version 1.1;\n            proxy_set_header Connection "";'
+# header to the upstream, so that its keep-alive pool is used, the pool's connections not
+# closed after 1000 requests, and the forwarding fields lfhttpd sends by default, so that
+# both send the upstream the same request.
+NGINX_PROXY = ('proxy_http_version 1.1;\n            proxy_set_header Connection "";\n'
+               '            proxy_set_header X-Real-IP $remote_addr;\n'
+               '            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n'
+               '            proxy_set_header X-Forwarded-Proto $scheme;\n'
+               '            proxy_set_header X-Forwarded-Host $http_host;')
 NGINX_UPSTREAM = "keepalive_requests 1000000;"
 # Variants whose lfhttpd may refuse its configuration while the feature is being written:
 # its rows are then skipped with `lfhttpd -t`'s message, and everything else runs.

@@ -282,3 +282,17 @@ TEST(closing_every_idle_connection_calls_each_close_hook_once)
     CHECK_EQ_INT(closed, 2);
     CHECK(upstream_idle_take(&up, &up.servers[0], NULL) == NULL);
 }
+
+TEST(keepalive_bounds_the_idle_connections_of_each_home)
+{
+    CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1; keepalive 1; }\n"), 0);
+    int g1, g2;
+    struct upstream_idle a = {.server = &up.servers[0], .home = &g1, .close = count_close};
+    struct upstream_idle b = {.server = &up.servers[0], .home = &g2, .close = count_close};
+    struct upstream_idle c = {.server = &up.servers[0], .home = &g1, .close = count_close};
+    CHECK(upstream_idle_put(&up, &a, 1000));
+    CHECK(upstream_idle_put(&up, &b, 1000)); /* another group's: its own one */
+    CHECK(!upstream_idle_put(&up, &c, 1000));
+    CHECK(upstream_idle_take(&up, &up.servers[0], &g1) == &a);
+    CHECK(upstream_idle_put(&up, &c, 1000)); /* g1's place is free again */
+}
