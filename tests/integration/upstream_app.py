@@ -38,6 +38,8 @@ any other path is echoed as JSON. Query parameters (all optional):
 
   and on every behaviour that answers normally:
   status=N          the status code (200); 204 and 304 come without a body
+  type=T            the Content-Type (the echo's application/json, _big's
+                    application/octet-stream)
   h=Name:Value      a response header field, repeatable (Location, Refresh, Server,
                     X-Powered-By, Vary, Cache-Control, Connection, Keep-Alive...)
 
@@ -197,7 +199,10 @@ async def respond(c, req, record):
     fields = extra_fields(query)
     num = lambda k, d: float(query.get(k, [d])[0])  # noqa: E731
 
+    override = query.get("type", [None])[0]
+
     async def send(payload, ctype="application/octet-stream"):
+        ctype = override or ctype
         if status in (204, 304):
             await c.write(head_bytes(status, fields))
             return
@@ -235,7 +240,7 @@ async def respond(c, req, record):
         await c.write(head_bytes(200, [("X-Big", big), ("Content-Length", 2)]) + b"ok")
     elif what == "_big":
         await big_body(c, int(num("mb", "1") * 1024 * 1024), query.get("chunked") == ["1"],
-                       status, fields, method)
+                       status, fields, method, override or "application/octet-stream")
     elif what == "_chunked":
         await c.write(head_bytes(status, [("Transfer-Encoding", "chunked"),
                                           ("Trailer", "X-Trailer")] + fields)
@@ -267,10 +272,9 @@ def echo(c, req):
                        "seq": c.seq}).encode()
 
 
-async def big_body(c, total, chunked, status, fields, method):
+async def big_body(c, total, chunked, status, fields, method, ctype):
     framing = [("Transfer-Encoding", "chunked")] if chunked else [("Content-Length", total)]
-    await c.write(head_bytes(status, [("Content-Type", "application/octet-stream")]
-                             + framing + fields))
+    await c.write(head_bytes(status, [("Content-Type", ctype)] + framing + fields))
     if method == "HEAD":
         return
     sent = 0
