@@ -593,7 +593,7 @@ static bool hop_by_hop(struct http_slice name)
     static const uint64_t lengths = LEN_BIT(10) | LEN_BIT(2) | LEN_BIT(7) | LEN_BIT(17) |
                                     LEN_BIT(4) | LEN_BIT(14) | LEN_BIT(6);
     return name_among(name, names, lengths) ||
-           (name.len > 6 && http_bytes_eq_nocase(name.p, "proxy-", 6));
+           (name.len >= 6 && http_bytes_eq_nocase(name.p, "proxy-", 6));
 }
 
 /* Does the client's Connection field name fields beyond close, keep-alive and upgrade
@@ -744,7 +744,8 @@ static long proxy_request(const void *conf, const struct request *req, bool keep
     src.proxy_port = (struct http_slice){c->proxy_port, strlen(c->proxy_port)};
     for (unsigned i = 0; i < c->n_effective; i++) {
         const struct proxy_header *e = c->effective[i];
-        if (e->empty)
+        bool host = i == 0; /* (Host is first: make_effective keeps it there) */
+        if (e->empty && !host)
             continue;
         size_t line_at = o.len;
         put(&o, e->name, e->name_len);
@@ -759,6 +760,8 @@ static long proxy_request(const void *conf, const struct request *req, bool keep
         } else {
             put_default(&o, c, req, e->def, ip, ip_len);
         }
+        if (o.len == value_at && host) /* an HTTP/1.1 request has one Host, never empty */
+            put(&o, c->proxy_host, c->proxy_host_len);
         if (o.len == value_at) { /* nginx sends no field whose value is empty */
             o.len = line_at;
             continue;

@@ -816,8 +816,9 @@ static bool read_head(struct conn_proxy *px)
                 px->head_len -= (size_t)used;
                 continue;
             }
-            if (uh.status == 101 && !px->tunnel_asked) {
-                attempt_failed(px, FAIL_INVALID, "101 to a request that asked no upgrade");
+            if (uh.status == 101 && (!px->tunnel_asked || uh.upgrade.len == 0)) {
+                attempt_failed(px, FAIL_INVALID, "101 to a request that asked no upgrade, "
+                                                 "or without Upgrade");
                 return false;
             }
             unsigned bit = uh.status == 502 ? PROXY_NEXT_502
