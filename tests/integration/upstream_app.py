@@ -53,6 +53,8 @@ Control paths (asked directly by the tests, best on the control port, never reco
                     its raw_in emptied)
   GET /__down?port=P   stop listening on P (connections to it are refused)
   GET /__up?port=P     listen on P again
+  GET /__close_idle    close every connection waiting for its next request (as a
+                       keep-alive timeout does)
 """
 import asyncio
 import base64
@@ -69,6 +71,7 @@ BLOCK = bytes(i % 251 for i in range(251 * 1044))  # 262,044 bytes, a multiple o
 requests = []
 conns = []
 listeners = {}
+idle = set()  # the connections waiting for their next request with nothing buffered
 
 
 class Conn:
@@ -183,6 +186,11 @@ async def control(c, path, query):
         body = b"{}"
     elif path == "/__up":
         await listen(int(query["port"][0]))
+        body = b"{}"
+    elif path == "/__close_idle":
+        for other in list(idle):
+            other.rec["closed_by"] = "us"
+            other.writer.close()
         body = b"{}"
     else:
         body = b"{}"
@@ -344,7 +352,10 @@ async def serve(port, reader, writer):
     c = Conn(port, reader, writer)
     try:
         while True:
+            if not c.buf:
+                idle.add(c)
             req = await c.read_request()
+            idle.discard(c)
             if req is None:
                 c.rec["closed_by"] = "peer"
                 return
@@ -371,6 +382,7 @@ async def serve(port, reader, writer):
         except ConnectionError:
             pass
     finally:
+        idle.discard(c)
         c.rec["open"] = False
         writer.close()
 

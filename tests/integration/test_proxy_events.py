@@ -1,0 +1,109 @@
+"""How a proxied request lives in the event model: the sweep wakes it when the client has
+left or a timeout has passed, it works under every concurrency strategy and reactivation,
+and a kept upstream connection the upstream closed meanwhile is never used. The test
+upstream is upstream_app.py; the fixtures are proxy_harness's (lfhttpd only: the
+strategies and the sweep are lfhttpd's).
+"""
+import json
+import socket
+import time
+
+import pytest
+
+from conftest import scaled, wait_until
+from proxy_harness import UNDER_NGINX, proxy, upstream  # noqa: F401 fixtures
+from test_proxy import request
+
+pytestmark = pytest.mark.skipif(UNDER_NGINX, reason="[by design] lfhttpd's event model")
+
+KEPT = """
+upstream app {
+    server 127.0.0.1:{up0};
+    keepalive 8;
+}
+server {
+    listen 127.0.0.1:{port0};
+    location / { proxy_pass http://app; }
+}
+"""
+
+
+def conns_closed_by_us(u):
+    """The upstream connections the proxy closed (the upstream saw its FIN first)."""
+    return [c for c in u.conns() if c["closed_by"] == "peer"]
+
+
+def test_a_client_that_leaves_while_the_upstream_is_slow_frees_the_upstream_connection(
+        upstream, proxy):
+    u = upstream()
+    p = proxy(KEPT, u)
+    c = socket.create_connection((p.host, p.port), timeout=scaled(10))
+    c.sendall(b"GET /_slow?head=30 HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert wait_until(lambda: u.requests(), scaled(5))
+    c.close()
+    # The sweep (every 250 ms) finds the client's side closed and wakes the request, which
+    # closes the upstream connection: long before the answer would have come.
+    assert wait_until(lambda: conns_closed_by_us(u), scaled(3))
+
+
+def test_proxy_send_timeout_ends_a_request_whose_body_the_upstream_never_reads(upstream,
+                                                                                proxy):
+    u = upstream()
+    p = proxy(KEPT.replace("proxy_pass http://app;",
+                           "proxy_pass http://app; proxy_send_timeout 1s;"), u)
+    # A body larger than the socket buffers both ways; the upstream's _slow path does not
+    # read the body before it answers (after 30 s).
+    body = b"x" * (16 << 20)
+    status, _, _, _ = request(p, "/_slow?head=30", method="POST", body=body,
+                              headers=[("Content-Type", "application/octet-stream")])
+    assert status == 504
+
+
+@pytest.mark.parametrize("extra", ["concurrency thread_per_connection;",
+                                   "concurrency half_sync_half_async;",
+                                   "reactivation oneshot;"])
+def test_the_proxy_works_under_every_strategy_and_reactivation(upstream, proxy, extra):
+    u = upstream()
+    p = proxy(extra + "\n" + KEPT, u)
+    from conftest import Client
+    c = Client(socket.create_connection((p.host, p.port), timeout=scaled(10)))
+    try:
+        for target in ("/a", "/_chunked", "/b"):  # one connection, kept alive both sides
+            c.send(f"GET {target} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+            status, _, body, _ = c.read_response(timeout=scaled(10))
+            assert status == 200, (target, body)
+    finally:
+        c.close()
+    seen = [r["conn"] for r in u.requests()]
+    assert len(seen) == 3 and len(set(seen)) == 1  # one upstream connection, reused
+    # and a raw upgrade, which is a tunnel both ways
+    s = socket.create_connection((p.host, p.port), timeout=scaled(10))
+    s.sendall(b"GET /_upgrade HTTP/1.1\r\nHost: t\r\nConnection: upgrade\r\n"
+              b"Upgrade: echo\r\n\r\n")
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(4096)
+    assert head.startswith(b"HTTP/1.1 101")
+    s.sendall(b"ping")
+    got = head.split(b"\r\n\r\n", 1)[1]
+    deadline = time.time() + scaled(5)
+    while b"ping" not in got and time.time() < deadline:
+        got += s.recv(4096)
+    assert b"ping" in got
+    s.close()
+
+
+def test_a_kept_connection_the_upstream_closed_while_idle_is_not_used(upstream, proxy):
+    u = upstream()
+    p = proxy(KEPT, u)
+    assert request(p, "/first")[0] == 200
+    first = u.requests()[0]["conn"]
+    # The upstream closes its idle connection (as a server's keep-alive timeout does);
+    # the proxy, which kept it, checks a connection idle for more than a second.
+    u.control("/__close_idle")
+    time.sleep(1.2)
+    status, _, body, _ = request(p, "/second", method="POST", body=b"once")
+    assert status == 200, body
+    second = [r for r in u.requests() if r["target"] == "/second"]
+    assert len(second) == 1 and second[0]["conn"] != first
+    assert json.loads(body)["body"] == "once"
