@@ -419,6 +419,11 @@ static void make_effective(struct proxy_conf *c)
     default_header(c, 4, "X-Forwarded-Host", DEF_FORWARDED_HOST);
     for (unsigned i = 0; i < c->n_headers; i++) {
         struct proxy_header *h = &c->headers[i];
+        /* Connection and Upgrade are the proxy's to write (keep-alive, close, a tunnel):
+         * nginx's `proxy_set_header Upgrade $http_upgrade; ... Connection "upgrade"` lines
+         * and `Connection ""` are what it does anyway. */
+        if (strcasecmp(h->name, "connection") == 0 || strcasecmp(h->name, "upgrade") == 0)
+            continue;
         unsigned j = 0;
         while (j < c->n_effective && strcasecmp(c->effective[j]->name, h->name) != 0)
             j++;
@@ -748,6 +753,7 @@ static long proxy_request(const void *conf, const struct request *req, bool keep
         if (e->empty && !host)
             continue;
         size_t line_at = o.len;
+        bool was_full = o.full; /* (a field that turns out empty takes no room) */
         put(&o, e->name, e->name_len);
         puts_(&o, ": ");
         size_t value_at = o.len;
@@ -764,6 +770,7 @@ static long proxy_request(const void *conf, const struct request *req, bool keep
             put(&o, c->proxy_host, c->proxy_host_len);
         if (o.len == value_at) { /* nginx sends no field whose value is empty */
             o.len = line_at;
+            o.full = was_full;
             continue;
         }
         puts_(&o, "\r\n");
@@ -773,8 +780,8 @@ static long proxy_request(const void *conf, const struct request *req, bool keep
     bool named = connection_names_others(h);
     for (unsigned i = 0; i < h->n_headers; i++) {
         const struct http_header *f = &h->headers[i];
-        if (name_is(f->name, "upgrade"))
-            upgrade = f->value;
+        if (name_is(f->name, "upgrade") && f->value.len && !upgrade.len)
+            upgrade = f->value; /* the first that names a protocol */
         if (hop_by_hop(f->name))
             continue;
         bool set = false;
@@ -788,7 +795,9 @@ static long proxy_request(const void *conf, const struct request *req, bool keep
         put(&o, f->value.p, f->value.len);
         puts_(&o, "\r\n");
     }
-    if (upgrade.len && connection_names(h, (struct http_slice){"upgrade", 7}))
+    /* HTTP/1.0 has no Upgrade (RFC 9110 7.8: a server ignores it in a 1.0 request). */
+    if (upgrade.len && h->version_minor > 0 &&
+        connection_names(h, (struct http_slice){"upgrade", 7}))
         tunnel = true;
     if (h->framing != HTTP_BODY_NONE) {
         char num[24];

@@ -1217,7 +1217,7 @@ static bool asks_upgrade(const struct http_request *h)
                 named |= http_slice_eq(e, "upgrade");
         }
     }
-    return upgrade && named;
+    return upgrade && named && h->version_minor > 0; /* (none in HTTP/1.0: RFC 9110 7.8) */
 }
 
 /* Keep the request's body for sending: after the head in req[] when it fits (a collected
