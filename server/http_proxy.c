@@ -269,8 +269,11 @@ static void proxy_wait(struct conn_proxy *px, uint32_t events, bool drained)
     if (px->registered) {
         rc = lf_group_reactivate(&px->h, events, drained);
     } else {
+        /* Said before the add: once added, another thread of the group may have it. */
+        px->registered = true;
         rc = lf_group_add_handle(c->h.group, &px->h, events);
-        px->registered = rc == 0;
+        if (rc < 0)
+            px->registered = false;
     }
     if (rc < 0) {
         log_error("proxy: epoll: cannot wait on an upstream socket: %s", strerror(-rc));
