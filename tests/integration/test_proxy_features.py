@@ -257,7 +257,9 @@ def test_a_raw_upgrade_becomes_a_tunnel_under_each_strategy(upstream, proxy, str
                   b"Upgrade: echo/1\r\n\r\n")
         head = b""
         while b"\r\n\r\n" not in head:
-            head += s.recv(1)
+            byte = s.recv(1)
+            assert byte, f"closed after {head!r}"
+            head += byte
         assert head.startswith(b"HTTP/1.1 101")
         for data in [b"ping", b"\x01\xfe" * 40000]:
             s.sendall(data)
