@@ -401,6 +401,8 @@ static enum send_result client_send(struct conn_proxy *px, struct response *resp
     return r;
 }
 
+static void filter_head(struct conn_proxy *px, struct response *resp);
+
 /* The response is over (failure: why it ended early, or NULL): answer what is still owed,
  * then go on with the client's connection or close it. */
 static void proxy_finish(struct conn_proxy *px, int error_status, const char *failure)
@@ -415,6 +417,7 @@ static void proxy_finish(struct conn_proxy *px, int error_status, const char *fa
         log_error("proxy: %s: answered %d: %s", px->server ? px->server->text : px->up->name,
                   px->status, failure ? failure : "no answer");
         resp_error(&resp, px->status);
+        filter_head(px, &resp); /* the location's add_header ... always, as nginx */
         resp.head_only = px->head_only;
         resp.keep_alive = keep_alive;
         resp_finish(&resp, px->http10);
@@ -442,7 +445,6 @@ static void proxy_finish(struct conn_proxy *px, int error_status, const char *fa
 /* --- attempts ---------------------------------------------------------------------------- */
 
 static void proxy_step(struct conn_proxy *px);
-static void filter_head(struct conn_proxy *px, struct response *resp);
 
 static bool idempotent(enum http_method m)
 {
@@ -450,11 +452,13 @@ static bool idempotent(enum http_method m)
            m == HTTP_METHOD_DELETE || m == HTTP_METHOD_OPTIONS || m == HTTP_METHOD_TRACE;
 }
 
-/* Is a kept connection still open? One that was idle a while is asked without waiting: it
- * must have nothing to read (the upstream said nothing, and did not close it). */
+/* Is a kept connection still open? It is asked without waiting (it must have nothing to
+ * read: the upstream said nothing, and did not close it) when it was idle a while, or
+ * always for a request that may not be sent twice: an idempotent one the upstream turns
+ * away on a connection it closed meanwhile goes again on a new one. */
 static bool idle_alive(struct conn_proxy *px, int64_t now)
 {
-    if (now - px->idle.since_ms < PROXY_IDLE_CHECK_MS)
+    if (now - px->idle.since_ms < PROXY_IDLE_CHECK_MS && idempotent(px->method))
         return true;
     char b;
     ssize_t n = recv(px->h.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);

@@ -690,13 +690,17 @@ def test_any_upgrade_answered_101_becomes_a_raw_tunnel_until_a_side_closes(app):
                   b"Upgrade: echo/1\r\n\r\n")
         head = b""
         while b"\r\n\r\n" not in head:
-            head += s.recv(1)
+            byte = s.recv(1)
+            assert byte, f"closed before the head's end: {head!r}"
+            head += byte
         assert head.startswith(b"HTTP/1.1 101") and b"echo/1" in head
         for data in [b"ping", b"\x00\xff" * 1000]:
             s.sendall(data)
             got = b""
             while len(got) < len(data):
-                got += s.recv(65536)
+                piece = s.recv(65536)
+                assert piece, f"closed after {got!r}"
+                got += piece
             assert got == data
         s.shutdown(socket.SHUT_WR)
         assert read_until_closed(s, scaled(5)) == (b"", True)

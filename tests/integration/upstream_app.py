@@ -19,7 +19,9 @@ any other path is echoed as JSON. Query parameters (all optional):
                     number on its connection, from 1): a test sees reuse in conn/seq
   _raw              200, the request exactly as received (head and body) as the body
   _slow             head=S seconds before the head, then pieces=N pieces (1) of size=B
-                    bytes (10) with gap=S seconds between them, framed by Content-Length
+                    bytes (10) with gap=S seconds between them, framed by Content-Length;
+                    with watch=1 the connection is read while the head waits, so that a
+                    peer that closes it is seen (and recorded) at once
   _close            at=start: close without a byte; at=head: half a status line, close;
                     at=body: Content-Length 1000, 100 bytes, close
   _garbage          a status line that is not HTTP
@@ -42,6 +44,8 @@ any other path is echoed as JSON. Query parameters (all optional):
                     application/octet-stream)
   h=Name:Value      a response header field, repeatable (Location, Refresh, Server,
                     X-Powered-By, Vary, Cache-Control, Connection, Keep-Alive...)
+  idle=MS           from then on, the connection is closed (closed_by "us") when it has
+                    been idle MS milliseconds without the start of a next request
 
 Control paths (asked directly by the tests, best on the control port, never recorded):
   GET /__log        JSON {"requests": [...], "conns": [...]}: every request received
@@ -82,6 +86,7 @@ class Conn:
         self.reader, self.writer = reader, writer
         self.buf = b""
         self.seq = 0
+        self.idle_s = None  # close after this long without a request (idle=MS)
 
     async def fill(self):
         data = await self.reader.read(65536)
@@ -107,6 +112,27 @@ class Conn:
         self.writer.write(data)
         await self.writer.drain()
         self.rec["bytes_out"] += len(data)
+
+    async def wait_closed(self, seconds):
+        """Wait `seconds` reading what comes (kept for later); EOFError if the peer
+        closes meanwhile."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        while loop.time() < end:
+            try:
+                await asyncio.wait_for(self.fill(), end - loop.time())
+            except asyncio.TimeoutError:
+                return
+
+    async def idle_expired(self):
+        """With idle=MS set and nothing buffered: True if no byte came within MS."""
+        if self.idle_s is None or self.buf:
+            return False
+        try:
+            await asyncio.wait_for(self.fill(), self.idle_s)
+        except asyncio.TimeoutError:
+            return True
+        return False
 
     async def read_request(self):
         """(method, target, version, headers, body, raw) or None at a clean EOF."""
@@ -218,10 +244,15 @@ async def respond(c, req, record):
                                           ("Content-Length", len(payload))] + fields)
                       + (b"" if method == "HEAD" else payload))
 
+    if "idle" in query:
+        c.idle_s = num("idle", "0") / 1000
     if what == "_raw":
         await send(raw)
     elif what == "_slow":
-        await asyncio.sleep(num("head", "0"))
+        if query.get("watch") == ["1"]:
+            await c.wait_closed(num("head", "0"))
+        else:
+            await asyncio.sleep(num("head", "0"))
         pieces, size = int(num("pieces", "1")), int(num("size", "10"))
         await c.write(head_bytes(status, [("Content-Length", pieces * size)] + fields))
         for i in range(pieces):
@@ -352,6 +383,9 @@ async def serve(port, reader, writer):
     c = Conn(port, reader, writer)
     try:
         while True:
+            if await c.idle_expired():
+                c.rec["closed_by"] = "us"
+                return
             if not c.buf:
                 idle.add(c)
             req = await c.read_request()

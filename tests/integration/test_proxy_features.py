@@ -1,0 +1,338 @@
+"""The reverse proxy with the rest of the server around it: the site's fields on the
+proxy's own errors, gzip on the upstream's bytes as they come (chunked or with a length),
+the status page's "down", a request variable in an upstream field, a client that leaves
+while the answer is awaited, proxy_send_timeout, every concurrency strategy, kept upstream
+connections that the upstream closed while idle, and a reload that lets the old kept
+connections go. The test upstream is upstream_app.py (its docstring lists its paths); the
+fixtures are proxy_harness's.
+"""
+import gzip
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from conftest import Client, scaled, wait_until
+from proxy_harness import UNDER_NGINX, lfhttpd_only, proxy, upstream  # noqa: F401 fixtures
+from test_proxy import echoed, group, one, read_until_closed, request
+
+SITE = """
+gzip on;
+upstream app {
+    server 127.0.0.1:{up0};
+    keepalive 8;
+}
+server {
+    listen 127.0.0.1:{port0};
+    location / { proxy_pass http://app; }
+    location /unreachable/ {
+        proxy_pass http://127.0.0.1:{dead0};
+        add_header X-Always yes always;
+        add_header X-Only-Success yes;
+    }
+    location /uri/ {
+        proxy_pass http://app;
+        proxy_set_header X-Uri $uri;
+    }
+}
+"""
+
+GZIP = [("Accept-Encoding", "gzip")]
+
+
+@pytest.fixture
+def site(upstream, proxy):
+    """(upstream, proxy) on SITE."""
+    u = upstream()
+    return u, proxy(SITE, u)
+
+
+def generated(n):
+    """The first n bytes of upstream_app's _big body: byte i is i % 251."""
+    block = bytes(range(251))
+    return (block * (n // 251 + 1))[:n]
+
+
+def upstream_conn(u, conn_id):
+    found = [c for c in u.conns() if c["id"] == conn_id]
+    return found[0] if found else None
+
+
+# ---------------------------------------------------------------------- the site's fields
+
+
+def test_add_header_always_applies_to_the_proxys_own_502(site):
+    u, p = site
+    status, h, _, _ = request(p, "/unreachable/x")
+    assert status == 502
+    assert h.get("x-always") == "yes" and "x-only-success" not in h
+
+
+@lfhttpd_only("nginx copies a decoded CR LF of $uri into the field as it is")
+def test_a_decoded_crlf_in_uri_reaches_the_upstream_percent_encoded_in_one_field(site):
+    u, p = site
+    assert request(p, "/uri/a%0d%0aInjected:%20yes")[0] == 200
+    raw = u.requests()[-1]["raw"]
+    lines = raw.partition("\r\n\r\n")[0].split("\r\n")
+    uri_lines = [ln for ln in lines if ln.lower().startswith("x-uri:")]
+    assert len(uri_lines) == 1 and "%0D%0A" in uri_lines[0], lines
+    assert not [ln for ln in lines if ln.lower().startswith("injected")]
+
+
+# ------------------------------------------------------------------------------------- gzip
+
+
+@lfhttpd_only("nginx compresses text/html only by default")
+def test_a_chunked_proxied_text_answer_is_compressed_to_the_upstreams_bytes(site):
+    u, p = site
+    status, h, body, _ = request(p, "/_big?mb=1&chunked=1&type=text/plain", headers=GZIP)
+    assert status == 200 and h["content-encoding"] == "gzip"
+    assert gzip.decompress(body) == generated(1 << 20)
+
+
+@lfhttpd_only("nginx compresses text/html only by default")
+def test_a_small_chunked_proxied_text_answer_is_compressed_to_the_upstreams_bytes(site):
+    u, p = site
+    status, h, body, _ = request(p, "/_chunked?h=Content-Type:text/plain", headers=GZIP)
+    assert status == 200 and h["content-encoding"] == "gzip"
+    assert gzip.decompress(body) == b"hello, world"
+
+
+@lfhttpd_only("nginx compresses text/html only by default")
+def test_a_small_proxied_text_answer_with_a_length_is_compressed_to_the_upstreams_bytes(site):
+    u, p = site
+    status, h, body, _ = request(p, "/_slow?size=300&h=Content-Type:text/plain", headers=GZIP)
+    assert status == 200 and h["content-encoding"] == "gzip" and "content-length" not in h
+    assert gzip.decompress(body) == b"s" * 300
+
+
+@lfhttpd_only("nginx's gzip_vary is off by default")
+def test_compressing_a_proxied_answer_without_vary_adds_vary_accept_encoding(site):
+    u, p = site
+    _, h, _, _ = request(p, "/x?type=text/plain", headers=GZIP)
+    assert h["content-encoding"] == "gzip" and h["vary"] == "Accept-Encoding"
+
+
+def test_a_proxied_500_is_not_compressed(site):
+    u, p = site
+    status, h, body, _ = request(p, "/x?status=500&type=text/plain", headers=GZIP)
+    assert status == 500 and "content-encoding" not in h
+    assert json.loads(body)["target"].startswith("/x")
+
+
+# ------------------------------------------------------------------------------ status page
+
+
+@lfhttpd_only("the status page is lfhttpd's")
+def test_status_page_shows_a_server_marked_down_as_down_and_it_gets_no_request(upstream,
+                                                                              proxy):
+    u = upstream(2)
+    text = """
+upstream app {
+    server 127.0.0.1:{up0};
+    server 127.0.0.1:{up1} down;
+}
+server {
+    listen 127.0.0.1:{port0};
+    location / { proxy_pass http://app; }
+    location /status { handler status; }
+}
+"""
+    p = proxy(text, u)
+    assert [request(p, f"/n{i}")[0] for i in range(4)] == [200] * 4
+    _, _, body, _ = request(p, "/status?format=json")
+    servers = {s["server"].rsplit(":", 1)[1]: s for s in json.loads(body)["upstreams"]}
+    up0, up1 = (str(x) for x in u.ports)
+    assert servers[up1]["state"] == "down" and servers[up1]["requests"] == 0
+    assert servers[up0]["state"] == "up" and servers[up0]["requests"] == 4
+    assert {r["port"] for r in u.requests()} == {u.ports[0]}
+
+
+# ------------------------------------------------------------------------- leaving, timeouts
+
+
+def test_a_client_that_leaves_while_the_answer_is_awaited_closes_the_upstream_connection(
+        site):
+    u, p = site
+    s = socket.create_connection((p.host, p.port), timeout=scaled(10))
+    s.sendall(b"GET /x/_slow?head=30&watch=1 HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert wait_until(lambda: u.requests(), scaled(5))
+    conn_id = u.requests()[0]["conn"]
+    s.close()
+    left = time.monotonic()
+    # The sweep runs every 250 ms: the upstream connection goes long before the answer.
+    assert wait_until(lambda: not upstream_conn(u, conn_id)["open"], scaled(2)), u.conns()
+    assert time.monotonic() - left < scaled(2)
+    assert upstream_conn(u, conn_id)["closed_by"] == "peer"
+
+
+@pytest.fixture
+def deaf_port():
+    """A loopback port whose connections are established (by the kernel) and never read."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    yield listener.getsockname()[1]
+    listener.close()
+
+
+@lfhttpd_only("nginx's name for max_body_size is client_max_body_size")
+def test_an_upstream_that_never_reads_a_large_body_is_504_after_proxy_send_timeout(proxy,
+                                                                                  deaf_port):
+    text = f"""
+max_body_size 64m;
+server {{
+    listen 127.0.0.1:{{port0}};
+    location / {{
+        proxy_pass http://127.0.0.1:{deaf_port};
+        proxy_send_timeout 1s;
+        proxy_read_timeout 60s;
+    }}
+}}
+"""
+    p = proxy(text)
+    started = time.monotonic()
+    status, _, _, _ = request(p, "/upload", method="POST", body=b"b" * (32 << 20))
+    assert status == 504
+    assert time.monotonic() - started < scaled(15)
+
+
+# ------------------------------------------------------------------- concurrency strategies
+
+STRATEGIES = [
+    pytest.param("concurrency thread_per_connection;\n", id="thread_per_connection"),
+    pytest.param("concurrency half_sync_half_async;\n", id="half_sync_half_async"),
+    pytest.param("concurrency leader_followers;\nreactivation oneshot;\n",
+                 id="reactivation_oneshot"),
+]
+
+KEPT = group(["127.0.0.1:{up0}"], "    keepalive 8;\n")
+
+
+@lfhttpd_only("concurrency strategies are lfhttpd's")
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_get_is_proxied_under_each_strategy(upstream, proxy, strategy):
+    u = upstream()
+    p = proxy(strategy + KEPT, u)
+    e = echoed(p, "/get?x=1")
+    assert e["target"] == "/get?x=1" and e["method"] == "GET"
+
+
+@lfhttpd_only("concurrency strategies are lfhttpd's")
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_chunked_answer_is_relayed_under_each_strategy(upstream, proxy, strategy):
+    u = upstream()
+    p = proxy(strategy + KEPT, u)
+    status, h, body, _ = request(p, "/_big?mb=2&chunked=1")
+    assert status == 200 and h.get("transfer-encoding") == "chunked"
+    assert body == generated(2 << 20)
+
+
+@lfhttpd_only("concurrency strategies are lfhttpd's")
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_keep_alive_reuses_both_connections_under_each_strategy(upstream, proxy, strategy):
+    u = upstream()
+    p = proxy(strategy + KEPT, u)
+    c = Client(socket.create_connection((p.host, p.port), timeout=scaled(10)))
+    try:
+        answers = [json.loads(request(p, f"/ka{i}", client=c)[2]) for i in range(3)]
+    finally:
+        c.close()
+    assert [a["target"] for a in answers] == ["/ka0", "/ka1", "/ka2"]
+    assert len({a["conn"] for a in answers}) == 1 and [a["seq"] for a in answers] == [1, 2, 3]
+
+
+@lfhttpd_only("concurrency strategies are lfhttpd's")
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_raw_upgrade_becomes_a_tunnel_under_each_strategy(upstream, proxy, strategy):
+    u = upstream()
+    p = proxy(strategy + KEPT, u)
+    with socket.create_connection((p.host, p.port), timeout=scaled(10)) as s:
+        s.sendall(b"GET /x/_upgrade HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\n"
+                  b"Upgrade: echo/1\r\n\r\n")
+        head = b""
+        while b"\r\n\r\n" not in head:
+            byte = s.recv(1)
+            assert byte, f"closed after {head!r}"
+            head += byte
+        assert head.startswith(b"HTTP/1.1 101")
+        for data in [b"ping", b"\x01\xfe" * 40000]:
+            s.sendall(data)
+            got = b""
+            while len(got) < len(data):
+                got += s.recv(65536)
+            assert got == data
+        s.shutdown(socket.SHUT_WR)
+        assert read_until_closed(s, scaled(5)) == (b"", True)
+
+
+# ------------------------------------------------------------ kept connections closed idle
+
+
+def warm_connection_closed_idle(u, p):
+    """A kept upstream connection that the upstream then closes as idle (after 200 ms);
+    returns its id once the upstream has closed it, well within the second after which
+    the proxy checks an idle connection before using it."""
+    first = echoed(p, "/warm?idle=200")
+    assert wait_until(lambda: not upstream_conn(u, first["conn"])["open"], scaled(5))
+    assert upstream_conn(u, first["conn"])["closed_by"] == "us"
+    return first["conn"]
+
+
+def test_a_get_after_the_upstream_closed_a_kept_connection_goes_on_a_new_one(site):
+    u, p = site
+    closed = warm_connection_closed_idle(u, p)
+    status, _, body, _ = request(p, "/after")
+    assert status == 200
+    e = json.loads(body)
+    assert e["conn"] != closed and e["seq"] == 1
+
+
+def test_a_post_after_the_upstream_closed_a_kept_connection_goes_on_a_new_one(site):
+    u, p = site
+    closed = warm_connection_closed_idle(u, p)
+    status, _, body, _ = request(p, "/after", method="POST", body=b"sent once")
+    assert status == 200, body
+    e = json.loads(body)
+    assert e["conn"] != closed and e["body"] == "sent once"
+    assert [r["body"] for r in u.requests() if r["method"] == "POST"] == ["sent once"]
+
+
+# ------------------------------------------------------------------------------------ reload
+
+
+def kept_connections(u, p, n):
+    """n kept upstream connections, made by n requests at once; their ids."""
+    threads = [threading.Thread(target=request, args=(p, f"/_slow?head=0.5&i={i}"))
+               for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ids = {r["conn"] for r in u.requests()}
+    assert len(ids) == n and all(upstream_conn(u, i)["open"] for i in ids)
+    return ids
+
+
+def test_requests_after_a_reload_are_answered_on_new_upstream_connections(upstream, proxy):
+    u = upstream()
+    p = proxy(KEPT, u, reloads=True)
+    old = kept_connections(u, p, 2)
+    p.reload(KEPT.replace("location / {", "location / {\n        add_header X-Gen 2;"))
+    answers = [request(p, f"/after{i}") for i in range(3)]
+    assert [(a[0], a[1].get("x-gen")) for a in answers] == [(200, "2")] * 3
+    assert not {json.loads(a[2])["conn"] for a in answers} & old
+
+
+def test_a_reload_closes_the_old_configurations_kept_upstream_connections(upstream, proxy):
+    u = upstream()
+    p = proxy(KEPT, u, reloads=True)
+    old = kept_connections(u, p, 2)
+    p.reload(KEPT)
+
+    def closed_by_proxy():
+        return all(not upstream_conn(u, i)["open"] for i in old)
+    assert wait_until(closed_by_proxy, scaled(5)), u.conns()
+    assert {upstream_conn(u, i)["closed_by"] for i in old} == {"peer"}
