@@ -983,6 +983,14 @@ static unsigned proxy_upstreams(void *state, struct upstream **out, unsigned max
     return n;
 }
 
+/* At init, only the top level's `upstream` blocks: the other directives are the blocks'
+ * (the top level's included), read by proxy_block into a struct of theirs. */
+static const struct conf_directive upstream_directive[] = {
+    {"upstream", CONF_BLOCK, CONF_TOP, CONF_REPEATS, .min_args = 1, .max_args = 1,
+     .set = set_upstream, .usage = "NAME { server ADDRESS [PARAMETERS]; ... }"},
+    {.name = NULL},
+};
+
 static int proxy_init(struct module_init *mi, void **state)
 {
     struct proxy_state *st = calloc(1, sizeof(*st));
@@ -990,7 +998,15 @@ static int proxy_init(struct module_init *mi, void **state)
         return module_error(mi, NULL, "out of memory");
     st->kind = PROXY_STATE;
     st->mi = mi;
-    if (module_read_directives(mi, st) < 0) {
+    struct conf_reader r = {
+        .file = mi->cfg->file,
+        .owner = "proxy",
+        .context = CONF_TOP,
+        .ctx = mi,
+        .err = mi->err,
+        .err_len = mi->err_len,
+    };
+    if (conf_read_owned(&r, upstream_directive, mi->cfg->tree, st) < 0) {
         for (unsigned i = 0; i < st->n_ups; i++)
             free(st->ups[i]);
         free(st);

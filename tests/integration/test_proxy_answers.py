@@ -228,3 +228,20 @@ server {
     u.clear()
     status, _, _, _ = request(p, "/x?status=503", method="POST", body=b"once")
     assert status == 503 and len(u.requests()) == 1
+
+
+@lfhttpd_only("the harness gives nginx's locations proxy_set_header lines of their own, "
+              "which stop a location inheriting the top level's (nginx's rule and ours)")
+def test_proxy_directives_at_the_top_level_reach_every_location(upstream, proxy):
+    u = upstream()
+    text = """
+proxy_set_header X-Site top;
+proxy_read_timeout 5s;
+upstream app { server 127.0.0.1:{up0}; }
+server {
+    listen 127.0.0.1:{port0};
+    location / { proxy_pass http://app; }
+}
+"""
+    p = proxy(text, u)
+    assert one(echoed(p, "/x"), "X-Site") == "top"
