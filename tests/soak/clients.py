@@ -239,8 +239,9 @@ def reset_during_proxied_body(sock):
 
 
 def reset_during_proxied_wait(sock):
-    """An answer whose head the upstream sends after 1.5 s, left after 0.5 s."""
-    sock.sendall(head("proxy-reset", "GET", "/slow/_slow?head=1.5"))
+    """An answer whose head the upstream sends after 3 s, left after 0.5 s (the location's
+    proxy_read_timeout is 10 s: the server must notice the client has gone)."""
+    sock.sendall(head("proxy-reset", "GET", "/wait/_slow?head=3"))
     time.sleep(0.5)
 
 
