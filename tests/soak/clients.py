@@ -1,10 +1,12 @@
-"""clients.py — the soak's hand-written clients: the slow ones and the ones that reset.
+"""clients.py — the soak's hand-written clients: the slow ones, the ones that reset (the
+proxy's too), and a WebSocket through the proxy.
 
 Each client is a function run(addr, stop, seen) that loops until the `stop` event is set,
 counting the statuses it receives in `seen` (a Seen; "reset" and "closed" count what
 ended without one). Each identifies itself by its User-Agent, soak-KIND, which is how the
 access log tells the kinds apart. They pace themselves: a few requests a second each.
 """
+import base64
 import collections
 import random
 import socket
@@ -159,6 +161,109 @@ def resetter(addr, stop, seen):
         sock = connect(addr)
         try:
             RESETS[i % len(RESETS)](sock)
+            seen["reset"] += 1
+        except OSError:
+            seen["closed"] += 1
+        reset(sock)
+        i += 1
+        time.sleep(0.1)
+
+
+def ws_frame(opcode, payload):
+    """A client's WebSocket frame: FIN, the opcode, a masked payload (under 126 bytes)."""
+    mask = random.randbytes(4)
+    return (bytes([0x80 | opcode, 0x80 | len(payload)]) + mask
+            + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+
+
+def read_exactly(sock, n, data=b""):
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed in a frame")
+        data += chunk
+    return data
+
+
+def read_ws_frame(sock, data=b""):
+    """(opcode, payload) of a server's frame (unmasked, under 126 bytes); data holds what
+    was read past the 101's head."""
+    data = read_exactly(sock, 2, data)
+    length = data[1] & 0x7F
+    data = read_exactly(sock, 2 + length, data)
+    return data[0] & 0x0F, data[2:2 + length]
+
+
+def proxy_upgrade(addr, stop, seen):
+    """A WebSocket through the proxy: the upgrade (101), three messages echoed by the
+    upstream, the closing handshake, then the connection closed. A message that comes back
+    different counts as "bad-echo"."""
+    while not stop.is_set():
+        with connect(addr) as sock:
+            key = base64.b64encode(random.randbytes(16)).decode()
+            sock.sendall(f"GET /proxy/ws/_upgrade HTTP/1.1\r\nHost: soak\r\n"
+                         f"User-Agent: soak-proxy-upgrade\r\nConnection: Upgrade\r\n"
+                         f"Upgrade: websocket\r\nSec-WebSocket-Key: {key}\r\n"
+                         f"Sec-WebSocket-Version: 13\r\n\r\n".encode())
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+            head, _, rest = data.partition(b"\r\n\r\n")
+            parts = head.split(b"\r\n", 1)[0].split()
+            status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+            seen.status(status)
+            if status != 101:
+                drain(sock)
+                continue
+            for i in range(3):
+                message = f"soak message {i} {random.random()}".encode()
+                sock.sendall(ws_frame(0x1, message))
+                opcode, payload = read_ws_frame(sock, rest)
+                rest = b""
+                if (opcode, payload) != (0x1, message):
+                    seen["bad-echo"] += 1
+            sock.sendall(ws_frame(0x8, struct.pack("!H", 1000)))
+            opcode, _ = read_ws_frame(sock)
+            seen["closed-cleanly" if opcode == 0x8 else "bad-close"] += 1
+        time.sleep(0.1)
+
+
+# What the proxy's resetting client does, in turn: each ends with an RST from the client.
+def reset_during_proxied_body(sock):
+    """A 4 MiB answer the upstream streams, left after its first 64 KiB."""
+    sock.sendall(head("proxy-reset", "GET", "/proxy/_big?mb=4"))
+    read_exactly(sock, 65536)
+
+
+def reset_during_proxied_wait(sock):
+    """An answer whose head the upstream sends after 3 s, left after 0.5 s (the location's
+    proxy_read_timeout is 10 s: the server must notice the client has gone)."""
+    sock.sendall(head("proxy-reset", "GET", "/wait/_slow?head=3"))
+    time.sleep(0.5)
+
+
+def reset_during_proxied_post(sock):
+    """A body for the upstream, left half sent."""
+    sock.sendall(head("proxy-reset", "POST", "/proxy/post", "Content-Length: 100000\r\n"))
+    sock.sendall(b"x" * 50000)
+    time.sleep(0.05)
+
+
+PROXY_RESETS = [reset_during_proxied_body, reset_during_proxied_wait,
+                reset_during_proxied_post]
+
+
+def proxy_resetter(addr, stop, seen):
+    """Proxied requests reset by the client: during the answer's body, while the upstream
+    has not answered yet, and in the middle of the request's body."""
+    i = 0
+    while not stop.is_set():
+        sock = connect(addr)
+        try:
+            PROXY_RESETS[i % len(PROXY_RESETS)](sock)
             seen["reset"] += 1
         except OSError:
             seen["closed"] += 1

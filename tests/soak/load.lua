@@ -6,7 +6,8 @@
 --                    is about duration and variety, not peak rate
 --   ACCEPT_ENCODING  the Accept-Encoding header, `-` for none; a comma-separated list is
 --                    taken in turn, one per request (gzip, br, zstd)
---   PATH...          the paths asked for, in turn
+--   PATH...          the paths asked for, in turn; `POST:SIZE:PATH` posts a body of SIZE
+--                    bytes to PATH instead of a GET
 -- At the end one line `soak-status STATUS=COUNT ...` gives the statuses the client saw,
 -- summed over wrk's threads (done() runs in wrk's main state, which knows no KIND).
 
@@ -34,7 +35,13 @@ function init(args)
   codings = args[3] == "-" and {} or split(args[3], ",")
   paths = {}
   for i = 4, #args do
-    table.insert(paths, args[i])
+    local size, path = string.match(args[i], "^POST:(%d+):(.+)$")
+    if size then
+      -- The body made once: the same bytes go with every request.
+      table.insert(paths, {method = "POST", path = path, body = string.rep("p", tonumber(size))})
+    else
+      table.insert(paths, {method = "GET", path = args[i]})
+    end
   end
 end
 
@@ -50,7 +57,8 @@ function request()
     next_coding = next_coding % #codings + 1
     headers["Accept-Encoding"] = codings[next_coding]
   end
-  return wrk.format("GET", paths[next_path], headers)
+  local p = paths[next_path]
+  return wrk.format(p.method, p.path, headers, p.body)
 end
 
 function response(status, headers, body)

@@ -1,30 +1,38 @@
 #!/usr/bin/python3
 """soak.py — lfhttpd under mixed load for a long time, its memory and descriptors watched.
 
-  soak.py --bin BUILD/lfhttpd --out DIR --minutes N [--sanitize asan]
+  soak.py --bin BUILD/lfhttpd --out DIR --minutes N [--sanitize asan] [--loads KIND,...]
 
-Starts the server on a loopback port it picks (read from its error log), with
-tests/soak/soak.conf.in and a document root made in DIR, and runs every load of LOADS at
-once for N minutes: wrk (tests/soak/load.lua) for the request kinds, the clients of
-clients.py for the slow and resetting ones. Meanwhile a SIGHUP every 30 s (the
-configuration changed each time) and a log reopen every 60 s (the logs renamed, then
-SIGUSR1), and once a second the server's resident memory (VmRSS of /proc/PID/status) and
-open descriptors (/proc/PID/fd). Then SIGTERM, and the verdict (verdict.txt), the samples
-(samples.csv) and their plot (soak.png, gnuplot) in DIR. Exit status 0 when it passes.
+Starts an upstream (upstream.py: tests/integration/upstream_app.py counting what it
+serves) and the server on loopback ports they pick (the server's read from its error
+log), with tests/soak/soak.conf.in and a document root made in DIR, and runs every load
+of LOADS at once for N minutes: wrk (tests/soak/load.lua) for the request kinds, proxied
+ones included, the clients of clients.py for the slow and resetting ones and a WebSocket
+through the proxy. Meanwhile a SIGHUP every 30 s (the configuration changed each time,
+the proxy's settings and upstream sets too) and a log reopen every 60 s (the logs
+renamed, then SIGUSR1), and once a second the server's resident memory (VmRSS of
+/proc/PID/status), open descriptors (/proc/PID/fd) and connections to the upstream. Then
+SIGTERM, and the verdict (verdict.txt), the samples (samples.csv) and their plot (soak.png,
+gnuplot) in DIR. Exit status 0 when it passes.
 
 The verdict, each check stated with its figures:
   - no growth after warm-up: the first third of the run is warm-up; the last third's
     maximum resident memory may exceed the middle third's by at most RSS_MARGIN, its
     90th percentile of open descriptors the middle third's by at most FD_MARGIN (a
     percentile, not the maximum: descriptors jump for a second at a reload or a burst of
-    CGI pipes; a leak moves them all)
+    CGI pipes; a leak moves them all), its maximum of upstream connections held the
+    middle third's by at most UPSTREAM_CONN_MARGIN
   - every response's status is one its kind intends (per kind, as the access log and the
-    clients count them); the only 5xx intended is cgi-empty's 502
+    clients count them); the only 5xx intended are cgi-empty's 502 and proxy-timeout's
+    504
   - every kind was answered in the last third (nothing stalled)
+  - the upstream saw its connections reused: per kind that may keep its connection, the
+    share of its requests that found one open (UPSTREAM_REUSED)
   - every SIGHUP reloaded, every SIGUSR1 reopened the logs
-  - no crash: the server ran to the end and exited 0 on SIGTERM; with --sanitize, no
-    sanitizer report in its stderr
-The server is stopped by PID when the driver ends, whatever the reason.
+  - no connection left once the loads ended (none closed by the shutdown)
+  - no crash: the server ran to the end and exited 0 on SIGTERM (the upstream too); with
+    --sanitize, no sanitizer report in its stderr
+The server and the upstream are stopped by PID when the driver ends, whatever the reason.
 """
 import argparse
 import collections
@@ -50,11 +58,21 @@ REOPEN_EVERY_S = 60
 # Growth allowed from the middle third's maximum to the last third's.
 RSS_MARGIN = (0.10, 2 * 1024)   # 10 % plus 2 MiB (in KiB), of the maxima
 FD_MARGIN = (0.10, 8)           # 10 % plus 8 descriptors, of the 90th percentiles
-# What each SIGHUP writes in place of @RELOAD@, in turn.
+# What each SIGHUP writes in place of the @NAMES@ of soak.conf.in, in turn: the proxy's
+# settings and its upstream sets differ too, so that reloads rebuild them under load.
 RELOAD_SETS = [
-    "gzip_comp_level 6;\nkeepalive_requests 100;\nautoindex_hidden off;\n",
-    "gzip_comp_level 5;\nkeepalive_requests 50;\nautoindex_hidden on;\n",
+    {"@RELOAD@": "gzip_comp_level 6;\nkeepalive_requests 100;\nautoindex_hidden off;\n",
+     "@KEEPALIVE@": "8",
+     "@PROXY_RELOAD@": "proxy_read_timeout 1s; proxy_set_header X-Soak-Set a;"},
+    {"@RELOAD@": "gzip_comp_level 5;\nkeepalive_requests 50;\nautoindex_hidden on;\n",
+     "@KEEPALIVE@": "4",
+     "@PROXY_RELOAD@": "proxy_read_timeout 2s; proxy_set_header X-Soak-Set b;"},
 ]
+# The error-log lines that the intended failures write (warnings and errors; any other is
+# a failure of the run).
+INTENDED_LOG_ERRORS = [r"\[error\] cgi: /cgi-bin/empty\.sh: answered 502: no output$",
+                       r"\[error\] proxy: slow: answered 504: no answer within "
+                       r"proxy_read_timeout$"]
 SANITIZER_REPORT = re.compile(r"ERROR: (Address|Leak|Thread|Memory)Sanitizer|"
                               r"runtime error:|WARNING: ThreadSanitizer")
 
@@ -94,12 +112,33 @@ LOADS = [
     # Resets: a file cut short is logged 200 with the bytes sent; a request abandoned
     # before its answer (a silent CGI script, a body half sent) with status 0.
     Load("reset", {0, 200}, client=(clients.resetter, 2)),
-    # Proxied requests and HTTPS join here once the server has them, each a kind of its
-    # own with the statuses it intends, for instance:
-    #   Load("proxy", {200}, wrk=(4, 20, "-", ["/upstream/small", "/upstream/big"])),
-    #     with an upstream started beside the server (start_upstream, to be written)
-    #   Load("https", {200}, wrk=(4, 20, "gzip", STATIC)), with wrk on the TLS port
+    # Proxied to the upstream (upstream.py): /proxy/ to a set of two servers, /slow/ to a
+    # set of one. Small answers (JSON echoes, compressed by the proxy as they stream), 1 MiB
+    # ones (with a length, and chunked), bodies posted (4 KiB and 256 KiB, echoed back).
+    Load("proxy-small", {200}, wrk=(4, 20, "gzip,br,zstd,identity",
+                                    ["/proxy/small?a=1", "/proxy/api/item/7", "/proxy/"])),
+    Load("proxy-large", {200}, wrk=(2, 100, "-", ["/proxy/_big?mb=1",
+                                                  "/proxy/_big?mb=1&chunked=1"])),
+    Load("proxy-post", {200}, wrk=(2, 50, "-", ["POST:4096:/proxy/post",
+                                                "POST:262144:/proxy/post"])),
+    # An answer in pieces that comes within proxy_read_timeout (1 s or 2 s, by reload)...
+    Load("proxy-slow", {200}, wrk=(1, 100, "-",
+                                   ["/slow/_slow?head=0.3&pieces=3&size=1000&gap=0.3"])),
+    # ...and one whose head never does: the proxy's 504 is the intended 5xx here.
+    Load("proxy-timeout", {504}, wrk=(1, 500, "-", ["/slow/_slow?head=4"])),
+    Load("proxy-upgrade", {101}, client=(clients.proxy_upgrade, 1)),
+    # Resets during a proxied answer's body are logged 200 with the bytes sent; one before
+    # the upstream answered, or in the request's body, with status 0.
+    Load("proxy-reset", {0, 200}, client=(clients.proxy_resetter, 1)),
+    # HTTPS joins here once the server has it, a kind of its own with the statuses it
+    # intends, for instance Load("https", {200}, wrk=(4, 20, "gzip", STATIC)) on the TLS port.
 ]
+# What the proxied kinds must find at the upstream: requests that found a kept connection
+# (the rest opened one) at least this fraction of them. Only the kinds whose connections
+# may be kept: an upgrade, a timeout or a reset ends its connection.
+UPSTREAM_REUSED = {"proxy-small": 0.9, "proxy-large": 0.9, "proxy-post": 0.9,
+                   "proxy-slow": 0.5}
+UPSTREAM_CONN_MARGIN = (0.10, 8)   # of the maxima of upstream connections held
 
 
 def make_docroot(root):
@@ -127,13 +166,67 @@ def make_docroot(root):
         f.write("<h1>soak</h1>\n")
 
 
+class Upstream:
+    """upstream.py on three loopback ports (two for /proxy/'s set, one for /slow/'s),
+    counting what it serves into upstream.json in the run's directory."""
+
+    def __init__(self, run):
+        self.stats_path = os.path.join(run, "upstream.json")
+        self.stderr = open(os.path.join(run, "upstream-stderr.log"), "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "upstream.py"), "--ports", "3",
+             "--stats", self.stats_path],
+            stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        self.pid = self.proc.pid
+        try:
+            self.ports = self.wait_for_ports()
+        except BaseException:
+            self.stop()
+            raise
+
+    def wait_for_ports(self, timeout=30.0):
+        """Its "ports P1 P2 P3 control C" line, read with a deadline (a thread reads)."""
+        line = []
+        reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()),
+                                  daemon=True)
+        reader.start()
+        reader.join(timeout)
+        m = re.match(r"ports (\d+) (\d+) (\d+) control \d+", line[0] if line else "")
+        if not m:
+            raise RuntimeError("the upstream did not report its ports: "
+                               + read(self.stderr.name))
+        return [int(p) for p in m.groups()]
+
+    def stats(self):
+        try:
+            with open(self.stats_path) as f:
+                return json.load(f)
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def stop(self, timeout=10.0):
+        """SIGTERM (it writes its counts one last time), SIGKILL if it lingers."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.stderr.close()
+        return self.proc.returncode
+
+
 class Server:
-    def __init__(self, binary, run, sanitize):
+    def __init__(self, binary, run, sanitize, upstream_ports):
         self.run, self.generation = run, 0
+        self.upstream_ports = set(upstream_ports)
         with open(os.path.join(HERE, "soak.conf.in")) as f:
             self.template = (f.read().replace("@DOCROOT@", os.path.join(run, "www"))
                              .replace("@RUN@", run)
                              .replace("@CGI@", os.path.join(HERE, "cgi-bin")))
+        for i, port in enumerate(upstream_ports):
+            self.template = self.template.replace(f"@UPSTREAM{i + 1}@", str(port))
         self.conf = os.path.join(run, "lfhttpd.conf")
         self.write_conf()
         env = dict(os.environ)
@@ -154,9 +247,11 @@ class Server:
             raise
 
     def write_conf(self):
+        text = self.template
+        for name, value in RELOAD_SETS[self.generation % len(RELOAD_SETS)].items():
+            text = text.replace(name, value)
         with open(self.conf, "w") as f:
-            f.write(self.template.replace("@RELOAD@",
-                                          RELOAD_SETS[self.generation % len(RELOAD_SETS)]))
+            f.write(text)
 
     def wait_for_port(self, timeout=30.0):
         deadline = time.time() + timeout
@@ -181,18 +276,39 @@ class Server:
         self.proc.send_signal(signal.SIGUSR1)
 
     def sample(self):
-        """(VmRSS in KiB, open descriptors, threads), or None once the process is gone."""
+        """(VmRSS in KiB, open descriptors, threads, upstream connections), or None once
+        the process is gone."""
         try:
             with open(f"/proc/{self.pid}/status") as f:
                 status = f.read()
-            fds = len(os.listdir(f"/proc/{self.pid}/fd"))
+            fds = os.listdir(f"/proc/{self.pid}/fd")
+            upstream = self.upstream_sockets(fds)
         except (FileNotFoundError, ProcessLookupError):
             return None
         if self.proc.poll() is not None:
             return None
         rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1))
         threads = int(re.search(r"Threads:\s+(\d+)", status).group(1))
-        return rss, fds, threads
+        return rss, len(fds), threads, upstream
+
+    def upstream_sockets(self, fds):
+        """How many of the server's descriptors are TCP connections to the upstream: the
+        inodes of /proc/PID/net/tcp's entries whose remote port is an upstream's, found
+        among the descriptors' links (a connection in TIME_WAIT has no descriptor)."""
+        inodes = set()
+        with open(f"/proc/{self.pid}/net/tcp") as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                if int(fields[2].rsplit(":", 1)[1], 16) in self.upstream_ports:
+                    inodes.add(f"socket:[{fields[9]}]")
+        n = 0
+        for fd in fds:
+            try:
+                n += os.readlink(f"/proc/{self.pid}/fd/{fd}") in inodes
+            except FileNotFoundError:   # closed meanwhile
+                pass
+        return n
 
     def stop(self, timeout=30.0):
         """SIGTERM, then SIGKILL if it does not exit in time; returns the exit status."""
@@ -274,21 +390,30 @@ def kill_loads():
             load.proc.wait()
 
 
-def access_counts(run, t_last_third):
+def access_counts(run, t_last_third, t_end):
     """Per kind, the statuses the access logs hold, and how many lines each kind has from
-    t_last_third on (epoch seconds)."""
+    t_last_third on (epoch seconds). A wrk load's request abandoned when wrk stops at
+    t_end (its connections closed with an answer still coming: a slow one, a CGI script)
+    is logged with status 0 at that moment; such lines, within a few seconds of t_end,
+    count under "abandoned" instead of their kind."""
     counts = collections.defaultdict(collections.Counter)
     late = collections.Counter()
+    abandoned = collections.Counter()
+    wrk_kinds = {load.name for load in LOADS if load.wrk}
     for path in glob.glob(os.path.join(run, "access.log*")):
         with open(path, errors="replace") as f:
             for line in f:
                 e = json.loads(line)
                 ua = e["user_agent"]
                 kind = ua[len("soak-"):] if ua.startswith("soak-") else "(no head)"
+                t = datetime.datetime.fromisoformat(e["time"]).timestamp()
+                if e["status"] == 0 and kind in wrk_kinds and t_end - 2 <= t <= t_end + 3:
+                    abandoned[kind] += 1
+                    continue
                 counts[kind][e["status"]] += 1
-                if datetime.datetime.fromisoformat(e["time"]).timestamp() >= t_last_third:
+                if t >= t_last_third:
                     late[kind] += 1
-    return counts, late
+    return counts, late, abandoned
 
 
 def percentile(values, p):
@@ -310,12 +435,44 @@ def growth_check(samples, label, index, margin, p):
                            f"{middle} (limit {limit:.0f}; warm-up third {warm})")
 
 
-def verdict(args, samples, events, exit_status, t_last_third):
+def upstream_checks(stats, exit_status):
+    """What the upstream counted: its connections reused by the kinds that may reuse them,
+    and its own clean exit."""
+    if not stats:
+        return [(False, "upstream: no counts (upstream.json missing)")]
+    kinds = stats["kinds"]
+    requests = sum(k["requests"] for k in kinds.values())
+    conns = stats["connections"]
+    running = {load.name for load in LOADS}
+    proxied = any(name.startswith("proxy") for name in running)
+    checks = [((requests > 0 and conns > 0) or not proxied,
+               f"upstream: {requests} requests on {conns} connections "
+               f"({requests / max(conns, 1):.1f} a connection); per kind, requests/opened a "
+               f"connection: " + ", ".join(f"{name} {k['requests']}/{k['first']}"
+                                          for name, k in sorted(kinds.items())))]
+    for name, least in sorted(UPSTREAM_REUSED.items()):
+        if name not in running:
+            continue
+        k = kinds.get(name, {"requests": 0, "first": 0})
+        reused = (k["requests"] - k["first"]) / k["requests"] if k["requests"] else 0.0
+        checks.append((reused >= least,
+                       f"{name}: {reused:.1%} of {k['requests']} upstream requests on a kept "
+                       f"connection (at least {least:.0%})"))
+    checks.append((exit_status == 0, f"upstream exit status on SIGTERM: {exit_status}"))
+    return checks
+
+
+def verdict(args, samples, events, exit_status, t_last_third, t_end, upstream):
     checks = []   # (ok, text)
     checks.append(growth_check(samples, "resident memory, KiB", 1, RSS_MARGIN, 100))
     checks.append(growth_check(samples, "open descriptors", 2, FD_MARGIN, 90))
+    # Upstream connections the server holds (in use or kept idle): a leak of them moves
+    # every sample, so the maxima are compared.
+    checks.append(growth_check(samples, "upstream connections held", 4,
+                               UPSTREAM_CONN_MARGIN, 100))
+    checks.extend(upstream_checks(*upstream))
 
-    counts, late = access_counts(args.out, t_last_third)
+    counts, late, abandoned = access_counts(args.out, t_last_third, t_end)
     for load in LOADS:
         logged = counts.get(load.name, collections.Counter())
         bad = {s: n for s, n in logged.items() if s not in load.expect}
@@ -324,10 +481,15 @@ def verdict(args, samples, events, exit_status, t_last_third):
         text = (f"{load.name}: logged {dict(sorted(logged.items()))}, client saw "
                 f"{dict(sorted(load.seen.items(), key=str))}"
                 + (f", wrk socket errors: {load.errors}" if load.errors else "")
+                + (f", {abandoned[load.name]} abandoned as wrk stopped"
+                   if abandoned[load.name] else "")
                 + f"; intended {sorted(load.expect)}")
         answered = sum(logged.values()) if load.logged else sum(
             n for s, n in load.seen.items() if isinstance(s, int))
-        checks.append((not bad and not bad_seen and answered > 0, text))
+        # wrk's socket errors: a read error is an answer cut short or a connection closed
+        # with no answer, which no kind intends.
+        errors = sum(int(n) for n in re.findall(r"\d+", load.errors))
+        checks.append((not bad and not bad_seen and answered > 0 and not errors, text))
         if load.logged:
             checks.append((late[load.name] > 0,
                            f"{load.name}: {late[load.name]} answers in the last third"))
@@ -340,6 +502,11 @@ def verdict(args, samples, events, exit_status, t_last_third):
                    f"intended {sorted(NO_HEAD_EXPECT)}"))
 
     logs = error_logs(args.out)
+    unintended = [line for line in logs.splitlines()
+                  if re.search(r"\[(warn|error|crit|alert|emerg)\]", line)
+                  and not any(re.search(p, line) for p in INTENDED_LOG_ERRORS)]
+    checks.append((not unintended, f"error-log lines not intended: {len(unintended)}"
+                   + "".join(f"\n       {line}" for line in unintended[:10])))
     hups = sum(1 for e in events if e[1] == "reload")
     reloaded = len(re.findall(r"configuration reloaded \(generation \d+\)", logs))
     checks.append((reloaded == hups, f"reloads: {hups} SIGHUP, {reloaded} reloaded"))
@@ -347,6 +514,11 @@ def verdict(args, samples, events, exit_status, t_last_third):
     reopened = len(re.findall(r"SIGUSR1: log files reopened", logs))
     checks.append((reopened == reopens, f"log reopens: {reopens} SIGUSR1, {reopened} reopened"))
 
+    # Once the loads have stopped no client is left: a connection the server still has at
+    # SIGTERM is a request that never ended (its timeouts and the client's close missed).
+    left = re.findall(r"shutdown: closing (\d+) connections still open", logs)
+    checks.append((not left, f"connections still open at SIGTERM, after the loads ended: "
+                             f"{left[0] if left else 0}"))
     checks.append((exit_status == 0, f"exit status on SIGTERM: {exit_status}"))
     alive = samples and samples[-1][0] >= args.minutes * 60 - 2
     checks.append((bool(alive), f"server alive throughout ({len(samples)} samples)"))
@@ -368,11 +540,18 @@ def run(args):
     os.makedirs(args.out)
     make_docroot(os.path.join(args.out, "www"))
     duration_s = args.minutes * 60
-    server = Server(args.bin, args.out, args.sanitize)
+    upstream = Upstream(args.out)
+    try:
+        server = Server(args.bin, args.out, args.sanitize, upstream.ports)
+    except BaseException:
+        upstream.stop()
+        raise
     stop = threading.Event()
     samples, events = [], []
     exit_status = None
     try:
+        print(f"soak: upstream pid {upstream.pid} on ports "
+              f"{', '.join(map(str, upstream.ports))}", flush=True)
         print(f"soak: lfhttpd pid {server.pid} on 127.0.0.1:{server.port}, "
               f"{args.minutes:g} min{', ' + args.sanitize if args.sanitize else ''}; "
               f"results in {args.out}", flush=True)
@@ -397,24 +576,31 @@ def run(args):
                 events.append((tick, "reopen"))
             if tick % 60 == 0:
                 print(f"soak: {tick // 60} min: rss {s[0] // 1024} MiB, {s[1]} fds, "
-                      f"{s[2]} threads", flush=True)
+                      f"{s[2]} threads, {s[3]} upstream connections", flush=True)
         finish_loads(stop)
+        # What the clients left (a proxied answer awaited, a CGI script) ends within the
+        # longest proxy_read_timeout and a sweep; then no connection should remain.
+        time.sleep(3)
         s = server.sample()
         if s is not None:
             samples.append((tick + 1,) + s)
     finally:
         stop.set()
         kill_loads()
-        exit_status = server.stop()
+        try:
+            exit_status = server.stop()
+        finally:
+            upstream_status = upstream.stop()
     with open(os.path.join(args.out, "samples.csv"), "w") as f:
-        f.write("seconds,rss_kib,fds,threads\n")
+        f.write("seconds,rss_kib,fds,threads,upstream_conns\n")
         f.writelines(",".join(map(str, s)) + "\n" for s in samples)
     with open(os.path.join(args.out, "events.csv"), "w") as f:
         f.write("seconds,event\n")
         f.writelines(f"{t},{what}\n" for t, what in events)
     plot(args.out, args.sanitize, args.minutes)
     checks = verdict(args, samples, events, exit_status,
-                     wall0 + duration_s * 2 / 3)
+                     wall0 + duration_s * 2 / 3, wall0 + duration_s,
+                     (upstream.stats(), upstream_status))
     passed = all(ok for ok, _ in checks)
     lines = [("ok   " if ok else "FAIL ") + text for ok, text in checks]
     lines.append(f"verdict: {'PASS' if passed else 'FAIL'}"
@@ -432,7 +618,14 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--minutes", type=float, default=30)
     p.add_argument("--sanitize", choices=["asan"], default=None)
+    p.add_argument("--loads", default=None,
+                   help="only these kinds, comma-separated (to reproduce what one run found)")
     args = p.parse_args()
+    if args.loads:
+        unknown = set(args.loads.split(",")) - {load.name for load in LOADS}
+        if unknown:
+            p.error(f"--loads: no kind named {', '.join(sorted(unknown))}")
+        LOADS[:] = [load for load in LOADS if load.name in args.loads.split(",")]
     args.bin, args.out = os.path.abspath(args.bin), os.path.abspath(args.out)
     if args.minutes < 1.5:
         p.error("--minutes: at least 1.5 (three thirds of at least 30 s)")
