@@ -166,17 +166,25 @@ REQUESTS = [
 def setup(tmp_path_factory):
     """(upstream, nginx, the proxy under test or the reason it did not start)."""
     u = Upstream()
-    root = tmp_path_factory.mktemp("root")
-    theirs = Proxy(tmp_path_factory.mktemp("nginx"), CONF, u, root, kind="nginx")
-    try:
-        ours = Proxy(tmp_path_factory.mktemp(UNDER_TEST), CONF, u, root, kind=UNDER_TEST)
-    except RuntimeError as e:
-        ours = e
-    yield u, theirs, ours
-    theirs.stop()
-    if not isinstance(ours, Exception):
-        ours.stop()
-    u.stop()
+    theirs = ours = None
+    try:  # every process started here is stopped, whatever fails
+        root = tmp_path_factory.mktemp("root")
+        theirs = Proxy(tmp_path_factory.mktemp("nginx"), CONF, u, root, kind="nginx")
+        try:
+            ours = Proxy(tmp_path_factory.mktemp(UNDER_TEST), CONF, u, root, kind=UNDER_TEST)
+        except RuntimeError as e:
+            ours = e
+        yield u, theirs, ours
+    finally:
+        try:
+            if theirs is not None:
+                theirs.stop()
+        finally:
+            try:
+                if ours is not None and not isinstance(ours, Exception):
+                    ours.stop()
+            finally:
+                u.stop()
 
 
 def exchange(port, r):
