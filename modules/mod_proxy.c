@@ -618,18 +618,24 @@ static bool connection_names_others(const struct http_request *h)
     return false;
 }
 
-/* Does the Connection field (all of its lines) list name? */
-static bool connection_names(const struct http_request *h, struct http_slice name)
+/* Does the Connection field among fields f[0..n) (all of its lines) list name? */
+static bool connection_lists(const struct http_header *f, unsigned n, struct http_slice name)
 {
-    for (unsigned i = 0; i < h->n_headers; i++) {
-        if (!name_is(h->headers[i].name, "connection"))
+    for (unsigned i = 0; i < n; i++) {
+        if (!name_is(f[i].name, "connection"))
             continue;
-        struct http_slice rest = h->headers[i].value, e;
+        struct http_slice rest = f[i].value, e;
         while (http_list_next(&rest, &e))
             if (e.len == name.len && strncasecmp(e.p, name.p, e.len) == 0)
                 return true;
     }
     return false;
+}
+
+/* Does the client's Connection field list name? */
+static bool connection_names(const struct http_request *h, struct http_slice name)
+{
+    return connection_lists(h->headers, h->n_headers, name);
 }
 
 /* The client's address as text (IPv4 without printf: it goes into every request). */
@@ -830,15 +836,7 @@ static bool listed(char (*list)[64], unsigned n, struct http_slice name)
 /* Does the upstream's Connection field list name? */
 static bool up_connection_names(const struct http_response_head *h, struct http_slice name)
 {
-    for (unsigned i = 0; i < h->n_headers; i++) {
-        if (!name_is(h->headers[i].name, "connection"))
-            continue;
-        struct http_slice rest = h->headers[i].value, e;
-        while (http_list_next(&rest, &e))
-            if (e.len == name.len && strncasecmp(e.p, name.p, e.len) == 0)
-                return true;
-    }
-    return false;
+    return connection_lists(h->headers, h->n_headers, name);
 }
 
 /* A field the client never gets from the upstream (unless proxy_pass_header names it). */
