@@ -3,6 +3,7 @@
 #   make run        build and serve www/ on port 8080 with conf/lfhttpd.conf
 #   make test       build and run every test (layers, unit, integration, sanitizers)
 #   make test-fresh `make test` from a clean clone in a bare Debian 12 container (podman)
+#   make cert       a self-signed certificate for localhost (conf/tls/), for conf/examples/tls.conf
 #   make soak       30 minutes of mixed load, memory and descriptors watched (not in `make test`)
 #   make clean
 # Variant builds go to their own folders: build/asan (ASan + UBSan), build/tsan.
@@ -20,7 +21,7 @@ CFLAGS  ?= -O2 -g -gdwarf-4
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 STD     := -std=c11 -D_GNU_SOURCE -pthread
 INC     := -Iserver -Imodules
-LDLIBS  := -pthread -lz -lbrotlienc -lzstd -lmagic -lcrypt
+LDLIBS  := -pthread -lssl -lcrypto -lz -lbrotlienc -lzstd -lmagic -lcrypt
 PYTHON  := /usr/bin/python3
 B       ?= build
 
@@ -30,7 +31,7 @@ MAIN_OBJ   := $(B)/obj/server/main.o
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
-.PHONY: all run test test-fresh check-deps check-layers unit integration test-asan test-tsan \
+.PHONY: all run cert test test-fresh check-deps check-layers unit integration test-asan test-tsan \
         fuzz docker bench-classes soak soak-deps clean
 
 all: $(B)/lfhttpd
@@ -53,11 +54,13 @@ APT_INSTALL = if [ -n "$$missing" ]; then \
 	fi
 
 # Build dependencies: gcc, the C library's headers and the -dev packages of zlib, Brotli and
-# Zstandard (mod_gzip's codings), libmagic and libxcrypt (mod_auth's password hashes).
+# Zstandard (mod_gzip's codings), libmagic, libxcrypt (mod_auth's password hashes) and
+# OpenSSL 3 (HTTPS).
 # Checked once (a stamp file, made again when this file changes); installed with apt-get
 # when run as root, otherwise the exact command is printed.
 BUILD_PKGS := stdio.h:libc6-dev zlib.h:zlib1g-dev brotli/encode.h:libbrotli-dev \
-              zstd.h:libzstd-dev magic.h:libmagic-dev crypt.h:libcrypt-dev
+              zstd.h:libzstd-dev magic.h:libmagic-dev crypt.h:libcrypt-dev \
+              openssl/ssl.h:libssl-dev
 build/.build-deps: Makefile
 	@missing=""; \
 	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc"; \
@@ -96,6 +99,17 @@ $(B)/tests/alloc_counter.so: tests/alloc_counter.c
 run: $(B)/lfhttpd
 	$(B)/lfhttpd -c conf/lfhttpd.conf
 
+# A self-signed ECDSA P-256 certificate for localhost (and 127.0.0.1), valid for a year:
+# what conf/examples/tls.conf serves. Made once; delete conf/tls/ to make a new one.
+cert: conf/tls/localhost.pem
+conf/tls/localhost.pem:
+	@command -v openssl >/dev/null 2>&1 || { missing=" openssl"; $(call APT_INSTALL,openssl); }
+	@mkdir -p conf/tls
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 365 \
+	  -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+	  -keyout conf/tls/localhost.key -out $@ 2>/dev/null
+	@chmod 600 conf/tls/localhost.key
+
 # --- tests ------------------------------------------------------------------------------
 # Tools the tests drive. When one is missing: installed with apt-get when run as root,
 # otherwise the exact command to run is printed. htpasswd makes the auth tests' user files;
@@ -106,7 +120,8 @@ run: $(B)/lfhttpd
 TEST_PKGS := gcc:gcc curl:curl ab:apache2-utils htpasswd:apache2-utils nginx:nginx-light \
              wrk:wrk clang:clang setpriv:util-linux \
              slowhttptest:slowhttptest valgrind:valgrind chromium:chromium \
-             systemd-analyze:systemd podman-compose:podman-compose
+             systemd-analyze:systemd podman-compose:podman-compose \
+             openssl:openssl testssl:testssl.sh
 check-deps:
 	@missing=""; \
 	for pair in $(TEST_PKGS); do \
