@@ -169,6 +169,7 @@ ssize_t conn_write(struct conn *c, const void *buf, size_t len);
 enum conn_tls_flag {
     CONN_TLS_PEEKED = 1,   /* its first byte was seen to open a TLS record */
     CONN_TLS_BROKEN = 2,   /* a fatal TLS error: no close_notify is owed */
+    CONN_TLS_STARVED = 4,  /* the last read found the socket empty (OpenSSL wants more) */
 };
 enum conn_tls_step {
     CONN_TLS_DONE,       /* the handshake is complete */
@@ -184,7 +185,9 @@ void conn_tls_attach(struct conn *c, void *ssl);
 enum conn_tls_step conn_tls_handshake(struct conn *c);
 /* Has the handshake of a TLS connection finished? */
 bool conn_tls_finished(const struct conn *c);
-/* Does OpenSSL hold decrypted bytes not yet read (no socket event will announce them)? */
+/* Does OpenSSL hold bytes that no socket event will announce: records read ahead and not
+ * yet asked for? Once a read has found the socket empty, what it holds is the start of a
+ * record, which the bytes still to come complete and announce: then false. */
 bool conn_tls_pending(const struct conn *c);
 /* Send close_notify once, unless the connection is broken (before a shutdown or close). */
 void conn_tls_shutdown(struct conn *c);

@@ -66,7 +66,7 @@ bool conn_tls_finished(const struct conn *c)
 
 bool conn_tls_pending(const struct conn *c)
 {
-    return SSL_has_pending((SSL *)c->tls);
+    return !(c->tls_flags & CONN_TLS_STARVED) && SSL_has_pending((SSL *)c->tls);
 }
 
 /* Why the handshake failed, for the log: OpenSSL's first error, or the socket's. */
@@ -106,8 +106,10 @@ enum conn_tls_step conn_tls_handshake(struct conn *c)
     if (r == 1)
         return CONN_TLS_DONE;
     int err = SSL_get_error(s, r);
-    if (err == SSL_ERROR_WANT_READ)
+    if (err == SSL_ERROR_WANT_READ) {
+        c->tls_flags |= CONN_TLS_STARVED;
         return CONN_TLS_WANT_READ;
+    }
     if (err == SSL_ERROR_WANT_WRITE)
         return CONN_TLS_WANT_WRITE;
     c->tls_flags |= CONN_TLS_BROKEN;
@@ -124,6 +126,9 @@ static ssize_t io_failed(struct conn *c, int r)
     int err = SSL_get_error(s, r);
     switch (err) {
     case SSL_ERROR_WANT_READ:
+        c->tls_flags |= CONN_TLS_STARVED;
+        errno = EAGAIN;
+        return -1;
     case SSL_ERROR_WANT_WRITE:
         errno = EAGAIN;
         return -1;
@@ -148,7 +153,10 @@ ssize_t conn_tls_read(struct conn *c, void *buf, size_t len)
     ERR_clear_error();
     errno = 0;
     int r = SSL_read((SSL *)c->tls, buf, len > INT_MAX ? INT_MAX : (int)len);
-    return r > 0 ? r : io_failed(c, r);
+    if (r <= 0)
+        return io_failed(c, r);
+    c->tls_flags &= (uint8_t)~CONN_TLS_STARVED;
+    return r;
 }
 
 ssize_t conn_tls_write(struct conn *c, const void *buf, size_t len)
