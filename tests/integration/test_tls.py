@@ -751,7 +751,7 @@ DIFFERENTIAL = [
     drow("index_of_the_root", "/", 200, body=True),
     drow("file", "/page.html", 200, body=True),
     drow("stylesheet_and_its_type", "/style.css", 200, body=True),
-    drow("head_of_a_file", "/page.html", 200, method="HEAD"),
+    drow("head_of_a_file", "/page.html", 200, body=True, method="HEAD"),
     drow("missing_file_with_hsts", "/missing.html", 404),
     drow("head_of_a_missing_file", "/missing.html", 404, method="HEAD"),
     drow("directory_without_slash_redirects_to_https", "/dir", 301),
