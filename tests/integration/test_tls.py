@@ -170,7 +170,7 @@ def test_issue_configuration_sends_hsts_on_a_404_too(issue_server):
 
 def test_issue_configuration_answers_on_the_ipv6_address_too(issue_server):
     _, port, _ = issue_server
-    status, _, body, _, _ = get(port, "/page.html", sni="example.org", host="::1")
+    status, _, body, _, _ = get(port, "/page.html", sni="example.org", addr="::1")
     assert (status, body) == (200, b"a page of text\n")
 
 
@@ -770,8 +770,7 @@ DIFFERENTIAL = [
 ]
 
 COMPARED = ("status", "location", "strict-transport-security", "content-range")
-COMPARED_WITH_BODY = ("content-type", "content-length", "accept-ranges", "last-modified",
-                      "body")
+COMPARED_WITH_BODY = ("content-type", "content-length", "last-modified", "body")
 
 
 @pytest.fixture(scope="module")
@@ -843,6 +842,9 @@ def diff_observe(ports, r):
     seen = {"status": status, "body": body}
     seen.update({k: v.replace(f":{port}", ":PORT") for k, v in fields.items()})
     keys = COMPARED + (COMPARED_WITH_BODY if r["body"] else ())
+    if r["body"] and status == 200:
+        # nginx leaves Accept-Ranges out of a 206, lfhttpd keeps it (both are right)
+        keys += ("accept-ranges",)
     return {k: seen.get(k) for k in keys}
 
 

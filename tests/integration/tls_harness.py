@@ -143,9 +143,10 @@ def tls_conf(docroot, *pairs, extra="", threads=4, listen="listen 127.0.0.1:0 ss
 
 
 def line_of(conf_text, needle):
-    """The number of the first line of conf_text that contains needle."""
+    """The number of the first line of conf_text that starts with needle (after its
+    indentation)."""
     for n, line in enumerate(conf_text.splitlines(), 1):
-        if needle in line:
+        if line.lstrip().startswith(needle):
             return n
     raise ValueError(needle)
 
@@ -172,16 +173,16 @@ def context(cafile=None, alpn=None, version=None, ciphers=None):
     return ctx
 
 
-def tls_socket(port, sni=None, ctx=None, session=None, host="127.0.0.1", timeout=10.0,
+def tls_socket(port, sni=None, ctx=None, session=None, addr="127.0.0.1", timeout=10.0,
                rcvbuf=None):
-    """A TLS connection to host:port, the handshake done: an ssl.SSLSocket. sni=None sends
+    """A TLS connection to addr:port, the handshake done: an ssl.SSLSocket. sni=None sends
     no server name."""
-    raw = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    raw = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET)
     if rcvbuf is not None:
         raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     raw.settimeout(scaled(timeout))
     try:
-        raw.connect((host, port))
+        raw.connect((addr, port))
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return (ctx or context()).wrap_socket(raw, server_hostname=sni, session=session)
     except BaseException:
@@ -196,8 +197,8 @@ def tls_client(port, **kw):
 
 
 def get(port, target="/", host="example.org", method="GET", headers=(), **kw):
-    """One request on a new TLS connection closed after it: (status, headers, body, head,
-    the TLS socket's peer certificate in DER)."""
+    """One request on a new TLS connection closed after it (`kw`: tls_socket's): (status,
+    headers, body, head, the TLS socket's peer certificate in DER)."""
     c = tls_client(port, **kw)
     try:
         lines = [f"{method} {target} HTTP/1.1", f"Host: {host}", "Connection: close",
