@@ -724,6 +724,24 @@ def test_ssl_listen_without_a_certificate_is_refused_at_load(site, tmp_path, how
                      r'ssl"' % (re.escape(str(conf)), port), r.stderr), r.stderr
 
 
+
+@pytest.mark.parametrize("how", ["start", "check"])
+def test_top_level_ssl_listen_without_a_certificate_is_refused_at_load(site, tmp_path, how):
+    """A file without servers is one implicit server: the same refusal, naming the
+    address that wants the certificate."""
+    port = free_port()
+    conf_text = (f'root "{site}";\nthreads 2;\nerror_log stderr debug;\n'
+                 f"listen 127.0.0.1:{free_port()};\nlisten 127.0.0.1:{port} ssl;\n")
+    conf = tmp_path / "t.conf"
+    conf.write_text(conf_text)
+    args = [BIN, "-t", "-c", str(conf)] if how == "check" else [BIN, "-c", str(conf)]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=scaled(10))
+    assert r.returncode != 0
+    line = line_of(conf_text, f"listen 127.0.0.1:{port} ssl")
+    assert re.search(r'%s:%d: no "ssl_certificate" for the server of "listen 127\.0\.0\.1:%d '
+                     r'ssl"' % (re.escape(str(conf)), line, port), r.stderr), r.stderr
+
+
 # ------------------------------------------------------------------- against nginx
 
 # What nginx alone needs around ISSUE (lfhttpd has these built in): the media types of the
