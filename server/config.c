@@ -789,11 +789,16 @@ static void add_site_listens(struct config *cfg, struct conf_reader *r)
             if (strcmp(c->name, "listen") != 0 || c->n_args < 1 ||
                 config_parse_listen(c->args[0], &l) < 0)
                 continue; /* reported where it stands */
+            for (unsigned i = 1; i < c->n_args; i++)
+                l.ssl |= strcmp(c->args[i], "ssl") == 0;
             bool known = false;
             /* One address, one socket: port 0 too (the sites take it as one address). */
-            for (unsigned i = 0; i < cfg->n_listen && !known; i++)
+            for (unsigned i = 0; i < cfg->n_listen && !known; i++) {
                 known = cfg->listen[i].addr_len == l.addr_len &&
                         memcmp(&cfg->listen[i].addr, &l.addr, l.addr_len) == 0;
+                if (known)
+                    cfg->listen[i].ssl |= l.ssl;
+            }
             for (unsigned k = 0; k < cfg->n_classes && !known; k++)
                 for (unsigned i = 0; i < cfg->classes[k].n_listen && !known; i++)
                     known = same_listen(&cfg->classes[k].listen[i], &l);

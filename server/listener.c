@@ -132,7 +132,7 @@ int listener_open(struct listener *l, struct listener_spare *spare,
  * that socket (shut down, so the client sees its answer end) as the new spare: the slot
  * never becomes free for another thread to take. Returns false if nothing could be shed
  * (no spare, or the slot went elsewhere), and the caller must not spin on the listener. */
-static bool shed_one(struct listener_spare *spare, int lfd)
+static bool shed_one(struct listener_spare *spare, int lfd, bool tls)
 {
     pthread_mutex_lock(&spare->lock);
     if (spare->fd < 0)
@@ -142,7 +142,8 @@ static bool shed_one(struct listener_spare *spare, int lfd)
         close(spare->fd);
         spare->fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (spare->fd >= 0) {
-            answer_busy(spare->fd);
+            if (!tls) /* a TLS client would read a plain answer as garbage: just closed */
+                answer_busy(spare->fd);
             shed = true;
         }
     }
@@ -207,7 +208,7 @@ static void listener_event(struct lf_handle *h, uint32_t events)
                     log_warn("out of file descriptors: shedding connections");
                     last_warn_ms = now;
                 }
-                if (shed_one(l->spare, h->fd))
+                if (shed_one(l->spare, h->fd, l->addr.ssl))
                     continue;
                 /* Nothing to shed with: leave the listener disarmed until the timer's
                  * next tick, rather than be woken for the same queue at once. */
@@ -228,7 +229,8 @@ static void listener_event(struct lf_handle *h, uint32_t events)
             atomic_load_explicit(&shared->n_conns, memory_order_relaxed) >=
                 shared->max_connections ||
             conn_pool_full(&to->pool)) {
-            answer_busy(fd);
+            if (!l->addr.ssl) /* a TLS client would read a plain 503 as garbage */
+                answer_busy(fd);
             close(fd);
             continue;
         }
