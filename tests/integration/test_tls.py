@@ -303,8 +303,13 @@ def test_full_chain_is_sent_and_verifies_against_the_root_alone(start_server, si
 
 def test_start_up_log_says_once_which_path_file_bodies_take(start_server, site, pki):
     s = https(start_server, site, pki.ec)
-    lines = [line for line in s.error_log().splitlines() if "kernel TLS" in line]
-    assert len(lines) == 1, s.error_log()
+
+    def lines():
+        return [line for line in s.error_log().splitlines() if "kernel TLS" in line]
+
+    wait_until(lines, scaled(5))  # written after the listening line the fixture waits for
+    assert get(s.port, sni="example.org")[0] == 200
+    assert len(lines()) == 1, s.error_log()
 
 
 # ------------------------------------------------------------------- ALPN
