@@ -320,11 +320,15 @@ void conn_wait(struct conn *c, enum conn_state state, uint32_t events, int64_t d
     int rc;
     bool first = !c->registered;
     /* What OpenSSL has read ahead raises no edge: a connection holding some is not
-     * drained, and its callback runs again at once. */
-    bool rd_drained = c->rd_drained && !(c->tls && conn_tls_pending(c));
-    bool drained =
-        (!(events & EPOLLIN) || rd_drained) && (!(events & EPOLLOUT) || c->wr_blocked);
+     * drained, and its callback runs again at once. A registration, or a one-shot re-arm,
+     * only reports what the socket holds: there a writable socket's EPOLLOUT, reported at
+     * once, runs it again. */
+    bool tls_held = c->tls && (events & EPOLLIN) && conn_tls_pending(c);
+    bool drained = (!(events & EPOLLIN) || (c->rd_drained && !tls_held)) &&
+                   (!(events & EPOLLOUT) || c->wr_blocked);
     c->rd_drained = c->wr_blocked = false; /* for the next event */
+    if (tls_held && (first || !c->h.edge))
+        events |= EPOLLOUT;
     if (!first) {
         rc = lf_group_reactivate(&c->h, events, drained);
     } else {
