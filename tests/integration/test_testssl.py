@@ -36,7 +36,7 @@ from conftest import scaled
 BAD = ("CRITICAL", "HIGH")
 NOTED = ("MEDIUM", "LOW", "WARN")
 OLD_PROTOCOLS = ("SSLv2", "SSLv3", "TLS1", "TLS1_1")
-AEAD = ("AESGCM", "AESCCM", "ChaCha20")
+AEAD = ("AESGCM", "AESCCM", "AESCCM8", "ChaCha20")
 FS_KEX = ("ECDH", "DH")
 
 
