@@ -12,7 +12,6 @@ test's own directory. Clients are Python's ssl module (a MemoryBIO where the tes
 byte-level control of the handshake) and `openssl s_client`. Figures measured (VmRSS,
 latencies) are printed: run with -s to see them.
 """
-import os
 import resource
 import select
 import socket

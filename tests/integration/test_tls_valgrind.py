@@ -24,7 +24,6 @@ import signal
 import socket
 import ssl
 import subprocess
-import time
 
 import pytest
 
