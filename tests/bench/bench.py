@@ -91,13 +91,26 @@ NGINX_PROXY = ('proxy_http_version 1.1;\n            proxy_set_header Connection
                '            proxy_set_header X-Forwarded-Host $http_host;')
 NGINX_UPSTREAM = "keepalive_requests 1000000;"
 # The HTTPS variants: "tls" (the https_* load workloads) and "memtls" (https_idle, fresh
-# servers), lfhttpd and nginx with the settings of tls.conf.in (the same text in both)
-# and `ssl` on their listen lines.
+# servers): lfhttpd and nginx with the settings of tls.conf.in (the same text in both)
+# and `ssl` on their listen lines, lighttpd and h2o with the same in their own terms
+# (LIGHTTPD_TLS, H2O_TLS).
 TLS_TEMPLATE = "tls.conf.in"
 TLS_VARIANTS = ("tls", "memtls")
-TLS_SERVERS = ("lfhttpd", "nginx")
-TLS_SKIP = {"lighttpd": "no TLS configuration in this comparison",
-            "h2o": "no TLS configuration in this comparison"}
+# tls.conf.in in lighttpd's and h2o's terms (their templates say what differs).
+LIGHTTPD_TLS = """server.modules += ( "mod_openssl" )
+ssl.engine = "enable"
+ssl.pemfile = "@CERT@"
+ssl.privkey = "@KEY@"
+ssl.openssl.ssl-conf-cmd = ( "MinProtocol" => "TLSv1.2",
+                             "CipherString" => "ECDHE+AESGCM:ECDHE+CHACHA20",
+                             "Options" => "-ServerPreference",
+                             "Curves" => "X25519:P-256:X448:P-521:P-384" )"""
+H2O_TLS = """  ssl:
+    certificate-file: "@CERT@"
+    key-file: "@KEY@"
+    minimum-version: TLSv1.2
+    cipher-suite: "ECDHE+AESGCM:ECDHE+CHACHA20"
+    cipher-preference: client"""
 # Variants whose lfhttpd may refuse its configuration while the feature is being written:
 # its rows are then skipped with `lfhttpd -t`'s message, and everything else runs.
 OPTIONAL_VARIANTS = ("proxy", "tls", "memtls")
@@ -250,24 +263,22 @@ WORKLOADS = [
     Workload("memory", "10,000 idle keep-alive connections: resident memory",
              "memory", tool="mem", variant="mem"),
     # HTTPS (issue 16): lfhttpd and nginx with tls.conf.in (the same certificate, ECDSA
-    # P-256; TLS 1.2 and 1.3; ECDHE+AESGCM:ECDHE+CHACHA20), the load over https. The probe
+    # P-256; TLS 1.2 and 1.3; ECDHE+AESGCM:ECDHE+CHACHA20), lighttpd and h2o with the
+    # same in their terms; the load over https. The probe
     # shows that each answers over TLS before the rounds.
     Workload("https_ka", "HTTPS: 1 KiB file, keep-alive, 100 connections",
-             "https 1 KiB c100", variant="tls", probes=[("/index.html", 200)],
-             skip=TLS_SKIP),
+             "https 1 KiB c100", variant="tls", probes=[("/index.html", 200)]),
     # A new connection per request, so a full handshake per request: wrk and ab never
     # offer a session back.
     Workload("https_hs", "HTTPS: 1 KiB file, Connection: close, 50 connections (wrk): "
              "a full handshake per request", "https handshakes, wrk", conns=50,
-             headers=["Connection: close"], variant="tls", probes=[("/index.html", 200)],
-             skip=TLS_SKIP),
+             headers=["Connection: close"], variant="tls", probes=[("/index.html", 200)]),
     Workload("https_hs_ab", "HTTPS: 1 KiB file, no keep-alive, 50 concurrent (ab): a full "
              "handshake per request", "https handshakes, ab", tool="ab", conns=50,
-             variant="tls", probes=[("/index.html", 200)], skip=TLS_SKIP,
+             variant="tls", probes=[("/index.html", 200)],
              part_of="https_hs"),
     Workload("https_10m", "HTTPS: 10 MiB file, 10 connections", "https 10 MiB c10",
-             conns=10, path="/big.bin", variant="tls", probes=[("/big.bin", 200)],
-             skip=TLS_SKIP),
+             conns=10, path="/big.bin", variant="tls", probes=[("/big.bin", 200)]),
     Workload("https_idle", "HTTPS: 10,000 idle TLS keep-alive connections: resident memory",
              "https idle", tool="mem", variant="memtls"),
 ]
@@ -379,11 +390,15 @@ def sites_block(kind, port, template=SITES_TEMPLATE, upstream_port=None):
     return re.sub(r"^[ \t]+\n", "", text, flags=re.M)  # placeholders left empty
 
 
-def tls_block():
-    """The settings of tls.conf.in (the leading comment left out), with the certificate."""
+def tls_block(kind):
+    """kind's TLS settings with the certificate: tls.conf.in (the leading comment left
+    out) for lfhttpd and nginx (indented into its server block), their equivalents for
+    lighttpd and h2o."""
     with open(os.path.join(HERE, TLS_TEMPLATE)) as f:
         lines = [ln for ln in f.read().splitlines(True) if not ln.startswith("#")]
-    return "".join(lines).replace("@CERT@", TLS_CERT).replace("@KEY@", TLS_KEY)
+    text = {"lighttpd": LIGHTTPD_TLS, "h2o": H2O_TLS}.get(kind) or "".join(
+        ("        " if kind == "nginx" else "") + ln for ln in lines).rstrip("\n")
+    return text.replace("@CERT@", TLS_CERT).replace("@KEY@", TLS_KEY)
 
 
 def make_cert():
@@ -472,7 +487,7 @@ class Server:
                   "SENDFILE": "off" if self.variant == "copy" else "on",
                   "LISTEN_OPTIONS": NGINX_LISTEN_OPTIONS + (" ssl" if self.tls else ""),
                   "LISTEN_SSL": " ssl" if self.tls else "",
-                  "TLS": tls_block() if self.tls else "",
+                  "TLS": tls_block(self.kind) if self.tls else "",
                   "SITES": sites_block(self.kind, self.port) if self.variant == "sites"
                   else "",
                   "PROXY": sites_block(self.kind, self.port, PROXY_TEMPLATE,
@@ -871,7 +886,7 @@ def run_memory(lfhttpd_bin, notices, variant="mem"):
     (idle_tls.py). Returns {server: result}; crashes go to notices. A server whose
     lfhttpd -t refuses an optional variant's configuration gets {"refused": why}."""
     tls = variant in TLS_VARIANTS
-    servers = {k: Server(k, variant, lfhttpd_bin) for k in (TLS_SERVERS if tls else SERVERS)}
+    servers = {k: Server(k, variant, lfhttpd_bin) for k in SERVERS}
     helpers, results = {}, {}
     try:
         for k, srv in list(servers.items()):
@@ -1529,8 +1544,7 @@ class Bench:
         variants = {w.variant for w in self.workloads} - {"mem", "memtls"}
         if variants & set(OWN_INSTANCES):
             variants.add("main")  # the other servers of those variants
-        own = dict(OWN_INSTANCES, tls=TLS_SERVERS)  # HTTPS: no plain server stands in
-        starts = [(v, k) for v in sorted(variants) for k in own.get(v, SERVERS)]
+        starts = [(v, k) for v in sorted(variants) for k in OWN_INSTANCES.get(v, SERVERS)]
         if any(w.ceiling for w in self.workloads) and self.ceiling_missing() is None:
             starts.append(("main", CEILING))
         if "proxy" in variants:  # first: the proxies' configurations name its port
@@ -1572,7 +1586,7 @@ class Bench:
     def check_tls(self):
         """The HTTPS rows' notes: what a default OpenSSL client (as wrk and ab) negotiates
         with each server, and how lfhttpd sends file bodies over TLS (its start-up line)."""
-        for kind in TLS_SERVERS:
+        for kind in SERVERS:
             srv = self.instances.get(("tls", kind))
             if not srv:
                 continue
@@ -1686,8 +1700,6 @@ class Bench:
                 self.record(wl, kind, r, rnd, rounds)
 
     def run_memory_workload(self, wl):
-        for kind, why in TLS_SKIP.items() if wl.variant in TLS_VARIANTS else ():
-            self.skipped[(wl.key, kind)] = why
         for rnd in range(self.opts.mem_rounds):
             found = run_memory(self.opts.bin, self.notices, wl.variant)
             for kind, r in found.items():
