@@ -545,9 +545,9 @@ class Server:
         os.makedirs(self.dir, exist_ok=True)
         for attempt in range(3):  # a port picked here (not 0) may be taken meanwhile
             # Over TLS too: a port named, as the listen line is not lfhttpd's plain one.
+            named = ("sites", "proxy") + TLS_VARIANTS
             self.port = 0 if self.kind == CEILING or (
-                self.kind == "lfhttpd" and self.variant not in ("sites", "proxy") + TLS_VARIANTS) \
-                else free_port()
+                self.kind == "lfhttpd" and self.variant not in named) else free_port()
             open(self.error_log, "w").close()
             cmd = self._command()
             out = open(os.path.join(self.dir, "stdout.log"), "w")
@@ -882,9 +882,9 @@ def percentile(values, p):
 def run_memory(lfhttpd_bin, notices, variant="mem"):
     """Fresh servers, warmed up; RSS of each before and with IDLE_CONNS idle connections
     to it. The servers are measured side by side (resident memory does not depend on
-    timing, and it saves time). variant "memtls": lfhttpd and nginx over TLS
-    (idle_tls.py). Returns {server: result}; crashes go to notices. A server whose
-    lfhttpd -t refuses an optional variant's configuration gets {"refused": why}."""
+    timing, and it saves time); with variant "memtls", over TLS (idle_tls.py). Returns
+    {server: result}; crashes go to notices. A server whose lfhttpd -t refuses an
+    optional variant's configuration gets {"refused": why}."""
     tls = variant in TLS_VARIANTS
     servers = {k: Server(k, variant, lfhttpd_bin) for k in SERVERS}
     helpers, results = {}, {}
@@ -1373,9 +1373,9 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
         if wl.tool == "mem" and wl.variant == "memtls":
             cmds.append("- %s: `tests/bench/idle_tls.py 127.0.0.1 PORT %d /index.html` "
                         "(a TLS handshake and one request on each connection) on a freshly "
-                        "started lfhttpd and nginx with tests/bench/tls.conf.in (after `ab "
-                        "-k -n 2000 -c 20` over https); VmRSS summed over the server's "
-                        "processes before and with the connections open"
+                        "started server listening with TLS, as in the other https rows "
+                        "(after `ab -k -n 2000 -c 20` over https); VmRSS summed over the "
+                        "server's processes before and with the connections open"
                         % (wl.label, IDLE_CONNS))
         elif wl.tool == "mem":
             cmds.append("- %s: `tests/bench/idle_conns.py 127.0.0.1 PORT %d /index.html` "
@@ -1403,8 +1403,9 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
                 else " (lfhttpd and nginx proxying to one upstream, an lfhttpd serving "
                 "from memory, through tests/bench/proxy.conf.in; the upstream's CPU is "
                 "not counted)" if wl.variant == "proxy"
-                else " (lfhttpd and nginx listening with `ssl` and the settings of "
-                "tests/bench/tls.conf.in)" if wl.variant == "tls" else ""))
+                else " (every server listening with TLS: lfhttpd and nginx with the "
+                "settings of tests/bench/tls.conf.in, lighttpd and h2o with the same in "
+                "their terms)" if wl.variant == "tls" else ""))
     text = [
         "## Benchmark: lfhttpd, nginx, lighttpd and h2o",
         "",
@@ -1436,7 +1437,8 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
         "",
         md_table(head, rows),
         "",
-        "Goals for lfhttpd (issues 13, 14, 15 and 16). A goal is met only when it holds in the medians "
+        "Goals for lfhttpd (issues 13, 14, 15 and 16). A goal is met only when it holds "
+        "in the medians "
         "and in every round but one at most, each round compared within itself (the "
         "best peer is the fastest of nginx, lighttpd and h2o in that round):",
         "",
@@ -1448,9 +1450,9 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
                  "server's processes, a fresh server per round, median over rounds):"
                  % IDLE_CONNS, "", md_table(mhead, mrows), ""]
     if trows:
-        text += ["Memory with %d idle TLS keep-alive connections, one request each (lfhttpd "
-                 "and nginx with tests/bench/tls.conf.in; resident set summed over the "
-                 "server's processes, a fresh server per round, median over rounds):"
+        text += ["Memory with %d idle TLS keep-alive connections, one request each (the "
+                 "servers listening with TLS as in the https rows; resident set summed over "
+                 "the server's processes, a fresh server per round, median over rounds):"
                  % IDLE_CONNS, "", md_table(thead, trows), ""]
     if notices:
         # A notice may end with a server's log lines: keep them inside the list item.
