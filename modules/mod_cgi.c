@@ -433,6 +433,9 @@ int cgi_env_build(const struct request *req, const struct cgi_vars *v, struct cg
     env_server_name(&b, req, v);
     snprintf(num, sizeof(num), "%u", addr_text(req->local, addr, sizeof(addr), false));
     env_puts(&b, "SERVER_PORT", num);
+    env_puts(&b, "REQUEST_SCHEME", req->https ? "https" : "http");
+    if (req->https)
+        env_puts(&b, "HTTPS", "on");
     env_puts(&b, "SERVER_PROTOCOL", h->version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1");
     env_put(&b, "REQUEST_METHOD", h->method_name.p, h->method_name.len);
     env_put(&b, "REQUEST_URI", h->target.p, h->target.len);

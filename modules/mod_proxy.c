@@ -682,7 +682,7 @@ static void put_default(struct out *o, const struct proxy_conf *c, const struct 
         put(o, ip, ip_len);
         break;
     case DEF_PROTO:
-        puts_(o, "http");
+        puts_(o, req->https ? "https" : "http");
         break;
     case DEF_FORWARDED_HOST:
         put(o, h->host.p, h->host.len);

@@ -332,7 +332,12 @@ static int set_listen(void *base, const struct conf_node *n, void *ctx, char *ms
     (void)ctx;
     if (config_next(cfg, "listen", NULL) == n)
         cfg->n_listen = 0; /* the first listen replaces the default */
-    return add_listen(cfg->listen, &cfg->n_listen, n->args[0], msg, len);
+    if (n->n_args == 2 && strcmp(n->args[1], "ssl") != 0)
+        return snprintf(msg, len, "unsupported parameter \"%s\" (only ssl)", n->args[1]), -1;
+    if (add_listen(cfg->listen, &cfg->n_listen, n->args[0], msg, len) < 0)
+        return -1;
+    cfg->listen[cfg->n_listen - 1].ssl = n->n_args == 2;
+    return 0;
 }
 
 static int set_index(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
@@ -598,9 +603,10 @@ static int check_site_listen(void *base, const struct conf_node *n, void *ctx, c
     (void)ctx;
     if (config_parse_listen(n->args[0], &l) < 0)
         return snprintf(msg, len, "invalid listen address \"%s\"", n->args[0]), -1;
-    if (n->n_args == 2 && strcmp(n->args[1], "default_server") != 0)
-        return snprintf(msg, len, "unsupported parameter \"%s\" (only default_server)",
-                        n->args[1]), -1;
+    for (unsigned i = 1; i < n->n_args; i++)
+        if (strcmp(n->args[i], "default_server") != 0 && strcmp(n->args[i], "ssl") != 0)
+            return snprintf(msg, len, "unsupported parameter \"%s\" (only default_server "
+                            "and ssl)", n->args[i]), -1;
     return 0;
 }
 
@@ -631,12 +637,25 @@ static const struct conf_name log_formats[] = {{"combined", 0}, {"json", 1}, {NU
 #define KLASS(field) CONF_AT(struct config_class, field)
 
 static const struct conf_directive core_directives[] = {
-    {"listen", CONF_STRING, TOP, CONF_REPEATS, .set = set_listen, .usage = "ADDR:PORT"},
+    {"listen", CONF_LIST, TOP, CONF_REPEATS, .min_args = 1, .max_args = 2, .set = set_listen,
+     .usage = "ADDR:PORT [ssl]"},
     {"listen", CONF_STRING, CLASS, CONF_REPEATS, .set = set_class_listen, .usage = "ADDR:PORT"},
-    {"listen", CONF_LIST, SITE, CONF_REPEATS, .min_args = 1, .max_args = 2,
-     .set = check_site_listen, .usage = "ADDR:PORT [default_server]"},
+    {"listen", CONF_LIST, SITE, CONF_REPEATS, .min_args = 1, .max_args = 3,
+     .set = check_site_listen, .usage = "ADDR:PORT [default_server] [ssl]"},
     {"root", CONF_PATH, TOP, CFG(root)},
     {"root", CONF_PATH, SITE | LOC, .set = read_later},
+    /* HTTPS (tls.c reads them, with the sites) */
+    {"ssl_certificate", CONF_PATH, TOP | SITE, CONF_REPEATS, .set = read_later},
+    {"ssl_certificate_key", CONF_PATH, TOP | SITE, CONF_REPEATS, .set = read_later},
+    {"ssl_protocols", CONF_LIST, TOP | SITE, .min_args = 1, .max_args = 4, .set = read_later,
+     .usage = "TLSv1.2 TLSv1.3"},
+    {"ssl_ciphers", CONF_STRING, TOP | SITE, .set = read_later},
+    {"ssl_prefer_server_ciphers", CONF_FLAG, TOP | SITE, .set = check_flag},
+    {"ssl_session_timeout", CONF_STRING, TOP | SITE, .set = read_later, .usage = "TIME"},
+    {"ssl_session_tickets", CONF_FLAG, TOP | SITE, .set = check_flag},
+    {"ssl_session_cache", CONF_LIST, TOP | SITE, .min_args = 1, .max_args = 2,
+     .set = read_later, .usage = "off | none | builtin[:N] | shared:NAME:SIZE"},
+    {"ssl_ecdh_curve", CONF_STRING, TOP | SITE, .set = read_later, .usage = "auto | CURVES"},
     {"alias", CONF_PATH, LOC, .set = read_later},
     {"index", CONF_LIST, TOP, .min_args = 1, .max_args = CONFIG_MAX_INDEX, .set = set_index,
      .usage = "FILE..."},

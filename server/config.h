@@ -23,6 +23,7 @@ struct config_listen {
     struct sockaddr_storage addr;
     socklen_t addr_len;
     char text[80]; /* as written, for messages */
+    bool ssl;      /* `listen ADDR ssl`: connections here speak TLS (tls.h) */
 };
 
 enum log_level { LOG_LEVEL_ERROR = 0, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_DEBUG };

@@ -270,6 +270,11 @@ void conn_close(struct conn *c)
     if (c->on_close)
         c->on_close(c);
     lf_group_detach(&c->h, true); /* a thread of its own leaves after this event */
+    if (c->tls) {
+        if (!atomic_load_explicit(&c->expired, memory_order_relaxed))
+            conn_tls_shutdown(c);
+        conn_tls_free(c);
+    }
     close(c->h.fd);
     conn_out_free(c);
     if (c->in)
@@ -314,8 +319,11 @@ void conn_wait(struct conn *c, enum conn_state state, uint32_t events, int64_t d
     atomic_store_explicit(&c->state, (uint8_t)state, memory_order_relaxed);
     int rc;
     bool first = !c->registered;
+    /* What OpenSSL has read ahead raises no edge: a connection holding some is not
+     * drained, and its callback runs again at once. */
+    bool rd_drained = c->rd_drained && !(c->tls && conn_tls_pending(c));
     bool drained =
-        (!(events & EPOLLIN) || c->rd_drained) && (!(events & EPOLLOUT) || c->wr_blocked);
+        (!(events & EPOLLIN) || rd_drained) && (!(events & EPOLLOUT) || c->wr_blocked);
     c->rd_drained = c->wr_blocked = false; /* for the next event */
     if (!first) {
         rc = lf_group_reactivate(&c->h, events, drained);
@@ -350,10 +358,19 @@ void conn_wait_on(struct conn *c, struct lf_handle *h, enum conn_state state,
 
 ssize_t conn_read(struct conn *c, void *buf, size_t len)
 {
+    if (c->tls) /* the socket BIO's watch notes rd_drained */
+        return conn_tls_read(c, buf, len);
     ssize_t n = read(c->h.fd, buf, len);
     if ((n >= 0 && (size_t)n < len) || (n < 0 && errno == EAGAIN))
         c->rd_drained = true;
     return n;
+}
+
+ssize_t conn_write(struct conn *c, const void *buf, size_t len)
+{
+    if (c->tls)
+        return conn_tls_write(c, buf, len);
+    return send(c->h.fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 struct conn_buf *conn_buf_get(struct conn_pool *pool)
@@ -509,6 +526,56 @@ static enum send_result send_segs(int fd, struct out_seg *segs, unsigned n, unsi
     return SEND_DONE;
 }
 
+/* Over TLS: records of at most TLS_RECORD plaintext bytes, each gathered from the
+ * segments into the thread's buffer (memory copied, file bytes read) and given to
+ * SSL_write whole. When the socket is full, OpenSSL keeps the record it has encrypted and
+ * asks for the same bytes again: the next call gathers them from the same place, parked
+ * or not (the segments advance only by what SSL_write took). */
+#define TLS_RECORD 16384
+
+static enum send_result send_tls(struct conn *c, struct out_seg *segs, unsigned n,
+                                 unsigned *pos, uint64_t *sent)
+{
+    char *buf = copy_buffer();
+    if (!buf)
+        return SEND_ERROR;
+    while (*pos < n) {
+        size_t len = 0;
+        for (unsigned i = *pos; i < n && len < TLS_RECORD; i++) {
+            const struct out_seg *t = &segs[i];
+            size_t want = t->len < TLS_RECORD - len ? (size_t)t->len : TLS_RECORD - len;
+            if (want == 0)
+                continue;
+            if (t->mem) {
+                memcpy(buf + len, t->mem, want);
+                len += want;
+                continue;
+            }
+            ssize_t got;
+            do
+                got = pread(t->fd, buf + len, want, (off_t)t->off);
+            while (got < 0 && errno == EINTR);
+            if (got <= 0)
+                return SEND_ERROR; /* unreadable, or it shrank: the promised length is a lie */
+            len += (size_t)got;
+            if ((size_t)got < want)
+                break;
+        }
+        if (len == 0) { /* empty segments only */
+            *pos = n;
+            break;
+        }
+        ssize_t w = conn_tls_write(c, buf, len);
+        if (w < 0)
+            return errno == EAGAIN ? SEND_PARKED : SEND_ERROR;
+        if (w == 0)
+            return SEND_ERROR;
+        *sent += (uint64_t)w;
+        advance(segs, pos, (size_t)w);
+    }
+    return SEND_DONE;
+}
+
 /* `sendfile off`: file bytes are copied through the thread's buffer. */
 static bool copy_files(const struct conn *c)
 {
@@ -594,7 +661,8 @@ enum send_result conn_send(struct conn *c, struct response *r, bool body)
         n += r->n_segs;
     }
     uint64_t sent = 0; /* before parking: the minimum rate counts from the park */
-    enum send_result res = send_segs(c->h.fd, segs, n, &pos, &sent, copy_files(c));
+    enum send_result res = c->tls ? send_tls(c, segs, n, &pos, &sent)
+                                  : send_segs(c->h.fd, segs, n, &pos, &sent, copy_files(c));
     if (res == SEND_PARKED) {
         if (park(c, segs, n, pos, r) < 0) {
             res = SEND_ERROR;
@@ -615,8 +683,9 @@ enum send_result conn_send(struct conn *c, struct response *r, bool body)
 enum send_result conn_send_pending(struct conn *c)
 {
     struct conn_out *o = c->out;
-    enum send_result res = send_segs(c->h.fd, o->segs, o->n, &o->pos, &o->sent_bytes,
-                                          copy_files(c));
+    enum send_result res =
+        c->tls ? send_tls(c, o->segs, o->n, &o->pos, &o->sent_bytes)
+               : send_segs(c->h.fd, o->segs, o->n, &o->pos, &o->sent_bytes, copy_files(c));
     if (res != SEND_PARKED)
         conn_out_free(c);
     else
@@ -643,6 +712,8 @@ static bool drain(struct conn *c)
 
 void conn_linger(struct conn *c)
 {
+    if (c->tls)
+        conn_tls_shutdown(c);
     shutdown(c->h.fd, SHUT_WR);
     if (drain(c)) {
         conn_close(c);

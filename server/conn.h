@@ -99,6 +99,10 @@ struct conn {
      * found it full: the kernel will report more (see lf_group_reactivate). */
     bool rd_drained, wr_blocked;
     bool close_after_send;       /* the parked response is the last one */
+    /* TLS (conn_tls.c): the connection's SSL object, or NULL on a plain connection; and
+     * where its handshake and closure stand (enum conn_tls_flag bits). */
+    uint8_t tls_flags;
+    void *tls;
 
     struct conn_buf *in;  /* carried-over request bytes, or NULL */
     struct conn_out *out; /* the rest of a response, or NULL */
@@ -153,8 +157,42 @@ void conn_move(struct conn *c, struct conn_pool *to);
  * legitimate). */
 void conn_set_wake_fd(struct conn *c, int fd, bool on_peer_close);
 
-/* read() on the connection's socket, noting whether it was read empty. */
+/* read() on the connection's socket, noting whether it was read empty; on a TLS
+ * connection, SSL_read: -1 with EAGAIN when OpenSSL waits for the socket, 0 at the
+ * client's close_notify or end of stream. */
 ssize_t conn_read(struct conn *c, void *buf, size_t len);
+/* A few bytes written at once if the socket takes them (a 100 Continue, a 408): send(),
+ * or SSL_write on a TLS connection. -1 with EAGAIN when it would block. */
+ssize_t conn_write(struct conn *c, const void *buf, size_t len);
+
+/* --- TLS (conn_tls.c) --- */
+enum conn_tls_flag {
+    CONN_TLS_PEEKED = 1,   /* its first byte was seen to open a TLS record */
+    CONN_TLS_BROKEN = 2,   /* a fatal TLS error: no close_notify is owed */
+};
+enum conn_tls_step {
+    CONN_TLS_DONE,       /* the handshake is complete */
+    CONN_TLS_WANT_READ,  /* wait for EPOLLIN, then step again */
+    CONN_TLS_WANT_WRITE, /* wait for EPOLLOUT, then step again */
+    CONN_TLS_PLAIN,      /* the client speaks plain HTTP on the TLS port */
+    CONN_TLS_FAILED,     /* the client left, or the handshake failed (logged at info) */
+};
+/* Make the connection a TLS one: ssl (an SSL *, not yet bound to a socket) is bound to
+ * its socket, and freed with the connection. */
+void conn_tls_attach(struct conn *c, void *ssl);
+/* Advance the handshake as far as the socket allows. */
+enum conn_tls_step conn_tls_handshake(struct conn *c);
+/* Has the handshake of a TLS connection finished? */
+bool conn_tls_finished(const struct conn *c);
+/* Does OpenSSL hold decrypted bytes not yet read (no socket event will announce them)? */
+bool conn_tls_pending(const struct conn *c);
+/* Send close_notify once, unless the connection is broken (before a shutdown or close). */
+void conn_tls_shutdown(struct conn *c);
+/* Free the SSL object (conn_close does). */
+void conn_tls_free(struct conn *c);
+/* SSL_read / SSL_write, as conn_read and conn_write say. */
+ssize_t conn_tls_read(struct conn *c, void *buf, size_t len);
+ssize_t conn_tls_write(struct conn *c, const void *buf, size_t len);
 
 /* Wait for `events` (EPOLLIN/EPOLLOUT) in `state` until deadline; the last act of an event.
  * If the connection cannot be armed it is closed (and the failure logged). */

@@ -137,6 +137,9 @@ struct generation *generation_build(const struct generation_source *o, unsigned 
     if (module_chain_init(&g->chain, cfg, err, len) < 0)
         goto fail;
     g->chain_ready = true;
+    /* HTTPS: its servers' certificates, after the sites they belong to. */
+    if (tls_set_build(cfg, g->chain.sites, &g->tls, err, len) < 0)
+        goto fail;
     return g;
 fail:
     generation_free(g);
@@ -219,6 +222,7 @@ void generation_free(struct generation *g)
 {
     if (!g)
         return;
+    tls_set_free(g->tls);
     if (g->chain_ready)
         module_chain_fini(&g->chain);
     if (g->root_fd >= 0)

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "http_parse.h"
 #include "module.h"
+#include "tls.h"
 
 struct generation {
     atomic_uint refs;      /* the current slot's (while current) + one per connection */
@@ -26,6 +27,7 @@ struct generation {
     struct http_limits limits;
     struct module_chain chain;
     bool chain_ready;      /* module_chain_init succeeded: fini is owed */
+    struct tls_set *tls;   /* its TLS contexts (tls.h), NULL when no address is a TLS one */
 };
 
 /* Where a generation's configuration comes from: a file, and the command line on top. */

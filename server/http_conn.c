@@ -206,6 +206,7 @@ static void request_init(struct conn *c, const struct http_request *h, struct re
         .peer = &c->peer.sa,
         .local = c->local,
         .local_fd = c->h.fd,
+        .https = c->tls != NULL,
         .request_id = id,
         .now_s = now_s,
         .cfg = &c->gen->cfg,
@@ -405,7 +406,7 @@ static void start_collect(struct conn *c, const char *have, size_t n, size_t hea
     c->collect = k;
     if (send_continue) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        ssize_t w = send(c->h.fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w = conn_write(c, cont, sizeof(cont) - 1);
         (void)w; /* 25 bytes into an idle socket: they go, or the client sends anyway */
     }
     conn_wait(c, CONN_BODY, EPOLLIN, body_deadline(c));
@@ -796,12 +797,64 @@ static void expire(struct conn *c)
         resp_init(&resp);
         resp_error(&resp, 408);
         resp_finish(&resp, false);
-        ssize_t w = send(c->h.fd, resp.head, resp.head_len, MSG_NOSIGNAL | MSG_MORE);
-        if (w == (ssize_t)resp.head_len && resp.n_segs == 1)
-            w = send(c->h.fd, resp.segs[0].mem, resp.segs[0].len, MSG_NOSIGNAL);
-        (void)w;
+        char out[1024];
+        size_t n = resp.head_len;
+        if (n <= sizeof(out)) {
+            memcpy(out, resp.head, n);
+            if (resp.n_segs == 1 && resp.segs[0].len <= sizeof(out) - n) {
+                memcpy(out + n, resp.segs[0].mem, resp.segs[0].len);
+                n += resp.segs[0].len;
+            }
+            ssize_t w = conn_write(c, out, n); /* a socket that took nothing ends unanswered */
+            (void)w;
+        }
     }
     conn_close(c);
+}
+
+/* A plain HTTP request on a TLS port: told so in plain text (as nginx says it), then
+ * closed. The connection is a plain one from here on. */
+static void answer_plain_on_tls(struct conn *c)
+{
+    static const char body[] = "<html>\r\n<head><title>400 The plain HTTP request was sent "
+                               "to HTTPS port</title></head>\r\n<body>\r\n<center><h1>400 "
+                               "Bad Request</h1></center>\r\n<center>The plain HTTP request "
+                               "was sent to HTTPS port</center>\r\n</body>\r\n</html>\r\n";
+    conn_tls_free(c);
+    struct response resp;
+    int64_t now_s;
+    http_date_header(&now_s);
+    resp_init(&resp);
+    resp_start(&resp, 400);
+    resp_header(&resp, "Content-Type", "text/html");
+    resp_body_mem(&resp, body, sizeof(body) - 1);
+    resp_finish(&resp, false);
+    log_access(c, (struct http_slice){"-", 1}, NULL, &resp, now_s, NULL);
+    send_and_continue(c, &resp, NULL, 0);
+}
+
+/* The TLS handshake, as far as the socket allows; then the first request. Its deadline is
+ * header_timeout from accept, the connection's first. */
+static void handshake(struct conn *c)
+{
+    int64_t deadline = atomic_load_explicit(&c->deadline_ms, memory_order_relaxed);
+    switch (conn_tls_handshake(c)) {
+    case CONN_TLS_DONE:
+        http_process(c);
+        return;
+    case CONN_TLS_WANT_READ:
+        conn_wait(c, CONN_NEW, EPOLLIN, deadline);
+        return;
+    case CONN_TLS_WANT_WRITE:
+        conn_wait(c, CONN_NEW, EPOLLOUT, deadline);
+        return;
+    case CONN_TLS_PLAIN:
+        answer_plain_on_tls(c);
+        return;
+    case CONN_TLS_FAILED:
+        conn_close(c);
+        return;
+    }
 }
 
 /* The event handler of every HTTP connection. */
@@ -822,6 +875,10 @@ static void http_conn_event(struct lf_handle *h, uint32_t events)
     }
     if (state == CONN_LINGER) {
         conn_linger_event(c);
+        return;
+    }
+    if (c->tls && !conn_tls_finished(c)) {
+        handshake(c);
         return;
     }
     if (c->collect) {
@@ -896,12 +953,24 @@ struct conn *http_conn_open(struct http_host *host, struct lf_group *group,
     c->home = &host->pool;
     generation_hold(gen);
     c->gen = gen;
+    void *ssl;
+    int tls = tls_accept(gen->tls, local, &ssl);
+    if (tls < 0) {
+        log_error("connection fd %d: no memory for its TLS state", fd);
+        conn_close(c);
+        return NULL;
+    }
+    if (tls)
+        conn_tls_attach(c, ssl);
     return c;
 }
 
 void http_conn_start(struct conn *c)
 {
-    http_process(c);
+    if (c->tls)
+        handshake(c);
+    else
+        http_process(c);
 }
 
 void http_conn_continue(struct conn *c)

@@ -904,15 +904,24 @@ static void relay_body(struct conn_proxy *px)
 
 /* --- the tunnel -------------------------------------------------------------------------- */
 
+/* One end of a tunnel: a socket, or the client's connection when it speaks TLS (its bytes
+ * go through OpenSSL; what OpenSSL has read ahead is read before the socket is waited on,
+ * as each way reads until it would block). */
+struct tunnel_end {
+    int fd;
+    struct conn *tls; /* the client's connection over TLS, else NULL */
+};
+
 /* Move bytes one way: from `from` into buf (pending at *off, *len), then to `to`. Returns
  * the events `from` (low half) and `to` (high half) now wait for, and sets *ended when from
  * has ended and all its bytes went; -1 on a failure. */
-static int tunnel_way(int from, int to, char *buf, size_t cap, size_t *off, size_t *len,
-                      bool *ended, bool *moved)
+static int tunnel_way(struct tunnel_end from, struct tunnel_end to, char *buf, size_t cap,
+                      size_t *off, size_t *len, bool *ended, bool *moved)
 {
     for (;;) {
         if (*len > 0) {
-            ssize_t w = send(to, buf + *off, *len, MSG_NOSIGNAL);
+            ssize_t w = to.tls ? conn_write(to.tls, buf + *off, *len)
+                               : send(to.fd, buf + *off, *len, MSG_NOSIGNAL);
             if (w < 0 && errno == EINTR)
                 continue;
             if (w < 0 && errno == EAGAIN)
@@ -927,7 +936,7 @@ static int tunnel_way(int from, int to, char *buf, size_t cap, size_t *off, size
         *off = 0;
         if (*ended)
             return 0;
-        ssize_t n = recv(from, buf, cap, 0);
+        ssize_t n = from.tls ? conn_read(from.tls, buf, cap) : recv(from.fd, buf, cap, 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN)
@@ -936,7 +945,9 @@ static int tunnel_way(int from, int to, char *buf, size_t cap, size_t *off, size
             return -1;
         if (n == 0) {
             *ended = true;
-            shutdown(to, SHUT_WR);
+            if (to.tls)
+                conn_tls_shutdown(to.tls);
+            shutdown(to.fd, SHUT_WR);
             return 0;
         }
         *len = (size_t)n;
@@ -951,10 +962,11 @@ static void tunnel(struct conn_proxy *px)
     struct conn *c = px->c;
     bool moved = false;
     size_t req_off = px->req_off;
-    int down = tunnel_way(px->h.fd, c->h.fd, px->head, PROXY_HEAD_MAX, &px->head_off,
-                          &px->head_len, &px->up_done, &moved);
+    struct tunnel_end up = {px->h.fd, NULL}, client = {c->h.fd, c->tls ? c : NULL};
+    int down = tunnel_way(up, client, px->head, PROXY_HEAD_MAX, &px->head_off, &px->head_len,
+                          &px->up_done, &moved);
     int upw = down < 0 ? -1
-                       : tunnel_way(c->h.fd, px->h.fd, px->req, PROXY_REQ_MAX, &req_off,
+                       : tunnel_way(client, up, px->req, PROXY_REQ_MAX, &req_off,
                                     &px->req_len, &px->client_done, &moved);
     px->req_off = req_off;
     if (down < 0 || upw < 0 || (px->up_done && px->client_done)) {

@@ -60,6 +60,7 @@ struct request {
     const struct sockaddr *peer;     /* the client */
     const struct sockaddr *local;    /* the listener the connection came in on */
     int local_fd;                    /* the connection's socket: for $server_addr only */
+    bool https;                      /* it came over TLS: $scheme, $https, redirects */
     /* $request_id's 33 bytes (vars.h), in the frame that made the request, "" until the
      * first expansion makes it: copies of the request (internal redirects) share it. */
     char *request_id;

@@ -42,6 +42,7 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .peer = req->peer,
         .local = req->local,
         .local_fd = req->local_fd,
+        .https = req->https,
         .server_name = first && first->kind == SITE_NAME_EXACT ? first->text : NULL,
         /* $server_name as written: "*.x" and "x.*" are kept as ".x" and "x." */
         .name_before = first && first->kind == SITE_NAME_LEADING && !first->bare_too ? "*" : "",
@@ -463,13 +464,14 @@ size_t module_redirect_base(const struct request *req, char *out, size_t cap)
     size_t hl = absolute ? redirect_host(req, host, sizeof(host)) : 0;
     if (hl == 0)
         return 0;
-    if (hl + 7 + 7 >= cap) /* "http://" HOST ":65535" and the NUL */
+    if (hl + 8 + 7 >= cap) /* "https://" HOST ":65535" and the NUL */
         return 0;
-    memcpy(out, "http://", 7);
-    memcpy(out + 7, host, hl);
-    char *p = out + 7 + hl;
+    size_t sl = req->https ? 8 : 7;
+    memcpy(out, req->https ? "https://" : "http://", sl);
+    memcpy(out + sl, host, hl);
+    char *p = out + sl + hl;
     unsigned port = local_port(req->local);
-    if (port && port != 80) {
+    if (port && port != (req->https ? 443 : 80)) {
         *p++ = ':';
         p = http_fmt_u64(p, port);
     }
@@ -496,10 +498,11 @@ void module_redirect(const struct request *req, struct response *resp, int statu
     host[hl] = '\0';
     unsigned port = local_port(req->local);
     char port_text[8] = "";
-    if (port && port != 80)
+    if (port && port != (req->https ? 443 : 80))
         snprintf(port_text, sizeof(port_text), ":%u", port);
     char url[REQUEST_PATH_MAX + 600];
-    int n = snprintf(url, sizeof(url), "http://%s%s%s", host, port_text, location);
+    int n = snprintf(url, sizeof(url), "%s://%s%s%s", req->https ? "https" : "http", host,
+                     port_text, location);
     if (n < 0 || (size_t)n >= sizeof(url))
         resp_error(resp, 414);
     else

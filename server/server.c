@@ -267,6 +267,8 @@ int server_start(struct server *srv, struct generation *g)
     log_info("lfhttpd %s serving %s (%s%s, %u service class%s)", LFHTTPD_VERSION, what,
              lf_strategy_name(cfg->concurrency), promotion, srv->n_svcs,
              srv->n_svcs == 1 ? "" : "es");
+    if (g->tls)
+        tls_log_path();
     return 0;
 }
 

@@ -239,16 +239,19 @@ static int parse_site_listen(const struct conf_node *n, struct site_listen *out,
                              struct conf_reader *r)
 {
     if (n->is_block || n->n_args < 1)
-        return conf_error(r, n->line, "listen: usage: listen ADDR:PORT [default_server];");
+        return conf_error(r, n->line, "listen: usage: listen ADDR:PORT [default_server] [ssl];");
     memset(out, 0, sizeof(*out));
     out->line = n->line;
     if (config_parse_listen(n->args[0], &out->addr) < 0)
         return conf_error(r, n->line, "listen: invalid address \"%s\"", n->args[0]);
     for (unsigned i = 1; i < n->n_args; i++) {
-        if (strcmp(n->args[i], "default_server") != 0)
+        if (strcmp(n->args[i], "ssl") == 0)
+            out->addr.ssl = true;
+        else if (strcmp(n->args[i], "default_server") == 0)
+            out->is_default = true;
+        else
             return conf_error(r, n->line, "listen: unsupported parameter \"%s\" (only "
-                              "default_server)", n->args[i]);
-        out->is_default = true;
+                              "default_server and ssl)", n->args[i]);
     }
     return 0;
 }
@@ -318,6 +321,7 @@ static int join_addr(struct site_set *set, const struct site_server *s,
         g->listen = l->addr;
         set->n_addrs++;
     }
+    g->listen.ssl |= l->addr.ssl; /* one server's `ssl` makes the address a TLS one */
     if (g->n_servers && g->servers[g->n_servers - 1] == s)
         return conf_error(r, l->line, "listen: %s twice in one server", l->addr.text);
     g->servers[g->n_servers++] = s;
@@ -385,8 +389,10 @@ static unsigned top_listens(const struct conf_node *tree, struct site_listen *ou
             continue;
         memset(&out[n], 0, sizeof(out[n]));
         out[n].line = c->line;
-        if (config_parse_listen(c->args[0], &out[n].addr) == 0) /* else config_load says */
+        if (config_parse_listen(c->args[0], &out[n].addr) == 0) { /* else config_load says */
+            out[n].addr.ssl = c->n_args > 1 && strcmp(c->args[1], "ssl") == 0;
             n++;
+        }
     }
     if (n == 0) {
         memset(&out[0], 0, sizeof(out[0]));
@@ -497,8 +503,10 @@ void site_set_free(struct site_set *set)
 
 /* The group of the address a connection came in on: that exact address, else the
  * wildcard address with its port, of its own family first. */
-static const struct site_addr *addr_for(const struct site_set *set, const struct sockaddr *sa)
+const struct site_addr *site_addr_for(const struct site_set *set, const struct sockaddr *sa)
 {
+    if (!set || !set->n_addrs)
+        return NULL;
     struct endpoint local = endpoint_of(sa);
     if (!local.family)
         return NULL;
@@ -526,6 +534,24 @@ static const struct site_addr *addr_for(const struct site_set *set, const struct
             return &set->addrs[i];
     }
     return NULL;
+}
+
+int site_listen_match(const struct config_listen *ls, unsigned n, const struct sockaddr *sa)
+{
+    struct endpoint local = endpoint_of(sa);
+    int wild = -1, zero = -1;
+    for (unsigned i = 0; local.family && i < n; i++) {
+        struct endpoint a = endpoint_of(&ls[i].addr);
+        bool ip = is_any(&a) || (a.family == local.family &&
+                                 memcmp(a.ip, local.ip, sizeof(a.ip)) == 0);
+        if (a.port == local.port && a.family == local.family && !is_any(&a) && ip)
+            return (int)i;
+        if (a.port == local.port && is_any(&a) && wild < 0)
+            wild = (int)i;
+        if (a.port == 0 && ip && a.family == local.family && zero < 0)
+            zero = (int)i;
+    }
+    return wild >= 0 ? wild : zero;
 }
 
 /* The Host without its port and one trailing dot. */
@@ -564,7 +590,7 @@ static int name_match(const struct site_name *nm, struct http_slice h)
 const struct site_server *site_server_for(const struct site_set *set,
                                           const struct sockaddr *local, struct http_slice host)
 {
-    const struct site_addr *g = set && set->n_addrs ? addr_for(set, local) : NULL;
+    const struct site_addr *g = site_addr_for(set, local);
     if (!g)
         return NULL;
     struct http_slice h = host_name(host);

@@ -150,6 +150,13 @@ void site_set_free(struct site_set *set);
 const struct site_server *site_server_for(const struct site_set *set,
                                           const struct sockaddr *local, struct http_slice host);
 
+/* The group of the address a connection came in on (see above), or NULL. */
+const struct site_addr *site_addr_for(const struct site_set *set, const struct sockaddr *local);
+
+/* Which of the listen addresses ls[0..n) a connection to local came in through (the exact
+ * address, else a wildcard with its port, else a `:0` one): its index, or -1. */
+int site_listen_match(const struct config_listen *ls, unsigned n, const struct sockaddr *local);
+
 /* The location for a decoded path (NUL-terminated at len), by the rules above; NULL when
  * none matches. */
 const struct site_location *site_location_for(const struct site_server *s, const char *path,

@@ -19,6 +19,7 @@ enum var_id {
     VAR_ARGS,
     VAR_HOST,
     VAR_SCHEME,
+    VAR_HTTPS,
     VAR_REMOTE_ADDR,
     VAR_REQUEST_METHOD,
     VAR_SERVER_PORT,
@@ -43,6 +44,7 @@ static const struct {
     {"args", VAR_ARGS},
     {"host", VAR_HOST},
     {"scheme", VAR_SCHEME},
+    {"https", VAR_HTTPS},
     {"remote_addr", VAR_REMOTE_ADDR},
     {"request_method", VAR_REQUEST_METHOD},
     {"server_port", VAR_SERVER_PORT},
@@ -125,7 +127,7 @@ static int read_variable(const char *s, struct var_ref *ref, char *msg, size_t l
                         (int)n, name), -1;
     if (var_lookup(name, n, &ref->id, &arg_at) < 0)
         return snprintf(msg, len, "unknown \"%.*s\" variable (known: uri, request_uri, args, "
-                        "arg_NAME, host, http_NAME, cookie_NAME, scheme, remote_addr, "
+                        "arg_NAME, host, http_NAME, cookie_NAME, scheme, https, remote_addr, "
                         "remote_port, server_addr, server_port, server_name, "
                         "request_method, request_id, proxy_host, proxy_port, "
                         "proxy_add_x_forwarded_for)", (int)n, name), -1;
@@ -506,7 +508,10 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_REQUEST_URI: v = h ? request_uri_of(h) : v; break;
     case VAR_ARGS: v = src->args ? *src->args : h ? h->query : v; break;
     case VAR_HOST: put(s, host_of(src).p, host_of(src).len, esc, true); return;
-    case VAR_SCHEME: v = (struct http_slice){"http", 4}; break;
+    case VAR_SCHEME:
+        v = src->https ? (struct http_slice){"https", 5} : (struct http_slice){"http", 4};
+        break;
+    case VAR_HTTPS: v = src->https ? (struct http_slice){"on", 2} : v; break;
     case VAR_REMOTE_ADDR: v.len = remote_addr_of(src->peer, tmp, sizeof(tmp)); break;
     case VAR_REMOTE_PORT: v.len = port_of(src->peer, tmp, sizeof(tmp)); break;
     case VAR_REQUEST_METHOD: v = h ? h->method_name : v; break;

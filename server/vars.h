@@ -65,6 +65,7 @@ struct vars_source {
     size_t uri_len;
     const struct sockaddr *peer;  /* the client (NULL: $remote_addr is empty) */
     const struct sockaddr *local; /* the listener's address (NULL: $server_port is empty) */
+    bool https;                   /* over TLS: $scheme https, $https on */
     int local_fd;                 /* the connection's socket, for $server_addr behind a
                                      wildcard listener; 0 or less: not known (0, so that
                                      a source left zeroed never asks stdin) */

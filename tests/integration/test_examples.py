@@ -19,6 +19,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import urllib.request
 
@@ -27,7 +28,7 @@ import pytest
 from conftest import BIN, NGINX, ROOT, Launched, Nginx, check_clean_exit, scaled, wait_until
 
 EXAMPLES = os.path.join(ROOT, "conf", "examples")
-NAMES = ["spa", "two-sites", "static-assets", "private-area", "office-only"]
+NAMES = ["spa", "two-sites", "static-assets", "private-area", "office-only", "tls"]
 YEAR = 365 * 86400
 
 
@@ -138,8 +139,17 @@ def test_every_example_is_tested():
     assert found == sorted(NAMES)
 
 
+@pytest.fixture(scope="module")
+def cert():
+    """`make cert`, as tls.conf's header says: conf/tls/localhost.pem and its key."""
+    p = subprocess.run(["make", "-s", "cert"], cwd=ROOT, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=60)
+    assert p.returncode == 0, p.stdout.decode("utf-8", "replace")
+    return os.path.join(ROOT, "conf", "tls", "localhost.pem")
+
+
 @pytest.mark.parametrize("name", NAMES)
-def test_example_passes_the_configuration_check(name):
+def test_example_passes_the_configuration_check(name, cert):
     p = subprocess.run([BIN, "-t", "-c", f"conf/examples/{name}.conf"], cwd=ROOT,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=scaled(20))
     assert p.returncode == 0, p.stdout.decode("utf-8", "replace")
@@ -434,3 +444,58 @@ def test_spa_missing_asset_is_a_404_in_chromium(spa_visit):
     base, seen = spa_visit
     assert seen["missing"]["status"] == 404
     assert 'id="route"' not in seen["missing"]["body"]
+
+
+# ---------------------------------------------------------------- tls.conf
+
+
+def tls_edit(port, seen=None):
+    """tls.conf's 8443 on a free loopback port, its relative paths made absolute (nginx
+    resolves them against its own prefix). The plain port, once chosen, goes to seen."""
+    def edit(text):
+        m = re.search(r"(?m)^\s*listen 127\.0\.0\.1:(\d+);", text)
+        if m and seen is not None:
+            seen["plain"] = int(m.group(1))
+        text = re.sub(r"(?m)^(\s*listen) 8443 ssl", rf"\1 127.0.0.1:{port} ssl", text)
+        return (text.replace("conf/tls/", os.path.join(ROOT, "conf", "tls") + "/")
+                .replace("root www;", f"root {os.path.join(ROOT, 'www')};"))
+    return edit
+
+
+def https_get(port, path, cafile):
+    ctx = ssl.create_default_context(cafile=cafile)
+    conn = http.client.HTTPSConnection("localhost", port, context=ctx, timeout=scaled(10))
+    try:
+        conn.request("GET", path, headers={"Connection": "close"})
+        r = conn.getresponse()
+        return r.status, r.headers, r.read()
+    finally:
+        conn.close()
+
+
+def test_tls_serves_the_site_over_https_with_hsts(serve, cert):
+    port = free_port()
+    serve("tls", tls_edit(port))
+    status, headers, body = https_get(port, "/", cert)
+    assert status == 200
+    with open(os.path.join(ROOT, "www", "index.html"), "rb") as f:
+        assert body == f.read()
+    assert headers["Strict-Transport-Security"] == "max-age=63072000"
+
+
+def test_tls_sends_hsts_on_an_error_too(serve, cert):
+    port = free_port()
+    serve("tls", tls_edit(port))
+    status, headers, _ = https_get(port, "/no-such-file", cert)
+    assert status == 404
+    assert headers["Strict-Transport-Security"] == "max-age=63072000"
+
+
+def test_tls_plain_port_redirects_to_https_keeping_the_target(serve, cert):
+    seen = {}
+    addr = serve("tls", tls_edit(free_port(), seen))
+    if "plain" in seen:  # lfhttpd's log names the TLS port first
+        addr = (addr[0], seen["plain"])
+    status, headers, _ = get(addr, "/some/page?x=1")
+    assert status == 301
+    assert headers["Location"] == "https://localhost/some/page?x=1"

@@ -587,11 +587,19 @@ TEST(nested_location_is_refused)
                        "site.conf:3: nested locations are not supported"));
 }
 
-TEST(listen_parameter_other_than_default_server_is_refused)
+TEST(listen_parameter_other_than_default_server_and_ssl_is_refused)
 {
-    CHECK(refused_with("server {\n listen 8080 ssl;\n}\n",
-                       "site.conf:2: listen: unsupported parameter \"ssl\" (only "
-                       "default_server)"));
+    CHECK(refused_with("server {\n listen 8080 http2;\n}\n",
+                       "site.conf:2: listen: unsupported parameter \"http2\" (only "
+                       "default_server and ssl)"));
+}
+
+TEST(listen_ssl_makes_the_address_a_tls_one)
+{
+    struct site_set *set = build("server {\n listen 8443 ssl;\n}\nserver {\n listen 8443;\n}\n"
+                                 "server {\n listen 8080;\n}\n");
+    CHECK(set && set->n_addrs == 2 && set->addrs[0].listen.ssl && !set->addrs[1].listen.ssl);
+    site_set_free(set);
 }
 
 TEST(invalid_listen_address_in_a_server_is_refused)
@@ -637,7 +645,7 @@ TEST(server_with_values_is_refused)
 
 TEST(every_error_is_reported_not_only_the_first)
 {
-    CHECK(!build("server {\n location ~ ( { }\n listen 8080 ssl;\n}\nlocation / { }\n"));
+    CHECK(!build("server {\n location ~ ( { }\n listen 8080 spdy;\n}\nlocation / { }\n"));
     CHECK(strstr(err, "site.conf:2:") && strstr(err, "site.conf:3:") &&
           strstr(err, "site.conf:5:"));
 }

@@ -1,0 +1,592 @@
+/* tls.c — the TLS contexts of a configuration, resumption keys, and each connection's SSL. */
+#include "tls.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/core_names.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+
+#include "clock.h"
+#include "directive.h"
+#include "log.h"
+
+#define TLS_MAX_CERTS 4
+#define SESSION_CACHE_DEFAULT 20480
+/* nginx's shared cache holds about 4000 sessions a megabyte. */
+#define SESSIONS_PER_MB 4000
+
+/* One server's ssl_* settings, each with the statement it came from (NULL: the default). */
+struct tls_conf {
+    const struct conf_node *cert[TLS_MAX_CERTS], *key[TLS_MAX_CERTS];
+    unsigned n_cert, n_key;
+    const struct conf_node *protocols, *ciphers, *prefer, *timeout, *tickets, *cache, *curve;
+};
+
+struct tls_set {
+    const struct site_set *sites;
+    const struct config *cfg;
+    SSL_CTX **server_ctx; /* per server of the sites (NULL: not on a TLS address) */
+    unsigned n_servers;
+    SSL_CTX *top_ctx;     /* without servers: the top level's */
+};
+
+/* --- ticket keys: process-wide, shared by every thread and generation ------------------- */
+
+struct ticket_key {
+    unsigned char name[16];
+    unsigned char aes[32];
+    unsigned char hmac[32];
+    int64_t made_ms; /* 0: not made yet */
+};
+
+#define TICKET_KEYS 3
+static struct ticket_key ticket_keys[TICKET_KEYS]; /* [0] encrypts, all decrypt */
+static pthread_rwlock_t ticket_lock = PTHREAD_RWLOCK_INITIALIZER;
+static _Atomic int64_t ticket_rotate_ms = 150000; /* ssl_session_timeout / 2 */
+
+/* A new key in front when the current one is older than the rotation interval. */
+static void ticket_rotate(int64_t now)
+{
+    int64_t every = atomic_load_explicit(&ticket_rotate_ms, memory_order_relaxed);
+    pthread_rwlock_rdlock(&ticket_lock);
+    bool due = !ticket_keys[0].made_ms || now - ticket_keys[0].made_ms >= every;
+    pthread_rwlock_unlock(&ticket_lock);
+    if (!due)
+        return;
+    struct ticket_key k;
+    if (RAND_bytes(k.name, sizeof(k.name)) != 1 || RAND_bytes(k.aes, sizeof(k.aes)) != 1 ||
+        RAND_bytes(k.hmac, sizeof(k.hmac)) != 1)
+        return; /* the old key serves on */
+    k.made_ms = now;
+    pthread_rwlock_wrlock(&ticket_lock);
+    if (!ticket_keys[0].made_ms || now - ticket_keys[0].made_ms >= every) {
+        memmove(&ticket_keys[1], &ticket_keys[0], (TICKET_KEYS - 1) * sizeof(k));
+        ticket_keys[0] = k;
+    }
+    pthread_rwlock_unlock(&ticket_lock);
+    OPENSSL_cleanse(&k, sizeof(k));
+}
+
+static int ticket_mac_key(EVP_MAC_CTX *hctx, const unsigned char *key)
+{
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, (void *)key, 32),
+        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+        OSSL_PARAM_construct_end(),
+    };
+    return EVP_MAC_CTX_set_params(hctx, params);
+}
+
+/* OpenSSL's ticket callback: 1 done, 2 done and the ticket should be renewed (an older
+ * key), 0 no such key (a full handshake), -1 failure. */
+static int ticket_cb(SSL *s, unsigned char name[16], unsigned char *iv, EVP_CIPHER_CTX *ectx,
+                     EVP_MAC_CTX *hctx, int enc)
+{
+    (void)s;
+    if (enc) {
+        ticket_rotate(clock_now_ms());
+        if (RAND_bytes(iv, 16) != 1)
+            return -1;
+        pthread_rwlock_rdlock(&ticket_lock);
+        const struct ticket_key *k = &ticket_keys[0];
+        int ok = k->made_ms && EVP_EncryptInit_ex(ectx, EVP_aes_256_cbc(), NULL, k->aes, iv) &&
+                 ticket_mac_key(hctx, k->hmac);
+        if (ok)
+            memcpy(name, k->name, 16);
+        pthread_rwlock_unlock(&ticket_lock);
+        return ok ? 1 : -1;
+    }
+    int rc = 0;
+    pthread_rwlock_rdlock(&ticket_lock);
+    for (unsigned i = 0; i < TICKET_KEYS; i++) {
+        const struct ticket_key *k = &ticket_keys[i];
+        if (!k->made_ms || memcmp(k->name, name, 16) != 0)
+            continue;
+        if (!ticket_mac_key(hctx, k->hmac) ||
+            !EVP_DecryptInit_ex(ectx, EVP_aes_256_cbc(), NULL, k->aes, iv))
+            rc = -1;
+        else
+            rc = i == 0 ? 1 : 2;
+        break;
+    }
+    pthread_rwlock_unlock(&ticket_lock);
+    return rc;
+}
+
+/* --- per connection: SNI and ALPN ---------------------------------------------------------- */
+
+/* The connection's local address, for SNI to find its server (set at accept). */
+static int local_index = -1;
+static pthread_once_t index_once = PTHREAD_ONCE_INIT;
+
+static void index_make(void)
+{
+    local_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+}
+
+static int sni_cb(SSL *s, int *alert, void *arg)
+{
+    (void)alert;
+    const struct tls_set *t = arg;
+    const char *name = SSL_get_servername(s, TLSEXT_NAMETYPE_host_name);
+    if (!name || !t->sites || !t->sites->n_servers)
+        return SSL_TLSEXT_ERR_NOACK;
+    const struct sockaddr *local = SSL_get_ex_data(s, local_index);
+    const struct site_server *srv =
+        local ? site_server_for(t->sites, local, (struct http_slice){name, strlen(name)})
+              : NULL;
+    if (!srv)
+        return SSL_TLSEXT_ERR_OK;
+    SSL_CTX *ctx = t->server_ctx[srv - t->sites->servers];
+    if (ctx && ctx != SSL_get_SSL_CTX(s))
+        SSL_set_SSL_CTX(s, ctx);
+    return SSL_TLSEXT_ERR_OK;
+}
+
+/* HTTP/1.1 (or 1.0) if the client offers it; a client that offers only others (h2) is
+ * refused with no_application_protocol, as nginx does. */
+static int alpn_cb(SSL *s, const unsigned char **out, unsigned char *outlen,
+                   const unsigned char *in, unsigned inlen, void *arg)
+{
+    (void)s;
+    (void)arg;
+    static const unsigned char ours[] = "\x08http/1.1\x08http/1.0";
+    unsigned char *chosen;
+    if (SSL_select_next_proto(&chosen, outlen, ours, sizeof(ours) - 1, in, inlen) !=
+        OPENSSL_NPN_NEGOTIATED)
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    *out = chosen;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+int tls_accept(const struct tls_set *t, const struct sockaddr *local, void **ssl)
+{
+    *ssl = NULL;
+    SSL_CTX *ctx = NULL;
+    if (!t)
+        return 0;
+    if (t->sites && t->sites->n_servers) {
+        const struct site_addr *a = site_addr_for(t->sites, local);
+        if (!a || !a->listen.ssl)
+            return 0;
+        const struct site_server *srv = a->default_server ? a->default_server : a->servers[0];
+        ctx = t->server_ctx[srv - t->sites->servers];
+    } else {
+        int i = site_listen_match(t->cfg->listen, t->cfg->n_listen, local);
+        if (i < 0 || !t->cfg->listen[i].ssl)
+            return 0;
+        ctx = t->top_ctx;
+    }
+    SSL *s = ctx ? SSL_new(ctx) : NULL;
+    if (!s) {
+        ERR_clear_error();
+        return -1;
+    }
+    SSL_set_ex_data(s, local_index, (void *)local);
+    *ssl = s;
+    return 1;
+}
+
+/* --- building ------------------------------------------------------------------------------ */
+
+struct build {
+    struct conf_reader r;
+    const struct config *cfg;
+};
+
+/* OpenSSL's reason for the last failure, its queue cleared. */
+static const char *ssl_reason(char *buf, size_t cap)
+{
+    unsigned long e = ERR_peek_last_error();
+    if (e) {
+        const char *why = ERR_reason_error_string(e);
+        snprintf(buf, cap, "%s", why ? why : "unknown error");
+    } else {
+        snprintf(buf, cap, "%s", errno ? strerror(errno) : "unknown error");
+    }
+    ERR_clear_error();
+    return buf;
+}
+
+/* The ssl_* statements of one block into c (a server's over the top level's: a directive
+ * the block says replaces the outer one, the certificates as a whole). */
+static void read_conf(const struct conf_node *first, struct tls_conf *c)
+{
+    bool own_certs = false, own_keys = false;
+    for (const struct conf_node *n = first; n; n = n->next) {
+        if (strncmp(n->name, "ssl_", 4) != 0 || n->is_block)
+            continue;
+        const char *d = n->name + 4;
+        if (strcmp(d, "certificate") == 0) {
+            if (!own_certs)
+                c->n_cert = 0;
+            own_certs = true;
+            if (c->n_cert < TLS_MAX_CERTS)
+                c->cert[c->n_cert++] = n;
+        } else if (strcmp(d, "certificate_key") == 0) {
+            if (!own_keys)
+                c->n_key = 0;
+            own_keys = true;
+            if (c->n_key < TLS_MAX_CERTS)
+                c->key[c->n_key++] = n;
+        } else if (strcmp(d, "protocols") == 0) {
+            c->protocols = n;
+        } else if (strcmp(d, "ciphers") == 0) {
+            c->ciphers = n;
+        } else if (strcmp(d, "prefer_server_ciphers") == 0) {
+            c->prefer = n;
+        } else if (strcmp(d, "session_timeout") == 0) {
+            c->timeout = n;
+        } else if (strcmp(d, "session_tickets") == 0) {
+            c->tickets = n;
+        } else if (strcmp(d, "session_cache") == 0) {
+            c->cache = n;
+        } else if (strcmp(d, "ecdh_curve") == 0) {
+            c->curve = n;
+        }
+    }
+}
+
+static bool flag_on(const struct conf_node *n, bool dflt)
+{
+    return n ? strcmp(n->args[0], "on") == 0 : dflt;
+}
+
+/* ssl_protocols: the lowest and highest version named (TLSv1.2 and TLSv1.3 only). */
+static int set_protocols(struct build *b, SSL_CTX *ctx, const struct conf_node *n)
+{
+    int lo = TLS1_2_VERSION, hi = TLS1_3_VERSION;
+    if (n) {
+        lo = hi = 0;
+        for (unsigned i = 0; i < n->n_args; i++) {
+            int v;
+            if (strcmp(n->args[i], "TLSv1.2") == 0)
+                v = TLS1_2_VERSION;
+            else if (strcmp(n->args[i], "TLSv1.3") == 0)
+                v = TLS1_3_VERSION;
+            else if (strcmp(n->args[i], "TLSv1") == 0 || strcmp(n->args[i], "TLSv1.1") == 0 ||
+                     strcmp(n->args[i], "SSLv3") == 0 || strcmp(n->args[i], "SSLv2") == 0)
+                return conf_error(&b->r, n->line, "ssl_protocols: %s is not offered (it is "
+                                  "broken); TLSv1.2 and TLSv1.3 are", n->args[i]);
+            else
+                return conf_error(&b->r, n->line, "ssl_protocols: unknown protocol \"%s\"",
+                                  n->args[i]);
+            lo = lo && lo < v ? lo : v;
+            hi = hi > v ? hi : v;
+        }
+    }
+    SSL_CTX_set_min_proto_version(ctx, lo);
+    SSL_CTX_set_max_proto_version(ctx, hi);
+    return 0;
+}
+
+static int set_certs(struct build *b, SSL_CTX *ctx, const struct tls_conf *c)
+{
+    char why[256];
+    if (c->n_cert != c->n_key) {
+        const struct conf_node *n = c->n_cert > c->n_key ? c->cert[c->n_key] : c->key[c->n_cert];
+        return conf_error(&b->r, n->line, "%s \"%s\" has no %s to pair with", n->name,
+                          n->args[0], c->n_cert > c->n_key ? "ssl_certificate_key"
+                                                           : "ssl_certificate");
+    }
+    for (unsigned i = 0; i < c->n_cert; i++) {
+        const struct conf_node *cn = c->cert[i], *kn = c->key[i];
+        if (access(cn->args[0], R_OK) < 0)
+            return conf_error(&b->r, cn->line, "ssl_certificate \"%s\": %s", cn->args[0],
+                              strerror(errno));
+        if (access(kn->args[0], R_OK) < 0)
+            return conf_error(&b->r, kn->line, "ssl_certificate_key \"%s\": %s",
+                              kn->args[0], strerror(errno));
+        errno = 0;
+        if (SSL_CTX_use_certificate_chain_file(ctx, cn->args[0]) != 1)
+            return conf_error(&b->r, cn->line, "ssl_certificate \"%s\": %s", cn->args[0],
+                              ssl_reason(why, sizeof(why)));
+        errno = 0;
+        if (SSL_CTX_use_PrivateKey_file(ctx, kn->args[0], SSL_FILETYPE_PEM) != 1)
+            return conf_error(&b->r, kn->line, "ssl_certificate_key \"%s\": %s", kn->args[0],
+                              ssl_reason(why, sizeof(why)));
+        if (SSL_CTX_check_private_key(ctx) != 1)
+            return conf_error(&b->r, kn->line, "ssl_certificate_key \"%s\" does not match "
+                              "ssl_certificate \"%s\": %s", kn->args[0], cn->args[0],
+                              ssl_reason(why, sizeof(why)));
+    }
+    return 0;
+}
+
+/* ssl_session_cache: off | none | builtin[:SIZE] | shared:NAME:SIZE (SIZE in bytes with
+ * k/m, as nginx: about 4000 sessions a megabyte). Returns the cache's size in sessions
+ * (0: no cache), or -1. */
+static long cache_size(struct build *b, const struct conf_node *n)
+{
+    if (!n)
+        return SESSION_CACHE_DEFAULT;
+    long total = 0;
+    for (unsigned i = 0; i < n->n_args; i++) {
+        const char *a = n->args[i];
+        if (strcmp(a, "off") == 0 || strcmp(a, "none") == 0)
+            return 0;
+        if (strcmp(a, "builtin") == 0) {
+            total += SESSION_CACHE_DEFAULT;
+        } else if (strncmp(a, "builtin:", 8) == 0) {
+            char *end;
+            long v = strtol(a + 8, &end, 10);
+            if (*end || v <= 0)
+                return conf_error(&b->r, n->line, "ssl_session_cache: invalid \"%s\"", a);
+            total += v;
+        } else if (strncmp(a, "shared:", 7) == 0 && strchr(a + 7, ':')) {
+            char *end;
+            const char *sz = strchr(a + 7, ':') + 1;
+            double v = strtod(sz, &end);
+            double unit = *end == 'k' || *end == 'K' ? 1.0 / 1024
+                          : *end == 'm' || *end == 'M' ? 1.0 : 1.0 / (1024 * 1024);
+            if (end == sz || v <= 0 || (*end && end[1]))
+                return conf_error(&b->r, n->line, "ssl_session_cache: invalid size in \"%s\"",
+                                  a);
+            total += (long)(v * unit * SESSIONS_PER_MB) + 1;
+        } else {
+            return conf_error(&b->r, n->line, "ssl_session_cache: \"%s\" is not off, none, "
+                              "builtin[:N] or shared:NAME:SIZE", a);
+        }
+    }
+    return total;
+}
+
+/* A duration as the configuration writes them (ms, s, m, h, d; seconds without a unit). */
+static long seconds_of(const char *s)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || v < 0)
+        return -1;
+    static const struct { const char *unit; long per; } units[] = {
+        {"", 1}, {"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400},
+    };
+    for (unsigned i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (strcmp(end, units[i].unit) == 0)
+            return v * units[i].per;
+    return strcmp(end, "ms") == 0 ? v / 1000 : -1;
+}
+
+/* The session ID context: a server's own, so that a session from one server is never
+ * resumed by another; the same across reloads (made from its certificate files). */
+static void set_sid_ctx(SSL_CTX *ctx, const struct tls_conf *c)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned i = 0; i < c->n_cert; i++)
+        for (const char *p = c->cert[i]->args[0]; *p; p++)
+            h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    unsigned char sid[16] = "lfhttpd:";
+    memcpy(sid + 8, &h, 8);
+    SSL_CTX_set_session_id_context(ctx, sid, sizeof(sid));
+}
+
+static SSL_CTX *ctx_make(struct build *b, const struct tls_conf *c, struct tls_set *t,
+                         unsigned where)
+{
+    char why[256];
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (!ctx) {
+        conf_error(&b->r, where, "TLS: %s", ssl_reason(why, sizeof(why)));
+        return NULL;
+    }
+    uint64_t opts = SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF |
+                    SSL_OP_NO_COMPRESSION | SSL_OP_SINGLE_ECDH_USE;
+    if (flag_on(c->prefer, false))
+        opts |= SSL_OP_CIPHER_SERVER_PREFERENCE;
+    if (!flag_on(c->tickets, true))
+        opts |= SSL_OP_NO_TICKET;
+    SSL_CTX_set_options(ctx, opts);
+    /* Idle connections hold no buffers; a response goes out in pieces the socket takes
+     * (from wherever it sits by then: a parked copy); a record read from the socket with
+     * as much after it as came (one read instead of two, and a short read says drained). */
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
+                              SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_read_ahead(ctx, 1);
+    int rc = set_protocols(b, ctx, c->protocols);
+    const char *ciphers = c->ciphers ? c->ciphers->args[0] : "ECDHE+AESGCM:ECDHE+CHACHA20";
+    if (SSL_CTX_set_cipher_list(ctx, ciphers) != 1)
+        rc = conf_error(&b->r, c->ciphers ? c->ciphers->line : where,
+                        "ssl_ciphers \"%s\": %s", ciphers, ssl_reason(why, sizeof(why)));
+    if (c->curve && strcmp(c->curve->args[0], "auto") != 0 &&
+        SSL_CTX_set1_groups_list(ctx, c->curve->args[0]) != 1)
+        rc = conf_error(&b->r, c->curve->line, "ssl_ecdh_curve \"%s\": %s",
+                        c->curve->args[0], ssl_reason(why, sizeof(why)));
+    long timeout = c->timeout ? seconds_of(c->timeout->args[0]) : 300;
+    if (timeout <= 0)
+        rc = conf_error(&b->r, c->timeout->line, "ssl_session_timeout: invalid time \"%s\"",
+                        c->timeout->args[0]);
+    else
+        SSL_CTX_set_timeout(ctx, timeout);
+    if (timeout > 0 && timeout * 500 > atomic_load(&ticket_rotate_ms))
+        atomic_store(&ticket_rotate_ms, timeout * 500);
+    long cache = cache_size(b, c->cache);
+    if (cache < 0) {
+        rc = -1;
+    } else if (cache == 0) {
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    } else {
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+        SSL_CTX_sess_set_cache_size(ctx, cache);
+    }
+    set_sid_ctx(ctx, c);
+    SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, ticket_cb);
+    SSL_CTX_set_tlsext_servername_callback(ctx, sni_cb);
+    SSL_CTX_set_tlsext_servername_arg(ctx, t);
+    SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, NULL);
+    rc |= set_certs(b, ctx, c);
+    if (rc < 0) {
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+/* Does the server listen with `ssl` (itself, or through the top-level listens)? */
+static const struct site_addr *tls_addr_of(const struct site_set *sites,
+                                           const struct site_server *s)
+{
+    for (unsigned i = 0; i < sites->n_addrs; i++) {
+        const struct site_addr *a = &sites->addrs[i];
+        if (!a->listen.ssl)
+            continue;
+        for (unsigned k = 0; k < a->n_servers; k++)
+            if (a->servers[k] == s)
+                return a;
+    }
+    return NULL;
+}
+
+static bool any_ssl(const struct config *cfg, const struct site_set *sites)
+{
+    if (sites && sites->n_servers) {
+        for (unsigned i = 0; i < sites->n_addrs; i++)
+            if (sites->addrs[i].listen.ssl)
+                return true;
+        return false;
+    }
+    for (unsigned i = 0; i < cfg->n_listen; i++)
+        if (cfg->listen[i].ssl)
+            return true;
+    return false;
+}
+
+int tls_set_build(const struct config *cfg, const struct site_set *sites,
+                  struct tls_set **out, char *err, size_t len)
+{
+    *out = NULL;
+    if (!any_ssl(cfg, sites))
+        return 0;
+    pthread_once(&index_once, index_make);
+    struct build b = {{.file = cfg->file, .owner = "", .context = CONF_TOP, .err = err,
+                       .err_len = len}, cfg};
+    struct tls_set *t = calloc(1, sizeof(*t));
+    if (!t)
+        return conf_error(&b.r, 0, "out of memory");
+    t->sites = sites;
+    t->cfg = cfg;
+    struct tls_conf top = {0};
+    read_conf(cfg->tree, &top);
+    if (!sites || !sites->n_servers) {
+        unsigned line = 0;
+        for (unsigned i = 0; i < cfg->n_listen && !line; i++)
+            if (cfg->listen[i].ssl) {
+                const struct conf_node *n = config_next(cfg, "listen", NULL);
+                line = n ? n->line : 0;
+            }
+        if (!top.n_cert)
+            conf_error(&b.r, line, "no \"ssl_certificate\" for \"listen ... ssl\"");
+        else
+            t->top_ctx = ctx_make(&b, &top, t, line);
+    } else {
+        t->n_servers = sites->n_servers;
+        t->server_ctx = calloc(sites->n_servers, sizeof(*t->server_ctx));
+        if (!t->server_ctx)
+            conf_error(&b.r, 0, "out of memory");
+        for (unsigned i = 0; t->server_ctx && i < sites->n_servers; i++) {
+            const struct site_server *s = &sites->servers[i];
+            const struct site_addr *a = tls_addr_of(sites, s);
+            if (!a)
+                continue;
+            struct tls_conf c = top;
+            read_conf(s->first, &c);
+            if (!c.n_cert) {
+                conf_error(&b.r, s->node->line, "no \"ssl_certificate\" for the server of "
+                           "\"listen %s ssl\"", a->listen.text);
+                continue;
+            }
+            t->server_ctx[i] = ctx_make(&b, &c, t, s->node->line);
+        }
+    }
+    if (b.r.errors) {
+        tls_set_free(t);
+        return -1;
+    }
+    *out = t;
+    return 0;
+}
+
+void tls_set_free(struct tls_set *t)
+{
+    if (!t)
+        return;
+    for (unsigned i = 0; i < t->n_servers; i++)
+        SSL_CTX_free(t->server_ctx[i]);
+    free(t->server_ctx);
+    SSL_CTX_free(t->top_ctx);
+    free(t);
+}
+
+/* --- kernel TLS -------------------------------------------------------------------------- */
+
+/* Can this kernel take TLS records over (the "tls" upper-layer protocol on a TCP socket)?
+ * Tried on a loopback connection of its own. */
+static bool kernel_tls(char *why, size_t cap)
+{
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int a = -1;
+    bool ok = false;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    if (l >= 0 && c >= 0 && bind(l, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        listen(l, 1) == 0 && getsockname(l, (struct sockaddr *)&sa, &sl) == 0 &&
+        connect(c, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        (a = accept(l, NULL, NULL)) >= 0) {
+        ok = setsockopt(c, IPPROTO_TCP, TCP_ULP, "tls", sizeof("tls")) == 0;
+        if (!ok)
+            snprintf(why, cap, "%s", errno == ENOENT ? "this kernel has no \"tls\" upper-layer "
+                                                       "protocol" : strerror(errno));
+    } else {
+        snprintf(why, cap, "probe: %s", strerror(errno));
+    }
+    if (a >= 0)
+        close(a);
+    if (c >= 0)
+        close(c);
+    if (l >= 0)
+        close(l);
+    return ok;
+}
+
+void tls_log_path(void)
+{
+    char why[160] = "";
+    if (kernel_tls(why, sizeof(why)))
+        log_info("TLS: the kernel offers kernel TLS, but file bodies are encrypted in user "
+                 "space: read into a per-thread buffer, 16 KiB records");
+    else
+        log_info("TLS: kernel TLS unavailable (%s): file bodies are read into a per-thread "
+                 "buffer and encrypted in 16 KiB records", why);
+}

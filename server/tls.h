@@ -1,0 +1,45 @@
+/* tls.h — HTTPS: the TLS contexts of a configuration (certificates, protocols, ciphers,
+ * session resumption), built once per generation, and the SSL object of each connection
+ * accepted on a TLS address.
+ *
+ * An address is a TLS one when a `listen ADDR ssl` names it (in any server, or at the top
+ * level without servers). Each server on such an address gets an SSL_CTX with its
+ * certificates (its own ssl_* directives, else the top level's, each inherited on its
+ * own as in nginx). A connection starts with the context of its address's default server;
+ * the client's SNI then picks the server by the Host rules (site.h) and its context.
+ *
+ * Resumption: by ticket, with keys shared by every thread and every generation (a
+ * process-wide ring of three, a new one made every ssl_session_timeout / 2, so a ticket
+ * stays readable for at least ssl_session_timeout; a reload keeps them), and by session
+ * ID through OpenSSL's session cache (one per address's default context, shared by the
+ * threads under OpenSSL's lock).
+ *
+ * Checked at load, each with FILE:LINE: a TLS server without a certificate, a certificate
+ * or key that cannot be read or does not match, unknown protocols, ciphers or curves.
+ */
+#ifndef LFHTTPD_TLS_H
+#define LFHTTPD_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "config.h"
+#include "site.h"
+
+struct tls_set;
+
+/* The TLS contexts of a configuration (cfg->tree) and its sites. *out is NULL when no
+ * address is a TLS one. Returns 0, or -1 with "FILE:LINE: message" lines in err. */
+int tls_set_build(const struct config *cfg, const struct site_set *sites,
+                  struct tls_set **out, char *err, size_t len);
+void tls_set_free(struct tls_set *t);
+
+/* A connection accepted on local: 0 when the address is plain (*ssl NULL), 1 with a new
+ * SSL object in *ssl (an SSL *, for conn_tls_attach), -1 when it could not be made. */
+int tls_accept(const struct tls_set *t, const struct sockaddr *local, void **ssl);
+
+/* Once at start: how file bodies go out over TLS, said in the error log. */
+void tls_log_path(void);
+
+#endif
