@@ -1,10 +1,10 @@
 # tests/bench/bench.mk — `make bench`: lfhttpd against nginx, lighttpd and h2o (included by
 # the top-level Makefile). Results go to build/bench/ (results.csv, results.md,
 # bench.png); the driver is tests/bench/bench.py.
-#   make bench            5 rounds of 5 s per workload (about 26 minutes), then the
+#   make bench            5 rounds of 5 s per workload (about 37 minutes), then the
 #                         strategies (about 6 minutes; 11 with the L/F grid, once lfhttpd
-#                         knows `groups` and `reactivation`): about 32 (37) minutes in all
-#   make bench QUICK=1    2 rounds of 2 s, 1 for the variants (about four minutes)
+#                         knows `groups` and `reactivation`): about 43 (48) minutes in all
+#   make bench QUICK=1    2 rounds of 2 s, 1 for the variants (about seven minutes)
 #   make bench BENCH_ARGS="--only small_ka,gzip --rounds 3"
 #   make bench-strategies [QUICK=1] [STRATEGY_ARGS="--only small_ka --rounds 5"]
 # `make bench` ends with the comparison of concurrency strategies (bench_strategies.py).

@@ -46,6 +46,11 @@ OUT = os.path.join(ROOT, "build", "bench")
 RUN = os.path.join(OUT, "run")
 DOCROOT = os.path.join(OUT, "www")
 UPSTREAM_DOCROOT = os.path.join(OUT, "upstream-www")
+# The HTTPS workloads' certificate and key (ECDSA P-256, self-signed for localhost and
+# 127.0.0.1), made once with openssl and kept: every server of every run uses this pair.
+TLS_DIR = os.path.join(OUT, "tls")
+TLS_CERT = os.path.join(TLS_DIR, "localhost.pem")
+TLS_KEY = os.path.join(TLS_DIR, "localhost.key")
 
 SERVERS = ("lfhttpd", "nginx", "lighttpd", "h2o")
 PEERS = ("nginx", "lighttpd", "h2o")
@@ -85,9 +90,30 @@ NGINX_PROXY = ('proxy_http_version 1.1;\n            proxy_set_header Connection
                '            proxy_set_header X-Forwarded-Proto $scheme;\n'
                '            proxy_set_header X-Forwarded-Host $http_host;')
 NGINX_UPSTREAM = "keepalive_requests 1000000;"
+# The HTTPS variants: "tls" (the https_* load workloads) and "memtls" (https_idle, fresh
+# servers): lfhttpd and nginx with the settings of tls.conf.in (the same text in both)
+# and `ssl` on their listen lines, lighttpd and h2o with the same in their own terms
+# (LIGHTTPD_TLS, H2O_TLS).
+TLS_TEMPLATE = "tls.conf.in"
+TLS_VARIANTS = ("tls", "memtls")
+# tls.conf.in in lighttpd's and h2o's terms (their templates say what differs).
+LIGHTTPD_TLS = """server.modules += ( "mod_openssl" )
+ssl.engine = "enable"
+ssl.pemfile = "@CERT@"
+ssl.privkey = "@KEY@"
+ssl.openssl.ssl-conf-cmd = ( "MinProtocol" => "TLSv1.2",
+                             "CipherString" => "ECDHE+AESGCM:ECDHE+CHACHA20",
+                             "Options" => "-ServerPreference",
+                             "Curves" => "X25519:P-256:X448:P-521:P-384" )"""
+H2O_TLS = """  ssl:
+    certificate-file: "@CERT@"
+    key-file: "@KEY@"
+    minimum-version: TLSv1.2
+    cipher-suite: "ECDHE+AESGCM:ECDHE+CHACHA20"
+    cipher-preference: client"""
 # Variants whose lfhttpd may refuse its configuration while the feature is being written:
 # its rows are then skipped with `lfhttpd -t`'s message, and everything else runs.
-OPTIONAL_VARIANTS = ("proxy",)
+OPTIONAL_VARIANTS = ("proxy", "tls", "memtls")
 # nginx's listening socket options (nginx.conf.in says why each): nginx takes them once
 # per address, so in the sites variant only the default server's listen line has them.
 NGINX_LISTEN_OPTIONS = "backlog=4096 deferred reuseport"
@@ -130,7 +156,8 @@ class Workload:
 
     def __init__(self, key, title, label, tool="wrk", conns=100, path="/index.html",
                  headers=(), script=None, script_args=(), variant="main", check=False,
-                 skip=None, variant_of=None, plot_label=None, ceiling=False, probes=()):
+                 skip=None, variant_of=None, plot_label=None, ceiling=False, probes=(),
+                 part_of=None):
         self.key, self.title, self.label = key, title, label
         self.plot_label = plot_label or label  # under the bars: a long one is cut off
         self.tool, self.conns, self.path = tool, conns, path
@@ -145,6 +172,8 @@ class Workload:
         # A variation on another workload (QUICK=1 gives it one round, to keep a smoke
         # run to a few minutes).
         self.variant_of = variant_of
+        # A second figure of another workload: `--only` naming that one runs this too.
+        self.part_of = part_of
 
     def command(self, url, duration, ab_requests):
         """The exact load-generator command for this workload against url."""
@@ -233,6 +262,25 @@ WORKLOADS = [
                    "h2o": "no proxy configuration in this comparison"}),
     Workload("memory", "10,000 idle keep-alive connections: resident memory",
              "memory", tool="mem", variant="mem"),
+    # HTTPS (issue 16): lfhttpd and nginx with tls.conf.in (the same certificate, ECDSA
+    # P-256; TLS 1.2 and 1.3; ECDHE+AESGCM:ECDHE+CHACHA20), lighttpd and h2o with the
+    # same in their terms; the load over https. The probe
+    # shows that each answers over TLS before the rounds.
+    Workload("https_ka", "HTTPS: 1 KiB file, keep-alive, 100 connections",
+             "https 1 KiB c100", variant="tls", probes=[("/index.html", 200)]),
+    # A new connection per request, so a full handshake per request: wrk and ab never
+    # offer a session back.
+    Workload("https_hs", "HTTPS: 1 KiB file, Connection: close, 50 connections (wrk): "
+             "a full handshake per request", "https handshakes, wrk", conns=50,
+             headers=["Connection: close"], variant="tls", probes=[("/index.html", 200)]),
+    Workload("https_hs_ab", "HTTPS: 1 KiB file, no keep-alive, 50 concurrent (ab): a full "
+             "handshake per request", "https handshakes, ab", tool="ab", conns=50,
+             variant="tls", probes=[("/index.html", 200)],
+             part_of="https_hs"),
+    Workload("https_10m", "HTTPS: 10 MiB file, 10 connections", "https 10 MiB c10",
+             conns=10, path="/big.bin", variant="tls", probes=[("/big.bin", 200)]),
+    Workload("https_idle", "HTTPS: 10,000 idle TLS keep-alive connections: resident memory",
+             "https idle", tool="mem", variant="memtls"),
 ]
 
 
@@ -342,6 +390,51 @@ def sites_block(kind, port, template=SITES_TEMPLATE, upstream_port=None):
     return re.sub(r"^[ \t]+\n", "", text, flags=re.M)  # placeholders left empty
 
 
+def tls_block(kind):
+    """kind's TLS settings with the certificate: tls.conf.in (the leading comment left
+    out) for lfhttpd and nginx (indented into its server block), their equivalents for
+    lighttpd and h2o."""
+    with open(os.path.join(HERE, TLS_TEMPLATE)) as f:
+        lines = [ln for ln in f.read().splitlines(True) if not ln.startswith("#")]
+    text = {"lighttpd": LIGHTTPD_TLS, "h2o": H2O_TLS}.get(kind) or "".join(
+        ("        " if kind == "nginx" else "") + ln for ln in lines).rstrip("\n")
+    return text.replace("@CERT@", TLS_CERT).replace("@KEY@", TLS_KEY)
+
+
+def make_cert():
+    """The HTTPS workloads' certificate: ECDSA P-256, self-signed for localhost and
+    127.0.0.1, made once with openssl and kept (a new key each run would change nothing
+    but the time it takes)."""
+    if os.path.exists(TLS_CERT) and os.path.exists(TLS_KEY):
+        return
+    os.makedirs(TLS_DIR, exist_ok=True)
+    p = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-days", "3650",
+                        "-subj", "/CN=localhost", "-addext",
+                        "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                        "-keyout", TLS_KEY + ".tmp", "-out", TLS_CERT + ".tmp"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError("openssl req could not make the certificate:\n" + p.stderr)
+    os.rename(TLS_KEY + ".tmp", TLS_KEY)
+    os.rename(TLS_CERT + ".tmp", TLS_CERT)
+
+
+def tls_parameters(port):
+    """What a default OpenSSL client (as wrk and ab are) negotiates with the server on
+    port, from `openssl s_client -brief`: protocol, cipher suite, key exchange."""
+    try:
+        p = subprocess.run(["openssl", "s_client", "-brief", "-connect",
+                            "127.0.0.1:%d" % port, "-servername", "localhost"],
+                           input="", capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    out = p.stdout + p.stderr
+    found = [m.group(1).strip() for m in (re.search(r"^%s:\s*(.+)$" % k, out, re.M) for k in (
+        "Protocol version", "Ciphersuite", "Server Temp Key")) if m]
+    return ", ".join(found) or None
+
+
 class ConfigRefused(RuntimeError):
     """lfhttpd -t rejects a configuration the benchmark wrote (for a variant in
     OPTIONAL_VARIANTS, its rows are skipped with this message)."""
@@ -362,8 +455,12 @@ class Server:
         self.events = []  # crashes and restarts, for the report
 
     @property
+    def tls(self):
+        return self.variant in TLS_VARIANTS
+
+    @property
     def url(self):
-        return "http://127.0.0.1:%d" % self.port
+        return "%s://127.0.0.1:%d" % ("https" if self.tls else "http", self.port)
 
     def _access_log_directive(self):
         on = self.variant == "log"
@@ -388,7 +485,9 @@ class Server:
                   "ACCESS_LOG_DIRECTIVE": self._access_log_directive(),
                   "MEM_MAX": "0" if self.variant == "nomem" else "4k",
                   "SENDFILE": "off" if self.variant == "copy" else "on",
-                  "LISTEN_OPTIONS": NGINX_LISTEN_OPTIONS,
+                  "LISTEN_OPTIONS": NGINX_LISTEN_OPTIONS + (" ssl" if self.tls else ""),
+                  "LISTEN_SSL": " ssl" if self.tls else "",
+                  "TLS": tls_block(self.kind) if self.tls else "",
                   "SITES": sites_block(self.kind, self.port) if self.variant == "sites"
                   else "",
                   "PROXY": sites_block(self.kind, self.port, PROXY_TEMPLATE,
@@ -445,9 +544,10 @@ class Server:
     def start(self):
         os.makedirs(self.dir, exist_ok=True)
         for attempt in range(3):  # a port picked here (not 0) may be taken meanwhile
+            # Over TLS too: a port named, as the listen line is not lfhttpd's plain one.
+            named = ("sites", "proxy") + TLS_VARIANTS
             self.port = 0 if self.kind == CEILING or (
-                self.kind == "lfhttpd" and self.variant not in ("sites", "proxy")) \
-                else free_port()
+                self.kind == "lfhttpd" and self.variant not in named) else free_port()
             open(self.error_log, "w").close()
             cmd = self._command()
             out = open(os.path.join(self.dir, "stdout.log"), "w")
@@ -779,15 +879,25 @@ def percentile(values, p):
     return v[min(len(v) - 1, int(len(v) * p / 100))] if v else None
 
 
-def run_memory(lfhttpd_bin, notices):
+def run_memory(lfhttpd_bin, notices, variant="mem"):
     """Fresh servers, warmed up; RSS of each before and with IDLE_CONNS idle connections
-    to it. The four are measured side by side (resident memory does not depend on
-    timing, and it saves time). Returns {server: result}; crashes go to notices."""
-    servers = {k: Server(k, "mem", lfhttpd_bin) for k in SERVERS}
+    to it. The servers are measured side by side (resident memory does not depend on
+    timing, and it saves time); with variant "memtls", over TLS (idle_tls.py). Returns
+    {server: result}; crashes go to notices. A server whose lfhttpd -t refuses an
+    optional variant's configuration gets {"refused": why}."""
+    tls = variant in TLS_VARIANTS
+    servers = {k: Server(k, variant, lfhttpd_bin) for k in SERVERS}
     helpers, results = {}, {}
     try:
-        for srv in servers.values():
-            srv.start()
+        for k, srv in list(servers.items()):
+            try:
+                srv.start()
+            except ConfigRefused as e:
+                if variant not in OPTIONAL_VARIANTS:
+                    raise
+                results[k] = {"refused": refusal_text(variant, e)}
+                del servers[k]
+                continue
             # Warm up, so lazily made state (buffers, thread stacks, caches) is in "before".
             subprocess.run(["ab", "-q", "-k", "-n", "2000", "-c", "20",
                             srv.url + "/index.html"], capture_output=True, timeout=60)
@@ -795,10 +905,10 @@ def run_memory(lfhttpd_bin, notices):
         before = {k: rss_kib(srv.pids()) for k, srv in servers.items()}
         for k, srv in servers.items():
             helpers[k] = subprocess.Popen(
-                [sys.executable, os.path.join(HERE, "idle_conns.py"), "127.0.0.1",
-                 str(srv.port), str(IDLE_CONNS), "/index.html"],
+                [sys.executable, os.path.join(HERE, "idle_tls.py" if tls else "idle_conns.py"),
+                 "127.0.0.1", str(srv.port), str(IDLE_CONNS), "/index.html"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        lines = {k: read_line(h, 150) for k, h in helpers.items()}
+        lines = {k: read_line(h, 300 if tls else 150) for k, h in helpers.items()}
         time.sleep(0.3)  # every connection has had its response: let the servers settle
         for k, srv in servers.items():
             results[k] = memory_result(lines[k], before[k], rss_kib(srv.pids()), srv.alive())
@@ -839,7 +949,8 @@ def read_line(proc, timeout):
 
 def curl_headers(url, *headers):
     """Status line and headers of a GET, from curl (body discarded), plus body size."""
-    cmd = ["curl", "-s", "-o", "/dev/null", "-D", "-", "-w", "SIZE %{size_download}\n",
+    # -k: the HTTPS workloads' certificate is self-signed (nothing to check on loopback).
+    cmd = ["curl", "-s", "-k", "-o", "/dev/null", "-D", "-", "-w", "SIZE %{size_download}\n",
            "--max-time", "10"]
     for h in headers:
         cmd += ["-H", h]
@@ -997,10 +1108,11 @@ def table_rows(summary, notes, skipped):
 
 
 # The issues' goals for lfhttpd, one condition a row: (what, workload, figure, reference,
-# factor). Reference: a server, "best peer" (the highest of nginx, lighttpd and h2o in
-# the same round), the ceiling, or (workload, server): that server's figure in another
-# workload (round i of each, in the rounds). lfhttpd's figure must be >= factor x the
-# reference's.
+# factor[, AT_MOST]). Reference: a server, "best peer" (the highest of nginx, lighttpd and
+# h2o in the same round), the ceiling, or (workload, server): that server's figure in
+# another workload (round i of each, in the rounds). lfhttpd's figure must be >= factor x
+# the reference's; with AT_MOST (a figure where less is better, such as memory), <=.
+AT_MOST = "at most"
 GOALS = [
     ("keep-alive 1 KiB c100: req/s >= 1.05x the best peer", "small_ka", "rps", "best peer",
      1.05),
@@ -1025,6 +1137,14 @@ GOALS = [
      "proxy_ka", "req_per_cpu_s", "nginx", 1.0),
     ("proxied 100 KiB c50: fewer CPU-s per request than nginx (req/CPU-s > nginx)",
      "proxy_100k", "req_per_cpu_s", "nginx", 1.0),
+    # Issue 16, HTTPS: lfhttpd and nginx with the same certificate and TLS settings.
+    ("https keep-alive 1 KiB c100: req/s >= 1.1x nginx", "https_ka", "rps", "nginx", 1.1),
+    ("https handshakes (wrk, Connection: close): req/s >= nginx", "https_hs", "rps",
+     "nginx", 1.0),
+    ("https handshakes (ab): req/s >= nginx", "https_hs_ab", "rps", "nginx", 1.0),
+    # Lower is better: lfhttpd's bytes per idle TLS connection <= 1.0x nginx's.
+    ("https idle: bytes per idle TLS connection <= nginx's", "https_idle",
+     "bytes_per_conn", "nginx", 1.0, AT_MOST),
 ]
 
 
@@ -1073,13 +1193,16 @@ def goal_rows(results, summary, skipped):
     lfhttpd's round i against the others' round i."""
     head = ["goal", "lfhttpd / reference (medians)", "rounds met", "status"]
     rows = []
-    for what, wk, key, reference, factor in GOALS:
+    for what, wk, key, reference, factor, *at_most in GOALS:
+        holds = (lambda x: x <= factor) if at_most == [AT_MOST] else (lambda x: x >= factor)
         medians = goal_figures(
             lambda w, sv: None if (w, sv) in skipped else summary.get((w, sv)),
             wk, reference)
         r, name = goal_ratio(medians, reference, key)
         if r is None:
-            why = "not measured" if not results.get((wk, "lfhttpd")) else \
+            why = "lfhttpd skipped: " + skipped[(wk, "lfhttpd")] \
+                if (wk, "lfhttpd") in skipped else \
+                "not measured" if not results.get((wk, "lfhttpd")) else \
                 "no %s figure" % reference_name(reference)
             rows.append([what, "-", "-", why])
             continue
@@ -1091,20 +1214,24 @@ def goal_rows(results, summary, skipped):
                 return rows_of[i] if len(rows_of) > i and "failed" not in rows_of[i] \
                     else None
             ri, _ = goal_ratio(goal_figures(round_i, wk, reference), reference, key)
-            met += ri is not None and ri >= factor
-        ok = r >= factor and met >= runs - 1
+            met += ri is not None and holds(ri)
+        ok = holds(r) and met >= runs - 1
         rows.append([what, "%.2fx %s" % (r, name), "%d/%d" % (met, runs),
                      "met" if ok else "not met"])
     return head, rows
 
 
-def memory_rows(summary):
+def memory_rows(summary, key="memory", skipped=None):
+    """The memory table of the memory workload key ("memory", or "https_idle")."""
     head = ["server", "RSS before (KiB)", "RSS with 10,000 idle (KiB)", "bytes/connection",
             "x nginx", "errors"]
     rows = []
-    base = summary.get(("memory", BASELINE), {})
+    base = summary.get((key, BASELINE), {})
     for sv in SERVERS:
-        s = summary.get(("memory", sv))
+        s = summary.get((key, sv))
+        if (key, sv) in (skipped or {}):
+            rows.append([sv, "skipped", "", "", "", skipped[(key, sv)]])
+            continue
         if not s:
             continue
         rows.append([sv, fmt(s["rss_before_kib"], "int"), fmt(s["rss_after_kib"], "int"),
@@ -1240,10 +1367,17 @@ def versions(lfhttpd_bin):
 
 def write_markdown(path, opts, workloads, tables, machine, vers, notices):
     """results.md: the tables ready for the README, with date, machine and commands."""
-    (head, rows), (ghead, grows), (mhead, mrows) = tables
+    (head, rows), (ghead, grows), (mhead, mrows), (thead, trows) = tables
     cmds = []
     for wl in workloads:
-        if wl.tool == "mem":
+        if wl.tool == "mem" and wl.variant == "memtls":
+            cmds.append("- %s: `tests/bench/idle_tls.py 127.0.0.1 PORT %d /index.html` "
+                        "(a TLS handshake and one request on each connection) on a freshly "
+                        "started server listening with TLS, as in the other https rows "
+                        "(after `ab -k -n 2000 -c 20` over https); VmRSS summed over the "
+                        "server's processes before and with the connections open"
+                        % (wl.label, IDLE_CONNS))
+        elif wl.tool == "mem":
             cmds.append("- %s: `tests/bench/idle_conns.py 127.0.0.1 PORT %d /index.html` "
                         "on a freshly started server (after `ab -k -n 2000 -c 20`); VmRSS "
                         "summed over the server's processes before and with the "
@@ -1255,7 +1389,9 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
                         "req/s = files / wall time, a response not gzip-encoded is an "
                         "error" % (wl.label, COLD_FILES, COLD_CONNS))
         else:
-            c = wl.command("http://127.0.0.1:PORT", opts.duration, opts.ab_requests)
+            c = wl.command("%s://127.0.0.1:PORT" % ("https" if wl.variant == "tls"
+                                                     else "http"),
+                           opts.duration, opts.ab_requests)
             c = [x.replace(HERE, "tests/bench") for x in c]
             cmds.append("- %s: `%s`%s" % (wl.label, " ".join(
                 "'%s'" % x if " " in x else x for x in c),
@@ -1266,7 +1402,10 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
                 "tests/bench/sites.conf.in)" if wl.variant == "sites"
                 else " (lfhttpd and nginx proxying to one upstream, an lfhttpd serving "
                 "from memory, through tests/bench/proxy.conf.in; the upstream's CPU is "
-                "not counted)" if wl.variant == "proxy" else ""))
+                "not counted)" if wl.variant == "proxy"
+                else " (every server listening with TLS: lfhttpd and nginx with the "
+                "settings of tests/bench/tls.conf.in, lighttpd and h2o with the same in "
+                "their terms)" if wl.variant == "tls" else ""))
     text = [
         "## Benchmark: lfhttpd, nginx, lighttpd and h2o",
         "",
@@ -1298,7 +1437,8 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
         "",
         md_table(head, rows),
         "",
-        "Goals for lfhttpd (issues 13, 14 and 15). A goal is met only when it holds in the medians "
+        "Goals for lfhttpd (issues 13, 14, 15 and 16). A goal is met only when it holds "
+        "in the medians "
         "and in every round but one at most, each round compared within itself (the "
         "best peer is the fastest of nginx, lighttpd and h2o in that round):",
         "",
@@ -1309,6 +1449,11 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
         text += ["Memory with %d idle keep-alive connections (resident set summed over the "
                  "server's processes, a fresh server per round, median over rounds):"
                  % IDLE_CONNS, "", md_table(mhead, mrows), ""]
+    if trows:
+        text += ["Memory with %d idle TLS keep-alive connections, one request each (the "
+                 "servers listening with TLS as in the https rows; resident set summed over "
+                 "the server's processes, a fresh server per round, median over rounds):"
+                 % IDLE_CONNS, "", md_table(thead, trows), ""]
     if notices:
         # A notice may end with a server's log lines: keep them inside the list item.
         text += ["Notes:", ""] + ["- " + n.replace("\n", "\n    ") for n in notices] + [""]
@@ -1334,6 +1479,15 @@ def raise_fd_limit():
             log("note: descriptor limit %d (raising it needs CAP_SYS_RESOURCE): too low for "
                 "%d idle connections" % (hard, IDLE_CONNS))
         return hard
+
+
+def refusal_text(variant, e):
+    """Why an optional variant's rows are skipped, from lfhttpd -t's refusal e."""
+    errors = [re.sub(r"^\S*/", "", ln.split(": ", 1)[-1].strip())
+              for ln in str(e).splitlines()[1:]
+              if re.match(r"\S*lfhttpd: .*\.conf:\d+: ", ln)]
+    return "lfhttpd -t refuses the %s configuration (%s): its rows are skipped" % (
+        variant, "; ".join(errors[:2]) or "see its -t output")
 
 
 def check_workload(wl, servers):
@@ -1389,7 +1543,7 @@ class Bench:
     def start_servers(self):
         """The long-lived instances: "main" (access log off), "log" (on) and "nomem"
         (lfhttpd only), if used."""
-        variants = {w.variant for w in self.workloads} - {"mem"}
+        variants = {w.variant for w in self.workloads} - {"mem", "memtls"}
         if variants & set(OWN_INSTANCES):
             variants.add("main")  # the other servers of those variants
         starts = [(v, k) for v in sorted(variants) for k in OWN_INSTANCES.get(v, SERVERS)]
@@ -1406,12 +1560,7 @@ class Bench:
                 if variant not in OPTIONAL_VARIANTS:
                     raise
                 # This lfhttpd does not do it yet: its rows are skipped, the rest runs.
-                errors = [re.sub(r"^\S*/", "", ln.split(": ", 1)[-1].strip())
-                          for ln in str(e).splitlines()[1:]
-                          if re.match(r"\S*lfhttpd: .*\.conf:\d+: ", ln)]
-                self.refused[(variant, kind)] = "lfhttpd -t refuses the %s configuration " \
-                    "(%s): its rows are skipped" % (variant, "; ".join(errors[:2]) or
-                                                    "see its -t output")
+                self.refused[(variant, kind)] = refusal_text(variant, e)
                 self.say("NOT started %s (%s): %s" % (kind, variant,
                                                       self.refused[(variant, kind)]))
                 continue
@@ -1435,6 +1584,24 @@ class Bench:
     def refusal(self, wl, kind):
         """Why kind cannot run wl because it refused the variant's configuration, or None."""
         return self.refused.get((wl.variant, kind))
+
+    def check_tls(self):
+        """The HTTPS rows' notes: what a default OpenSSL client (as wrk and ab) negotiates
+        with each server, and how lfhttpd sends file bodies over TLS (its start-up line)."""
+        for kind in SERVERS:
+            srv = self.instances.get(("tls", kind))
+            if not srv:
+                continue
+            found = tls_parameters(srv.port)
+            for wl in self.workloads:
+                if wl.variant == "tls":
+                    self.notes[(wl.key, kind)] = found or "openssl s_client could not connect"
+        srv = self.instances.get(("tls", "lfhttpd"))
+        path = re.search(r"^.*kernel TLS.*$", srv.read_error_log(), re.M) if srv else None
+        if path:
+            note = self.notes.get(("https_10m", "lfhttpd"))
+            line = re.sub(r"^.*?(TLS: |kernel TLS)", r"\1", path.group(0)).strip()
+            self.notes[("https_10m", "lfhttpd")] = "; ".join(([note] if note else []) + [line])
 
     def check_gzip(self):
         """What each server really sends for the gzip workload (curl, once). This first
@@ -1536,15 +1703,20 @@ class Bench:
 
     def run_memory_workload(self, wl):
         for rnd in range(self.opts.mem_rounds):
-            found = run_memory(self.opts.bin, self.notices)
-            for kind in SERVERS:
-                self.record(wl, kind, found[kind], rnd, self.opts.mem_rounds)
+            found = run_memory(self.opts.bin, self.notices, wl.variant)
+            for kind, r in found.items():
+                if "refused" in r:  # this lfhttpd has no TLS yet: no round will differ
+                    self.skipped[(wl.key, kind)] = r["refused"]
+                    self.say("skipping %s: %s" % (kind, r["refused"]))
+                elif (wl.key, kind) not in self.skipped:
+                    self.record(wl, kind, r, rnd, self.opts.mem_rounds)
 
     def run_all(self):
         """Every workload; the servers are stopped whatever happens."""
         try:
             self.start_servers()
             self.check_gzip()
+            self.check_tls()
             for wl in self.workloads:
                 log("\n-- %s: %s%s" % (wl.key, wl.title, " (QUICK=1: one round)"
                                         if wl.tool != "mem" and self.rounds(wl) == 1
@@ -1603,7 +1775,7 @@ class Bench:
         self.check_access_logs()
         summary = summarize(self.results)
         for kind in SERVERS:
-            for key in ("large", "large_copy"):
+            for key in ("large", "large_copy", "https_10m"):
                 s = summary.get((key, kind))
                 if s and s["mib_s"]:
                     note = self.notes.get((key, kind))
@@ -1613,6 +1785,7 @@ class Bench:
         head, rows = table_rows(summary, self.notes, self.skipped)
         ghead, grows = goal_rows(self.results, summary, self.skipped)
         mhead, mrows = memory_rows(summary)
+        thead, trows = memory_rows(summary, "https_idle", self.skipped)
         log("\n== Results: medians over rounds; x nginx = ratio to nginx's median in this "
             "run; p99 from wrk's latency distribution (ab's: whole ms)")
         log("Machine: %d cores shared with the load generator, noisy; requests per server "
@@ -1624,6 +1797,10 @@ class Bench:
             log("\nMemory: %d idle keep-alive connections (a fresh server per round; VmRSS "
                 "summed over its processes; kernel socket memory not included)\n" % IDLE_CONNS)
             log(text_table(mhead, mrows))
+        if trows:
+            log("\nMemory over TLS: %d idle TLS keep-alive connections, one request each "
+                "(a fresh server per round; VmRSS summed over its processes)\n" % IDLE_CONNS)
+            log(text_table(thead, trows))
         if self.notices:
             log("\nNotes:")
             for n in self.notices:
@@ -1632,7 +1809,8 @@ class Bench:
         md_path = os.path.join(OUT, "results.md")
         write_csv(csv_path, self.results, summary)
         write_markdown(md_path, self.opts, self.workloads,
-                       ((head, rows), (ghead, grows), (mhead, mrows)), machine, vers,
+                       ((head, rows), (ghead, grows), (mhead, mrows), (thead, trows)),
+                       machine, vers,
                        self.notices)
         png = write_plot(summary, self.skipped)
         log("\nWrote %s (benchmark %.0f s)" % (", ".join(
@@ -1653,6 +1831,8 @@ def run(opts):
         opts.rounds, opts.duration))
     make_docroot()
     make_upstream_docroot()
+    if any(w.variant in TLS_VARIANTS for w in WORKLOADS if not opts.only or w.key in opts.only):
+        make_cert()
     shutil.rmtree(RUN, ignore_errors=True)
     os.makedirs(RUN)
     bench = Bench(opts)
@@ -1699,6 +1879,8 @@ def parse_args(argv):
     o.only = set(o.only.split(",")) if o.only else None
     if o.only and o.only - {w.key for w in WORKLOADS}:
         p.error("unknown workload in --only: %s" % ", ".join(o.only - {w.key for w in WORKLOADS}))
+    if o.only:  # a workload's second figure comes with it (https_hs: https_hs_ab)
+        o.only |= {w.key for w in WORKLOADS if w.part_of in o.only}
     return o
 
 
