@@ -499,14 +499,13 @@ int tls_set_build(const struct config *cfg, const struct site_set *sites,
     struct tls_conf top = {0};
     read_conf(cfg->tree, &top);
     if (!sites || !sites->n_servers) {
-        unsigned line = 0;
-        for (unsigned i = 0; i < cfg->n_listen && !line; i++)
-            if (cfg->listen[i].ssl) {
-                const struct conf_node *n = config_next(cfg, "listen", NULL);
-                line = n ? n->line : 0;
-            }
+        const struct conf_node *ssl_listen = config_next(cfg, "listen", NULL);
+        while (ssl_listen && !(ssl_listen->n_args > 1 && strcmp(ssl_listen->args[1], "ssl") == 0))
+            ssl_listen = config_next(cfg, "listen", ssl_listen);
+        unsigned line = ssl_listen ? ssl_listen->line : 0;
         if (!top.n_cert)
-            conf_error(&b.r, line, "no \"ssl_certificate\" for \"listen ... ssl\"");
+            conf_error(&b.r, line, "no \"ssl_certificate\" for the server of \"listen %s ssl\"",
+                       ssl_listen ? ssl_listen->args[0] : "?");
         else
             t->top_ctx = ctx_make(&b, &top, t, line);
     } else {
