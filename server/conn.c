@@ -151,9 +151,10 @@ void conn_pool_sweep(struct conn_pool *pool, int64_t now_ms, bool stopping)
 {
     pthread_mutex_lock(&pool->lock);
     for (struct conn *c = pool->conns; c; c = c->next) {
-        if (atomic_load_explicit(&c->expired, memory_order_relaxed))
-            continue;
         uint8_t st = atomic_load_explicit(&c->state, memory_order_relaxed);
+        /* A connection waiting through its wake_fd keeps that deadline even if an earlier
+         * sweep, seeing a state gone stale, marked it expired while a request was being
+         * started: its socket's shutdown woke nothing it waits on. */
         if (st == CONN_STREAM && c->wake_fd >= 0) {
             if (!atomic_load_explicit(&c->woken, memory_order_relaxed) &&
                 (atomic_load_explicit(&c->deadline_ms, memory_order_relaxed) <= now_ms ||
@@ -163,6 +164,8 @@ void conn_pool_sweep(struct conn_pool *pool, int64_t now_ms, bool stopping)
             }
             continue;
         }
+        if (atomic_load_explicit(&c->expired, memory_order_relaxed))
+            continue;
         int64_t dl = atomic_load_explicit(&c->deadline_ms, memory_order_relaxed);
         bool idle = st == CONN_NEW || st == CONN_IDLE;
         if (dl > now_ms && !(stopping && idle))
