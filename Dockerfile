@@ -11,6 +11,10 @@
 #   docker run -d -p 8080:8080 -v "$PWD/site:/srv/site:ro" lfhttpd -r /srv/site
 #   docker run --rm lfhttpd -t             (check the configuration)
 #   docker run --rm lfhttpd -V             (version)
+# HTTPS: mount a configuration with `listen 8443 ssl;` and the certificate and key it names
+# (see conf/examples/tls.conf), and publish that port too:
+#   docker run -d -p 8443:8443 -v "$PWD/tls.conf:/etc/lfhttpd/lfhttpd.conf:ro" \
+#     -v "$PWD/certs:/etc/lfhttpd/certs:ro" lfhttpd
 #
 # `docker stop` sends SIGTERM: the server stops accepting, finishes the responses in
 # flight and exits 0 within shutdown_timeout (10 s by default). Docker's own stop timeout
@@ -20,11 +24,12 @@
 FROM debian:bookworm-slim AS build
 
 # The compiler and the -dev packages of the libraries the server links besides libc:
-# zlib, Brotli's encoder and Zstandard (mod_gzip's codings), libmagic (mod_mime) and
-# libxcrypt (mod_auth's password hashes).
+# zlib, Brotli's encoder and Zstandard (mod_gzip's codings), libmagic (mod_mime),
+# libxcrypt (mod_auth's password hashes) and OpenSSL 3 (HTTPS).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         gcc make libc6-dev zlib1g-dev libbrotli-dev libzstd-dev libmagic-dev libcrypt-dev \
+        libssl-dev \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 
 WORKDIR /src
@@ -42,7 +47,7 @@ FROM debian:bookworm-slim
 # files can be made readable to it from the host.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        zlib1g libbrotli1 libzstd1 libcrypt1 libmagic1 libmagic-mgc \
+        zlib1g libbrotli1 libzstd1 libcrypt1 libmagic1 libmagic-mgc libssl3 \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb \
            /var/log/apt /var/log/dpkg.log /var/cache/debconf/*-old \
  && groupadd --system -K SYS_GID_MAX=10001 --gid 10001 lfhttpd \
