@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 import uuid
@@ -350,3 +351,39 @@ def test_kill_hup_reloads_a_mounted_config(engine, run_container, tmp_path):
     assert "configuration reloaded (generation 2)" in c.logs(), c.logs()
     assert c.get("/")[2] == b"the other site\n"
     assert c.running()
+
+
+def test_serves_https_from_a_mounted_configuration_and_certificate(run_container, tmp_path):
+    site, files = _site(tmp_path)
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost",
+                    "-keyout", str(certs / "site.key"), "-out", str(certs / "site.pem")],
+                   check=True, capture_output=True)
+    for p in (certs / "site.key", certs / "site.pem"):
+        os.chmod(p, 0o644)  # the container's user is not the file's owner
+    os.chmod(certs, 0o755)
+    conf = _conf_file(tmp_path, "listen 8443 ssl;\nroot /srv/site;\n"
+                                "ssl_certificate /etc/lfhttpd/certs/site.pem;\n"
+                                "ssl_certificate_key /etc/lfhttpd/certs/site.key;\n"
+                                "access_log off;\nerror_log stderr info;\n")
+    c = run_container(volumes=[f"{site}:/srv/site:ro", f"{conf}:{CONF}:ro",
+                               f"{certs}:/etc/lfhttpd/certs:ro"], port=8443, wait=False)
+    ctx = ssl.create_default_context(cafile=str(certs / "site.pem"))
+    deadline = time.time() + 30
+    while True:
+        conn = http.client.HTTPSConnection("localhost", c.port, context=ctx, timeout=10)
+        try:
+            conn.request("GET", "/sub/page.txt")
+            r = conn.getresponse()
+            status, body = r.status, r.read()
+            break
+        except (OSError, http.client.HTTPException):
+            assert c.running() and time.time() < deadline, c.logs()
+            time.sleep(0.2)
+        finally:
+            conn.close()
+    assert status == 200 and body == files["sub/page.txt"]
+    assert "TLS: kernel TLS" in c.logs()
