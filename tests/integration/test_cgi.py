@@ -19,6 +19,7 @@ ALLOWED_ENV = {
     "REQUEST_METHOD", "REQUEST_URI", "SCRIPT_NAME", "PATH_INFO", "PATH_TRANSLATED",
     "QUERY_STRING", "REMOTE_ADDR", "REMOTE_PORT", "CONTENT_LENGTH", "CONTENT_TYPE",
     "DOCUMENT_ROOT", "SCRIPT_FILENAME", "REDIRECT_STATUS", "PATH",
+    "REQUEST_SCHEME", "HTTPS",  # Apache's and nginx's: the scheme, "on" over TLS
     "PWD",  # set by the shell itself
 }
 
@@ -151,6 +152,7 @@ def test_environment_variables_exact(cgi_server, cgi_dir, connect):
     assert env["SERVER_NAME"] == "example.test"
     assert env["SERVER_PORT"] == str(srv.port)
     assert env["SERVER_PROTOCOL"] == "HTTP/1.1"
+    assert env["REQUEST_SCHEME"] == "http" and "HTTPS" not in env
     assert env["SERVER_SOFTWARE"].startswith("lfhttpd")
     assert env["HTTP_X_CUSTOM"] == "hello  world"
     assert env["HTTP_HOST"] == "example.test:1234"
