@@ -6,6 +6,7 @@ delay (the default) SIGTERM shuts down at once, as before."""
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -17,13 +18,13 @@ from conftest import scaled, wait_until
 DRAINING = "shutdown_delay: draining for"
 
 
-def conf(docroot, extra=""):
+def conf(docroot, extra="", shutdown_timeout="5s"):
     return ("listen 127.0.0.1:0;\n"
             f'root "{docroot}";\n'
             "threads 2;\n"
             "access_log off;\n"
             "error_log stderr debug;\n"
-            "shutdown_timeout 5s;\n"
+            f"shutdown_timeout {shutdown_timeout};\n"
             "handler /healthz health;\n" + extra)
 
 
@@ -114,6 +115,34 @@ def test_second_sigterm_ends_the_delay_at_once(start_server, docroot):
     assert "SIGTERM: ending the shutdown delay early" in s.error_log()
 
 
+def test_signal_after_the_delay_closes_what_is_left_at_once(start_server, docroot):
+    """Once the delay is over the graceful shutdown is today's: it waits (here up to a
+    minute) for a download to a client that stopped reading, and the next SIGTERM closes it
+    at once."""
+    with open(docroot / "big.bin", "wb") as f:
+        f.truncate(256 << 20)  # sparse: costs no disk
+    s = start_server(docroot, conf=conf(docroot, "shutdown_delay 1s;\nsend_timeout 60s;\n",
+                                        shutdown_timeout="60s"))
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((s.host, s.port))
+    try:
+        sock.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert sock.recv(100).startswith(b"HTTP/1.1 200 ")  # the download is under way
+        sigterm_and_wait_for_draining(s)
+        assert wait_until(lambda: "shutdown delay over" in s.error_log(), timeout=scaled(5))
+        time.sleep(0.5)
+        assert s.proc.poll() is None, "the shutdown did not wait for the download"
+        t0 = time.monotonic()
+        s.proc.send_signal(signal.SIGTERM)
+        s.proc.wait(timeout=scaled(5))
+        assert time.monotonic() - t0 < scaled(2)
+        assert s.proc.returncode == 0, s.error_log()
+        assert "second signal: closing 1 connections now" in s.error_log(), s.error_log()
+    finally:
+        sock.close()
+
+
 def test_sigint_shuts_down_without_the_delay(start_server, docroot):
     """SIGINT comes from a terminal (Ctrl-C): nobody there waits for a load balancer."""
     s = start_server(docroot, conf=conf(docroot, "shutdown_delay 60s;\n"))
@@ -169,8 +198,8 @@ def health_status(s):
 
 @pytest.mark.skipif(not shutil.which("wrk"), reason="wrk is not installed")
 @pytest.mark.parametrize("keep_alive", [True, False], ids=["keep-alive", "connection-close"])
-def test_wrk_sees_no_failed_request_until_the_health_check_fails(start_server, docroot,
-                                                                 keep_alive):
+def test_load_from_wrk_loses_no_request_until_the_health_check_fails(start_server, docroot,
+                                                                     keep_alive):
     """wrk keeps 50 connections busy; the server gets SIGTERM with `shutdown_delay 2s`; a
     thread polls /healthz as a load balancer would, and wrk is stopped one second after the
     check fails (a load balancer's probe period, well inside the delay). Until then wrk
