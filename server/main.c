@@ -122,6 +122,18 @@ static void reopen_logs(struct server *srv)
         log_info("SIGUSR1: log files reopened");
 }
 
+/* The signals a serving server acts on and goes on serving: a CGI script's end, a log
+ * rotation, a reload. */
+static void serve_signal(struct server *srv, const struct options *o, int sig)
+{
+    if (sig == SIGCHLD)
+        reap_children();
+    if (sig == SIGUSR1)
+        reopen_logs(srv);
+    if (sig == SIGHUP)
+        reload(srv, o);
+}
+
 /* shutdown_delay: before the graceful shutdown, go on serving everything for a while with
  * the health handler answering 503 and every response closing its connection, so that a
  * load balancer (a Kubernetes readiness probe) stops sending new connections here and
@@ -129,7 +141,7 @@ static void reopen_logs(struct server *srv)
  * still serving meanwhile, so SIGHUP, SIGUSR1 and SIGCHLD act as they always do (a reload
  * does not change the delay already running). A second SIGTERM, or SIGINT, ends the delay:
  * the graceful shutdown starts at once. */
-static void drain(struct server *srv, struct options *o, const sigset_t *sigs)
+static void drain(struct server *srv, const struct options *o, const sigset_t *sigs)
 {
     unsigned delay_ms = atomic_load(&srv->http.current.gen)->cfg.shutdown_delay_ms;
     if (delay_ms == 0)
@@ -144,15 +156,11 @@ static void drain(struct server *srv, struct options *o, const sigset_t *sigs)
         struct timespec wait = {left / 1000, left % 1000 * 1000000L};
         int sig = sigtimedwait(sigs, NULL, &wait);
         if (sig == SIGTERM || sig == SIGINT) {
-            log_info("%s: ending the shutdown delay early", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            log_info("%s: ending the shutdown delay early",
+                     sig == SIGTERM ? "SIGTERM" : "SIGINT");
             return;
         }
-        if (sig == SIGCHLD)
-            reap_children();
-        if (sig == SIGUSR1)
-            reopen_logs(srv);
-        if (sig == SIGHUP)
-            reload(srv, o);
+        serve_signal(srv, o, sig);
     }
     log_info("shutdown delay over: shutting down");
 }
@@ -247,12 +255,7 @@ int main(int argc, char **argv)
             log_info("SIGINT: shutting down");
             break;
         }
-        if (sig == SIGCHLD)
-            reap_children();
-        if (sig == SIGUSR1)
-            reopen_logs(&srv);
-        if (sig == SIGHUP)
-            reload(&srv, &opts);
+        serve_signal(&srv, &opts, sig);
     }
     shut_down(&srv, &sigs);
     server_fini(&srv);
