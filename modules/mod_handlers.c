@@ -8,6 +8,9 @@
  *   handler /req request;    the request as the server received it: request line, header
  *                            fields, a blank line, then the body (decoded if chunked), as
  *                            text/plain, to see what a client or a proxy sent
+ *   handler /healthz health; 200 "ok\n" while the server serves; 503 "draining\n" in the
+ *                            shutdown_delay after SIGTERM, for load balancers and
+ *                            Kubernetes readiness probes (never cached)
  *   handler /status status;  live figures: uptime, per service class (its Leader/Followers
  *                            group's threads, nice, connections, requests, service-time
  *                            p50/p99, events, hand-offs, epoll waits), requests, bytes and
@@ -303,6 +306,24 @@ static enum mod_result echo_handle(struct handlers_state *st, const struct reque
     return MOD_HANDLED;
 }
 
+/* Ready or not: what a load balancer's health check or a readiness probe asks. Answered
+ * from static memory, so that probing every second costs nothing. */
+static enum mod_result health_handle(struct handlers_state *st, const struct request *req,
+                                     struct response *resp)
+{
+    (void)st;
+    static const char ok[] = "ok\n", draining[] = "draining\n";
+    bool ready = !module_server_draining(req->server);
+    resp_start(resp, ready ? 200 : 503);
+    resp_header(resp, "Content-Type", "text/plain; charset=utf-8");
+    resp_header(resp, "Cache-Control", "no-store");
+    if (ready)
+        resp_body_mem(resp, ok, sizeof(ok) - 1);
+    else
+        resp_body_mem(resp, draining, sizeof(draining) - 1);
+    return MOD_HANDLED;
+}
+
 static const char status_style[] =
     ":root{color-scheme:light dark;--bg:#fff;--fg:#1f2328;--muted:#59636e;--line:#d1d9e0;"
     "--head:#f6f8fa;--accent:#0969da}\n"
@@ -576,6 +597,7 @@ static enum mod_result status_handle(struct handlers_state *st, const struct req
 
 static const struct handler_kind handler_kinds[] = {
     {"echo", echo_handle, true, ANY_ALLOW},
+    {"health", health_handle, false, READ_ALLOW},
     {"hello", hello_handle, false, READ_ALLOW},
     {"request", request_handle, true, ANY_ALLOW},
     {"status", status_handle, false, READ_ALLOW},
@@ -624,8 +646,8 @@ static int add_handler(void *base, const struct conf_node *n, void *ctx, char *m
     struct handlers_state *st = base;
     const struct handler_kind *k = kind_named(n->args[1]);
     if (!k)
-        return snprintf(msg, len, "unknown handler \"%s\" (known: echo, hello, request, status)",
-                        n->args[1]), -1;
+        return snprintf(msg, len, "unknown handler \"%s\" (known: echo, health, hello, "
+                        "request, status)", n->args[1]), -1;
     /* The kinds are read-only: the cast only fits the mount's generic pointer. */
     if (module_mount_add(ctx, n, n->args[0], (void *)k, k->wants_body) < 0)
         return -1;
@@ -641,8 +663,8 @@ static int location_handler(void *base, const struct conf_node *n, void *ctx, ch
     (void)base;
     (void)ctx;
     if (!kind_named(n->args[0]))
-        return snprintf(msg, len, "unknown handler \"%s\" (known: echo, hello, request, "
-                        "status)", n->args[0]), -1;
+        return snprintf(msg, len, "unknown handler \"%s\" (known: echo, health, hello, "
+                        "request, status)", n->args[0]), -1;
     return 0;
 }
 

@@ -691,6 +691,7 @@ static const struct conf_directive core_directives[] = {
     {"send_min_rate", CONF_SIZE, TOP, .off = true, CFG(send_min_rate)},
     {"max_parked_size", CONF_SIZE, TOP, .off = true, CFG(max_parked_size)},
     {"shutdown_timeout", CONF_DURATION, TOP, CFG(shutdown_timeout_ms)},
+    {"shutdown_delay", CONF_DURATION, TOP, CFG(shutdown_delay_ms)},
     {"keepalive_requests", CONF_COUNT, TOP, .max = 4000000000u, CFG(keepalive_requests)},
     {"access_log", CONF_PATH, TOP, CFG(access_log)},
     {"access_log_format", CONF_ENUM, TOP, .names = log_formats, CFG(access_log_json)},

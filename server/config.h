@@ -97,6 +97,9 @@ struct config {
     /* Memory bytes of parked responses, all connections together; 0: no limit. */
     uint64_t max_parked_size;
     unsigned shutdown_timeout_ms;
+    /* After SIGTERM, how long to go on serving, with the health handler answering 503,
+     * before the graceful shutdown starts; 0: at once. */
+    unsigned shutdown_delay_ms;
     unsigned keepalive_requests; /* 0 = unlimited */
 
     char access_log[CONFIG_PATH_MAX]; /* path, "stdout", "stderr", or "off" */

@@ -462,12 +462,13 @@ static void hand_off(struct conn *c, struct http_host *to, const char *p, size_t
 }
 
 /* May the connection go on after this request? Not if the client said close, nor while
- * the server stops, nor past keepalive_requests. */
+ * the server drains or stops, nor past keepalive_requests. */
 static bool keep_alive_allowed(const struct conn *c, const struct http_request *req)
 {
     const struct config *cfg = &c->gen->cfg;
-    return req->keep_alive &&
-           !atomic_load_explicit(&conn_shared(c)->stopping, memory_order_relaxed) &&
+    const struct http_shared *sh = conn_shared(c);
+    return req->keep_alive && !atomic_load_explicit(&sh->stopping, memory_order_relaxed) &&
+           !atomic_load_explicit(&sh->draining, memory_order_relaxed) &&
            (cfg->keepalive_requests == 0 || c->requests < cfg->keepalive_requests);
 }
 

@@ -33,6 +33,10 @@ struct http_shared {
     struct generation_current current; /* the configuration new requests use */
     struct access_log access_log;
     atomic_bool stopping;     /* SIGTERM/SIGINT: finish what is in flight, take nothing new */
+    /* SIGTERM with a shutdown_delay, before `stopping`: everything is still served, but the
+     * health handler answers 503 and no connection is kept alive, so that a load balancer
+     * and clients move to other copies before any connection is refused. */
+    atomic_bool draining;
     atomic_uint n_conns;      /* open connections, every host's */
     /* Bytes of request bodies being collected (their buffers), every host's: at most
      * max_body_memory; beyond it a body that needs a buffer is refused with 503. */

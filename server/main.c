@@ -122,6 +122,49 @@ static void reopen_logs(struct server *srv)
         log_info("SIGUSR1: log files reopened");
 }
 
+/* The signals a serving server acts on and goes on serving: a CGI script's end, a log
+ * rotation, a reload. */
+static void serve_signal(struct server *srv, const struct options *o, int sig)
+{
+    if (sig == SIGCHLD)
+        reap_children();
+    if (sig == SIGUSR1)
+        reopen_logs(srv);
+    if (sig == SIGHUP)
+        reload(srv, o);
+}
+
+/* shutdown_delay: before the graceful shutdown, go on serving everything for a while with
+ * the health handler answering 503 and every response closing its connection, so that a
+ * load balancer (a Kubernetes readiness probe) stops sending new connections here and
+ * keep-alive clients reconnect elsewhere, before any connection is refused. The server is
+ * still serving meanwhile, so SIGHUP, SIGUSR1 and SIGCHLD act as they always do (a reload
+ * does not change the delay already running). A second SIGTERM, or SIGINT, ends the delay:
+ * the graceful shutdown starts at once. */
+static void drain(struct server *srv, const struct options *o, const sigset_t *sigs)
+{
+    unsigned delay_ms = atomic_load(&srv->http.current.gen)->cfg.shutdown_delay_ms;
+    if (delay_ms == 0)
+        return;
+    atomic_store(&srv->http.draining, true);
+    log_info("shutdown_delay: draining for %u ms: health checks answer 503, requests are "
+             "still served, connections are not kept alive",
+             delay_ms);
+    int64_t deadline = clock_now_ms() + delay_ms;
+    for (int64_t now = clock_now_ms(); now < deadline; now = clock_now_ms()) {
+        int64_t left = deadline - now;
+        struct timespec wait = {left / 1000, left % 1000 * 1000000L};
+        int sig = sigtimedwait(sigs, NULL, &wait);
+        if (sig == SIGTERM || sig == SIGINT) {
+            log_info("%s: ending the shutdown delay early",
+                     sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            return;
+        }
+        serve_signal(srv, o, sig);
+    }
+    log_info("shutdown delay over: shutting down");
+}
+
 /* Stop accepting, let responses in flight finish, close idle connections, stop. */
 static void shut_down(struct server *srv, const sigset_t *sigs)
 {
@@ -203,16 +246,16 @@ int main(int argc, char **argv)
     log_echo_errors(false);
     for (;;) {
         int sig = sigwaitinfo(&sigs, NULL);
-        if (sig == SIGTERM || sig == SIGINT) {
-            log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        if (sig == SIGTERM) {
+            log_info("SIGTERM: shutting down");
+            drain(&srv, &opts, &sigs);
             break;
         }
-        if (sig == SIGCHLD)
-            reap_children();
-        if (sig == SIGUSR1)
-            reopen_logs(&srv);
-        if (sig == SIGHUP)
-            reload(&srv, &opts);
+        if (sig == SIGINT) { /* from a terminal: whoever waits there wants no delay */
+            log_info("SIGINT: shutting down");
+            break;
+        }
+        serve_signal(&srv, &opts, sig);
     }
     shut_down(&srv, &sigs);
     server_fini(&srv);

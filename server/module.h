@@ -398,7 +398,11 @@ struct server_stats {
         uint64_t requests;
         uint64_t p50_us, p99_us; /* service time percentiles (upper bounds: powers of 2) */
     } groups[SERVER_STATS_GROUPS];
+    bool draining; /* in the shutdown_delay after SIGTERM (module_server_draining) */
 };
 void module_server_stats(const struct server *srv, struct server_stats *out);
+/* Is the server in its shutdown_delay (SIGTERM received, still serving everything)? A
+ * health check answers "not ready" then. One atomic load: cheap enough for every probe. */
+bool module_server_draining(const struct server *srv);
 
 #endif

@@ -67,6 +67,12 @@ void module_server_stats(const struct server *srv, struct server_stats *out)
         out->groups[i].p99_us = percentile(counts, total, 99);
         out->n_groups++;
     }
+    out->draining = module_server_draining(srv);
+}
+
+bool module_server_draining(const struct server *srv)
+{
+    return atomic_load_explicit(&srv->http.draining, memory_order_relaxed);
 }
 
 
