@@ -214,6 +214,13 @@ void module_chain_fini(struct module_chain *c)
     }
 }
 
+void module_chain_metrics(const struct module_chain *c, struct strbuf *b)
+{
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->mods[i]->metrics)
+            c->mods[i]->metrics(c->state[i], b);
+}
+
 void module_chain_log(const struct module_chain *c, const struct request *req,
                       const struct response *resp)
 {
