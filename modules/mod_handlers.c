@@ -601,6 +601,12 @@ static enum mod_result handlers_handle(void *state, const struct request *req,
     return k->handle(st, req, resp);
 }
 
+/* `handler PREFIX metrics;` is the same directive, read by mod_metrics. */
+static bool other_module_kind(const char *name)
+{
+    return strcmp(name, "metrics") == 0;
+}
+
 static const struct handler_kind *kind_named(const char *name)
 {
     for (size_t i = 0; i < HANDLER_KINDS; i++)
@@ -622,6 +628,8 @@ static void handlers_fini(void *state)
 static int add_handler(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
     struct handlers_state *st = base;
+    if (other_module_kind(n->args[1]))
+        return 0;
     const struct handler_kind *k = kind_named(n->args[1]);
     if (!k)
         return snprintf(msg, len, "unknown handler \"%s\" (known: echo, hello, request, status)",
@@ -640,6 +648,8 @@ static int location_handler(void *base, const struct conf_node *n, void *ctx, ch
 {
     (void)base;
     (void)ctx;
+    if (other_module_kind(n->args[0]))
+        return 0;
     if (!kind_named(n->args[0]))
         return snprintf(msg, len, "unknown handler \"%s\" (known: echo, hello, request, "
                         "status)", n->args[0]), -1;
@@ -657,7 +667,7 @@ static void *handlers_block(void *state, const struct module_block *b)
     if (module_block_read(b, st) < 0)
         return NULL;
     for (const struct conf_node *n = b->first; n; n = n->next) {
-        if (strcmp(n->name, "handler") != 0 || n->n_args != 1)
+        if (strcmp(n->name, "handler") != 0 || n->n_args != 1 || other_module_kind(n->args[0]))
             continue;
         const struct handler_kind *k = kind_named(n->args[0]);
         if (module_block_mount(b, n, (void *)k, k->wants_body) < 0)

@@ -413,6 +413,7 @@ void module_server_stats(const struct server *srv, struct server_stats *out);
 #define SERVER_METRICS_STATES 7   /* enum conn_state: new, idle, head, body, send... */
 #define SERVER_METRICS_BUCKETS 32 /* the service-time histogram's: times below 2^i us */
 struct server_metrics {
+    const char *version; /* static */
     unsigned generation;
     uint64_t reloads_ok, reloads_refused;
     double start_time_s; /* the Unix time the server started */

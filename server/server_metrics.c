@@ -55,6 +55,7 @@ static void class_metrics(const struct service *svc, struct server_metrics *out,
 void module_server_metrics(const struct server *srv, struct server_metrics *out)
 {
     memset(out, 0, sizeof(*out));
+    out->version = LFHTTPD_VERSION;
     out->generation = atomic_load_explicit(&srv->http.current.number, memory_order_relaxed);
     out->reloads_ok = load(&reloads_ok);
     out->reloads_refused = load(&reloads_refused);
