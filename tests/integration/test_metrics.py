@@ -201,6 +201,7 @@ def test_histogram_buckets_are_cumulative_and_count_every_request(start_server, 
     assert buckets[-1][0] == float("inf")
     assert buckets[0][0] == pytest.approx(0.000512) and buckets[-2][0] == pytest.approx(8.388608)
     assert counts == sorted(counts), "buckets are cumulative"
+    assert counts[-2] == counts[-1], "every request here is served within 8.4 s"
     count = value(samples, "lfhttpd_request_duration_seconds_count", **{"class": "default"})
     assert counts[-1] == count == 12
     assert value(samples, "lfhttpd_requests_total", **{"class": "default"}) == count
