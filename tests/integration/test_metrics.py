@@ -273,6 +273,29 @@ def test_tls_handshakes_and_failures_are_counted(start_server, site, tmp_path):
     assert value(scrape(s), "lfhttpd_tls_handshakes_total") == 2
 
 
+def test_a_resumed_tls_session_is_counted(start_server, site, tmp_path):
+    pair = self_signed(tmp_path, "example.org")
+    tls_port = free_port()
+    s = start_server(site, METRICS + f"listen 127.0.0.1:{tls_port} ssl;\n"
+                     f"ssl_certificate {pair.cert};\nssl_certificate_key {pair.key};\n")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2  # the session is known once the handshake ends
+    session, reused = None, []
+    for _ in range(2):
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", tls_port)),
+                             server_hostname="example.org", session=session) as t:
+            t.sendall(b"GET / HTTP/1.1\r\nHost: example.org\r\nConnection: close\r\n\r\n")
+            t.recv(100)
+            session = t.session
+            reused.append(t.session_reused)
+    assert reused == [False, True]
+    m = scrape(s)
+    assert value(m, "lfhttpd_tls_handshakes_total") == 2
+    assert value(m, "lfhttpd_tls_resumptions_total") == 1
+
+
 def test_an_idle_keepalive_connection_shows_in_its_state(start_server, site, connect):
     s = start_server(site, METRICS)
     c = connect(s)
