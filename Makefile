@@ -116,12 +116,13 @@ conf/tls/localhost.pem:
 # nginx answers the same requests for comparison (test_auth.py, test_examples.py); chromium
 # renders directory listings and the example single-page application, the latter driven
 # over the DevTools protocol with python3-websockets; podman-compose brings up the Docker
-# Compose example (conf/examples/compose/, test_compose.py).
+# Compose example (conf/examples/compose/, test_compose.py); promtool (Debian's prometheus)
+# checks the metrics scrape (test_metrics.py).
 TEST_PKGS := gcc:gcc curl:curl ab:apache2-utils htpasswd:apache2-utils nginx:nginx-light \
              wrk:wrk clang:clang setpriv:util-linux \
              slowhttptest:slowhttptest valgrind:valgrind chromium:chromium \
              systemd-analyze:systemd podman-compose:podman-compose \
-             openssl:openssl testssl:testssl.sh
+             openssl:openssl testssl:testssl.sh promtool:prometheus
 check-deps:
 	@missing=""; \
 	for pair in $(TEST_PKGS); do \

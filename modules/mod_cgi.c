@@ -52,6 +52,7 @@
 
 #include "log.h"
 #include "mod_cgi.h"
+#include "strbuf.h"
 
 #define CGI_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
 #define CGI_ENV_MAX (32 + HTTP_MAX_HEADERS)
@@ -70,6 +71,7 @@ struct cgi_state {
     unsigned max_processes;  /* cgi_max_processes */
     size_t stderr_bytes;     /* cgi_stderr: kept per run and logged; 0 = /dev/null */
     atomic_uint running;     /* runs from spawn to done(): bounded by max_processes */
+    atomic_ulong refused;    /* requests answered 503: max_processes were running */
     int devnull_fd;
     posix_spawnattr_t attr;  /* the same for every run, read-only after init */
     bool attr_ready;
@@ -797,6 +799,7 @@ static enum mod_result cgi_handle(void *state, const struct request *req,
         return MOD_HANDLED;
     }
     if (!slot_take(st)) {
+        atomic_fetch_add_explicit(&st->refused, 1, memory_order_relaxed);
         resp_error(resp, 503);
         resp_header(resp, "Retry-After", "1");
         return MOD_HANDLED;
@@ -975,6 +978,19 @@ static int cgi_init(struct module_init *mi, void **state)
     return 0;
 }
 
+static void cgi_metrics(void *state, struct strbuf *b)
+{
+    struct cgi_state *st = state;
+    strbuf_prom_family(b, "lfhttpd_cgi_processes", "gauge", "CGI scripts running now.");
+    strbuf_printf(b, "lfhttpd_cgi_processes %u\n",
+                  atomic_load_explicit(&st->running, memory_order_relaxed));
+    strbuf_prom_family(b, "lfhttpd_cgi_refused_total", "counter",
+                       "CGI requests refused (503) because cgi_max_processes were running, "
+                       "since the configuration was loaded.");
+    strbuf_printf(b, "lfhttpd_cgi_refused_total %llu\n",
+                  (unsigned long long)atomic_load_explicit(&st->refused, memory_order_relaxed));
+}
+
 const struct module mod_cgi = {
     .name = "cgi",
     .directives = cgi_directives,
@@ -982,4 +998,5 @@ const struct module mod_cgi = {
     .fini = cgi_fini,
     .handle = cgi_handle,
     .block = cgi_block,
+    .metrics = cgi_metrics,
 };

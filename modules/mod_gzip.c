@@ -77,6 +77,7 @@
 #include "http_params.h"
 #include "log.h"
 #include "module.h"
+#include "strbuf.h"
 
 #define GZIP_TYPES_MAX 64
 #define GZIP_TYPE_LEN 128
@@ -1173,10 +1174,43 @@ static void gzip_fini(void *state)
     free(g);
 }
 
+/* The compressed variants' cache and the gate, for a metrics scrape. */
+static void gzip_metrics(void *state, struct strbuf *b)
+{
+    struct gzip_state *st = state;
+    if (st->cache) {
+        struct gzip_cache_stats cs;
+        gzip_cache_get_stats(st->cache, &cs);
+        strbuf_prom_family(b, "lfhttpd_gzip_cache_lookups_total", "counter",
+                           "Look-ups of compressed variants, by result, since the "
+                           "configuration was loaded (busy: another thread compresses it).");
+        strbuf_printf(b, "lfhttpd_gzip_cache_lookups_total{result=\"hit\"} %llu\n"
+                      "lfhttpd_gzip_cache_lookups_total{result=\"miss\"} %llu\n"
+                      "lfhttpd_gzip_cache_lookups_total{result=\"busy\"} %llu\n",
+                      (unsigned long long)cs.hits, (unsigned long long)cs.misses,
+                      (unsigned long long)cs.busy);
+        strbuf_prom_family(b, "lfhttpd_gzip_cache_evictions_total", "counter",
+                           "Variants evicted to stay within gzip_cache_size.");
+        strbuf_printf(b, "lfhttpd_gzip_cache_evictions_total %llu\n",
+                      (unsigned long long)cs.evictions);
+        strbuf_prom_family(b, "lfhttpd_gzip_cache_entries", "gauge", "Variants kept.");
+        strbuf_printf(b, "lfhttpd_gzip_cache_entries %u\n", cs.entries);
+        strbuf_prom_family(b, "lfhttpd_gzip_cache_bytes", "gauge",
+                           "Bytes of the variants kept (whole pages).");
+        strbuf_printf(b, "lfhttpd_gzip_cache_bytes %llu\n", (unsigned long long)cs.bytes);
+    }
+    struct gzip_gate_stats gs;
+    gzip_gate_get_stats(st->gate, &gs);
+    strbuf_prom_family(b, "lfhttpd_compressions_running", "gauge",
+                       "Compressions running now.");
+    strbuf_printf(b, "lfhttpd_compressions_running %u\n", gs.running);
+}
+
 const struct module mod_gzip = {
     .name = "gzip",
     .directives = gzip_directives,
     .init = gzip_init,
     .fini = gzip_fini,
     .filter = gzip_filter,
+    .metrics = gzip_metrics,
 };

@@ -623,6 +623,12 @@ static enum mod_result handlers_handle(void *state, const struct request *req,
     return k->handle(st, req, resp);
 }
 
+/* `handler PREFIX metrics;` is the same directive, read by mod_metrics. */
+static bool other_module_kind(const char *name)
+{
+    return strcmp(name, "metrics") == 0;
+}
+
 static const struct handler_kind *kind_named(const char *name)
 {
     for (size_t i = 0; i < HANDLER_KINDS; i++)
@@ -644,10 +650,12 @@ static void handlers_fini(void *state)
 static int add_handler(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
     struct handlers_state *st = base;
+    if (other_module_kind(n->args[1]))
+        return 0;
     const struct handler_kind *k = kind_named(n->args[1]);
     if (!k)
         return snprintf(msg, len, "unknown handler \"%s\" (known: echo, health, hello, "
-                        "request, status)", n->args[1]), -1;
+                        "metrics, request, status)", n->args[1]), -1;
     /* The kinds are read-only: the cast only fits the mount's generic pointer. */
     if (module_mount_add(ctx, n, n->args[0], (void *)k, k->wants_body) < 0)
         return -1;
@@ -662,9 +670,11 @@ static int location_handler(void *base, const struct conf_node *n, void *ctx, ch
 {
     (void)base;
     (void)ctx;
+    if (other_module_kind(n->args[0]))
+        return 0;
     if (!kind_named(n->args[0]))
         return snprintf(msg, len, "unknown handler \"%s\" (known: echo, health, hello, "
-                        "request, status)", n->args[0]), -1;
+                        "metrics, request, status)", n->args[0]), -1;
     return 0;
 }
 
@@ -679,7 +689,7 @@ static void *handlers_block(void *state, const struct module_block *b)
     if (module_block_read(b, st) < 0)
         return NULL;
     for (const struct conf_node *n = b->first; n; n = n->next) {
-        if (strcmp(n->name, "handler") != 0 || n->n_args != 1)
+        if (strcmp(n->name, "handler") != 0 || n->n_args != 1 || other_module_kind(n->args[0]))
             continue;
         const struct handler_kind *k = kind_named(n->args[0]);
         if (module_block_mount(b, n, (void *)k, k->wants_body) < 0)

@@ -38,6 +38,7 @@
 #include "file_cache.h"
 #include "log.h"
 #include "module.h"
+#include "strbuf.h"
 
 #define STATIC_MAX_RANGES 16
 #define STATIC_CACHE_MAX 10000         /* open_file_cache_max */
@@ -581,6 +582,34 @@ static void static_fini(void *state)
     free(s);
 }
 
+/* The open-file cache's figures. Look-ups are not counted (file_cache.h says why): a
+ * miss that opens a file is an insert. */
+static void static_metrics(void *state, struct strbuf *b)
+{
+    struct static_state *s = state;
+    if (!s->cache)
+        return;
+    struct file_cache_stats fs;
+    file_cache_get_stats(s->cache, &fs);
+    strbuf_prom_family(b, "lfhttpd_open_file_cache_entries", "gauge", "Files held open.");
+    strbuf_printf(b, "lfhttpd_open_file_cache_entries %u\n", fs.entries);
+    strbuf_prom_family(b, "lfhttpd_open_file_cache_max_entries", "gauge",
+                       "open_file_cache_max.");
+    strbuf_printf(b, "lfhttpd_open_file_cache_max_entries %u\n", fs.max_entries);
+    strbuf_prom_family(b, "lfhttpd_open_file_cache_inserts_total", "counter",
+                       "Files opened and kept: the look-ups that missed, since the "
+                       "configuration was loaded.");
+    strbuf_printf(b, "lfhttpd_open_file_cache_inserts_total %llu\n",
+                  (unsigned long long)fs.inserts);
+    strbuf_prom_family(b, "lfhttpd_open_file_cache_drops_total", "counter",
+                       "Entries dropped, by reason: evicted for room, inactive, or changed.");
+    strbuf_printf(b, "lfhttpd_open_file_cache_drops_total{reason=\"evicted\"} %llu\n"
+                  "lfhttpd_open_file_cache_drops_total{reason=\"inactive\"} %llu\n"
+                  "lfhttpd_open_file_cache_drops_total{reason=\"changed\"} %llu\n",
+                  (unsigned long long)fs.evictions, (unsigned long long)fs.inactive,
+                  (unsigned long long)fs.removed);
+}
+
 const struct module mod_static = {
     .name = "static",
     .directives = static_directives,
@@ -588,4 +617,5 @@ const struct module mod_static = {
     .fini = static_fini,
     .handle = static_handle,
     .file_exists = static_file_exists,
+    .metrics = static_metrics,
 };

@@ -63,6 +63,18 @@ void conn_pool_init(struct conn_pool *pool, struct lf_group *const *groups, unsi
     pthread_mutex_init(&pool->lock, NULL);
 }
 
+void conn_pool_count_states(struct conn_pool *pool, unsigned counts[CONN_STATES])
+{
+    memset(counts, 0, CONN_STATES * sizeof(counts[0]));
+    pthread_mutex_lock(&pool->lock);
+    for (const struct conn *c = pool->conns; c; c = c->next) {
+        unsigned st = atomic_load_explicit(&c->state, memory_order_relaxed);
+        if (st < CONN_STATES)
+            counts[st]++;
+    }
+    pthread_mutex_unlock(&pool->lock);
+}
+
 bool conn_pool_full(const struct conn_pool *pool)
 {
     return pool->max_connections &&

@@ -138,6 +138,10 @@ void conn_pool_init(struct conn_pool *pool, struct lf_group *const *groups, unsi
 void conn_pool_fini(struct conn_pool *pool);
 /* Is the pool full (its own max_connections)? */
 bool conn_pool_full(const struct conn_pool *pool);
+/* The pool's open connections by state (enum conn_state), into counts[CONN_STATES]; for a
+ * metrics scrape: walks the list under the pool's lock. */
+#define CONN_STATES (CONN_STREAM + 1)
+void conn_pool_count_states(struct conn_pool *pool, unsigned counts[CONN_STATES]);
 
 /* A new connection on an accepted socket, in `pool`, served by `group` (one of the pool's;
  * NULL: the pool chooses), not yet in the handle set, waiting
@@ -181,6 +185,12 @@ enum conn_tls_step {
 /* Make the connection a TLS one: ssl (an SSL *, not yet bound to a socket) is bound to
  * its socket, and freed with the connection. */
 void conn_tls_attach(struct conn *c, void *ssl);
+/* Handshakes completed (resumed: of them, with a session resumed) and failed (a client
+ * that began one and broke it off or was refused), process-wide since start. */
+struct conn_tls_counts {
+    uint64_t handshakes, resumed, failed;
+};
+void conn_tls_counts(struct conn_tls_counts *out);
 /* Advance the handshake as far as the socket allows. */
 enum conn_tls_step conn_tls_handshake(struct conn *c);
 /* Has the handshake of a TLS connection finished? */

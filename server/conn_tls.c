@@ -82,6 +82,16 @@ static void log_failure(struct conn *c, int err)
     log_info("connection fd %d: TLS handshake failed: %s", c->h.fd, why);
 }
 
+/* Process-wide, relaxed: once per handshake, never per request. */
+static atomic_ulong tls_done, tls_resumed, tls_failed;
+
+void conn_tls_counts(struct conn_tls_counts *out)
+{
+    out->handshakes = atomic_load_explicit(&tls_done, memory_order_relaxed);
+    out->resumed = atomic_load_explicit(&tls_resumed, memory_order_relaxed);
+    out->failed = atomic_load_explicit(&tls_failed, memory_order_relaxed);
+}
+
 enum conn_tls_step conn_tls_handshake(struct conn *c)
 {
     SSL *s = c->tls;
@@ -103,8 +113,12 @@ enum conn_tls_step conn_tls_handshake(struct conn *c)
     }
     ERR_clear_error();
     int r = SSL_do_handshake(s);
-    if (r == 1)
+    if (r == 1) {
+        atomic_fetch_add_explicit(&tls_done, 1, memory_order_relaxed);
+        if (SSL_session_reused(s))
+            atomic_fetch_add_explicit(&tls_resumed, 1, memory_order_relaxed);
         return CONN_TLS_DONE;
+    }
     int err = SSL_get_error(s, r);
     if (err == SSL_ERROR_WANT_READ) {
         c->tls_flags |= CONN_TLS_STARVED;
@@ -113,6 +127,7 @@ enum conn_tls_step conn_tls_handshake(struct conn *c)
     if (err == SSL_ERROR_WANT_WRITE)
         return CONN_TLS_WANT_WRITE;
     c->tls_flags |= CONN_TLS_BROKEN;
+    atomic_fetch_add_explicit(&tls_failed, 1, memory_order_relaxed);
     log_failure(c, err);
     ERR_clear_error();
     return CONN_TLS_FAILED;

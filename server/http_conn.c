@@ -115,7 +115,7 @@ static int64_t body_deadline(const struct conn *c)
     return dl;
 }
 
-void http_stats_record(struct http_stats *st, int64_t us)
+void http_stats_record(struct http_stats *st, int64_t us, int status, uint64_t bytes)
 {
     /* the bucket is the bit length of us (us < 2^b), found at once rather than by a loop
      * of up to 31 shifts per request; the last bucket takes everything longer */
@@ -124,6 +124,12 @@ void http_stats_record(struct http_stats *st, int64_t us)
         b = HTTP_LATENCY_BUCKETS - 1;
     atomic_fetch_add_explicit(&st->requests, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&st->latency_us_log2[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st->latency_us_sum, us > 0 ? (unsigned long)us : 0,
+                              memory_order_relaxed);
+    if (status >= 100 && status <= 599)
+        atomic_fetch_add_explicit(&st->by_status[status / 100 - 1], 1, memory_order_relaxed);
+    if (bytes)
+        atomic_fetch_add_explicit(&st->bytes_sent, bytes, memory_order_relaxed);
 }
 
 /* Skip body bytes at the start of buf. Returns the bytes consumed; *err is set to 400 or
@@ -555,7 +561,7 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
         return false;
     }
     bool go_on = send_and_continue(c, &resp, buf + *pos, len - *pos);
-    http_stats_record(&host->stats, clock_now_us() - t0_us);
+    http_stats_record(&host->stats, clock_now_us() - t0_us, resp.status, resp_body_bytes(&resp));
     return go_on;
 }
 
@@ -595,7 +601,7 @@ static void serve_collected(struct conn *c)
     /* The response may point into k (an echo of the body): sending copies whatever it
      * cannot send at once, so k can go as soon as the send returns. */
     bool go_on = send_and_continue(c, &resp, NULL, 0);
-    http_stats_record(&host->stats, clock_now_us() - t0_us);
+    http_stats_record(&host->stats, clock_now_us() - t0_us, resp.status, resp_body_bytes(&resp));
     collect_free(host->shared, k);
     if (go_on)
         http_process(c);

@@ -19,10 +19,14 @@
 #define HTTP_LATENCY_BUCKETS 32
 
 /* Requests answered, and a histogram of their service time (request parsed to response
- * handed to the socket): bucket i counts times below 2^i microseconds. */
+ * handed to the socket): bucket i counts times below 2^i microseconds. Relaxed atomics,
+ * one class's: what /status and /metrics read. */
 struct http_stats {
     atomic_ulong requests;
     atomic_ulong latency_us_log2[HTTP_LATENCY_BUCKETS];
+    atomic_ulong latency_us_sum;
+    atomic_ulong by_status[5]; /* responses 1xx .. 5xx */
+    atomic_ulong bytes_sent;   /* body bytes, as the access log counts them */
 };
 
 struct http_host;

@@ -24,7 +24,7 @@ static inline struct http_host *http_host_of(const struct conn *c)
 }
 
 /* Count one request served in `us` microseconds. */
-void http_stats_record(struct http_stats *st, int64_t us);
+void http_stats_record(struct http_stats *st, int64_t us, int status, uint64_t bytes);
 
 /* The request line as sent ("GET /x HTTP/1.1"), for the access log. */
 static inline struct http_slice http_request_line(const struct http_request *req)

@@ -287,7 +287,8 @@ static void proxy_wait(struct conn_proxy *px, uint32_t events, bool drained)
 static void proxy_log(struct conn_proxy *px)
 {
     struct conn *c = px->c;
-    http_stats_record(&http_host_of(c)->stats, clock_now_us() - px->start_us);
+    http_stats_record(&http_host_of(c)->stats, clock_now_us() - px->start_us, px->status,
+                      px->sent);
     int64_t now_s;
     http_date_header(&now_s);
     http_conn_log_access(c, slice_of(px->request_line), slice_of(px->referer),

@@ -88,7 +88,8 @@ static struct http_slice slice_of(const char *s)
 static void stream_log(struct conn_stream *cs)
 {
     struct conn *c = cs->c;
-    http_stats_record(&http_host_of(c)->stats, clock_now_us() - cs->start_us);
+    http_stats_record(&http_host_of(c)->stats, clock_now_us() - cs->start_us, cs->status,
+                      cs->sent);
     int64_t now_s;
     http_date_header(&now_s);
     http_conn_log_access(c, slice_of(cs->request_line), slice_of(cs->referer),

@@ -16,6 +16,7 @@
 #include "generation.h"
 #include "log.h"
 #include "server.h"
+#include "server_metrics.h"
 
 #define DEFAULT_CONF GENERATION_DEFAULT_CONF
 
@@ -86,9 +87,11 @@ static void reload(struct server *srv, const struct options *o)
         log_error("SIGHUP: configuration not reloaded: %s; still serving generation %u", err,
                   cur->number);
         generation_free(g);
+        server_metrics_reloaded(false);
         return;
     }
     generation_install(&srv->http.current, g);
+    server_metrics_reloaded(true);
     log_info("SIGHUP: configuration reloaded (generation %u): new connections and the "
              "next request of open ones use it",
              g->number);

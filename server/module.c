@@ -14,14 +14,15 @@ extern const struct module mod_mime;     /* content types: extension table, then
 extern const struct module mod_dirlist;  /* listings of directories without an index file */
 extern const struct module mod_static;   /* files from the document root */
 extern const struct module mod_handlers; /* in-process handlers on prefixes: echo, hello, status */
+extern const struct module mod_metrics;  /* `handler PREFIX metrics;`: Prometheus's format */
 extern const struct module mod_cgi;      /* CGI/1.1 scripts mounted on prefixes */
 extern const struct module mod_proxy;    /* proxy_pass: answers from upstream servers */
 extern const struct module mod_gzip;     /* compresses responses (a filter) */
 extern const struct module mod_headers;  /* add_header, expires: after gzip, on final statuses */
 
 static const struct module *const module_table[] = {
-    &mod_auth, &mod_mime, &mod_dirlist, &mod_static, &mod_handlers, &mod_cgi, &mod_proxy, &mod_gzip,
-    &mod_headers,
+    &mod_auth,    &mod_mime,  &mod_dirlist, &mod_static,  &mod_handlers,
+    &mod_metrics, &mod_cgi,   &mod_proxy,   &mod_gzip,    &mod_headers,
 };
 
 #define MODULE_COUNT (sizeof(module_table) / sizeof(module_table[0]))
@@ -212,6 +213,13 @@ void module_chain_fini(struct module_chain *c)
         if (c->mods[c->n]->fini)
             c->mods[c->n]->fini(c->state[c->n]);
     }
+}
+
+void module_chain_metrics(const struct module_chain *c, struct strbuf *b)
+{
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->mods[i]->metrics)
+            c->mods[i]->metrics(c->state[i], b);
 }
 
 void module_chain_log(const struct module_chain *c, const struct request *req,

@@ -127,6 +127,8 @@ struct module_init {
     size_t err_len;
 };
 
+struct strbuf;
+
 struct module {
     const char *name;
     /* The directives this module reads: its lines of the directive table (directive.h),
@@ -163,6 +165,9 @@ struct module {
     /* The upstream sets the module sends requests to, for a status page: up to max of them
      * into out; returns how many there are. */
     unsigned (*upstreams)(void *state, struct upstream **out, unsigned max);
+    /* Its own figures for a metrics scrape, in the Prometheus text format (version 0.0.4):
+     * whole families, HELP and TYPE lines included, names starting with "lfhttpd_". */
+    void (*metrics)(void *state, struct strbuf *b);
 };
 
 #define MODULE_CHAIN_MAX 16
@@ -316,6 +321,8 @@ size_t module_redirect_base(const struct request *req, char *out, size_t cap);
 struct vars_source;
 /* The variables' source for a request (vars.h). */
 void module_vars_source(const struct request *req, struct vars_source *src);
+/* Run the metrics hooks, in chain order. */
+void module_chain_metrics(const struct module_chain *c, struct strbuf *b);
 /* Run log hooks. */
 void module_chain_log(const struct module_chain *c, const struct request *req,
                       const struct response *resp);
@@ -404,5 +411,27 @@ void module_server_stats(const struct server *srv, struct server_stats *out);
 /* Is the server in its shutdown_delay (SIGTERM received, still serving everything)? A
  * health check answers "not ready" then. One atomic load: cheap enough for every probe. */
 bool module_server_draining(const struct server *srv);
+
+/* Figures of the whole server for a metrics scrape (mod_metrics), beside server_stats:
+ * counters since start, whatever reloads happened. */
+#define SERVER_METRICS_STATES 7   /* enum conn_state: new, idle, head, body, send... */
+#define SERVER_METRICS_BUCKETS 32 /* the service-time histogram's: times below 2^i us */
+struct server_metrics {
+    const char *version; /* static */
+    unsigned generation;
+    uint64_t reloads_ok, reloads_refused;
+    double start_time_s; /* the Unix time the server started */
+    uint64_t tls_handshakes, tls_resumed, tls_failed;
+    unsigned n_classes;
+    struct {
+        char name[32];
+        unsigned connections;
+        unsigned by_state[SERVER_METRICS_STATES];
+        uint64_t requests, by_status[5], bytes_sent;
+        uint64_t latency_us_sum;
+        uint64_t latency_us_log2[SERVER_METRICS_BUCKETS];
+    } classes[SERVER_STATS_GROUPS];
+};
+void module_server_metrics(const struct server *srv, struct server_metrics *out);
 
 #endif

@@ -159,6 +159,25 @@ void strbuf_json(struct strbuf *b, const char *s, size_t n)
     strbuf_add(b, "\"", 1);
 }
 
+void strbuf_prom_label(struct strbuf *b, const char *s, size_t n)
+{
+    strbuf_add(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '\\' || s[i] == '"')
+            strbuf_add(b, "\\", 1);
+        if (s[i] == '\n')
+            strbuf_add(b, "\\n", 2);
+        else
+            strbuf_add(b, s + i, 1);
+    }
+    strbuf_add(b, "\"", 1);
+}
+
+void strbuf_prom_family(struct strbuf *b, const char *name, const char *type, const char *help)
+{
+    strbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
 void strbuf_url_path(struct strbuf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789ABCDEF";

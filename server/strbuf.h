@@ -44,6 +44,11 @@ void strbuf_json(struct strbuf *b, const char *s, size_t n);
  * percent-encoded, so that a link names exactly these bytes. */
 void strbuf_url_path(struct strbuf *b, const char *s, size_t n);
 
+/* A label value of the Prometheus text format, quotes included: \ " and newline escaped. */
+void strbuf_prom_label(struct strbuf *b, const char *s, size_t n);
+/* A metric family's HELP and TYPE lines (help is plain text without backslash or newline). */
+void strbuf_prom_family(struct strbuf *b, const char *name, const char *type, const char *help);
+
 /* The length of the well-formed UTF-8 sequence at p (of n bytes, n > 0), or 0 if there is
  * none (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF). */
 size_t utf8_seq_len(const unsigned char *p, size_t n);

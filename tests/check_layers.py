@@ -29,7 +29,7 @@ LAYERS = [
     ("http", ["http_conn", "http_stream", "http_proxy", "http_private"]),
     ("listener", ["listener"]),
     ("service", ["service"]),
-    ("server", ["server"]),
+    ("server", ["server", "server_metrics"]),
     ("main", ["main"]),
 ]
 

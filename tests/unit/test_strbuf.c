@@ -66,6 +66,12 @@ TEST(url_path_encodes_everything_but_unreserved_and_slash)
     CHECK(ESC(strbuf_url_path, "<\"'>", "%3C%22%27%3E"));
 }
 
+TEST(prometheus_label_escapes_backslash_quote_and_newline)
+{
+    CHECK(ESC(strbuf_prom_label, "a.test", "\"a.test\""));
+    CHECK(ESC(strbuf_prom_label, "say \"hi\"\\\n", "\"say \\\"hi\\\"\\\\\\n\""));
+}
+
 TEST(json_string_escapes_quotes_backslash_and_controls)
 {
     CHECK(ESC(strbuf_json, "a\"b\\c", "\"a\\\"b\\\\c\""));
