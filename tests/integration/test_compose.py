@@ -1,4 +1,4 @@
-"""The Docker Compose example (conf/examples/compose/): brought up with podman-compose, it
+"""The Compose deployment (deploy/compose/): brought up with podman-compose, it
 serves its static site from `web` (lfhttpd, built from the repository's Dockerfile) and
 answers /api/ from `app` through lfhttpd's proxy; both services report healthy.
 
@@ -22,7 +22,7 @@ import pytest
 
 from conftest import BY_DESIGN, ROOT, SANITIZED, free_port
 
-EXAMPLE = os.path.join(ROOT, "conf", "examples", "compose")
+EXAMPLE = os.path.join(ROOT, "deploy", "compose")
 BASE = "docker.io/library/debian:bookworm-slim"
 PROJECT = f"lfhttpd-compose-test-{os.getpid()}"
 IN_CONTAINER = os.environ.get("LFHTTPD_IN_CONTAINER") == "1"
@@ -151,6 +151,13 @@ def test_app_is_reached_only_through_web(stack):
     assert _run(["podman", "port", _containers()["app"]]).stdout.strip() == ""
     status, _, _ = _get(stack, "/health")  # the app's health path, not proxied
     assert status == 404
+
+
+def test_web_health_endpoint_answers_200(stack):
+    """web's health check asks lfhttpd's own health handler, not a page of the site."""
+    status, headers, body = _get(stack, "/healthz")
+    assert (status, body.strip()) == (200, b"ok"), f"{status} {body[:200]!r}\n" + _logs()
+    assert headers["server"].startswith("lfhttpd")
 
 
 def test_both_services_are_healthy(stack):
