@@ -14,11 +14,13 @@ alone is by design.
 import http.client
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
 
 import pytest
+import yaml
 
 from conftest import BY_DESIGN, ROOT, SANITIZED, free_port
 
@@ -122,6 +124,26 @@ def stack():
         yield port
     finally:
         _tear_down()
+
+
+def _seconds(text, directive, default):
+    """A duration directive of lfhttpd.conf (or compose's `15s`) in seconds."""
+    m = re.search(rf"^\s*{directive}\s+(\d+)(ms|s|m)?;", text, re.M) if directive else \
+        re.fullmatch(r"(\d+)(ms|s|m)?", text)
+    if not m:
+        return default
+    return int(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, None: 1}[m.group(2)]
+
+
+def test_web_drains_within_the_stop_grace_period():
+    """web's shutdown_delay plus shutdown_timeout end before compose's SIGKILL."""
+    with open(os.path.join(EXAMPLE, "lfhttpd.conf"), encoding="utf-8") as f:
+        conf = f.read()
+    with open(os.path.join(EXAMPLE, "compose.yaml"), encoding="utf-8") as f:
+        grace = yaml.safe_load(f)["services"]["web"]["stop_grace_period"]
+    delay = _seconds(conf, "shutdown_delay", 0)
+    assert delay > 0
+    assert delay + _seconds(conf, "shutdown_timeout", 10) < _seconds(grace, None, 10)
 
 
 def test_web_serves_the_static_site(stack):

@@ -319,6 +319,19 @@ def test_pod_metrics_scrape_is_valid_exposition_text(pod):
                 r"[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})? \S+", line), line
 
 
+def test_pod_reloads_its_configuration_on_sighup(pod):
+    """The README's in-place reload: `kill -HUP 1` in the container (the server is PID 1)."""
+    port, docs = pod
+    r = _run(["podman", "exec", _container_name(docs), "bash", "-c", "kill -HUP 1"])
+    assert r.returncode == 0, r.stdout
+    reloaded = re.compile(r'^lfhttpd_config_reloads_total\{result="ok"\} ([1-9]\d*)$', re.M)
+    deadline = time.time() + 10
+    while not reloaded.search(_get(port, "/metrics")[2].decode()):
+        assert time.time() < deadline, "no reload counted:\n" + _logs(docs)
+        time.sleep(0.2)
+    assert "configuration reloaded" in _logs(docs)
+
+
 def _status_field(docs, field):
     r = _run(["podman", "exec", _container_name(docs), "bash", "-c",
               f"grep '^{field}:' /proc/1/status"])
