@@ -61,6 +61,10 @@ COPY www/ /srv/www/
 RUN chmod -R u=rwX,go=rX /etc/lfhttpd /srv/www \
  && /usr/local/bin/lfhttpd -t -c /etc/lfhttpd/lfhttpd.conf
 
+# podman run and docker run add a default PATH when the image has none; `podman kube play`
+# and some Kubernetes runtimes do not, and bash's health check needs one.
+ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
 USER lfhttpd:lfhttpd
 # Relative paths in a configuration or in -r are relative to /srv.
 WORKDIR /srv

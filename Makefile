@@ -116,8 +116,9 @@ conf/tls/localhost.pem:
 # nginx answers the same requests for comparison (test_auth.py, test_examples.py); chromium
 # renders directory listings and the example single-page application, the latter driven
 # over the DevTools protocol with python3-websockets; podman-compose brings up the Docker
-# Compose example (conf/examples/compose/, test_compose.py); promtool (Debian's prometheus)
-# checks the metrics scrape (test_metrics.py).
+# Compose example (deploy/compose/, test_compose.py); promtool (Debian's prometheus)
+# checks the metrics scrape (test_metrics.py) and the Kubernetes pod's (test_kubernetes.py,
+# which reads the manifests with python3-yaml).
 TEST_PKGS := gcc:gcc curl:curl ab:apache2-utils htpasswd:apache2-utils nginx:nginx-light \
              wrk:wrk clang:clang setpriv:util-linux \
              slowhttptest:slowhttptest valgrind:valgrind chromium:chromium \
@@ -133,6 +134,7 @@ check-deps:
 	$(PYTHON) -c 'import brotli' 2>/dev/null || missing="$$missing python3-brotli"; \
 	$(PYTHON) -c 'import zstandard' 2>/dev/null || missing="$$missing python3-zstandard"; \
 	$(PYTHON) -c 'import websockets' 2>/dev/null || missing="$$missing python3-websockets"; \
+	$(PYTHON) -c 'import yaml' 2>/dev/null || missing="$$missing python3-yaml"; \
 	[ -e /usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.asan-x86_64.a ] || \
 	  [ -n "$$(ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.asan-x86_64.a 2>/dev/null)" ] || \
 	  missing="$$missing libclang-rt-14-dev"; \

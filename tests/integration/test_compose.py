@@ -1,4 +1,4 @@
-"""The Docker Compose example (conf/examples/compose/): brought up with podman-compose, it
+"""The Compose deployment (deploy/compose/): brought up with podman-compose, it
 serves its static site from `web` (lfhttpd, built from the repository's Dockerfile) and
 answers /api/ from `app` through lfhttpd's proxy; both services report healthy.
 
@@ -14,15 +14,17 @@ alone is by design.
 import http.client
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
 
 import pytest
+import yaml
 
 from conftest import BY_DESIGN, ROOT, SANITIZED, free_port
 
-EXAMPLE = os.path.join(ROOT, "conf", "examples", "compose")
+EXAMPLE = os.path.join(ROOT, "deploy", "compose")
 BASE = "docker.io/library/debian:bookworm-slim"
 PROJECT = f"lfhttpd-compose-test-{os.getpid()}"
 IN_CONTAINER = os.environ.get("LFHTTPD_IN_CONTAINER") == "1"
@@ -124,6 +126,26 @@ def stack():
         _tear_down()
 
 
+def _seconds(text, directive, default):
+    """A duration directive of lfhttpd.conf (or compose's `15s`) in seconds."""
+    m = re.search(rf"^\s*{directive}\s+(\d+)(ms|s|m)?;", text, re.M) if directive else \
+        re.fullmatch(r"(\d+)(ms|s|m)?", text)
+    if not m:
+        return default
+    return int(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, None: 1}[m.group(2)]
+
+
+def test_web_drains_within_the_stop_grace_period():
+    """web's shutdown_delay plus shutdown_timeout end before compose's SIGKILL."""
+    with open(os.path.join(EXAMPLE, "lfhttpd.conf"), encoding="utf-8") as f:
+        conf = f.read()
+    with open(os.path.join(EXAMPLE, "compose.yaml"), encoding="utf-8") as f:
+        grace = yaml.safe_load(f)["services"]["web"]["stop_grace_period"]
+    delay = _seconds(conf, "shutdown_delay", 0)
+    assert delay > 0
+    assert delay + _seconds(conf, "shutdown_timeout", 10) < _seconds(grace, None, 10)
+
+
 def test_web_serves_the_static_site(stack):
     status, headers, body = _get(stack, "/")
     with open(os.path.join(EXAMPLE, "site", "index.html"), "rb") as f:
@@ -151,6 +173,13 @@ def test_app_is_reached_only_through_web(stack):
     assert _run(["podman", "port", _containers()["app"]]).stdout.strip() == ""
     status, _, _ = _get(stack, "/health")  # the app's health path, not proxied
     assert status == 404
+
+
+def test_web_health_endpoint_answers_200(stack):
+    """web's health check asks lfhttpd's own health handler, not a page of the site."""
+    status, headers, body = _get(stack, "/healthz")
+    assert (status, body.strip()) == (200, b"ok"), f"{status} {body[:200]!r}\n" + _logs()
+    assert headers["server"].startswith("lfhttpd")
 
 
 def test_both_services_are_healthy(stack):
