@@ -117,6 +117,17 @@ int config_parse_listen(const char *text, struct config_listen *l)
     return inet_pton(AF_INET, host, &a4->sin_addr) == 1 ? 0 : -1;
 }
 
+bool config_listen_param(struct config_listen *l, const char *word)
+{
+    if (strcmp(word, "ssl") == 0)
+        l->ssl = true;
+    else if (strcmp(word, "reuseport") == 0)
+        l->reuseport = true;
+    else
+        return false;
+    return true;
+}
+
 /* --- tokenizer and statement tree --------------------------------------------------- */
 
 struct conf_lexer {
@@ -332,11 +343,12 @@ static int set_listen(void *base, const struct conf_node *n, void *ctx, char *ms
     (void)ctx;
     if (config_next(cfg, "listen", NULL) == n)
         cfg->n_listen = 0; /* the first listen replaces the default */
-    if (n->n_args == 2 && strcmp(n->args[1], "ssl") != 0)
-        return snprintf(msg, len, "unsupported parameter \"%s\" (only ssl)", n->args[1]), -1;
     if (add_listen(cfg->listen, &cfg->n_listen, n->args[0], msg, len) < 0)
         return -1;
-    cfg->listen[cfg->n_listen - 1].ssl = n->n_args == 2;
+    for (unsigned i = 1; i < n->n_args; i++)
+        if (!config_listen_param(&cfg->listen[cfg->n_listen - 1], n->args[i]))
+            return snprintf(msg, len, "unsupported parameter \"%s\" (only ssl and reuseport)",
+                            n->args[i]), -1;
     return 0;
 }
 
@@ -604,9 +616,9 @@ static int check_site_listen(void *base, const struct conf_node *n, void *ctx, c
     if (config_parse_listen(n->args[0], &l) < 0)
         return snprintf(msg, len, "invalid listen address \"%s\"", n->args[0]), -1;
     for (unsigned i = 1; i < n->n_args; i++)
-        if (strcmp(n->args[i], "default_server") != 0 && strcmp(n->args[i], "ssl") != 0)
-            return snprintf(msg, len, "unsupported parameter \"%s\" (only default_server "
-                            "and ssl)", n->args[i]), -1;
+        if (strcmp(n->args[i], "default_server") != 0 && !config_listen_param(&l, n->args[i]))
+            return snprintf(msg, len, "unsupported parameter \"%s\" (only default_server, "
+                            "ssl and reuseport)", n->args[i]), -1;
     return 0;
 }
 
@@ -637,11 +649,11 @@ static const struct conf_name log_formats[] = {{"combined", 0}, {"json", 1}, {NU
 #define KLASS(field) CONF_AT(struct config_class, field)
 
 static const struct conf_directive core_directives[] = {
-    {"listen", CONF_LIST, TOP, CONF_REPEATS, .min_args = 1, .max_args = 2, .set = set_listen,
-     .usage = "ADDR:PORT [ssl]"},
+    {"listen", CONF_LIST, TOP, CONF_REPEATS, .min_args = 1, .max_args = 3, .set = set_listen,
+     .usage = "ADDR:PORT [ssl] [reuseport]"},
     {"listen", CONF_STRING, CLASS, CONF_REPEATS, .set = set_class_listen, .usage = "ADDR:PORT"},
-    {"listen", CONF_LIST, SITE, CONF_REPEATS, .min_args = 1, .max_args = 3,
-     .set = check_site_listen, .usage = "ADDR:PORT [default_server] [ssl]"},
+    {"listen", CONF_LIST, SITE, CONF_REPEATS, .min_args = 1, .max_args = 4,
+     .set = check_site_listen, .usage = "ADDR:PORT [default_server] [ssl] [reuseport]"},
     {"root", CONF_PATH, TOP, CFG(root)},
     {"root", CONF_PATH, SITE | LOC, .set = read_later},
     /* HTTPS (tls.c reads them, with the sites) */
@@ -791,14 +803,16 @@ static void add_site_listens(struct config *cfg, struct conf_reader *r)
                 config_parse_listen(c->args[0], &l) < 0)
                 continue; /* reported where it stands */
             for (unsigned i = 1; i < c->n_args; i++)
-                l.ssl |= strcmp(c->args[i], "ssl") == 0;
+                config_listen_param(&l, c->args[i]); /* default_server is the sites' */
             bool known = false;
             /* One address, one socket: port 0 too (the sites take it as one address). */
             for (unsigned i = 0; i < cfg->n_listen && !known; i++) {
                 known = cfg->listen[i].addr_len == l.addr_len &&
                         memcmp(&cfg->listen[i].addr, &l.addr, l.addr_len) == 0;
-                if (known)
+                if (known) {
                     cfg->listen[i].ssl |= l.ssl;
+                    cfg->listen[i].reuseport |= l.reuseport; /* one socket: shared or not */
+                }
             }
             for (unsigned k = 0; k < cfg->n_classes && !known; k++)
                 for (unsigned i = 0; i < cfg->classes[k].n_listen && !known; i++)

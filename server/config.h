@@ -24,6 +24,10 @@ struct config_listen {
     socklen_t addr_len;
     char text[80]; /* as written, for messages */
     bool ssl;      /* `listen ADDR ssl`: connections here speak TLS (tls.h) */
+    /* `listen ADDR reuseport`: other processes (of the same user, also asking for it) may
+     * listen on the address too, and the kernel spreads the connections over all of them.
+     * Without it the address is ours alone, even with one socket per thread group. */
+    bool reuseport;
 };
 
 enum log_level { LOG_LEVEL_ERROR = 0, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_DEBUG };
@@ -141,6 +145,9 @@ const struct conf_node *config_next(const struct config *cfg, const char *name,
 
 /* Parse "ADDR:PORT", "PORT", "[V6]:PORT" or "*:PORT" into l. Returns 0 or -1. */
 int config_parse_listen(const char *text, struct config_listen *l);
+/* A parameter of `listen` after the address, `ssl` or `reuseport`, set in l; false for
+ * any other word. */
+bool config_listen_param(struct config_listen *l, const char *word);
 
 void config_free(struct config *cfg);
 

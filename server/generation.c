@@ -152,7 +152,8 @@ static bool same_listen(const struct config_listen *a, unsigned na,
     if (na != nb)
         return false;
     for (unsigned i = 0; i < na; i++)
-        if (a[i].addr_len != b[i].addr_len || memcmp(&a[i].addr, &b[i].addr, a[i].addr_len))
+        if (a[i].addr_len != b[i].addr_len || memcmp(&a[i].addr, &b[i].addr, a[i].addr_len) ||
+            a[i].reuseport != b[i].reuseport)
             return false;
     return true;
 }

@@ -75,6 +75,23 @@ void listener_spare_fini(struct listener_spare *spare)
     spare->fd = -1;
 }
 
+int listener_claim(const struct config_listen *addr)
+{
+    int fd = socket(addr->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (addr->addr.ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    /* Without SO_REUSEPORT this bind fails if anyone listens there, with or without it. */
+    int rc = bind(fd, (const struct sockaddr *)&addr->addr, addr->addr_len);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return rc;
+}
+
 int listener_open(struct listener *l, struct listener_spare *spare,
                   const struct config_listen *addr, int64_t header_timeout_ms, bool shared)
 {

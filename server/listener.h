@@ -32,6 +32,12 @@ struct listener {
 void listener_spare_init(struct listener_spare *spare);
 void listener_spare_fini(struct listener_spare *spare);
 
+/* Whether addr is free for a listener of this process alone: a socket without SO_REUSEPORT
+ * is bound to it and closed at once. The thread groups' sockets share their address with
+ * SO_REUSEPORT, which would let another process of the same user listen there too without
+ * an error; a plain `listen` asks this first so that such a process fails with "address
+ * already in use" as it does without groups. Returns 0, or -1 with errno set. */
+int listener_claim(const struct config_listen *addr);
 /* Bind and listen on addr (TCP_DEFER_ACCEPT for up to header_timeout_ms; SO_REUSEPORT if
  * `shared`: several sockets, one per thread group, on one address). Returns 0, or -1 with
  * errno set. Its events go to listener_event once it is in a group's set, and the

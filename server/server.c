@@ -106,14 +106,21 @@ static int priority_shift(const struct config *cfg)
 
 /* Listen on `a` for class svc: one socket per group of the class, all bound to the same
  * address with SO_REUSEPORT when there are several (the first one's port is the others'
- * when port 0 was asked). */
+ * when port 0 was asked) or when `reuseport` shares it with other processes. */
 static int add_listeners(struct server *srv, struct service *svc, const struct config_listen *a,
                          int64_t header_timeout_ms)
 {
     struct config_listen at = *a;
+    bool shared = svc->n_groups > 1 || a->reuseport;
+    const struct sockaddr_in *a4 = (const struct sockaddr_in *)&a->addr;
+    /* Port 0: the kernel picks a port nobody holds (sin6_port sits at sin_port's offset). */
+    if (shared && !a->reuseport && a4->sin_port != 0 && listener_claim(a) < 0) {
+        log_error("listen on %s: %s", a->text, strerror(errno));
+        return -1;
+    }
     for (unsigned g = 0; g < svc->n_groups; g++) {
         struct listener *l = &srv->listeners[srv->n_listeners];
-        if (listener_open(l, &srv->spare, &at, header_timeout_ms, svc->n_groups > 1) < 0) {
+        if (listener_open(l, &srv->spare, &at, header_timeout_ms, shared) < 0) {
             log_error("listen on %s: %s", at.text, strerror(errno));
             return -1;
         }

@@ -239,19 +239,18 @@ static int parse_site_listen(const struct conf_node *n, struct site_listen *out,
                              struct conf_reader *r)
 {
     if (n->is_block || n->n_args < 1)
-        return conf_error(r, n->line, "listen: usage: listen ADDR:PORT [default_server] [ssl];");
+        return conf_error(r, n->line, "listen: usage: listen ADDR:PORT [default_server] [ssl] "
+                                            "[reuseport];");
     memset(out, 0, sizeof(*out));
     out->line = n->line;
     if (config_parse_listen(n->args[0], &out->addr) < 0)
         return conf_error(r, n->line, "listen: invalid address \"%s\"", n->args[0]);
     for (unsigned i = 1; i < n->n_args; i++) {
-        if (strcmp(n->args[i], "ssl") == 0)
-            out->addr.ssl = true;
-        else if (strcmp(n->args[i], "default_server") == 0)
+        if (strcmp(n->args[i], "default_server") == 0)
             out->is_default = true;
-        else
+        else if (!config_listen_param(&out->addr, n->args[i]))
             return conf_error(r, n->line, "listen: unsupported parameter \"%s\" (only "
-                              "default_server and ssl)", n->args[i]);
+                              "default_server, ssl and reuseport)", n->args[i]);
     }
     return 0;
 }
@@ -322,6 +321,7 @@ static int join_addr(struct site_set *set, const struct site_server *s,
         set->n_addrs++;
     }
     g->listen.ssl |= l->addr.ssl; /* one server's `ssl` makes the address a TLS one */
+    g->listen.reuseport |= l->addr.reuseport;
     if (g->n_servers && g->servers[g->n_servers - 1] == s)
         return conf_error(r, l->line, "listen: %s twice in one server", l->addr.text);
     g->servers[g->n_servers++] = s;
@@ -390,7 +390,8 @@ static unsigned top_listens(const struct conf_node *tree, struct site_listen *ou
         memset(&out[n], 0, sizeof(out[n]));
         out[n].line = c->line;
         if (config_parse_listen(c->args[0], &out[n].addr) == 0) { /* else config_load says */
-            out[n].addr.ssl = c->n_args > 1 && strcmp(c->args[1], "ssl") == 0;
+            for (unsigned i = 1; i < c->n_args; i++)
+                config_listen_param(&out[n].addr, c->args[i]);
             n++;
         }
     }

@@ -482,6 +482,15 @@ static bool any_ssl(const struct config *cfg, const struct site_set *sites)
     return false;
 }
 
+/* A `listen` with `ssl` among its parameters (in any order, as nginx takes them). */
+static bool has_ssl(const struct conf_node *listen)
+{
+    for (unsigned i = 1; i < listen->n_args; i++)
+        if (strcmp(listen->args[i], "ssl") == 0)
+            return true;
+    return false;
+}
+
 int tls_set_build(const struct config *cfg, const struct site_set *sites,
                   struct tls_set **out, char *err, size_t len)
 {
@@ -500,7 +509,7 @@ int tls_set_build(const struct config *cfg, const struct site_set *sites,
     read_conf(cfg->tree, &top);
     if (!sites || !sites->n_servers) {
         const struct conf_node *ssl_listen = config_next(cfg, "listen", NULL);
-        while (ssl_listen && !(ssl_listen->n_args > 1 && strcmp(ssl_listen->args[1], "ssl") == 0))
+        while (ssl_listen && !has_ssl(ssl_listen))
             ssl_listen = config_next(cfg, "listen", ssl_listen);
         unsigned line = ssl_listen ? ssl_listen->line : 0;
         if (!top.n_cert)

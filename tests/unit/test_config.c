@@ -120,6 +120,47 @@ TEST(first_listen_replaces_the_default_and_more_add_to_it)
     config_free(&cfg);
 }
 
+TEST(listen_reuseport_is_a_flag_of_its_address_in_any_order)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("listen 127.0.0.1:9000 reuseport;\nlisten 9001 ssl reuseport;\n"
+                           "listen 9002;\n",
+                           &cfg, err, sizeof(err)),
+                 0);
+    CHECK_EQ_INT(cfg.n_listen, 3);
+    CHECK(cfg.listen[0].reuseport && !cfg.listen[0].ssl);
+    CHECK(cfg.listen[1].reuseport && cfg.listen[1].ssl);
+    CHECK(!cfg.listen[2].reuseport);
+    config_free(&cfg);
+}
+
+TEST(listen_reuseport_in_a_server_shares_the_address)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("server { listen 127.0.0.1:9000 default_server reuseport; }\n"
+                           "server { listen 127.0.0.1:9001; }\n",
+                           &cfg, err, sizeof(err)),
+                 0);
+    CHECK_EQ_INT(cfg.n_listen, 2);
+    CHECK(cfg.listen[0].reuseport);
+    CHECK(!cfg.listen[1].reuseport);
+    config_free(&cfg);
+}
+
+TEST(listen_parameter_other_than_ssl_and_reuseport_is_refused)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("listen 9000 http2;\n", &cfg, err, sizeof(err)), -1);
+    CHECK(strstr(err, "unsupported parameter \"http2\" (only ssl and reuseport)") != NULL);
+    config_free(&cfg);
+    CHECK_EQ_INT(load_text("server { listen 9000 backlog=5; }\n", &cfg, err, sizeof(err)), -1);
+    CHECK(strstr(err, "(only default_server, ssl and reuseport)") != NULL);
+    config_free(&cfg);
+}
+
 TEST(comments_and_quoted_values_are_understood)
 {
     struct config cfg;

@@ -587,11 +587,22 @@ TEST(nested_location_is_refused)
                        "site.conf:3: nested locations are not supported"));
 }
 
-TEST(listen_parameter_other_than_default_server_and_ssl_is_refused)
+TEST(listen_parameter_other_than_default_server_ssl_and_reuseport_is_refused)
 {
     CHECK(refused_with("server {\n listen 8080 http2;\n}\n",
                        "site.conf:2: listen: unsupported parameter \"http2\" (only "
-                       "default_server and ssl)"));
+                       "default_server, ssl and reuseport)"));
+}
+
+TEST(listen_reuseport_marks_only_its_address_shared)
+{
+    struct site_set *set = build("server {\n listen 8443 ssl reuseport default_server;\n}\n"
+                                 "server {\n listen 8080;\n}\n");
+    CHECK(set && set->n_addrs == 2);
+    CHECK(set && set->addrs[0].listen.reuseport && set->addrs[0].listen.ssl);
+    CHECK(set && set->addrs[0].default_server);
+    CHECK(set && !set->addrs[1].listen.reuseport);
+    site_set_free(set);
 }
 
 TEST(listen_ssl_makes_the_address_a_tls_one)
