@@ -893,17 +893,6 @@ static int add_dir(void *base, const struct conf_node *n, void *ctx, char *msg, 
     return d ? module_mount_add(ctx, n, n->args[0], d, true) : -1;
 }
 
-/* `cgi DIR;` in a location: read by the block hook. */
-static int location_dir(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
-{
-    (void)base;
-    (void)n;
-    (void)ctx;
-    (void)msg;
-    (void)len;
-    return 0;
-}
-
 /* A location's `cgi DIR;` makes it the scripts' mount: the location's prefix is where the
  * script names start. CGI has no settings per block: the value returned only says "no
  * error". */
@@ -933,7 +922,8 @@ static void *cgi_block(void *state, const struct module_block *b)
 static const struct conf_directive cgi_directives[] = {
     {"cgi", CONF_LIST, CONF_TOP, CONF_REPEATS, .min_args = 2, .max_args = 2, .set = add_dir,
      .usage = "PREFIX DIR"},
-    {"cgi", CONF_LIST, CONF_LOCATION, .min_args = 1, .max_args = 1, .set = location_dir,
+    /* read by the block hook */
+    {"cgi", CONF_LIST, CONF_LOCATION, .min_args = 1, .max_args = 1, .set = conf_set_later,
      .usage = "DIR"},
     {"cgi_timeout", CONF_DURATION, CONF_TOP, .min = 1, SETTING(timeout_ms)},
     {"cgi_max_processes", CONF_COUNT, CONF_TOP, .min = 1, .max = 100000,

@@ -412,18 +412,6 @@ static int add_handler(void *base, const struct conf_node *n, void *ctx, char *m
     return 0;
 }
 
-/* `handler metrics;` in a location: mounted by the block hook. */
-static int location_handler(void *base, const struct conf_node *n, void *ctx, char *msg,
-                            size_t len)
-{
-    (void)base;
-    (void)n;
-    (void)ctx;
-    (void)msg;
-    (void)len;
-    return 0;
-}
-
 /* The module has no settings per block: the value returned only says "no error". */
 static void *metrics_block(void *state, const struct module_block *b)
 {
@@ -446,7 +434,7 @@ static const struct conf_directive metrics_directives[] = {
     {"handler", CONF_LIST, CONF_TOP, CONF_REPEATS, .min_args = 2, .max_args = 2,
      .set = add_handler, .usage = "PREFIX NAME"},
     {"handler", CONF_LIST, CONF_LOCATION, .min_args = 1, .max_args = 1,
-     .set = location_handler, .usage = "NAME"},
+     .set = conf_set_later, .usage = "NAME"}, /* mounted by the block hook */
     {.name = NULL},
 };
 

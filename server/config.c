@@ -585,17 +585,6 @@ static int read_site_block(void *base, const struct conf_node *n, void *ctx, cha
     return rc < 0 ? -1 : 0;
 }
 
-/* A statement of a server or a location read later, by the sites (see above). */
-static int read_later(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
-{
-    (void)base;
-    (void)n;
-    (void)ctx;
-    (void)msg;
-    (void)len;
-    return 0;
-}
-
 /* An on|off of a server or location, read by the sites. */
 static int check_flag(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
@@ -655,32 +644,32 @@ static const struct conf_directive core_directives[] = {
     {"listen", CONF_LIST, SITE, CONF_REPEATS, .min_args = 1, .max_args = 4,
      .set = check_site_listen, .usage = "ADDR:PORT [default_server] [ssl] [reuseport]"},
     {"root", CONF_PATH, TOP, CFG(root)},
-    {"root", CONF_PATH, SITE | LOC, .set = read_later},
+    {"root", CONF_PATH, SITE | LOC, .set = conf_set_later},
     /* HTTPS (tls.c reads them, with the sites) */
-    {"ssl_certificate", CONF_PATH, TOP | SITE, CONF_REPEATS, .set = read_later},
-    {"ssl_certificate_key", CONF_PATH, TOP | SITE, CONF_REPEATS, .set = read_later},
-    {"ssl_protocols", CONF_LIST, TOP | SITE, .min_args = 1, .max_args = 4, .set = read_later,
+    {"ssl_certificate", CONF_PATH, TOP | SITE, CONF_REPEATS, .set = conf_set_later},
+    {"ssl_certificate_key", CONF_PATH, TOP | SITE, CONF_REPEATS, .set = conf_set_later},
+    {"ssl_protocols", CONF_LIST, TOP | SITE, .min_args = 1, .max_args = 4, .set = conf_set_later,
      .usage = "TLSv1.2 TLSv1.3"},
-    {"ssl_ciphers", CONF_STRING, TOP | SITE, .set = read_later},
+    {"ssl_ciphers", CONF_STRING, TOP | SITE, .set = conf_set_later},
     {"ssl_prefer_server_ciphers", CONF_FLAG, TOP | SITE, .set = check_flag},
-    {"ssl_session_timeout", CONF_STRING, TOP | SITE, .set = read_later, .usage = "TIME"},
+    {"ssl_session_timeout", CONF_STRING, TOP | SITE, .set = conf_set_later, .usage = "TIME"},
     {"ssl_session_tickets", CONF_FLAG, TOP | SITE, .set = check_flag},
     {"ssl_session_cache", CONF_LIST, TOP | SITE, .min_args = 1, .max_args = 2,
-     .set = read_later, .usage = "off | none | builtin[:N] | shared:NAME:SIZE"},
-    {"ssl_ecdh_curve", CONF_STRING, TOP | SITE, .set = read_later, .usage = "auto | CURVES"},
-    {"alias", CONF_PATH, LOC, .set = read_later},
+     .set = conf_set_later, .usage = "off | none | builtin[:N] | shared:NAME:SIZE"},
+    {"ssl_ecdh_curve", CONF_STRING, TOP | SITE, .set = conf_set_later, .usage = "auto | CURVES"},
+    {"alias", CONF_PATH, LOC, .set = conf_set_later},
     {"index", CONF_LIST, TOP, .min_args = 1, .max_args = CONFIG_MAX_INDEX, .set = set_index,
      .usage = "FILE..."},
     {"index", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = CONFIG_MAX_INDEX,
-     .set = read_later, .usage = "FILE..."},
+     .set = conf_set_later, .usage = "FILE..."},
     {"server_name", CONF_LIST, SITE, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
-     .set = read_later, .usage = "NAME..."},
+     .set = conf_set_later, .usage = "NAME..."},
     {"try_files", CONF_LIST, SITE | LOC, .min_args = 2, .max_args = CONFIG_MAX_ARGS,
-     .set = read_later, .usage = "FILE... URI|=CODE|@NAME"},
-    {"return", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = 2, .set = read_later,
+     .set = conf_set_later, .usage = "FILE... URI|=CODE|@NAME"},
+    {"return", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = 2, .set = conf_set_later,
      .usage = "CODE [URL|TEXT] | URL"},
     {"error_page", CONF_LIST, TOP | SITE | LOC, CONF_REPEATS, .min_args = 2,
-     .max_args = CONFIG_MAX_ARGS, .set = read_later, .usage = "CODE... [=CODE] URI"},
+     .max_args = CONFIG_MAX_ARGS, .set = conf_set_later, .usage = "CODE... [=CODE] URI"},
     {"threads", CONF_COUNT, TOP, .max = 1024, CFG(threads)},
     {"threads", CONF_COUNT, CLASS, .max = 1024, KLASS(threads)},
     {"groups", CONF_COUNT, TOP, .max = CONFIG_MAX_GROUPS, CFG(groups)},
@@ -716,7 +705,7 @@ static const struct conf_directive core_directives[] = {
     {"absolute_redirect", CONF_FLAG, SITE | LOC, .set = check_flag},
     {"class", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 1, .max_args = 1, .set = set_class,
      .usage = "NAME"},
-    {"class", CONF_STRING, SITE | LOC, .set = read_later, .usage = "NAME"},
+    {"class", CONF_STRING, SITE | LOC, .set = conf_set_later, .usage = "NAME"},
     {"server", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 0, .max_args = 0,
      .set = read_site_block, .usage = "{ ... }"},
     {"location", CONF_BLOCK, SITE, CONF_REPEATS, .min_args = 1, .max_args = 2,

@@ -142,10 +142,14 @@ int conf_error(struct conf_reader *r, unsigned line, const char *fmt, ...)
 void config_error_append(char *err, size_t err_len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Parse a size ("8k", "1m", "512"), a duration ("10s", "250ms", "2m") or a count ("12":
+/* Parse a size ("8k", "1m", "512"), a duration ("10s", "250ms", "2m", "1d") or a count ("12":
  * digits only). Return 0 or -1. The reader's parsers: directives use the table instead. */
 int config_parse_size(const char *s, uint64_t *out);
 int config_parse_duration_ms(const char *s, unsigned *out);
 int config_parse_count(const char *s, uint64_t *out);
+
+/* A setter that accepts the statement as it stands: for a directive whose words the
+ * table checks and whose meaning is read later, from the tree, by its owner. */
+int conf_set_later(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len);
 
 #endif

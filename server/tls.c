@@ -363,22 +363,6 @@ static long cache_size(struct build *b, const struct conf_node *n)
     return total;
 }
 
-/* A duration as the configuration writes them (ms, s, m, h, d; seconds without a unit). */
-static long seconds_of(const char *s)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || v < 0)
-        return -1;
-    static const struct { const char *unit; long per; } units[] = {
-        {"", 1}, {"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400},
-    };
-    for (unsigned i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-        if (strcmp(end, units[i].unit) == 0)
-            return v * units[i].per;
-    return strcmp(end, "ms") == 0 ? v / 1000 : -1;
-}
-
 /* The session ID context: a server's own, so that a session from one server is never
  * resumed by another; the same across reloads (made from its certificate files). */
 static void set_sid_ctx(SSL_CTX *ctx, const struct tls_conf *c)
@@ -423,7 +407,10 @@ static SSL_CTX *ctx_make(struct build *b, const struct tls_conf *c, struct tls_s
         SSL_CTX_set1_groups_list(ctx, c->curve->args[0]) != 1)
         rc = conf_error(&b->r, c->curve->line, "ssl_ecdh_curve \"%s\": %s",
                         c->curve->args[0], ssl_reason(why, sizeof(why)));
-    long timeout = c->timeout ? seconds_of(c->timeout->args[0]) : 300;
+    unsigned timeout_ms = 300000;
+    if (c->timeout && config_parse_duration_ms(c->timeout->args[0], &timeout_ms) < 0)
+        timeout_ms = 0;
+    long timeout = timeout_ms / 1000;
     if (timeout <= 0)
         rc = conf_error(&b->r, c->timeout->line, "ssl_session_timeout: invalid time \"%s\"",
                         c->timeout->args[0]);
