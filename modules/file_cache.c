@@ -23,6 +23,7 @@ struct file_cache {
     int64_t inactive_ms;
     unsigned max_entries;
     _Atomic int64_t next_sweep_ms; /* the first lookup at or after it sweeps */
+    alignas(64) atomic_ulong misses; /* apart from what every hit reads */
 
     /* Held by whoever changes the table: it guards the fields below and is taken before a
      * stripe's write lock. Readers of the chains need only their stripe's read lock. */
@@ -33,7 +34,7 @@ struct file_cache {
     struct file_cache_entry **slots; /* max_entries; NULL: free */
     unsigned *free_slots;            /* a stack of the free slots' indexes */
     unsigned n_free;
-    struct file_cache_stats stats;
+    struct file_cache_stats stats; /* hits: of the entries no longer in the table */
 
     struct file_cache_stripe stripes[FILE_CACHE_STRIPES];
     size_t mask; /* buckets - 1 */
@@ -81,6 +82,7 @@ struct file_cache *file_cache_create(unsigned max_entries, int64_t valid_ms, int
     c->max_entries = max_entries;
     c->mask = n - 1;
     atomic_init(&c->next_sweep_ms, 0);
+    atomic_init(&c->misses, 0);
     for (unsigned i = 0; i < max_entries; i++) /* popped from the end: slot 0 first */
         c->free_slots[i] = max_entries - 1 - i;
     c->n_free = max_entries;
@@ -123,6 +125,8 @@ static void unlink_entry(struct file_cache *c, struct file_cache_entry *e,
     c->slots[e->slot] = NULL;
     c->free_slots[c->n_free++] = e->slot;
     c->n_entries--;
+    /* unlinked under the stripe's write lock: no look-up counts a hit in e any more */
+    c->stats.hits += atomic_load_explicit(&e->hits, memory_order_relaxed);
     e->linked = false;
     e->next = *dropped; /* no reader can be on the chain through e any more */
     *dropped = e;
@@ -209,11 +213,15 @@ enum file_cache_result file_cache_get(struct file_cache *c, const char *key, siz
     struct file_cache_entry *e = *bucket_of(c, hash);
     while (e && !entry_is(e, hash, key, len))
         e = e->next;
-    if (e) /* the table's reference keeps e alive until the lock is released */
+    if (e) { /* the table's reference keeps e alive until the lock is released */
         atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&e->hits, 1, memory_order_relaxed);
+    }
     pthread_rwlock_unlock(lock);
-    if (!e)
+    if (!e) {
+        atomic_fetch_add_explicit(&c->misses, 1, memory_order_relaxed);
         return FILE_CACHE_MISS;
+    }
     /* Written only when they change: a line every thread reads stays shared. */
     if (!atomic_load_explicit(&e->referenced, memory_order_relaxed))
         atomic_store_explicit(&e->referenced, true, memory_order_relaxed);
@@ -234,6 +242,7 @@ struct file_cache_entry *file_cache_entry_new(const char *key, size_t len, int f
     e->fd = fd;
     e->st = *st;
     atomic_init(&e->refs, 1);
+    atomic_init(&e->hits, 0);
     atomic_init(&e->referenced, true);
     atomic_init(&e->validated_ms, 0);
     atomic_init(&e->used_ms, 0);
@@ -309,6 +318,11 @@ void file_cache_get_stats(struct file_cache *c, struct file_cache_stats *out)
 {
     pthread_mutex_lock(&c->lock);
     *out = c->stats;
+    /* the entries in the table are c->lock's: none leaves it while they are summed */
+    for (unsigned i = 0; i < c->max_entries && c->n_entries; i++)
+        if (c->slots[i])
+            out->hits += atomic_load_explicit(&c->slots[i]->hits, memory_order_relaxed);
+    out->misses = atomic_load_explicit(&c->misses, memory_order_relaxed);
     out->entries = c->n_entries;
     out->max_entries = c->max_entries;
     pthread_mutex_unlock(&c->lock);

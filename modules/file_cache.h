@@ -62,6 +62,7 @@ struct file_cache_entry {
 
     /* The cache's. */
     atomic_uint refs;              /* the table's (while linked) + one per user */
+    atomic_ulong hits;             /* look-ups that found it: on the line refs dirties */
     atomic_bool referenced;        /* CLOCK bit: used since the hand last passed */
     _Atomic int64_t validated_ms;  /* when the file was last found unchanged */
     _Atomic int64_t used_ms;       /* when the entry was last handed out */
@@ -79,10 +80,14 @@ enum file_cache_result {
     FILE_CACHE_EXPIRED,  /* *out: a reference to an entry to validate before use */
 };
 
-/* Counted under the cache's mutex: lookups are not counted (a shared counter written by
- * every hit would cost more than the hit). */
+/* Counted under the cache's mutex, but for the look-ups. A hit is counted in its entry,
+ * on the cache line the hit's reference count makes its thread's anyway (a counter shared
+ * by every hit would cost more than the hit), and added to the cache's total when the
+ * entry leaves the table; a miss, which opens a file anyway, on a line of its own. */
 struct file_cache_stats {
     unsigned entries, max_entries;
+    uint64_t hits;      /* look-ups that found an entry (fresh, or to revalidate) */
+    uint64_t misses;    /* look-ups that found none */
     uint64_t inserts;   /* entries added */
     uint64_t evictions; /* taken by the CLOCK hand to make room */
     uint64_t inactive;  /* dropped by the sweep, unused for inactive_ms */

@@ -203,6 +203,12 @@ static void class_counts(struct strbuf *b, const struct server_metrics *m)
     for (unsigned i = 0; i < m->n_classes; i++)
         sample(b, "lfhttpd_sent_bytes_total", "class", m->classes[i].name,
                m->classes[i].bytes_sent);
+    strbuf_prom_family(b, "lfhttpd_received_bytes_total", "counter",
+                       "Request bytes read from clients (heads and bodies; not what a "
+                       "WebSocket tunnel carries), by service class.");
+    for (unsigned i = 0; i < m->n_classes; i++)
+        sample(b, "lfhttpd_received_bytes_total", "class", m->classes[i].name,
+               m->classes[i].bytes_received);
 }
 
 static void class_histogram(struct strbuf *b, const struct server_metrics *m)

@@ -582,8 +582,7 @@ static void static_fini(void *state)
     free(s);
 }
 
-/* The open-file cache's figures. Look-ups are not counted (file_cache.h says why): a
- * miss that opens a file is an insert. */
+/* The open-file cache's figures. */
 static void static_metrics(void *state, struct strbuf *b)
 {
     struct static_state *s = state;
@@ -596,9 +595,14 @@ static void static_metrics(void *state, struct strbuf *b)
     strbuf_prom_family(b, "lfhttpd_open_file_cache_max_entries", "gauge",
                        "open_file_cache_max.");
     strbuf_printf(b, "lfhttpd_open_file_cache_max_entries %u\n", fs.max_entries);
+    strbuf_prom_family(b, "lfhttpd_open_file_cache_lookups_total", "counter",
+                       "Look-ups, by result, since the configuration was loaded (a hit "
+                       "older than open_file_cache_valid is checked against the file).");
+    strbuf_printf(b, "lfhttpd_open_file_cache_lookups_total{result=\"hit\"} %llu\n"
+                  "lfhttpd_open_file_cache_lookups_total{result=\"miss\"} %llu\n",
+                  (unsigned long long)fs.hits, (unsigned long long)fs.misses);
     strbuf_prom_family(b, "lfhttpd_open_file_cache_inserts_total", "counter",
-                       "Files opened and kept: the look-ups that missed, since the "
-                       "configuration was loaded.");
+                       "Files opened and kept, since the configuration was loaded.");
     strbuf_printf(b, "lfhttpd_open_file_cache_inserts_total %llu\n",
                   (unsigned long long)fs.inserts);
     strbuf_prom_family(b, "lfhttpd_open_file_cache_drops_total", "counter",

@@ -132,6 +132,17 @@ void http_stats_record(struct http_stats *st, int64_t us, int status, uint64_t b
         atomic_fetch_add_explicit(&st->bytes_sent, bytes, memory_order_relaxed);
 }
 
+/* Read request bytes from the client, counted as the class's bytes received (on the line
+ * http_stats_record writes for the same request). */
+static ssize_t http_read(struct conn *c, void *buf, size_t len)
+{
+    ssize_t n = conn_read(c, buf, len);
+    if (n > 0)
+        atomic_fetch_add_explicit(&http_host_of(c)->stats.bytes_received, (unsigned long)n,
+                                  memory_order_relaxed);
+    return n;
+}
+
 /* Skip body bytes at the start of buf. Returns the bytes consumed; *err is set to 400 or
  * 413 if the body is malformed or too large. */
 static size_t skip_body(struct conn *c, char *buf, size_t len, int *err)
@@ -651,7 +662,7 @@ static void collect_event(struct conn *c)
             collect_fail(c, 413);
             return;
         }
-        ssize_t n = conn_read(c, k->data + k->raw_len, want);
+        ssize_t n = http_read(c, k->data + k->raw_len, want);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN) {
@@ -779,7 +790,7 @@ static void http_process(struct conn *c)
             answer_malformed(c, 431, buf, len);
             return;
         }
-        ssize_t n = conn_read(c, buf + len, sizeof(buf) - len);
+        ssize_t n = http_read(c, buf + len, sizeof(buf) - len);
         if (n > 0) {
             len += (size_t)n;
             continue;

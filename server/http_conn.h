@@ -27,6 +27,7 @@ struct http_stats {
     atomic_ulong latency_us_sum;
     atomic_ulong by_status[5]; /* responses 1xx .. 5xx */
     atomic_ulong bytes_sent;   /* body bytes, as the access log counts them */
+    atomic_ulong bytes_received; /* request heads and bodies read from clients */
 };
 
 struct http_host;

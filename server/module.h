@@ -427,7 +427,7 @@ struct server_metrics {
         char name[32];
         unsigned connections;
         unsigned by_state[SERVER_METRICS_STATES];
-        uint64_t requests, by_status[5], bytes_sent;
+        uint64_t requests, by_status[5], bytes_sent, bytes_received;
         uint64_t latency_us_sum;
         uint64_t latency_us_log2[SERVER_METRICS_BUCKETS];
     } classes[SERVER_STATS_GROUPS];

@@ -50,6 +50,7 @@ static void class_metrics(const struct service *svc, struct server_metrics *out,
     for (unsigned s = 0; s < 5; s++)
         out->classes[i].by_status[s] = load(&st->by_status[s]);
     out->classes[i].bytes_sent = load(&st->bytes_sent);
+    out->classes[i].bytes_received = load(&st->bytes_received);
 }
 
 void module_server_metrics(const struct server *srv, struct server_metrics *out)

@@ -333,6 +333,53 @@ def test_gzip_cache_hits_and_misses_are_counted(start_server, site, connect):
     assert value(m, "lfhttpd_gzip_cache_bytes") > 0
 
 
+def test_open_file_cache_hits_and_misses_are_counted(start_server, site, connect):
+    s = start_server(site, METRICS)
+    c = connect(s)
+    before = parse(scrape_on(c))
+    for _ in range(3):
+        assert ask(c, "/text.txt")[0] == 200
+    assert ask(c, "/missing")[0] == 404
+    after = parse(scrape_on(c))
+
+    def moved(result):
+        name = "lfhttpd_open_file_cache_lookups_total"
+        return value(after, name, result=result) - value(before, name, result=result)
+
+    assert (moved("miss"), moved("hit")) == (2, 2)
+    assert value(after, "lfhttpd_open_file_cache_inserts_total") == 1
+
+
+def test_open_file_cache_hits_of_evicted_entries_stay_counted(start_server, site, connect):
+    with open(os.path.join(site, "other.txt"), "wb") as f:
+        f.write(b"other\n")
+    s = start_server(site, METRICS + "open_file_cache_max 1;\n")
+    c = connect(s)
+    for path in ["/text.txt", "/text.txt", "/text.txt", "/other.txt"]:  # evicts text.txt
+        assert ask(c, path)[0] == 200
+    m = parse(scrape_on(c))
+    assert value(m, "lfhttpd_open_file_cache_lookups_total", result="hit") == 2
+    assert value(m, "lfhttpd_open_file_cache_drops_total", reason="evicted") == 1
+
+
+def test_received_bytes_count_request_heads_and_bodies(start_server, site, connect):
+    s = start_server(site, METRICS + "handler /echo echo;\n")
+    c = connect(s)
+    before = parse(scrape_on(c))
+    requests = [b"GET /text.txt HTTP/1.1\r\nHost: t\r\n\r\n",
+                b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello",
+                b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                b"3\r\nabc\r\n0\r\n\r\n"]
+    for req in requests:
+        c.send(req)
+        assert c.read_response(timeout=scaled(10))[0] == 200
+    scrape_request = b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n"
+    after = parse(scrape_on(c))  # its own request is read before it is answered
+    name, cls = "lfhttpd_received_bytes_total", {"class": "default"}
+    assert value(after, name, **cls) - value(before, name, **cls) == (
+        sum(map(len, requests)) + len(scrape_request))
+
+
 def test_counting_for_metrics_allocates_nothing_per_request(start_server, site, tmp_path,
                                                            connect):
     """With a metrics mount and a server block (each request counted for its block, on
