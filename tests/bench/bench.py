@@ -69,7 +69,7 @@ COLD_FILES = 200          # gzip cold: fresh 100 KiB texts per server and round
 COLD_CONNS = 4            # gzip cold: connections fetching them (each file once)
 # Variants in which only these servers differ from "main" (the others' "main" instance
 # runs the workload).
-OWN_INSTANCES = {"nomem": ("lfhttpd",), "copy": ("lfhttpd", "nginx"),
+OWN_INSTANCES = {"nomem": ("lfhttpd",), "metrics": ("lfhttpd",), "copy": ("lfhttpd", "nginx"),
                  "sites": ("lfhttpd", "nginx"), "proxy": ("lfhttpd", "nginx")}
 # The "sites" variant: lfhttpd and nginx serve the server blocks of sites.conf.in (two
 # servers, twelve locations), the same text in both, in place of @SITES@.
@@ -157,7 +157,7 @@ class Workload:
     def __init__(self, key, title, label, tool="wrk", conns=100, path="/index.html",
                  headers=(), script=None, script_args=(), variant="main", check=False,
                  skip=None, variant_of=None, plot_label=None, ceiling=False, probes=(),
-                 part_of=None):
+                 part_of=None, scrape=None):
         self.key, self.title, self.label = key, title, label
         self.plot_label = plot_label or label  # under the bars: a long one is cut off
         self.tool, self.conns, self.path = tool, conns, path
@@ -174,6 +174,9 @@ class Workload:
         self.variant_of = variant_of
         # A second figure of another workload: `--only` naming that one runs this too.
         self.part_of = part_of
+        # A path fetched every second during the run from the servers of the variant's
+        # own instances (a metrics scrape): each fetch that is not a 200 is an error.
+        self.scrape = scrape
 
     def command(self, url, duration, ab_requests):
         """The exact load-generator command for this workload against url."""
@@ -210,6 +213,14 @@ WORKLOADS = [
                      ("/private/x", 403)],
              skip={"lighttpd": "no server/location configuration in this comparison",
                    "h2o": "no server/location configuration in this comparison"}),
+    # What metrics cost: lfhttpd with `handler /metrics metrics;`, scraped every second on
+    # a keep-alive connection of its own (as Prometheus does) while wrk runs, beside
+    # small_ka's lfhttpd without it, in the same run.
+    Workload("metrics_ka", "1 KiB file, keep-alive, 100 connections, lfhttpd with a metrics "
+             "mount scraped every second", "1 KiB c100, metrics scraped 1/s",
+             variant="metrics", variant_of="small_ka", plot_label="1 KiB c100, metrics",
+             scrape="/metrics",
+             skip={"lighttpd": "unchanged: see 1 KiB c100", "h2o": "unchanged: see 1 KiB c100"}),
     Workload("c1000", "1 KiB file, keep-alive, 1000 connections", "1 KiB c1000",
              conns=1000, ceiling=True),
     # 100 connections x 16 requests in flight: wrk's one thread, not the number of
@@ -484,6 +495,7 @@ class Server:
                   "ACCESS_LOG": self._access_log_directive(),
                   "ACCESS_LOG_DIRECTIVE": self._access_log_directive(),
                   "MEM_MAX": "0" if self.variant == "nomem" else "4k",
+                  "METRICS": "handler /metrics metrics;" if self.variant == "metrics" else "",
                   "SENDFILE": "off" if self.variant == "copy" else "on",
                   "LISTEN_OPTIONS": NGINX_LISTEN_OPTIONS + (" ssl" if self.tls else ""),
                   "LISTEN_SSL": " ssl" if self.tls else "",
@@ -741,6 +753,38 @@ def time_wait_left(port):
     return left
 
 
+class Scraper:
+    """GET path every second on one keep-alive connection, in a thread, until stopped:
+    how many fetches were made and how many were not a 200."""
+
+    def __init__(self, port, path):
+        self.port, self.path = port, path
+        self.done, self.fetches, self.failures = threading.Event(), 0, 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        conn = None
+        while not self.done.wait(1.0):
+            try:
+                conn = conn or http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+                conn.request("GET", self.path)
+                resp = conn.getresponse()
+                resp.read()
+                self.failures += resp.status != 200
+            except (OSError, http.client.HTTPException):
+                self.failures += 1
+                conn = None
+            self.fetches += 1
+        if conn:
+            conn.close()
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        return self.fetches, self.failures
+
+
 def run_load(server, wl, opts, record=True):
     """One run of wl's load generator against server; server CPU measured around it. A
     proxy's upstream is measured apart (upstream_cpu_s): the same program for every proxy,
@@ -756,6 +800,8 @@ def run_load(server, wl, opts, record=True):
         # (whole seconds): a pause keeps them out of the count after it.
         time.sleep(TIME_WAIT_QUIET)
     started = time.monotonic()
+    scraper = Scraper(server.port, wl.scrape) if wl.scrape and record and \
+        server.kind in OWN_INSTANCES.get(wl.variant, ()) else None
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
                            timeout=timeout)
@@ -765,6 +811,7 @@ def run_load(server, wl, opts, record=True):
         out, code = out.decode(errors="replace") if isinstance(out, bytes) else out, "timeout"
     after = cpu_ticks(pids)
     up_after = cpu_ticks(up_pids)
+    scrapes = scraper.stop() if scraper else None
     if not record:
         return None
     r = parse_wrk(out) if wl.tool == "wrk" else parse_ab(out, opts.ab_requests, code)
@@ -773,6 +820,11 @@ def run_load(server, wl, opts, record=True):
     if code != 0:
         r["socket_detail"] += " (exit %s: %s)" % (code, last_line(out))
         r["socket_errors"] = r["socket_errors"] or 1
+    if scrapes:
+        r["scrapes"], r["scrape_failures"] = scrapes
+        if scrapes[1]:
+            r["socket_detail"] += " (%d of %d scrapes failed)" % (scrapes[1], scrapes[0])
+            r["socket_errors"] += scrapes[1]
     r["errors"] = r["socket_errors"] + r["non2xx"]
     r["cpu_s"] = (after - before) / CLK_TCK
     r["req_per_cpu_s"] = r["requests"] / r["cpu_s"] if r["cpu_s"] > 0 else None
@@ -1131,6 +1183,10 @@ GOALS = [
     # most 5% more CPU than through the one implicit server.
     ("sites: req/CPU-s within 5% of 1 KiB c100", "sites_ka", "req_per_cpu_s",
      ("small_ka", "lfhttpd"), 0.95),
+    # Metrics cost nothing per request beyond the counters that were there: with a
+    # metrics mount scraped every second, within noise (5%) of the same load without.
+    ("metrics scraped 1/s: req/CPU-s within 5% of 1 KiB c100", "metrics_ka",
+     "req_per_cpu_s", ("small_ka", "lfhttpd"), 0.95),
     # Issue 15, the reverse proxy: the same upstream for both, its CPU not counted.
     ("proxied 1 KiB c100: req/s >= 1.2x nginx", "proxy_ka", "rps", "nginx", 1.2),
     ("proxied 1 KiB c100: fewer CPU-s per request than nginx (req/CPU-s > nginx)",
@@ -1397,6 +1453,9 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
                 "'%s'" % x if " " in x else x for x in c),
                 " (servers started with their access log on)" if wl.variant == "log" else
                 " (lfhttpd started with open_file_cache_mem_max 0)" if wl.variant == "nomem"
+                else " (lfhttpd started with `handler /metrics metrics;`, /metrics fetched "
+                "every second on a keep-alive connection during the run)"
+                if wl.variant == "metrics"
                 else " (lfhttpd and nginx started with sendfile off)" if wl.variant == "copy"
                 else " (lfhttpd and nginx serving the server and location blocks of "
                 "tests/bench/sites.conf.in)" if wl.variant == "sites"
@@ -1623,6 +1682,9 @@ class Bench:
         self.notes[("small_nomem", "lfhttpd")] = ("open_file_cache_mem_max 0: head with "
                                                   "sendmsg (MSG_MORE), body with sendfile")
         self.notes[("small_nomem", "nginx")] = "the 1 KiB c100 instance, measured again"
+        self.notes[("metrics_ka", "lfhttpd")] = ("handler /metrics metrics; /metrics "
+                                                 "fetched every second during the run")
+        self.notes[("metrics_ka", "nginx")] = "the 1 KiB c100 instance, measured again"
         for kind in ("lfhttpd", "nginx"):
             self.notes[("sites_ka", kind)] = ("the default of 2 servers, location / of 12 "
                                               "(3 regexes): try_files $uri $uri/ =404")
