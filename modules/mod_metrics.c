@@ -35,9 +35,11 @@
 #define METRICS_BUCKET_FIRST 9
 #define METRICS_BUCKET_LAST 23
 
-/* One thread's requests per server block. Written only by its thread. */
+/* One thread's requests per server block, by the status class of their answers (1xx..5xx,
+ * then none: a client gone before it). Written only by its thread. */
+#define METRICS_CLASSES 6
 struct site_counters {
-    alignas(64) _Atomic uint64_t requests[METRICS_SITES_MAX];
+    alignas(64) _Atomic uint64_t requests[METRICS_SITES_MAX][METRICS_CLASSES];
     struct site_counters *next; /* the list, under metrics_state.lock */
     pthread_t owner;
 };
@@ -85,7 +87,6 @@ static struct site_counters *my_counters(struct metrics_state *st)
 
 static void metrics_log(void *state, const struct request *req, const struct response *resp)
 {
-    (void)resp;
     struct metrics_state *st = state;
     if (!st->mounted || !req->site || !req->chain || !req->chain->sites)
         return;
@@ -96,8 +97,9 @@ static void metrics_log(void *state, const struct request *req, const struct res
     if (!sc)
         return;
     /* one writer: a plain load and store, no locked instruction */
-    atomic_store_explicit(&sc->requests[i],
-                          atomic_load_explicit(&sc->requests[i], memory_order_relaxed) + 1,
+    int k = resp->status >= 100 && resp->status <= 599 ? resp->status / 100 - 1 : 5;
+    _Atomic uint64_t *n = &sc->requests[i][k];
+    atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
                           memory_order_relaxed);
 }
 
@@ -260,14 +262,17 @@ static void tls_metrics(struct strbuf *b, const struct server_metrics *m)
     sample(b, "lfhttpd_tls_handshake_failures_total", NULL, NULL, m->tls_failed);
 }
 
-/* The server block's name: its first server_name, else its place ("#1", from 1). */
-static void site_label(struct strbuf *b, const struct site_server *s, unsigned i)
+/* A sample of family `name` for server block i: its first server_name, else its place
+ * ("#1", from 1), and its index. */
+static void site_label(struct strbuf *b, const char *family, const struct site_server *s,
+                       unsigned i)
 {
     char num[16];
     snprintf(num, sizeof(num), "#%u", i + 1);
     const char *name = s->n_names && s->names[0].len ? s->names[0].text : num;
-    strbuf_puts(b, "lfhttpd_server_requests_total{server=");
+    strbuf_printf(b, "%s{server=", family);
     strbuf_prom_label(b, name, strlen(name));
+    strbuf_printf(b, ",index=\"%u\"", i + 1);
 }
 
 static void site_metrics(struct strbuf *b, struct metrics_state *st,
@@ -275,20 +280,34 @@ static void site_metrics(struct strbuf *b, struct metrics_state *st,
 {
     if (!sites || sites->n_servers == 0)
         return;
-    uint64_t sum[METRICS_SITES_MAX] = {0};
+    uint64_t sum[METRICS_SITES_MAX][METRICS_CLASSES] = {{0}};
     pthread_mutex_lock(&st->lock);
     for (const struct site_counters *sc = st->list; sc; sc = sc->next)
         for (unsigned i = 0; i < METRICS_SITES_MAX; i++)
-            sum[i] += atomic_load_explicit(&sc->requests[i], memory_order_relaxed);
+            for (unsigned k = 0; k < METRICS_CLASSES; k++)
+                sum[i][k] += atomic_load_explicit(&sc->requests[i][k], memory_order_relaxed);
     pthread_mutex_unlock(&st->lock);
-    strbuf_prom_family(b, "lfhttpd_server_requests_total", "counter",
+    unsigned n = sites->n_servers < METRICS_SITES_MAX ? sites->n_servers : METRICS_SITES_MAX;
+    const char *family = "lfhttpd_server_requests_total";
+    strbuf_prom_family(b, family, "counter",
                        "Requests, by server block (its first server_name, else #N), since "
                        "the configuration was loaded.");
-    unsigned n = sites->n_servers < METRICS_SITES_MAX ? sites->n_servers : METRICS_SITES_MAX;
     for (unsigned i = 0; i < n; i++) {
-        site_label(b, &sites->servers[i], i);
-        strbuf_printf(b, ",index=\"%u\"} %llu\n", i + 1, (unsigned long long)sum[i]);
+        unsigned long long all = 0;
+        for (unsigned k = 0; k < METRICS_CLASSES; k++)
+            all += sum[i][k];
+        site_label(b, family, &sites->servers[i], i);
+        strbuf_printf(b, "} %llu\n", all);
     }
+    family = "lfhttpd_server_responses_total";
+    strbuf_prom_family(b, family, "counter",
+                       "Responses, by server block and status class (1xx..5xx), since the "
+                       "configuration was loaded.");
+    for (unsigned i = 0; i < n; i++)
+        for (unsigned k = 0; k < 5; k++) {
+            site_label(b, family, &sites->servers[i], i);
+            strbuf_printf(b, ",code=\"%uxx\"} %llu\n", k + 1, (unsigned long long)sum[i][k]);
+        }
 }
 
 static void upstream_labels(struct strbuf *b, const char *name, const struct upstream *u,

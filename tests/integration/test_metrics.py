@@ -321,6 +321,24 @@ def test_requests_are_counted_by_server_block(start_server, site):
     assert value(m, "lfhttpd_server_requests_total", server="b.test", index="3") == 1
 
 
+def test_responses_are_counted_by_server_block_and_status_class(start_server, site):
+    port = free_port()
+    start_server(site, METRICS + "".join(
+        f"server {{\n  listen 127.0.0.1:{port};\n  server_name {name};\n}}\n"
+        for name in ["scrape.test", "a.test"]))
+    c = client_to(port)
+    try:
+        for path in ["/text.txt", "/missing", "/text.txt"]:
+            ask(c, path, host="a.test")
+        m = parse(scrape_on(c, host="scrape.test"))
+    finally:
+        c.close()
+    a = {"server": "a.test", "index": "2"}
+    assert [value(m, "lfhttpd_server_responses_total", code=f"{k}xx", **a)
+            for k in range(1, 6)] == [0, 2, 0, 1, 0]
+    assert value(m, "lfhttpd_server_requests_total", **a) == 3
+
+
 def test_gzip_cache_hits_and_misses_are_counted(start_server, site, connect):
     s = start_server(site, METRICS + "brotli off;\nzstd off;\n")
     c = connect(s)
