@@ -320,8 +320,11 @@ void file_cache_get_stats(struct file_cache *c, struct file_cache_stats *out)
     *out = c->stats;
     /* the entries in the table are c->lock's: none leaves it while they are summed */
     for (unsigned i = 0; i < c->max_entries && c->n_entries; i++)
-        if (c->slots[i])
+        if (c->slots[i]) {
             out->hits += atomic_load_explicit(&c->slots[i]->hits, memory_order_relaxed);
+            if (c->slots[i]->data)
+                out->bytes += (uint64_t)c->slots[i]->st.st_size;
+        }
     out->misses = atomic_load_explicit(&c->misses, memory_order_relaxed);
     out->entries = c->n_entries;
     out->max_entries = c->max_entries;

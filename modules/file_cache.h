@@ -88,6 +88,7 @@ struct file_cache_stats {
     unsigned entries, max_entries;
     uint64_t hits;      /* look-ups that found an entry (fresh, or to revalidate) */
     uint64_t misses;    /* look-ups that found none */
+    uint64_t bytes;     /* of the files held in memory (data) by the entries in the table */
     uint64_t inserts;   /* entries added */
     uint64_t evictions; /* taken by the CLOCK hand to make room */
     uint64_t inactive;  /* dropped by the sweep, unused for inactive_ms */

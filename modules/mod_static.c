@@ -595,6 +595,9 @@ static void static_metrics(void *state, struct strbuf *b)
     strbuf_prom_family(b, "lfhttpd_open_file_cache_max_entries", "gauge",
                        "open_file_cache_max.");
     strbuf_printf(b, "lfhttpd_open_file_cache_max_entries %u\n", fs.max_entries);
+    strbuf_prom_family(b, "lfhttpd_open_file_cache_memory_bytes", "gauge",
+                       "Bytes of the small files held in memory (open_file_cache_mem_max).");
+    strbuf_printf(b, "lfhttpd_open_file_cache_memory_bytes %llu\n", (unsigned long long)fs.bytes);
     strbuf_prom_family(b, "lfhttpd_open_file_cache_lookups_total", "counter",
                        "Look-ups, by result, since the configuration was loaded (a hit "
                        "older than open_file_cache_valid is checked against the file).");

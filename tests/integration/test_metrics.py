@@ -366,6 +366,21 @@ def test_open_file_cache_hits_and_misses_are_counted(start_server, site, connect
 
     assert (moved("miss"), moved("hit")) == (2, 2)
     assert value(after, "lfhttpd_open_file_cache_inserts_total") == 1
+    assert value(after, "lfhttpd_open_file_cache_entries") == 1
+    assert value(after, "lfhttpd_open_file_cache_memory_bytes") == 0  # over mem_max
+
+
+def test_open_file_cache_counts_the_bytes_of_small_files_held_in_memory(start_server, site,
+                                                                          connect):
+    with open(os.path.join(site, "small.txt"), "wb") as f:
+        f.write(b"s" * 1000)
+    s = start_server(site, METRICS)
+    c = connect(s)
+    for path in ["/small.txt", "/text.txt"]:
+        assert ask(c, path)[0] == 200
+    m = parse(scrape_on(c))
+    assert value(m, "lfhttpd_open_file_cache_entries") == 2
+    assert value(m, "lfhttpd_open_file_cache_memory_bytes") == 1000
 
 
 def test_open_file_cache_hits_of_evicted_entries_stay_counted(start_server, site, connect):
