@@ -11,12 +11,11 @@ ones and HTTPS ones included (on a TLS port of its own, with two self-signed
 certificates made in DIR), the clients of clients.py for the slow and resetting ones, a
 WebSocket through the proxy, new TLS connections (full and resumed handshakes) and
 hostile TLS clients. Meanwhile a SIGHUP every 30 s (the configuration changed each time,
-the proxy's settings and upstream sets, the certificate and
-ssl_session_timeout too) and a log reopen every 60 s (the logs
-renamed, then SIGUSR1), and once a second the server's resident memory (VmRSS of
-/proc/PID/status), open descriptors (/proc/PID/fd) and connections to the upstream. Then
-SIGTERM, and the verdict (verdict.txt), the samples (samples.csv) and their plot (soak.png,
-gnuplot) in DIR. Exit status 0 when it passes.
+the proxy's settings and upstream sets, the certificate and ssl_session_timeout too) and
+a log reopen every 60 s (the logs renamed, then SIGUSR1), and once a second the server's
+resident memory (VmRSS of /proc/PID/status), open descriptors (/proc/PID/fd) and
+connections to the upstream. Then SIGTERM, and the verdict (verdict.txt), the samples
+(samples.csv) and their plot (soak.png, gnuplot) in DIR. Exit status 0 when it passes.
 
 The verdict, each check stated with its figures:
   - no growth after warm-up: the first third of the run is warm-up; the last third's
