@@ -1,5 +1,6 @@
 """clients.py — the soak's hand-written clients: the slow ones, the ones that reset (the
-proxy's too), and a WebSocket through the proxy.
+proxy's too), a WebSocket through the proxy, and the HTTPS ones (new connections with full
+and resumed handshakes, and the hostile: resets, stalls, plain HTTP on the TLS port).
 
 Each client is a function run(addr, stop, seen) that loops until the `stop` event is set,
 counting the statuses it receives in `seen` (a Seen; "reset" and "closed" count what
@@ -10,6 +11,7 @@ import base64
 import collections
 import random
 import socket
+import ssl
 import struct
 import time
 
@@ -270,3 +272,219 @@ def proxy_resetter(addr, stop, seen):
         reset(sock)
         i += 1
         time.sleep(0.1)
+
+
+# ------------------------------------------------------------------------------ HTTPS
+# The TLS clients verify the server's certificate: soak.py sets TLS_CAFILE to a file that
+# holds both of its self-signed certificates (a reload swaps one for the other), whose
+# names are "localhost" and 127.0.0.1.
+TLS_CAFILE = None
+
+
+def tls_context(version=None, tickets=True):
+    """A client context trusting TLS_CAFILE; `version` pins the protocol, and
+    tickets=False asks for resumption by session ID (no ticket extension)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(TLS_CAFILE)
+    if version:
+        ctx.minimum_version = ctx.maximum_version = version
+    if not tickets:
+        ctx.options |= ssl.OP_NO_TICKET
+    return ctx
+
+
+def tls_connect(addr, ctx, session=None):
+    raw = connect(addr)
+    try:
+        return ctx.wrap_socket(raw, server_hostname="localhost", session=session)
+    except BaseException:
+        raw.close()
+        raise
+
+
+# The handshakes https-handshake cycles through: TLS 1.3 resumed by ticket, TLS 1.2 by
+# ticket, TLS 1.2 by session ID (the server's session cache).
+HANDSHAKES = [("tls1.3", ssl.TLSVersion.TLSv1_3, True),
+              ("tls1.2-ticket", ssl.TLSVersion.TLSv1_2, True),
+              ("tls1.2-id", ssl.TLSVersion.TLSv1_2, False)]
+
+
+def https_handshake(addr, stop, seen):
+    """A new connection for each request: handshake, one GET, close. Each kind of
+    handshake in turn, and every other time it offers the session its last connection got
+    ("resumed", or "not-resumed" when the server made a full handshake instead). Which
+    certificate came counts as "cert:NAME" (reloads swap it)."""
+    contexts = [tls_context(version, tickets) for _, version, tickets in HANDSHAKES]
+    sessions = [None] * len(HANDSHAKES)
+    i = 0
+    while not stop.is_set():
+        v = i % len(HANDSHAKES)
+        offer = sessions[v] if (i // len(HANDSHAKES)) % 2 else None
+        with tls_connect(addr, contexts[v], offer) as sock:
+            sock.sendall(head("https-handshake", "GET", f"/static/f{i % 20:02d}.html"))
+            seen.status(read_status(sock))
+            drain(sock)
+            # Read to the end first: TLS 1.3's tickets come after the handshake.
+            sessions[v] = sock.session
+            if offer is not None:
+                seen[f"{HANDSHAKES[v][0]}:" + ("resumed" if sock.session_reused
+                                                else "not-resumed")] += 1
+            cert = dict(x[0] for x in sock.getpeercert()["subject"])
+            seen[f"cert:{cert.get('organizationName', '?')}"] += 1
+        i += 1
+        time.sleep(0.05)
+
+
+def client_hello():
+    """The first flight of a TLS client (a whole ClientHello record), made in memory."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = tls_context().wrap_bio(incoming, outgoing, server_hostname="localhost")
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outgoing.read()
+
+
+# What the resetting HTTPS client does, in turn. Each returns the socket it ends with (a
+# TLS one wraps, and takes over, the TCP socket it was given), which is then reset.
+def reset_tls_in_hello(sock):
+    """Half a ClientHello."""
+    hello = client_hello()
+    sock.sendall(hello[:len(hello) // 2])
+    time.sleep(0.05)
+    return sock
+
+
+def reset_tls_after_hello(sock):
+    """A ClientHello, and the server's first flight read (its certificate, for TLS 1.3
+    encrypted), then gone before the client's Finished."""
+    sock.sendall(client_hello())
+    sock.recv(16384)
+    return sock
+
+
+def reset_tls_during_file(sock):
+    """The 4 MiB file over TLS, left after its first 64 KiB."""
+    tls = tls_context().wrap_socket(sock, server_hostname="localhost")
+    tls.sendall(head("https-reset", "GET", "/big.bin"))
+    read_exactly(tls, 65536)
+    return tls
+
+
+def reset_tls_in_head(sock):
+    tls = tls_context().wrap_socket(sock, server_hostname="localhost")
+    tls.sendall(b"GET /static/f02.html HTTP/1.1\r\nUser-Agent: soak-https-re")
+    time.sleep(0.05)
+    return tls
+
+
+def reset_tls_during_body(sock):
+    tls = tls_context().wrap_socket(sock, server_hostname="localhost")
+    tls.sendall(head("https-reset", "POST", "/echo", "Content-Length: 100000\r\n"))
+    tls.sendall(b"x" * 1000)
+    time.sleep(0.05)
+    return tls
+
+
+TLS_RESETS = [reset_tls_in_hello, reset_tls_after_hello, reset_tls_during_file,
+              reset_tls_in_head, reset_tls_during_body]
+
+
+def https_resetter(addr, stop, seen):
+    """TLS connections reset by the client in the middle of the handshake (in the
+    ClientHello, before the client's Finished), during a file, in a head and in a body.
+    No close_notify: the RST goes on the TCP socket under the TLS layer (SO_LINGER set
+    before the wrapping, so whichever socket closes the descriptor resets it)."""
+    i = 0
+    while not stop.is_set():
+        sock = connect(addr)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        try:
+            sock = TLS_RESETS[i % len(TLS_RESETS)](sock)
+            seen["reset"] += 1
+        except OSError:
+            seen["closed"] += 1
+        sock.close()
+        i += 1
+        time.sleep(0.1)
+
+
+def stall_tls_in_hello(addr, seen):
+    """Half a ClientHello, then nothing: the server ends the connection after
+    header_timeout (which covers the handshake), with no answer to give."""
+    with connect(addr) as sock:
+        hello = client_hello()
+        sock.sendall(hello[:len(hello) // 2])
+        seen["closed-in-handshake" if drain(sock) else "reset-in-handshake"] += 1
+
+
+def stall_tls_after_handshake(addr, seen):
+    """A handshake and then not a byte: the server closes after header_timeout, with no
+    answer (there is no request to answer)."""
+    with tls_connect(addr, tls_context()) as sock:
+        status = read_status(sock)
+        seen[f"after-handshake:{status}" if status else "closed-after-handshake"] += 1
+        drain(sock)
+
+
+def stall_tls_in_head(addr, seen):
+    """A handshake and half a request head: 408 after header_timeout, over TLS."""
+    with tls_connect(addr, tls_context()) as sock:
+        sock.sendall(b"GET /static/f01.html HTTP/1.1\r\nUser-Agent: soak-https-stalled\r\n")
+        seen.status(read_status(sock))
+        drain(sock)
+
+
+def stall_tls_reader(addr, seen):
+    """The 4 MiB file over TLS, 64 KiB of it read, then nothing more read: the server
+    gives the response up after send_timeout (the socket full all along) and resets."""
+    raw = socket.socket()
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+    raw.settimeout(READ_TIMEOUT)
+    raw.connect(addr)
+    with tls_context().wrap_socket(raw, server_hostname="localhost") as sock:
+        sock.sendall(head("https-stalled", "GET", "/big.bin"))
+        seen.status(read_status(sock))
+        time.sleep(STALL_S)
+        seen["given-up" if not drain_until_end(sock) else "finished"] += 1
+
+
+def drain_until_end(sock):
+    """True if the response could still be read to its end after the stall (the server
+    did not give it up), False if the connection ended short."""
+    got = 0
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except (OSError, ssl.SSLError):
+            return False
+        if not chunk:
+            return got >= 4 << 20
+        got += len(chunk)
+
+
+# Longer than the soak's send_timeout (10 s).
+STALL_S = 15.0
+TLS_STALLS = [stall_tls_in_hello, stall_tls_after_handshake, stall_tls_in_head,
+              stall_tls_reader]
+
+
+def https_staller(addr, stop, seen):
+    """TLS clients that stop: in the handshake, between the handshake and the request, in
+    the request's head, and in the middle of a response."""
+    i = 0
+    while not stop.is_set():
+        TLS_STALLS[i % len(TLS_STALLS)](addr, seen)
+        i += 1
+
+
+def https_plain(addr, stop, seen):
+    """Plain HTTP on the TLS port: nginx's 400 ("The plain HTTP request was sent to HTTPS
+    port"), in plain text."""
+    while not stop.is_set():
+        with connect(addr) as sock:
+            sock.sendall(head("https-plain", "GET", "/static/f01.html"))
+            seen.status(read_status(sock))
+            drain(sock)
+        time.sleep(0.2)

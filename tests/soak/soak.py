@@ -7,13 +7,15 @@ Starts an upstream (upstream.py: tests/integration/upstream_app.py counting what
 serves) and the server on loopback ports they pick (the server's read from its error
 log), with tests/soak/soak.conf.in and a document root made in DIR, and runs every load
 of LOADS at once for N minutes: wrk (tests/soak/load.lua) for the request kinds, proxied
-ones included, the clients of clients.py for the slow and resetting ones and a WebSocket
-through the proxy. Meanwhile a SIGHUP every 30 s (the configuration changed each time,
-the proxy's settings and upstream sets too) and a log reopen every 60 s (the logs
-renamed, then SIGUSR1), and once a second the server's resident memory (VmRSS of
-/proc/PID/status), open descriptors (/proc/PID/fd) and connections to the upstream. Then
-SIGTERM, and the verdict (verdict.txt), the samples (samples.csv) and their plot (soak.png,
-gnuplot) in DIR. Exit status 0 when it passes.
+ones and HTTPS ones included (on a TLS port of its own, with two self-signed
+certificates made in DIR), the clients of clients.py for the slow and resetting ones, a
+WebSocket through the proxy, new TLS connections (full and resumed handshakes) and
+hostile TLS clients. Meanwhile a SIGHUP every 30 s (the configuration changed each time,
+the proxy's settings and upstream sets, the certificate and ssl_session_timeout too) and
+a log reopen every 60 s (the logs renamed, then SIGUSR1), and once a second the server's
+resident memory (VmRSS of /proc/PID/status), open descriptors (/proc/PID/fd) and
+connections to the upstream. Then SIGTERM, and the verdict (verdict.txt), the samples
+(samples.csv) and their plot (soak.png, gnuplot) in DIR. Exit status 0 when it passes.
 
 The verdict, each check stated with its figures:
   - no growth after warm-up: the first third of the run is warm-up; the last third's
@@ -25,7 +27,9 @@ The verdict, each check stated with its figures:
   - every response's status is one its kind intends (per kind, as the access log and the
     clients count them); the only 5xx intended are cgi-empty's 502 and proxy-timeout's
     504
-  - every kind was answered in the last third (nothing stalled)
+  - every kind was answered in the last third (nothing stalled), the HTTPS ones too
+  - new TLS connections that offered their last session resumed it (TLS_RESUMED of
+    them, per kind of handshake), and both certificates were served
   - the upstream saw its connections reused: per kind that may keep its connection, the
     share of its requests that found one open (UPSTREAM_REUSED)
   - every SIGHUP reloaded, every SIGUSR1 reopened the logs
@@ -44,6 +48,7 @@ import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -63,10 +68,14 @@ FD_MARGIN = (0.10, 8)           # 10 % plus 8 descriptors, of the 90th percentil
 RELOAD_SETS = [
     {"@RELOAD@": "gzip_comp_level 6;\nkeepalive_requests 100;\nautoindex_hidden off;\n",
      "@KEEPALIVE@": "8",
-     "@PROXY_RELOAD@": "proxy_read_timeout 1s; proxy_set_header X-Soak-Set a;"},
+     "@PROXY_RELOAD@": "proxy_read_timeout 1s; proxy_set_header X-Soak-Set a;",
+     "@TLS_RELOAD@": "ssl_certificate @RUN@/tls/soak-ec.pem;\n"
+                     "ssl_certificate_key @RUN@/tls/soak-ec.key;\nssl_session_timeout 5m;"},
     {"@RELOAD@": "gzip_comp_level 5;\nkeepalive_requests 50;\nautoindex_hidden on;\n",
      "@KEEPALIVE@": "4",
-     "@PROXY_RELOAD@": "proxy_read_timeout 2s; proxy_set_header X-Soak-Set b;"},
+     "@PROXY_RELOAD@": "proxy_read_timeout 2s; proxy_set_header X-Soak-Set b;",
+     "@TLS_RELOAD@": "ssl_certificate @RUN@/tls/soak-rsa.pem;\n"
+                     "ssl_certificate_key @RUN@/tls/soak-rsa.key;\nssl_session_timeout 4m;"},
 ]
 # The error-log lines that the intended failures write (warnings and errors; any other is
 # a failure of the run).
@@ -82,11 +91,12 @@ class Load:
     with load.lua; `client` = (function, threads) runs clients.py's function in threads.
     `expect` is the set of statuses the kind intends. A kind with `logged=False` never
     completes a request head, so the access log cannot name it (its lines count under
-    "(no head)"); the client's own count stands for it."""
+    "(no head)"); the client's own count stands for it. `tls`: it goes to the HTTPS
+    port."""
 
-    def __init__(self, name, expect, wrk=None, client=None, logged=True):
+    def __init__(self, name, expect, wrk=None, client=None, logged=True, tls=False):
         self.name, self.expect, self.wrk, self.client = name, set(expect), wrk, client
-        self.logged = logged
+        self.logged, self.tls = logged, tls
         self.seen = clients.Seen()          # statuses as the client saw them
         self.errors = ""                    # wrk's socket errors line, if any
         self.proc = None
@@ -130,8 +140,23 @@ LOADS = [
     # Resets during a proxied answer's body are logged 200 with the bytes sent; one before
     # the upstream answered, or in the request's body, with status 0.
     Load("proxy-reset", {0, 200}, client=(clients.proxy_resetter, 1)),
-    # HTTPS joins here once the server has it, a kind of its own with the statuses it
-    # intends, for instance Load("https", {200}, wrk=(4, 20, "gzip", STATIC)) on the TLS port.
+    # HTTPS, on the TLS port: wrk's keep-alive connections on the files, compressed or
+    # not (TLS 1.3, one handshake per connection)...
+    Load("https", {200, 404}, wrk=(4, 20, "gzip,identity,br,zstd", STATIC + TEXT), tls=True),
+    # ...a new connection per request, TLS 1.3 and 1.2, every other one resuming its last
+    # session (by ticket, or by session ID from the server's cache)...
+    Load("https-handshake", {200}, client=(clients.https_handshake, 2), tls=True),
+    # ...resets in the ClientHello, before the client's Finished (both logged at info as
+    # failed handshakes), during a file (200 with the bytes sent), in a head and in a body
+    # (not in the access log, as on the plain port)...
+    Load("https-reset", {0, 200}, client=(clients.https_resetter, 1), tls=True),
+    # ...stalls in the handshake and right after it (closed after header_timeout, with no
+    # answer and no log line), in a head (408) and in a response the client stops reading
+    # (200 logged, the rest given up after send_timeout)...
+    Load("https-stalled", {200, 408}, client=(clients.https_staller, 1), tls=True,
+         logged=False),
+    # ...and plain HTTP on the TLS port (nginx's 400).
+    Load("https-plain", {400}, client=(clients.https_plain, 1), tls=True, logged=False),
 ]
 # What the proxied kinds must find at the upstream: requests that found a kept connection
 # (the rest opened one) at least this fraction of them. Only the kinds whose connections
@@ -139,6 +164,13 @@ LOADS = [
 UPSTREAM_REUSED = {"proxy-small": 0.9, "proxy-large": 0.9, "proxy-post": 0.9,
                    "proxy-slow": 0.5}
 UPSTREAM_CONN_MARGIN = (0.10, 8)   # of the maxima of upstream connections held
+# Of https-handshake's connections that offered their last session, per kind of handshake,
+# the share the server resumed. Below 1: a reload builds new TLS contexts, and a session ID
+# of the old one's cache, or a session made with the other certificate, may not resume.
+TLS_RESUMED = 0.8
+# The certificates made at start: (name, openssl genpkey arguments); a reload swaps them.
+TLS_KEYS = [("soak-ec", ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"]),
+            ("soak-rsa", ["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"])]
 
 
 def make_docroot(root):
@@ -164,6 +196,34 @@ def make_docroot(root):
         os.makedirs(os.path.join(root, "listing", "sub", f"d{i:02d}"), exist_ok=True)
     with open(os.path.join(root, "index.html"), "w") as f:
         f.write("<h1>soak</h1>\n")
+
+
+def make_certificates(run):
+    """Two self-signed certificates for localhost and 127.0.0.1 (an ECDSA and an RSA one,
+    their organizations naming them), and tls/trust.pem, both, for the clients to verify
+    with. Returns trust.pem's path."""
+    d = os.path.join(run, "tls")
+    os.makedirs(d)
+    trust = os.path.join(d, "trust.pem")
+    for name, key_args in TLS_KEYS:
+        key, cert = os.path.join(d, name + ".key"), os.path.join(d, name + ".pem")
+        for cmd in (["genpkey", *key_args, "-out", key],
+                    ["req", "-x509", "-new", "-key", key, "-days", "7",
+                     "-subj", f"/CN=localhost/O={name}",
+                     "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-out", cert]):
+            r = subprocess.run(["openssl", *cmd], capture_output=True, text=True, timeout=60)
+            if r.returncode != 0:
+                raise RuntimeError(f"openssl {' '.join(cmd)}: {r.stderr}")
+        with open(cert) as src, open(trust, "a") as out:
+            out.write(src.read())
+    return trust
+
+
+def free_port():
+    """A loopback port nobody holds now (the kernel's pick for a socket then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class Upstream:
@@ -218,12 +278,13 @@ class Upstream:
 
 
 class Server:
-    def __init__(self, binary, run, sanitize, upstream_ports):
+    def __init__(self, binary, run, sanitize, upstream_ports, tls_port):
         self.run, self.generation = run, 0
         self.upstream_ports = set(upstream_ports)
+        self.tls_port = tls_port
         with open(os.path.join(HERE, "soak.conf.in")) as f:
             self.template = (f.read().replace("@DOCROOT@", os.path.join(run, "www"))
-                             .replace("@RUN@", run)
+                             .replace("@TLS_PORT@", str(tls_port))
                              .replace("@CGI@", os.path.join(HERE, "cgi-bin")))
         for i, port in enumerate(upstream_ports):
             self.template = self.template.replace(f"@UPSTREAM{i + 1}@", str(port))
@@ -250,15 +311,18 @@ class Server:
         text = self.template
         for name, value in RELOAD_SETS[self.generation % len(RELOAD_SETS)].items():
             text = text.replace(name, value)
+        text = text.replace("@RUN@", self.run)
         with open(self.conf, "w") as f:
             f.write(text)
 
     def wait_for_port(self, timeout=30.0):
+        """The plain port, once both it and the TLS port are reported bound."""
         deadline = time.time() + timeout
         while time.time() < deadline:
-            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", error_logs(self.run))
-            if m:
-                return int(m.group(1))
+            ports = {int(p) for p in re.findall(r"listening on 127\.0\.0\.1:(\d+)",
+                                                error_logs(self.run))}
+            if self.tls_port in ports and len(ports) == 2:
+                return (ports - {self.tls_port}).pop()
             if self.proc.poll() is not None:
                 raise RuntimeError("lfhttpd exited at start:\n" + error_logs(self.run)
                                    + read(self.stderr.name))
@@ -338,14 +402,15 @@ def error_logs(run):
     return "".join(read(p) for p in rotated + [os.path.join(run, "error.log")])
 
 
-def start_loads(port, duration_s, stop):
-    addr = ("127.0.0.1", port)
+def start_loads(port, tls_port, duration_s, stop):
     for load in LOADS:
+        addr = ("127.0.0.1", tls_port if load.tls else port)
+        url = f"{'https' if load.tls else 'http'}://127.0.0.1:{addr[1]}"
         if load.wrk:
             conns, delay_ms, codings, paths = load.wrk
             load.proc = subprocess.Popen(
                 ["wrk", "-t1", f"-c{conns}", f"-d{int(duration_s)}s", "--timeout", "20s",
-                 "-s", os.path.join(HERE, "load.lua"), f"http://127.0.0.1:{port}",
+                 "-s", os.path.join(HERE, "load.lua"), url,
                  "--", load.name, str(delay_ms), codings] + paths,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         else:
@@ -462,6 +527,26 @@ def upstream_checks(stats, exit_status):
     return checks
 
 
+def tls_checks():
+    """What https-handshake's clients saw: per kind of handshake, the share of offered
+    sessions resumed, and that both certificates were served (the reloads swap them)."""
+    load = next((load for load in LOADS if load.name == "https-handshake"), None)
+    if load is None:
+        return []
+    checks = []
+    for name, _, _ in clients.HANDSHAKES:
+        resumed, not_resumed = load.seen[f"{name}:resumed"], load.seen[f"{name}:not-resumed"]
+        share = resumed / max(resumed + not_resumed, 1)
+        checks.append((share >= TLS_RESUMED,
+                       f"https-handshake {name}: {resumed} of {resumed + not_resumed} offered "
+                       f"sessions resumed, {share:.1%} (at least {TLS_RESUMED:.0%})"))
+    served = {name: load.seen[f"cert:{name}"] for name, _ in TLS_KEYS}
+    checks.append((all(served.values()),
+                   "https-handshake certificates served: "
+                   + ", ".join(f"{name} {n}" for name, n in served.items())))
+    return checks
+
+
 def verdict(args, samples, events, exit_status, t_last_third, t_end, upstream):
     checks = []   # (ok, text)
     checks.append(growth_check(samples, "resident memory, KiB", 1, RSS_MARGIN, 100))
@@ -496,6 +581,7 @@ def verdict(args, samples, events, exit_status, t_last_third, t_end, upstream):
         else:
             checks.append((load.seen.last >= t_last_third,
                            f"{load.name}: answered in the last third (client's count)"))
+    checks.extend(tls_checks())
     extra = counts.get("(no head)", collections.Counter())
     checks.append((all(s in NO_HEAD_EXPECT for s in extra),
                    f"(no head): logged {dict(sorted(extra.items()))}; "
@@ -534,15 +620,26 @@ def plot(out, sanitize, minutes):
                     os.path.join(HERE, "soak.gp")], check=True)
 
 
+def start_server(args, upstream_ports, attempts=3):
+    """The server, on a TLS port picked free; picked again if it was taken meanwhile."""
+    for attempt in range(attempts):
+        try:
+            return Server(args.bin, args.out, args.sanitize, upstream_ports, free_port())
+        except RuntimeError as e:
+            if "in use" not in str(e) or attempt == attempts - 1:
+                raise
+
+
 def run(args):
     if os.path.isdir(args.out):
         shutil.rmtree(args.out)
     os.makedirs(args.out)
     make_docroot(os.path.join(args.out, "www"))
+    clients.TLS_CAFILE = make_certificates(args.out)
     duration_s = args.minutes * 60
     upstream = Upstream(args.out)
     try:
-        server = Server(args.bin, args.out, args.sanitize, upstream.ports)
+        server = start_server(args, upstream.ports)
     except BaseException:
         upstream.stop()
         raise
@@ -552,10 +649,11 @@ def run(args):
     try:
         print(f"soak: upstream pid {upstream.pid} on ports "
               f"{', '.join(map(str, upstream.ports))}", flush=True)
-        print(f"soak: lfhttpd pid {server.pid} on 127.0.0.1:{server.port}, "
+        print(f"soak: lfhttpd pid {server.pid} on 127.0.0.1:{server.port} and "
+              f"127.0.0.1:{server.tls_port} (TLS), "
               f"{args.minutes:g} min{', ' + args.sanitize if args.sanitize else ''}; "
               f"results in {args.out}", flush=True)
-        start_loads(server.port, duration_s, stop)
+        start_loads(server.port, server.tls_port, duration_s, stop)
         t0 = time.monotonic()
         wall0 = time.time()
         tick, reopens = 0, 0
