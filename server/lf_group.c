@@ -213,10 +213,15 @@ int lf_group_rearm(struct lf_handle *h, uint32_t events)
 #define EDGE_DATA_FLAG (1ull << 62)
 #define EDGE_DATA_INC_SHIFT 48 /* a user-space pointer has 47 bits */
 
-/* The callback that runs again when the current one returns (one at a time: a callback
- * reactivates at most one connection, as its last act). */
-static _Thread_local struct lf_handle *lf_again;
-static _Thread_local uint32_t lf_again_events;
+/* The callbacks that run again when the current one returns. A callback reactivates one
+ * connection as its last act, but one may start several and end each one's event (the
+ * listener, an accept batch of them: a proxied request re-arms a kept upstream socket),
+ * so every handle kept is remembered, never only the last. */
+static _Thread_local struct {
+    struct lf_handle *h;
+    uint32_t events;
+} lf_again[LF_AGAIN_MAX];
+static _Thread_local unsigned lf_n_again;
 
 struct lf_handle *lf_event_handle(uint64_t data)
 {
@@ -247,12 +252,31 @@ bool lf_edge_claim(uint64_t data, uint32_t events)
 
 bool lf_take_again(struct lf_handle **h, uint32_t *events)
 {
-    if (!lf_again)
+    if (lf_n_again == 0)
         return false;
-    *h = lf_again;
-    *events = lf_again_events;
-    lf_again = NULL;
+    lf_n_again--;
+    *h = lf_again[lf_n_again].h;
+    *events = lf_again[lf_n_again].events;
     return true;
+}
+
+/* Keep h to run again. More than LF_AGAIN_MAX in one callback would break lf_group.h's
+ * rule (listener.c checks its batch against it): a bug, stopped here rather than left to
+ * hang a connection whose handle nobody owns. */
+static void keep_again(struct lf_handle *h, uint32_t events)
+{
+    for (unsigned i = 0; i < lf_n_again; i++)
+        if (lf_again[i].h == h) {
+            lf_again[i].events = events;
+            return;
+        }
+    if (lf_n_again < LF_AGAIN_MAX) {
+        lf_again[lf_n_again].h = h;
+        lf_again[lf_n_again].events = events;
+        lf_n_again++;
+        return;
+    }
+    abort();
 }
 
 /* The mask the kernel watches: EPOLLOUT only once it has been waited for. */
@@ -299,10 +323,8 @@ int lf_group_reactivate(struct lf_handle *h, uint32_t events, bool drained)
         uint32_t n = (again ? base : base & ~EDGE_OWNED) | (events & EDGE_WANT);
         if (atomic_compare_exchange_weak_explicit(&h->edge_state, &s, n, memory_order_acq_rel,
                                                   memory_order_relaxed)) {
-            if (again) {
-                lf_again = h;
-                lf_again_events = events;
-            }
+            if (again)
+                keep_again(h, events);
             return 0;
         }
     }

@@ -113,6 +113,10 @@ int lf_group_add_conn(struct lf_group *g, struct lf_handle *h, uint32_t events);
  * no thread will ever be given it again, not even when its deadline passes, so the caller
  * still owns it and must close it (and log why) rather than leave it stranded. */
 int lf_group_rearm(struct lf_handle *h, uint32_t events) __attribute__((warn_unused_result));
+/* How many handles one callback may reactivate with lf_group_reactivate() that then run
+ * again on its thread: one, as its last act, for each connection whose event it ends (a
+ * listener's callback starts up to its accept batch). */
+#define LF_AGAIN_MAX 32
 /* The end of processing a connection's event: as lf_group_rearm(), but for a handle
  * registered with lf_group_add_conn() in a group with LF_REACTIVATE_EDGE it costs no
  * system call. `drained`: the caller saw the socket empty for each direction it now waits

@@ -119,8 +119,8 @@ struct lf_handle *lf_event_handle(uint64_t data);
 /* May this thread process the event? Always for a one-shot handle (the kernel disarmed
  * it); for an edge-triggered one, if it makes the handle its own. */
 bool lf_edge_claim(uint64_t data, uint32_t events);
-/* The handle whose callback is to run again on this thread (lf_group_reactivate kept it),
- * if any. Call after every callback, until it says no. */
+/* A handle whose callback is to run again on this thread (lf_group_reactivate kept it), if
+ * any is left. Call after every callback, until it says no. */
 bool lf_take_again(struct lf_handle **h, uint32_t *events);
 
 /* Leader/Followers' parts, which Thread-per-Connection's acceptor runs too. */

@@ -11,6 +11,7 @@
  * same. Thread-per-Connection: every connection is registered, for a thread of its own.)
  */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -27,6 +28,9 @@
 #include "log.h"
 
 #define ACCEPT_BATCH 16
+/* Each connection started in an accept batch may end its event with one handle to run again
+ * (a proxied request's kept upstream socket): the batch's callback keeps them all. */
+static_assert(ACCEPT_BATCH <= LF_AGAIN_MAX, "every started connection's handle runs again");
 
 /* Read and drop what the client has sent so far (a bounded amount; the socket does not
  * block). A socket closed with unread input sends a reset, which can destroy the answer

@@ -737,6 +737,74 @@ TEST(edge_a_handle_not_drained_is_processed_again_without_a_new_event)
     close(c.h.fd);
 }
 
+/* One callback reactivating several handles that must run again, as the listener does
+ * when it starts the connections of one accept batch (each of whose proxied requests may
+ * re-arm a kept upstream socket that an event came for): every one of them runs again,
+ * not only the last. Held handles: owned after their first event (their callback lets go
+ * of nothing, as a kept upstream connection's), then signalled, so that an event waits
+ * for each. */
+enum { HELD = 5 };
+static struct counter_handle held[HELD];
+static atomic_int held_runs[HELD];
+
+static void held_event(struct lf_handle *h, uint32_t ev)
+{
+    (void)ev;
+    unsigned i = (unsigned)((struct counter_handle *)h - held);
+    uint64_t v;
+    ssize_t r = read(h->fd, &v, sizeof(v));
+    (void)r;
+    if (atomic_fetch_add(&held_runs[i], 1) == 0)
+        return; /* the first time: kept, owned, never reactivated by itself */
+    if (lf_group_reactivate(h, EPOLLIN, true) != 0)
+        abort();
+}
+
+static void reactivate_held_event(struct lf_handle *h, uint32_t ev)
+{
+    (void)ev;
+    uint64_t v;
+    ssize_t r = read(h->fd, &v, sizeof(v));
+    (void)r;
+    for (unsigned i = 0; i < HELD; i++)
+        if (lf_group_reactivate(&held[i].h, EPOLLIN, true) != 0)
+            abort();
+    if (lf_group_reactivate(h, EPOLLIN, true) != 0)
+        abort();
+}
+
+TEST(edge_every_handle_one_callback_reactivates_with_an_event_waiting_runs_again)
+{
+    struct lf_group *g = edge_group(1);
+    for (unsigned i = 0; i < HELD; i++) {
+        init_handle(&held[i], 0, 0);
+        held[i].h.on_event = held_event;
+        CHECK(lf_group_add_conn(g, &held[i].h, EPOLLIN) == 0);
+    }
+    static struct counter_handle starter;
+    init_handle(&starter, 0, 0);
+    starter.h.on_event = reactivate_held_event;
+    CHECK(lf_group_add_conn(g, &starter.h, EPOLLIN) == 0);
+    CHECK(lf_group_start(g) == 0);
+    for (unsigned i = 0; i < HELD; i++) {
+        signal_handle(&held[i]);
+        wait_for(&held_runs[i], 1, PATIENCE_MS);
+        CHECK_EQ_INT(atomic_load(&held_runs[i]), 1);
+    }
+    for (unsigned i = 0; i < HELD; i++)
+        signal_handle(&held[i]); /* each owned: its event waits for the owner */
+    usleep(50 * 1000);
+    signal_handle(&starter);
+    for (unsigned i = 0; i < HELD; i++) {
+        wait_for(&held_runs[i], 2, PATIENCE_MS / 4);
+        CHECK_EQ_INT(atomic_load(&held_runs[i]), 2);
+    }
+    lf_group_destroy(g);
+    for (unsigned i = 0; i < HELD; i++)
+        close(held[i].h.fd);
+    close(starter.h.fd);
+}
+
 TEST(edge_reactivation_is_leader_followers_only)
 {
     struct lf_group *g =
