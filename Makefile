@@ -257,7 +257,7 @@ bench-classes: $(B)/lfhttpd
 #   make soak                          30 minutes with build/lfhttpd
 #   make soak MINUTES=10 SANITIZE=asan
 MINUTES  ?= 30
-SOAK_PKGS := wrk:wrk gnuplot:gnuplot-nox $(if $(SANITIZE),clang:clang)
+SOAK_PKGS := wrk:wrk gnuplot:gnuplot-nox openssl:openssl $(if $(SANITIZE),clang:clang)
 soak-deps:
 	@missing=""; \
 	for pair in $(SOAK_PKGS); do \
