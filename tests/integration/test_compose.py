@@ -23,11 +23,10 @@ import pytest
 import yaml
 
 from conftest import BY_DESIGN, ROOT, SANITIZED, free_port
+from podman_harness import IN_CONTAINER, require_podman
 
 EXAMPLE = os.path.join(ROOT, "deploy", "compose")
-BASE = "docker.io/library/debian:bookworm-slim"
 PROJECT = f"lfhttpd-compose-test-{os.getpid()}"
-IN_CONTAINER = os.environ.get("LFHTTPD_IN_CONTAINER") == "1"
 
 pytestmark = pytest.mark.skipif(
     SANITIZED, reason="the images hold the plain build; tested in the plain run " + BY_DESIGN)
@@ -47,19 +46,10 @@ def _compose(*args, port=None, timeout=120):
 
 def _check_tools():
     """Skip, with the reason, when the stack cannot be brought up here."""
-    if IN_CONTAINER:
-        pytest.skip(f"no container engine inside make test-fresh's container {BY_DESIGN}")
-    if not shutil.which("podman-compose"):
+    if not IN_CONTAINER and not shutil.which("podman-compose"):
         pytest.skip("THE COMPOSE EXAMPLE IS NOT TESTED: podman-compose is not installed "
                     "(apt-get install podman-compose; make check-deps installs it)")
-    if not shutil.which("podman") or _run(["podman", "info"], timeout=60).returncode != 0:
-        pytest.skip("THE COMPOSE EXAMPLE IS NOT TESTED: podman does not work here "
-                    "(sh ../shared/tools/container-env.sh)")
-    if _run(["podman", "image", "exists", BASE], timeout=60).returncode != 0:
-        r = _run(["podman", "pull", BASE], timeout=600)  # never --pull=always
-        if r.returncode != 0:
-            pytest.skip(f"base image {BASE} is not present and cannot be pulled (offline? "
-                        "run sh ../shared/tools/container-env.sh):\n" + r.stdout[-500:])
+    require_podman("THE COMPOSE EXAMPLE")
 
 
 def _containers():

@@ -23,12 +23,11 @@ import pytest
 import yaml
 
 from conftest import BY_DESIGN, ROOT, SANITIZED, free_port
+from podman_harness import require_podman
 
 KUBE = os.path.join(ROOT, "deploy", "kubernetes")
-BASE = "docker.io/library/debian:bookworm-slim"
 IMAGE = "localhost/lfhttpd-kube-test"
 POD = f"lfhttpd-kube-test-{os.getpid()}"
-IN_CONTAINER = os.environ.get("LFHTTPD_IN_CONTAINER") == "1"
 UID = 10001
 
 
@@ -205,16 +204,7 @@ def _check_tools():
     """Skip, with the reason, when the pod cannot be run here."""
     if SANITIZED:
         pytest.skip("the image holds the plain build; tested in the plain run " + BY_DESIGN)
-    if IN_CONTAINER:
-        pytest.skip(f"no container engine inside make test-fresh's container {BY_DESIGN}")
-    if not shutil.which("podman") or _run(["podman", "info"], timeout=60).returncode != 0:
-        pytest.skip("THE KUBERNETES POD IS NOT TESTED: podman does not work here "
-                    "(sh ../shared/tools/container-env.sh)")
-    if _run(["podman", "image", "exists", BASE], timeout=60).returncode != 0:
-        r = _run(["podman", "pull", BASE], timeout=600)  # never --pull=always
-        if r.returncode != 0:
-            pytest.skip(f"base image {BASE} is not present and cannot be pulled (offline? "
-                        "run sh ../shared/tools/container-env.sh):\n" + r.stdout[-500:])
+    require_podman("THE KUBERNETES POD")
 
 
 def _play_yaml(docs, port):
