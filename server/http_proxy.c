@@ -62,7 +62,6 @@
  * filters: room for the largest head twice, and its path. */
 #define PROXY_REQ_MAX (2 * CONN_BUF_SIZE + REQUEST_PATH_MAX)
 #define PROXY_RELAY 16384                /* read from the upstream at a time */
-#define PROXY_IDLE_CHECK_MS 1000 /* a connection idle longer is checked before it is used */
 #define PROXY_FREE_MAX 1024 /* states without buffers kept for reuse beyond those in use */
 
 /* The members of a tunnel's set, as its events name them. */
@@ -78,6 +77,7 @@ struct conn_proxy {
     bool registered;           /* h is in the handle set of h.group */
     struct lf_handle tun;      /* a tunnel's set (tun.fd), one-shot in the client's group */
     struct upstream_idle idle; /* its place in the upstream's idle list */
+    bool watched;              /* idle, and its socket waited on (under the list's lock) */
     struct conn_proxy *next_free;
     struct upstream *up;
     struct upstream_server *server; /* this attempt's */
@@ -205,9 +205,68 @@ static void proxy_release(struct conn_proxy *px)
     pthread_mutex_unlock(&proxy_free.lock);
 }
 
+/* --- kept connections ------------------------------------------------------------------
+ *
+ * A kept connection has no request on it: any byte or close from the upstream is stale
+ * (the late body of an answer that had none, a keep-alive timeout) and must never be read
+ * as the next request's answer. So, edge-triggered, its socket stays waited on for input
+ * while it is idle, and an event closes it at once; whoever takes it from the list claims
+ * its handle first (upstream.h), and checks the socket once more before a request goes on
+ * it (idle_alive). One-shot handles are disarmed while idle: the check alone covers them. */
+
+static struct conn_proxy *of_idle(struct upstream_idle *idle)
+{
+    return (struct conn_proxy *)((char *)idle - offsetof(struct conn_proxy, idle));
+}
+
 static void idle_close(struct upstream_idle *idle)
 {
-    proxy_release((struct conn_proxy *)((char *)idle - offsetof(struct conn_proxy, idle)));
+    proxy_release(of_idle(idle));
+}
+
+/* The upstream spoke (or closed) on an idle connection: it goes. */
+static void idle_event(struct lf_handle *h, uint32_t events)
+{
+    (void)events;
+    struct conn_proxy *px = (struct conn_proxy *)h;
+    upstream_idle_drop(px->up, &px->idle);
+    px->watched = false;
+    proxy_release(px);
+}
+
+static void idle_watch(struct upstream_idle *idle)
+{
+    struct conn_proxy *px = of_idle(idle);
+    if (!px->registered || !px->h.edge)
+        return;
+    px->h.on_event = idle_event;
+    /* Drained: nothing was left unread of the answer. A byte that came since is PENDING,
+     * and idle_event runs on this thread once the current callback returns. */
+    int rc = lf_group_reactivate(&px->h, EPOLLIN, true);
+    if (rc < 0) { /* (it makes no system call for EPOLLIN) */
+        log_error("proxy: epoll: cannot watch a kept upstream socket: %s", strerror(-rc));
+        return;
+    }
+    px->watched = true;
+}
+
+/* A socket to keep that was never waited on (its answer came at once) joins the group's set,
+ * to be watched: owned, as if its event were being handled, until the watch lets it go. */
+static void idle_register(struct conn_proxy *px, struct lf_group *g)
+{
+    if (!lf_group_is_edge(g) || lf_group_add_handle(g, &px->h, 0) < 0)
+        return;
+    px->registered = true;
+    (void)lf_group_claim(&px->h); /* waiting for nothing, nobody else can have it */
+}
+
+static bool idle_claim(struct upstream_idle *idle)
+{
+    struct conn_proxy *px = of_idle(idle);
+    if (px->watched && !lf_group_claim(&px->h))
+        return false;
+    px->watched = false;
+    return true;
 }
 
 /* A state with its buffers: from the free list, or new. */
@@ -225,6 +284,8 @@ static struct conn_proxy *proxy_new(void)
         if (!px)
             return NULL;
         px->h.fd = px->tun.fd = -1;
+        px->idle.watch = idle_watch;
+        px->idle.claim = idle_claim;
         px->idle.close = idle_close;
     }
     px->head = malloc(PROXY_HEAD_MAX + PROXY_REQ_MAX);
@@ -373,6 +434,8 @@ static void proxy_detach(struct conn_proxy *px, bool keep_up, bool failed)
         upstream_done(px->up, px->server, failed, clock_now_ms());
     px->c = NULL;
     if (keep_up && px->h.fd >= 0 && px->up->keepalive > 0) {
+        if (!px->registered)
+            idle_register(px, c->h.group);
         px->idle.server = px->server;
         px->idle.home = px->registered ? px->h.group : NULL;
         px->server = NULL;
@@ -453,14 +516,12 @@ static bool idempotent(enum http_method m)
            m == HTTP_METHOD_DELETE || m == HTTP_METHOD_OPTIONS || m == HTTP_METHOD_TRACE;
 }
 
-/* Is a kept connection still open? It is asked without waiting (it must have nothing to
- * read: the upstream said nothing, and did not close it) when it was idle a while, or
- * always for a request that may not be sent twice: an idempotent one the upstream turns
- * away on a connection it closed meanwhile goes again on a new one. */
-static bool idle_alive(struct conn_proxy *px, int64_t now)
+/* May a kept connection carry a request? Asked of the socket, without waiting, every time:
+ * it must have nothing to read (the upstream said nothing, and did not close it). A byte
+ * there would be taken for the answer, and every answer after it would go to the request
+ * after its own. */
+static bool idle_alive(struct conn_proxy *px)
 {
-    if (now - px->idle.since_ms < PROXY_IDLE_CHECK_MS && idempotent(px->method))
-        return true;
     char b;
     ssize_t n = recv(px->h.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
@@ -512,8 +573,7 @@ static void attempt_begin(struct conn_proxy *px, struct upstream_server *s)
         (idle = upstream_idle_take(px->up, s, px->c->h.group))) {
         /* Another state kept a connection to s: take its socket over (out of that state's
          * handle set first), and let the rest of it go. */
-        struct conn_proxy *kept =
-            (struct conn_proxy *)((char *)idle - offsetof(struct conn_proxy, idle));
+        struct conn_proxy *kept = of_idle(idle);
         if (kept->registered)
             lf_group_remove(&kept->h, false);
         kept->registered = false;
@@ -524,7 +584,7 @@ static void attempt_begin(struct conn_proxy *px, struct upstream_server *s)
         proxy_release(kept);
     }
     px->fresh_only = false;
-    if (px->h.fd >= 0 && idle_alive(px, now)) {
+    if (px->h.fd >= 0 && idle_alive(px)) {
         px->reused = true;
         px->phase = PHASE_SEND;
     } else {
@@ -1272,8 +1332,7 @@ void http_proxy_start(struct conn *c, struct response *resp, const struct reques
     struct conn_proxy *px = NULL;
     if (s) {
         struct upstream_idle *idle = upstream_idle_take(p->upstream, s, c->h.group);
-        px = idle ? (struct conn_proxy *)((char *)idle - offsetof(struct conn_proxy, idle))
-                  : proxy_new();
+        px = idle ? of_idle(idle) : proxy_new();
     }
     if (!http_conn_save_input(c, rest, rest_len) || (s && !px)) {
         if (s)

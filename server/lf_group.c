@@ -330,6 +330,20 @@ int lf_group_reactivate(struct lf_handle *h, uint32_t events, bool drained)
     }
 }
 
+bool lf_group_claim(struct lf_handle *h)
+{
+    if (!h->edge)
+        return true;
+    uint32_t s = atomic_load_explicit(&h->edge_state, memory_order_relaxed);
+    for (;;) {
+        if (s & EDGE_OWNED)
+            return false;
+        if (atomic_compare_exchange_weak_explicit(&h->edge_state, &s, s | EDGE_OWNED,
+                                                  memory_order_acq_rel, memory_order_relaxed))
+            return true;
+    }
+}
+
 /* --- connections ------------------------------------------------------------------------ */
 
 int lf_group_add_conn(struct lf_group *g, struct lf_handle *h, uint32_t events)
@@ -375,6 +389,11 @@ void lf_group_remove(struct lf_handle *h, bool closing)
     }
     if (!closing)
         epoll_ctl(h->group->epfd, EPOLL_CTL_DEL, h->fd, NULL);
+}
+
+bool lf_group_is_edge(const struct lf_group *g)
+{
+    return g->react == LF_REACTIVATE_EDGE;
 }
 
 bool lf_group_is_private(const struct lf_group *g)

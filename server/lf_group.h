@@ -143,6 +143,14 @@ int lf_group_add_handle(struct lf_group *g, struct lf_handle *h, uint32_t events
  * that owns it: `closing` just before its descriptor is closed, else it is removed and may
  * be added to a set again. Events of it already fetched are dropped. */
 void lf_group_remove(struct lf_handle *h, bool closing);
+/* Take a handle added with lf_group_add_handle() that waits for events, as if its event had
+ * been given to the caller, who then owns it (and lets it go with lf_group_reactivate() or
+ * lf_group_remove()): true, or false when a thread has its event now (then that thread owns
+ * it). An edge-triggered handle only: a one-shot one that nobody owns must be disarmed
+ * already, and the claim is always true. */
+bool lf_group_claim(struct lf_handle *h);
+/* Are g's connection handles edge-triggered (LF_REACTIVATE_EDGE under Leader/Followers)? */
+bool lf_group_is_edge(const struct lf_group *g);
 /* Is g a connection's own handle set (Thread-per-Connection), which goes with it? */
 bool lf_group_is_private(const struct lf_group *g);
 

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -369,9 +370,25 @@ bool upstream_idle_put(struct upstream *u, struct upstream_idle *idle, int64_t n
         u->n_idle++;
         (*n)++;
         kept = true;
+        if (idle->watch)
+            idle->watch(idle); /* under the lock: no taker sees it listed and not watched */
     }
     pthread_mutex_unlock(&u->idle_lock);
     return kept;
+}
+
+static bool idle_claim(struct upstream_idle *idle)
+{
+    return !idle->claim || idle->claim(idle);
+}
+
+/* Out of the list, under idle_lock: *at is idle. */
+static void idle_unlink(struct upstream *u, struct upstream_idle **at)
+{
+    struct upstream_idle *idle = *at;
+    *at = idle->next;
+    u->n_idle--;
+    (*home_count(u, idle->home))--;
 }
 
 struct upstream_idle *upstream_idle_take(struct upstream *u, const struct upstream_server *s,
@@ -381,38 +398,59 @@ struct upstream_idle *upstream_idle_take(struct upstream *u, const struct upstre
         return NULL;
     pthread_mutex_lock(&u->idle_lock);
     struct upstream_idle **at = NULL;
-    for (struct upstream_idle **i = &u->idle; *i; i = &(*i)->next) {
-        if ((*i)->server != s)
-            continue;
-        if (!at)
-            at = i; /* the newest to s */
-        if ((*i)->home == home) {
-            at = i; /* the newest to s at home */
-            break;
+    for (int pass = 0; pass < 2 && !at; pass++) { /* at home first, then anywhere */
+        for (struct upstream_idle **i = &u->idle; *i; i = &(*i)->next) {
+            if ((*i)->server != s || (pass == 0 && (*i)->home != home))
+                continue;
+            if (idle_claim(*i)) {
+                at = i;
+                break;
+            }
         }
     }
     struct upstream_idle *found = at ? *at : NULL;
-    if (found) {
-        *at = found->next;
-        u->n_idle--;
-        (*home_count(u, found->home))--;
-    }
+    if (found)
+        idle_unlink(u, at);
     pthread_mutex_unlock(&u->idle_lock);
     return found;
 }
 
-void upstream_idle_close_all(struct upstream *u)
+void upstream_idle_drop(struct upstream *u, struct upstream_idle *idle)
 {
     pthread_mutex_lock(&u->idle_lock);
-    struct upstream_idle *list = u->idle;
-    u->idle = NULL;
-    u->n_idle = 0;
-    memset(u->homes, 0, sizeof(u->homes));
+    for (struct upstream_idle **i = &u->idle; *i; i = &(*i)->next)
+        if (*i == idle) {
+            idle_unlink(u, i);
+            break;
+        }
     pthread_mutex_unlock(&u->idle_lock);
-    while (list) {
-        struct upstream_idle *next = list->next;
-        list->close(list);
-        list = next;
+}
+
+void upstream_idle_close_all(struct upstream *u)
+{
+    for (;;) {
+        struct upstream_idle *mine = NULL;
+        pthread_mutex_lock(&u->idle_lock);
+        for (struct upstream_idle **i = &u->idle; *i;) {
+            struct upstream_idle *idle = *i;
+            if (!idle_claim(idle)) {
+                i = &idle->next; /* its watch's handler is dropping it */
+                continue;
+            }
+            idle_unlink(u, i);
+            idle->next = mine;
+            mine = idle;
+        }
+        bool left = u->idle != NULL;
+        pthread_mutex_unlock(&u->idle_lock);
+        while (mine) {
+            struct upstream_idle *next = mine->next;
+            mine->close(mine);
+            mine = next;
+        }
+        if (!left)
+            return;
+        sched_yield();
     }
 }
 

@@ -65,13 +65,22 @@ struct upstream_server {
 enum upstream_balance { UPSTREAM_ROUND_ROBIN, UPSTREAM_LEAST_CONN };
 
 /* An idle connection to one of the servers, kept for the next request (`keepalive N`).
- * The proxy embeds it in its own connection state and hands down how to close it: the set
- * only keeps the list. */
+ * The proxy embeds it in its own connection state and hands down how to watch, claim and
+ * close it: the set only keeps the list.
+ *
+ * While listed, a connection may be watched (its socket waited on, so that a byte or a
+ * close from the server drops it at once). Whoever takes it from the list claims it first,
+ * under the list's lock; a claim fails while the watch's event is being handled, and that
+ * handler, the only one then, drops it from the list (upstream_idle_drop) and closes it. */
 struct upstream_idle {
     struct upstream_idle *next;
     struct upstream_server *server; /* the server it is connected to */
     const void *home;               /* where it is registered (the proxy's thread group) */
     int64_t since_ms;               /* idle since */
+    /* Start watching it: called under the list's lock once it is listed. NULL: none. */
+    void (*watch)(struct upstream_idle *idle);
+    /* Stop the watch and own it, or false if its event is being handled. NULL: always. */
+    bool (*claim)(struct upstream_idle *idle);
     void (*close)(struct upstream_idle *idle);
 };
 
@@ -114,14 +123,17 @@ struct upstream_server *upstream_pick(struct upstream *u, int64_t now_ms, uint64
 void upstream_done(struct upstream *u, struct upstream_server *s, bool failed,
                    int64_t now_ms);
 
-/* Keep an idle connection: false when `keepalive` are kept already for its home (the caller
- * closes it). */
+/* Keep an idle connection, and watch it: false when `keepalive` are kept already for its
+ * home (the caller closes it). Once it is kept, another thread may have it. */
 bool upstream_idle_put(struct upstream *u, struct upstream_idle *idle, int64_t now_ms);
-/* An idle connection to server s, newest first, one whose home is `home` if there is one
- * (it then needs no moving), or NULL. */
+/* An idle connection to server s that could be claimed, newest first, one whose home is
+ * `home` if there is one (it then needs no moving), or NULL. */
 struct upstream_idle *upstream_idle_take(struct upstream *u, const struct upstream_server *s,
                                          const void *home);
-/* Close every idle connection (their close hooks): when the set is let go of. */
+/* The watch of a listed connection saw an event: out of the list (the caller closes it). */
+void upstream_idle_drop(struct upstream *u, struct upstream_idle *idle);
+/* Close every idle connection (their close hooks): when the set is let go of. One whose
+ * watch is handling an event is waited for: that handler closes it. */
 void upstream_idle_close_all(struct upstream *u);
 
 /* An attempt on s received its answer's head `us` microseconds after it began. */

@@ -475,6 +475,74 @@ def test_bytes_past_an_upstream_response_are_never_taken_for_the_next_response(a
     assert status == 200 and body != b"smuggled" and json.loads(body)["target"] == "/next"
 
 
+def late_bytes_sent(u):
+    """Wait until the upstream wrote the late bytes of its one `_late` answer; that request."""
+    late = [r for r in u.requests() if "_late" in r["target"]][0]
+    assert wait_until(lambda: [c for c in u.conns() if c["id"] == late["conn"]
+                               and c.get("late_sent")], scaled(10)), u.conns()
+    return late
+
+
+@pytest.mark.parametrize("method,query", [("HEAD", ""), ("GET", "status=204"),
+                                          ("GET", "status=304")])
+def test_a_kept_upstream_connection_with_bytes_waiting_is_never_reused(app, method, query):
+    u, p = app
+    status, _, _, _ = request(p, f"/x/_late?{query}", method=method)
+    assert status in (200, 204, 304)
+    late = late_bytes_sent(u)
+    for target in ("/b", "/c"):
+        status, _, body, _ = request(p, target)
+        assert status == 200 and b"PWND" not in body, body
+        assert json.loads(body)["target"] == target
+    assert all(r["conn"] != late["conn"] for r in u.requests() if r["target"] in ("/b", "/c"))
+
+
+@lfhttpd_only("the event models are lfhttpd's")
+@pytest.mark.parametrize("model", ["reactivation oneshot;", "concurrency half_sync_half_async;",
+                                   "concurrency thread_per_connection;"])
+def test_a_kept_upstream_connection_with_bytes_waiting_is_never_reused_by_any_event_model(
+        upstream, proxy, model):
+    """Where idle connections are not watched (one-shot handles), the check before reuse
+    alone finds the bytes."""
+    u = upstream()
+    p = proxy(model + "\n" + BASIC, u)
+    assert request(p, "/x/_late", method="HEAD")[0] == 200
+    late = late_bytes_sent(u)
+    status, _, body, _ = request(p, "/b")
+    assert status == 200 and json.loads(body)["target"] == "/b", body
+    assert [r["conn"] for r in u.requests() if r["target"] == "/b"] != [late["conn"]]
+
+
+def test_an_idle_kept_upstream_connection_the_upstream_writes_on_is_closed_at_once(app):
+    u, p = app
+    assert request(p, "/x/_late", method="HEAD")[0] == 200
+    late = late_bytes_sent(u)
+
+    def closed_by_the_proxy():
+        conn = [c for c in u.conns() if c["id"] == late["conn"]][0]
+        return not conn["open"] and conn["closed_by"] == "peer"
+    assert wait_until(closed_by_the_proxy, scaled(5)), u.conns()
+
+
+def close_wait_sockets_to(port):
+    """Loopback TCP sockets in CLOSE_WAIT (the peer closed, this side did not) to port."""
+    n = 0
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if int(fields[2].split(":")[1], 16) == port and fields[3] == "08":
+                n += 1
+    return n
+
+
+def test_an_idle_kept_upstream_connection_the_upstream_closes_is_closed_at_once(app):
+    u, p = app
+    assert request(p, "/x/a")[0] == 200
+    u.control("/__close_idle")
+    assert wait_until(lambda: [c for c in u.conns() if not c["open"]], scaled(5))
+    assert wait_until(lambda: close_wait_sockets_to(u.ports[0]) == 0, scaled(5))
+
+
 def test_client_gone_mid_response_closes_the_upstream_connection(app):
     u, p = app
     s = socket.create_connection((p.host, p.port), timeout=scaled(10))

@@ -37,6 +37,10 @@ any other path is echoed as JSON. Query parameters (all optional):
                     (frames unmasked and sent back), else the raw bytes echoed back
   _extra            a 5-byte body "first" followed in the same write by a second,
                     unrequested response (body "smuggled"): a proxy must not reuse it
+  _late             an answer without a body (to HEAD, or status=204 or 304), then
+                    after=MS (50) later, bytes nobody asked for: a whole second response
+                    (body "PWND"); the connection is kept, and read on as usual; its
+                    record in /__log then has "late_sent": true
 
   and on every behaviour that answers normally:
   status=N          the status code (200); 204 and 304 come without a body
@@ -298,6 +302,11 @@ async def respond(c, req, record):
     elif what == "_extra":
         await c.write(head_bytes(status, [("Content-Length", 5)] + fields) + b"first"
                       + head_bytes(200, [("Content-Length", 8)]) + b"smuggled")
+    elif what == "_late":
+        await send(b"late")
+        await asyncio.sleep(num("after", "50") / 1000)
+        await c.write(head_bytes(200, [("Content-Length", 4)]) + b"PWND")
+        c.rec["late_sent"] = True
     else:
         await send(echo(c, req), "application/json")
     return True

@@ -818,3 +818,55 @@ TEST(edge_reactivation_is_leader_followers_only)
     lf_group_destroy(g);
     close(c.h.fd);
 }
+
+/* A kept upstream connection, idle and waited on, is taken by claiming its handle: the
+ * claim makes the taker its owner, so a second claim fails, and letting it go makes it
+ * claimable again. */
+TEST(edge_a_claimed_handle_is_owned_until_it_is_let_go)
+{
+    struct lf_group *g = edge_group(1);
+    static struct counter_handle c;
+    init_handle(&c, 0, 0);
+    CHECK(lf_group_add_handle(g, &c.h, EPOLLIN) == 0);
+    CHECK(lf_group_is_edge(g));
+    CHECK(lf_group_claim(&c.h));
+    CHECK(!lf_group_claim(&c.h));
+    CHECK(lf_group_reactivate(&c.h, EPOLLIN, true) == 0);
+    CHECK(lf_group_claim(&c.h));
+    lf_group_remove(&c.h, true);
+    lf_group_destroy(g);
+    close(c.h.fd);
+}
+
+/* While its claimer owns it, an event of the handle is given to no thread. */
+TEST(edge_the_event_of_a_claimed_handle_goes_to_no_thread)
+{
+    struct lf_group *g = edge_group(2);
+    static struct counter_handle c;
+    init_handle(&c, 1, 0);
+    c.h.on_event = edge_counter_event;
+    CHECK(lf_group_add_handle(g, &c.h, EPOLLIN) == 0);
+    CHECK(lf_group_start(g) == 0);
+    CHECK(lf_group_claim(&c.h));
+    signal_handle(&c);
+    usleep(50 * 1000);
+    CHECK_EQ_INT(atomic_load(&c.events), 0);
+    lf_group_remove(&c.h, true);
+    lf_group_destroy(g);
+    close(c.h.fd);
+}
+
+TEST(a_one_shot_handle_is_always_claimable)
+{
+    struct lf_group *g = lf_group_create("o", 1, LF_STRATEGY_LEADER_FOLLOWERS,
+                                         LF_PROMOTE_LIFO, 0);
+    CHECK(g != NULL);
+    static struct counter_handle c;
+    init_handle(&c, 0, 0);
+    CHECK(lf_group_add_handle(g, &c.h, EPOLLIN) == 0);
+    CHECK(!lf_group_is_edge(g));
+    CHECK(lf_group_claim(&c.h));
+    CHECK(lf_group_claim(&c.h));
+    lf_group_destroy(g);
+    close(c.h.fd);
+}

@@ -296,3 +296,71 @@ TEST(keepalive_bounds_the_idle_connections_of_each_home)
     CHECK(upstream_idle_take(&up, &up.servers[0], &g1) == &a);
     CHECK(upstream_idle_put(&up, &c, 1000)); /* g1's place is free again */
 }
+
+/* An idle connection whose watch is handling an event cannot be claimed: a taker passes it
+ * by for the next one to the same server, and the handler drops it from the list. */
+static struct upstream_idle *busy;
+static bool claim_unless_busy(struct upstream_idle *idle)
+{
+    return idle != busy;
+}
+
+TEST(a_taker_passes_by_an_idle_connection_it_cannot_claim)
+{
+    CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1; keepalive 4; }\n"), 0);
+    struct upstream_idle a = {.server = &up.servers[0], .claim = claim_unless_busy,
+                              .close = count_close};
+    struct upstream_idle b = {.server = &up.servers[0], .claim = claim_unless_busy,
+                              .close = count_close};
+    CHECK(upstream_idle_put(&up, &a, 1000));
+    CHECK(upstream_idle_put(&up, &b, 1000)); /* newest first: b */
+    busy = &b;
+    CHECK(upstream_idle_take(&up, &up.servers[0], NULL) == &a);
+    CHECK(upstream_idle_take(&up, &up.servers[0], NULL) == NULL);
+    upstream_idle_drop(&up, &b);
+    busy = NULL;
+    CHECK(upstream_idle_take(&up, &up.servers[0], NULL) == NULL);
+    CHECK(upstream_idle_put(&up, &b, 1000)); /* its place was given back */
+}
+
+static unsigned watched;
+static void count_watch(struct upstream_idle *idle)
+{
+    (void)idle;
+    watched++;
+}
+
+TEST(a_kept_idle_connection_is_watched_once_it_is_listed)
+{
+    CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1; keepalive 1; }\n"), 0);
+    struct upstream_idle a = {.server = &up.servers[0], .watch = count_watch,
+                              .close = count_close};
+    struct upstream_idle b = {.server = &up.servers[0], .watch = count_watch,
+                              .close = count_close};
+    watched = 0;
+    CHECK(upstream_idle_put(&up, &a, 1000));
+    CHECK(!upstream_idle_put(&up, &b, 1000)); /* not kept: not watched */
+    CHECK_EQ_INT(watched, 1);
+}
+
+/* Closing every idle connection waits for one whose watch is handling an event: here the
+ * claim fails once, as while that handler runs, and the close still comes. */
+static unsigned refusals;
+static bool claim_after_a_refusal(struct upstream_idle *idle)
+{
+    (void)idle;
+    return refusals++ > 0;
+}
+
+TEST(closing_every_idle_connection_waits_for_one_being_handled)
+{
+    CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1; keepalive 4; }\n"), 0);
+    struct upstream_idle a = {.server = &up.servers[0], .claim = claim_after_a_refusal,
+                              .close = count_close};
+    upstream_idle_put(&up, &a, 1000);
+    refusals = 0;
+    closed = 0;
+    upstream_idle_close_all(&up);
+    CHECK_EQ_INT(closed, 1);
+    CHECK_EQ_INT(refusals, 2);
+}
