@@ -224,11 +224,17 @@ static void idle_close(struct upstream_idle *idle)
     proxy_release(of_idle(idle));
 }
 
-/* The upstream spoke (or closed) on an idle connection: it goes. */
+static bool idle_alive(struct conn_proxy *px);
+
+/* An event of an idle connection: if the upstream spoke (or closed), it goes. The edge may
+ * also be one of input read before it was kept (it came while the answer was being read),
+ * or of room to write: then it is waited on again. */
 static void idle_event(struct lf_handle *h, uint32_t events)
 {
-    (void)events;
     struct conn_proxy *px = (struct conn_proxy *)h;
+    if (!(events & (EPOLLHUP | EPOLLERR)) && idle_alive(px) &&
+        lf_group_reactivate(&px->h, EPOLLIN, true) == 0)
+        return; /* (listed all along: under its handle's claim, nobody took it) */
     upstream_idle_drop(px->up, &px->idle);
     px->watched = false;
     proxy_release(px);

@@ -446,6 +446,18 @@ def test_keepalive_reuses_one_upstream_connection_for_two_requests(app):
     assert second["seq"] == 2
 
 
+@pytest.mark.parametrize("mb", [1, 8])
+def test_keepalive_reuses_the_upstream_connection_after_an_answer_read_in_many_pieces(app, mb):
+    """Input that came while the answer was being read is no reason to close the connection
+    once it is idle: only bytes still waiting on it are."""
+    u, p = app
+    for _ in range(3):
+        status, _, body, _ = request(p, f"/x/_big?mb={mb}")
+        assert status == 200 and len(body) == mb << 20
+    assert request(p, "/x/a")[0] == 200
+    assert len({r["conn"] for r in u.requests()}) == 1, u.conns()
+
+
 def test_without_keepalive_each_request_opens_a_new_upstream_connection(upstream, proxy):
     u = upstream()
     p = proxy(NO_KEEPALIVE, u)
