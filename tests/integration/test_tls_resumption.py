@@ -54,21 +54,24 @@ KINDS = [pytest.param(k, id=k) for k in BY]
 def pki(tmp_path_factory):
     p = Pki(tmp_path_factory.mktemp("pki"))
     p.names = {name: p.issue(name) for name in ("a.test", "b.test")}
+    p.both = p.issue("ab.test", names=["a.test", "b.test"])  # one certificate for both
     return p
 
 
 @pytest.fixture
 def two_servers(start_server, docroot, pki):
-    """two_servers(by) -> (server, port): a.test and b.test on one TLS address, keeping
-    sessions as BY[by] says."""
-    def start(by):
+    """two_servers(by, shared=False) -> (server, port): a.test and b.test on one TLS
+    address, keeping sessions as BY[by] says; each with its own certificate, or with
+    shared=True one certificate for both."""
+    def start(by, shared=False):
         text = TWO_SERVERS.replace("ROOT", str(docroot)).replace("BY", BY[by])
         text = text.replace("METRICS", METRICS)
         for name in "ab":
             (docroot / name).mkdir(exist_ok=True)
             (docroot / name / "index.html").write_text(f"site {name}\n")
             text = text.replace(f"{name.upper()}}}",
-                                ssl_lines(pki.names[f"{name}.test"], indent="    ") + "}")
+                                ssl_lines(pki.both if shared else pki.names[f"{name}.test"],
+                                          indent="    ") + "}")
         for attempt in range(3):  # a port picked may be taken before lfhttpd binds it
             port = free_port()
             try:
@@ -128,6 +131,19 @@ def test_session_of_another_server_block_gets_a_full_handshake_and_its_certifica
     body, reused, leaf, _ = visit(port, ctx, offered_to, session)
     assert not reused
     assert (body, leaf) == (f"site {offered_to[0]}\n".encode(), pki.names[offered_to].leaf)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("by", KINDS)
+def test_session_of_another_server_block_with_the_same_certificate_is_not_resumed(
+        two_servers, pki, by, version):
+    """The blocks are told apart by their names, not only by their certificates."""
+    s, port = two_servers(by, shared=True)
+    ctx = client_context(pki, version, by)
+    _, _, _, session = visit(port, ctx, "a.test")
+    assert visit(port, ctx, "a.test", session)[1]  # the session resumes where it was made
+    body, reused, _, _ = visit(port, ctx, "b.test", session)
+    assert (body, reused) == (b"site b\n", False)
 
 
 def tls_metrics(port, pki):
