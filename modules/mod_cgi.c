@@ -440,7 +440,11 @@ int cgi_env_build(const struct request *req, const struct cgi_vars *v, struct cg
         env_puts(&b, "HTTPS", "on");
     env_puts(&b, "SERVER_PROTOCOL", h->version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1");
     env_put(&b, "REQUEST_METHOD", h->method_name.p, h->method_name.len);
-    env_put(&b, "REQUEST_URI", h->target.p, h->target.len);
+    struct http_origin_form of = http_origin_form(h); /* what $request_uri expands to */
+    env_begin(&b, "REQUEST_URI");
+    env_append(&b, of.path.p, of.path.len);
+    env_append(&b, of.query.p, of.query.len);
+    env_end(&b);
     env_put(&b, "SCRIPT_NAME", v->script_name.p, v->script_name.len);
     env_put(&b, "PATH_INFO", v->path_info.p, v->path_info.len);
     if (v->path_info.len) {

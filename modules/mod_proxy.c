@@ -702,7 +702,9 @@ static void put_target(struct out *o, const struct proxy_conf *c, const struct r
         long n = http_path_normalize(h->path, orig, sizeof(orig));
         changed = n < 0 || (size_t)n != req->path_len || memcmp(orig, req->path, (size_t)n);
         if (!changed && h->path.len && h->path.p[0] == '/') {
-            put(o, h->path.p, (size_t)(h->target.p + h->target.len - h->path.p));
+            struct http_origin_form of = http_origin_form(h);
+            put(o, of.path.p, of.path.len);
+            put(o, of.query.p, of.query.len);
             return;
         }
     }

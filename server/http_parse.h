@@ -50,7 +50,9 @@ struct http_request {
     enum http_method method;
     struct http_slice method_name; /* the method token as sent */
     struct http_slice target;      /* request-target as sent (origin, absolute, * form) */
-    struct http_slice path;        /* target's path, still percent-encoded ("/" for '*') */
+    struct http_slice path;        /* target's path, still percent-encoded; "/" for '*' and
+                                    * for an absolute-form target's empty path, a constant
+                                    * outside the buffer (see http_origin_form) */
     struct http_slice query;       /* after '?', without it; len 0 when absent */
     bool has_query;                /* a '?' was present, even if the query is empty */
     int version_minor;             /* 0 for HTTP/1.0, 1 for HTTP/1.1 (and 1.x, x > 1) */
@@ -94,6 +96,24 @@ struct http_limits {
  * rejected, because lenient parsing is how request smuggling starts. */
 int http_parse_request(const char *buf, size_t len, const struct http_limits *lim,
                        struct http_request *req);
+
+/* The target in origin-form (RFC 9112 section 3.2.1): path, then "?" and the query when
+ * there was one. It is the target from its path on, except where the path is an empty one
+ * made "/" (RFC 9110 section 4.2.3: "http://a", "http://a?x=1"): that "/" is not in the
+ * buffer, so whoever sends, logs or exposes the origin-form writes these two parts and
+ * never measures from path.p to the target's end. */
+struct http_origin_form {
+    struct http_slice path;  /* req->path */
+    struct http_slice query; /* "?" and the query as sent; len 0 without a '?' */
+};
+
+static inline struct http_origin_form http_origin_form(const struct http_request *req)
+{
+    struct http_origin_form o = {req->path, {"", 0}};
+    if (req->has_query) /* (the '?' is in the buffer, just before the query) */
+        o.query = (struct http_slice){req->query.p - 1, req->query.len + 1};
+    return o;
+}
 
 /* Find a header by name (case-insensitive). Returns NULL if absent. */
 const struct http_header *http_find_header(const struct http_request *req, const char *name);

@@ -136,6 +136,46 @@ static void index_make(void)
     local_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
 }
 
+/* The SNI host name of a ClientHello, as OpenSSL will accept it (RFC 6066 section 3: one
+ * entry, of type host_name, 1 to 255 bytes, no NUL); false for anything else, which OpenSSL
+ * then refuses or leaves without a name. */
+static bool hello_server_name(SSL *s, struct http_slice *name)
+{
+    const unsigned char *p;
+    size_t len;
+    if (!SSL_client_hello_get0_ext(s, TLSEXT_TYPE_server_name, &p, &len) || len < 5)
+        return false;
+    size_t list = (size_t)p[0] << 8 | p[1], n = (size_t)p[3] << 8 | p[4];
+    if (list != len - 2 || p[2] != TLSEXT_NAMETYPE_host_name || n != list - 3 || n == 0 ||
+        n > TLSEXT_MAXLEN_host_name || memchr(p + 5, '\0', n))
+        return false;
+    *name = (struct http_slice){(const char *)p + 5, n};
+    return true;
+}
+
+/* The server block is chosen here, from the ClientHello, and not in a servername callback:
+ * OpenSSL looks the offered session up (by ID in the cache, by ticket, or as a TLS 1.3
+ * PSK) before it calls that one, and accepts a session only when its session ID context
+ * is the SSL's. Switched here, the SSL has the chosen block's context (SSL_set_SSL_CTX
+ * carries it over), so a session made for another block on this address is a cache miss:
+ * a full handshake with this block's certificate, never a resumption with the other's.
+ * And a session made here records this block's context, not the default server's. */
+static int client_hello_cb(SSL *s, int *alert, void *arg)
+{
+    (void)alert;
+    const struct tls_set *t = arg;
+    struct http_slice name;
+    if (!t->sites || !t->sites->n_servers || !hello_server_name(s, &name))
+        return SSL_CLIENT_HELLO_SUCCESS;
+    const struct sockaddr *local = SSL_get_ex_data(s, local_index);
+    const struct site_server *srv = local ? site_server_for(t->sites, local, name) : NULL;
+    SSL_CTX *ctx = srv ? t->server_ctx[srv - t->sites->servers] : NULL;
+    if (ctx && ctx != SSL_get_SSL_CTX(s))
+        SSL_set_SSL_CTX(s, ctx);
+    return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+/* The server block is already chosen (client_hello_cb): this only acknowledges the name. */
 static int sni_cb(SSL *s, int *alert, void *arg)
 {
     (void)alert;
@@ -143,15 +183,6 @@ static int sni_cb(SSL *s, int *alert, void *arg)
     const char *name = SSL_get_servername(s, TLSEXT_NAMETYPE_host_name);
     if (!name || !t->sites || !t->sites->n_servers)
         return SSL_TLSEXT_ERR_NOACK;
-    const struct sockaddr *local = SSL_get_ex_data(s, local_index);
-    const struct site_server *srv =
-        local ? site_server_for(t->sites, local, (struct http_slice){name, strlen(name)})
-              : NULL;
-    if (!srv)
-        return SSL_TLSEXT_ERR_OK;
-    SSL_CTX *ctx = t->server_ctx[srv - t->sites->servers];
-    if (ctx && ctx != SSL_get_SSL_CTX(s))
-        SSL_set_SSL_CTX(s, ctx);
     return SSL_TLSEXT_ERR_OK;
 }
 
@@ -363,21 +394,31 @@ static long cache_size(struct build *b, const struct conf_node *n)
     return total;
 }
 
-/* The session ID context: a server's own, so that a session from one server is never
- * resumed by another; the same across reloads (made from its certificate files). */
-static void set_sid_ctx(SSL_CTX *ctx, const struct tls_conf *c)
+static uint64_t fnv1a(uint64_t h, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* The session ID context: a server block's own, so that a session from one block is never
+ * resumed by another (client_hello_cb sees that OpenSSL compares the right ones); the same
+ * across reloads, made from its certificate files and its names (srv NULL: the top level,
+ * without servers). The names set apart two blocks that share a certificate. */
+static void set_sid_ctx(SSL_CTX *ctx, const struct tls_conf *c, const struct site_server *srv)
 {
     uint64_t h = 1469598103934665603ull;
     for (unsigned i = 0; i < c->n_cert; i++)
-        for (const char *p = c->cert[i]->args[0]; *p; p++)
-            h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        h = fnv1a(h, c->cert[i]->args[0], strlen(c->cert[i]->args[0]) + 1);
+    for (unsigned i = 0; srv && i < srv->n_names; i++)
+        h = fnv1a(h, srv->names[i].text, srv->names[i].len + 1);
     unsigned char sid[16] = "lfhttpd:";
     memcpy(sid + 8, &h, 8);
     SSL_CTX_set_session_id_context(ctx, sid, sizeof(sid));
 }
 
 static SSL_CTX *ctx_make(struct build *b, const struct tls_conf *c, struct tls_set *t,
-                         unsigned where)
+                         const struct site_server *srv, unsigned where)
 {
     char why[256];
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
@@ -427,8 +468,9 @@ static SSL_CTX *ctx_make(struct build *b, const struct tls_conf *c, struct tls_s
         SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
         SSL_CTX_sess_set_cache_size(ctx, cache);
     }
-    set_sid_ctx(ctx, c);
+    set_sid_ctx(ctx, c, srv);
     SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, ticket_cb);
+    SSL_CTX_set_client_hello_cb(ctx, client_hello_cb, t);
     SSL_CTX_set_tlsext_servername_callback(ctx, sni_cb);
     SSL_CTX_set_tlsext_servername_arg(ctx, t);
     SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, NULL);
@@ -503,7 +545,7 @@ int tls_set_build(const struct config *cfg, const struct site_set *sites,
             conf_error(&b.r, line, "no \"ssl_certificate\" for the server of \"listen %s ssl\"",
                        ssl_listen ? ssl_listen->args[0] : "?");
         else
-            t->top_ctx = ctx_make(&b, &top, t, line);
+            t->top_ctx = ctx_make(&b, &top, t, NULL, line);
     } else {
         t->n_servers = sites->n_servers;
         t->server_ctx = calloc(sites->n_servers, sizeof(*t->server_ctx));
@@ -521,7 +563,7 @@ int tls_set_build(const struct config *cfg, const struct site_set *sites,
                            "\"listen %s ssl\"", a->listen.text);
                 continue;
             }
-            t->server_ctx[i] = ctx_make(&b, &c, t, s->node->line);
+            t->server_ctx[i] = ctx_make(&b, &c, t, s, s->node->line);
         }
     }
     if (b.r.errors) {

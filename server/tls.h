@@ -6,13 +6,16 @@
  * level without servers). Each server on such an address gets an SSL_CTX with its
  * certificates (its own ssl_* directives, else the top level's, each inherited on its
  * own as in nginx). A connection starts with the context of its address's default server;
- * the client's SNI then picks the server by the Host rules (site.h) and its context.
+ * the client's SNI, read from the ClientHello before any session is looked up, then picks
+ * the server by the Host rules (site.h) and its context.
  *
  * Resumption: by ticket, with keys shared by every thread and every generation (a
  * process-wide ring of three, a new one made every ssl_session_timeout / 2, so a ticket
  * stays readable for at least ssl_session_timeout; a reload keeps them), and by session
  * ID through OpenSSL's session cache (one per address's default context, shared by the
- * threads under OpenSSL's lock).
+ * threads under OpenSSL's lock). Either way a session belongs to the server that made it
+ * (a session ID context made from its certificate files and names): offered to another
+ * server of the address, it gets a full handshake with that server's certificate.
  *
  * Checked at load, each with FILE:LINE: a TLS server without a certificate, a certificate
  * or key that cannot be read or does not match, unknown protocols, ciphers or curves.

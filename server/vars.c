@@ -277,14 +277,6 @@ static struct http_slice host_of(const struct vars_source *src)
     return h;
 }
 
-/* The target from its path on: absolute-form's scheme and authority are not part of it. */
-static struct http_slice request_uri_of(const struct http_request *http)
-{
-    struct http_slice t = http->target;
-    if (http->path.p > t.p && http->path.p < t.p + t.len)
-        return (struct http_slice){http->path.p, (size_t)(t.p + t.len - http->path.p)};
-    return t;
-}
 
 /* Text of the address variables, into tmp (at least INET6_ADDRSTRLEN + 8 bytes). */
 static size_t remote_addr_of(const struct sockaddr *sa, char *tmp, size_t cap)
@@ -505,7 +497,13 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     struct http_slice v = {tmp, 0};
     switch (id) {
     case VAR_URI: v = (struct http_slice){src->uri, src->uri ? src->uri_len : 0}; break;
-    case VAR_REQUEST_URI: v = h ? request_uri_of(h) : v; break;
+    case VAR_REQUEST_URI: /* the origin-form: absolute-form's scheme and authority left out */
+        if (h) {
+            struct http_origin_form of = http_origin_form(h);
+            put(s, of.path.p, of.path.len, esc, false);
+            v = of.query;
+        }
+        break;
     case VAR_ARGS: v = src->args ? *src->args : h ? h->query : v; break;
     case VAR_HOST: put(s, host_of(src).p, host_of(src).len, esc, true); return;
     case VAR_SCHEME:

@@ -8,7 +8,8 @@
  *
  *   $uri             the decoded, normalized path (dot segments removed, slashes merged)
  *   $request_uri     the target as sent, from its path on (an absolute-form target's
- *                    scheme and authority left out, as nginx does)
+ *                    scheme and authority left out, as nginx does; its empty path is
+ *                    "/", so "http://a?x=1" gives "/?x=1" where nginx gives "?x=1")
  *   $args            the query, without the '?'
  *   $arg_NAME        the raw value of the query's first NAME= argument (NAME compared
  *                    case-insensitively; "NAME" without '=' is not it), as nginx's

@@ -45,6 +45,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (unsigned i = 0; i < r.n_headers; i++)
                 REQUIRE(in_buf(r.headers[i].name, copy, len) && in_buf(r.headers[i].value, copy, len));
             REQUIRE(r.method == HTTP_METHOD_CONNECT || r.path.len > 0);
+            struct http_origin_form of = http_origin_form(&r); /* all in the buffer but "/" */
+            REQUIRE(in_buf(of.query, copy, len));
+            REQUIRE(in_buf(of.path, copy, len) || (of.path.len == 1 && of.path.p[0] == '/'));
             if (r.version_minor == 1) REQUIRE(r.host.len > 0);
             if (r.framing == HTTP_BODY_CHUNKED) REQUIRE(r.version_minor == 1);
         }

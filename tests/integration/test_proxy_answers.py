@@ -245,3 +245,35 @@ server {
 """
     p = proxy(text, u)
     assert one(echoed(p, "/x"), "X-Site") == "top"
+
+
+# --------------------------------------------------------------------------------- the target
+# An absolute-form target may have an empty path, which is "/" (RFC 9112 section 3.2.2, RFC
+# 9110 section 4.2.3): the upstream gets the origin-form, the path "/" and the query.
+
+URI_PART = """
+upstream app { server 127.0.0.1:{up0}; }
+server {
+    listen 127.0.0.1:{port0};
+    location / { proxy_pass http://app/v1/; }
+}
+"""
+
+
+def test_absolute_form_target_without_a_path_reaches_the_upstream_as_slash(upstream, proxy):
+    u, p = site(upstream, proxy)
+    e = echoed(p, "http://proxy.test")
+    assert (e["method"], e["target"], e["version"]) == ("GET", "/", "HTTP/1.1")
+
+
+def test_absolute_form_target_with_only_a_query_reaches_the_upstream_as_slash_and_query(
+        upstream, proxy):
+    u, p = site(upstream, proxy)
+    assert echoed(p, "http://proxy.test?x=1")["target"] == "/?x=1"
+
+
+def test_absolute_form_target_without_a_path_goes_under_the_uri_part(upstream, proxy):
+    u = upstream()
+    p = proxy(URI_PART, u)
+    assert echoed(p, "http://proxy.test")["target"] == "/v1/"
+    assert echoed(p, "http://proxy.test?x=1")["target"] == "/v1/?x=1"

@@ -301,6 +301,18 @@ def test_directory_index_keeps_the_query(srv):
     assert st == 200 and body == b"nested"
 
 
+@pytest.mark.parametrize("target", ["http://t", "http://t?q=1"])
+def test_absolute_form_target_without_a_path_serves_the_root_index(start_server, tmp_path,
+                                                                    target):
+    """An absolute-form target's empty path is "/" (RFC 9112 section 3.2.2, RFC 9110
+    section 4.2.3)."""
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "index.html").write_bytes(b"root index")
+    s = start_server(tmp_path / "www", "index index.html;\n")
+    st, _, body = request(s, target)
+    assert st == 200 and body == b"root index"
+
+
 def test_missing_file_is_404(srv):
     assert request(srv, "/no-such-file.txt")[0] == 404
 

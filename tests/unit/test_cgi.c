@@ -247,6 +247,21 @@ TEST(env_request_variables)
     cgi_env_free(&ec.env);
 }
 
+/* REQUEST_URI is $request_uri: an absolute-form target's scheme and authority left out, its
+ * empty path "/" (RFC 9110 section 4.2.3). */
+TEST(env_request_uri_of_an_absolute_target_is_its_origin_form)
+{
+    CHECK_EQ_INT(build("GET http://example.org/cgi-bin/env.sh?x=1 HTTP/1.1\r\n"
+                       "Host: example.org\r\n\r\n",
+                       NULL, strlen("/cgi-bin/env.sh")),
+                 0);
+    CHECK(env_is("REQUEST_URI", "/cgi-bin/env.sh?x=1"));
+    CHECK_EQ_INT(build("GET http://example.org?x=1 HTTP/1.1\r\nHost: example.org\r\n\r\n",
+                       NULL, 1),
+                 0);
+    CHECK(env_is("REQUEST_URI", "/?x=1"));
+}
+
 TEST(env_empty_query_and_path_info)
 {
     CHECK_EQ_INT(build("GET /cgi-bin/env.sh HTTP/1.1\r\nHost: h\r\n\r\n", NULL, 15), 0);

@@ -676,6 +676,29 @@ TEST(absolute_form_without_path_has_path_slash)
     CHECK_SLICE(r.query, "q");
 }
 
+/* The origin-form every consumer writes (the proxy's target, $request_uri, REQUEST_URI):
+ * "/" for an empty path, then the query with its '?'. */
+TEST(origin_form_of_absolute_form_without_path_is_slash_and_query)
+{
+    struct http_request r;
+    struct http_origin_form o;
+    CHECK(parse("GET http://example.org HTTP/1.1\r\nHost: h\r\n\r\n", &r) > 0);
+    o = http_origin_form(&r);
+    CHECK_SLICE(o.path, "/");
+    CHECK_SLICE(o.query, "");
+    CHECK(parse("GET http://example.org?x=1 HTTP/1.1\r\nHost: h\r\n\r\n", &r) > 0);
+    o = http_origin_form(&r);
+    CHECK_SLICE(o.path, "/");
+    CHECK_SLICE(o.query, "?x=1");
+    CHECK(parse("GET http://example.org/a?b HTTP/1.1\r\nHost: h\r\n\r\n", &r) > 0);
+    o = http_origin_form(&r);
+    CHECK_SLICE(o.path, "/a");
+    CHECK_SLICE(o.query, "?b");
+    CHECK(parse("GET /a? HTTP/1.1\r\nHost: h\r\n\r\n", &r) > 0);
+    o = http_origin_form(&r);
+    CHECK_SLICE(o.query, "?"); /* an empty query keeps its '?', as sent */
+}
+
 TEST(absolute_form_authority_wins_over_host_field)
 {
     struct http_request r;

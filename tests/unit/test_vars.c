@@ -86,6 +86,15 @@ TEST(request_uri_leaves_out_an_absolute_targets_authority)
     CHECK(expands_to("$request_uri", VARS_HEADER, &s, "/p?q"));
 }
 
+/* An absolute-form target's empty path is "/" (RFC 9110 section 4.2.3), as it goes upstream. */
+TEST(request_uri_of_an_absolute_target_without_a_path_is_slash_and_query)
+{
+    struct vars_source s = source("GET http://h.example?q=1 HTTP/1.1\r\nHost: h\r\n\r\n", "/");
+    CHECK(expands_to("$request_uri", VARS_HEADER, &s, "/?q=1"));
+    s = source("GET http://h.example HTTP/1.1\r\nHost: h\r\n\r\n", "/");
+    CHECK(expands_to("$request_uri", VARS_HEADER, &s, "/"));
+}
+
 TEST(args_is_the_query_without_its_question_mark)
 {
     struct vars_source s = source(GET_HOST, "/a/b");
