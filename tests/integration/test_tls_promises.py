@@ -106,14 +106,13 @@ def test_ticket_issued_before_a_reload_resumes_after_it(start_server, site, pair
 
 
 def test_ticket_keys_rotate_after_half_the_session_timeout(start_server, site, pair):
-    """ssl_session_timeout 4s: tickets made together name one key; a ticket made once
-    2 s have passed names a new one."""
+    """ssl_session_timeout 4s: a ticket made once 2 s have passed names a new key, and
+    none made before does (the server's clock is coarse by a few milliseconds)."""
     s = https(start_server, site, pair, TICKETS_ONLY + "ssl_session_timeout 4s;\n")
+    t0 = time.monotonic()  # the first key is made after this, by the first ticket
     first = key_name(handshake(s.port))
-    t0 = time.monotonic()
-    assert key_name(handshake(s.port)) == first
     next_key(s.port, first, scaled(10))
-    assert time.monotonic() - t0 >= 2.0 - 0.1  # never before half the timeout
+    assert time.monotonic() - t0 >= 2.0 - 0.05
 
 
 def test_ticket_of_the_current_key_is_resumed_without_a_new_one(start_server, site, pair,
