@@ -54,7 +54,9 @@ struct ticket_key {
 #define TICKET_KEYS 3
 static struct ticket_key ticket_keys[TICKET_KEYS]; /* [0] encrypts, all decrypt */
 static pthread_rwlock_t ticket_lock = PTHREAD_RWLOCK_INITIALIZER;
-static _Atomic int64_t ticket_rotate_ms = 150000; /* ssl_session_timeout / 2 */
+/* The longest ssl_session_timeout / 2 a configuration asked for: set by every load, from
+ * nothing, so that short timeouts rotate as often as they say. */
+static _Atomic int64_t ticket_rotate_ms;
 
 /* A new key in front when the current one is older than the rotation interval. */
 static void ticket_rotate(int64_t now)

@@ -3,6 +3,7 @@
 answers 503 and no connection is kept alive (so a load balancer or a Kubernetes readiness
 probe sends new connections elsewhere), then the graceful shutdown runs. Without the
 delay (the default) SIGTERM shuts down at once, as before."""
+import os
 import re
 import shutil
 import signal
@@ -13,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import scaled, wait_until
+from conftest import scaled, wait_closed, wait_until
 
 DRAINING = "shutdown_delay: draining for"
 
@@ -141,6 +142,71 @@ def test_signal_after_the_delay_closes_what_is_left_at_once(start_server, docroo
         assert "second signal: closing 1 connections now" in s.error_log(), s.error_log()
     finally:
         sock.close()
+
+
+def test_third_sigterm_in_the_delay_closes_what_is_left_at_once(start_server, docroot):
+    """The second SIGTERM ends the delay and the graceful shutdown waits (here up to a
+    minute) for a download to a client that stopped reading; the third closes it at once,
+    as the second does without a delay."""
+    with open(docroot / "big.bin", "wb") as f:
+        f.truncate(256 << 20)  # sparse: costs no disk
+    s = start_server(docroot, conf=conf(docroot, "shutdown_delay 60s;\nsend_timeout 60s;\n",
+                                        shutdown_timeout="60s"))
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((s.host, s.port))
+    try:
+        sock.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert sock.recv(100).startswith(b"HTTP/1.1 200 ")  # the download is under way
+        sigterm_and_wait_for_draining(s)
+        s.proc.send_signal(signal.SIGTERM)
+        assert wait_until(lambda: "ending the shutdown delay early" in s.error_log(),
+                          timeout=scaled(5)), s.error_log()
+        time.sleep(0.5)
+        assert s.proc.poll() is None, "the shutdown did not wait for the download"
+        s.proc.send_signal(signal.SIGTERM)
+        s.proc.wait(timeout=scaled(5))
+        assert s.proc.returncode == 0, s.error_log()
+        assert "second signal: closing 1 connections now" in s.error_log(), s.error_log()
+    finally:
+        sock.close()
+
+
+def test_sigusr1_in_the_delay_reopens_the_logs(start_server, docroot, tmp_path):
+    """logrotate may run while a copy drains: lines before the signal stay in the renamed
+    file, lines after go to a new file of the original name."""
+    (docroot / "a.txt").write_text("a")
+    log = tmp_path / "access.log"
+    s = start_server(docroot, conf=conf(docroot, "shutdown_delay 30s;\n").replace(
+        "access_log off;", f'access_log "{log}";'))
+    assert get(s, "/a.txt?before")[0] == 200
+    assert wait_until(lambda: log.exists() and "before" in log.read_text())
+    sigterm_and_wait_for_draining(s)
+    os.rename(log, str(log) + ".1")
+    s.proc.send_signal(signal.SIGUSR1)
+    assert wait_until(lambda: "log files reopened" in s.error_log(), timeout=scaled(5)), \
+        s.error_log()
+    assert get(s, "/a.txt?after")[0] == 200
+    assert wait_until(lambda: log.exists() and "after" in log.read_text())
+    assert "after" not in open(str(log) + ".1").read()
+
+
+def test_idle_keepalive_connection_is_closed_when_the_delay_ends(start_server, docroot,
+                                                                connect):
+    """A keep-alive connection that sends nothing in the delay stays open through it (the
+    server still serves), then the graceful shutdown closes it, without waiting for its
+    keepalive_timeout or the shutdown_timeout."""
+    (docroot / "a.txt").write_text("a")
+    s = start_server(docroot, conf=conf(docroot, "shutdown_delay 1s;\nkeepalive_timeout 60s;\n",
+                                        shutdown_timeout="60s"))
+    c = connect(s)
+    c.send(b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert c.read_response()[0] == 200
+    sigterm_and_wait_for_draining(s)
+    assert wait_closed(c, scaled(10)) is not None, "the idle connection was kept open"
+    assert "shutdown delay over" in s.error_log(), "closed before the delay was over"
+    s.proc.wait(timeout=scaled(10))
+    assert s.proc.returncode == 0, s.error_log()
 
 
 def test_sigint_shuts_down_without_the_delay(start_server, docroot):

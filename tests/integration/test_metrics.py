@@ -247,6 +247,60 @@ def test_reloads_are_counted_ok_and_refused(start_server, site):
     assert value(m, "lfhttpd_config_generation") == 2
 
 
+def counted_across_a_reload(start_server, site, upstream):
+    """Server a.test gets 3 requests for a file and 1 proxied, then a scrape (from another
+    server block); SIGHUP reloads the same file; a.test gets 2 for the file and 1 proxied,
+    then a scrape: the two scrapes."""
+    port = free_port()
+    s = start_server(site, METRICS + f"upstream app {{ server 127.0.0.1:{upstream.ports[0]}; }}\n"
+                     + "".join(f"server {{\n  listen 127.0.0.1:{port};\n  server_name {name};\n"
+                               "  location /api/ { proxy_pass http://app; }\n}\n"
+                               for name in ["scrape.test", "a.test"]))
+
+    def visit(files):
+        c = client_to(port)
+        try:
+            for _ in range(files):
+                assert ask(c, "/text.txt", host="a.test")[0] == 200
+            assert ask(c, "/api/x", host="a.test")[0] == 200
+            return parse(scrape_on(c, host="scrape.test"))
+        finally:
+            c.close()
+
+    before = visit(3)
+    with open(s.conf_path) as f:
+        reload(s, f.read(), "configuration reloaded")
+    return before, visit(2)
+
+
+def generation_figures(m, upstream):
+    """The *(gen)* figures of a.test's visits: its requests, the open-file cache's look-ups
+    (miss, hit), the upstream server's requests."""
+    up = {"upstream": "app", "server": f"127.0.0.1:{upstream.ports[0]}"}
+    lookups = "lfhttpd_open_file_cache_lookups_total"
+    return (value(m, "lfhttpd_server_requests_total", server="a.test", index="2"),
+            (value(m, lookups, result="miss"), value(m, lookups, result="hit")),
+            value(m, "lfhttpd_upstream_requests_total", **up))
+
+
+def test_generation_counters_start_again_at_zero_after_a_reload(start_server, site,
+                                                                 upstream):
+    before, after = counted_across_a_reload(start_server, site, upstream)
+    assert generation_figures(before, upstream) == (4, (1, 2), 1)
+    assert generation_figures(after, upstream) == (3, (1, 1), 1)
+
+
+def test_other_counters_carry_on_across_a_reload(start_server, site, upstream):
+    """The class's requests and bytes count from the start: what came after the reload
+    adds to what came before."""
+    before, after = counted_across_a_reload(start_server, site, upstream)
+    cls = {"class": "default"}
+    assert value(after, "lfhttpd_requests_total", **cls) >= \
+        value(before, "lfhttpd_requests_total", **cls) + 3
+    assert value(after, "lfhttpd_sent_bytes_total", **cls) >= \
+        value(before, "lfhttpd_sent_bytes_total", **cls) + 2 * len(TEXT)
+
+
 def test_tls_handshakes_and_failures_are_counted(start_server, site, tmp_path):
     pair = self_signed(tmp_path, "example.org")
     tls_port = free_port()

@@ -222,6 +222,30 @@ def test_reload_can_change_the_rules_of_an_existing_class(start_server, two_root
     assert wait_until(lambda: bulk_requests() == 1)
 
 
+def test_reload_changes_the_answer_of_a_regex_location_for_a_path_already_seen(
+        start_server, two_roots):
+    """The one thread remembers which location its recent paths matched. A hundred reloads
+    swap the order of two regex locations, so that the path's location moves from the
+    first place to the second and back, and new configurations come to be built where
+    older ones were freed: each answer is the new configuration's, never one remembered
+    of an older configuration."""
+    a, _ = two_roots
+    p = '    location ~ ^/p/[a-z]+$ { return 200 "p"; }\n'
+    txt = '    location ~ \\.txt$ { return 200 "txt"; }\n'
+
+    def text(n):
+        regexes = p + txt if n % 2 else txt + p
+        return conf_for(s, a, "threads 1;\nserver {\n    listen 127.0.0.1:0;\n"
+                              + regexes + "}\n")
+
+    s = start_server(a, "threads 1;\n")
+    for n in range(1, 101):
+        reload(s, text(n))
+        for _ in range(2):  # the second from what the thread remembers
+            assert fetch(s, "/p/abc")[::2] == (200, b"p")
+            assert fetch(s, "/t.txt")[::2] == (200, b"txt")
+
+
 def test_reload_lets_a_request_in_flight_finish_with_its_configuration(start_server,
                                                                        two_roots):
     """A CGI script is still answering when the reload removes its mount: the response
