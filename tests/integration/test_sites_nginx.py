@@ -139,6 +139,12 @@ server {
     location /branch/ {
         try_files $uri /office/f.txt;
     }
+    location /lost/ {
+        error_page 404 /private/f.txt;
+    }
+    location /lost-office/ {
+        error_page 404 /office/f.txt;
+    }
     location /order/ {
         try_files $uri /order/b.txt =404;
     }
@@ -379,6 +385,9 @@ REQUESTS = [
     row("try_files_redirect_into_auth_basic_with_the_password", "/members/none", 200,
         "site/private/f.txt", auth=("alice", "secret")),
     row("try_files_redirect_into_deny_all_is_forbidden", "/branch/none", 403, None),
+    row("error_page_into_auth_basic_asks_for_credentials", "/lost/none", 401, None,
+        expect={"www-authenticate": NGINX_CHALLENGE}, differs=CHALLENGE),
+    row("error_page_into_deny_all_is_forbidden", "/lost-office/none", 403, None),
     # --- server selection
     row("host_exact_name", "/page.html", 200, "site/page.html", host="www.example.org"),
     row("host_leading_wildcard", "/page.html", 301, None, host="www.other.example",
