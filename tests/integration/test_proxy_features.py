@@ -1,10 +1,10 @@
-"""The reverse proxy with the rest of the server around it: the site's fields on the
-proxy's own errors, gzip on the upstream's bytes as they come (chunked or with a length),
-the status page's "down", a request variable in an upstream field, a client that leaves
-while the answer is awaited, proxy_send_timeout, every concurrency strategy, kept upstream
-connections that the upstream closed while idle, and a reload that lets the old kept
-connections go. The test upstream is upstream_app.py (its docstring lists its paths); the
-fixtures are proxy_harness's.
+"""The reverse proxy with the rest of the server around it: the site's fields on the proxy's
+own errors, the upstream's hop-by-hop answer fields left behind, gzip on the upstream's
+bytes as they come (chunked or with a length), the status page's "down", a request variable
+in an upstream field, a client that leaves while the answer is awaited, proxy_send_timeout,
+every concurrency strategy, kept upstream connections that the upstream closed while idle,
+and a reload that lets the old kept connections go. The test upstream is upstream_app.py
+(its docstring lists its paths); the fixtures are proxy_harness's.
 """
 import gzip
 import json
@@ -79,6 +79,65 @@ def test_a_decoded_crlf_in_uri_reaches_the_upstream_percent_encoded_in_one_field
     uri_lines = [ln for ln in lines if ln.lower().startswith("x-uri:")]
     assert len(uri_lines) == 1 and "%0D%0A" in uri_lines[0], lines
     assert not [ln for ln in lines if ln.lower().startswith("injected")]
+
+
+# ------------------------------------------------------------ the answer's hop-by-hop fields
+
+
+def field_values(head, name):
+    """The values of every field `name` in a raw head, in order (repeated fields kept)."""
+    out = []
+    for line in head.split("\r\n")[1:]:
+        k, _, v = line.partition(":")
+        if k.strip().lower() == name:
+            out.append(v.strip())
+    return out
+
+
+@pytest.mark.parametrize("field", [
+    pytest.param("Trailer:X-Checksum", id="trailer", marks=lfhttpd_only("nginx relays Trailer")),
+    pytest.param("Keep-Alive:timeout%3D77", id="keep_alive"),
+    pytest.param("Proxy-Connection:keep-alive", id="proxy_connection",
+                 marks=lfhttpd_only("nginx relays Proxy-Connection")),
+    pytest.param("Upgrade:h2c", id="upgrade_on_a_200",
+                 marks=lfhttpd_only("nginx relays Upgrade")),
+    pytest.param("TE:trailers", id="te", marks=lfhttpd_only("nginx relays TE")),
+])
+def test_a_hop_by_hop_field_of_the_upstreams_answer_is_not_relayed(site, field):
+    u, p = site
+    name = field.partition(":")[0].lower()
+    status, _, _, head = request(p, f"/x?h={field}")
+    assert status == 200 and field_values(head, name) == [], head
+
+
+def test_the_upstreams_connection_field_is_not_relayed(site):
+    u, p = site
+    status, _, _, head = request(p, "/x?h=Connection:X-Hop")
+    assert status == 200 and field_values(head, "connection") == ["close"], head
+
+
+def test_the_upstreams_transfer_encoding_is_replaced_by_the_proxys_own_framing(site):
+    u, p = site
+    status, _, body, head = request(p, "/_chunked")
+    assert (status, body) == (200, b"hello, world")
+    assert field_values(head, "transfer-encoding") == ["chunked"], head
+
+
+def test_a_chunked_answer_to_an_http10_client_carries_no_transfer_encoding(site):
+    u, p = site
+    with socket.create_connection((p.host, p.port), timeout=scaled(10)) as s:
+        s.sendall(b"GET /_chunked HTTP/1.0\r\nHost: t\r\n\r\n")
+        raw, closed = read_until_closed(s, scaled(10))
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert closed and body == b"hello, world", raw
+    assert field_values(head.decode("latin-1"), "transfer-encoding") == [], head
+
+
+@lfhttpd_only("nginx relays Trailer")
+def test_the_upstreams_trailer_field_is_not_relayed_with_a_chunked_answer(site):
+    u, p = site
+    status, _, _, head = request(p, "/_chunked")
+    assert status == 200 and field_values(head, "trailer") == [], head
 
 
 # ------------------------------------------------------------------------------------- gzip
