@@ -2,9 +2,10 @@
 own errors, the upstream's hop-by-hop answer fields left behind, gzip on the upstream's
 bytes as they come (chunked or with a length), the status page's "down", a request variable
 in an upstream field, a client that leaves while the answer is awaited, proxy_send_timeout,
-every concurrency strategy, kept upstream connections that the upstream closed while idle,
-and a reload that lets the old kept connections go. The test upstream is upstream_app.py
-(its docstring lists its paths); the fixtures are proxy_harness's.
+a tunnel's idle limit (proxy_read_timeout), every concurrency strategy, kept upstream
+connections that the upstream closed while idle, and a reload that lets the old kept
+connections go. The test upstream is upstream_app.py (its docstring lists its paths); the
+fixtures are proxy_harness's.
 """
 import gzip
 import json
@@ -256,6 +257,87 @@ server {{
     status, _, _, _ = request(p, "/upload", method="POST", body=b"b" * (32 << 20))
     assert status == 504
     assert time.monotonic() - started < scaled(15)
+
+
+# A tunnel's idle limit, in whole seconds as both servers write it.
+TUNNEL_IDLE_S = max(1, round(scaled(1)))
+TUNNEL = f"""
+server {{
+    listen 127.0.0.1:{{port0}};
+    location / {{
+        proxy_pass http://127.0.0.1:{{up0}};
+        proxy_read_timeout {TUNNEL_IDLE_S}s;
+    }}
+}}
+"""
+
+
+def open_tunnel(p):
+    """A raw tunnel through the proxy to upstream_app's echo, its 101 head read."""
+    s = socket.create_connection((p.host, p.port), timeout=scaled(10))
+    s.sendall(b"GET /_upgrade HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\n"
+              b"Upgrade: echo/1\r\n\r\n")
+    head = b""
+    while b"\r\n\r\n" not in head:
+        byte = s.recv(1)
+        assert byte, f"closed before the head's end: {head!r}"
+        head += byte
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return s
+
+
+def echo_through(s, data):
+    s.sendall(data)
+    got = b""
+    while len(got) < len(data):
+        piece = s.recv(65536)
+        assert piece, f"the tunnel closed after {got!r}"
+        got += piece
+    assert got == data
+
+
+def test_a_tunnel_without_a_byte_for_proxy_read_timeout_is_closed_both_ways(upstream, proxy):
+    u = upstream()
+    p = proxy(TUNNEL, u)
+    with open_tunnel(p) as s:
+        echo_through(s, b"ping")
+        quiet_from = time.monotonic()
+        data, closed = read_until_closed(s, TUNNEL_IDLE_S + scaled(5))
+        quiet_for = time.monotonic() - quiet_from
+    assert (data, closed) == (b"", True)
+    assert quiet_for > TUNNEL_IDLE_S - 0.1  # not before the limit
+    assert wait_until(lambda: not any(c["open"] for c in u.conns()), scaled(5)), u.conns()
+
+
+@lfhttpd_only("the status page is lfhttpd's")
+def test_a_tunnel_closed_for_idleness_is_no_longer_in_flight_or_open(upstream, proxy):
+    """Its end is the request's, not only an end of input for the client (which keeps its
+    socket open here): neither the count of open connections nor the upstream server's
+    count of requests in flight still holds it."""
+    u = upstream()
+    p = proxy(TUNNEL.replace("    location / {", "    location /status { handler status; }\n"
+                                                  "    location / {"), u)
+
+    def status():
+        return json.loads(request(p, "/status?format=json")[2])
+    with open_tunnel(p) as s:
+        echo_through(s, b"ping")
+        assert read_until_closed(s, TUNNEL_IDLE_S + scaled(5)) == (b"", True)
+        assert wait_until(lambda: status()["connections"] == 1, scaled(2)), status()
+        assert status()["upstreams"][0]["active"] == 0
+
+
+def test_bytes_through_a_tunnel_keep_it_open_past_proxy_read_timeout(upstream, proxy):
+    """A byte every 0.4 of the limit, for one and a half times the limit: each one moved
+    restarts the limit, so none of them finds the tunnel closed."""
+    u = upstream()
+    p = proxy(TUNNEL, u)
+    with open_tunnel(p) as s:
+        start = time.monotonic()
+        while time.monotonic() - start < 1.5 * TUNNEL_IDLE_S:
+            echo_through(s, b"tick")
+            time.sleep(0.4 * TUNNEL_IDLE_S)
+        echo_through(s, b"still open")
 
 
 # ------------------------------------------------------------------- concurrency strategies
