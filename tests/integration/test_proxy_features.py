@@ -2,10 +2,11 @@
 own errors, the upstream's hop-by-hop answer fields left behind, gzip on the upstream's
 bytes as they come (chunked or with a length), the status page's "down", a request variable
 in an upstream field, a client that leaves while the answer is awaited, proxy_send_timeout,
-a tunnel's idle limit (proxy_read_timeout), every concurrency strategy, kept upstream
-connections that the upstream closed while idle, and a reload that lets the old kept
-connections go. The test upstream is upstream_app.py (its docstring lists its paths); the
-fixtures are proxy_harness's.
+a tunnel's idle limit (proxy_read_timeout), chunks the upstream breaks (the client's
+connection cut, never a last chunk), every concurrency strategy, kept upstream connections
+that the upstream closed while idle, and a reload that lets the old kept connections go.
+The test upstream is upstream_app.py (its docstring lists its paths); the fixtures are
+proxy_harness's.
 """
 import gzip
 import json
@@ -338,6 +339,47 @@ def test_bytes_through_a_tunnel_keep_it_open_past_proxy_read_timeout(upstream, p
             echo_through(s, b"tick")
             time.sleep(0.4 * TUNNEL_IDLE_S)
         echo_through(s, b"still open")
+
+
+# ------------------------------------------------------------------------- broken chunks
+
+BAD_CHUNKS = [
+    pytest.param("size", id="size_not_hex"),
+    pytest.param("crlf", id="data_without_crlf"),
+    pytest.param("ext", id="size_line_too_long",
+                 marks=lfhttpd_only("nginx reads a chunk extension of any length")),
+]
+
+
+@pytest.mark.parametrize("kind", BAD_CHUNKS)
+def test_malformed_chunks_after_the_head_cut_the_client_connection_without_a_last_chunk(
+        site, kind):
+    """The client has the head and the sound first chunk; the broken one ends the answer
+    there: no byte more (no last chunk), the client's connection closed although it asked
+    to keep it, and the upstream's closed too."""
+    u, p = site
+    with socket.create_connection((p.host, p.port), timeout=scaled(10)) as s:
+        s.sendall(f"GET /_badchunk?kind={kind}&wait=1 HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+        got = b""
+        while not got.endswith(b"\r\n\r\n5\r\nhello\r\n"):
+            piece = s.recv(65536)
+            assert piece, f"closed after {got!r}"
+            got += piece
+        u.control("/__release")
+        rest, closed = read_until_closed(s, scaled(5))
+    assert got.startswith(b"HTTP/1.1 200 ") and b"transfer-encoding: chunked" in got.lower()
+    assert (rest, closed) == (b"", True)
+    assert wait_until(lambda: not any(c["open"] for c in u.conns()), scaled(5)), u.conns()
+
+
+@pytest.mark.parametrize("kind", BAD_CHUNKS)
+def test_malformed_chunks_that_come_with_the_head_never_make_a_complete_answer(site, kind):
+    u, p = site
+    with socket.create_connection((p.host, p.port), timeout=scaled(10)) as s:
+        s.sendall(f"GET /_badchunk?kind={kind} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+        raw, closed = read_until_closed(s, scaled(5))
+    assert closed and not raw.endswith(b"0\r\n\r\n") and b"world" not in raw, raw
+    assert wait_until(lambda: not any(c["open"] for c in u.conns()), scaled(5)), u.conns()
 
 
 # ------------------------------------------------------------------- concurrency strategies
