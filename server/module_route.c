@@ -10,7 +10,8 @@
  * search at most ROUTE_REDIRECTS_MAX times, then 500 (nginx allows 10 too). A finished
  * response whose status has an `error_page` in its block is answered again, once, by an
  * internal redirect to the page's URI (a GET, as nginx's), with the original status (or
- * =ANSWER): an error while serving the error page gives the plain error.
+ * =ANSWER): an error while serving the error page gives the plain error, and a refusal by
+ * the page's location's access rules (401, 403) is the answer, as nginx's.
  */
 #include "module.h"
 
@@ -577,33 +578,35 @@ static void answer_return(struct request *req, struct response *resp)
     }
 }
 
-static void handle(const struct module_chain *c, struct request *req, struct response *resp)
+/* Answer the placed request. Returns true when the access rules refused it (resp holds
+ * the 401 or 403): an error page keeps that refusal as its answer, as nginx does. */
+static bool handle(const struct module_chain *c, struct request *req, struct response *resp)
 {
     if (req->return_status) {
         answer_return(req, resp);
-        return;
+        return false;
     }
     if (refused(c, req, req->first_level, resp))
-        return;
+        return true;
     if (req->level != req->first_level && refused(c, req, req->level, resp))
-        return;
+        return true;
     if (req->try_status) {
         resp_error(resp, req->try_status);
-        return;
+        return false;
     }
     if (req->mount) {
         /* Only the owner: a handler that declines must not let static files serve, say,
          * a CGI script's source. */
         unsigned i = req->mount->module;
-        if (c->mods[i]->handle && call_handle(c, i, req, resp))
-            return;
-        resp_error(resp, 404);
-        return;
+        if (!(c->mods[i]->handle && call_handle(c, i, req, resp)))
+            resp_error(resp, 404);
+        return false;
     }
     for (unsigned i = 0; i < c->n; i++)
         if (c->mods[i]->handle && !c->has_mounts[i] && call_handle(c, i, req, resp))
-            return;
+            return false;
     resp_error(resp, 404);
+    return false;
 }
 
 static const struct level_error_page *error_page_for(const struct module_level *l, int status)
@@ -643,7 +646,8 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
         return;
     }
     /* The error page is fetched as a GET (HEAD stays HEAD), without conditions or ranges,
-     * and its own errors are not redirected again. */
+     * and its own errors are not redirected again: the plain error, or the refusal of its
+     * location's access rules (a 401 with that location's challenge, a 403), as nginx. */
     struct http_request h = *req->http;
     if (h.method != HTTP_METHOD_HEAD)
         h.method = HTTP_METHOD_GET;
@@ -659,6 +663,7 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
     r.body_len = 0;
     const struct site_location *named = NULL;
     int rc = 0;
+    bool page_refused = false; /* the page's own access rules answered: their 401 or 403 */
     if (buf[0] == '@') {
         named = req->site ? site_named_location(req->site, buf) : NULL;
         rc = named ? 0 : 404;
@@ -668,8 +673,8 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
     if (!rc)
         rc = route_from(c, &r, named);
     if (!rc) {
-        handle(c, &r, resp);
-        if (resp->streaming || (resp->status != 200 && !own)) {
+        page_refused = handle(c, &r, resp);
+        if (!page_refused && (resp->streaming || (resp->status != 200 && !own))) {
             resp_file_close(resp);
             resp_body_clear(resp);
             rc = answer;
@@ -677,9 +682,9 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
     }
     if (rc)
         resp_error(resp, answer);
-    else if (!own && answer != 200)
+    else if (!own && answer != 200 && !page_refused)
         resp_set_status(resp, answer);
-    if (challenge[0] && answer == 401)
+    if (challenge[0] && answer == 401 && !page_refused)
         resp_header(resp, "WWW-Authenticate", challenge);
     r.http = req->http; /* h is gone on return */
     *req = r; /* the filters and the log see the error page's request, as nginx's */

@@ -1,10 +1,12 @@
-"""The reverse proxy with the rest of the server around it: the site's fields on the
-proxy's own errors, gzip on the upstream's bytes as they come (chunked or with a length),
-the status page's "down", a request variable in an upstream field, a client that leaves
-while the answer is awaited, proxy_send_timeout, every concurrency strategy, kept upstream
-connections that the upstream closed while idle, and a reload that lets the old kept
-connections go. The test upstream is upstream_app.py (its docstring lists its paths); the
-fixtures are proxy_harness's.
+"""The reverse proxy with the rest of the server around it: the site's fields on the proxy's
+own errors, the upstream's hop-by-hop answer fields left behind, gzip on the upstream's
+bytes as they come (chunked or with a length), the status page's "down", a request variable
+in an upstream field, a client that leaves while the answer is awaited, proxy_send_timeout,
+a tunnel's idle limit (proxy_read_timeout), chunks the upstream breaks (the client's
+connection cut, never a last chunk), every concurrency strategy, kept upstream connections
+that the upstream closed while idle, and a reload that lets the old kept connections go.
+The test upstream is upstream_app.py (its docstring lists its paths); the fixtures are
+proxy_harness's.
 """
 import gzip
 import json
@@ -79,6 +81,65 @@ def test_a_decoded_crlf_in_uri_reaches_the_upstream_percent_encoded_in_one_field
     uri_lines = [ln for ln in lines if ln.lower().startswith("x-uri:")]
     assert len(uri_lines) == 1 and "%0D%0A" in uri_lines[0], lines
     assert not [ln for ln in lines if ln.lower().startswith("injected")]
+
+
+# ------------------------------------------------------------ the answer's hop-by-hop fields
+
+
+def field_values(head, name):
+    """The values of every field `name` in a raw head, in order (repeated fields kept)."""
+    out = []
+    for line in head.split("\r\n")[1:]:
+        k, _, v = line.partition(":")
+        if k.strip().lower() == name:
+            out.append(v.strip())
+    return out
+
+
+@pytest.mark.parametrize("field", [
+    pytest.param("Trailer:X-Checksum", id="trailer", marks=lfhttpd_only("nginx relays Trailer")),
+    pytest.param("Keep-Alive:timeout%3D77", id="keep_alive"),
+    pytest.param("Proxy-Connection:keep-alive", id="proxy_connection",
+                 marks=lfhttpd_only("nginx relays Proxy-Connection")),
+    pytest.param("Upgrade:h2c", id="upgrade_on_a_200",
+                 marks=lfhttpd_only("nginx relays Upgrade")),
+    pytest.param("TE:trailers", id="te", marks=lfhttpd_only("nginx relays TE")),
+])
+def test_a_hop_by_hop_field_of_the_upstreams_answer_is_not_relayed(site, field):
+    u, p = site
+    name = field.partition(":")[0].lower()
+    status, _, _, head = request(p, f"/x?h={field}")
+    assert status == 200 and field_values(head, name) == [], head
+
+
+def test_the_upstreams_connection_field_is_not_relayed(site):
+    u, p = site
+    status, _, _, head = request(p, "/x?h=Connection:X-Hop")
+    assert status == 200 and field_values(head, "connection") == ["close"], head
+
+
+def test_the_upstreams_transfer_encoding_is_replaced_by_the_proxys_own_framing(site):
+    u, p = site
+    status, _, body, head = request(p, "/_chunked")
+    assert (status, body) == (200, b"hello, world")
+    assert field_values(head, "transfer-encoding") == ["chunked"], head
+
+
+def test_a_chunked_answer_to_an_http10_client_carries_no_transfer_encoding(site):
+    u, p = site
+    with socket.create_connection((p.host, p.port), timeout=scaled(10)) as s:
+        s.sendall(b"GET /_chunked HTTP/1.0\r\nHost: t\r\n\r\n")
+        raw, closed = read_until_closed(s, scaled(10))
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert closed and body == b"hello, world", raw
+    assert field_values(head.decode("latin-1"), "transfer-encoding") == [], head
+
+
+@lfhttpd_only("nginx relays Trailer")
+def test_the_upstreams_trailer_field_is_not_relayed_with_a_chunked_answer(site):
+    u, p = site
+    status, _, _, head = request(p, "/_chunked")
+    assert status == 200 and field_values(head, "trailer") == [], head
 
 
 # ------------------------------------------------------------------------------------- gzip
@@ -197,6 +258,128 @@ server {{
     status, _, _, _ = request(p, "/upload", method="POST", body=b"b" * (32 << 20))
     assert status == 504
     assert time.monotonic() - started < scaled(15)
+
+
+# A tunnel's idle limit, in whole seconds as both servers write it.
+TUNNEL_IDLE_S = max(1, round(scaled(1)))
+TUNNEL = f"""
+server {{
+    listen 127.0.0.1:{{port0}};
+    location / {{
+        proxy_pass http://127.0.0.1:{{up0}};
+        proxy_read_timeout {TUNNEL_IDLE_S}s;
+    }}
+}}
+"""
+
+
+def open_tunnel(p):
+    """A raw tunnel through the proxy to upstream_app's echo, its 101 head read."""
+    s = socket.create_connection((p.host, p.port), timeout=scaled(10))
+    s.sendall(b"GET /_upgrade HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\n"
+              b"Upgrade: echo/1\r\n\r\n")
+    head = b""
+    while b"\r\n\r\n" not in head:
+        byte = s.recv(1)
+        assert byte, f"closed before the head's end: {head!r}"
+        head += byte
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return s
+
+
+def echo_through(s, data):
+    s.sendall(data)
+    got = b""
+    while len(got) < len(data):
+        piece = s.recv(65536)
+        assert piece, f"the tunnel closed after {got!r}"
+        got += piece
+    assert got == data
+
+
+def test_a_tunnel_without_a_byte_for_proxy_read_timeout_is_closed_both_ways(upstream, proxy):
+    u = upstream()
+    p = proxy(TUNNEL, u)
+    with open_tunnel(p) as s:
+        echo_through(s, b"ping")
+        quiet_from = time.monotonic()
+        data, closed = read_until_closed(s, TUNNEL_IDLE_S + scaled(5))
+        quiet_for = time.monotonic() - quiet_from
+    assert (data, closed) == (b"", True)
+    assert quiet_for > TUNNEL_IDLE_S - 0.1  # not before the limit
+    assert wait_until(lambda: not any(c["open"] for c in u.conns()), scaled(5)), u.conns()
+
+
+@lfhttpd_only("the status page is lfhttpd's")
+def test_a_tunnel_closed_for_idleness_is_no_longer_in_flight_or_open(upstream, proxy):
+    """Its end is the request's, not only an end of input for the client (which keeps its
+    socket open here): neither the count of open connections nor the upstream server's
+    count of requests in flight still holds it."""
+    u = upstream()
+    p = proxy(TUNNEL.replace("    location / {", "    location /status { handler status; }\n"
+                                                  "    location / {"), u)
+
+    def status():
+        return json.loads(request(p, "/status?format=json")[2])
+    with open_tunnel(p) as s:
+        echo_through(s, b"ping")
+        assert read_until_closed(s, TUNNEL_IDLE_S + scaled(5)) == (b"", True)
+        assert wait_until(lambda: status()["connections"] == 1, scaled(2)), status()
+        assert status()["upstreams"][0]["active"] == 0
+
+
+def test_bytes_through_a_tunnel_keep_it_open_past_proxy_read_timeout(upstream, proxy):
+    """A byte every 0.4 of the limit, for one and a half times the limit: each one moved
+    restarts the limit, so none of them finds the tunnel closed."""
+    u = upstream()
+    p = proxy(TUNNEL, u)
+    with open_tunnel(p) as s:
+        start = time.monotonic()
+        while time.monotonic() - start < 1.5 * TUNNEL_IDLE_S:
+            echo_through(s, b"tick")
+            time.sleep(0.4 * TUNNEL_IDLE_S)
+        echo_through(s, b"still open")
+
+
+# ------------------------------------------------------------------------- broken chunks
+
+BAD_CHUNKS = [
+    pytest.param("size", id="size_not_hex"),
+    pytest.param("crlf", id="data_without_crlf"),
+    pytest.param("ext", id="size_line_too_long",
+                 marks=lfhttpd_only("nginx reads a chunk extension of any length")),
+]
+
+
+@pytest.mark.parametrize("kind", BAD_CHUNKS)
+def test_malformed_chunks_after_the_head_cut_the_client_connection_without_a_last_chunk(
+        site, kind):
+    """The client has the head and the sound first chunk; the broken one ends the answer
+    there: no byte more (no last chunk), the client's connection closed although it asked
+    to keep it, and the upstream's closed too."""
+    u, p = site
+    with socket.create_connection((p.host, p.port), timeout=scaled(10)) as s:
+        s.sendall(f"GET /_badchunk?kind={kind}&wait=1 HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+        got = b""
+        while not got.endswith(b"\r\n\r\n5\r\nhello\r\n"):
+            piece = s.recv(65536)
+            assert piece, f"closed after {got!r}"
+            got += piece
+        u.control("/__release")
+        rest, closed = read_until_closed(s, scaled(5))
+    assert got.startswith(b"HTTP/1.1 200 ") and b"transfer-encoding: chunked" in got.lower()
+    assert (rest, closed) == (b"", True)
+    assert wait_until(lambda: not any(c["open"] for c in u.conns()), scaled(5)), u.conns()
+
+
+@pytest.mark.parametrize("kind", BAD_CHUNKS)
+def test_malformed_chunks_that_come_with_the_head_never_make_a_complete_answer(site, kind):
+    u, p = site
+    with socket.create_connection((p.host, p.port), timeout=scaled(10)) as s:
+        s.sendall(f"GET /_badchunk?kind={kind} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+        raw, closed = read_until_closed(s, scaled(5))
+    assert closed and not raw.endswith(b"0\r\n\r\n") and b"world" not in raw, raw
+    assert wait_until(lambda: not any(c["open"] for c in u.conns()), scaled(5)), u.conns()
 
 
 # ------------------------------------------------------------------- concurrency strategies

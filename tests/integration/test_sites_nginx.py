@@ -133,6 +133,24 @@ server {
         allow 192.168.0.0/16;
         deny all;
     }
+    location /members/ {
+        try_files $uri /private/f.txt;
+    }
+    location /branch/ {
+        try_files $uri /office/f.txt;
+    }
+    location /lost/ {
+        error_page 404 /private/f.txt;
+    }
+    location /lost-office/ {
+        error_page 404 /office/f.txt;
+    }
+    location /order/ {
+        try_files $uri /order/b.txt =404;
+    }
+    location /pick/ {
+        try_files $uri/ $uri.html =404;
+    }
     location /loopback/ {
         deny 127.0.0.2;
         allow 127.0.0.0/8;
@@ -185,7 +203,8 @@ FILES = [
     "site/strict/file.txt", "site/app/real.txt", "site/cache/epoch/f.txt",
     "site/cache/max/f.txt", "site/cache/off/f.txt", "site/own-headers/f.txt",
     "site/inherits/f.txt", "site/private/f.txt", "site/office/f.txt", "site/loopback/f.txt",
-    "site/new", "site/noext",
+    "site/new", "site/noext", "site/order/a.txt", "site/order/b.txt",
+    "site/pick/page/index.html", "site/pick/page.html",
     "shared/static/logo.png", "shared/static/style.css",
     "files/a.txt", "files/sub/index.html", "files/list/one.txt", "files/list/two.txt",
     "third/index.html", "third/always/f.txt",
@@ -271,6 +290,10 @@ REQUESTS = [
         expect={"location": "http://example.org:PORT/dir/", **MAIN}),
     row("try_files_dir_without_an_index_is_forbidden", "/noindex/", 403, None,
         expect=NONE),
+    row("try_files_first_of_two_existing_files_wins", "/order/a.txt", 200,
+        "site/order/a.txt"),
+    row("try_files_directory_first_wins_over_an_existing_file", "/pick/page", 301, None,
+        expect={"location": "http://example.org:PORT/pick/page/"}),
     row("try_files_named_location_as_fallback", "/app/missing", 200,
         "fallback for /app/missing"),
     row("try_files_named_location_not_needed", "/app/real.txt", 200, "site/app/real.txt"),
@@ -356,6 +379,15 @@ REQUESTS = [
         differs=CHALLENGE),
     row("auth_basic_with_an_unknown_user", "/private/f.txt", 401, None,
         auth=("mallory", "secret"), differs=CHALLENGE),
+    # --- access rules of the location an internal redirect leads to
+    row("try_files_redirect_into_auth_basic_asks_for_credentials", "/members/none", 401,
+        None, expect={"www-authenticate": NGINX_CHALLENGE}, differs=CHALLENGE),
+    row("try_files_redirect_into_auth_basic_with_the_password", "/members/none", 200,
+        "site/private/f.txt", auth=("alice", "secret")),
+    row("try_files_redirect_into_deny_all_is_forbidden", "/branch/none", 403, None),
+    row("error_page_into_auth_basic_asks_for_credentials", "/lost/none", 401, None,
+        expect={"www-authenticate": NGINX_CHALLENGE}, differs=CHALLENGE),
+    row("error_page_into_deny_all_is_forbidden", "/lost-office/none", 403, None),
     # --- server selection
     row("host_exact_name", "/page.html", 200, "site/page.html", host="www.example.org"),
     row("host_leading_wildcard", "/page.html", 301, None, host="www.other.example",
