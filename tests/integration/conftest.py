@@ -37,6 +37,41 @@ def scaled(seconds):
     return seconds * SLOWDOWN
 
 
+def _net_sysctl_max(*names, unknown=64 << 20):
+    """The largest figure in the named files of /proc/sys/net (tcp_wmem's three figures,
+    wmem_max's one); `unknown` (more than any kernel's default) where none can be read."""
+    figures = []
+    for name in names:
+        try:
+            with open("/proc/sys/net/" + name) as f:
+                figures += [int(x) for x in f.read().split()]
+        except (OSError, ValueError):
+            return unknown
+    return max(figures)
+
+
+# The most bytes one TCP socket's kernel buffer can hold on this machine, whatever its
+# sysctls: autotuning grows a send buffer up to tcp_wmem's maximum and a receive buffer up
+# to tcp_rmem's; SO_SNDBUF and SO_RCVBUF ask for up to twice wmem_max and rmem_max.
+SEND_BUFFER_MAX = max(_net_sysctl_max("ipv4/tcp_wmem"), 2 * _net_sysctl_max("core/wmem_max"))
+RECEIVE_BUFFER_MAX = max(_net_sysctl_max("ipv4/tcp_rmem"),
+                         2 * _net_sysctl_max("core/rmem_max"))
+
+
+def past_buffers(sends=1, receives=0, at_least=0):
+    """A byte count that cannot fit in `sends` send buffers and `receives` receive buffers
+    of this machine's sockets (the ones a test does not clamp with a small SO_RCVBUF), with
+    8 MiB to spare, and never below at_least: a response or body that size to a peer that
+    does not read makes its sender wait, however large the machine lets the buffers grow."""
+    return max(at_least, sends * SEND_BUFFER_MAX + receives * RECEIVE_BUFFER_MAX + (8 << 20))
+
+
+def sparse_file(path, size):
+    """A file of `size` zero bytes that costs no disk."""
+    with open(path, "wb") as f:
+        f.truncate(size)
+
+
 def median(values):
     return sorted(values)[len(values) // 2]
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import scaled, wait_until
+from conftest import past_buffers, scaled, sparse_file, wait_until
 
 DRAINING = "shutdown_delay: draining for"
 
@@ -119,8 +119,7 @@ def test_signal_after_the_delay_closes_what_is_left_at_once(start_server, docroo
     """Once the delay is over the graceful shutdown is today's: it waits (here up to a
     minute) for a download to a client that stopped reading, and the next SIGTERM closes it
     at once."""
-    with open(docroot / "big.bin", "wb") as f:
-        f.truncate(256 << 20)  # sparse: costs no disk
+    sparse_file(docroot / "big.bin", past_buffers(at_least=256 << 20))  # never all sent
     s = start_server(docroot, conf=conf(docroot, "shutdown_delay 1s;\nsend_timeout 60s;\n",
                                         shutdown_timeout="60s"))
     sock = socket.socket()

@@ -18,7 +18,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import Client, scaled, wait_until
+from conftest import Client, past_buffers, scaled, wait_until
 from proxy_harness import UNDER_NGINX, lfhttpd_only, proxy, upstream  # noqa: F401 fixtures
 
 # One upstream group, kept alive, reached with and without a URI part; static files beside.
@@ -475,11 +475,22 @@ def test_bytes_past_an_upstream_response_are_never_taken_for_the_next_response(a
     assert status == 200 and body != b"smuggled" and json.loads(body)["target"] == "/next"
 
 
+# What a proxied response to a client that reads nothing can hold, on this machine, before
+# the upstream must wait: the upstream's send buffer, the proxy's receive buffer from it, the
+# proxy's send buffer to the client (whose own receive buffer the tests hold small), with
+# room for the proxy's and the upstream's few KiB of their own.
+STALLED = past_buffers(sends=2, receives=1)
+# A response longer than that, by far, in MiB for the upstream's _big.
+PAST_STALLED_MB = max(256, 2 * STALLED >> 20)
+
+
 def test_client_gone_mid_response_closes_the_upstream_connection(app):
     u, p = app
-    s = socket.create_connection((p.host, p.port), timeout=scaled(10))
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.sendall(b"GET /x/_big?mb=256 HTTP/1.1\r\nHost: t\r\n\r\n")
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: the window
+    s.settimeout(scaled(10))
+    s.connect((p.host, p.port))
+    s.sendall(b"GET /x/_big?mb=%d HTTP/1.1\r\nHost: t\r\n\r\n" % PAST_STALLED_MB)
     assert s.recv(4096).startswith(b"HTTP/1.1 200")
     s.close()
 
@@ -488,7 +499,7 @@ def test_client_gone_mid_response_closes_the_upstream_connection(app):
         return conns and not conns[0]["open"] and conns[0]
     conn = wait_until(upstream_closed, scaled(10))
     assert conn, u.conns()
-    assert conn["bytes_out"] < 256 << 20
+    assert conn["bytes_out"] < STALLED
 
 
 # ------------------------------------------------------------ failures
@@ -736,7 +747,7 @@ def test_a_client_that_stops_reading_stops_the_proxy_reading_the_upstream(app):
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
     s.settimeout(scaled(10))
     s.connect((p.host, p.port))
-    s.sendall(b"GET /x/_big?mb=400 HTTP/1.1\r\nHost: t\r\n\r\n")
+    s.sendall(b"GET /x/_big?mb=%d HTTP/1.1\r\nHost: t\r\n\r\n" % PAST_STALLED_MB)
     assert s.recv(1024).startswith(b"HTTP/1.1 200")
     time.sleep(scaled(2))
     def sent():
@@ -745,7 +756,7 @@ def test_a_client_that_stops_reading_stops_the_proxy_reading_the_upstream(app):
     first = sent()
     time.sleep(0.5)
     assert sent() == first, "the upstream is still being read"
-    assert first < 64 << 20, f"{first} bytes read from the upstream for a stalled client"
+    assert first < STALLED, f"{first} bytes read from the upstream for a stalled client"
     assert p.peak_rss_kib() - before < 48 * 1024
     s.close()
 
