@@ -401,7 +401,7 @@ async def serve(port, reader, writer):
             req = await c.read_request()
             idle.discard(c)
             if req is None:
-                c.rec["closed_by"] = "peer"
+                c.rec["closed_by"] = c.rec["closed_by"] or "peer"  # /__close_idle said "us"
                 return
             path = urllib.parse.urlsplit(req[1]).path
             if path.startswith("/__"):
@@ -419,7 +419,7 @@ async def serve(port, reader, writer):
                 c.rec["closed_by"] = "us"
                 return
     except (EOFError, ConnectionError):
-        c.rec["closed_by"] = "peer"
+        c.rec["closed_by"] = c.rec["closed_by"] or "peer"  # /__close_idle said "us"
     except (ValueError, IndexError):
         c.rec["closed_by"] = "us"
         try:
