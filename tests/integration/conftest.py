@@ -97,6 +97,37 @@ def pytest_runtest_makereport(item, call):
         rep.longrepr = f"skipped under LFHTTPD_STRICT_SKIPS: {reason}"
 
 
+def environment_fact(fact):
+    """The words a by-design skip that depends on the machine (not on the build or the
+    engine under test) puts in its reason, naming the fact: the summary counts them."""
+    return f"[environment: {fact}]"
+
+
+def _skip_reason(rep):
+    reason = str(rep.longrepr[2]) if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line before pytest's own last one (which stays last, as CI reads it): how many
+    tests ran and how many were skipped by design, with their reasons counted, so that a
+    skip that strict mode lets through is still seen."""
+    stats = terminalreporter.stats
+    ran = sum(len(stats.get(k, [])) for k in ("passed", "failed", "xfailed", "xpassed"))
+    reasons = {}
+    for rep in stats.get("skipped", []):
+        reason = _skip_reason(rep)
+        if BY_DESIGN in reason:
+            key = " ".join(reason.replace(BY_DESIGN, "").split())
+            reasons[key] = reasons.get(key, 0) + 1
+    total = sum(reasons.values())
+    env = sum(n for r, n in reasons.items() if "[environment:" in r)
+    listed = "; ".join(f"{r}: {n}" for r, n in sorted(reasons.items(), key=lambda x: -x[1]))
+    terminalreporter.write_line(
+        f"by-design skips: {total} (tests run: {ran}; skipped for this machine's environment: "
+        f"{env})" + (f": {listed}" if listed else ""))
+
+
 class Server:
     """One running lfhttpd process.
 
