@@ -670,13 +670,15 @@ def test_get_is_retried_on_the_next_server_after_a_connect_timeout(upstream, pro
 
 
 def test_all_servers_down_is_502_at_once(proxy, blackhole):
-    p = proxy(group([f"127.0.0.1:{blackhole()} max_fails=1 fail_timeout=30s",
-                     f"127.0.0.1:{blackhole()} max_fails=1 fail_timeout=30s"],
-                    location="        proxy_connect_timeout 1s;\n"))
+    connect_s = int(scaled(2))  # what trying a server costs here: its connect timeout
+    p = proxy(group([f"127.0.0.1:{blackhole()} max_fails=1 fail_timeout=60s",
+                     f"127.0.0.1:{blackhole()} max_fails=1 fail_timeout=60s"],
+                    location=f"        proxy_connect_timeout {connect_s}s;\n"))
     assert request(p, "/first")[0] in (502, 504)  # both servers time out and are taken out
-    start = time.monotonic()
-    assert [request(p, f"/n{i}")[0] for i in range(5)] == [502] * 5
-    assert time.monotonic() - start < scaled(0.5)
+    for i in range(5):  # each without trying either: sooner than a connect timeout
+        start = time.monotonic()
+        assert request(p, f"/n{i}")[0] == 502
+        assert time.monotonic() - start < connect_s, i
 
 
 # ------------------------------------------------------------ upgrades
@@ -785,13 +787,12 @@ def test_thousand_slow_proxied_requests_on_two_threads_leave_a_static_request_fa
         socks.append((s, answer))
     try:
         assert wait_until(lambda: len(u.requests()) >= 1000, scaled(10)), len(u.requests())
-        timings = []
         for _ in range(3):
-            start = time.monotonic()
             status, _, body, _ = request(p, "/static/f.txt")
-            timings.append(time.monotonic() - start)
             assert (status, body) == (200, b"static\n")
-        assert min(timings) < scaled(0.05), timings
+        # answered before any of the thousand, which the upstream answers 3 s after it has
+        # them all: never behind them, on any machine
+        assert not sel.select(timeout=0), "a static request waited for the proxied ones"
         done, deadline = 0, time.monotonic() + scaled(20)
         while done < 1000 and time.monotonic() < deadline:
             for key, _ in sel.select(timeout=1):
