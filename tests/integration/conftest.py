@@ -37,6 +37,41 @@ def scaled(seconds):
     return seconds * SLOWDOWN
 
 
+def _net_sysctl_max(*names, unknown=64 << 20):
+    """The largest figure in the named files of /proc/sys/net (tcp_wmem's three figures,
+    wmem_max's one); `unknown` (more than any kernel's default) where none can be read."""
+    figures = []
+    for name in names:
+        try:
+            with open("/proc/sys/net/" + name) as f:
+                figures += [int(x) for x in f.read().split()]
+        except (OSError, ValueError):
+            return unknown
+    return max(figures)
+
+
+# The most bytes one TCP socket's kernel buffer can hold on this machine, whatever its
+# sysctls: autotuning grows a send buffer up to tcp_wmem's maximum and a receive buffer up
+# to tcp_rmem's; SO_SNDBUF and SO_RCVBUF ask for up to twice wmem_max and rmem_max.
+SEND_BUFFER_MAX = max(_net_sysctl_max("ipv4/tcp_wmem"), 2 * _net_sysctl_max("core/wmem_max"))
+RECEIVE_BUFFER_MAX = max(_net_sysctl_max("ipv4/tcp_rmem"),
+                         2 * _net_sysctl_max("core/rmem_max"))
+
+
+def past_buffers(sends=1, receives=0, at_least=0):
+    """A byte count that cannot fit in `sends` send buffers and `receives` receive buffers
+    of this machine's sockets (the ones a test does not clamp with a small SO_RCVBUF), with
+    8 MiB to spare, and never below at_least: a response or body that size to a peer that
+    does not read makes its sender wait, however large the machine lets the buffers grow."""
+    return max(at_least, sends * SEND_BUFFER_MAX + receives * RECEIVE_BUFFER_MAX + (8 << 20))
+
+
+def sparse_file(path, size):
+    """A file of `size` zero bytes that costs no disk."""
+    with open(path, "wb") as f:
+        f.truncate(size)
+
+
 def median(values):
     return sorted(values)[len(values) // 2]
 
@@ -60,6 +95,37 @@ def pytest_runtest_makereport(item, call):
     if BY_DESIGN not in reason:
         rep.outcome = "failed"
         rep.longrepr = f"skipped under LFHTTPD_STRICT_SKIPS: {reason}"
+
+
+def environment_fact(fact):
+    """The words a by-design skip that depends on the machine (not on the build or the
+    engine under test) puts in its reason, naming the fact: the summary counts them."""
+    return f"[environment: {fact}]"
+
+
+def _skip_reason(rep):
+    reason = str(rep.longrepr[2]) if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line before pytest's own last one (which stays last, as CI reads it): how many
+    tests ran and how many were skipped by design, with their reasons counted, so that a
+    skip that strict mode lets through is still seen."""
+    stats = terminalreporter.stats
+    ran = sum(len(stats.get(k, [])) for k in ("passed", "failed", "xfailed", "xpassed"))
+    reasons = {}
+    for rep in stats.get("skipped", []):
+        reason = _skip_reason(rep)
+        if BY_DESIGN in reason:
+            key = " ".join(reason.replace(BY_DESIGN, "").split())
+            reasons[key] = reasons.get(key, 0) + 1
+    total = sum(reasons.values())
+    env = sum(n for r, n in reasons.items() if "[environment:" in r)
+    listed = "; ".join(f"{r}: {n}" for r, n in sorted(reasons.items(), key=lambda x: -x[1]))
+    terminalreporter.write_line(
+        f"by-design skips: {total} (tests run: {ran}; skipped for this machine's environment: "
+        f"{env})" + (f": {listed}" if listed else ""))
 
 
 class Server:

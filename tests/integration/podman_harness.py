@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import BY_DESIGN
+from conftest import BY_DESIGN, environment_fact
 
 BASE = "docker.io/library/debian:bookworm-slim"
 IN_CONTAINER = os.environ.get("LFHTTPD_IN_CONTAINER") == "1"
@@ -22,7 +22,8 @@ def require_podman(what):
     """Skip unless podman works here and has the base image (pulled if it can be: never
     --pull=always). `what`, in capitals, names what goes untested in the reason."""
     if IN_CONTAINER:
-        pytest.skip(f"no container engine inside make test-fresh's container {BY_DESIGN}")
+        pytest.skip(f"no container engine inside make test-fresh's container {BY_DESIGN} "
+                    + environment_fact("LFHTTPD_IN_CONTAINER=1"))
     if not shutil.which("podman") or _run(["podman", "info"], timeout=60).returncode != 0:
         pytest.skip(f"{what} IS NOT TESTED: podman does not work here "
                     "(sh ../shared/tools/container-env.sh)")

@@ -37,13 +37,14 @@ def lfhttpd_only(why):
 
 
 class Upstream:
-    """upstream_app.py listening on `count` ports (and on a Unix socket at `unix`);
-    stopped by PID."""
+    """upstream_app.py listening on `count` ports (and on a Unix socket at `unix`), their
+    connections' receive buffers `rcvbuf` bytes when given; stopped by PID."""
 
-    def __init__(self, count=1, unix=None):
+    def __init__(self, count=1, unix=None, rcvbuf=None):
         self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "upstream_app.py"),
                                       "--ports", str(count)]
-                                     + (["--unix", str(unix)] if unix else []),
+                                     + (["--unix", str(unix)] if unix else [])
+                                     + (["--rcvbuf", str(rcvbuf)] if rcvbuf else []),
                                      stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True)
         line = self.proc.stdout.readline()
@@ -245,12 +246,12 @@ class Proxy:
 
 @pytest.fixture
 def upstream():
-    """upstream(count=1, unix=None) -> a running Upstream; each is stopped when the test
-    ends."""
+    """upstream(count=1, unix=None, rcvbuf=None) -> a running Upstream; each is stopped
+    when the test ends."""
     started = []
 
-    def start(count=1, unix=None):
-        u = Upstream(count, unix)
+    def start(count=1, unix=None, rcvbuf=None):
+        u = Upstream(count, unix, rcvbuf)
         started.append(u)
         return u
 

@@ -4,14 +4,13 @@ files made by Apache's htpasswd (bcrypt, SHA-256 and SHA-512 crypt), and a compa
 nginx on the same directives and requests.
 """
 import base64
-import os
 import socket
 import subprocess
 import time
 
 import pytest
 
-from conftest import scaled, wait_until
+from conftest import BIN, scaled, wait_until
 
 REALM_HEADER = 'Basic realm="Staff only", charset="UTF-8"'
 USERS = [("alice", "secret", "-B -C 4"), ("bob", "hunter2", "-2"), ("carol", "s3cret", "-5")]
@@ -182,7 +181,7 @@ def test_refused_hash_kind_fails_the_check_naming_both_files(tmp_path, docroot, 
     users.write_text("# staff\n" + line + "\n")
     conf = tmp_path / "c.conf"
     conf.write_text(f'root "{docroot}";\nauth_basic "x";\nauth_basic_user_file "{users}";\n')
-    p = subprocess.run([os.environ["LFHTTPD_BIN"], "-t", "-c", str(conf)],
+    p = subprocess.run([BIN, "-t", "-c", str(conf)],
                        capture_output=True, text=True, timeout=scaled(10))
     assert p.returncode != 0
     assert f"{conf}:3: auth: auth_basic_user_file: {users}:2: " in p.stderr
@@ -195,7 +194,7 @@ def test_user_file_without_users_fails_the_check(tmp_path, docroot, text):
     users.write_text(text)
     conf = tmp_path / "c.conf"
     conf.write_text(f'root "{docroot}";\nauth_basic "x";\nauth_basic_user_file "{users}";\n')
-    p = subprocess.run([os.environ["LFHTTPD_BIN"], "-t", "-c", str(conf)],
+    p = subprocess.run([BIN, "-t", "-c", str(conf)],
                        capture_output=True, text=True, timeout=scaled(10))
     assert p.returncode != 0 and "no user in the file" in p.stderr
 
@@ -267,7 +266,7 @@ def test_allowed_client_still_needs_credentials(start_server, docroot, site):
 def test_bad_address_fails_the_check(tmp_path, docroot, rule):
     conf = tmp_path / "c.conf"
     conf.write_text(f'root "{docroot}";\n{rule}\n')
-    p = subprocess.run([os.environ["LFHTTPD_BIN"], "-t", "-c", str(conf)],
+    p = subprocess.run([BIN, "-t", "-c", str(conf)],
                        capture_output=True, text=True, timeout=scaled(10))
     assert p.returncode != 0 and f"{conf}:2: auth: " in p.stderr
 

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from conftest import BIN, BY_DESIGN, ROOT, SANITIZED, latency_bound, median, scaled, wait_until
+from conftest import (BIN, BY_DESIGN, ROOT, SANITIZED, environment_fact, latency_bound, median,
+                      scaled, wait_until)
 
 ALLOWED_ENV = {
     "GATEWAY_INTERFACE", "SERVER_SOFTWARE", "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL",
@@ -884,7 +885,8 @@ def test_the_deadline_never_signals_a_process_group_reused_after_the_reap(
     if not os.access(NS_LAST_PID, os.W_OK):
         # An unprivileged container mounts /proc/sys read-only: the pid cannot be chosen.
         pytest.skip("placing a process on a chosen pid needs a writable " + NS_LAST_PID +
-                    " " + BY_DESIGN)
+                    " " + BY_DESIGN + " " +
+                    environment_fact(NS_LAST_PID + " is not writable (/proc/sys read-only)"))
     pids = tmp_path / "pids"
     script(cgi_dir, "leaves.sh",
            f"setsid sh -c 'exec sleep 30' &\necho $$ $! > '{pids}'\n"
@@ -903,8 +905,9 @@ def test_the_deadline_never_signals_a_process_group_reused_after_the_reap(
             "the script was not reaped"
         innocent = spawn_on_pid(leader, ["sleep", "30"])
         if innocent is None:
-            pytest.skip(f"pid {leader} kept being taken by other processes: the test cannot "
-                        "place its own there " + BY_DESIGN)
+            pytest.skip("the test cannot place its own process on the script's pid "
+                        + BY_DESIGN + " " + environment_fact(
+                            f"other processes kept taking pid {leader}"))
         try:
             assert time.time() - t0 < limit, "too late: the deadline passed before the test was set"
             raw = head + c.recv_all(timeout=scaled(5))

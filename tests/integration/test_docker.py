@@ -28,7 +28,7 @@ import uuid
 
 import pytest
 
-from conftest import BY_DESIGN, ROOT, SANITIZED, Client
+from conftest import BY_DESIGN, ROOT, SANITIZED, Client, environment_fact
 
 TAG = os.environ.get("LFHTTPD_IMAGE", "lfhttpd-test")
 BASE = "docker.io/library/debian:bookworm-slim"
@@ -51,7 +51,8 @@ def _run(cmd, timeout=120, check=False):
 def _find_engine():
     """'docker' when a docker engine answers, else 'podman' when it works; else skip."""
     if IN_CONTAINER:  # (podman may be installed there, as podman-compose's dependency)
-        pytest.skip(f"no container engine inside make test-fresh's container {BY_DESIGN}")
+        pytest.skip(f"no container engine inside make test-fresh's container {BY_DESIGN} "
+                    + environment_fact("LFHTTPD_IN_CONTAINER=1"))
     reasons = []
     if shutil.which("docker"):
         try:

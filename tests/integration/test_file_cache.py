@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import BIN, Client, wait_until
+from conftest import BIN, Client, past_buffers, wait_until
 
 WINDOW = "open_file_cache_valid 300ms;\n"
 PAST_WINDOW_S = 0.6
@@ -345,9 +345,10 @@ def test_concurrent_connections_fetching_many_files_get_correct_bodies(start_ser
 
 def test_concurrent_parked_response_keeps_its_entry_alive_when_evicted(start_server, docroot,
                                                                        connect):
-    """A slow reader's 4 MiB response is parked (EAGAIN) on the cached descriptor; other
-    requests meanwhile evict its entry (room for 1): the body still arrives whole."""
-    big = os.urandom(4 << 20)
+    """A slow reader's response, larger than the send buffer holds (4 MiB at least), is
+    parked (EAGAIN) on the cached descriptor; other requests meanwhile evict its entry
+    (room for 1): the body still arrives whole."""
+    big = os.urandom(past_buffers(at_least=4 << 20))
     (docroot / "big.bin").write_bytes(big)
     for i in range(4):
         (docroot / f"s{i}.txt").write_bytes(b"small %d" % i)

@@ -118,12 +118,16 @@ def test_kustomization_renders_each_kind_once():
 
 
 def test_kustomize_adds_nothing_to_the_files():
-    """Where kubectl is installed: its rendering is the files themselves, so the tests
-    that compose them without it check what a cluster would receive."""
+    """kubectl's rendering is the files themselves, so the tests that compose them without
+    it check what a cluster would receive. Without kubectl it skips, and not by design
+    (Debian 12 packages neither kubectl nor kustomize: it comes from Kubernetes' own
+    repository), so that a strict run says the rendering went unchecked."""
     rendered = _kustomized()
+    if rendered is None:
+        pytest.skip("KUSTOMIZE'S RENDERING IS NOT COMPARED: kubectl is not installed "
+                    "(not packaged in Debian 12; see https://kubernetes.io/docs/tasks/tools/)")
     key = lambda d: (d["kind"], d["metadata"]["name"])  # noqa: E731
-    if rendered is not None:
-        assert sorted(rendered, key=key) == sorted(_composed(), key=key)
+    assert sorted(rendered, key=key) == sorted(_composed(), key=key)
 
 
 def test_probes_ask_the_health_handler_on_the_listening_port():

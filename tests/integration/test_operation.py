@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from conftest import BIN, ROOT, scaled, wait_until
+from conftest import BIN, ROOT, past_buffers, scaled, sparse_file, wait_until
 
 FILE_BODY = b"hello"
 GOOD = b"GET /f.txt HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -425,10 +425,11 @@ def test_idle_server_exits_0_without_waiting_for_shutdown_timeout(start_server, 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=SIG_IDS)
 def test_signal_lets_slow_download_complete(start_server, docroot, connect, sig):
-    """A 16 MB response being read slowly when the signal arrives is completed byte for byte,
-    then the process exits 0 within shutdown_timeout (5 s in the fixture)."""
-    size = 16 << 20
-    (docroot / "big.bin").write_bytes(b"z" * size)
+    """A response larger than the server's send buffer can hold (16 MiB at least), being
+    read slowly when the signal arrives, is completed byte for byte, then the process exits
+    0 within shutdown_timeout (5 s in the fixture)."""
+    size = past_buffers(at_least=16 << 20)
+    sparse_file(docroot / "big.bin", size)
     s = start_server(docroot)
     c = connect(s, rcvbuf=65536)
     c.send(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
@@ -482,9 +483,10 @@ def test_signal_closes_idle_keepalive_connections(start_server, docroot, connect
 
 def test_new_connection_after_sigterm_is_refused(start_server, docroot, connect):
     """After SIGTERM the listener is closed: while a download keeps the process alive, a new
-    connection is refused; the download still completes."""
-    size = 16 << 20
-    (docroot / "big.bin").write_bytes(b"z" * size)
+    connection is refused; the download (larger than the send buffer holds) still
+    completes."""
+    size = past_buffers(at_least=16 << 20)
+    sparse_file(docroot / "big.bin", size)
     (docroot / "f.txt").write_bytes(FILE_BODY)
     s = start_server(docroot)
     c = connect(s, rcvbuf=65536)
@@ -517,7 +519,7 @@ def test_shutdown_timeout_closes_stuck_connections(start_server, docroot, connec
     """shutdown_timeout 2s: a client that never reads its response cannot hold the process
     (send_timeout is 60 s): the response is given its 2 s, no less, then the connection is
     closed and the process exits 0, as the README promises of a graceful shutdown."""
-    (docroot / "big.bin").write_bytes(b"z" * (16 << 20))
+    sparse_file(docroot / "big.bin", past_buffers(at_least=16 << 20))  # never all sent
     s = start_server(docroot, conf=whole_conf(
         docroot, extra="shutdown_timeout 2s;\nsend_timeout 60s;\n"))
     c = connect(s, rcvbuf=16384)

@@ -9,6 +9,7 @@ tests of behaviours where the specification parts from nginx on purpose skip the
 """
 import asyncio
 import json
+import math
 import re
 import selectors
 import socket
@@ -18,7 +19,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import Client, scaled, wait_until
+from conftest import Client, past_buffers, scaled, wait_until
 from proxy_harness import UNDER_NGINX, lfhttpd_only, proxy, upstream  # noqa: F401 fixtures
 
 # One upstream group, kept alive, reached with and without a URI part; static files beside.
@@ -555,11 +556,22 @@ def test_an_idle_kept_upstream_connection_the_upstream_closes_is_closed_at_once(
     assert wait_until(lambda: close_wait_sockets_to(u.ports[0]) == 0, scaled(5))
 
 
+# What a proxied response to a client that reads nothing can hold, on this machine, before
+# the upstream must wait: the upstream's send buffer, the proxy's receive buffer from it, the
+# proxy's send buffer to the client (whose own receive buffer the tests hold small), with
+# room for the proxy's and the upstream's few KiB of their own.
+STALLED = past_buffers(sends=2, receives=1)
+# A response longer than that, by far, in MiB for the upstream's _big.
+PAST_STALLED_MB = max(256, 2 * STALLED >> 20)
+
+
 def test_client_gone_mid_response_closes_the_upstream_connection(app):
     u, p = app
-    s = socket.create_connection((p.host, p.port), timeout=scaled(10))
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.sendall(b"GET /x/_big?mb=256 HTTP/1.1\r\nHost: t\r\n\r\n")
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: the window
+    s.settimeout(scaled(10))
+    s.connect((p.host, p.port))
+    s.sendall(b"GET /x/_big?mb=%d HTTP/1.1\r\nHost: t\r\n\r\n" % PAST_STALLED_MB)
     assert s.recv(4096).startswith(b"HTTP/1.1 200")
     s.close()
 
@@ -568,7 +580,7 @@ def test_client_gone_mid_response_closes_the_upstream_connection(app):
         return conns and not conns[0]["open"] and conns[0]
     conn = wait_until(upstream_closed, scaled(10))
     assert conn, u.conns()
-    assert conn["bytes_out"] < 256 << 20
+    assert conn["bytes_out"] < STALLED
 
 
 # ------------------------------------------------------------ failures
@@ -688,20 +700,25 @@ def test_least_conn_sends_a_request_to_the_server_with_fewer_active_requests(ups
 def test_max_fails_takes_a_server_out_and_fail_timeout_brings_it_back(upstream, proxy):
     u = upstream(2)
     a, b = u.ports
-    p = proxy(group(["127.0.0.1:{up0} max_fails=1 fail_timeout=2s", "127.0.0.1:{up1}"]), u)
+    fail_s = math.ceil(scaled(3))  # whole seconds: nginx counts them on its cached clock
+    p = proxy(group([f"127.0.0.1:{{up0}} max_fails=1 fail_timeout={fail_s}s",
+                     "127.0.0.1:{up1}"]), u)
     u.down(a)
-    assert [request(p, f"/n{i}")[0] for i in range(2)] == [200, 200]
+    before = time.monotonic()
+    assert [request(p, f"/n{i}")[0] for i in range(2)] == [200, 200]  # one refused by a
     u.up(a)
-    start = time.monotonic()
-    u.clear()
-    assert [request(p, f"/out{i}")[0] for i in range(4)] == [200] * 4
-    if time.monotonic() - start < 1.5:
-        assert {r["port"] for r in u.requests()} == {b}, "a failed server was tried again"
-    # fail_timeout has passed (nginx counts it in whole seconds of its cached clock)
-    time.sleep(max(0, 3.2 - (time.monotonic() - start)))
-    u.clear()
-    assert [request(p, f"/back{i}")[0] for i in range(6)] == [200] * 6
-    assert {r["port"] for r in u.requests()} == {a, b}
+    # One request at a time until one reaches a again: (when it ended, which port).
+    seen = []
+    while not seen or seen[-1][1] != a:
+        assert time.monotonic() - before < fail_s + scaled(10), f"a never came back: {seen}"
+        port = echoed(p, f"/out{len(seen)}")["port"]
+        seen.append((time.monotonic(), port))
+        time.sleep(0.05)
+    # a failed after `before`: every request that ended within fail_timeout of it went to
+    # b (the first one at least, on any machine), and a came back after that.
+    out = [port for ended, port in seen if ended - before < fail_s]
+    assert out and set(out) == {b}, (fail_s, seen)
+    assert seen[-1][0] - before >= fail_s, (fail_s, seen)
 
 
 def test_backup_serves_only_when_the_primaries_are_down(upstream, proxy):
@@ -733,13 +750,15 @@ def test_get_is_retried_on_the_next_server_after_a_connect_timeout(upstream, pro
 
 
 def test_all_servers_down_is_502_at_once(proxy, blackhole):
-    p = proxy(group([f"127.0.0.1:{blackhole()} max_fails=1 fail_timeout=30s",
-                     f"127.0.0.1:{blackhole()} max_fails=1 fail_timeout=30s"],
-                    location="        proxy_connect_timeout 1s;\n"))
+    connect_s = int(scaled(2))  # what trying a server costs here: its connect timeout
+    p = proxy(group([f"127.0.0.1:{blackhole()} max_fails=1 fail_timeout=60s",
+                     f"127.0.0.1:{blackhole()} max_fails=1 fail_timeout=60s"],
+                    location=f"        proxy_connect_timeout {connect_s}s;\n"))
     assert request(p, "/first")[0] in (502, 504)  # both servers time out and are taken out
-    start = time.monotonic()
-    assert [request(p, f"/n{i}")[0] for i in range(5)] == [502] * 5
-    assert time.monotonic() - start < scaled(0.5)
+    for i in range(5):  # each without trying either: sooner than a connect timeout
+        start = time.monotonic()
+        assert request(p, f"/n{i}")[0] == 502
+        assert time.monotonic() - start < connect_s, i
 
 
 # ------------------------------------------------------------ upgrades
@@ -816,7 +835,7 @@ def test_a_client_that_stops_reading_stops_the_proxy_reading_the_upstream(app):
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
     s.settimeout(scaled(10))
     s.connect((p.host, p.port))
-    s.sendall(b"GET /x/_big?mb=400 HTTP/1.1\r\nHost: t\r\n\r\n")
+    s.sendall(b"GET /x/_big?mb=%d HTTP/1.1\r\nHost: t\r\n\r\n" % PAST_STALLED_MB)
     assert s.recv(1024).startswith(b"HTTP/1.1 200")
     time.sleep(scaled(2))
     def sent():
@@ -825,7 +844,7 @@ def test_a_client_that_stops_reading_stops_the_proxy_reading_the_upstream(app):
     first = sent()
     time.sleep(0.5)
     assert sent() == first, "the upstream is still being read"
-    assert first < 64 << 20, f"{first} bytes read from the upstream for a stalled client"
+    assert first < STALLED, f"{first} bytes read from the upstream for a stalled client"
     assert p.peak_rss_kib() - before < 48 * 1024
     s.close()
 
@@ -848,13 +867,12 @@ def test_thousand_slow_proxied_requests_on_two_threads_leave_a_static_request_fa
         socks.append((s, answer))
     try:
         assert wait_until(lambda: len(u.requests()) >= 1000, scaled(10)), len(u.requests())
-        timings = []
         for _ in range(3):
-            start = time.monotonic()
             status, _, body, _ = request(p, "/static/f.txt")
-            timings.append(time.monotonic() - start)
             assert (status, body) == (200, b"static\n")
-        assert min(timings) < scaled(0.05), timings
+        # answered before any of the thousand, which the upstream answers 3 s after it has
+        # them all: never behind them, on any machine
+        assert not sel.select(timeout=0), "a static request waited for the proxied ones"
         done, deadline = 0, time.monotonic() + scaled(20)
         while done < 1000 and time.monotonic() < deadline:
             for key, _ in sel.select(timeout=1):

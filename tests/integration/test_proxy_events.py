@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import scaled, wait_until
+from conftest import past_buffers, scaled, wait_until
 from proxy_harness import UNDER_NGINX, proxy, upstream  # noqa: F401 fixtures
 from test_proxy import request
 
@@ -52,16 +52,21 @@ def test_a_client_that_leaves_while_the_upstream_is_slow_frees_the_upstream_conn
 
 def test_proxy_send_timeout_ends_a_request_whose_body_the_upstream_never_reads(upstream,
                                                                                 proxy):
-    u = upstream()
-    p = proxy("max_body_size 32m;\n" +
+    # The upstream never reads the body (unread=1) and its receive buffer is held small;
+    # the body is larger than the proxy's send buffer can grow on this machine: the
+    # proxy's writes stall, and proxy_send_timeout (1 s) ends the request long before the
+    # upstream would answer (after 30 s).
+    u = upstream(rcvbuf=65536)
+    size = past_buffers()
+    p = proxy(f"max_body_size {size};\n" +
               KEPT.replace("proxy_pass http://app;",
                            "proxy_pass http://app; proxy_send_timeout 1s;"), u)
-    # A body larger than the socket buffers both ways; the upstream's _slow path does not
-    # read the body before it answers (after 30 s).
-    body = b"x" * (16 << 20)
-    status, _, _, _ = request(p, "/_slow?head=30", method="POST", body=body,
+    status, _, _, _ = request(p, "/_slow?head=30&unread=1", method="POST", body=b"x" * size,
                               headers=[("Content-Type", "application/octet-stream")])
     assert status == 504
+    # the path taken: the upstream had the request, and far less than its body
+    assert [r["target"] for r in u.requests()] == ["/_slow?head=30&unread=1"]
+    assert sum(c["bytes_in"] for c in u.conns()) < size // 2
 
 
 @pytest.mark.parametrize("extra", ["concurrency thread_per_connection;",
@@ -103,10 +108,10 @@ def test_a_kept_connection_the_upstream_closed_while_idle_is_not_used(upstream, 
     p = proxy(KEPT, u)
     assert request(p, "/first")[0] == 200
     first = u.requests()[0]["conn"]
-    # The upstream closes its idle connection (as a server's keep-alive timeout does);
-    # the proxy, which kept it, checks a connection idle for more than a second.
-    u.control("/__close_idle")
-    time.sleep(1.2)
+    # The upstream closes its idle connection (as a server's keep-alive timeout does)
+    # before the next request comes.
+    assert wait_until(lambda: u.control("/__close_idle") is not None and not
+                      [c for c in u.conns() if c["id"] == first][0]["open"], scaled(5))
     status, _, body, _ = request(p, "/second", method="POST", body=b"once")
     assert status == 200, body
     second = [r for r in u.requests() if r["target"] == "/second"]

@@ -454,33 +454,48 @@ def test_a_raw_upgrade_becomes_a_tunnel_under_each_strategy(upstream, proxy, str
 # ------------------------------------------------------------ kept connections closed idle
 
 
-def warm_connection_closed_idle(u, p):
-    """A kept upstream connection that the upstream then closes as idle (after 200 ms);
-    returns its id once the upstream has closed it, well within the second after which
-    the proxy checks an idle connection before using it."""
-    first = echoed(p, "/warm?idle=200")
-    assert wait_until(lambda: not upstream_conn(u, first["conn"])["open"], scaled(5))
+def kept_connection_the_upstream_closed(u, p, how):
+    """A kept upstream connection that the upstream then closes while it waits for a next
+    request: on /__close_idle (`how` "at_once", as a server that stops does) or after
+    100 ms without one (`how` "idle", a keep-alive timeout). Returns its id once the
+    upstream's log shows it closed, by the upstream: whatever the next request meets, the
+    connection it was kept on is gone before it."""
+    first = echoed(p, "/warm?idle=100" if how == "idle" else "/warm")
+
+    def closed():
+        if how == "at_once":
+            u.control("/__close_idle")  # again until the upstream waits on it
+        return not upstream_conn(u, first["conn"])["open"]
+    assert wait_until(closed, scaled(5)), upstream_conn(u, first["conn"])
     assert upstream_conn(u, first["conn"])["closed_by"] == "us"
     return first["conn"]
 
 
-def test_a_get_after_the_upstream_closed_a_kept_connection_goes_on_a_new_one(site):
+def reached_once_on_a_new_connection(u, target, closed):
+    """The one request the upstream received for `target`, the first on a connection
+    opened after the closed one."""
+    got = [r for r in u.requests() if r["target"] == target]
+    assert len(got) == 1, got
+    assert got[0]["conn"] > closed and got[0]["seq"] == 1, (closed, got)
+    return got[0]
+
+
+@pytest.mark.parametrize("how", ["at_once", "idle"])
+def test_a_get_after_the_upstream_closed_a_kept_connection_goes_on_a_new_one(site, how):
     u, p = site
-    closed = warm_connection_closed_idle(u, p)
+    closed = kept_connection_the_upstream_closed(u, p, how)
     status, _, body, _ = request(p, "/after")
-    assert status == 200
-    e = json.loads(body)
-    assert e["conn"] != closed and e["seq"] == 1
+    assert status == 200, body
+    reached_once_on_a_new_connection(u, "/after", closed)
 
 
-def test_a_post_after_the_upstream_closed_a_kept_connection_goes_on_a_new_one(site):
+@pytest.mark.parametrize("how", ["at_once", "idle"])
+def test_a_post_after_the_upstream_closed_a_kept_connection_goes_on_a_new_one(site, how):
     u, p = site
-    closed = warm_connection_closed_idle(u, p)
+    closed = kept_connection_the_upstream_closed(u, p, how)
     status, _, body, _ = request(p, "/after", method="POST", body=b"sent once")
     assert status == 200, body
-    e = json.loads(body)
-    assert e["conn"] != closed and e["body"] == "sent once"
-    assert [r["body"] for r in u.requests() if r["method"] == "POST"] == ["sent once"]
+    assert reached_once_on_a_new_connection(u, "/after", closed)["body"] == "sent once"
 
 
 # ------------------------------------------------------------------------------------ reload

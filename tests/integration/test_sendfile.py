@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import scaled, wait_until
+from conftest import past_buffers, scaled, wait_until
 
 CHUNK = 64 * 1024  # the server's buffer: sizes below straddle it on purpose
 BIG = 3 * CHUNK + 12345
@@ -120,7 +120,7 @@ def test_sendfile_off_a_slow_reader_gets_the_whole_file(start_server, connect, s
 def test_sendfile_off_closes_when_the_file_shrinks_under_it(start_server, connect, docroot):
     """The length was promised: a file cut short mid-response ends the connection short of
     it (never padded, never hung), as with sendfile."""
-    size = 64 << 20
+    size = past_buffers(at_least=64 << 20)  # more than the send buffer holds
     path = docroot / "huge.bin"
     with open(path, "wb") as f:
         f.truncate(size)

@@ -6,7 +6,7 @@ import signal
 import socket
 import time
 
-from conftest import scaled, wait_until
+from conftest import past_buffers, scaled, sparse_file, wait_until
 
 
 def fetch(server, path):
@@ -60,8 +60,7 @@ def test_sighup_reloads_the_configuration(start_server, docroot, tmp_path):
 def test_second_sigterm_ends_a_graceful_shutdown_at_once(start_server, docroot):
     """A graceful shutdown waits (here up to a minute) for a download in flight to a
     client that stopped reading; a second SIGTERM closes it at once and exits 0."""
-    with open(docroot / "big.bin", "wb") as f:
-        f.truncate(256 << 20)  # sparse: costs no disk
+    sparse_file(docroot / "big.bin", past_buffers(at_least=256 << 20))  # never all sent
     s = start_server(docroot, conf=(
         "listen 127.0.0.1:0;\n"
         f'root "{docroot}";\n'

@@ -1,10 +1,12 @@
 """A test upstream for the reverse proxy: a keep-alive HTTP/1.1 server in one process.
 
-    python3 upstream_app.py [--ports N] [--unix PATH]
+    python3 upstream_app.py [--ports N] [--unix PATH] [--rcvbuf BYTES]
 
 It listens on N loopback ports (default 1) and one more for control, each picked by the
 kernel (and on a Unix socket at PATH, whose connections are recorded with port "unix"),
-and prints one line "ports P1 P2 ... control C" on stdout once they all accept.
+and prints one line "ports P1 P2 ... control C" on stdout once they all accept. With
+--rcvbuf, the N ports' sockets have SO_RCVBUF BYTES before they listen, which their
+connections inherit: a receive buffer of that size, never grown by the kernel's tuning.
 One asyncio loop serves every connection, so a thousand slow requests cost no thread each.
 Connections are kept alive unless the request says `Connection: close` (or is HTTP/1.0
 without keep-alive). It stops on SIGTERM or SIGKILL; it writes no file.
@@ -54,6 +56,9 @@ any other path is echoed as JSON. Query parameters (all optional):
                     application/octet-stream)
   h=Name:Value      a response header field, repeatable (Location, Refresh, Server,
                     X-Powered-By, Vary, Cache-Control, Connection, Keep-Alive...)
+  unread=1          the request's body is not read (the answer goes on the head alone;
+                    the connection then closes): a peer sending a large body stalls once
+                    the socket buffers are full
   idle=MS           from then on, the connection is closed (closed_by "us") when it has
                     been idle MS milliseconds without the start of a next request
 
@@ -86,6 +91,7 @@ BLOCK = bytes(i % 251 for i in range(251 * 1044))  # 262,044 bytes, a multiple o
 requests = []
 conns = []
 listeners = {}
+rcvbuf = None  # --rcvbuf: SO_RCVBUF of the listening sockets but the control one
 idle = set()  # the connections waiting for their next request with nothing buffered
 released = asyncio.Event()  # set by /__release: _badchunk?wait=1 goes on
 
@@ -99,6 +105,7 @@ class Conn:
         self.buf = b""
         self.seq = 0
         self.idle_s = None  # close after this long without a request (idle=MS)
+        self.unread = False  # a request's body was left unread (unread=1): close after it
 
     async def fill(self):
         data = await self.reader.read(65536)
@@ -165,6 +172,9 @@ class Conn:
         for line in lines[1:]:
             name, _, value = line.partition(":")
             headers.append([name, value.strip(" \t")])
+        if "unread=1" in urllib.parse.urlsplit(target).query.split("&"):
+            self.unread = True
+            return method, target, version, headers, b"", raw
         te = ",".join(v for n, v in headers if n.strip().lower() == "transfer-encoding")
         cls = [v for n, v in headers if n.strip().lower() == "content-length"]
         if "chunked" in te.lower():
@@ -436,7 +446,7 @@ async def serve(port, reader, writer):
             req = await c.read_request()
             idle.discard(c)
             if req is None:
-                c.rec["closed_by"] = "peer"
+                c.rec["closed_by"] = c.rec["closed_by"] or "peer"  # /__close_idle said "us"
                 return
             path = urllib.parse.urlsplit(req[1]).path
             if path.startswith("/__"):
@@ -449,11 +459,12 @@ async def serve(port, reader, writer):
                              "method": req[0], "target": req[1], "version": req[2],
                              "headers": req[3], "body": req[4].decode("latin-1"),
                              "raw": req[5].decode("latin-1")})
-            if not await respond(c, req, requests[-1]) or not keep_alive(req[2], req[3]):
+            if not await respond(c, req, requests[-1]) or not keep_alive(req[2], req[3]) \
+                    or c.unread:
                 c.rec["closed_by"] = "us"
                 return
     except (EOFError, ConnectionError):
-        c.rec["closed_by"] = "peer"
+        c.rec["closed_by"] = c.rec["closed_by"] or "peer"  # /__close_idle said "us"
     except (ValueError, IndexError):
         c.rec["closed_by"] = "us"
         try:
@@ -466,9 +477,11 @@ async def serve(port, reader, writer):
         writer.close()
 
 
-async def listen(port):
+async def listen(port, control=False):
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if rcvbuf and not control:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     sock.bind(("127.0.0.1", port))
     sock.listen(4096)
     bound = sock.getsockname()[1]
@@ -479,8 +492,11 @@ async def listen(port):
 
 
 async def main():
+    global rcvbuf
     n = int(sys.argv[sys.argv.index("--ports") + 1]) if "--ports" in sys.argv else 1
-    ports = [await listen(0) for _ in range(n + 1)]
+    if "--rcvbuf" in sys.argv:
+        rcvbuf = int(sys.argv[sys.argv.index("--rcvbuf") + 1])
+    ports = [await listen(0) for _ in range(n)] + [await listen(0, control=True)]
     if "--unix" in sys.argv:
         await asyncio.start_unix_server(lambda r, w: serve("unix", r, w),
                                         path=sys.argv[sys.argv.index("--unix") + 1],
