@@ -1,7 +1,9 @@
 """The TLS settings of a server block chosen by SNI: every ssl_* directive a server block
 sets applies to the connections whose ClientHello names it, not only its certificate, even
 when another block is the default server of the address (whose settings a connection
-starts with, before its ClientHello is read).
+starts with, before its ClientHello is read). ssl_session_cache is the exception: OpenSSL
+keeps the sessions in the default server's cache, so a block whose cache differs from it is
+refused at load. (Certificates by SNI: test_tls.py.)
 
 Two server blocks, a.test (the default server) and b.test, listen on one address, each with
 its own certificate and a different value of the directive under test. Each test asks b.test
