@@ -131,11 +131,14 @@ static int ticket_cb(SSL *s, unsigned char name[16], unsigned char *iv, EVP_CIPH
 
 /* The connection's local address, for SNI to find its server (set at accept). */
 static int local_index = -1;
+/* A context's ssl_ecdh_curve list, as written (unset: auto), for take_block_settings. */
+static int groups_index = -1;
 static pthread_once_t index_once = PTHREAD_ONCE_INIT;
 
 static void index_make(void)
 {
     local_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+    groups_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL);
 }
 
 /* The SNI host name of a ClientHello, as OpenSSL will accept it (RFC 6066 section 3: one
@@ -155,6 +158,38 @@ static bool hello_server_name(SSL *s, struct http_slice *name)
     return true;
 }
 
+/* OpenSSL 3.0's default groups (less GOST's, which need an engine), for a block of
+ * `ssl_ecdh_curve auto` chosen on an address whose default server names its own: an SSL
+ * cannot be given "the default" back, only a list. */
+#define GROUPS_AUTO                                                                            \
+    "X25519:P-256:X448:P-521:P-384:ffdhe2048:ffdhe3072:ffdhe4096:ffdhe6144:ffdhe8192"
+
+/* SSL_set_SSL_CTX gives the SSL the chosen block's certificates and session ID context, and
+ * its TLS 1.2 cipher list (the SSL has none of its own: SSL_get_ciphers reads its context's),
+ * but leaves it what it copied from the default server's context when it was made. The rest
+ * of the block's settings are copied here, each before OpenSSL uses it: */
+static void take_block_settings(SSL *s, SSL_CTX *ctx, SSL_CTX *had)
+{
+    /* The options (ssl_session_tickets, ssl_prefer_server_ciphers): the offered session or
+     * ticket is looked up, and the cipher chosen, after this callback returns. */
+    uint64_t opts = SSL_CTX_get_options(ctx);
+    SSL_clear_options(s, SSL_get_options(s) & ~opts);
+    SSL_set_options(s, opts);
+    /* ssl_protocols: the version is chosen right after this callback. */
+    SSL_set_min_proto_version(s, SSL_CTX_get_min_proto_version(ctx));
+    SSL_set_max_proto_version(s, SSL_CTX_get_max_proto_version(ctx));
+    /* ssl_ecdh_curve: the key share and the ECDHE group are chosen from the extensions,
+     * parsed after this callback. */
+    const char *groups = SSL_CTX_get_ex_data(ctx, groups_index);
+    const char *had_groups = SSL_CTX_get_ex_data(had, groups_index);
+    if ((groups || had_groups) && (!groups || !had_groups || strcmp(groups, had_groups)) &&
+        SSL_set1_groups_list(s, groups ? groups : GROUPS_AUTO) != 1)
+        ERR_clear_error(); /* checked at load: not expected */
+    /* ssl_session_timeout is the session's, made later: sni_cb sets it. ssl_session_cache
+     * cannot follow (OpenSSL keeps sessions in the cache of the context the SSL was made
+     * with): a block that differs from its address's default server is refused at load. */
+}
+
 /* The server block is chosen here, from the ClientHello, and not in a servername callback:
  * OpenSSL looks the offered session up (by ID in the cache, by ticket, or as a TLS 1.3
  * PSK) before it calls that one, and accepts a session only when its session ID context
@@ -172,12 +207,19 @@ static int client_hello_cb(SSL *s, int *alert, void *arg)
     const struct sockaddr *local = SSL_get_ex_data(s, local_index);
     const struct site_server *srv = local ? site_server_for(t->sites, local, name) : NULL;
     SSL_CTX *ctx = srv ? t->server_ctx[srv - t->sites->servers] : NULL;
-    if (ctx && ctx != SSL_get_SSL_CTX(s))
-        SSL_set_SSL_CTX(s, ctx);
+    SSL_CTX *had = SSL_get_SSL_CTX(s);
+    if (!ctx || ctx == had)
+        return SSL_CLIENT_HELLO_SUCCESS;
+    SSL_set_SSL_CTX(s, ctx);
+    take_block_settings(s, ctx, had);
     return SSL_CLIENT_HELLO_SUCCESS;
 }
 
-/* The server block is already chosen (client_hello_cb): this only acknowledges the name. */
+/* The server block is already chosen (client_hello_cb): this acknowledges the name, and
+ * gives a new session the block's ssl_session_timeout. OpenSSL makes a session with the
+ * timeout of the context the SSL was made with (the default server's), after the
+ * ClientHello callback and before this one; a ticket's lifetime and the resumption's
+ * deadline are the session's. */
 static int sni_cb(SSL *s, int *alert, void *arg)
 {
     (void)alert;
@@ -185,6 +227,9 @@ static int sni_cb(SSL *s, int *alert, void *arg)
     const char *name = SSL_get_servername(s, TLSEXT_NAMETYPE_host_name);
     if (!name || !t->sites || !t->sites->n_servers)
         return SSL_TLSEXT_ERR_NOACK;
+    SSL_SESSION *sess = SSL_get_session(s);
+    if (sess && !SSL_session_reused(s))
+        SSL_SESSION_set_timeout(sess, SSL_CTX_get_timeout(SSL_get_SSL_CTX(s)));
     return SSL_TLSEXT_ERR_OK;
 }
 
@@ -446,10 +491,12 @@ static SSL_CTX *ctx_make(struct build *b, const struct tls_conf *c, struct tls_s
     if (SSL_CTX_set_cipher_list(ctx, ciphers) != 1)
         rc = conf_error(&b->r, c->ciphers ? c->ciphers->line : where,
                         "ssl_ciphers \"%s\": %s", ciphers, ssl_reason(why, sizeof(why)));
-    if (c->curve && strcmp(c->curve->args[0], "auto") != 0 &&
-        SSL_CTX_set1_groups_list(ctx, c->curve->args[0]) != 1)
-        rc = conf_error(&b->r, c->curve->line, "ssl_ecdh_curve \"%s\": %s",
-                        c->curve->args[0], ssl_reason(why, sizeof(why)));
+    if (c->curve && strcmp(c->curve->args[0], "auto") != 0) {
+        if (SSL_CTX_set1_groups_list(ctx, c->curve->args[0]) != 1)
+            rc = conf_error(&b->r, c->curve->line, "ssl_ecdh_curve \"%s\": %s",
+                            c->curve->args[0], ssl_reason(why, sizeof(why)));
+        SSL_CTX_set_ex_data(ctx, groups_index, (void *)c->curve->args[0]);
+    }
     unsigned timeout_ms = 300000;
     if (c->timeout && config_parse_duration_ms(c->timeout->args[0], &timeout_ms) < 0)
         timeout_ms = 0;
@@ -522,6 +569,43 @@ static bool has_ssl(const struct conf_node *listen)
     return false;
 }
 
+static long cache_sessions(SSL_CTX *ctx)
+{
+    return SSL_CTX_get_session_cache_mode(ctx) == SSL_SESS_CACHE_OFF
+               ? 0 : SSL_CTX_sess_get_cache_size(ctx);
+}
+
+/* OpenSSL keeps a session in the cache of the context its SSL was made with, the default
+ * server's of the address, and looks an offered one up there: the SSL is made before its
+ * ClientHello names a block, and cannot be moved to another cache. So a block whose
+ * ssl_session_cache differs from its address's default server's is refused, at its own
+ * statement (or at its server when it inherits one). */
+static void check_session_caches(struct build *b, const struct tls_set *t,
+                                 const struct tls_conf *top)
+{
+    const struct site_set *sites = t->sites;
+    for (unsigned i = 0; i < sites->n_addrs; i++) {
+        const struct site_addr *a = &sites->addrs[i];
+        if (!a->listen.ssl || !a->n_servers)
+            continue;
+        const struct site_server *d = a->default_server ? a->default_server : a->servers[0];
+        long want = cache_sessions(t->server_ctx[d - sites->servers]);
+        for (unsigned k = 0; k < a->n_servers; k++) {
+            const struct site_server *s = a->servers[k];
+            if (s == d || cache_sessions(t->server_ctx[s - sites->servers]) == want)
+                continue;
+            struct tls_conf c = *top, dc = *top;
+            read_conf(s->first, &c);
+            read_conf(d->first, &dc);
+            conf_error(&b->r, c.cache && c.cache != top->cache ? c.cache->line : s->node->line,
+                       "ssl_session_cache differs from that of the default server of %s "
+                       "(line %u): sessions are kept in the default server's cache, taken "
+                       "before the client names a server", a->listen.text,
+                       dc.cache ? dc.cache->line : d->node->line);
+        }
+    }
+}
+
 int tls_set_build(const struct config *cfg, const struct site_set *sites,
                   struct tls_set **out, char *err, size_t len)
 {
@@ -567,6 +651,8 @@ int tls_set_build(const struct config *cfg, const struct site_set *sites,
             }
             t->server_ctx[i] = ctx_make(&b, &c, t, s, s->node->line);
         }
+        if (!b.r.errors)
+            check_session_caches(&b, t, &top);
     }
     if (b.r.errors) {
         tls_set_free(t);
