@@ -578,8 +578,10 @@ static long cache_sessions(SSL_CTX *ctx)
 /* OpenSSL keeps a session in the cache of the context its SSL was made with, the default
  * server's of the address, and looks an offered one up there: the SSL is made before its
  * ClientHello names a block, and cannot be moved to another cache. So a block whose
- * ssl_session_cache differs from its address's default server's is refused, at its own
- * statement (or at its server when it inherits one). */
+ * ssl_session_cache differs from its address's default server's has its sessions kept in
+ * the default server's cache, as nginx does: said in a warning at its own statement (or at
+ * its server when it inherits one), not refused, since certbot's snippet sets a cache in the
+ * blocks it manages and not in the others. */
 static void check_session_caches(struct build *b, const struct tls_set *t,
                                  const struct tls_conf *top)
 {
@@ -597,11 +599,11 @@ static void check_session_caches(struct build *b, const struct tls_set *t,
             struct tls_conf c = *top, dc = *top;
             read_conf(s->first, &c);
             read_conf(d->first, &dc);
-            conf_error(&b->r, c.cache && c.cache != top->cache ? c.cache->line : s->node->line,
-                       "ssl_session_cache differs from that of the default server of %s "
-                       "(line %u): sessions are kept in the default server's cache, taken "
-                       "before the client names a server", a->listen.text,
-                       dc.cache ? dc.cache->line : d->node->line);
+            log_warn("%s:%u: ssl_session_cache differs from that of the default server of "
+                     "%s (line %u): its sessions are kept in the default server's cache, "
+                     "taken before the client names a server (as nginx does)", b->r.file,
+                     c.cache && c.cache != top->cache ? c.cache->line : s->node->line,
+                     a->listen.text, dc.cache ? dc.cache->line : d->node->line);
         }
     }
 }
