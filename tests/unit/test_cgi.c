@@ -256,10 +256,12 @@ TEST(env_request_uri_of_an_absolute_target_is_its_origin_form)
                        NULL, strlen("/cgi-bin/env.sh")),
                  0);
     CHECK(env_is("REQUEST_URI", "/cgi-bin/env.sh?x=1"));
+    cgi_env_free(&ec.env);
     CHECK_EQ_INT(build("GET http://example.org?x=1 HTTP/1.1\r\nHost: example.org\r\n\r\n",
                        NULL, 1),
                  0);
     CHECK(env_is("REQUEST_URI", "/?x=1"));
+    cgi_env_free(&ec.env);
 }
 
 TEST(env_empty_query_and_path_info)
