@@ -25,7 +25,7 @@ LAYERS = [
     ("responses", ["http_response"]),
     ("periodic tick", ["timer"]),
     ("module interface", ["module", "module_*"]),
-    ("modules", ["mod_*", "file_cache", "htpasswd"]),
+    ("modules", ["mod_*", "file_cache", "htpasswd", "keyed_hash"]),
     ("generation", ["generation"]),
     ("transport", ["conn", "conn_tls"]),
     ("http", ["http_conn", "http_stream", "http_proxy", "http_private"]),
