@@ -36,20 +36,20 @@ struct level_error_page {
 struct module_level {
     unsigned context; /* CONF_TOP, CONF_SERVER, CONF_LOCATION */
     unsigned line;    /* the block's statement */
-    const struct level_root *root;
+    const struct level_root *root; /* `root` or `alias`, inherited */
     bool alias;               /* root is an `alias`: the location's prefix is replaced */
     size_t alias_prefix_len;  /* the prefix that `alias` replaces */
-    const char (*index)[256]; /* index file names */
-    unsigned n_index;
+    const char (*index)[256]; /* index file names, inherited */
+    unsigned n_index;         /* how many */
     const struct vars_value *try_files[LEVEL_TRY_MAX]; /* not inherited, as nginx */
     bool try_dir[LEVEL_TRY_MAX]; /* written with a trailing '/': a directory is wanted */
-    unsigned n_try;
+    unsigned n_try;              /* try_files entries; 0: none */
     bool relative_redirect; /* absolute_redirect off */
     int return_status; /* `return`: 0 none */
     const struct vars_value *return_text; /* its URL or text, or NULL */
     const struct level_error_page *error_pages; /* inherited when a block has none */
     unsigned n_error_pages;
-    bool error_pages_own;
+    bool error_pages_own; /* error_pages is this block's (freed with it), not inherited */
     const struct module_mount *mount; /* `handler NAME;`, `cgi DIR;` in a location */
     unsigned class_index; /* `class NAME;`: 1 + its place in cfg->classes; 0: not said */
     void *conf[MODULE_CHAIN_MAX];     /* each module's block settings */
