@@ -8,13 +8,14 @@
  * The cost of a password is the hash's (bcrypt is made to be slow: milliseconds), and a
  * browser sends the same header with every request. A verified credential is therefore
  * remembered for AUTH_CACHE_TTL_S: what is kept is a 128-bit keyed hash (two SipHash-2-4
- * with random keys drawn at load) of "user:password", never the password, in a bounded
- * set-associative table (AUTH_CACHE_SETS x AUTH_CACHE_WAYS; a full set drops the entry
- * that expires first). One table for all threads, under a mutex held for a lookup of four
- * entries: a browser's connections land on any thread, and per-thread tables would make
- * each thread pay the bcrypt again. A wrong password is never cached: each attempt costs
- * a verification, and is logged (info) with the user name escaped. A reload makes new
- * settings and a new, empty table: a changed user file counts at once.
+ * by OpenSSL, keyed_hash.h, with random keys drawn at load) of "user:password", never the
+ * password, in a bounded set-associative table (AUTH_CACHE_SETS x AUTH_CACHE_WAYS; a full
+ * set drops the entry that expires first). One table for all threads, under a mutex held
+ * for a lookup of four entries: a browser's connections land on any thread, and
+ * per-thread tables would make each thread pay the bcrypt again. A wrong password is never
+ * cached: each attempt costs a verification, and is logged (info) with the user name
+ * escaped. A reload makes new settings and a new, empty table: a changed user file counts
+ * at once.
  */
 #include "mod_auth.h"
 
@@ -26,7 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
+
+#include "keyed_hash.h"
 
 #include "log.h"
 #include "strbuf.h"
@@ -178,7 +180,7 @@ struct auth_cache_entry {
 
 struct auth_cache {
     pthread_mutex_t lock;
-    uint64_t key_a[2], key_b[2];
+    struct keyed_hash *hash_a, *hash_b; /* random keys, drawn at load */
     struct auth_cache_entry sets[AUTH_CACHE_SETS][AUTH_CACHE_WAYS];
 };
 
@@ -187,13 +189,14 @@ static struct auth_cache *cache_create(void)
     struct auth_cache *c = calloc(1, sizeof(*c));
     if (!c)
         return NULL;
-    uint64_t keys[4];
-    if (getrandom(keys, sizeof(keys), 0) != (ssize_t)sizeof(keys)) {
+    c->hash_a = keyed_hash_new_random();
+    c->hash_b = keyed_hash_new_random();
+    if (!c->hash_a || !c->hash_b) {
+        keyed_hash_free(c->hash_a);
+        keyed_hash_free(c->hash_b);
         free(c);
         return NULL;
     }
-    memcpy(c->key_a, keys, 16);
-    memcpy(c->key_b, keys + 2, 16);
     pthread_mutex_init(&c->lock, NULL);
     return c;
 }
@@ -203,6 +206,8 @@ static void cache_destroy(struct auth_cache *c)
     if (!c)
         return;
     pthread_mutex_destroy(&c->lock);
+    keyed_hash_free(c->hash_a);
+    keyed_hash_free(c->hash_b);
     explicit_bzero(c, sizeof(*c));
     free(c);
 }
@@ -255,55 +260,6 @@ void auth_settings_free(struct auth_settings *s)
     cache_destroy(s->cache);
     s->users = NULL;
     s->cache = NULL;
-}
-
-/* --- SipHash-2-4 (Aumasson and Bernstein, 2012), from the paper's description ---------- */
-
-static uint64_t rotl(uint64_t x, unsigned b)
-{
-    return (x << b) | (x >> (64 - b));
-}
-
-static void sip_round(uint64_t v[4])
-{
-    v[0] += v[1]; v[1] = rotl(v[1], 13); v[1] ^= v[0]; v[0] = rotl(v[0], 32);
-    v[2] += v[3]; v[3] = rotl(v[3], 16); v[3] ^= v[2];
-    v[0] += v[3]; v[3] = rotl(v[3], 21); v[3] ^= v[0];
-    v[2] += v[1]; v[1] = rotl(v[1], 17); v[1] ^= v[2]; v[2] = rotl(v[2], 32);
-}
-
-static uint64_t load_le64(const unsigned char *p)
-{
-    uint64_t x = 0;
-    for (int i = 7; i >= 0; i--)
-        x = (x << 8) | p[i];
-    return x;
-}
-
-static uint64_t siphash24(const uint64_t key[2], const unsigned char *m, size_t len)
-{
-    uint64_t v[4] = {key[0] ^ 0x736f6d6570736575ull, key[1] ^ 0x646f72616e646f6dull,
-                     key[0] ^ 0x6c7967656e657261ull, key[1] ^ 0x7465646279746573ull};
-    size_t full = len - len % 8;
-    for (size_t i = 0; i < full; i += 8) {
-        uint64_t w = load_le64(m + i);
-        v[3] ^= w;
-        sip_round(v);
-        sip_round(v);
-        v[0] ^= w;
-    }
-    unsigned char last[8] = {0};
-    memcpy(last, m + full, len % 8);
-    last[7] = (unsigned char)len;
-    uint64_t w = load_le64(last);
-    v[3] ^= w;
-    sip_round(v);
-    sip_round(v);
-    v[0] ^= w;
-    v[2] ^= 0xff;
-    for (int i = 0; i < 4; i++)
-        sip_round(v);
-    return v[0] ^ v[1] ^ v[2] ^ v[3];
 }
 
 /* --- the credential cache ------------------------------------------------------------ */
@@ -451,8 +407,12 @@ static enum mod_result check_credentials(const struct auth_settings *s,
     const unsigned char *colon = n > 0 ? memchr(cred, ':', (size_t)n) : NULL;
     if (!colon)
         return refuse(s, resp);
-    uint64_t a = siphash24(s->cache->key_a, cred, (size_t)n);
-    uint64_t b = siphash24(s->cache->key_b, cred, (size_t)n);
+    uint64_t a, b;
+    if (keyed_hash64(s->cache->hash_a, cred, (size_t)n, &a) < 0 ||
+        keyed_hash64(s->cache->hash_b, cred, (size_t)n, &b) < 0) {
+        explicit_bzero(cred, sizeof(cred));
+        return MOD_ERROR;
+    }
     if (cache_hit(s->cache, a, b, req->now_s))
         return MOD_DECLINED;
     size_t ulen = (size_t)(colon - cred);

@@ -685,10 +685,9 @@ static bool served_name(const struct request *req, struct file_ctx *f)
         f->name_state = 1;
         return true;
     }
-    const char(*index)[256] = req->level ? req->level->index : req->cfg->index;
-    unsigned n_index = req->level ? req->level->n_index : req->cfg->n_index;
-    for (unsigned i = 0; i < n_index; i++) {
-        int n = snprintf(f->name, sizeof(f->name) - SUFFIX_ROOM, "%s%s", rel, index[i]);
+    const char *index;
+    for (unsigned i = 0; (index = module_index_name(req, i)); i++) {
+        int n = snprintf(f->name, sizeof(f->name) - SUFFIX_ROOM, "%s%s", rel, index);
         struct stat st;
         if (n < 0 || (size_t)n >= sizeof(f->name) - SUFFIX_ROOM ||
             fstatat(req->root_fd, f->name, &st, 0) < 0)

@@ -43,6 +43,7 @@
 #include "http_params.h"
 #include "mod_handlers.h"
 #include "module.h"
+#include "module_figures.h"
 #include "strbuf.h"
 #include "upstream.h"
 
@@ -313,7 +314,7 @@ static enum mod_result health_handle(struct handlers_state *st, const struct req
 {
     (void)st;
     static const char ok[] = "ok\n", draining[] = "draining\n";
-    bool ready = !module_server_draining(req->server);
+    bool ready = !module_server_draining(req);
     resp_start(resp, ready ? 200 : 503);
     resp_header(resp, "Content-Type", "text/plain; charset=utf-8");
     resp_header(resp, "Cache-Control", "no-store");
@@ -568,12 +569,12 @@ static enum mod_result status_handle(struct handlers_state *st, const struct req
 {
     struct server_stats ss;
     struct status_totals t;
-    module_server_stats(req->server, &ss);
+    module_server_stats(req, &ss);
     status_counters_sum(&st->counters, &t);
 
     struct strbuf b = STRBUF_INIT(STATUS_PAGE_MAX);
     struct status_upstreams su;
-    su.n = module_upstreams(req->chain, su.u, 64);
+    su.n = module_upstreams(req, su.u, 64);
     su.now_ms = clock_now_ms();
     bool json = handlers_status_wants_json(req->http);
     if (json)

@@ -21,6 +21,7 @@
 #include "directive.h"
 #include "http_response.h"
 #include "module.h"
+#include "module_figures.h"
 #include "site.h"
 #include "strbuf.h"
 #include "upstream.h"
@@ -88,9 +89,10 @@ static struct site_counters *my_counters(struct metrics_state *st)
 static void metrics_log(void *state, const struct request *req, const struct response *resp)
 {
     struct metrics_state *st = state;
-    if (!st->mounted || !req->site || !req->chain || !req->chain->sites)
+    const struct site_set *sites = module_sites(req);
+    if (!st->mounted || !req->site || !sites)
         return;
-    size_t i = (size_t)(req->site - req->chain->sites->servers);
+    size_t i = (size_t)(req->site - sites->servers);
     if (i >= METRICS_SITES_MAX)
         i = METRICS_SITES_MAX - 1;
     struct site_counters *sc = my_counters(st);
@@ -354,7 +356,7 @@ static void upstream_family(struct strbuf *b, struct upstream *const *u, unsigne
 static void upstream_metrics(struct strbuf *b, const struct request *req)
 {
     struct upstream *u[METRICS_UPSTREAMS_MAX];
-    unsigned n = module_upstreams(req->chain, u, METRICS_UPSTREAMS_MAX);
+    unsigned n = module_upstreams(req, u, METRICS_UPSTREAMS_MAX);
     if (n > METRICS_UPSTREAMS_MAX)
         n = METRICS_UPSTREAMS_MAX;
     if (n == 0)
@@ -380,16 +382,16 @@ static void upstream_metrics(struct strbuf *b, const struct request *req)
 static void render(struct strbuf *b, struct metrics_state *st, const struct request *req)
 {
     struct server_metrics m;
-    module_server_metrics(req->server, &m);
+    module_server_metrics(req, &m);
     build_and_config(b, &m);
     process_metrics(b, &m);
     class_counts(b, &m);
     class_histogram(b, &m);
     class_connections(b, &m);
-    site_metrics(b, st, req->chain->sites);
+    site_metrics(b, st, module_sites(req));
     tls_metrics(b, &m);
     upstream_metrics(b, req);
-    module_chain_metrics(req->chain, b);
+    module_metrics(req, b);
 }
 
 static enum mod_result metrics_handle(void *state, const struct request *req,

@@ -368,8 +368,7 @@ static void serve_index(struct static_state *s, const struct request *req,
     struct stat sb;
     int fd = module_index_open(req, dirfd, "", STATIC_OPEN_FLAGS, &i, &sb);
     if (fd >= 0)
-        serve_opened(s, req, resp, fd, &sb, req->level ? req->level->index[i] : req->cfg->index[i],
-                     rel, i);
+        serve_opened(s, req, resp, fd, &sb, module_index_name(req, i), rel, i);
     else if (fd == -ENOENT)
         resp_error(resp, 403); /* no index file, and listings are not enabled */
     else

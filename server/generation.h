@@ -15,7 +15,7 @@
 
 #include "config.h"
 #include "http_parse.h"
-#include "module.h"
+#include "module_chain.h"
 #include "tls.h"
 
 struct generation {

@@ -26,7 +26,7 @@
 
 #include "clock.h"
 #include "http_private.h"
-#include "module.h"
+#include "module_chain.h"
 #include "vars.h"
 
 /* The most a collected body may hold, whatever max_body_size says (0 there: no limit on

@@ -54,7 +54,7 @@
 #include "http_upstream.h"
 #include "generation.h"
 #include "log.h"
-#include "module.h"
+#include "module_chain.h"
 #include "upstream.h"
 
 #define PROXY_HEAD_MAX 16384             /* the upstream's head; then the tunnel's buffer */

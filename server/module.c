@@ -1,9 +1,12 @@
 /* module.c — the module chain, and the one table that lists the modules. */
-#include "module.h"
+#include "module_chain.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "module_figures.h"
+#include "module_level.h"
 
 /* The modules, in the order the chain calls them. A new module is one line here and one
  * in the table below. mod_auth comes first: access hooks run before any handler anyway,
@@ -215,11 +218,33 @@ void module_chain_fini(struct module_chain *c)
     }
 }
 
-void module_chain_metrics(const struct module_chain *c, struct strbuf *b)
+const void *module_settings(const struct request *req, unsigned index)
 {
-    for (unsigned i = 0; i < c->n; i++)
+    return req->level ? req->level->conf[index] : NULL;
+}
+
+void module_metrics(const struct request *req, struct strbuf *b)
+{
+    const struct module_chain *c = req->chain;
+    for (unsigned i = 0; c && i < c->n; i++)
         if (c->mods[i]->metrics)
             c->mods[i]->metrics(c->state[i], b);
+}
+
+unsigned module_upstreams(const struct request *req, struct upstream **out, unsigned max)
+{
+    const struct module_chain *c = req->chain;
+    unsigned n = 0;
+    for (unsigned i = 0; c && i < c->n; i++)
+        if (c->mods[i]->upstreams)
+            n += c->mods[i]->upstreams(c->state[i], out + (n < max ? n : max),
+                                       n < max ? max - n : 0);
+    return n;
+}
+
+const struct site_set *module_sites(const struct request *req)
+{
+    return req->chain ? req->chain->sites : NULL;
 }
 
 void module_chain_log(const struct module_chain *c, const struct request *req,

@@ -7,7 +7,7 @@
  * does not set root, index or error_page has its outer block's; try_files and return
  * belong to the block that says them. Read-only afterwards, shared by every thread.
  */
-#include "module.h"
+#include "module_level.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -13,7 +13,7 @@
  * =ANSWER): an error while serving the error page gives the plain error, and a refusal by
  * the page's location's access rules (401, 403) is the answer, as nginx's.
  */
-#include "module.h"
+#include "module_chain.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "module_level.h"
 #include "site.h"
 #include "vars.h"
 
@@ -688,16 +689,6 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
         resp_header(resp, "WWW-Authenticate", challenge);
     r.http = req->http; /* h is gone on return */
     *req = r; /* the filters and the log see the error page's request, as nginx's */
-}
-
-unsigned module_upstreams(const struct module_chain *c, struct upstream **out, unsigned max)
-{
-    unsigned n = 0;
-    for (unsigned i = 0; i < c->n; i++)
-        if (c->mods[i]->upstreams)
-            n += c->mods[i]->upstreams(c->state[i], out + (n < max ? n : max),
-                                       n < max ? max - n : 0);
-    return n;
 }
 
 void module_chain_filter(const struct module_chain *c, const struct request *req,

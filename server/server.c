@@ -14,7 +14,7 @@
 
 #include "clock.h"
 #include "log.h"
-#include "module.h"
+#include "module_figures.h"
 
 /* The upper bound (2^i us) of the bucket holding the pct-th percentile. */
 static uint64_t percentile(const uint64_t *counts, uint64_t total, unsigned pct)
@@ -30,8 +30,14 @@ static uint64_t percentile(const uint64_t *counts, uint64_t total, unsigned pct)
     return 1ull << (HTTP_LATENCY_BUCKETS - 1);
 }
 
-void module_server_stats(const struct server *srv, struct server_stats *out)
+static bool draining(const struct server *srv)
 {
+    return atomic_load_explicit(&srv->http.draining, memory_order_relaxed);
+}
+
+void module_server_stats(const struct request *req, struct server_stats *out)
+{
+    const struct server *srv = req->server;
     memset(out, 0, sizeof(*out));
     out->uptime_s = (clock_now_ms() - srv->start_ms) / 1000;
     out->connections = atomic_load_explicit(&srv->http.n_conns, memory_order_relaxed);
@@ -67,12 +73,12 @@ void module_server_stats(const struct server *srv, struct server_stats *out)
         out->groups[i].p99_us = percentile(counts, total, 99);
         out->n_groups++;
     }
-    out->draining = module_server_draining(srv);
+    out->draining = draining(srv);
 }
 
-bool module_server_draining(const struct server *srv)
+bool module_server_draining(const struct request *req)
 {
-    return atomic_load_explicit(&srv->http.draining, memory_order_relaxed);
+    return draining(req->server);
 }
 
 

@@ -12,7 +12,7 @@
 
 #include "clock.h"
 #include "conn.h"
-#include "module.h"
+#include "module_figures.h"
 #include "server.h"
 
 static_assert(SERVER_METRICS_BUCKETS == HTTP_LATENCY_BUCKETS, "one histogram, one shape");
@@ -53,8 +53,9 @@ static void class_metrics(const struct service *svc, struct server_metrics *out,
     out->classes[i].bytes_received = load(&st->bytes_received);
 }
 
-void module_server_metrics(const struct server *srv, struct server_metrics *out)
+void module_server_metrics(const struct request *req, struct server_metrics *out)
 {
+    const struct server *srv = req->server;
     memset(out, 0, sizeof(*out));
     out->version = LFHTTPD_VERSION;
     out->generation = atomic_load_explicit(&srv->http.current.number, memory_order_relaxed);

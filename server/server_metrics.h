@@ -1,5 +1,5 @@
 /* server_metrics.h — what the server counts for a metrics scrape beyond its services'
- * figures: the reloads main performs. module_server_metrics (module.h) reads them. */
+ * figures: the reloads main performs. module_server_metrics (module_figures.h) reads them. */
 #ifndef LFHTTPD_SERVER_METRICS_H
 #define LFHTTPD_SERVER_METRICS_H
 

@@ -71,7 +71,7 @@ enum site_match {
 };
 
 struct site_server;
-struct module_level; /* the block's settings, made by the module chain (module.h) */
+struct module_level; /* the block's settings, made by the module chain (module_level.h) */
 
 struct site_location {
     enum site_match match;

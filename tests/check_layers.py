@@ -1,12 +1,14 @@
 #!/usr/bin/python3
 """The core's layers go one way: a file includes only headers of its own layer or below,
 and the only include loops are among http_conn, http_stream and http_proxy (through their
-private header).
+private header). A module sees the module interface, not the core's side of it: no file
+of modules/ includes a header of CORE_ONLY.
 
 Reads the #include "..." lines of server/ and modules/. A file's node is its name without
 the extension (conn.c and conn.h are one node, `conn`); a private header stands for the
 files that share it. Exits 1, saying why, when a file includes a higher layer, when the
-include graph has any other loop, or when a file is in no layer (add it to LAYERS below).
+include graph has any other loop, when a file is in no layer (add it to LAYERS below), or
+when a module includes a header of the core's side.
 
 Usage: check_layers.py [PROJECT_ROOT]
 """
@@ -23,7 +25,7 @@ LAYERS = [
     ("responses", ["http_response"]),
     ("periodic tick", ["timer"]),
     ("module interface", ["module", "module_*"]),
-    ("modules", ["mod_*", "file_cache", "htpasswd"]),
+    ("modules", ["mod_*", "file_cache", "htpasswd", "keyed_hash"]),
     ("generation", ["generation"]),
     ("transport", ["conn", "conn_tls"]),
     ("http", ["http_conn", "http_stream", "http_proxy", "http_private"]),
@@ -37,15 +39,25 @@ LAYERS = [
 PRIVATE = {"http_private": ("http_conn", "http_stream", "http_proxy")}
 
 # Files that are one component, a family behind one public header: the thread group and
-# its strategies, a file each, sharing lf_group_internal.h. Their includes among
-# themselves are the component's inside, not loops.
+# its strategies, a file each, sharing lf_group_internal.h; the module interface, module.h,
+# and the core's side of it (the chain, the blocks' settings, routing, the figures). Their
+# includes among themselves are the component's inside, not loops.
 FAMILIES = {"lf_group": ("lf_group_internal", "lf_leader_followers",
-                         "lf_half_sync_half_async", "lf_thread_per_connection")}
+                         "lf_half_sync_half_async", "lf_thread_per_connection"),
+            "module": ("module_chain", "module_level", "module_route", "module_index",
+                       "module_figures")}
 FAMILY_OF = {member: family for family, members in FAMILIES.items() for member in members}
 
 # The one loop allowed: the two halves of the HTTP state machine.
 ALLOWED_LOOPS = [{"http_conn", "http_stream"}, {"http_conn", "http_proxy"},
                  {"http_conn", "http_stream", "http_proxy"}]
+
+# Headers of the module interface's layer that are the core's side of it: the chain that
+# calls the hooks and the settings of each block. A module reads what it needs of them
+# through module.h's functions (module_settings, module_index_name...) and
+# module_figures.h's; a module that needs more asks for a function there.
+CORE_ONLY = ("module_chain.h", "module_level.h")
+MODULES_DIR = "modules"
 
 DIRS = ("server", "modules")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -136,6 +148,13 @@ def check(root):
                 for b in nodes_of(stem(inc)):
                     if a != b:
                         edges.setdefault(a, set()).add(b)
+    for f, includes in graph.items():
+        if os.path.dirname(f) != MODULES_DIR:
+            continue
+        for inc in includes:
+            if os.path.basename(inc) in CORE_ONLY:
+                errors.append(f"{f} includes {os.path.basename(inc)}, the core's side of the "
+                              "module interface: use module.h's functions")
     for comp in loops(edges):
         if comp not in ALLOWED_LOOPS:
             errors.append("include loop: " + " <-> ".join(sorted(comp)))
@@ -150,7 +169,8 @@ def main():
     if errors:
         return 1
     print(f"check_layers: {n} files, includes go one way; "
-          "the only loops are the HTTP state machine's (http_conn, http_stream, http_proxy)")
+          "the only loops are the HTTP state machine's (http_conn, http_stream, http_proxy); "
+          "no module includes " + ", ".join(CORE_ONLY))
     return 0
 
 

@@ -43,7 +43,7 @@
 #include "generation.h"
 #include "http_upstream.h"
 #include "log.h"
-#include "module.h"
+#include "module_level.h"
 #include "server.h"
 #include "upstream.h"
 #include "vars.h"

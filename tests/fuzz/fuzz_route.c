@@ -38,7 +38,7 @@
  */
 #include "generation.h"
 #include "log.h"
-#include "module.h"
+#include "module_level.h"
 #include "server.h"
 
 #include <dirent.h>

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "module.h"
+#include "module_chain.h"
 
 /* Write text to a temporary file and load it over the defaults, with known for the
  * directives of other parts. Returns config_load's result; the error message is left in

@@ -8,7 +8,7 @@
 
 #include "config.h"
 #include "mod_handlers.h"
-#include "module.h"
+#include "module_chain.h"
 
 extern const struct module mod_handlers;
 

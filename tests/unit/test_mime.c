@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "module.h"
+#include "module_chain.h"
 
 extern const struct module mod_mime;
 

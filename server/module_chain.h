@@ -1,0 +1,75 @@
+/* module_chain.h — the core's side of the module interface: the chain of modules built
+ * from module.c's table, and the functions the connection calls to route and answer a
+ * request through it. No module includes this (tests/check_layers.py checks it): a module
+ * sees module.h alone.
+ */
+#ifndef LFHTTPD_MODULE_CHAIN_H
+#define LFHTTPD_MODULE_CHAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "module.h"
+
+#define MODULE_CHAIN_MAX 16 /* modules in the table of module.c */
+
+struct module_level;
+struct level_root;
+struct site_set;
+
+/* The modules of a generation, their states and mounts, and the settings of every block.
+ * Built by module_chain_init and module_levels_build, read-only afterwards: every thread
+ * routes through it without a lock. */
+struct module_chain {
+    const struct module *mods[MODULE_CHAIN_MAX]; /* in the order the hooks are called */
+    void *state[MODULE_CHAIN_MAX];               /* each module's, from its init */
+    bool has_mounts[MODULE_CHAIN_MAX]; /* owns a mount: its handle runs only under one */
+    unsigned n;                        /* modules whose init succeeded */
+    struct module_mount mounts[MODULE_MOUNTS_MAX];
+    unsigned n_mounts;
+    /* Server and location blocks (module_level.c) */
+    struct site_set *sites;       /* NULL: none, one implicit server */
+    struct module_level *levels;  /* [0] the top level, then servers and locations */
+    unsigned n_levels;
+    struct level_root *roots;     /* the roots and aliases the blocks opened, once each */
+    unsigned n_roots;
+    void *index_room; /* the index lists blocks set */
+    uint64_t id;      /* unique to this build of the levels, never reused */
+};
+
+/* The line of some module's table that names `name` (the configuration's config_known_fn),
+ * or NULL. */
+const struct conf_directive *module_known_directive(const char *name, unsigned context);
+
+/* Build the chain from the table of modules, in order, and init each one. Returns 0, or
+ * -1 with the message in err. */
+int module_chain_init(struct module_chain *c, const struct config *cfg, char *err,
+                      size_t err_len);
+/* After a configuration that loaded with errors (its statements parsed): init and fini every
+ * module, to add their errors to err too, so that `lfhttpd -t` reports every one. */
+void module_chain_check(const struct config *cfg, char *err, size_t err_len);
+void module_chain_fini(struct module_chain *c);
+
+/* Place the request (module_route.c): its server, location, `return`, `try_files`; run the
+ * rewrite hooks and find the mount. Returns 0, or the status of an error to answer. */
+int module_chain_route(const struct module_chain *c, struct request *req);
+/* Run access, handle and filter hooks, and `error_page`; the response is always filled on
+ * return. req may change: after an error page it is the page's request. */
+void module_chain_answer(const struct module_chain *c, struct request *req,
+                         struct response *resp);
+
+/* Run the filter hooks alone: on the head of a proxied answer, once it has arrived
+ * (resp_is_upstream_head), with the request as it was answered. */
+void module_chain_filter(const struct module_chain *c, const struct request *req,
+                         struct response *resp);
+
+/* The service class a request's block names (`class NAME;` in its location or server):
+ * 1 + the class's place in cfg->classes, or 0. Selection only: no try_files. */
+unsigned module_chain_class(const struct module_chain *c, const struct sockaddr *local,
+                            struct http_slice host, const char *path, size_t len);
+
+/* Run log hooks. */
+void module_chain_log(const struct module_chain *c, const struct request *req,
+                      const struct response *resp);
+
+#endif

@@ -1,0 +1,64 @@
+/* module_level.h — the settings of each block (the top level, every server, every
+ * location): the core's own (root or alias, index, try_files, return, error_page, a
+ * location's handler) and each module's, as its block hook made them. Built once per
+ * generation by module_level.c, read by module_route.c. No module includes this: a module
+ * reads its own settings with module_settings() and the index names with
+ * module_index_name() (module.h).
+ */
+#ifndef LFHTTPD_MODULE_LEVEL_H
+#define LFHTTPD_MODULE_LEVEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "module_chain.h"
+
+#define LEVEL_INDEX_MAX CONFIG_MAX_INDEX /* names of one `index` */
+#define LEVEL_TRY_MAX CONFIG_MAX_ARGS    /* entries of one `try_files` */
+
+/* A document root (or an `alias` directory), opened once per generation. */
+struct level_root {
+    int fd;      /* O_PATH | O_DIRECTORY */
+    char *real;  /* its real path */
+    unsigned id; /* equal for equal real paths */
+};
+
+/* `error_page CODE... [=[ANSWER]] URI`, one code each. */
+#define LEVEL_ANSWER_OWN (-2) /* a bare "=": whatever the page answers */
+struct level_error_page {
+    int status; /* the status the page stands in for */
+    int answer; /* =ANSWER; 0: the original status; LEVEL_ANSWER_OWN: the page's own */
+    const struct vars_value *uri; /* the page, variables expanded per request */
+};
+
+/* The settings of one block: the top level, a server or a location. What a block does not
+ * set it inherits from the one around it, as nginx merges (module_level.c). */
+struct module_level {
+    unsigned context; /* CONF_TOP, CONF_SERVER, CONF_LOCATION */
+    unsigned line;    /* the block's statement */
+    const struct level_root *root; /* `root` or `alias`, inherited */
+    bool alias;               /* root is an `alias`: the location's prefix is replaced */
+    size_t alias_prefix_len;  /* the prefix that `alias` replaces */
+    const char (*index)[256]; /* index file names, inherited */
+    unsigned n_index;         /* how many */
+    const struct vars_value *try_files[LEVEL_TRY_MAX]; /* not inherited, as nginx */
+    bool try_dir[LEVEL_TRY_MAX]; /* written with a trailing '/': a directory is wanted */
+    unsigned n_try;              /* try_files entries; 0: none */
+    bool relative_redirect; /* absolute_redirect off */
+    int return_status; /* `return`: 0 none */
+    const struct vars_value *return_text; /* its URL or text, or NULL */
+    const struct level_error_page *error_pages; /* inherited when a block has none */
+    unsigned n_error_pages;
+    bool error_pages_own; /* error_pages is this block's (freed with it), not inherited */
+    const struct module_mount *mount; /* `handler NAME;`, `cgi DIR;` in a location */
+    unsigned class_index; /* `class NAME;`: 1 + its place in cfg->classes; 0: not said */
+    void *conf[MODULE_CHAIN_MAX];     /* each module's block settings */
+};
+
+/* Build the sites and each block's settings, after the modules' init. Returns 0, or -1
+ * with the messages in err. */
+int module_levels_build(struct module_chain *c, const struct config *cfg, char *err,
+                        size_t err_len);
+void module_levels_free(struct module_chain *c);
+
+#endif
