@@ -139,6 +139,9 @@ void config_defaults(struct config *cfg);
 int config_load(struct config *cfg, const char *path, config_known_fn known, char *err,
                 size_t err_len);
 
+/* The core's directive table, for the reference (conf_dump_table). */
+const struct conf_directive *config_core_directives(void);
+
 /* The next top-level statement named `name` after `after` (NULL: from the start). */
 const struct conf_node *config_next(const struct config *cfg, const char *name,
                                     const struct conf_node *after);

@@ -271,6 +271,9 @@ const struct conf_node *module_directive(struct module_init *mi, const char *nam
  * or NULL. */
 const struct conf_directive *module_known_directive(const char *name, unsigned context);
 
+/* Every module's directives, in the chain's order, as conf_dump_table prints them. */
+void module_dump_directives(FILE *out);
+
 /* Build the chain from the table of modules, in order, and init each one. Returns 0, or
  * -1 with the message in err. */
 int module_chain_init(struct module_chain *c, const struct config *cfg, char *err,
