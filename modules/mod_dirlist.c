@@ -756,7 +756,7 @@ static const struct conf_directive dirlist_directives[] = {
         "`?format=json`)."},
     {"autoindex", CONF_FLAG, CONF_SERVER | CONF_LOCATION,
      CONF_AT(struct dirlist_block_flag, enabled),
-     .dflt = "the outer block's",
+     .dflt = "(the outer block's)",
      .doc = "As at the top level, for this block."},
     {"autoindex_hidden", CONF_FLAG, CONF_TOP, CONF_AT(struct dirlist_state, hidden),
      .dflt = "off",

@@ -1112,7 +1112,7 @@ static const struct conf_directive gzip_directives[] = {
         "codings together, least recently used first out; 0 turns the cache off."},
     {"gzip_max_compressions", CONF_COUNT, CONF_TOP, .min = 1, .max = 4096,
      SETTING(max_compressions),
-     .dflt = "half the threads, at least 1",
+     .dflt = "(half the threads, at least 1)",
      .doc = "Compressions at once, server-wide, files and handler bodies alike (default: half "
         "the threads of all classes together, at least 1), so that the other threads keep "
         "serving; a request past it gets the identity at once (with `Vary`), never a wait."},

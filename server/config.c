@@ -672,13 +672,13 @@ static const struct conf_directive core_directives[] = {
             "class only."},
     {"listen", CONF_LIST, SITE, CONF_REPEATS, .min_args = 1, .max_args = 4,
      .set = check_site_listen, .usage = "ADDR:PORT [default_server] [ssl] [reuseport]",
-     .dflt = "the top level's, else 8080",
+     .dflt = "(the top level's, else 8080)",
      .doc = "The addresses a server answers on; at most one `default_server` per address. "
             "One server's `ssl` makes the address a TLS one for every server on it, and one "
             "server's `reuseport` shares the address's socket with other processes."},
     {"root", CONF_PATH, TOP, CFG(root), .usage = "DIR", .dflt = "www", .doc = DOC_ROOT},
     {"root", CONF_PATH, SITE | LOC, .set = conf_set_later, .usage = "DIR",
-     .dflt = "the outer block's", .doc = DOC_ROOT},
+     .dflt = "(the outer block's)", .doc = DOC_ROOT},
     /* HTTPS (tls.c reads them, with the sites) */
     {"ssl_certificate", CONF_PATH, TOP | SITE, CONF_REPEATS, .set = conf_set_later,
      .usage = "FILE",
@@ -721,7 +721,7 @@ static const struct conf_directive core_directives[] = {
     {"index", CONF_LIST, TOP, .min_args = 1, .max_args = CONFIG_MAX_INDEX, .set = set_index,
      .usage = "FILE...", .dflt = "index.html", .doc = DOC_INDEX},
     {"index", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = CONFIG_MAX_INDEX,
-     .set = conf_set_later, .usage = "FILE...", .dflt = "the outer block's", .doc = DOC_INDEX},
+     .set = conf_set_later, .usage = "FILE...", .dflt = "(the outer block's)", .doc = DOC_INDEX},
     {"server_name", CONF_LIST, SITE, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
      .set = conf_set_later, .usage = "NAME...", .dflt = "\"\"",
      .doc = "Exact names, `*.example.org` (a leading wildcard at any depth), "
@@ -759,9 +759,9 @@ static const struct conf_directive core_directives[] = {
     {"threads", CONF_COUNT, TOP, .max = 1024, CFG(threads), .dflt = "0", .doc = DOC_THREADS},
     {"threads", CONF_COUNT, CLASS, .max = 1024, KLASS(threads), .dflt = "1", .doc = DOC_THREADS},
     {"groups", CONF_COUNT, TOP, .max = CONFIG_MAX_GROUPS, CFG(groups),
-     .dflt = "one per CPU", .doc = DOC_GROUPS},
+     .dflt = "(one per CPU with leader_followers, else 1)", .doc = DOC_GROUPS},
     {"groups", CONF_COUNT, CLASS, .max = CONFIG_MAX_GROUPS, KLASS(groups),
-     .dflt = "one per CPU", .doc = DOC_GROUPS},
+     .dflt = "(one per CPU with leader_followers, else 1)", .doc = DOC_GROUPS},
     {"concurrency", CONF_ENUM, TOP, .names = strategies, CFG(concurrency),
      .dflt = "leader_followers",
      .doc = "How each group's threads share its connections: `leader_followers`, "
@@ -783,7 +783,7 @@ static const struct conf_directive core_directives[] = {
     {"max_connections", CONF_COUNT, TOP, .max = 10000000, CFG(max_connections),
      .dflt = "10000", .doc = DOC_MAX_CONN},
     {"max_connections", CONF_COUNT, CLASS, .max = 10000000, KLASS(max_connections),
-     .dflt = "the top level's", .doc = DOC_MAX_CONN},
+     .dflt = "(the top level's)", .doc = DOC_MAX_CONN},
     {"max_header_size", CONF_SIZE, TOP, .min = 256, .max = CONFIG_MAX_HEADER_SIZE,
      CFG(max_header_size), .dflt = "8k",
      .doc = "Every byte of the request head, CRLFs included: any empty lines before the "
@@ -877,7 +877,7 @@ static const struct conf_directive core_directives[] = {
             "in memory are sent from there either way."},
     {"absolute_redirect", CONF_FLAG, TOP, CFG(absolute_redirect), .dflt = "on",
      .doc = DOC_ABSOLUTE_REDIRECT},
-    {"absolute_redirect", CONF_FLAG, SITE | LOC, .set = check_flag, .dflt = "the outer block's",
+    {"absolute_redirect", CONF_FLAG, SITE | LOC, .set = check_flag, .dflt = "(the outer block's)",
      .doc = DOC_ABSOLUTE_REDIRECT},
     {"class", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 1, .max_args = 1, .set = set_class,
      .usage = "NAME",
@@ -886,7 +886,7 @@ static const struct conf_directive core_directives[] = {
             "`priority`, `max_connections`, `listen` and `match`. `default` is taken (the "
             "class of everything no rule claims)."},
     {"class", CONF_STRING, SITE | LOC, .set = conf_set_later, .usage = "NAME",
-     .dflt = "the outer block's",
+     .dflt = "(the outer block's)",
      .doc = "The service class of the requests this block answers (a `match path` or "
             "`match host` rule wins over it); an unknown class is refused at load."},
     {"server", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 0, .max_args = 0,

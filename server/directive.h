@@ -90,8 +90,8 @@ struct conf_directive {
     const char *usage;             /* what follows the name, for messages: "PREFIX DIR" */
     /* The reference (lfhttpd --directives, docs/reference/directives.md): what the
      * directive does, one or a few sentences, and its default as a user writes it ("5m",
-     * "off"; NULL: none). Every line of every table has its .doc: make check-docs fails
-     * on one without. */
+     * "off"; NULL: none; in parentheses, a description: "(the outer block's)"). Every
+     * line of every table has its .doc: make check-docs fails on one without. */
     const char *doc;
     const char *dflt;
 };
