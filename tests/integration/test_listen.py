@@ -1,4 +1,4 @@
-"""Where the server listens and how many threads it starts, as the README promises: the
+"""Where the server listens and how many threads it starts, as the documentation promises: the
 `listen` forms (`*:P`, `[::]:P`, a bare port; port 0 picks a free port and logs it),
 `threads 0` and `-n 0` (one thread per CPU), the default configuration
 conf/lfhttpd.conf found without `-c`, and the systemd unit that runs it."""
