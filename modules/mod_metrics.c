@@ -462,7 +462,8 @@ static const struct conf_directive metrics_directives[] = {
         "0.0.4) on a path prefix."},
     {"handler", CONF_LIST, CONF_LOCATION, .min_args = 1, .max_args = 1,
      .set = conf_set_later, .usage = "NAME",
-     .doc = "`handler metrics;` answers the location with the Prometheus scrape."}, /* mounted by the block hook */
+     /* mounted by the block hook */
+     .doc = "`handler metrics;` answers the location with the Prometheus scrape."},
     {.name = NULL},
 };
 

@@ -676,9 +676,11 @@ static const struct conf_directive core_directives[] = {
      .doc = "The addresses a server answers on; at most one `default_server` per address. "
             "One server's `ssl` makes the address a TLS one for every server on it, and one "
             "server's `reuseport` shares the address's socket with other processes."},
-    {"root", CONF_PATH, TOP, CFG(root), .usage = "DIR", .dflt = "www", .doc = DOC_ROOT},
+    {"root", CONF_PATH, TOP, CFG(root), .usage = "DIR", .dflt = "www", .doc = DOC_ROOT,
+     .id = CONFIG_ID_ROOT},
     {"root", CONF_PATH, SITE | LOC, .set = conf_set_later, .usage = "DIR",
-     .dflt = "(the outer block's)", .doc = DOC_ROOT},
+     .dflt = "(the outer block's)", .doc = DOC_ROOT,
+     .id = CONFIG_ID_ROOT},
     /* HTTPS (tls.c reads them, with the sites) */
     {"ssl_certificate", CONF_PATH, TOP | SITE, CONF_REPEATS, .set = conf_set_later,
      .usage = "FILE",
@@ -717,11 +719,14 @@ static const struct conf_directive core_directives[] = {
             "What follows must start a new segment (`location /d { alias /x/; }` answers "
             "`/d../etc` with 404, where nginx serves `/x/../etc`). Only in a prefix or `=` "
             "location, not in regex locations (nginx needs captures there, which are not "
-            "supported); not with `root` in the same location."},
+            "supported); not with `root` in the same location.",
+     .id = CONFIG_ID_ALIAS},
     {"index", CONF_LIST, TOP, .min_args = 1, .max_args = CONFIG_MAX_INDEX, .set = set_index,
-     .usage = "FILE...", .dflt = "index.html", .doc = DOC_INDEX},
+     .usage = "FILE...", .dflt = "index.html", .doc = DOC_INDEX,
+     .id = CONFIG_ID_INDEX},
     {"index", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = CONFIG_MAX_INDEX,
-     .set = conf_set_later, .usage = "FILE...", .dflt = "(the outer block's)", .doc = DOC_INDEX},
+     .set = conf_set_later, .usage = "FILE...", .dflt = "(the outer block's)", .doc = DOC_INDEX,
+     .id = CONFIG_ID_INDEX},
     {"server_name", CONF_LIST, SITE, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
      .set = conf_set_later, .usage = "NAME...", .dflt = "\"\"",
      .doc = "Exact names, `*.example.org` (a leading wildcard at any depth), "
@@ -737,15 +742,18 @@ static const struct conf_directive core_directives[] = {
             "written `%XX`; without them the request's own stay), the status CODE (with its "
             "`error_page`), or the named location. A server's `try_files` answers paths no "
             "location takes, as in nginx. Found as `$uri/`, `/dir` is redirected to "
-            "`/dir/`. Belongs to its block (not inherited)."},
+            "`/dir/`. Belongs to its block (not inherited).",
+     .id = CONFIG_ID_TRY_FILES},
     {"return", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = 2, .set = conf_set_later,
      .usage = "CODE [URL|TEXT] | URL",
      .doc = "301, 302, 303, 307, 308 with `Location: URL`; other codes (200 to 599) with "
             "TEXT as body (typed by `default_type`) or their plain page; a bare `http(s)://` "
             "URL is a 302. A server's `return` comes before any location. Belongs to its "
-            "block (not inherited)."},
+            "block (not inherited).",
+     .id = CONFIG_ID_RETURN},
     {"error_page", CONF_LIST, TOP | SITE | LOC, CONF_REPEATS, .min_args = 2,
-     .max_args = CONFIG_MAX_ARGS, .set = conf_set_later, .usage = "CODE... [=[ANSWER]] URI|@NAME|URL",
+     .max_args = CONFIG_MAX_ARGS, .set = conf_set_later,
+     .usage = "CODE... [=[ANSWER]] URI|@NAME|URL",
      .doc = "A response with one of the codes (300 to 599) is answered again by an internal "
             "redirect to URI, fetched as a GET without conditions or ranges, and sent with "
             "the original status (or ANSWER; a bare `=`: whatever the page answers, as "
@@ -755,7 +763,8 @@ static const struct conf_directive core_directives[] = {
             "refuses is answered with that refusal (401 with its challenge, 403), a 401 "
             "keeps its `WWW-Authenticate`; a URL answers 302 (or ANSWER) to it. Filters and "
             "`add_header` are those of the page's location, as nginx. A block with any "
-            "`error_page` has exactly its own list."},
+            "`error_page` has exactly its own list.",
+     .id = CONFIG_ID_ERROR_PAGE},
     {"threads", CONF_COUNT, TOP, .max = 1024, CFG(threads), .dflt = "0", .doc = DOC_THREADS},
     {"threads", CONF_COUNT, CLASS, .max = 1024, KLASS(threads), .dflt = "1", .doc = DOC_THREADS},
     {"groups", CONF_COUNT, TOP, .max = CONFIG_MAX_GROUPS, CFG(groups),
@@ -876,9 +885,11 @@ static const struct conf_directive core_directives[] = {
             "(10 MiB, c10 on loopback: 1.7x the requests/s). Files the open-file cache keeps "
             "in memory are sent from there either way."},
     {"absolute_redirect", CONF_FLAG, TOP, CFG(absolute_redirect), .dflt = "on",
-     .doc = DOC_ABSOLUTE_REDIRECT},
+     .doc = DOC_ABSOLUTE_REDIRECT,
+     .id = CONFIG_ID_ABSOLUTE_REDIRECT},
     {"absolute_redirect", CONF_FLAG, SITE | LOC, .set = check_flag, .dflt = "(the outer block's)",
-     .doc = DOC_ABSOLUTE_REDIRECT},
+     .doc = DOC_ABSOLUTE_REDIRECT,
+     .id = CONFIG_ID_ABSOLUTE_REDIRECT},
     {"class", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 1, .max_args = 1, .set = set_class,
      .usage = "NAME",
      .doc = "A service class: a Leader/Followers group of its own, with its threads, handle "
@@ -888,12 +899,14 @@ static const struct conf_directive core_directives[] = {
     {"class", CONF_STRING, SITE | LOC, .set = conf_set_later, .usage = "NAME",
      .dflt = "(the outer block's)",
      .doc = "The service class of the requests this block answers (a `match path` or "
-            "`match host` rule wins over it); an unknown class is refused at load."},
+            "`match host` rule wins over it); an unknown class is refused at load.",
+     .id = CONFIG_ID_CLASS},
     {"server", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 0, .max_args = 0,
      .set = read_site_block, .usage = "{ ... }",
      .doc = "A site: its addresses (`listen`), names (`server_name`), settings and "
             "locations. A file without `server` blocks has one implicit server, the top "
-            "level's settings."},
+            "level's settings.",
+     .id = CONFIG_ID_SERVER},
     {"location", CONF_BLOCK, SITE, CONF_REPEATS, .min_args = 1, .max_args = 2,
      .set = read_site_block, .usage = "[=|^~|~|~*] URI|@NAME",
      .doc = "Rules for a path: `=` exact, a prefix (`^~`: no regex is tried after it), "

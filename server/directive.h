@@ -94,6 +94,9 @@ struct conf_directive {
      * line of every table has its .doc: make check-docs fails on one without. */
     const char *doc;
     const char *dflt;
+    /* For a statement its owner reads later, from the tree (conf_set_later): which setting
+     * it is, so that the owner finds it by its table line, never by its name. 0: none. */
+    unsigned id;
 };
 
 /* The place of a field: .offset and .size, for a table line. */
