@@ -5,6 +5,8 @@
 #   make test-fresh `make test` from a clean clone in a bare Debian 12 container (podman)
 #   make cert       a self-signed certificate for localhost (conf/tls/), for conf/examples/tls.conf
 #   make soak       30 minutes of mixed load, memory and descriptors watched (not in `make test`)
+#   make docs       regenerate the reference (docs/reference, docs/man/lfhttpd.conf.5)
+#   make install    the binary, configuration, man pages and systemd unit (PREFIX, DESTDIR)
 #   make clean
 # Variant builds go to their own folders: build/asan (ASan + UBSan), build/tsan.
 
@@ -31,8 +33,8 @@ MAIN_OBJ   := $(B)/obj/server/main.o
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
-.PHONY: all run cert test test-fresh check-deps check-layers unit integration test-asan test-tsan \
-        fuzz docker bench-classes soak soak-deps clean
+.PHONY: all run cert test test-fresh check-deps check-layers check-docs docs install unit \
+        integration test-asan test-tsan fuzz docker bench-classes soak soak-deps clean
 
 all: $(B)/lfhttpd
 
@@ -118,12 +120,12 @@ conf/tls/localhost.pem:
 # over the DevTools protocol with python3-websockets; podman-compose brings up the Docker
 # Compose example (deploy/compose/, test_compose.py); promtool (Debian's prometheus)
 # checks the metrics scrape (test_metrics.py) and the Kubernetes pod's (test_kubernetes.py,
-# which reads the manifests with python3-yaml).
+# which reads the manifests with python3-yaml); groff checks the man pages (check-docs).
 TEST_PKGS := gcc:gcc curl:curl ab:apache2-utils htpasswd:apache2-utils nginx:nginx-light \
              wrk:wrk clang:clang setpriv:util-linux \
              slowhttptest:slowhttptest valgrind:valgrind chromium:chromium \
              systemd-analyze:systemd podman-compose:podman-compose \
-             openssl:openssl testssl:testssl.sh promtool:prometheus
+             openssl:openssl testssl:testssl.sh promtool:prometheus groff:groff-base
 check-deps:
 	@missing=""; \
 	for pair in $(TEST_PKGS); do \
@@ -171,11 +173,49 @@ test-tsan:
 check-layers:
 	@$(PYTHON) tests/check_layers.py
 
+# The reference documentation is generated from the server's own tables (tests/gen_docs.py:
+# `lfhttpd --directives`, `--variables` and a scrape of /metrics): `make docs` writes it,
+# `make check-docs` fails when a committed file differs (stale, or edited by hand), when a
+# directive's table line has no documentation, or when a directive, variable or metric is
+# missing from the reference; it also checks both man pages with groff's warnings on.
+docs: $(B)/lfhttpd
+	$(PYTHON) tests/gen_docs.py --bin $(B)/lfhttpd
+
+check-docs: $(B)/lfhttpd
+	@$(PYTHON) tests/gen_docs.py --bin $(B)/lfhttpd --check
+	@for page in docs/man/lfhttpd.8 docs/man/lfhttpd.conf.5; do \
+	  out=$$(groff -man -Tutf8 -ww -z $$page 2>&1); \
+	  [ -z "$$out" ] || { echo "check-docs: $$page: $$out"; exit 1; }; \
+	done
+
+# make install [PREFIX=/usr/local] [DESTDIR=...]: the binary in sbin, the configuration in
+# etc/lfhttpd (an existing one is kept), the man pages, and the systemd unit with the
+# paths it names made the installed ones.
+PREFIX     ?= /usr/local
+SBINDIR    ?= $(PREFIX)/sbin
+SYSCONFDIR ?= $(PREFIX)/etc
+MANDIR     ?= $(PREFIX)/share/man
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+install: $(B)/lfhttpd
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSCONFDIR)/lfhttpd \
+	  $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(UNITDIR)
+	install -m 755 $(B)/lfhttpd $(DESTDIR)$(SBINDIR)/lfhttpd
+	[ -e $(DESTDIR)$(SYSCONFDIR)/lfhttpd/lfhttpd.conf ] || \
+	  install -m 644 conf/lfhttpd.conf $(DESTDIR)$(SYSCONFDIR)/lfhttpd/lfhttpd.conf
+	install -m 644 docs/man/lfhttpd.8 $(DESTDIR)$(MANDIR)/man8/lfhttpd.8
+	install -m 644 docs/man/lfhttpd.conf.5 $(DESTDIR)$(MANDIR)/man5/lfhttpd.conf.5
+	sed -e 's|/usr/local/sbin/lfhttpd|$(SBINDIR)/lfhttpd|g' \
+	    -e 's|/usr/local/etc/lfhttpd/|$(SYSCONFDIR)/lfhttpd/|g' \
+	  deploy/systemd/lfhttpd.service > $(DESTDIR)$(UNITDIR)/lfhttpd.service
+	chmod 644 $(DESTDIR)$(UNITDIR)/lfhttpd.service
+
 # The layer check comes first (it takes a moment), right after check-deps, which installs
-# the Python it runs on in a bare system.
+# the Python it runs on in a bare system; the documentation check follows the build (it
+# asks the binary for its tables).
 test: check-deps
 	$(MAKE) --no-print-directory check-layers
 	$(MAKE) --no-print-directory all unit
+	$(MAKE) --no-print-directory check-docs
 	$(MAKE) --no-print-directory integration
 	$(MAKE) --no-print-directory test-asan
 	$(MAKE) --no-print-directory test-tsan

@@ -138,13 +138,29 @@ static int set_user_file(void *base, const struct conf_node *n, void *ctx, char 
 
 const struct conf_directive auth_directives[] = {
     {"allow", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, CONF_REPEATS, .min_args = 1, .max_args = 1,
-     .set = set_allow, .usage = "ADDR|CIDR|all"},
+     .set = set_allow, .usage = "ADDR|CIDR|all",
+     .doc = "Client address rules, IPv4 and IPv6 (`10.0.0.0/8`, `::1`, `2001:db8::/32`), checked "
+        "in file order with `deny`: the first that matches decides, `allow` lets the request "
+        "on; no match lets it on too. Checked before `auth_basic`, as in nginx. A block with "
+        "any `allow`/`deny` has exactly its own rules (the outer ones are replaced)."},
     {"deny", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, CONF_REPEATS, .min_args = 1, .max_args = 1,
-     .set = set_deny, .usage = "ADDR|CIDR|all"},
+     .set = set_deny, .usage = "ADDR|CIDR|all",
+     .doc = "As `allow`: the first rule that matches decides, and `deny` answers 403 before any "
+        "password is looked at."},
     {"auth_basic", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, .min_args = 1, .max_args = 1, .set = set_basic,
-     .usage = "\"REALM\"|off"},
+     .usage = "\"REALM\"|off",
+     .dflt = "off",
+     .doc = "HTTP Basic authentication: without valid credentials 401 with `WWW-Authenticate: "
+        "Basic realm=\"REALM\", charset=\"UTF-8\"` (quotes and backslashes in the realm "
+        "escaped; control bytes refused at load). Needs `auth_basic_user_file` (nginx would "
+        "quietly ask nothing)."},
     {"auth_basic_user_file", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, .min_args = 1, .max_args = 1,
-     .set = set_user_file, .usage = "PATH"},
+     .set = set_user_file, .usage = "PATH",
+     .doc = "An `htpasswd` file of bcrypt (`htpasswd -B`) or SHA-256/512 crypt (`-2`, `-5`) "
+        "lines, read at start and reload; `#` comments and blank lines allowed. Apache MD5 "
+        "(`$apr1$`, htpasswd's default), `{SHA}`, crypt DES, plain text, a user listed "
+        "twice, or a file with no user: a configuration error naming the file's line (`-t` "
+        "reports it)."},
     {.name = NULL},
 };
 

@@ -925,15 +925,29 @@ static void *cgi_block(void *state, const struct module_block *b)
 
 static const struct conf_directive cgi_directives[] = {
     {"cgi", CONF_LIST, CONF_TOP, CONF_REPEATS, .min_args = 2, .max_args = 2, .set = add_dir,
-     .usage = "PREFIX DIR"},
+     .usage = "PREFIX DIR",
+     .doc = "Mounts a directory of CGI/1.1 scripts (RFC 3875) on a path prefix: the path under "
+        "the prefix is walked beneath DIR, the first executable regular file is the script "
+        "(`SCRIPT_NAME`), the rest `PATH_INFO`; directories, files without an x bit and "
+        "symlinks leading out are 403. Repeatable."},
     /* read by the block hook */
     {"cgi", CONF_LIST, CONF_LOCATION, .min_args = 1, .max_args = 1, .set = conf_set_later,
-     .usage = "DIR"},
-    {"cgi_timeout", CONF_DURATION, CONF_TOP, .min = 1, SETTING(timeout_ms)},
+     .usage = "DIR",
+     .doc = "The location's paths name CGI scripts in DIR: `/cgi-bin/t.sh` in `location "
+        "/cgi-bin/ { cgi /srv/cgi; }` runs `/srv/cgi/t.sh` with `SCRIPT_NAME=/cgi-bin/t.sh` "
+        "(in a regex location the whole path names the script)."},
+    {"cgi_timeout", CONF_DURATION, CONF_TOP, .min = 1, SETTING(timeout_ms),
+     .dflt = "30s",
+     .doc = "Bounds a script's whole response: past it the process group is killed and the "
+        "client gets 504 (or a cut connection if the head went out)."},
     {"cgi_max_processes", CONF_COUNT, CONF_TOP, .min = 1, .max = 100000,
-     SETTING(max_processes)},
+     SETTING(max_processes),
+     .dflt = "32",
+     .doc = "Scripts running at once; beyond it 503 with `Retry-After`."},
     {"cgi_stderr", CONF_SIZE, CONF_TOP, .off = true, .max = CGI_STDERR_LOG_MAX,
-     SETTING(stderr_bytes)},
+     SETTING(stderr_bytes),
+     .dflt = "4k",
+     .doc = "How much of a script's stderr is copied to the error log; `off`: none."},
     {.name = NULL},
 };
 

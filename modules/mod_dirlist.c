@@ -749,14 +749,28 @@ static void *dirlist_block(void *state, const struct module_block *b)
 }
 
 static const struct conf_directive dirlist_directives[] = {
-    {"autoindex", CONF_FLAG, CONF_TOP, CONF_AT(struct dirlist_state, enabled)},
+    {"autoindex", CONF_FLAG, CONF_TOP, CONF_AT(struct dirlist_state, enabled),
+     .dflt = "off",
+     .doc = "Listings of directories without an index file: a directory path ending in `/` with "
+        "none of the `index` files gets a listing instead of 403 (HTML, or JSON with "
+        "`?format=json`)."},
     {"autoindex", CONF_FLAG, CONF_SERVER | CONF_LOCATION,
-     CONF_AT(struct dirlist_block_flag, enabled)},
-    {"autoindex_hidden", CONF_FLAG, CONF_TOP, CONF_AT(struct dirlist_state, hidden)},
+     CONF_AT(struct dirlist_block_flag, enabled),
+     .dflt = "(the outer block's)",
+     .doc = "As at the top level, for this block."},
+    {"autoindex_hidden", CONF_FLAG, CONF_TOP, CONF_AT(struct dirlist_state, hidden),
+     .dflt = "off",
+     .doc = "Listings show dotfiles too (which are served either way when named)."},
     {"autoindex_cache_size", CONF_SIZE, CONF_TOP, .off = true,
-     CONF_AT(struct dirlist_state, cache_size)},
+     CONF_AT(struct dirlist_state, cache_size),
+     .dflt = "64m",
+     .doc = "Bounds the bytes of the listings kept in the listing cache (least recently used out "
+        "first; a listing over it is sent and not kept); `off`: no cache."},
     {"autoindex_cache_valid", CONF_DURATION, CONF_TOP, .min = 1,
-     CONF_AT(struct dirlist_state, cache_valid_ms)},
+     CONF_AT(struct dirlist_state, cache_valid_ms),
+     .dflt = "10s",
+     .doc = "How old a kept listing may be: a file rewritten in place does not change its "
+        "directory's times, so its new size and time show within this."},
     {.name = NULL},
 };
 

@@ -703,9 +703,16 @@ static void *handlers_block(void *state, const struct module_block *b)
 
 static const struct conf_directive handlers_directives[] = {
     {"handler", CONF_LIST, CONF_TOP, CONF_REPEATS, .min_args = 2, .max_args = 2,
-     .set = add_handler, .usage = "PREFIX NAME"},
+     .set = add_handler, .usage = "PREFIX NAME",
+     .doc = "Mounts an in-process handler on a path prefix (repeatable; longest prefix wins; a "
+        "prefix matches whole path segments, so `/echo` answers `/echo` and `/echo/x` but "
+        "not `/echoes`, while a prefix ending in `/` matches everything below it): `hello`, "
+        "`echo`, `request`, `status`, `health` (and `metrics`, mod_metrics's). Unknown names "
+        "are configuration errors."},
     {"handler", CONF_LIST, CONF_LOCATION, .min_args = 1, .max_args = 1,
-     .set = location_handler, .usage = "NAME"},
+     .set = location_handler, .usage = "NAME",
+     .doc = "The location is answered by an in-process handler (`echo`, `health`, `hello`, "
+        "`request`, `status`, `metrics`)."},
     {.name = NULL},
 };
 

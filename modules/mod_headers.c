@@ -175,9 +175,22 @@ static int set_expires(void *base, const struct conf_node *n, void *ctx, char *m
 
 static const struct conf_directive headers_directives[] = {
     {"add_header", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, CONF_REPEATS, .min_args = 2, .max_args = 3,
-     .set = set_add_header, .usage = "NAME VALUE [always]"},
+     .set = set_add_header, .usage = "NAME VALUE [always]",
+     .doc = "A header line added to responses with status 200, 201, 204, 206, 301, 302, 303, "
+        "304, 307 or 308, or to every status with `always`; repeatable, in file order. VALUE "
+        "may hold variables; one that expands to \"\" adds nothing. `ETag` and "
+        "`Last-Modified` replace the response's own (an empty value removes it), as in "
+        "nginx. A block with any `add_header` has exactly its own list (an outer list is "
+        "never joined)."},
     {"expires", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, CONF_ONCE, .min_args = 1, .max_args = 1,
-     .set = set_expires, .usage = "TIME|epoch|max|off"},
+     .set = set_expires, .usage = "TIME|epoch|max|off",
+     .dflt = "off",
+     .doc = "On the same statuses as `add_header` (no `always`): `Expires` now + TIME and "
+        "`Cache-Control: max-age=TIME`, replacing any the response has; TIME in nginx's form "
+        "(`30d`, `12h`, `1y`, `1d12h`; `y` 365 days, `M` 30 days; at most 68 years); 0: "
+        "`max-age=0`; negative: an `Expires` in the past and `no-cache`; `epoch`: `Thu, 01 "
+        "Jan 1970 00:00:01 GMT` and `no-cache`; `max`: `Thu, 31 Dec 2037 23:55:55 GMT` and "
+        "`max-age=315360000`."},
     {.name = NULL},
 };
 

@@ -459,9 +459,13 @@ static void *metrics_block(void *state, const struct module_block *b)
 
 static const struct conf_directive metrics_directives[] = {
     {"handler", CONF_LIST, CONF_TOP, CONF_REPEATS, .min_args = 2, .max_args = 2,
-     .set = add_handler, .usage = "PREFIX NAME"},
+     .set = add_handler, .usage = "PREFIX NAME",
+     .doc = "`handler PREFIX metrics;` mounts the Prometheus scrape (text exposition format "
+        "0.0.4) on a path prefix."},
     {"handler", CONF_LIST, CONF_LOCATION, .min_args = 1, .max_args = 1,
-     .set = conf_set_later, .usage = "NAME"}, /* mounted by the block hook */
+     .set = conf_set_later, .usage = "NAME",
+     /* mounted by the block hook */
+     .doc = "`handler metrics;` answers the location with the Prometheus scrape."},
     {.name = NULL},
 };
 

@@ -621,10 +621,19 @@ struct mime_settings {
 #define SETTING(field) CONF_AT(struct mime_settings, field)
 
 static const struct conf_directive mime_directives[] = {
-    {"mime_types", CONF_PATH, CONF_TOP, .usage = "PATH|off", SETTING(types_file)},
-    {"mime_magic", CONF_FLAG, CONF_TOP, SETTING(magic)},
+    {"mime_types", CONF_PATH, CONF_TOP, .usage = "PATH|off", SETTING(types_file),
+     .dflt = "/etc/mime.types",
+     .doc = "A `mime.types` file read after the built-in list (a later line wins, as in Apache "
+        "and nginx); a few types browsers are strict about always win (html, css, js/mjs as "
+        "`text/javascript`, json, svg, wasm, woff2...). `off`: the built-in list alone."},
+    {"mime_magic", CONF_FLAG, CONF_TOP, SETTING(magic),
+     .dflt = "on",
+     .doc = "A file with no extension or an unknown one is identified by its content with "
+        "libmagic (its first 8 KiB), cached per file version."},
     {"default_type", CONF_STRING, CONF_TOP | CONF_SERVER | CONF_LOCATION, .usage = "TYPE",
-     SETTING(default_type)},
+     SETTING(default_type),
+     .dflt = "application/octet-stream",
+     .doc = "The type of files no extension or sniffing names, and of `return` texts."},
     {.name = NULL},
 };
 

@@ -291,34 +291,79 @@ static int set_accepted(void *base, const struct conf_node *n, void *ctx, char *
 #define LOC CONF_TOP | CONF_SERVER | CONF_LOCATION
 static const struct conf_directive proxy_directives[] = {
     {"upstream", CONF_BLOCK, CONF_TOP, CONF_REPEATS, .min_args = 1, .max_args = 1,
-     .set = set_upstream, .usage = "NAME { server ADDRESS [PARAMETERS]; ... }"},
+     .set = set_upstream, .usage = "NAME { server ADDRESS [PARAMETERS]; ... }",
+     .doc = "A named set of servers: `server ADDRESS [weight=N] [max_fails=N] "
+        "[fail_timeout=TIME] [backup] [down];` (IPv4, [IPv6], a host name resolved at load, "
+        "or unix:PATH; port 80 by default), `keepalive N;` (idle connections kept for the "
+        "next requests, N per thread group as nginx keeps N per worker process; without it "
+        "each request has a connection of its own and says `Connection: close`), "
+        "`least_conn;` (default: smooth weighted round-robin). A server that failed "
+        "`max_fails` times (default 1) within `fail_timeout` (10s) is out for "
+        "`fail_timeout`; a set of one server never is; backups serve when every other server "
+        "is out; all out: 502 at once."},
     {"proxy_pass", CONF_LIST, CONF_LOCATION, .min_args = 1, .max_args = 1, .set = set_pass,
-     .usage = "http://UPSTREAM[/URI]"},
+     .usage = "http://UPSTREAM[/URI]",
+     .doc = "Answers the location from an upstream: NAME an `upstream` or HOST[:PORT]. Without a "
+        "URI the target goes as the client sent it; with one, the location's prefix is "
+        "replaced by it. HTTP/1.1 only; no variables."},
     {"proxy_set_header", CONF_LIST, LOC, CONF_REPEATS, .min_args = 2, .max_args = 2,
-     .set = set_header, .usage = "NAME VALUE"},
+     .set = set_header, .usage = "NAME VALUE",
+     .doc = "A field of the request sent upstream (variables allowed; an empty value removes "
+        "it), replacing the default of that name: `Host $proxy_host`, `X-Real-IP "
+        "$remote_addr`, `X-Forwarded-For` (appended), `X-Forwarded-Proto $scheme`, "
+        "`X-Forwarded-Host` (the client's Host). Host is never sent empty; `Connection` and "
+        "`Upgrade` are the proxy's own."},
     {"proxy_hide_header", CONF_LIST, LOC, CONF_REPEATS, .min_args = 1, .max_args = 1,
-     .set = set_hide, .usage = "NAME"},
+     .set = set_hide, .usage = "NAME",
+     .doc = "A field of the upstream's answer not passed to the client."},
     {"proxy_pass_header", CONF_LIST, LOC, CONF_REPEATS, .min_args = 1, .max_args = 1,
-     .set = set_pass_header, .usage = "NAME"},
+     .set = set_pass_header, .usage = "NAME",
+     .doc = "Passes the upstream's `Date` or `Server`, which are otherwise lfhttpd's own."},
     {"proxy_connect_timeout", CONF_DURATION, LOC, .min = 1, .max = 3600000,
-     CONF_AT(struct proxy_conf, connect_ms)},
+     CONF_AT(struct proxy_conf, connect_ms),
+     .dflt = "60s",
+     .doc = "No connection to the upstream within it: 504 (or the next server, with "
+        "`proxy_next_upstream timeout`)."},
     {"proxy_send_timeout", CONF_DURATION, LOC, .min = 1, .max = 86400000,
-     CONF_AT(struct proxy_conf, send_ms)},
+     CONF_AT(struct proxy_conf, send_ms),
+     .dflt = "60s",
+     .doc = "The longest wait between two writes of the request to the upstream; past it 504 "
+        "before the answer began."},
     {"proxy_read_timeout", CONF_DURATION, LOC, .min = 1, .max = 86400000,
-     CONF_AT(struct proxy_conf, read_ms)},
+     CONF_AT(struct proxy_conf, read_ms),
+     .dflt = "60s",
+     .doc = "The longest wait between two reads of the answer: no head within it is 504, a stall "
+        "after the head cuts the client's connection. A WebSocket tunnel is closed after it "
+        "without a byte either way."},
     {"proxy_next_upstream", CONF_LIST, LOC, .min_args = 1, .max_args = 7, .set = set_next,
      .usage = "error | timeout | invalid_header | http_502 | http_503 | http_504 | "
-              "non_idempotent | off ..."},
+              "non_idempotent | off ...",
+     .dflt = "error timeout",
+     .doc = "When a failed attempt goes to the next server: `error`, `timeout`, `invalid_header` "
+        "(a head over 16 KiB, a status line that is not HTTP), `http_502`, `http_503`, "
+        "`http_504`, as in nginx; a request that is not idempotent (POST, LOCK, PATCH) and "
+        "was sent goes again only with `non_idempotent`; `off`: never."},
     {"proxy_next_upstream_tries", CONF_COUNT, LOC, .max = 64,
-     CONF_AT(struct proxy_conf, tries)},
+     CONF_AT(struct proxy_conf, tries),
+     .dflt = "0",
+     .doc = "How many servers a request may try in all (0: no limit)."},
     {"proxy_redirect", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_redirect,
-     .usage = "default|off"},
+     .usage = "default|off",
+     .dflt = "default",
+     .doc = "`default`: `Location` and `Refresh` naming the `proxy_pass` URL are rewritten to "
+        "the location's prefix; `off`: passed as they are."},
     {"proxy_http_version", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_accepted,
-     .usage = "1.0|1.1"},
+     .usage = "1.0|1.1",
+     .doc = "Accepted for nginx's configurations: the request always goes as HTTP/1.1."},
     {"proxy_buffering", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_accepted,
-     .usage = "on|off"},
+     .usage = "on|off",
+     .doc = "Accepted for nginx's configurations: answers stream to the client, never buffered "
+        "beyond 16 KiB (as nginx's `proxy_buffering off`)."},
     {"proxy_request_buffering", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
-     .set = set_accepted, .usage = "on|off"},
+     .set = set_accepted, .usage = "on|off",
+     .doc = "Accepted for nginx's configurations: request bodies are read whole first (as "
+        "nginx's `proxy_request_buffering on`), bounded by `max_body_size` and "
+        "`max_body_memory`, and sent with one `Content-Length`."},
     {.name = NULL},
 };
 
@@ -987,7 +1032,8 @@ static unsigned proxy_upstreams(void *state, struct upstream **out, unsigned max
  * (the top level's included), read by proxy_block into a struct of theirs. */
 static const struct conf_directive upstream_directive[] = {
     {"upstream", CONF_BLOCK, CONF_TOP, CONF_REPEATS, .min_args = 1, .max_args = 1,
-     .set = set_upstream, .usage = "NAME { server ADDRESS [PARAMETERS]; ... }"},
+     .set = set_upstream, .usage = "NAME { server ADDRESS [PARAMETERS]; ... }",
+     .doc = "A named set of servers (see mod_proxy's table)."},
     {.name = NULL},
 };
 

@@ -521,12 +521,26 @@ struct static_settings {
 #define SETTING(field) CONF_AT(struct static_settings, field)
 
 static const struct conf_directive static_directives[] = {
-    {"open_file_cache", CONF_FLAG, CONF_TOP, SETTING(cache)},
+    {"open_file_cache", CONF_FLAG, CONF_TOP, SETTING(cache),
+     .dflt = "on",
+     .doc = "Keeps files open with their stat, validators and type, as nginx's cache, so a hit "
+        "opens, stats and allocates nothing."},
     {"open_file_cache_max", CONF_COUNT, CONF_TOP, .min = 1, .max = FILE_CACHE_MAX_ENTRIES,
-     SETTING(max)},
-    {"open_file_cache_valid", CONF_DURATION, CONF_TOP, SETTING(valid_ms)},
-    {"open_file_cache_inactive", CONF_DURATION, CONF_TOP, SETTING(inactive_ms)},
-    {"open_file_cache_mem_max", CONF_SIZE, CONF_TOP, .max = 1u << 20, SETTING(mem_max)},
+     SETTING(max),
+     .dflt = "10000",
+     .doc = "Entries of the open-file cache, at most half the descriptor limit."},
+    {"open_file_cache_valid", CONF_DURATION, CONF_TOP, SETTING(valid_ms),
+     .dflt = "1s",
+     .doc = "An older entry is looked at again beneath the root, and any change, removal or "
+        "symlink now leading out drops it. Within it a file rewritten in place may be sent "
+        "with its old length and validators."},
+    {"open_file_cache_inactive", CONF_DURATION, CONF_TOP, SETTING(inactive_ms),
+     .dflt = "60s",
+     .doc = "An entry unused this long is closed."},
+    {"open_file_cache_mem_max", CONF_SIZE, CONF_TOP, .max = 1u << 20, SETTING(mem_max),
+     .dflt = "4k",
+     .doc = "Files up to this size are read into their entry once and leave with the response "
+        "head in a single write; 0: off (sent with `sendfile`, as nginx sends them)."},
     {.name = NULL},
 };
 

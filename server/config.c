@@ -637,84 +637,299 @@ static const struct conf_name log_formats[] = {{"combined", 0}, {"json", 1}, {NU
 #define CFG(field) CONF_AT(struct config, field)
 #define KLASS(field) CONF_AT(struct config_class, field)
 
+/* The documentation of a directive that stands on several lines of the table. */
+#define DOC_ROOT "The document root: files are served from DIR + path, and nothing outside it " \
+    "is ever served. With server blocks, a missing default `www` is no error (nginx does not " \
+    "check its default root either). The `-r` flag overrides the top level's."
+#define DOC_INDEX "Files tried, in order, for a directory (the shipped `conf/lfhttpd.conf` " \
+    "sets `index.html index.htm`); several on one line, not repeated."
+#define DOC_THREADS "Threads of the class (the top level's: of the default class); 0 = one " \
+    "per CPU core. The `-n` flag overrides the top level's."
+#define DOC_GROUPS "The threads split into N thread groups (as evenly as they go), each with " \
+    "its own handle set and its own listening socket per address (`SO_REUSEPORT`: the " \
+    "kernel spreads new connections over them); a connection stays in the group that " \
+    "accepted it, and the threads of a group lead and follow. 0 = one per CPU core; never " \
+    "more groups than threads. Default: one per CPU with `leader_followers`, else 1."
+#define DOC_MAX_CONN "Connections open at once (of the class, in a class block); beyond it " \
+    "new ones get a 503 (with `Date`, `Server` and `Retry-After: 1`) and are closed after " \
+    "what they sent so far is read, so the client sees the 503, not a reset."
+#define DOC_ABSOLUTE_REDIRECT "A redirect to a path (`return 301 /new`, a directory's " \
+    "missing `/`) names `http://HOST[:PORT]`: the Host without its port (else the server's " \
+    "first name, else the local address) and the port the connection came in on, left out " \
+    "when 80, as nginx. `off`: the `Location` is the path alone."
+
 static const struct conf_directive core_directives[] = {
     {"listen", CONF_LIST, TOP, CONF_REPEATS, .min_args = 1, .max_args = 3, .set = set_listen,
-     .usage = "ADDR:PORT [ssl] [reuseport]"},
-    {"listen", CONF_STRING, CLASS, CONF_REPEATS, .set = set_class_listen, .usage = "ADDR:PORT"},
+     .usage = "ADDR:PORT [ssl] [reuseport]", .dflt = "8080",
+     .doc = "Where to accept connections; repeatable. `8080`, `127.0.0.1:8080`, `*:8080`, "
+            "`[::]:8080`; port 0 picks a free port and logs it. `ssl`: connections on this "
+            "address speak TLS. `reuseport`: other lfhttpd processes (same user, also with "
+            "`reuseport`) may listen on the address too and the kernel spreads new "
+            "connections over all of them; without it a second process on the address fails "
+            "with \"Address already in use\". The `-l` flag replaces the top level's lines."},
+    {"listen", CONF_STRING, CLASS, CONF_REPEATS, .set = set_class_listen, .usage = "ADDR:PORT",
+     .doc = "Connections accepted here belong to the class; an address belongs to one "
+            "class only."},
     {"listen", CONF_LIST, SITE, CONF_REPEATS, .min_args = 1, .max_args = 4,
-     .set = check_site_listen, .usage = "ADDR:PORT [default_server] [ssl] [reuseport]"},
-    {"root", CONF_PATH, TOP, CFG(root)},
-    {"root", CONF_PATH, SITE | LOC, .set = conf_set_later},
+     .set = check_site_listen, .usage = "ADDR:PORT [default_server] [ssl] [reuseport]",
+     .dflt = "(the top level's, else 8080)",
+     .doc = "The addresses a server answers on; at most one `default_server` per address. "
+            "One server's `ssl` makes the address a TLS one for every server on it, and one "
+            "server's `reuseport` shares the address's socket with other processes."},
+    {"root", CONF_PATH, TOP, CFG(root), .usage = "DIR", .dflt = "www", .doc = DOC_ROOT,
+     .id = CONFIG_ID_ROOT},
+    {"root", CONF_PATH, SITE | LOC, .set = conf_set_later, .usage = "DIR",
+     .dflt = "(the outer block's)", .doc = DOC_ROOT,
+     .id = CONFIG_ID_ROOT},
     /* HTTPS (tls.c reads them, with the sites) */
-    {"ssl_certificate", CONF_PATH, TOP | SITE, CONF_REPEATS, .set = conf_set_later},
-    {"ssl_certificate_key", CONF_PATH, TOP | SITE, CONF_REPEATS, .set = conf_set_later},
+    {"ssl_certificate", CONF_PATH, TOP | SITE, CONF_REPEATS, .set = conf_set_later,
+     .usage = "FILE",
+     .doc = "PEM, the leaf first and then its chain; repeat it with its key for an RSA and "
+            "an ECDSA pair (the client's signature algorithms choose)."},
+    {"ssl_certificate_key", CONF_PATH, TOP | SITE, CONF_REPEATS, .set = conf_set_later,
+     .usage = "FILE", .doc = "The key of the certificate at the same place in the list."},
     {"ssl_protocols", CONF_LIST, TOP | SITE, .min_args = 1, .max_args = 4, .set = conf_set_later,
-     .usage = "TLSv1.2 TLSv1.3"},
-    {"ssl_ciphers", CONF_STRING, TOP | SITE, .set = conf_set_later},
-    {"ssl_prefer_server_ciphers", CONF_FLAG, TOP | SITE, .set = check_flag},
-    {"ssl_session_timeout", CONF_STRING, TOP | SITE, .set = conf_set_later, .usage = "TIME"},
-    {"ssl_session_tickets", CONF_FLAG, TOP | SITE, .set = check_flag},
+     .usage = "TLSv1.2 TLSv1.3", .dflt = "TLSv1.2 TLSv1.3",
+     .doc = "The TLS versions offered. `TLSv1` and `TLSv1.1` are refused at load."},
+    {"ssl_ciphers", CONF_STRING, TOP | SITE, .set = conf_set_later, .usage = "CIPHERS",
+     .dflt = "ECDHE+AESGCM:ECDHE+CHACHA20",
+     .doc = "The TLS 1.2 list (the default is forward secret and AEAD only, so no "
+            "`ssl_dhparam` is needed); TLS 1.3's suites are OpenSSL's."},
+    {"ssl_prefer_server_ciphers", CONF_FLAG, TOP | SITE, .set = check_flag, .dflt = "off",
+     .doc = "The server's order of ciphers over the client's."},
+    {"ssl_session_timeout", CONF_STRING, TOP | SITE, .set = conf_set_later, .usage = "TIME",
+     .dflt = "5m",
+     .doc = "How long a session can be resumed (the ticket lifetime too); ticket keys "
+            "rotate every half of the longest one loaded."},
+    {"ssl_session_tickets", CONF_FLAG, TOP | SITE, .set = check_flag, .dflt = "on",
+     .doc = "Resumption by ticket; `off` leaves resumption by session ID."},
     {"ssl_session_cache", CONF_LIST, TOP | SITE, .min_args = 1, .max_args = 2,
-     .set = conf_set_later, .usage = "off | none | builtin[:N] | shared:NAME:SIZE"},
-    {"ssl_ecdh_curve", CONF_STRING, TOP | SITE, .set = conf_set_later, .usage = "auto | CURVES"},
-    {"alias", CONF_PATH, LOC, .set = conf_set_later},
+     .set = conf_set_later, .usage = "off | none | builtin[:N] | shared:NAME:SIZE",
+     .dflt = "builtin:20480",
+     .doc = "The cache of sessions resumed by ID (`shared`: about 4,000 sessions a "
+            "megabyte). It is the address's: a server whose cache differs from its "
+            "address's default server's has its sessions kept there, with a warning."},
+    {"ssl_ecdh_curve", CONF_STRING, TOP | SITE, .set = conf_set_later, .usage = "auto | CURVES",
+     .dflt = "auto",
+     .doc = "OpenSSL 3's default groups with `auto` (X25519, P-256, X448, P-521, P-384, "
+            "ffdhe2048 to 8192), or a list."},
+    {"alias", CONF_PATH, LOC, .set = conf_set_later, .usage = "DIR",
+     .doc = "Files are served from DIR + what follows the location's prefix: "
+            "`/downloads/a.txt` in `location /downloads/ { alias /data/; }` is `/data/a.txt`. "
+            "What follows must start a new segment (`location /d { alias /x/; }` answers "
+            "`/d../etc` with 404, where nginx serves `/x/../etc`). Only in a prefix or `=` "
+            "location, not in regex locations (nginx needs captures there, which are not "
+            "supported); not with `root` in the same location.",
+     .id = CONFIG_ID_ALIAS},
     {"index", CONF_LIST, TOP, .min_args = 1, .max_args = CONFIG_MAX_INDEX, .set = set_index,
-     .usage = "FILE..."},
+     .usage = "FILE...", .dflt = "index.html", .doc = DOC_INDEX,
+     .id = CONFIG_ID_INDEX},
     {"index", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = CONFIG_MAX_INDEX,
-     .set = conf_set_later, .usage = "FILE..."},
+     .set = conf_set_later, .usage = "FILE...", .dflt = "(the outer block's)", .doc = DOC_INDEX,
+     .id = CONFIG_ID_INDEX},
     {"server_name", CONF_LIST, SITE, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
-     .set = conf_set_later, .usage = "NAME..."},
+     .set = conf_set_later, .usage = "NAME...", .dflt = "\"\"",
+     .doc = "Exact names, `*.example.org` (a leading wildcard at any depth), "
+            "`.example.org` (which also takes `example.org`), `www.example.*` (a trailing "
+            "wildcard), `_` (a name no Host matches); `\"\"` matches a request without Host. "
+            "Regular-expression names are refused at load."},
     {"try_files", CONF_LIST, SITE | LOC, .min_args = 2, .max_args = CONFIG_MAX_ARGS,
-     .set = conf_set_later, .usage = "FILE... URI|=CODE|@NAME"},
+     .set = conf_set_later, .usage = "FILE... URI|=CODE|@NAME",
+     .doc = "The first FILE in order (variables expanded, beneath the root or alias) that "
+            "is a file, or a directory when written with a trailing `/` (`$uri/`), becomes "
+            "the path; else the last argument: an internal redirect to URI (its `?args` "
+            "replace the request's, as nginx, with any byte that is not visible ASCII "
+            "written `%XX`; without them the request's own stay), the status CODE (with its "
+            "`error_page`), or the named location. A server's `try_files` answers paths no "
+            "location takes, as in nginx. Found as `$uri/`, `/dir` is redirected to "
+            "`/dir/`. Belongs to its block (not inherited).",
+     .id = CONFIG_ID_TRY_FILES},
     {"return", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = 2, .set = conf_set_later,
-     .usage = "CODE [URL|TEXT] | URL"},
+     .usage = "CODE [URL|TEXT] | URL",
+     .doc = "301, 302, 303, 307, 308 with `Location: URL`; other codes (200 to 599) with "
+            "TEXT as body (typed by `default_type`) or their plain page; a bare `http(s)://` "
+            "URL is a 302. A server's `return` comes before any location. Belongs to its "
+            "block (not inherited).",
+     .id = CONFIG_ID_RETURN},
     {"error_page", CONF_LIST, TOP | SITE | LOC, CONF_REPEATS, .min_args = 2,
-     .max_args = CONFIG_MAX_ARGS, .set = conf_set_later, .usage = "CODE... [=CODE] URI"},
-    {"threads", CONF_COUNT, TOP, .max = 1024, CFG(threads)},
-    {"threads", CONF_COUNT, CLASS, .max = 1024, KLASS(threads)},
-    {"groups", CONF_COUNT, TOP, .max = CONFIG_MAX_GROUPS, CFG(groups)},
-    {"groups", CONF_COUNT, CLASS, .max = CONFIG_MAX_GROUPS, KLASS(groups)},
-    {"concurrency", CONF_ENUM, TOP, .names = strategies, CFG(concurrency)},
-    {"reactivation", CONF_ENUM, TOP, .names = reactivations, CFG(reactivation)},
-    {"promotion", CONF_ENUM, TOP, .names = promotions, CFG(promotion)},
-    {"max_connections", CONF_COUNT, TOP, .max = 10000000, CFG(max_connections)},
-    {"max_connections", CONF_COUNT, CLASS, .max = 10000000, KLASS(max_connections)},
+     .max_args = CONFIG_MAX_ARGS, .set = conf_set_later,
+     .usage = "CODE... [=[ANSWER]] URI|@NAME|URL",
+     .doc = "A response with one of the codes (300 to 599) is answered again by an internal "
+            "redirect to URI, fetched as a GET without conditions or ranges, and sent with "
+            "the original status (or ANSWER; a bare `=`: whatever the page answers, as "
+            "nginx); the page's own errors are not redirected again (the plain error with "
+            "the original status, where nginx answers with the page's status: `error_page "
+            "502 /missing.html` is 502 here, 404 from nginx), but a page its location "
+            "refuses is answered with that refusal (401 with its challenge, 403), a 401 "
+            "keeps its `WWW-Authenticate`; a URL answers 302 (or ANSWER) to it. Filters and "
+            "`add_header` are those of the page's location, as nginx. A block with any "
+            "`error_page` has exactly its own list.",
+     .id = CONFIG_ID_ERROR_PAGE},
+    {"threads", CONF_COUNT, TOP, .max = 1024, CFG(threads), .dflt = "0", .doc = DOC_THREADS},
+    {"threads", CONF_COUNT, CLASS, .max = 1024, KLASS(threads), .dflt = "1", .doc = DOC_THREADS},
+    {"groups", CONF_COUNT, TOP, .max = CONFIG_MAX_GROUPS, CFG(groups),
+     .dflt = "(one per CPU with leader_followers, else 1)", .doc = DOC_GROUPS},
+    {"groups", CONF_COUNT, CLASS, .max = CONFIG_MAX_GROUPS, KLASS(groups),
+     .dflt = "(one per CPU with leader_followers, else 1)", .doc = DOC_GROUPS},
+    {"concurrency", CONF_ENUM, TOP, .names = strategies, CFG(concurrency),
+     .dflt = "leader_followers",
+     .doc = "How each group's threads share its connections: `leader_followers`, "
+            "`half_sync_half_async` (one I/O thread queues ready handles for `threads` "
+            "workers) or `thread_per_connection` (an acceptor thread, then a thread of its "
+            "own for every connection; `threads` is ignored). The other two exist to measure "
+            "the pattern against."},
+    {"reactivation", CONF_ENUM, TOP, .names = reactivations, CFG(reactivation), .dflt = "edge",
+     .doc = "Leader/Followers: how a connection's socket is deactivated while a thread "
+            "processes it and reactivated after. `edge`: registered once, edge-triggered; "
+            "ownership is an atomic flag, an event that comes while a thread owns the "
+            "connection is kept for that thread, and giving the connection back costs no "
+            "system call. `oneshot`: `EPOLLONESHOT`, re-armed with `epoll_ctl` after every "
+            "event. `edge` is refused with another `concurrency`."},
+    {"promotion", CONF_ENUM, TOP, .names = promotions, CFG(promotion), .dflt = "lifo",
+     .doc = "Leader/Followers: the next leader is the most recently idle thread (its own "
+            "semaphore), or whichever thread one condition variable wakes; refused with "
+            "another `concurrency`."},
+    {"max_connections", CONF_COUNT, TOP, .max = 10000000, CFG(max_connections),
+     .dflt = "10000", .doc = DOC_MAX_CONN},
+    {"max_connections", CONF_COUNT, CLASS, .max = 10000000, KLASS(max_connections),
+     .dflt = "(the top level's)", .doc = DOC_MAX_CONN},
     {"max_header_size", CONF_SIZE, TOP, .min = 256, .max = CONFIG_MAX_HEADER_SIZE,
-     CFG(max_header_size)},
-    {"max_headers", CONF_COUNT, TOP, .max = 64, CFG(max_headers)},
-    {"max_body_size", CONF_SIZE, TOP, CFG(max_body_size)},
-    {"max_body_memory", CONF_SIZE, TOP, .off = true, CFG(max_body_memory)},
-    {"header_timeout", CONF_DURATION, TOP, CFG(header_timeout_ms)},
-    {"client_body_timeout", CONF_DURATION, TOP, .min = 1, CFG(client_body_timeout_ms)},
-    {"client_body_min_rate", CONF_SIZE, TOP, .off = true, CFG(client_body_min_rate)},
-    {"keepalive_timeout", CONF_DURATION, TOP, CFG(keepalive_timeout_ms)},
-    {"send_timeout", CONF_DURATION, TOP, CFG(send_timeout_ms)},
-    {"send_min_rate", CONF_SIZE, TOP, .off = true, CFG(send_min_rate)},
-    {"max_parked_size", CONF_SIZE, TOP, .off = true, CFG(max_parked_size)},
-    {"shutdown_timeout", CONF_DURATION, TOP, CFG(shutdown_timeout_ms)},
-    {"shutdown_delay", CONF_DURATION, TOP, CFG(shutdown_delay_ms)},
-    {"keepalive_requests", CONF_COUNT, TOP, .max = 4000000000u, CFG(keepalive_requests)},
-    {"access_log", CONF_PATH, TOP, CFG(access_log)},
-    {"access_log_format", CONF_ENUM, TOP, .names = log_formats, CFG(access_log_json)},
-    {"access_log_request_id", CONF_FLAG, TOP, CFG(access_log_request_id)},
+     CFG(max_header_size), .dflt = "8k",
+     .doc = "Every byte of the request head, CRLFs included: any empty lines before the "
+            "request line, the request line (method, target, version), the header field "
+            "lines and the blank line ending them. A request line that does not end within "
+            "it is 414 (501 if its method is unknown or never ends, RFC 9112 3), field lines "
+            "431. The default takes a request target of nearly 8 KiB, as nginx's 8 KiB "
+            "request line; a decoded path is at most 8 KiB whatever is set (longer: 414); "
+            "at most 16k."},
+    {"max_headers", CONF_COUNT, TOP, .max = 64, CFG(max_headers), .dflt = "64",
+     .doc = "Header fields per request; over it 431."},
+    {"max_body_size", CONF_SIZE, TOP, CFG(max_body_size), .dflt = "1m",
+     .doc = "Request body, for both framings; over it 413 and close. 0: no limit, as in "
+            "nginx; a body collected in memory for `echo`, `request`, CGI or the proxy is "
+            "bounded by 64 MiB whatever is set."},
+    {"max_body_memory", CONF_SIZE, TOP, .off = true, CFG(max_body_memory), .dflt = "64m",
+     .doc = "The bytes of all bodies being collected for `echo`, `request`, CGI or the "
+            "proxy, held at once, server-wide; a body that would go past it is answered 503 "
+            "with `Retry-After: 1` before it is read (with `Expect: 100-continue`, before it "
+            "is sent), and the connection closes. These bodies are consumed from memory, so "
+            "they are refused rather than spooled to a file as nginx does."},
+    {"header_timeout", CONF_DURATION, TOP, CFG(header_timeout_ms), .dflt = "10s",
+     .doc = "The whole request head must arrive within this time of its first byte, however "
+            "it trickles; else 408 and close. It covers a TLS handshake too (from accept)."},
+    {"client_body_timeout", CONF_DURATION, TOP, .min = 1, CFG(client_body_timeout_ms),
+     .dflt = "10s",
+     .doc = "The longest wait between two reads of a request body (nginx's, whose default "
+            "is 60s); else 408 if the body was not answered yet, and close."},
+    {"client_body_min_rate", CONF_SIZE, TOP, .off = true, CFG(client_body_min_rate),
+     .dflt = "500",
+     .doc = "Bytes a second a request body must average: its deadline is "
+            "`client_body_timeout` after the head, and each byte adds 1/rate of a second "
+            "(Apache's `RequestReadTimeout` `MinRate`); past it as for "
+            "`client_body_timeout`."},
+    {"keepalive_timeout", CONF_DURATION, TOP, CFG(keepalive_timeout_ms), .dflt = "60s",
+     .doc = "An idle keep-alive connection is closed after this."},
+    {"send_timeout", CONF_DURATION, TOP, CFG(send_timeout_ms), .dflt = "30s",
+     .doc = "A response the client stops reading is dropped after this; it restarts "
+            "whenever bytes go out, so `send_min_rate` bounds the whole."},
+    {"send_min_rate", CONF_SIZE, TOP, .off = true, CFG(send_min_rate), .dflt = "1k",
+     .doc = "Bytes per second a response must average once the socket would block (counted "
+            "from then, after a grace of one `send_timeout`; credit earned reading fast "
+            "carries over), as Apache's `MinRate`. A client below it is reset (RST, as "
+            "nginx's `reset_timedout_connection`, so the kernel frees what the socket holds) "
+            "and an info line logged. 1 KiB/s is below any real link; a 10 MiB download at "
+            "16 KiB/s takes 11 minutes and is never cut. `off` or 0: no minimum."},
+    {"max_parked_size", CONF_SIZE, TOP, .off = true, CFG(max_parked_size), .dflt = "256m",
+     .doc = "Memory bytes copied onto connections because their socket would block (the "
+            "rest of an in-memory body: echoes, compressed or handler pages), all "
+            "connections together. A response whose copy would pass it is not parked: its "
+            "connection is closed, the response cut short, and a warning logged at most "
+            "every 10 s (with how many were closed). Files and listings are sent from "
+            "descriptors and never copied, so they do not count. 256 MiB holds four of the "
+            "largest memory body (64 MiB); `off` or 0: no limit."},
+    {"shutdown_timeout", CONF_DURATION, TOP, CFG(shutdown_timeout_ms), .dflt = "10s",
+     .doc = "How long a graceful shutdown waits for responses in flight."},
+    {"shutdown_delay", CONF_DURATION, TOP, CFG(shutdown_delay_ms), .dflt = "0",
+     .doc = "After `SIGTERM`, how long to go on serving everything, with the `health` "
+            "handler answering 503 and every response closing its connection, before the "
+            "graceful shutdown starts; 0: at once."},
+    {"keepalive_requests", CONF_COUNT, TOP, .max = 4000000000u, CFG(keepalive_requests),
+     .dflt = "10000", .doc = "Requests per connection before it is closed (0 = no limit)."},
+    {"access_log", CONF_PATH, TOP, CFG(access_log), .usage = "PATH|stdout|stderr|off",
+     .dflt = "stdout",
+     .doc = "Where the access log goes: a file path, `stdout`, `stderr`, or `off`; buffered "
+            "per thread, written at least once a second. Reopened on `SIGUSR1`."},
+    {"access_log_format", CONF_ENUM, TOP, .names = log_formats, CFG(access_log_json),
+     .dflt = "combined",
+     .doc = "Combined Log Format, or JSON lines (`time`, `remote`, `request`, `status`, "
+            "`bytes`, `referer`, `user_agent`)."},
+    {"access_log_request_id", CONF_FLAG, TOP, CFG(access_log_request_id), .dflt = "off",
+     .doc = "Each access-log line ends with the request's `$request_id` (the same that a "
+            "`proxy_set_header X-Request-Id $request_id` sent upstream): one more quoted "
+            "field in the Combined Log Format, as nginx's `\"$request_id\"`, or "
+            "`request_id` in JSON."},
     {"error_log", CONF_LIST, TOP, .min_args = 1, .max_args = 2, .set = set_error_log,
-     .usage = "PATH [error|warn|info|debug]"},
-    {"server_tokens", CONF_FLAG, TOP, CFG(server_tokens)},
-    {"sendfile", CONF_FLAG, TOP, CFG(sendfile)},
-    {"absolute_redirect", CONF_FLAG, TOP, CFG(absolute_redirect)},
-    {"absolute_redirect", CONF_FLAG, SITE | LOC, .set = check_flag},
+     .usage = "PATH [error|warn|info|debug]", .dflt = "stderr info",
+     .doc = "Destination and lowest level (`error`, `warn`, `info`, `debug`); it cannot be "
+            "`off`, use a level instead. "
+            "`debug` logs each compression and listing built. Reopened on `SIGUSR1`."},
+    {"server_tokens", CONF_FLAG, TOP, CFG(server_tokens), .dflt = "on",
+     .doc = "`Server: lfhttpd/VERSION`, or with `off` just `Server: lfhttpd`."},
+    {"sendfile", CONF_FLAG, TOP, CFG(sendfile), .dflt = "on",
+     .doc = "How file bodies leave: `on`, with `sendfile(2)` (no copy in the server); "
+            "`off`, read into the thread's 64 KiB buffer and written, the head in front of "
+            "the first piece (as h2o always does and nginx with `sendfile off`). `off` costs "
+            "the server a copy per byte but is faster when the client is on the same machine "
+            "(loopback, a Docker bridge) and files are larger than the CPU's cache: the "
+            "client then reads bytes the server just wrote instead of cold page-cache pages "
+            "(10 MiB, c10 on loopback: 1.7x the requests/s). Files the open-file cache keeps "
+            "in memory are sent from there either way."},
+    {"absolute_redirect", CONF_FLAG, TOP, CFG(absolute_redirect), .dflt = "on",
+     .doc = DOC_ABSOLUTE_REDIRECT,
+     .id = CONFIG_ID_ABSOLUTE_REDIRECT},
+    {"absolute_redirect", CONF_FLAG, SITE | LOC, .set = check_flag, .dflt = "(the outer block's)",
+     .doc = DOC_ABSOLUTE_REDIRECT,
+     .id = CONFIG_ID_ABSOLUTE_REDIRECT},
     {"class", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 1, .max_args = 1, .set = set_class,
-     .usage = "NAME"},
-    {"class", CONF_STRING, SITE | LOC, .set = conf_set_later, .usage = "NAME"},
+     .usage = "NAME",
+     .doc = "A service class: a Leader/Followers group of its own, with its threads, handle "
+            "set, thread priority and connection limit. It holds only `threads`, `groups`, "
+            "`priority`, `max_connections`, `listen` and `match`. `default` is taken (the "
+            "class of everything no rule claims)."},
+    {"class", CONF_STRING, SITE | LOC, .set = conf_set_later, .usage = "NAME",
+     .dflt = "(the outer block's)",
+     .doc = "The service class of the requests this block answers (a `match path` or "
+            "`match host` rule wins over it); an unknown class is refused at load.",
+     .id = CONFIG_ID_CLASS},
     {"server", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 0, .max_args = 0,
-     .set = read_site_block, .usage = "{ ... }"},
+     .set = read_site_block, .usage = "{ ... }",
+     .doc = "A site: its addresses (`listen`), names (`server_name`), settings and "
+            "locations. A file without `server` blocks has one implicit server, the top "
+            "level's settings.",
+     .id = CONFIG_ID_SERVER},
     {"location", CONF_BLOCK, SITE, CONF_REPEATS, .min_args = 1, .max_args = 2,
-     .set = read_site_block, .usage = "[=|^~|~|~*] URI|@NAME"},
-    {"priority", CONF_STRING, CLASS, .set = set_priority, .usage = "high|normal|low|NICE"},
+     .set = read_site_block, .usage = "[=|^~|~|~*] URI|@NAME",
+     .doc = "Rules for a path: `=` exact, a prefix (`^~`: no regex is tried after it), "
+            "`~` a regex with case, `~*` without; `@NAME` is reached only by `try_files` "
+            "and `error_page`. Nested locations and duplicates are refused."},
+    {"priority", CONF_STRING, CLASS, .set = set_priority, .usage = "high|normal|low|NICE",
+     .dflt = "normal",
+     .doc = "The threads' nice value relative to the process: high -10, normal 0, low 10, "
+            "or NICE (-20..19). Raising it needs `CAP_SYS_NICE`; without it the other "
+            "classes are lowered instead."},
     {"match", CONF_LIST, CLASS, CONF_REPEATS, .min_args = 2, .max_args = 2, .set = set_match,
-     .usage = "path|host|addr VALUE"},
+     .usage = "path|host|addr VALUE",
+     .doc = "`match addr CIDR`: connections from these clients belong to the class (checked "
+            "at accept); `match path PREFIX`: requests whose decoded path starts with PREFIX "
+            "(longest prefix wins); `match host NAME`: requests for this Host (port ignored, "
+            "case-insensitive). A rule may name one class only."},
     {.name = NULL},
 };
+
+const struct conf_directive *config_core_directives(void)
+{
+    return core_directives;
+}
 
 /* --- checks across directives ------------------------------------------------------- */
 

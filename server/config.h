@@ -139,6 +139,24 @@ void config_defaults(struct config *cfg);
 int config_load(struct config *cfg, const char *path, config_known_fn known, char *err,
                 size_t err_len);
 
+/* The core's directive table: for the reference (conf_dump_table), and for the settings of
+ * each block (module_level.c), which finds its statements by their lines' .id. */
+const struct conf_directive *config_core_directives(void);
+
+/* What a line of the core's table sets in a block (struct conf_directive.id). */
+enum config_core_id {
+    CONFIG_ID_NONE = 0,
+    CONFIG_ID_ROOT,
+    CONFIG_ID_ALIAS,
+    CONFIG_ID_INDEX,
+    CONFIG_ID_TRY_FILES,
+    CONFIG_ID_RETURN,
+    CONFIG_ID_ERROR_PAGE,
+    CONFIG_ID_CLASS,
+    CONFIG_ID_ABSOLUTE_REDIRECT,
+    CONFIG_ID_SERVER,
+};
+
 /* The next top-level statement named `name` after `after` (NULL: from the start). */
 const struct conf_node *config_next(const struct config *cfg, const char *name,
                                     const struct conf_node *after);

@@ -427,3 +427,34 @@ int conf_set_later(void *base, const struct conf_node *n, void *ctx, char *msg, 
     (void)len;
     return 0;
 }
+
+/* --- the reference ------------------------------------------------------------------------ */
+
+/* The contexts of d, as the reference names them. */
+static void contexts_text(unsigned contexts, char *out, size_t len)
+{
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } names[] = {{CONF_TOP, "top"}, {CONF_SERVER, "server"}, {CONF_LOCATION, "location"},
+                 {CONF_CLASS, "class"}};
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && used < len; i++)
+        if (contexts & names[i].bit)
+            used += (size_t)snprintf(out + used, len - used, "%s%s", used ? "," : "",
+                                     names[i].name);
+}
+
+void conf_dump_table(FILE *out, const char *owner, const struct conf_directive *table)
+{
+    for (const struct conf_directive *d = table; d && d->name; d++) {
+        char buf[256], where[64];
+        const char *usage = usage_of(d, buf, sizeof(buf));
+        contexts_text(d->contexts, where, sizeof(where));
+        bool block = d->kind == CONF_BLOCK && !strchr(usage, '{');
+        fprintf(out, "%s\t%s\t%s%s%s%s\t%s\t%s\t%s\t%s\n", owner, d->name, d->name,
+                usage[0] ? " " : "", usage, block ? " { ... }" : ";", d->dflt ? d->dflt : "",
+                where, d->repeat == CONF_REPEATS ? "repeats" : "once", d->doc ? d->doc : "");
+    }
+}

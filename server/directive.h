@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define CONFIG_MAX_ARGS 16
 #define CONFIG_PATH_MAX 4096
@@ -87,10 +88,25 @@ struct conf_directive {
     size_t offset, size;           /* where the value goes in the owner's struct: CONF_AT */
     conf_set_fn set;               /* or: the setter (string, path, list, block) */
     const char *usage;             /* what follows the name, for messages: "PREFIX DIR" */
+    /* The reference (lfhttpd --directives, docs/reference/directives.md): what the
+     * directive does, one or a few sentences, and its default as a user writes it ("5m",
+     * "off"; NULL: none; in parentheses, a description: "(the outer block's)"). Every
+     * line of every table has its .doc: make check-docs fails on one without. */
+    const char *doc;
+    const char *dflt;
+    /* For a statement its owner reads later, from the tree (conf_set_later): which setting
+     * it is, so that the owner finds it by its table line, never by its name. 0: none. */
+    unsigned id;
 };
 
 /* The place of a field: .offset and .size, for a table line. */
 #define CONF_AT(type, field) .offset = offsetof(type, field), .size = sizeof(((type *)0)->field)
+
+/* Print the table's directives, one a line, for the reference generator
+ * (tests/gen_docs.py): OWNER, NAME, SYNTAX (nginx's form: "proxy_read_timeout TIME;"),
+ * DEFAULT ("" for none), CONTEXTS ("top,server,location"), REPEATS ("once" or "repeats")
+ * and DOC, apart by tabs. */
+void conf_dump_table(FILE *out, const char *owner, const struct conf_directive *table);
 
 /* The value of `word` among names: 0, or -1 if it is none of them. */
 int conf_name_value(const struct conf_name *names, const char *word, int *value);

@@ -15,8 +15,10 @@
 #include "clock.h"
 #include "generation.h"
 #include "log.h"
+#include "module_chain.h"
 #include "server.h"
 #include "server_metrics.h"
+#include "vars.h"
 
 #define DEFAULT_CONF GENERATION_DEFAULT_CONF
 
@@ -31,7 +33,9 @@ static void usage(FILE *out)
             "  -n THREADS    threads in the Leader/Followers group (0 = one per CPU)\n"
             "  -t            check the configuration and exit (0 valid, 1 not)\n"
             "  -h            this help\n"
-            "  -V            print the version\n");
+            "  -V            print the version\n"
+            "  --directives  print every directive (the reference's source) and exit\n"
+            "  --variables   print every variable (the reference's source) and exit\n");
 }
 
 struct options {
@@ -39,9 +43,29 @@ struct options {
     bool test_only;
 };
 
-/* Returns 0 to go on, 1 to exit with success (-h, -V), -1 on a usage error. */
+/* `--directives` and `--variables`: the tables the reference documentation is generated
+ * from (tests/gen_docs.py), one entry a line. */
+static int dump_reference(const char *what)
+{
+    if (strcmp(what, "--directives") == 0) {
+        conf_dump_table(stdout, "core", config_core_directives());
+        module_dump_directives(stdout);
+        return 1;
+    }
+    if (strcmp(what, "--variables") == 0) {
+        vars_dump(stdout);
+        return 1;
+    }
+    fprintf(stderr, "lfhttpd: unknown option %s\n", what);
+    usage(stderr);
+    return -1;
+}
+
+/* Returns 0 to go on, 1 to exit with success (-h, -V, a dump), -1 on a usage error. */
 static int parse_options(int argc, char **argv, struct options *o)
 {
+    if (argc == 2 && strncmp(argv[1], "--", 2) == 0 && argv[1][2])
+        return dump_reference(argv[1]);
     int ch;
     while ((ch = getopt(argc, argv, "c:l:r:n:thV")) != -1) {
         switch (ch) {

@@ -44,6 +44,12 @@ const struct conf_directive *module_known_directive(const char *name, unsigned c
     return any;
 }
 
+void module_dump_directives(FILE *out)
+{
+    for (size_t i = 0; i < MODULE_COUNT; i++)
+        conf_dump_table(out, module_table[i]->name, module_table[i]->directives);
+}
+
 int module_error(struct module_init *mi, const struct conf_node *where, const char *fmt, ...)
 {
     char msg[1024];

@@ -7,6 +7,7 @@
 #define LFHTTPD_MODULE_CHAIN_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "module.h"
@@ -40,6 +41,9 @@ struct module_chain {
 /* The line of some module's table that names `name` (the configuration's config_known_fn),
  * or NULL. */
 const struct conf_directive *module_known_directive(const char *name, unsigned context);
+
+/* Every module's directives, in the chain's order, as conf_dump_table prints them. */
+void module_dump_directives(FILE *out);
 
 /* Build the chain from the table of modules, in order, and init each one. Returns 0, or
  * -1 with the message in err. */

@@ -58,10 +58,22 @@ static const struct level_root *open_root(struct level_build *b, const char *pat
     return r;
 }
 
-static const struct conf_node *find(const struct conf_node *first, const char *name)
+/* What the statement n sets, standing in context: its line of the core's table says
+ * (.id), the one allowed there or else any (one where it may not stand was reported at
+ * load); the names are the table's alone. */
+static enum config_core_id core_id(const struct conf_node *n, unsigned context)
+{
+    const struct conf_directive *d = conf_table_find(config_core_directives(), n->name,
+                                                     context);
+    return d ? (enum config_core_id)d->id : CONFIG_ID_NONE;
+}
+
+/* The block's first statement, from first on, that sets id. */
+static const struct conf_node *find(const struct conf_node *first, unsigned context,
+                                    enum config_core_id id)
 {
     for (const struct conf_node *n = first; n; n = n->next)
-        if (strcmp(n->name, name) == 0)
+        if (core_id(n, context) == id)
             return n;
     return NULL;
 }
@@ -149,7 +161,7 @@ static int read_error_pages(struct level_build *b, struct module_level *l,
 {
     unsigned n = 0;
     for (const struct conf_node *s = first; s; s = s->next)
-        if (strcmp(s->name, "error_page") == 0)
+        if (core_id(s, l->context) == CONFIG_ID_ERROR_PAGE)
             n += s->n_args - 1;
     if (n == 0)
         return 0;
@@ -159,7 +171,7 @@ static int read_error_pages(struct level_build *b, struct module_level *l,
     l->error_pages = pages;
     l->error_pages_own = true;
     for (const struct conf_node *s = first; s; s = s->next) {
-        if (strcmp(s->name, "error_page") != 0)
+        if (core_id(s, l->context) != CONFIG_ID_ERROR_PAGE)
             continue;
         unsigned codes = s->n_args - 1;
         int answer = 0;
@@ -215,9 +227,11 @@ static int read_core(struct level_build *b, struct module_level *l,
     l->alias_prefix_len = outer->alias_prefix_len;
     l->index = outer->index;
     l->n_index = outer->n_index;
-    const struct conf_node *root = find(first, "root"), *alias = find(first, "alias");
+    const struct conf_node *root = find(first, l->context, CONFIG_ID_ROOT),
+                           *alias = find(first, l->context, CONFIG_ID_ALIAS);
     l->relative_redirect = outer->relative_redirect;
-    const struct conf_node *ar = find(first, "absolute_redirect");
+    const struct conf_node *ar = find(first, l->context,
+                                          CONFIG_ID_ABSOLUTE_REDIRECT);
     if (ar)
         l->relative_redirect = strcmp(ar->args[0], "off") == 0;
     if (alias && !loc)
@@ -241,14 +255,14 @@ static int read_core(struct level_build *b, struct module_level *l,
         rc |= l->root ? 0 : -1;
     }
     const struct conf_node *n;
-    if ((n = find(first, "index")))
+    if ((n = find(first, l->context, CONFIG_ID_INDEX)))
         rc |= read_index(b, l, n, index_room);
-    if ((n = find(first, "try_files")))
+    if ((n = find(first, l->context, CONFIG_ID_TRY_FILES)))
         rc |= read_try_files(b, l, n);
-    if ((n = find(first, "return")))
+    if ((n = find(first, l->context, CONFIG_ID_RETURN)))
         rc |= read_return(b, l, n);
     l->class_index = outer->class_index;
-    if ((n = find(first, "class"))) {
+    if ((n = find(first, l->context, CONFIG_ID_CLASS))) {
         l->class_index = 0;
         for (unsigned i = 0; i < b->cfg->n_classes && !l->class_index; i++)
             if (strcmp(b->cfg->classes[i].name, n->args[0]) == 0)
@@ -301,8 +315,9 @@ static int read_modules(struct level_build *b, struct module_level *l,
 static int build_top(struct level_build *b, struct module_level *l, char *err, size_t len)
 {
     l->context = CONF_TOP;
-    const struct conf_node *root = find(b->cfg->tree, "root");
-    if (!root && find(b->cfg->tree, "server") && access(b->cfg->root, F_OK) < 0) {
+    const struct conf_node *root = find(b->cfg->tree, CONF_TOP, CONFIG_ID_ROOT);
+    if (!root && find(b->cfg->tree, CONF_TOP, CONFIG_ID_SERVER) &&
+        access(b->cfg->root, F_OK) < 0) {
         /* The default root, missing, under servers that may all have their own: a root
          * that opens nothing (nginx does not check its default root either). */
         struct level_root *r = &b->c->roots[b->c->n_roots];

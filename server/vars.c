@@ -35,37 +35,60 @@ enum var_id {
     VAR_ARG,    /* $arg_NAME */
 };
 
+/* Each variable with its line of the reference (lfhttpd --variables,
+ * docs/reference/variables.md). */
 static const struct {
     const char *name;
     enum var_id id;
+    const char *doc;
 } var_names[] = {
-    {"uri", VAR_URI},
-    {"request_uri", VAR_REQUEST_URI},
-    {"args", VAR_ARGS},
-    {"host", VAR_HOST},
-    {"scheme", VAR_SCHEME},
-    {"https", VAR_HTTPS},
-    {"remote_addr", VAR_REMOTE_ADDR},
-    {"request_method", VAR_REQUEST_METHOD},
-    {"server_port", VAR_SERVER_PORT},
-    {"remote_port", VAR_REMOTE_PORT},
-    {"server_addr", VAR_SERVER_ADDR},
-    {"server_name", VAR_SERVER_NAME},
-    {"request_id", VAR_REQUEST_ID},
-    {"proxy_host", VAR_PROXY_HOST},
-    {"proxy_port", VAR_PROXY_PORT},
-    {"proxy_add_x_forwarded_for", VAR_PROXY_ADD_XFF},
+    {"uri", VAR_URI, "The decoded, normalized path (`/ex%61ct` and `/a/../exact` are "
+     "`/exact`); of a directory's index, the directory's path (nginx's index is an internal "
+     "redirect to the file)."},
+    {"request_uri", VAR_REQUEST_URI, "The target as sent, from its path on: an absolute-form "
+     "target's scheme and authority left out, and its empty path `/` (`GET http://a?x=1` "
+     "gives `/?x=1`, where nginx 1.22 gives `?x=1`)."},
+    {"args", VAR_ARGS, "The query string, without the `?`."},
+    {"host", VAR_HOST, "The Host, lowercase, without port or trailing dot (the authority of "
+     "an absolute-form target wins over the Host field); without a Host, the server's name."},
+    {"scheme", VAR_SCHEME, "`http`, or `https` on a TLS address."},
+    {"https", VAR_HTTPS, "`on` on a TLS connection, else empty."},
+    {"remote_addr", VAR_REMOTE_ADDR, "The client's address."},
+    {"request_method", VAR_REQUEST_METHOD, "The request's method."},
+    {"server_port", VAR_SERVER_PORT, "The port the connection came in on."},
+    {"remote_port", VAR_REMOTE_PORT, "The client's port."},
+    {"server_addr", VAR_SERVER_ADDR, "The local address the connection came in on."},
+    {"server_name", VAR_SERVER_NAME, "The server block's first name, as written."},
+    {"request_id", VAR_REQUEST_ID, "32 hex digits, random, made on first use, one per "
+     "request through internal redirects."},
+    {"proxy_host", VAR_PROXY_HOST, "The upstream's name, or `HOST:PORT`, as `proxy_pass` "
+     "names it (the default `Host` of a proxied request); empty when not proxying."},
+    {"proxy_port", VAR_PROXY_PORT, "The upstream's port; empty when not proxying."},
+    {"proxy_add_x_forwarded_for", VAR_PROXY_ADD_XFF, "The client's `X-Forwarded-For` list "
+     "(every field joined with `, `) with its address appended."},
 };
 
 /* Families of variables named by a prefix and what follows it, as nginx's. */
 static const struct {
     const char *prefix;
     enum var_id id;
+    const char *doc;
 } var_prefixes[] = {
-    {"http_", VAR_HTTP},
-    {"cookie_", VAR_COOKIE},
-    {"arg_", VAR_ARG},
+    {"http_", VAR_HTTP, "A request header field, as nginx 1.22 reads them: NAME in lowercase "
+     "with `_` for `-`; a repeated field's first value, but every `Cookie` joined with `; ` "
+     "and every `X-Forwarded-For` with `, `; a field whose name holds `_` never, as nginx "
+     "drops those."},
+    {"cookie_", VAR_COOKIE, "The value of the cookie NAME, raw."},
+    {"arg_", VAR_ARG, "The value of the query parameter NAME, raw."},
 };
+
+void vars_dump(FILE *out)
+{
+    for (size_t i = 0; i < sizeof(var_names) / sizeof(var_names[0]); i++)
+        fprintf(out, "%s\t%s\n", var_names[i].name, var_names[i].doc);
+    for (size_t i = 0; i < sizeof(var_prefixes) / sizeof(var_prefixes[0]); i++)
+        fprintf(out, "%sNAME\t%s\n", var_prefixes[i].prefix, var_prefixes[i].doc);
+}
 
 struct vars_part {
     enum var_id id;

@@ -53,6 +53,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "http_parse.h"
@@ -92,6 +93,10 @@ struct vars_value; /* opaque: one allocation, read-only once compiled */
 int vars_compile(const char *text, enum vars_context ctx, struct vars_value **out, char *msg,
                  size_t msg_len);
 void vars_free(struct vars_value *v);
+
+/* Every variable, one a line: NAME (a family as "http_NAME"), a tab, its documentation;
+ * what docs/reference/variables.md is generated from. */
+void vars_dump(FILE *out);
 
 /* A request's $request_id in id (33 bytes, "" until made): made now if it was not yet. */
 const char *vars_request_id(char *id);

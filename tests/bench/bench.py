@@ -10,7 +10,7 @@ rounds, round i starting with server i mod 4 (lfhttpd nginx lighttpd h2o, then n
 lighttpd h2o lfhttpd, ...), so slow drifts of this noisy machine and the cost of going
 first or last hit all four alike, and writes under build/bench/:
     results.csv   every round's raw figures, then the medians
-    results.md    a Markdown table for the README, with date, machine and commands
+    results.md    a Markdown table for docs/internals/benchmarks.md, with date, machine and commands
     bench.png     requests/s, requests per server CPU-second and p99 per workload
 The servers are stopped by PID at the end, on failure and on Ctrl-C as well.
 
@@ -1422,7 +1422,7 @@ def versions(lfhttpd_bin):
 
 
 def write_markdown(path, opts, workloads, tables, machine, vers, notices):
-    """results.md: the tables ready for the README, with date, machine and commands."""
+    """results.md: the tables ready for docs/internals/benchmarks.md, with date, machine and commands."""
     (head, rows), (ghead, grows), (mhead, mrows), (thead, trows) = tables
     cmds = []
     for wl in workloads:

@@ -314,7 +314,8 @@ def test_pod_metrics_scrape_is_valid_exposition_text(pod):
 
 
 def test_pod_reloads_its_configuration_on_sighup(pod):
-    """The README's in-place reload: `kill -HUP 1` in the container (the server is PID 1)."""
+    """The in-place reload of docs/guide/containers-and-kubernetes.md: `kill -HUP 1` in the
+    container (the server is PID 1)."""
     port, docs = pod
     r = _run(["podman", "exec", _container_name(docs), "bash", "-c", "kill -HUP 1"])
     assert r.returncode == 0, r.stdout

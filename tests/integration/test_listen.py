@@ -1,4 +1,4 @@
-"""Where the server listens and how many threads it starts, as the README promises: the
+"""Where the server listens and how many threads it starts, as the documentation promises: the
 `listen` forms (`*:P`, `[::]:P`, a bare port; port 0 picks a free port and logs it),
 `threads 0` and `-n 0` (one thread per CPU), the default configuration
 conf/lfhttpd.conf found without `-c`, and the systemd unit that runs it."""
@@ -152,16 +152,18 @@ def test_without_c_and_without_the_default_file_the_built_in_defaults_apply(laun
 
 
 def test_systemd_unit_passes_systemd_analyze_verify(tmp_path):
-    """conf/lfhttpd.service, verified with ExecStart and ExecStartPre pointing at the
-    binary under test (the unit names /usr/local/bin/lfhttpd, where it is installed; the
-    verifier checks that the executables exist) and WorkingDirectory at a real one."""
+    """deploy/systemd/lfhttpd.service, verified with ExecStart and ExecStartPre pointing at
+    the binary under test (the unit names /usr/local/sbin/lfhttpd, where `make install`
+    puts it; the verifier checks that the executables exist) and WorkingDirectory at a real
+    one."""
     tool = shutil.which("systemd-analyze")
     if not tool:
         pytest.skip("systemd-analyze is not installed (make check-deps installs systemd)")
-    text = open(os.path.join(ROOT, "conf", "lfhttpd.service")).read()
-    assert "ExecStart=/usr/local/bin/lfhttpd -c /etc/lfhttpd/lfhttpd.conf" in text
+    text = open(os.path.join(ROOT, "deploy", "systemd", "lfhttpd.service")).read()
+    assert ("ExecStart=/usr/local/sbin/lfhttpd -c /usr/local/etc/lfhttpd/lfhttpd.conf"
+            in text)
     unit = tmp_path / "lfhttpd.service"
-    unit.write_text(text.replace("/usr/local/bin/lfhttpd", BIN)
+    unit.write_text(text.replace("/usr/local/sbin/lfhttpd", BIN)
                     .replace("WorkingDirectory=/srv", f"WorkingDirectory={tmp_path}"))
     p = subprocess.run([tool, "verify", "--man=no", str(unit)], capture_output=True,
                        text=True, timeout=60, env=dict(os.environ, SYSTEMD_LOG_LEVEL="notice"))

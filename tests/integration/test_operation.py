@@ -518,7 +518,7 @@ def test_new_connection_after_sigterm_is_refused(start_server, docroot, connect)
 def test_shutdown_timeout_closes_stuck_connections(start_server, docroot, connect):
     """shutdown_timeout 2s: a client that never reads its response cannot hold the process
     (send_timeout is 60 s): the response is given its 2 s, no less, then the connection is
-    closed and the process exits 0, as the README promises of a graceful shutdown."""
+    closed and the process exits 0, as docs/guide/operations.md promises of a graceful shutdown."""
     sparse_file(docroot / "big.bin", past_buffers(at_least=16 << 20))  # never all sent
     s = start_server(docroot, conf=whole_conf(
         docroot, extra="shutdown_timeout 2s;\nsend_timeout 60s;\n"))

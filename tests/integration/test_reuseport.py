@@ -1,4 +1,5 @@
-"""Several copies on one port, as the README's "Running many copies" describes: with
+"""Several copies on one port, as docs/guide/containers-and-kubernetes.md ("Running many
+copies") describes: with
 `listen ADDR reuseport;` a second lfhttpd process listens on the same address and the
 kernel spreads new connections over both; without it the second one fails with "address
 already in use", even though each process's thread groups share their own address with

@@ -1,4 +1,4 @@
-"""What the README promises of HTTPS beyond serving it, checked from outside with `openssl
+"""What docs/guide/https.md promises of HTTPS beyond serving it, checked from outside with `openssl
 s_client`: session ticket keys kept across reloads and rotated (a process-wide ring of
 three, a new key every `ssl_session_timeout / 2`, an older key's ticket accepted and
 replaced), sessions that expire with `ssl_session_timeout`; `ssl_prefer_server_ciphers`,
