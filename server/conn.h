@@ -52,9 +52,8 @@ struct conn_buf {
 };
 
 struct conn_out;     /* a parked response: see conn.c */
-struct conn_collect; /* the HTTP layer's: a request body being collected */
-struct conn_stream;  /* the HTTP layer's: a response streaming from a pipe */
-struct conn_proxy;   /* the HTTP layer's: a response from an upstream server */
+struct http_collect; /* the HTTP layer's: a request body being collected */
+struct http_source;  /* the HTTP layer's: a response that outlives its event */
 struct generation;
 
 /* The connections of one thread group: the list the deadline sweep walks, and free lists
@@ -120,9 +119,8 @@ struct conn {
     int64_t body_due_us;         /* the body's deadline by client_body_min_rate (clock_now_ms
                                     scale, in microseconds): extended by each byte received */
     struct http_chunked chunked; /* CONN_BODY_CHUNKED: decoder state */
-    struct conn_collect *collect; /* a request body being read for a handler, or NULL */
-    struct conn_stream *stream;   /* a response streaming from a pipe, or NULL */
-    struct conn_proxy *proxy;     /* a response from an upstream server, or NULL */
+    struct http_collect *collect; /* a request body being read for a handler, or NULL */
+    struct http_source *source;   /* a response that outlives its event, or NULL */
     struct conn_pool *home;       /* the class chosen at accept: requests no rule claims */
     /* The configuration its requests use (a reference), set and held by the HTTP layer;
      * the transport reads only its send limits (send_min_rate, max_parked_size) in it. */

@@ -25,23 +25,14 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "http_private.h"
+#include "http_conn.h"
+#include "http_source.h"
 #include "module.h"
 #include "vars.h"
 
 /* The most a collected body may hold, whatever max_body_size says (0 there: no limit on
  * bodies that are only skipped). A collected body is held in memory whole. */
 #define COLLECT_MAX ((uint64_t)64 << 20)
-
-/* A request whose body a handler needs, collected across events: the head, then the body
- * (decoded, if chunked), then raw bytes not yet decoded. */
-struct conn_collect {
-    size_t head_len;
-    size_t body_len; /* decoded body bytes after the head */
-    size_t raw_len;  /* valid bytes in data: head + body + pending raw */
-    size_t cap;
-    char data[];
-};
 
 static struct http_shared *conn_shared(const struct conn *c)
 {
@@ -76,19 +67,6 @@ static void body_memory_give(struct http_shared *shared, size_t n)
     atomic_fetch_sub_explicit(&shared->body_memory, n, memory_order_relaxed);
 }
 
-/* Let go of a collect buffer and the memory it counted (shared: the connection's, which
- * may be gone by now). */
-static void collect_free(struct http_shared *shared, struct conn_collect *k)
-{
-    body_memory_give(shared, k->cap);
-    free(k);
-}
-
-void http_conn_body_free(struct http_shared *shared, void *body_owner)
-{
-    collect_free(shared, body_owner);
-}
-
 /* A body starts: its deadline by client_body_min_rate runs from now. */
 static void body_start(struct conn *c)
 {
@@ -113,23 +91,6 @@ static int64_t body_deadline(const struct conn *c)
     if (cfg->client_body_min_rate != 0 && c->body_due_us / 1000 < dl)
         dl = c->body_due_us / 1000;
     return dl;
-}
-
-void http_stats_record(struct http_stats *st, int64_t us, int status, uint64_t bytes)
-{
-    /* the bucket is the bit length of us (us < 2^b), found at once rather than by a loop
-     * of up to 31 shifts per request; the last bucket takes everything longer */
-    unsigned b = us <= 0 ? 0 : 64 - (unsigned)__builtin_clzll((unsigned long long)us);
-    if (b > HTTP_LATENCY_BUCKETS - 1)
-        b = HTTP_LATENCY_BUCKETS - 1;
-    atomic_fetch_add_explicit(&st->requests, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&st->latency_us_log2[b], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&st->latency_us_sum, us > 0 ? (unsigned long)us : 0,
-                              memory_order_relaxed);
-    if (status >= 100 && status <= 599)
-        atomic_fetch_add_explicit(&st->by_status[status / 100 - 1], 1, memory_order_relaxed);
-    if (bytes)
-        atomic_fetch_add_explicit(&st->bytes_sent, bytes, memory_order_relaxed);
 }
 
 /* Read request bytes from the client, counted as the class's bytes received (on the line
@@ -168,34 +129,12 @@ static size_t skip_body(struct conn *c, char *buf, size_t len, int *err)
     return used;
 }
 
-void http_conn_log_access(struct conn *c, struct http_slice line, struct http_slice referer,
-                          struct http_slice user_agent, int status, uint64_t bytes,
-                          int64_t now_s, char *request_id)
-{
-    char fresh[33] = "";
-    struct access_entry e = {
-        .peer = &c->peer.sa,
-        .request_line = line.p,
-        .request_line_len = line.len,
-        .status = status,
-        .bytes = bytes,
-        .referer = referer.p,
-        .referer_len = referer.len,
-        .user_agent = user_agent.p,
-        .user_agent_len = user_agent.len,
-        .time_s = now_s,
-    };
-    if (c->gen->cfg.access_log_request_id)
-        e.request_id = vars_request_id(request_id ? request_id : fresh);
-    access_log_write(&conn_shared(c)->access_log, &e);
-}
-
 /* The access-log line of a response (req: NULL for a request that was not parsed). */
 static void log_access(struct conn *c, struct http_slice line, const struct http_request *req,
                        const struct response *resp, int64_t now_s, char *request_id)
 {
     struct http_slice none = {NULL, 0};
-    http_conn_log_access(c, line, req ? req->referer : none, req ? req->user_agent : none,
+    http_log_access(c, line, req ? req->referer : none, req ? req->user_agent : none,
                          resp->status,
                          resp->head_only || resp->no_length ? 0 : resp->content_length, now_s,
                          request_id);
@@ -207,35 +146,6 @@ static struct http_slice first_line(const char *p, size_t len, size_t max)
     size_t n = len < max ? len : max;
     const char *eol = memchr(p, '\r', n);
     return (struct http_slice){p, eol ? (size_t)(eol - p) : n};
-}
-
-/* What every module sees of a request on this connection, before its path is decoded:
- * path is an empty string in a buffer of REQUEST_PATH_MAX (or 1 for a request that will
- * not be routed); id the request's $request_id, made only if something asks for it. */
-static void request_init(struct conn *c, const struct http_request *h, struct request *r,
-                         char *path, char id[VARS_REQUEST_ID_SIZE], int64_t now_s)
-{
-    path[0] = '\0';
-    id[0] = '\0';
-    *r = (struct request){
-        .http = h,
-        .path = path,
-        .peer = &c->peer.sa,
-        .local = c->local,
-        .local_fd = c->h.fd,
-        .https = c->tls != NULL,
-        .request_id = id,
-        .now_s = now_s,
-        .cfg = &c->gen->cfg,
-        .root_fd = c->gen->root_fd,
-        .root_real = c->gen->root_real,
-        .args = h->query,
-        .has_args = h->has_query,
-        .file = path,
-        .level = c->gen->chain.levels,
-        .server = conn_shared(c)->server,
-        .chain = &c->gen->chain,
-    };
 }
 
 /* "OPTIONS *" asks about the server, not a resource (RFC 9110 section 9.3.7). */
@@ -254,7 +164,7 @@ static bool asks_server_options(const struct http_request *h)
 static int route(struct conn *c, const struct http_request *h, struct request *r, char *path,
                  char id[VARS_REQUEST_ID_SIZE], int64_t now_s)
 {
-    request_init(c, h, r, path, id, now_s);
+    http_request_init(c, h, r, path, id, now_s);
     if (h->method == HTTP_METHOD_UNKNOWN)
         return 501;
     if (h->method == HTTP_METHOD_CONNECT)
@@ -290,59 +200,6 @@ static void respond(struct conn *c, const struct http_request *h, struct request
     module_chain_log(&c->gen->chain, r, resp);
 }
 
-bool http_conn_save_input(struct conn *c, const char *p, size_t n)
-{
-    if (n == 0)
-        return true;
-    c->in = conn_buf_get(c->pool);
-    if (!c->in)
-        return false;
-    memcpy(c->in->data, p, n);
-    c->in->len = (uint32_t)n;
-    return true;
-}
-
-/* Send a finished response, then either go on (true) or hand the connection off: parked
- * for EPOLLOUT, lingering, or closed (false). rest/rest_len: input not yet processed. */
-static bool send_and_continue(struct conn *c, struct response *resp, const char *rest,
-                              size_t rest_len)
-{
-    enum send_result sr = conn_send(c, resp, !resp->head_only && !resp->no_length);
-    if (sr == SEND_ERROR) {
-        conn_close(c);
-        return false;
-    }
-    if (sr == SEND_PARKED) {
-        if (!http_conn_save_input(c, rest, rest_len)) {
-            conn_close(c);
-            return false;
-        }
-        c->close_after_send = !resp->keep_alive;
-        conn_wait(c, CONN_SEND, EPOLLOUT, clock_now_ms() + c->gen->cfg.send_timeout_ms);
-        return false;
-    }
-    if (resp->keep_alive)
-        return true;
-    /* Linger only when the client may still be sending; otherwise a plain close. */
-    if (resp->status >= 400 || rest_len > 0 || c->body_mode != CONN_BODY_NONE)
-        conn_linger(c);
-    else
-        conn_close(c);
-    return false;
-}
-
-/* Run the modules' log hooks for a response to a request that was not parsed (or not
- * routed): they see an empty request (no fields, method unknown, path ""). */
-void http_conn_log_unparsed(struct conn *c, const struct response *resp, int64_t now_s)
-{
-    struct http_request empty;
-    memset(&empty, 0, sizeof(empty));
-    char path[1], id[VARS_REQUEST_ID_SIZE];
-    struct request r;
-    request_init(c, &empty, &r, path, id, now_s);
-    module_chain_log(&c->gen->chain, &r, resp);
-}
-
 /* Answer a request whose head could not be parsed: status, then close. */
 static void answer_malformed(struct conn *c, int status, const char *buf, size_t len)
 {
@@ -355,9 +212,9 @@ static void answer_malformed(struct conn *c, int status, const char *buf, size_t
         resp_header(&resp, "Retry-After", "1");
     resp_finish(&resp, false);
     log_access(c, first_line(buf, len, 2048), NULL, &resp, now_s, NULL);
-    http_conn_log_unparsed(c, &resp, now_s);
+    http_log_unparsed(c, &resp, now_s);
     c->body_mode = CONN_BODY_NONE;
-    send_and_continue(c, &resp, NULL, 0);
+    http_send(c, &resp, NULL, 0);
 }
 
 /* Is the body the handler wants all in buf[*pos, len)? If so, point r at it and move *pos
@@ -406,7 +263,7 @@ static void start_collect(struct conn *c, const char *have, size_t n, size_t hea
         answer_malformed(c, 503, have, n);
         return;
     }
-    struct conn_collect *k = malloc(sizeof(*k) + cap);
+    struct http_collect *k = malloc(sizeof(*k) + cap);
     if (!k) {
         body_memory_give(conn_shared(c), cap);
         conn_close(c);
@@ -464,12 +321,12 @@ static void hand_off(struct conn *c, struct http_host *to, const char *p, size_t
         const char *eol = memchr(p, '\r', n);
         log_access(c, (struct http_slice){p, eol ? (size_t)(eol - p) : 0}, NULL, &resp, now_s,
                    NULL);
-        http_conn_log_unparsed(c, &resp, now_s);
+        http_log_unparsed(c, &resp, now_s);
         c->body_mode = CONN_BODY_NONE;
-        send_and_continue(c, &resp, NULL, 0);
+        http_send(c, &resp, NULL, 0);
         return;
     }
-    if (!http_conn_save_input(c, p, n)) {
+    if (!http_save_input(c, p, n)) {
         conn_close(c);
         return;
     }
@@ -564,14 +421,11 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     if (!resp.keep_alive)
         c->body_mode = CONN_BODY_NONE; /* closing: the rest of the body is drained, not parsed */
     respond(c, req, &r, status, &resp);
-    if (resp.streaming) {
-        if (resp.proxy)
-            http_proxy_start(c, &resp, &r, buf + *pos, len - *pos, NULL);
-        else
-            http_stream_start(c, &resp, req, buf + *pos, len - *pos);
+    if (resp.streaming) { /* a late response: its source drives the connection now */
+        http_source_start(c, &resp, &r, buf + *pos, len - *pos, NULL);
         return false;
     }
-    bool go_on = send_and_continue(c, &resp, buf + *pos, len - *pos);
+    bool go_on = http_send(c, &resp, buf + *pos, len - *pos);
     http_stats_record(&host->stats, clock_now_us() - t0_us, resp.status, resp_body_bytes(&resp));
     return go_on;
 }
@@ -581,7 +435,7 @@ static void http_process(struct conn *c);
 /* The collected request is complete: answer it, then go on with what followed it. */
 static void serve_collected(struct conn *c)
 {
-    struct conn_collect *k = c->collect;
+    struct http_collect *k = c->collect;
     struct http_request req;
     struct response resp;
     int64_t now_s, t0_us = clock_now_us();
@@ -600,20 +454,15 @@ static void serve_collected(struct conn *c)
     r.body_len = k->body_len;
     respond(c, &req, &r, status, &resp);
     c->collect = NULL;
-    if (resp.streaming && resp.proxy) { /* the proxy sends the body on: it keeps k */
-        http_proxy_start(c, &resp, &r, NULL, 0, k);
-        return;
-    }
-    if (resp.streaming) { /* the handler has the body by now (a CGI script's stdin) */
-        http_stream_start(c, &resp, &req, NULL, 0);
-        collect_free(host->shared, k);
+    if (resp.streaming) { /* the source owns k now (the proxy sends the body on) */
+        http_source_start(c, &resp, &r, NULL, 0, k);
         return;
     }
     /* The response may point into k (an echo of the body): sending copies whatever it
      * cannot send at once, so k can go as soon as the send returns. */
-    bool go_on = send_and_continue(c, &resp, NULL, 0);
+    bool go_on = http_send(c, &resp, NULL, 0);
     http_stats_record(&host->stats, clock_now_us() - t0_us, resp.status, resp_body_bytes(&resp));
-    collect_free(host->shared, k);
+    http_collect_free(host->shared, k);
     if (go_on)
         http_process(c);
 }
@@ -622,7 +471,7 @@ static void serve_collected(struct conn *c)
  * that its next event flushes the answer if it parks, then closes. */
 static void collect_fail(struct conn *c, int status)
 {
-    struct conn_collect *k = c->collect;
+    struct http_collect *k = c->collect;
     c->collect = NULL;
     /* Counted back before the answer, so that a client that has it can count on the
      * memory (k itself goes just after: the log line is read from it). */
@@ -634,7 +483,7 @@ static void collect_fail(struct conn *c, int status)
 /* More of a collected body has arrived (or the socket says so). */
 static void collect_event(struct conn *c)
 {
-    struct conn_collect *k = c->collect;
+    struct http_collect *k = c->collect;
     for (;;) {
         size_t want;
         if (c->body_mode == CONN_BODY_LENGTH) {
@@ -647,7 +496,7 @@ static void collect_event(struct conn *c)
                     collect_fail(c, 503);
                     return;
                 }
-                struct conn_collect *bigger = realloc(k, sizeof(*k) + cap);
+                struct http_collect *bigger = realloc(k, sizeof(*k) + cap);
                 if (!bigger) {
                     body_memory_give(conn_shared(c), cap - k->cap);
                     conn_close(c);
@@ -695,7 +544,7 @@ static void collect_event(struct conn *c)
             return;
         }
         /* Bytes after the body belong to the next request. */
-        if (!http_conn_save_input(c, k->data + start + used, avail - used)) {
+        if (!http_save_input(c, k->data + start + used, avail - used)) {
             conn_close(c);
             return;
         }
@@ -711,7 +560,7 @@ static void park_reading(struct conn *c, const char *p, size_t n, bool head_star
 {
     const struct config *cfg = &c->gen->cfg;
     int64_t now = clock_now_ms();
-    if (!http_conn_save_input(c, p, n)) {
+    if (!http_save_input(c, p, n)) {
         conn_close(c);
         return;
     }
@@ -848,7 +697,7 @@ static void answer_plain_on_tls(struct conn *c)
     resp_body_mem(&resp, body, sizeof(body) - 1);
     resp_finish(&resp, false);
     log_access(c, (struct http_slice){"-", 1}, NULL, &resp, now_s, NULL);
-    send_and_continue(c, &resp, NULL, 0);
+    http_send(c, &resp, NULL, 0);
 }
 
 /* The TLS handshake, as far as the socket allows; then the first request. Its deadline is
@@ -914,12 +763,8 @@ static void http_conn_event(struct lf_handle *h, uint32_t events)
                       clock_now_ms() + c->gen->cfg.send_timeout_ms);
             return;
         }
-        if (c->stream) { /* a part of a streamed response went out: read more of it */
-            http_stream_resume(c);
-            return;
-        }
-        if (c->proxy) { /* likewise, of an upstream's answer */
-            http_proxy_resume(c);
+        if (c->source) { /* a part of a late response went out: its source goes on */
+            c->source->ops->resume(c->source);
             return;
         }
         if (c->close_after_send) {
@@ -934,12 +779,10 @@ static void http_conn_event(struct lf_handle *h, uint32_t events)
 /* The close hook of every HTTP connection: what the HTTP layer hung on it goes. */
 static void http_conn_closed(struct conn *c)
 {
-    if (c->stream)
-        http_stream_abort(c);
-    if (c->proxy)
-        http_proxy_abort(c);
+    if (c->source)
+        http_source_abort(c);
     if (c->collect)
-        collect_free(conn_shared(c), c->collect);
+        http_collect_free(conn_shared(c), c->collect);
     c->collect = NULL;
     generation_release(c->gen);
     c->gen = NULL;
@@ -950,6 +793,7 @@ void http_host_init(struct http_host *host, struct http_shared *shared,
 {
     memset(host, 0, sizeof(*host));
     host->shared = shared;
+    host->serve = http_process;
     conn_pool_init(&host->pool, groups, n, max_connections, &shared->n_conns);
 }
 
@@ -989,16 +833,6 @@ void http_conn_start(struct conn *c)
         handshake(c);
     else
         http_process(c);
-}
-
-void http_conn_continue(struct conn *c)
-{
-    http_process(c);
-}
-
-bool http_conn_send(struct conn *c, struct response *resp, const char *rest, size_t rest_len)
-{
-    return send_and_continue(c, resp, rest, rest_len);
 }
 
 /* --- service classes ------------------------------------------------------------------ */
