@@ -70,7 +70,7 @@ static void body_memory_give(struct http_shared *shared, size_t n)
 /* A body starts: its deadline by client_body_min_rate runs from now. */
 static void body_start(struct conn *c)
 {
-    c->body_due_us = (clock_now_ms() + c->gen->cfg.client_body_timeout_ms) * 1000;
+    hc(c)->body_due_us = (clock_now_ms() + c->gen->cfg.client_body_timeout_ms) * 1000;
 }
 
 /* n bytes of the body arrived: each byte buys 1/client_body_min_rate of a second (Apache's
@@ -79,7 +79,7 @@ static void body_progress(struct conn *c, size_t n)
 {
     uint64_t rate = c->gen->cfg.client_body_min_rate;
     if (rate != 0)
-        c->body_due_us += (int64_t)((uint64_t)n * 1000000 / rate);
+        hc(c)->body_due_us += (int64_t)((uint64_t)n * 1000000 / rate);
 }
 
 /* When the sweep ends a connection waiting for more of a body: client_body_timeout after
@@ -88,8 +88,8 @@ static int64_t body_deadline(const struct conn *c)
 {
     const struct config *cfg = &c->gen->cfg;
     int64_t dl = clock_now_ms() + cfg->client_body_timeout_ms;
-    if (cfg->client_body_min_rate != 0 && c->body_due_us / 1000 < dl)
-        dl = c->body_due_us / 1000;
+    if (cfg->client_body_min_rate != 0 && hc_const(c)->body_due_us / 1000 < dl)
+        dl = hc_const(c)->body_due_us / 1000;
     return dl;
 }
 
@@ -108,20 +108,20 @@ static ssize_t http_read(struct conn *c, void *buf, size_t len)
  * 413 if the body is malformed or too large. */
 static size_t skip_body(struct conn *c, char *buf, size_t len, int *err)
 {
-    if (c->body_mode == CONN_BODY_LENGTH) {
-        size_t take = len < c->body_left ? len : (size_t)c->body_left;
+    if (hc(c)->body_mode == REQ_BODY_LENGTH) {
+        size_t take = len < hc(c)->body_left ? len : (size_t)hc(c)->body_left;
         body_progress(c, take);
-        c->body_left -= take;
-        if (c->body_left == 0)
-            c->body_mode = CONN_BODY_NONE;
+        hc(c)->body_left -= take;
+        if (hc(c)->body_left == 0)
+            hc(c)->body_mode = REQ_BODY_NONE;
         return take;
     }
     size_t used = 0, out = 0;
     enum http_chunked_result r = http_chunked_decode(
-        &c->chunked, buf, len, c->gen->cfg.max_body_size, &used, &out);
+        &hc(c)->chunked, buf, len, c->gen->cfg.max_body_size, &used, &out);
     body_progress(c, used);
     if (r == HTTP_CHUNKED_DONE)
-        c->body_mode = CONN_BODY_NONE;
+        hc(c)->body_mode = REQ_BODY_NONE;
     else if (r == HTTP_CHUNKED_ERROR)
         *err = 400;
     else if (r == HTTP_CHUNKED_TOO_LARGE)
@@ -213,7 +213,7 @@ static void answer_malformed(struct conn *c, int status, const char *buf, size_t
     resp_finish(&resp, false);
     log_access(c, first_line(buf, len, 2048), NULL, &resp, now_s, NULL);
     http_log_unparsed(c, &resp, now_s);
-    c->body_mode = CONN_BODY_NONE;
+    hc(c)->body_mode = REQ_BODY_NONE;
     http_send(c, &resp, NULL, 0);
 }
 
@@ -225,25 +225,25 @@ static bool body_in_buffer(struct conn *c, char *buf, size_t *pos, size_t len,
 {
     size_t avail = len - *pos;
     *decoded = 0;
-    if (c->body_mode == CONN_BODY_LENGTH) {
-        if (avail < c->body_left)
+    if (hc(c)->body_mode == REQ_BODY_LENGTH) {
+        if (avail < hc(c)->body_left)
             return false;
         r->body = buf + *pos;
-        r->body_len = (size_t)c->body_left;
+        r->body_len = (size_t)hc(c)->body_left;
         *pos += r->body_len;
-        c->body_mode = CONN_BODY_NONE;
+        hc(c)->body_mode = REQ_BODY_NONE;
         return true;
     }
     size_t used = 0;
     enum http_chunked_result res = http_chunked_decode(
-        &c->chunked, buf + *pos, avail, collect_limit(c), &used, decoded);
+        &hc(c)->chunked, buf + *pos, avail, collect_limit(c), &used, decoded);
     if (res == HTTP_CHUNKED_MORE)
         return false;
     if (res == HTTP_CHUNKED_DONE) {
         r->body = buf + *pos;
         r->body_len = *decoded;
         *pos += used;
-        c->body_mode = CONN_BODY_NONE;
+        hc(c)->body_mode = REQ_BODY_NONE;
     } else {
         *status = res == HTTP_CHUNKED_TOO_LARGE ? 413 : 400;
     }
@@ -257,7 +257,7 @@ static bool body_in_buffer(struct conn *c, char *buf, size_t *pos, size_t len,
 static void start_collect(struct conn *c, const char *have, size_t n, size_t head_len,
                           bool send_continue)
 {
-    size_t cap = c->body_mode == CONN_BODY_LENGTH ? head_len + (size_t)c->body_left
+    size_t cap = hc(c)->body_mode == REQ_BODY_LENGTH ? head_len + (size_t)hc(c)->body_left
                                                   : n + 65536;
     if (!body_memory_take(c, cap)) {
         answer_malformed(c, 503, have, n);
@@ -274,10 +274,10 @@ static void start_collect(struct conn *c, const char *have, size_t n, size_t hea
     k->body_len = n - head_len;
     k->raw_len = n;
     k->cap = cap;
-    if (c->body_mode == CONN_BODY_LENGTH)
-        c->body_left -= k->body_len;
+    if (hc(c)->body_mode == REQ_BODY_LENGTH)
+        hc(c)->body_left -= k->body_len;
     body_progress(c, k->body_len);
-    c->collect = k;
+    hc(c)->collect = k;
     if (send_continue) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
         ssize_t w = conn_write(c, cont, sizeof(cont) - 1);
@@ -301,7 +301,7 @@ static struct http_host *request_class(struct conn *c, const struct http_request
         unsigned k = module_chain_class(&c->gen->chain, c->local, req->host, path, (size_t)n);
         to = k && k < shared->n_hosts ? shared->hosts[k] : NULL;
     }
-    return to ? to : http_host_of_pool(c->home);
+    return to ? to : http_host_of_pool(hc(c)->home);
 }
 
 /* Move the connection, with the request and everything after it (buf[from, len)), to
@@ -322,7 +322,7 @@ static void hand_off(struct conn *c, struct http_host *to, const char *p, size_t
         log_access(c, (struct http_slice){p, eol ? (size_t)(eol - p) : 0}, NULL, &resp, now_s,
                    NULL);
         http_log_unparsed(c, &resp, now_s);
-        c->body_mode = CONN_BODY_NONE;
+        hc(c)->body_mode = REQ_BODY_NONE;
         http_send(c, &resp, NULL, 0);
         return;
     }
@@ -343,7 +343,7 @@ static bool keep_alive_allowed(const struct conn *c, const struct http_request *
     const struct http_shared *sh = conn_shared(c);
     return req->keep_alive && !atomic_load_explicit(&sh->stopping, memory_order_relaxed) &&
            !atomic_load_explicit(&sh->draining, memory_order_relaxed) &&
-           (cfg->keepalive_requests == 0 || c->requests < cfg->keepalive_requests);
+           (cfg->keepalive_requests == 0 || hc_const(c)->requests < cfg->keepalive_requests);
 }
 
 /* Answer one complete request whose head is buf[*pos .. *pos + head_len). Advances *pos
@@ -365,7 +365,7 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     int64_t now_s;
     http_date_header(&now_s);
 
-    c->requests++;
+    hc(c)->requests++;
     resp_init(&resp);
     resp.head_only = req->method == HTTP_METHOD_HEAD;
     resp.keep_alive = keep_alive_allowed(c, req);
@@ -375,15 +375,15 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     int status = 0;
     if (req->framing == HTTP_BODY_LENGTH && req->content_length > 0) {
         body_start(c);
-        c->body_mode = CONN_BODY_LENGTH;
-        c->body_left = req->content_length;
+        hc(c)->body_mode = REQ_BODY_LENGTH;
+        hc(c)->body_left = req->content_length;
         uint64_t max = c->gen->cfg.max_body_size;
         if (max != 0 && req->content_length > max)
             status = 413;
     } else if (req->framing == HTTP_BODY_CHUNKED) {
         body_start(c);
-        c->body_mode = CONN_BODY_CHUNKED;
-        http_chunked_init(&c->chunked);
+        hc(c)->body_mode = REQ_BODY_CHUNKED;
+        http_chunked_init(&hc(c)->chunked);
     }
     bool body_error = status != 0; /* framing errors close the connection; others do not */
 
@@ -391,9 +391,9 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     struct request r;
     int routed = route(c, req, &r, path, id, now_s);
     status = status ? status : routed;
-    bool wants_body = !status && c->body_mode != CONN_BODY_NONE && r.mount &&
+    bool wants_body = !status && hc(c)->body_mode != REQ_BODY_NONE && r.mount &&
                       r.mount->wants_body;
-    if (wants_body && c->body_mode == CONN_BODY_LENGTH && c->body_left > collect_limit(c)) {
+    if (wants_body && hc(c)->body_mode == REQ_BODY_LENGTH && hc(c)->body_left > collect_limit(c)) {
         status = 413; /* too large to hold, though max_body_size would let it be skipped */
         body_error = true;
         wants_body = false;
@@ -402,13 +402,13 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
         size_t decoded;
         if (!body_in_buffer(c, buf, pos, len, &r, &decoded, &status)) {
             bool waiting = req->expect_continue && *pos == len;
-            size_t have = c->body_mode == CONN_BODY_LENGTH ? len - head_at
+            size_t have = hc(c)->body_mode == REQ_BODY_LENGTH ? len - head_at
                                                            : *pos + decoded - head_at;
             start_collect(c, buf + head_at, have, head_len, waiting);
             return false;
         }
         body_error = status != 0;
-    } else if (!status && c->body_mode != CONN_BODY_NONE) {
+    } else if (!status && hc(c)->body_mode != REQ_BODY_NONE) {
         if (req->expect_continue && *pos == len) {
             resp.keep_alive = false; /* the client waits for 100: don't ask for the body */
         } else {
@@ -419,7 +419,7 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     if (body_error)
         resp.keep_alive = false;
     if (!resp.keep_alive)
-        c->body_mode = CONN_BODY_NONE; /* closing: the rest of the body is drained, not parsed */
+        hc(c)->body_mode = REQ_BODY_NONE; /* closing: the rest of the body is drained, not parsed */
     respond(c, req, &r, status, &resp);
     if (resp.streaming) { /* a late response: its source drives the connection now */
         http_source_start(c, &resp, &r, buf + *pos, len - *pos, NULL);
@@ -435,7 +435,7 @@ static void http_process(struct conn *c);
 /* The collected request is complete: answer it, then go on with what followed it. */
 static void serve_collected(struct conn *c)
 {
-    struct http_collect *k = c->collect;
+    struct http_collect *k = hc(c)->collect;
     struct http_request req;
     struct response resp;
     int64_t now_s, t0_us = clock_now_us();
@@ -453,7 +453,7 @@ static void serve_collected(struct conn *c)
     r.body = k->data + k->head_len;
     r.body_len = k->body_len;
     respond(c, &req, &r, status, &resp);
-    c->collect = NULL;
+    hc(c)->collect = NULL;
     if (resp.streaming) { /* the source owns k now (the proxy sends the body on) */
         http_source_start(c, &resp, &r, NULL, 0, k);
         return;
@@ -471,8 +471,8 @@ static void serve_collected(struct conn *c)
  * that its next event flushes the answer if it parks, then closes. */
 static void collect_fail(struct conn *c, int status)
 {
-    struct http_collect *k = c->collect;
-    c->collect = NULL;
+    struct http_collect *k = hc(c)->collect;
+    hc(c)->collect = NULL;
     /* Counted back before the answer, so that a client that has it can count on the
      * memory (k itself goes just after: the log line is read from it). */
     body_memory_give(conn_shared(c), k->cap);
@@ -483,11 +483,11 @@ static void collect_fail(struct conn *c, int status)
 /* More of a collected body has arrived (or the socket says so). */
 static void collect_event(struct conn *c)
 {
-    struct http_collect *k = c->collect;
+    struct http_collect *k = hc(c)->collect;
     for (;;) {
         size_t want;
-        if (c->body_mode == CONN_BODY_LENGTH) {
-            want = (size_t)c->body_left;
+        if (hc(c)->body_mode == REQ_BODY_LENGTH) {
+            want = (size_t)hc(c)->body_left;
         } else {
             size_t limit = k->head_len + (size_t)collect_limit(c) + CONN_BUF_SIZE;
             if (k->cap - k->raw_len < 16384 && k->cap < limit) {
@@ -502,7 +502,7 @@ static void collect_event(struct conn *c)
                     conn_close(c);
                     return;
                 }
-                c->collect = k = bigger;
+                hc(c)->collect = k = bigger;
                 k->cap = cap;
             }
             want = k->cap - k->raw_len < 16384 ? k->cap - k->raw_len : 16384;
@@ -523,18 +523,18 @@ static void collect_event(struct conn *c)
             return;
         }
         body_progress(c, (size_t)n);
-        if (c->body_mode == CONN_BODY_LENGTH) {
+        if (hc(c)->body_mode == REQ_BODY_LENGTH) {
             k->raw_len += (size_t)n;
             k->body_len += (size_t)n;
-            c->body_left -= (uint64_t)n;
-            if (c->body_left == 0)
+            hc(c)->body_left -= (uint64_t)n;
+            if (hc(c)->body_left == 0)
                 break;
             continue;
         }
         size_t start = k->head_len + k->body_len, avail = k->raw_len + (size_t)n - start;
         size_t used = 0, out = 0;
         enum http_chunked_result res = http_chunked_decode(
-            &c->chunked, k->data + start, avail, collect_limit(c), &used, &out);
+            &hc(c)->chunked, k->data + start, avail, collect_limit(c), &used, &out);
         k->body_len += out;
         k->raw_len = k->head_len + k->body_len;
         if (res == HTTP_CHUNKED_MORE)
@@ -550,7 +550,7 @@ static void collect_event(struct conn *c)
         }
         break;
     }
-    c->body_mode = CONN_BODY_NONE;
+    hc(c)->body_mode = REQ_BODY_NONE;
     serve_collected(c);
 }
 
@@ -564,13 +564,13 @@ static void park_reading(struct conn *c, const char *p, size_t n, bool head_star
         conn_close(c);
         return;
     }
-    if (c->body_mode != CONN_BODY_NONE) {
+    if (hc(c)->body_mode != REQ_BODY_NONE) {
         conn_wait(c, CONN_BODY, EPOLLIN, body_deadline(c));
     } else if (n > 0) {
         int64_t dl = head_started ? atomic_load_explicit(&c->deadline_ms, memory_order_relaxed)
                                   : now + cfg->header_timeout_ms;
         conn_wait(c, CONN_HEAD, EPOLLIN, dl);
-    } else if (c->requests == 0) {
+    } else if (hc(c)->requests == 0) {
         conn_wait(c, CONN_NEW, EPOLLIN, atomic_load(&c->deadline_ms));
     } else {
         conn_wait(c, CONN_IDLE, EPOLLIN, now + cfg->keepalive_timeout_ms);
@@ -595,7 +595,7 @@ static void http_process(struct conn *c)
     size_t len = 0, pos = 0;
     bool served = false;
     bool head_started = atomic_load_explicit(&c->state, memory_order_relaxed) == CONN_HEAD;
-    if (!head_started && c->body_mode == CONN_BODY_NONE)
+    if (!head_started && hc(c)->body_mode == REQ_BODY_NONE)
         renew_generation(c); /* between requests: where a reload takes effect */
 
     if (c->in) {
@@ -605,7 +605,7 @@ static void http_process(struct conn *c)
         c->in = NULL;
     }
     for (;;) {
-        if (c->body_mode != CONN_BODY_NONE && pos < len) {
+        if (hc(c)->body_mode != REQ_BODY_NONE && pos < len) {
             int err = 0;
             pos += skip_body(c, buf + pos, len - pos, &err);
             if (err) { /* the answer is already sent: nothing to say, just stop */
@@ -613,7 +613,7 @@ static void http_process(struct conn *c)
                 return;
             }
         }
-        if (c->body_mode == CONN_BODY_NONE && pos < len) {
+        if (hc(c)->body_mode == REQ_BODY_NONE && pos < len) {
             struct http_request req;
             int r = http_parse_request(buf + pos, len - pos, &c->gen->limits, &req);
             if (r > 0) {
@@ -659,7 +659,7 @@ static void expire(struct conn *c)
 {
     uint8_t state = atomic_load_explicit(&c->state, memory_order_relaxed);
     /* A request not yet answered: a partial head, or a body being collected for it. */
-    if ((state == CONN_HEAD && c->in) || (state == CONN_BODY && c->collect)) {
+    if ((state == CONN_HEAD && c->in) || (state == CONN_BODY && hc(c)->collect)) {
         struct response resp;
         resp_init(&resp);
         resp_error(&resp, 408);
@@ -748,7 +748,7 @@ static void http_conn_event(struct lf_handle *h, uint32_t events)
         handshake(c);
         return;
     }
-    if (c->collect) {
+    if (hc(c)->collect) {
         collect_event(c);
         return;
     }
@@ -763,8 +763,8 @@ static void http_conn_event(struct lf_handle *h, uint32_t events)
                       clock_now_ms() + c->gen->cfg.send_timeout_ms);
             return;
         }
-        if (c->source) { /* a part of a late response went out: its source goes on */
-            c->source->ops->resume(c->source);
+        if (hc(c)->source) { /* a part of a late response went out: its source goes on */
+            hc(c)->source->ops->resume(hc(c)->source);
             return;
         }
         if (c->close_after_send) {
@@ -779,11 +779,11 @@ static void http_conn_event(struct lf_handle *h, uint32_t events)
 /* The close hook of every HTTP connection: what the HTTP layer hung on it goes. */
 static void http_conn_closed(struct conn *c)
 {
-    if (c->source)
+    if (hc(c)->source)
         http_source_abort(c);
-    if (c->collect)
-        http_collect_free(conn_shared(c), c->collect);
-    c->collect = NULL;
+    if (hc(c)->collect)
+        http_collect_free(conn_shared(c), hc(c)->collect);
+    hc(c)->collect = NULL;
     generation_release(c->gen);
     c->gen = NULL;
 }
@@ -794,7 +794,8 @@ void http_host_init(struct http_host *host, struct http_shared *shared,
     memset(host, 0, sizeof(*host));
     host->shared = shared;
     host->serve = http_process;
-    conn_pool_init(&host->pool, groups, n, max_connections, &shared->n_conns);
+    conn_pool_init(&host->pool, groups, n, sizeof(struct http_conn), max_connections,
+                   &shared->n_conns);
 }
 
 void http_host_fini(struct http_host *host)
@@ -812,7 +813,7 @@ struct conn *http_conn_open(struct http_host *host, struct lf_group *group,
                                http_conn_closed);
     if (!c)
         return NULL;
-    c->home = &host->pool;
+    hc(c)->home = &host->pool;
     generation_hold(gen);
     c->gen = gen;
     void *ssl;

@@ -20,18 +20,15 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "out_seg.h"
+
 #define RESP_HEAD_CAP 4096
 #define RESP_SCRATCH_CAP 4096
 #define RESP_MAX_SEGS 72 /* enough for a multipart/byteranges answer of 16 ranges */
 #define RESP_INDEXED_LINES 32 /* head lines whose start is remembered; more are scanned for */
 
-/* One piece of a response body: memory when mem != NULL, else len bytes of fd at off. */
-struct out_seg {
-    const char *mem;
-    int fd;
-    uint64_t off;
-    uint64_t len;
-};
+/* A response body's pieces are struct out_seg (out_seg.h): memory when mem != NULL, else
+ * len bytes of fd at off. */
 
 struct response;
 struct proxy_params; /* module.h: the reverse proxy's request (resp_proxy) */

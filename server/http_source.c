@@ -96,6 +96,32 @@ void http_log_unparsed(struct conn *c, const struct response *resp, int64_t now_
 
 /* --- sending ----------------------------------------------------------------------------- */
 
+static_assert(RESP_MAX_SEGS < CONN_MAX_SEGS, "a response's segments and its head fit a send");
+
+enum send_result http_send_response(struct conn *c, struct response *resp, bool body)
+{
+    struct out_msg m = {
+        .head = resp->head,
+        .head_len = resp->head_len,
+        .segs = resp->segs,
+        .n_segs = body ? resp->n_segs : 0,
+        .file_fd = resp->file_fd,
+        .file_release = resp->file_release,
+        .file_release_ctx = resp->file_release_ctx,
+    };
+    enum send_result res = conn_send(c, &m);
+    if (m.file_fd < 0) { /* parked with the rest: the connection's now */
+        resp->file_fd = -1;
+        resp->file_release = NULL;
+    }
+    resp_file_close(resp);
+    if (resp->release) { /* sent, or copied onto the connection: the module's memory goes */
+        resp->release(resp->release_ctx);
+        resp->release = NULL;
+    }
+    return res;
+}
+
 bool http_save_input(struct conn *c, const char *p, size_t n)
 {
     if (n == 0)
@@ -110,7 +136,7 @@ bool http_save_input(struct conn *c, const char *p, size_t n)
 
 bool http_send(struct conn *c, struct response *resp, const char *rest, size_t rest_len)
 {
-    enum send_result sr = conn_send(c, resp, !resp->head_only && !resp->no_length);
+    enum send_result sr = http_send_response(c, resp, !resp->head_only && !resp->no_length);
     if (sr == SEND_ERROR) {
         conn_close(c);
         return false;
@@ -127,7 +153,7 @@ bool http_send(struct conn *c, struct response *resp, const char *rest, size_t r
     if (resp->keep_alive)
         return true;
     /* Linger only when the client may still be sending; otherwise a plain close. */
-    if (resp->status >= 400 || rest_len > 0 || c->body_mode != CONN_BODY_NONE)
+    if (resp->status >= 400 || rest_len > 0 || hc(c)->body_mode != REQ_BODY_NONE)
         conn_linger(c);
     else
         conn_close(c);
@@ -198,7 +224,7 @@ void http_source_init(struct http_source *s, const struct http_source_ops *ops,
     copy_slice(s->request_line, sizeof(s->request_line), http_request_line(h));
     copy_slice(s->referer, sizeof(s->referer), h->referer);
     copy_slice(s->user_agent, sizeof(s->user_agent), h->user_agent);
-    c->source = s;
+    hc(c)->source = s;
 }
 
 /* --- the request as it was answered ------------------------------------------------------ */
@@ -372,7 +398,7 @@ enum send_result http_source_send(struct http_source *s, struct response *resp)
 {
     struct conn *c = s->c;
     /* Whether there is a body is the source's to say (HEAD, 204 and 304 add none). */
-    enum send_result r = conn_send(c, resp, true);
+    enum send_result r = http_send_response(c, resp, true);
     if (r == SEND_PARKED) {
         c->close_after_send = false;
         conn_wait(c, CONN_SEND, EPOLLOUT, clock_now_ms() + c->gen->cfg.send_timeout_ms);
@@ -411,7 +437,7 @@ void http_source_end(struct http_source *s, struct response *resp, bool keep_ali
 {
     struct conn *c = s->c;
     source_log(s);
-    c->source = NULL;
+    hc(c)->source = NULL;
     s->ops->release(s); /* s may be another thread's from here on */
     resp->keep_alive = keep_alive;
     if (http_send(c, resp, NULL, 0))
@@ -420,8 +446,8 @@ void http_source_end(struct http_source *s, struct response *resp, bool keep_ali
 
 void http_source_abort(struct conn *c)
 {
-    struct http_source *s = c->source;
+    struct http_source *s = hc(c)->source;
     source_log(s);
-    c->source = NULL;
+    hc(c)->source = NULL;
     s->ops->abort(s);
 }

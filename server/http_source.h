@@ -17,6 +17,7 @@
 #ifndef LFHTTPD_HTTP_SOURCE_H
 #define LFHTTPD_HTTP_SOURCE_H
 
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -78,6 +79,39 @@ struct http_host {
     void (*serve)(struct conn *c);
 };
 
+/* A request body still being skipped after the answer. */
+enum req_body { REQ_BODY_NONE = 0, REQ_BODY_LENGTH, REQ_BODY_CHUNKED };
+
+struct http_collect;
+struct http_source;
+
+/* An HTTP connection: the transport's struct conn, then what the HTTP layer keeps between
+ * events (the pool allocates this much a connection: http_host_init). */
+struct http_conn {
+    struct conn c;               /* first: a conn of an HTTP host's pool is an http_conn */
+    uint8_t body_mode;           /* enum req_body: a request body still being skipped */
+    uint32_t requests;           /* requests served on this connection */
+    uint64_t body_left;          /* REQ_BODY_LENGTH: bytes still to skip */
+    int64_t body_due_us;         /* the body's deadline by client_body_min_rate (clock_now_ms
+                                    scale, in microseconds): extended by each byte received */
+    struct http_chunked chunked; /* REQ_BODY_CHUNKED: decoder state */
+    struct http_collect *collect; /* a request body being read for a handler, or NULL */
+    struct http_source *source;   /* a response that outlives its event, or NULL */
+    struct conn_pool *home;       /* the class chosen at accept: requests no rule claims */
+};
+
+static_assert(sizeof(struct http_conn) <= 256, "an idle connection should stay small");
+
+/* The HTTP side of a connection of an HTTP host's pool. */
+static inline struct http_conn *hc(struct conn *c)
+{
+    return (struct http_conn *)c;
+}
+static inline const struct http_conn *hc_const(const struct conn *c)
+{
+    return (const struct http_conn *)c;
+}
+
 /* The host (service class) whose pool this is. */
 static inline struct http_host *http_host_of_pool(const struct conn_pool *pool)
 {
@@ -115,6 +149,9 @@ void http_request_init(struct conn *c, const struct http_request *h, struct requ
  * they see an empty request (no fields, method unknown, path ""). */
 void http_log_unparsed(struct conn *c, const struct response *resp, int64_t now_s);
 
+/* Send resp's head, and its body if `body` (not for HEAD, 204 or 304: the caller decides),
+ * as conn_send does; then resp lets go of its file (unless parked with it) and memory. */
+enum send_result http_send_response(struct conn *c, struct response *resp, bool body);
 /* Keep unparsed bytes on the connection until its next event. Returns false if out of
  * memory. */
 bool http_save_input(struct conn *c, const char *p, size_t n);
@@ -137,8 +174,6 @@ struct http_collect {
 void http_collect_free(struct http_shared *shared, struct http_collect *k);
 
 /* --- sources ----------------------------------------------------------------------------- */
-
-struct http_source;
 
 /* What the connection asks of a source. Both run on the thread that owns the connection. */
 struct http_source_ops {

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """The core's layers go one way: a file includes only headers of its own layer or below,
-and no include loops (a family of files behind one public header aside).
+and no include loops (a family of files behind one public header aside); the transport
+includes no HTTP header.
 
 Reads the #include "..." lines of server/ and modules/. A file's node is its name without
 the extension (conn.c and conn.h are one node, `conn`); a private header stands for the
@@ -16,7 +17,8 @@ import sys
 
 # From the bottom up. A file may include headers of its own layer or of any layer below.
 LAYERS = [
-    ("base", ["clock", "lf_*", "http_parse", "http_upstream", "open_beneath", "pattern"]),
+    ("base", ["clock", "lf_*", "http_parse", "http_upstream", "open_beneath", "out_seg",
+              "pattern"]),
     ("text helpers", ["strbuf", "http_params", "vars"]),
     ("configuration", ["config", "directive", "log", "site", "upstream", "tls"]),
     ("responses", ["http_response"]),
@@ -47,6 +49,11 @@ FAMILY_OF = {member: family for family, members in FAMILIES.items() for member i
 # Loops allowed: none. (The HTTP layer's used to be one, the connection and its late
 # responses calling each other: the sources' seam, http_source.h, cut it.)
 ALLOWED_LOOPS = []
+
+# Headers a layer may not include even though they are below it: the transport knows
+# nothing of HTTP (the HTTP layer installs its handlers and keeps its state in a struct
+# that begins with the connection).
+NEVER = {"transport": ["http_*"]}
 
 DIRS = ("server", "modules")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -133,6 +140,9 @@ def check(root):
             if higher[0] > lower[0]:
                 errors.append(f"{f} ({lower[1]}) includes {os.path.basename(inc)}, "
                               f"a higher layer ({higher[1]})")
+            if any(fnmatch.fnmatchcase(stem(inc), p) for p in NEVER.get(lower[1], ())):
+                errors.append(f"{f} ({lower[1]}) includes {os.path.basename(inc)}, "
+                              f"which the {lower[1]} layer must not know")
             for a in nodes_of(stem(f)):
                 for b in nodes_of(stem(inc)):
                     if a != b:
