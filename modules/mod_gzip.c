@@ -977,20 +977,63 @@ static void filter_memory(const struct gzip_state *g, const struct request *req,
     mark_coded(resp, c, variant_etag(resp, c, etag, sizeof(etag)) ? etag : NULL);
 }
 
-/* --- proxied responses ----------------------------------------------------------------- */
+/* --- streamed responses ---------------------------------------------------------------- */
 
-/* The head of a proxied answer (resp_is_upstream_head): compressed as it streams, with gzip
- * (the codings with a streaming encoder here), when the client takes gzip, the type is
- * compressible, the upstream did not encode it and allows transforms (Cache-Control:
- * no-transform), and its length, if known, is in bounds. The statuses nginx compresses:
- * 200, 403, 404. The ETag becomes weak: the bytes differ. */
-static void filter_upstream(const struct gzip_state *g, const struct request *req,
-                            struct response *resp)
+/* A streamed body's coding (resp_stream_filter): arg is the coding and its level. */
+static void *stream_start(const void *conf, unsigned arg)
+{
+    (void)conf;
+    struct coding_stream *s;
+    if (coding_stream_start((enum content_coding)(arg & 0xff), (int)(arg >> 8), &s) < 0)
+        return NULL;
+    return s;
+}
+
+/* The core's emit, for the encoder's bytes. */
+struct stream_emit {
+    resp_emit_fn emit;
+    void *arg;
+};
+
+static int stream_emit(void *arg, const unsigned char *p, size_t n)
+{
+    struct stream_emit *to = arg;
+    return n ? to->emit(to->arg, (const char *)p, n) : 0;
+}
+
+static int stream_feed(void *state, const char *in, size_t n, bool end, resp_emit_fn emit,
+                       void *arg)
+{
+    struct stream_emit to = {emit, arg};
+    return coding_stream_feed(state, in, n, end, stream_emit, &to);
+}
+
+static void stream_free(void *state)
+{
+    coding_stream_free(state);
+}
+
+static const struct resp_body_filter_ops stream_coding = {
+    .start = stream_start,
+    .feed = stream_feed,
+    .free = stream_free,
+};
+
+/* The head of a streamed answer of any source (resp_is_stream_head: a proxied answer, a
+ * CGI script's): its body is compressed as it streams, in the coding the client prefers
+ * among those switched on, when the type is compressible, the source did not encode it
+ * and allows transforms (Cache-Control: no-transform), and its length, if known, is in
+ * bounds, when gzip is on. The statuses nginx compresses: 200, 403, 404. The ETag becomes weak: the bytes
+ * differ. */
+static void filter_stream(const struct gzip_state *g, const struct request *req,
+                          struct response *resp)
 {
     size_t len;
     int status = resp_status(resp);
-    if (!g->on[CODING_GZIP] ||
-        (status != 200 && status != 403 && status != 404))
+    /* `gzip off` leaves streams alone, as it always did (and as nginx's does): with it on,
+     * every coding switched on is offered. */
+    unsigned offered = g->on[CODING_GZIP] ? codings_on(g) : 0;
+    if (!offered || (status != 200 && status != 403 && status != 404))
         return;
     const char *cc = resp_header_get(resp, "Cache-Control", &len);
     if (cc && list_has(cc, len, "no-transform"))
@@ -1002,16 +1045,18 @@ static void filter_upstream(const struct gzip_state *g, const struct request *re
         (length != UINT64_MAX && (length < g->min_length || length > g->max_length)))
         return;
     vary_add(resp);
-    if (request_choice(req->http, CODING_BIT(CODING_GZIP)) != GZIP_CHOICE_GZIP)
+    enum gzip_choice ch = request_choice(req->http, offered);
+    if (!choice_is_coded(ch))
         return;
+    enum content_coding c = gzip_choice_coding(ch);
     const char *etag = resp_header_get(resp, "ETag", &len);
     if (etag && len >= 2 && etag[0] == '"' && len < 250) {
         char weak[256];
         snprintf(weak, sizeof(weak), "W/%.*s", (int)len, etag);
         resp_header_set(resp, "ETag", weak);
     }
-    mark_coded(resp, CODING_GZIP, NULL);
-    resp_stream_gzip(resp, g->level[CODING_GZIP]);
+    mark_coded(resp, c, NULL);
+    resp_stream_filter(resp, &stream_coding, NULL, (unsigned)c | (unsigned)g->level[c] << 8);
 }
 
 /* --- the module ------------------------------------------------------------------------- */
@@ -1021,10 +1066,11 @@ static void gzip_filter(void *state, const struct request *req, struct response 
     const struct gzip_state *g = state;
     const struct http_request *h = req->http;
     size_t len;
-    if (resp_is_upstream_head(resp) && !resp_failed(resp) &&
-        (h->method == HTTP_METHOD_GET || h->method == HTTP_METHOD_HEAD) &&
-        !resp_header_get(resp, "Content-Encoding", &len)) {
-        filter_upstream(g, req, resp);
+    if (resp_is_stream_head(resp)) {
+        if (!resp_failed(resp) &&
+            (h->method == HTTP_METHOD_GET || h->method == HTTP_METHOD_HEAD) &&
+            !resp_header_get(resp, "Content-Encoding", &len))
+            filter_stream(g, req, resp);
         return;
     }
     if (!codings_on(g) || resp_is_stream(resp) || resp_failed(resp) ||

@@ -41,6 +41,10 @@ const char *coding_suffix(enum content_coding c)
 
 typedef int (*emit_fn)(void *arg, const unsigned char *p, size_t n);
 
+/* What a feed does with the input: take it (the coding may hold some back), take it and
+ * flush (every byte so far can be decoded from what was emitted), or end the coding. */
+enum feed_mode { FEED_MORE, FEED_FLUSH, FEED_END };
+
 struct encoder {
     enum content_coding coding;
     int level, wbits, mem_level; /* gzip: what z was made with (see gzip_reuse) */
@@ -186,12 +190,13 @@ static int encoder_start(enum content_coding c, uint64_t size, int level, struct
     return 0;
 }
 
-static int gzip_feed(struct encoder *e, const unsigned char *in, size_t n, bool finish,
+static int gzip_feed(struct encoder *e, const unsigned char *in, size_t n, enum feed_mode mode,
                      emit_fn emit, void *arg)
 {
+    bool finish = mode == FEED_END;
     e->z.next_in = (Bytef *)in;
     e->z.avail_in = (uInt)n;
-    int flush = finish ? Z_FINISH : Z_NO_FLUSH;
+    int flush = finish ? Z_FINISH : mode == FEED_FLUSH ? Z_SYNC_FLUSH : Z_NO_FLUSH;
     for (;;) {
         e->z.next_out = e->out;
         e->z.avail_out = sizeof(e->out);
@@ -206,10 +211,13 @@ static int gzip_feed(struct encoder *e, const unsigned char *in, size_t n, bool 
     }
 }
 
-static int br_feed(struct encoder *e, const unsigned char *in, size_t n, bool finish,
+static int br_feed(struct encoder *e, const unsigned char *in, size_t n, enum feed_mode mode,
                    emit_fn emit, void *arg)
 {
-    BrotliEncoderOperation op = finish ? BROTLI_OPERATION_FINISH : BROTLI_OPERATION_PROCESS;
+    bool finish = mode == FEED_END;
+    BrotliEncoderOperation op = finish               ? BROTLI_OPERATION_FINISH
+                                : mode == FEED_FLUSH ? BROTLI_OPERATION_FLUSH
+                                                     : BROTLI_OPERATION_PROCESS;
     for (;;) {
         size_t avail_out = sizeof(e->out);
         uint8_t *next_out = e->out;
@@ -224,20 +232,38 @@ static int br_feed(struct encoder *e, const unsigned char *in, size_t n, bool fi
     }
 }
 
-static int zstd_feed(struct encoder *e, const unsigned char *in, size_t n, bool finish,
+static int zstd_feed(struct encoder *e, const unsigned char *in, size_t n, enum feed_mode mode,
                      emit_fn emit, void *arg)
 {
     ZSTD_inBuffer ib = {in, n, 0};
+    ZSTD_EndDirective op = mode == FEED_END     ? ZSTD_e_end
+                           : mode == FEED_FLUSH ? ZSTD_e_flush
+                                                : ZSTD_e_continue;
     for (;;) {
         ZSTD_outBuffer ob = {e->out, sizeof(e->out), 0};
-        size_t left = ZSTD_compressStream2(e->zs, &ob, &ib, finish ? ZSTD_e_end : ZSTD_e_continue);
+        size_t left = ZSTD_compressStream2(e->zs, &ob, &ib, op);
         if (ZSTD_isError(left))
             return -EIO;
         int rc = emit(arg, e->out, ob.pos);
         if (rc < 0)
             return rc;
-        if (finish ? left == 0 : (ib.pos == ib.size && ob.pos < ob.size))
+        if (op != ZSTD_e_continue ? left == 0 : (ib.pos == ib.size && ob.pos < ob.size))
             return 0;
+    }
+}
+
+/* Compress n more bytes of input, as mode says. */
+static int encoder_feed_mode(struct encoder *e, const void *in, size_t n, enum feed_mode mode,
+                             emit_fn emit, void *arg)
+{
+    const unsigned char *p = in;
+    switch (e->coding) {
+    case CODING_GZIP:
+        return gzip_feed(e, p, n, mode, emit, arg);
+    case CODING_BR:
+        return br_feed(e, p, n, mode, emit, arg);
+    default:
+        return zstd_feed(e, p, n, mode, emit, arg);
     }
 }
 
@@ -245,15 +271,7 @@ static int zstd_feed(struct encoder *e, const unsigned char *in, size_t n, bool 
 static int encoder_feed(struct encoder *e, const void *in, size_t n, bool finish, emit_fn emit,
                         void *arg)
 {
-    const unsigned char *p = in;
-    switch (e->coding) {
-    case CODING_GZIP:
-        return gzip_feed(e, p, n, finish, emit, arg);
-    case CODING_BR:
-        return br_feed(e, p, n, finish, emit, arg);
-    default:
-        return zstd_feed(e, p, n, finish, emit, arg);
-    }
+    return encoder_feed_mode(e, in, n, finish ? FEED_END : FEED_MORE, emit, arg);
 }
 
 /* --- memory ------------------------------------------------------------------------------- */
@@ -373,4 +391,55 @@ int coding_compress_file(enum content_coding c, int fd, uint64_t size, int level
     *memfd = mfd;
     *out_len = (uint64_t)len;
     return 0;
+}
+
+/* --- streams ----------------------------------------------------------------------------- */
+
+/* A body of unknown length, compressed piece by piece as it arrives. Its window is bounded
+ * whatever the body's length, so that a stream's memory is too: deflate's usual 32 KiB, and
+ * 512 KiB for br and zstd (nginx's brotli module's default window). */
+#define STREAM_WINDOW_BITS 19
+
+struct coding_stream {
+    struct encoder *e;
+};
+
+int coding_stream_start(enum content_coding c, int level, struct coding_stream **out)
+{
+    struct coding_stream *s = malloc(sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->e = NULL;
+    /* A size hint of the window's: gzip's parameters are then its largest, br's and zstd's
+     * window STREAM_WINDOW_BITS; zstd pledges no size (the body's is not known). */
+    uint64_t hint = (uint64_t)1 << STREAM_WINDOW_BITS;
+    int rc = encoder_start(c, c == CODING_GZIP ? UINT64_MAX : hint, level, &s->e);
+    if (rc == 0 && c == CODING_ZSTD &&
+        ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(s->e->zs, ZSTD_CONTENTSIZE_UNKNOWN)))
+        rc = -EINVAL;
+    if (rc == 0 && c == CODING_BR && /* no size hint: the body may be longer */
+        !BrotliEncoderSetParameter(s->e->br, BROTLI_PARAM_SIZE_HINT, 0))
+        rc = -EINVAL;
+    if (rc < 0) {
+        if (s->e)
+            encoder_end(s->e);
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+int coding_stream_feed(struct coding_stream *s, const void *in, size_t n, bool end,
+                       int (*emit)(void *arg, const unsigned char *p, size_t n), void *arg)
+{
+    return encoder_feed_mode(s->e, in, n, end ? FEED_END : FEED_FLUSH, emit, arg);
+}
+
+void coding_stream_free(struct coding_stream *s)
+{
+    if (!s)
+        return;
+    encoder_end(s->e);
+    free(s);
 }

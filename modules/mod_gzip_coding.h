@@ -5,6 +5,7 @@
 #ifndef LFHTTPD_MOD_GZIP_CODING_H
 #define LFHTTPD_MOD_GZIP_CODING_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -33,5 +34,16 @@ int coding_compress_iov(enum content_coding c, const struct iovec *in, unsigned 
  * (the caller's) and *out_len, or -errno (-ESTALE: the file was shorter than size). */
 int coding_compress_file(enum content_coding c, int fd, uint64_t size, int level, int *memfd,
                          uint64_t *out_len);
+
+/* A body of unknown length, compressed piece by piece as it streams, with a bounded window
+ * (its memory does not grow with the body). */
+struct coding_stream;
+/* A stream of coding c at level. Returns 0 with *out, or -ENOMEM / -EINVAL. */
+int coding_stream_start(enum content_coding c, int level, struct coding_stream **out);
+/* Compress in[0..n) and flush: what emit was given decodes to every byte fed so far. end:
+ * the input is over, and the coding's end is emitted. Returns 0, or a negative errno. */
+int coding_stream_feed(struct coding_stream *s, const void *in, size_t n, bool end,
+                       int (*emit)(void *arg, const unsigned char *p, size_t n), void *arg);
+void coding_stream_free(struct coding_stream *s);
 
 #endif

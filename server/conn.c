@@ -53,11 +53,12 @@ static _Atomic int64_t park_refused_logged_ms = INT64_MIN / 2;
 static atomic_uint park_refused_unlogged;
 
 void conn_pool_init(struct conn_pool *pool, struct lf_group *const *groups, unsigned n,
-                    unsigned max_connections, atomic_uint *n_total)
+                    size_t conn_size, unsigned max_connections, atomic_uint *n_total)
 {
     memset(pool, 0, sizeof(*pool));
     pool->groups = groups;
     pool->n_groups = n;
+    pool->conn_size = conn_size < sizeof(struct conn) ? sizeof(struct conn) : conn_size;
     pool->max_connections = max_connections;
     pool->n_total = n_total;
     pthread_mutex_init(&pool->lock, NULL);
@@ -219,7 +220,7 @@ struct conn *conn_open(struct conn_pool *pool, struct lf_group *group, int fd,
     }
     pthread_mutex_unlock(&pool->lock);
     if (!c) {
-        if (!(c = malloc(sizeof(*c)))) {
+        if (!(c = malloc(pool->conn_size))) {
             close(fd);
             return NULL;
         }
@@ -227,7 +228,8 @@ struct conn *conn_open(struct conn_pool *pool, struct lf_group *group, int fd,
     }
     /* All but the handle's edge_state, which an event of the connection that used this
      * memory before may still be reading (see lf_group.c): its incarnation lives on. */
-    memset((char *)c + offsetof(struct conn, pool), 0, sizeof(*c) - offsetof(struct conn, pool));
+    memset((char *)c + offsetof(struct conn, pool), 0,
+           pool->conn_size - offsetof(struct conn, pool));
     c->wake_fd = -1;
     c->h.edge = false;
     c->h.armed = 0;
@@ -634,7 +636,7 @@ static bool park_reserve(struct conn *c, uint64_t bytes)
  * Memory a module lends is copied: a body that should not be copied per connection (a
  * listing, a compressed variant) is better handed over as a file, which moves. */
 static int park(struct conn *c, struct out_seg *segs, unsigned n, unsigned pos,
-                struct response *r)
+                struct out_msg *m)
 {
     size_t bytes = 0;
     for (unsigned i = pos; i < n; i++)
@@ -655,9 +657,9 @@ static int park(struct conn *c, struct out_seg *segs, unsigned n, unsigned pos,
     o->grace_end_ms = 0;
     o->min_rate = c->gen ? c->gen->cfg.send_min_rate : 0;
     o->rate_bound = false;
-    o->file_fd = r->file_fd;
-    o->file_release = r->file_release;
-    o->file_release_ctx = r->file_release_ctx;
+    o->file_fd = m->file_fd;
+    o->file_release = m->file_release;
+    o->file_release_ctx = m->file_release_ctx;
     for (unsigned i = pos; i < n; i++) {
         o->segs[i - pos] = segs[i];
         if (segs[i].mem) {
@@ -670,31 +672,26 @@ static int park(struct conn *c, struct out_seg *segs, unsigned n, unsigned pos,
     return 0;
 }
 
-enum send_result conn_send(struct conn *c, struct response *r, bool body)
+enum send_result conn_send(struct conn *c, struct out_msg *m)
 {
-    struct out_seg segs[RESP_MAX_SEGS + 1];
+    struct out_seg segs[CONN_MAX_SEGS];
     unsigned n = 1, pos = 0;
-    segs[0] = (struct out_seg){.mem = r->head, .fd = -1, .len = r->head_len};
-    if (body) {
-        memcpy(segs + 1, r->segs, r->n_segs * sizeof(segs[0]));
-        n += r->n_segs;
-    }
+    segs[0] = (struct out_seg){.mem = m->head, .fd = -1, .len = m->head_len};
+    if (m->n_segs > CONN_MAX_SEGS - 1)
+        return SEND_ERROR;
+    memcpy(segs + 1, m->segs, m->n_segs * sizeof(segs[0]));
+    n += m->n_segs;
     uint64_t sent = 0; /* before parking: the minimum rate counts from the park */
     enum send_result res = c->tls ? send_tls(c, segs, n, &pos, &sent)
                                   : send_segs(c->h.fd, segs, n, &pos, &sent, copy_files(c));
     if (res == SEND_PARKED) {
-        if (park(c, segs, n, pos, r) < 0) {
+        if (park(c, segs, n, pos, m) < 0) {
             res = SEND_ERROR;
         } else { /* the file belongs to the parked response now */
             c->wr_blocked = true;
-            r->file_fd = -1;
-            r->file_release = NULL;
+            m->file_fd = -1;
+            m->file_release = NULL;
         }
-    }
-    resp_file_close(r);
-    if (r->release) { /* sent, or copied by park(): the module's memory is free to go */
-        r->release(r->release_ctx);
-        r->release = NULL;
     }
     return res;
 }

@@ -2,9 +2,11 @@
  * the pool that holds a group's connections, carry-over buffers, sending with parking,
  * and closing.
  *
- * The transport knows nothing of HTTP. Whoever opens a connection gives it its event
- * handler and its close hook (conn_open); what the layer above keeps between events it
- * keeps in the fields marked as its own below, and lets go of in the close hook.
+ * The transport knows nothing of HTTP, and includes none of its headers. Whoever opens a
+ * connection gives it its event handler and its close hook (conn_open): the only ways the
+ * transport calls up. What the layer above keeps between events it keeps in a struct of
+ * its own that begins with struct conn (the pool allocates conn_size bytes a connection),
+ * and lets go of in the close hook.
  *
  * While a thread processes a connection, its request and response live on that thread's
  * stack. Only what must outlive the event is kept here: unparsed bytes of a request that
@@ -23,9 +25,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "http_parse.h"
-#include "http_response.h"
 #include "lf_group.h"
+#include "out_seg.h"
 
 /* The per-thread read buffer, and a carry-over buffer's capacity: a request head at its
  * largest allowed size plus slack, so that "too large" is always detectable. */
@@ -43,18 +44,13 @@ enum conn_state {
                      layer above keeps the deadline itself, and the sweep leaves it be */
 };
 
-enum conn_body { CONN_BODY_NONE = 0, CONN_BODY_LENGTH, CONN_BODY_CHUNKED };
-
 struct conn_buf {
     struct conn_buf *next; /* in the pool's free list */
     uint32_t len;
     char data[CONN_BUF_SIZE];
 };
 
-struct conn_out;     /* a parked response: see conn.c */
-struct conn_collect; /* the HTTP layer's: a request body being collected */
-struct conn_stream;  /* the HTTP layer's: a response streaming from a pipe */
-struct conn_proxy;   /* the HTTP layer's: a response from an upstream server */
+struct conn_out; /* a parked response: see conn.c */
 struct generation;
 
 /* The connections of one thread group: the list the deadline sweep walks, and free lists
@@ -62,6 +58,7 @@ struct generation;
 struct conn_pool {
     struct lf_group *const *groups; /* the groups serving its connections (a class's) */
     unsigned n_groups;
+    size_t conn_size; /* a connection's: struct conn and the layer above's state after it */
     unsigned max_connections; /* 0: no limit of its own (see conn_pool_full) */
     atomic_uint *n_total;     /* every pool's connections together (the server's count) */
 
@@ -112,28 +109,19 @@ struct conn {
         struct sockaddr_in v4;
         struct sockaddr_in6 v6;
     } peer;
-
-    /* The HTTP layer's own (http_conn.c, http_stream.c); the transport never reads them. */
-    uint8_t body_mode;           /* enum conn_body: a request body still being skipped */
-    uint32_t requests;           /* requests served on this connection */
-    uint64_t body_left;          /* CONN_BODY_LENGTH: bytes still to skip */
-    int64_t body_due_us;         /* the body's deadline by client_body_min_rate (clock_now_ms
-                                    scale, in microseconds): extended by each byte received */
-    struct http_chunked chunked; /* CONN_BODY_CHUNKED: decoder state */
-    struct conn_collect *collect; /* a request body being read for a handler, or NULL */
-    struct conn_stream *stream;   /* a response streaming from a pipe, or NULL */
-    struct conn_proxy *proxy;     /* a response from an upstream server, or NULL */
-    struct conn_pool *home;       /* the class chosen at accept: requests no rule claims */
-    /* The configuration its requests use (a reference), set and held by the HTTP layer;
-     * the transport reads only its send limits (send_min_rate, max_parked_size) in it. */
+    /* The configuration its requests use (a reference), set and held by the layer above;
+     * the transport reads only its send limits (send_min_rate, max_parked_size, sendfile)
+     * in it. */
     struct generation *gen;
 };
 
-static_assert(sizeof(struct conn) <= 256, "an idle connection should stay small");
+/* The most segments conn_send takes: the head and the body's. */
+#define CONN_MAX_SEGS 80
 
-/* An empty pool of connections served by groups[0..n) (the array must outlive the pool). */
+/* An empty pool of connections served by groups[0..n) (the array must outlive the pool),
+ * each conn_size bytes (at least sizeof(struct conn): the layer above's state follows). */
 void conn_pool_init(struct conn_pool *pool, struct lf_group *const *groups, unsigned n,
-                    unsigned max_connections, atomic_uint *n_total);
+                    size_t conn_size, unsigned max_connections, atomic_uint *n_total);
 /* After the group's threads have stopped: close every connection and free the lists. */
 void conn_pool_fini(struct conn_pool *pool);
 /* Is the pool full (its own max_connections)? */
@@ -238,10 +226,11 @@ void conn_buf_put(struct conn_pool *pool, struct conn_buf *b);
 
 enum send_result { SEND_DONE = 0, SEND_PARKED = 1, SEND_ERROR = -1 };
 
-/* Send the response's head, and its body segments if `body` (the layer above decides:
- * not for HEAD, 204 or 304). If the socket would block, what is left is copied onto the
- * connection (the file descriptor moves with it) and SEND_PARKED is returned: the caller
- * then waits for EPOLLOUT and calls conn_send_pending.
+/* Send the message's head and body segments (at most CONN_MAX_SEGS - 1). If the socket
+ * would block, what is left is copied onto the connection (the file descriptor moves with
+ * it: m->file_fd becomes -1) and SEND_PARKED is returned: the caller then waits for
+ * EPOLLOUT and calls conn_send_pending. The memory of m's segments is free once it returns
+ * (sent, or copied).
  *
  * Two limits hold for parked responses (the connection's generation's settings):
  * max_parked_size bounds the memory bytes parked on all connections of the server
@@ -250,7 +239,7 @@ enum send_result { SEND_DONE = 0, SEND_PARKED = 1, SEND_ERROR = -1 };
  * parked, conn_wait(CONN_SEND) brings the deadline forward to when the response will
  * have gone out slower than that rate since it was parked, after a grace of the first
  * wait's send_timeout; the sweep then ends it as any passed send deadline. */
-enum send_result conn_send(struct conn *c, struct response *r, bool body);
+enum send_result conn_send(struct conn *c, struct out_msg *m);
 enum send_result conn_send_pending(struct conn *c);
 
 /* Close after a response: shut our side, and drain the client's remaining bytes for a

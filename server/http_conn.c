@@ -25,23 +25,14 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "http_private.h"
+#include "http_conn.h"
+#include "http_source.h"
 #include "module_chain.h"
 #include "vars.h"
 
 /* The most a collected body may hold, whatever max_body_size says (0 there: no limit on
  * bodies that are only skipped). A collected body is held in memory whole. */
 #define COLLECT_MAX ((uint64_t)64 << 20)
-
-/* A request whose body a handler needs, collected across events: the head, then the body
- * (decoded, if chunked), then raw bytes not yet decoded. */
-struct conn_collect {
-    size_t head_len;
-    size_t body_len; /* decoded body bytes after the head */
-    size_t raw_len;  /* valid bytes in data: head + body + pending raw */
-    size_t cap;
-    char data[];
-};
 
 static struct http_shared *conn_shared(const struct conn *c)
 {
@@ -76,23 +67,10 @@ static void body_memory_give(struct http_shared *shared, size_t n)
     atomic_fetch_sub_explicit(&shared->body_memory, n, memory_order_relaxed);
 }
 
-/* Let go of a collect buffer and the memory it counted (shared: the connection's, which
- * may be gone by now). */
-static void collect_free(struct http_shared *shared, struct conn_collect *k)
-{
-    body_memory_give(shared, k->cap);
-    free(k);
-}
-
-void http_conn_body_free(struct http_shared *shared, void *body_owner)
-{
-    collect_free(shared, body_owner);
-}
-
 /* A body starts: its deadline by client_body_min_rate runs from now. */
 static void body_start(struct conn *c)
 {
-    c->body_due_us = (clock_now_ms() + c->gen->cfg.client_body_timeout_ms) * 1000;
+    hc(c)->body_due_us = (clock_now_ms() + c->gen->cfg.client_body_timeout_ms) * 1000;
 }
 
 /* n bytes of the body arrived: each byte buys 1/client_body_min_rate of a second (Apache's
@@ -101,7 +79,7 @@ static void body_progress(struct conn *c, size_t n)
 {
     uint64_t rate = c->gen->cfg.client_body_min_rate;
     if (rate != 0)
-        c->body_due_us += (int64_t)((uint64_t)n * 1000000 / rate);
+        hc(c)->body_due_us += (int64_t)((uint64_t)n * 1000000 / rate);
 }
 
 /* When the sweep ends a connection waiting for more of a body: client_body_timeout after
@@ -110,26 +88,9 @@ static int64_t body_deadline(const struct conn *c)
 {
     const struct config *cfg = &c->gen->cfg;
     int64_t dl = clock_now_ms() + cfg->client_body_timeout_ms;
-    if (cfg->client_body_min_rate != 0 && c->body_due_us / 1000 < dl)
-        dl = c->body_due_us / 1000;
+    if (cfg->client_body_min_rate != 0 && hc_const(c)->body_due_us / 1000 < dl)
+        dl = hc_const(c)->body_due_us / 1000;
     return dl;
-}
-
-void http_stats_record(struct http_stats *st, int64_t us, int status, uint64_t bytes)
-{
-    /* the bucket is the bit length of us (us < 2^b), found at once rather than by a loop
-     * of up to 31 shifts per request; the last bucket takes everything longer */
-    unsigned b = us <= 0 ? 0 : 64 - (unsigned)__builtin_clzll((unsigned long long)us);
-    if (b > HTTP_LATENCY_BUCKETS - 1)
-        b = HTTP_LATENCY_BUCKETS - 1;
-    atomic_fetch_add_explicit(&st->requests, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&st->latency_us_log2[b], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&st->latency_us_sum, us > 0 ? (unsigned long)us : 0,
-                              memory_order_relaxed);
-    if (status >= 100 && status <= 599)
-        atomic_fetch_add_explicit(&st->by_status[status / 100 - 1], 1, memory_order_relaxed);
-    if (bytes)
-        atomic_fetch_add_explicit(&st->bytes_sent, bytes, memory_order_relaxed);
 }
 
 /* Read request bytes from the client, counted as the class's bytes received (on the line
@@ -147,20 +108,20 @@ static ssize_t http_read(struct conn *c, void *buf, size_t len)
  * 413 if the body is malformed or too large. */
 static size_t skip_body(struct conn *c, char *buf, size_t len, int *err)
 {
-    if (c->body_mode == CONN_BODY_LENGTH) {
-        size_t take = len < c->body_left ? len : (size_t)c->body_left;
+    if (hc(c)->body_mode == REQ_BODY_LENGTH) {
+        size_t take = len < hc(c)->body_left ? len : (size_t)hc(c)->body_left;
         body_progress(c, take);
-        c->body_left -= take;
-        if (c->body_left == 0)
-            c->body_mode = CONN_BODY_NONE;
+        hc(c)->body_left -= take;
+        if (hc(c)->body_left == 0)
+            hc(c)->body_mode = REQ_BODY_NONE;
         return take;
     }
     size_t used = 0, out = 0;
     enum http_chunked_result r = http_chunked_decode(
-        &c->chunked, buf, len, c->gen->cfg.max_body_size, &used, &out);
+        &hc(c)->chunked, buf, len, c->gen->cfg.max_body_size, &used, &out);
     body_progress(c, used);
     if (r == HTTP_CHUNKED_DONE)
-        c->body_mode = CONN_BODY_NONE;
+        hc(c)->body_mode = REQ_BODY_NONE;
     else if (r == HTTP_CHUNKED_ERROR)
         *err = 400;
     else if (r == HTTP_CHUNKED_TOO_LARGE)
@@ -168,34 +129,12 @@ static size_t skip_body(struct conn *c, char *buf, size_t len, int *err)
     return used;
 }
 
-void http_conn_log_access(struct conn *c, struct http_slice line, struct http_slice referer,
-                          struct http_slice user_agent, int status, uint64_t bytes,
-                          int64_t now_s, char *request_id)
-{
-    char fresh[33] = "";
-    struct access_entry e = {
-        .peer = &c->peer.sa,
-        .request_line = line.p,
-        .request_line_len = line.len,
-        .status = status,
-        .bytes = bytes,
-        .referer = referer.p,
-        .referer_len = referer.len,
-        .user_agent = user_agent.p,
-        .user_agent_len = user_agent.len,
-        .time_s = now_s,
-    };
-    if (c->gen->cfg.access_log_request_id)
-        e.request_id = vars_request_id(request_id ? request_id : fresh);
-    access_log_write(&conn_shared(c)->access_log, &e);
-}
-
 /* The access-log line of a response (req: NULL for a request that was not parsed). */
 static void log_access(struct conn *c, struct http_slice line, const struct http_request *req,
                        const struct response *resp, int64_t now_s, char *request_id)
 {
     struct http_slice none = {NULL, 0};
-    http_conn_log_access(c, line, req ? req->referer : none, req ? req->user_agent : none,
+    http_log_access(c, line, req ? req->referer : none, req ? req->user_agent : none,
                          resp->status,
                          resp->head_only || resp->no_length ? 0 : resp->content_length, now_s,
                          request_id);
@@ -207,35 +146,6 @@ static struct http_slice first_line(const char *p, size_t len, size_t max)
     size_t n = len < max ? len : max;
     const char *eol = memchr(p, '\r', n);
     return (struct http_slice){p, eol ? (size_t)(eol - p) : n};
-}
-
-/* What every module sees of a request on this connection, before its path is decoded:
- * path is an empty string in a buffer of REQUEST_PATH_MAX (or 1 for a request that will
- * not be routed); id the request's $request_id, made only if something asks for it. */
-static void request_init(struct conn *c, const struct http_request *h, struct request *r,
-                         char *path, char id[VARS_REQUEST_ID_SIZE], int64_t now_s)
-{
-    path[0] = '\0';
-    id[0] = '\0';
-    *r = (struct request){
-        .http = h,
-        .path = path,
-        .peer = &c->peer.sa,
-        .local = c->local,
-        .local_fd = c->h.fd,
-        .https = c->tls != NULL,
-        .request_id = id,
-        .now_s = now_s,
-        .cfg = &c->gen->cfg,
-        .root_fd = c->gen->root_fd,
-        .root_real = c->gen->root_real,
-        .args = h->query,
-        .has_args = h->has_query,
-        .file = path,
-        .level = c->gen->chain.levels,
-        .server = conn_shared(c)->server,
-        .chain = &c->gen->chain,
-    };
 }
 
 /* "OPTIONS *" asks about the server, not a resource (RFC 9110 section 9.3.7). */
@@ -254,7 +164,7 @@ static bool asks_server_options(const struct http_request *h)
 static int route(struct conn *c, const struct http_request *h, struct request *r, char *path,
                  char id[VARS_REQUEST_ID_SIZE], int64_t now_s)
 {
-    request_init(c, h, r, path, id, now_s);
+    http_request_init(c, h, r, path, id, now_s);
     if (h->method == HTTP_METHOD_UNKNOWN)
         return 501;
     if (h->method == HTTP_METHOD_CONNECT)
@@ -290,59 +200,6 @@ static void respond(struct conn *c, const struct http_request *h, struct request
     module_chain_log(&c->gen->chain, r, resp);
 }
 
-bool http_conn_save_input(struct conn *c, const char *p, size_t n)
-{
-    if (n == 0)
-        return true;
-    c->in = conn_buf_get(c->pool);
-    if (!c->in)
-        return false;
-    memcpy(c->in->data, p, n);
-    c->in->len = (uint32_t)n;
-    return true;
-}
-
-/* Send a finished response, then either go on (true) or hand the connection off: parked
- * for EPOLLOUT, lingering, or closed (false). rest/rest_len: input not yet processed. */
-static bool send_and_continue(struct conn *c, struct response *resp, const char *rest,
-                              size_t rest_len)
-{
-    enum send_result sr = conn_send(c, resp, !resp->head_only && !resp->no_length);
-    if (sr == SEND_ERROR) {
-        conn_close(c);
-        return false;
-    }
-    if (sr == SEND_PARKED) {
-        if (!http_conn_save_input(c, rest, rest_len)) {
-            conn_close(c);
-            return false;
-        }
-        c->close_after_send = !resp->keep_alive;
-        conn_wait(c, CONN_SEND, EPOLLOUT, clock_now_ms() + c->gen->cfg.send_timeout_ms);
-        return false;
-    }
-    if (resp->keep_alive)
-        return true;
-    /* Linger only when the client may still be sending; otherwise a plain close. */
-    if (resp->status >= 400 || rest_len > 0 || c->body_mode != CONN_BODY_NONE)
-        conn_linger(c);
-    else
-        conn_close(c);
-    return false;
-}
-
-/* Run the modules' log hooks for a response to a request that was not parsed (or not
- * routed): they see an empty request (no fields, method unknown, path ""). */
-void http_conn_log_unparsed(struct conn *c, const struct response *resp, int64_t now_s)
-{
-    struct http_request empty;
-    memset(&empty, 0, sizeof(empty));
-    char path[1], id[VARS_REQUEST_ID_SIZE];
-    struct request r;
-    request_init(c, &empty, &r, path, id, now_s);
-    module_chain_log(&c->gen->chain, &r, resp);
-}
-
 /* Answer a request whose head could not be parsed: status, then close. */
 static void answer_malformed(struct conn *c, int status, const char *buf, size_t len)
 {
@@ -355,9 +212,9 @@ static void answer_malformed(struct conn *c, int status, const char *buf, size_t
         resp_header(&resp, "Retry-After", "1");
     resp_finish(&resp, false);
     log_access(c, first_line(buf, len, 2048), NULL, &resp, now_s, NULL);
-    http_conn_log_unparsed(c, &resp, now_s);
-    c->body_mode = CONN_BODY_NONE;
-    send_and_continue(c, &resp, NULL, 0);
+    http_log_unparsed(c, &resp, now_s);
+    hc(c)->body_mode = REQ_BODY_NONE;
+    http_send(c, &resp, NULL, 0);
 }
 
 /* Is the body the handler wants all in buf[*pos, len)? If so, point r at it and move *pos
@@ -368,25 +225,25 @@ static bool body_in_buffer(struct conn *c, char *buf, size_t *pos, size_t len,
 {
     size_t avail = len - *pos;
     *decoded = 0;
-    if (c->body_mode == CONN_BODY_LENGTH) {
-        if (avail < c->body_left)
+    if (hc(c)->body_mode == REQ_BODY_LENGTH) {
+        if (avail < hc(c)->body_left)
             return false;
         r->body = buf + *pos;
-        r->body_len = (size_t)c->body_left;
+        r->body_len = (size_t)hc(c)->body_left;
         *pos += r->body_len;
-        c->body_mode = CONN_BODY_NONE;
+        hc(c)->body_mode = REQ_BODY_NONE;
         return true;
     }
     size_t used = 0;
     enum http_chunked_result res = http_chunked_decode(
-        &c->chunked, buf + *pos, avail, collect_limit(c), &used, decoded);
+        &hc(c)->chunked, buf + *pos, avail, collect_limit(c), &used, decoded);
     if (res == HTTP_CHUNKED_MORE)
         return false;
     if (res == HTTP_CHUNKED_DONE) {
         r->body = buf + *pos;
         r->body_len = *decoded;
         *pos += used;
-        c->body_mode = CONN_BODY_NONE;
+        hc(c)->body_mode = REQ_BODY_NONE;
     } else {
         *status = res == HTTP_CHUNKED_TOO_LARGE ? 413 : 400;
     }
@@ -400,13 +257,13 @@ static bool body_in_buffer(struct conn *c, char *buf, size_t *pos, size_t len,
 static void start_collect(struct conn *c, const char *have, size_t n, size_t head_len,
                           bool send_continue)
 {
-    size_t cap = c->body_mode == CONN_BODY_LENGTH ? head_len + (size_t)c->body_left
+    size_t cap = hc(c)->body_mode == REQ_BODY_LENGTH ? head_len + (size_t)hc(c)->body_left
                                                   : n + 65536;
     if (!body_memory_take(c, cap)) {
         answer_malformed(c, 503, have, n);
         return;
     }
-    struct conn_collect *k = malloc(sizeof(*k) + cap);
+    struct http_collect *k = malloc(sizeof(*k) + cap);
     if (!k) {
         body_memory_give(conn_shared(c), cap);
         conn_close(c);
@@ -417,10 +274,10 @@ static void start_collect(struct conn *c, const char *have, size_t n, size_t hea
     k->body_len = n - head_len;
     k->raw_len = n;
     k->cap = cap;
-    if (c->body_mode == CONN_BODY_LENGTH)
-        c->body_left -= k->body_len;
+    if (hc(c)->body_mode == REQ_BODY_LENGTH)
+        hc(c)->body_left -= k->body_len;
     body_progress(c, k->body_len);
-    c->collect = k;
+    hc(c)->collect = k;
     if (send_continue) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
         ssize_t w = conn_write(c, cont, sizeof(cont) - 1);
@@ -444,7 +301,7 @@ static struct http_host *request_class(struct conn *c, const struct http_request
         unsigned k = module_chain_class(&c->gen->chain, c->local, req->host, path, (size_t)n);
         to = k && k < shared->n_hosts ? shared->hosts[k] : NULL;
     }
-    return to ? to : http_host_of_pool(c->home);
+    return to ? to : http_host_of_pool(hc(c)->home);
 }
 
 /* Move the connection, with the request and everything after it (buf[from, len)), to
@@ -464,12 +321,12 @@ static void hand_off(struct conn *c, struct http_host *to, const char *p, size_t
         const char *eol = memchr(p, '\r', n);
         log_access(c, (struct http_slice){p, eol ? (size_t)(eol - p) : 0}, NULL, &resp, now_s,
                    NULL);
-        http_conn_log_unparsed(c, &resp, now_s);
-        c->body_mode = CONN_BODY_NONE;
-        send_and_continue(c, &resp, NULL, 0);
+        http_log_unparsed(c, &resp, now_s);
+        hc(c)->body_mode = REQ_BODY_NONE;
+        http_send(c, &resp, NULL, 0);
         return;
     }
-    if (!http_conn_save_input(c, p, n)) {
+    if (!http_save_input(c, p, n)) {
         conn_close(c);
         return;
     }
@@ -486,7 +343,7 @@ static bool keep_alive_allowed(const struct conn *c, const struct http_request *
     const struct http_shared *sh = conn_shared(c);
     return req->keep_alive && !atomic_load_explicit(&sh->stopping, memory_order_relaxed) &&
            !atomic_load_explicit(&sh->draining, memory_order_relaxed) &&
-           (cfg->keepalive_requests == 0 || c->requests < cfg->keepalive_requests);
+           (cfg->keepalive_requests == 0 || hc_const(c)->requests < cfg->keepalive_requests);
 }
 
 /* Answer one complete request whose head is buf[*pos .. *pos + head_len). Advances *pos
@@ -508,7 +365,7 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     int64_t now_s;
     http_date_header(&now_s);
 
-    c->requests++;
+    hc(c)->requests++;
     resp_init(&resp);
     resp.head_only = req->method == HTTP_METHOD_HEAD;
     resp.keep_alive = keep_alive_allowed(c, req);
@@ -518,15 +375,15 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     int status = 0;
     if (req->framing == HTTP_BODY_LENGTH && req->content_length > 0) {
         body_start(c);
-        c->body_mode = CONN_BODY_LENGTH;
-        c->body_left = req->content_length;
+        hc(c)->body_mode = REQ_BODY_LENGTH;
+        hc(c)->body_left = req->content_length;
         uint64_t max = c->gen->cfg.max_body_size;
         if (max != 0 && req->content_length > max)
             status = 413;
     } else if (req->framing == HTTP_BODY_CHUNKED) {
         body_start(c);
-        c->body_mode = CONN_BODY_CHUNKED;
-        http_chunked_init(&c->chunked);
+        hc(c)->body_mode = REQ_BODY_CHUNKED;
+        http_chunked_init(&hc(c)->chunked);
     }
     bool body_error = status != 0; /* framing errors close the connection; others do not */
 
@@ -534,9 +391,9 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     struct request r;
     int routed = route(c, req, &r, path, id, now_s);
     status = status ? status : routed;
-    bool wants_body = !status && c->body_mode != CONN_BODY_NONE && r.mount &&
+    bool wants_body = !status && hc(c)->body_mode != REQ_BODY_NONE && r.mount &&
                       r.mount->wants_body;
-    if (wants_body && c->body_mode == CONN_BODY_LENGTH && c->body_left > collect_limit(c)) {
+    if (wants_body && hc(c)->body_mode == REQ_BODY_LENGTH && hc(c)->body_left > collect_limit(c)) {
         status = 413; /* too large to hold, though max_body_size would let it be skipped */
         body_error = true;
         wants_body = false;
@@ -545,13 +402,13 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
         size_t decoded;
         if (!body_in_buffer(c, buf, pos, len, &r, &decoded, &status)) {
             bool waiting = req->expect_continue && *pos == len;
-            size_t have = c->body_mode == CONN_BODY_LENGTH ? len - head_at
+            size_t have = hc(c)->body_mode == REQ_BODY_LENGTH ? len - head_at
                                                            : *pos + decoded - head_at;
             start_collect(c, buf + head_at, have, head_len, waiting);
             return false;
         }
         body_error = status != 0;
-    } else if (!status && c->body_mode != CONN_BODY_NONE) {
+    } else if (!status && hc(c)->body_mode != REQ_BODY_NONE) {
         if (req->expect_continue && *pos == len) {
             resp.keep_alive = false; /* the client waits for 100: don't ask for the body */
         } else {
@@ -562,16 +419,13 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     if (body_error)
         resp.keep_alive = false;
     if (!resp.keep_alive)
-        c->body_mode = CONN_BODY_NONE; /* closing: the rest of the body is drained, not parsed */
+        hc(c)->body_mode = REQ_BODY_NONE; /* closing: the rest of the body is drained, not parsed */
     respond(c, req, &r, status, &resp);
-    if (resp.streaming) {
-        if (resp.proxy)
-            http_proxy_start(c, &resp, &r, buf + *pos, len - *pos, NULL);
-        else
-            http_stream_start(c, &resp, req, buf + *pos, len - *pos);
+    if (resp.streaming) { /* a late response: its source drives the connection now */
+        http_source_start(c, &resp, &r, buf + *pos, len - *pos, NULL);
         return false;
     }
-    bool go_on = send_and_continue(c, &resp, buf + *pos, len - *pos);
+    bool go_on = http_send(c, &resp, buf + *pos, len - *pos);
     http_stats_record(&host->stats, clock_now_us() - t0_us, resp.status, resp_body_bytes(&resp));
     return go_on;
 }
@@ -581,7 +435,7 @@ static void http_process(struct conn *c);
 /* The collected request is complete: answer it, then go on with what followed it. */
 static void serve_collected(struct conn *c)
 {
-    struct conn_collect *k = c->collect;
+    struct http_collect *k = hc(c)->collect;
     struct http_request req;
     struct response resp;
     int64_t now_s, t0_us = clock_now_us();
@@ -599,21 +453,16 @@ static void serve_collected(struct conn *c)
     r.body = k->data + k->head_len;
     r.body_len = k->body_len;
     respond(c, &req, &r, status, &resp);
-    c->collect = NULL;
-    if (resp.streaming && resp.proxy) { /* the proxy sends the body on: it keeps k */
-        http_proxy_start(c, &resp, &r, NULL, 0, k);
-        return;
-    }
-    if (resp.streaming) { /* the handler has the body by now (a CGI script's stdin) */
-        http_stream_start(c, &resp, &req, NULL, 0);
-        collect_free(host->shared, k);
+    hc(c)->collect = NULL;
+    if (resp.streaming) { /* the source owns k now (the proxy sends the body on) */
+        http_source_start(c, &resp, &r, NULL, 0, k);
         return;
     }
     /* The response may point into k (an echo of the body): sending copies whatever it
      * cannot send at once, so k can go as soon as the send returns. */
-    bool go_on = send_and_continue(c, &resp, NULL, 0);
+    bool go_on = http_send(c, &resp, NULL, 0);
     http_stats_record(&host->stats, clock_now_us() - t0_us, resp.status, resp_body_bytes(&resp));
-    collect_free(host->shared, k);
+    http_collect_free(host->shared, k);
     if (go_on)
         http_process(c);
 }
@@ -622,8 +471,8 @@ static void serve_collected(struct conn *c)
  * that its next event flushes the answer if it parks, then closes. */
 static void collect_fail(struct conn *c, int status)
 {
-    struct conn_collect *k = c->collect;
-    c->collect = NULL;
+    struct http_collect *k = hc(c)->collect;
+    hc(c)->collect = NULL;
     /* Counted back before the answer, so that a client that has it can count on the
      * memory (k itself goes just after: the log line is read from it). */
     body_memory_give(conn_shared(c), k->cap);
@@ -634,11 +483,11 @@ static void collect_fail(struct conn *c, int status)
 /* More of a collected body has arrived (or the socket says so). */
 static void collect_event(struct conn *c)
 {
-    struct conn_collect *k = c->collect;
+    struct http_collect *k = hc(c)->collect;
     for (;;) {
         size_t want;
-        if (c->body_mode == CONN_BODY_LENGTH) {
-            want = (size_t)c->body_left;
+        if (hc(c)->body_mode == REQ_BODY_LENGTH) {
+            want = (size_t)hc(c)->body_left;
         } else {
             size_t limit = k->head_len + (size_t)collect_limit(c) + CONN_BUF_SIZE;
             if (k->cap - k->raw_len < 16384 && k->cap < limit) {
@@ -647,13 +496,13 @@ static void collect_event(struct conn *c)
                     collect_fail(c, 503);
                     return;
                 }
-                struct conn_collect *bigger = realloc(k, sizeof(*k) + cap);
+                struct http_collect *bigger = realloc(k, sizeof(*k) + cap);
                 if (!bigger) {
                     body_memory_give(conn_shared(c), cap - k->cap);
                     conn_close(c);
                     return;
                 }
-                c->collect = k = bigger;
+                hc(c)->collect = k = bigger;
                 k->cap = cap;
             }
             want = k->cap - k->raw_len < 16384 ? k->cap - k->raw_len : 16384;
@@ -674,18 +523,18 @@ static void collect_event(struct conn *c)
             return;
         }
         body_progress(c, (size_t)n);
-        if (c->body_mode == CONN_BODY_LENGTH) {
+        if (hc(c)->body_mode == REQ_BODY_LENGTH) {
             k->raw_len += (size_t)n;
             k->body_len += (size_t)n;
-            c->body_left -= (uint64_t)n;
-            if (c->body_left == 0)
+            hc(c)->body_left -= (uint64_t)n;
+            if (hc(c)->body_left == 0)
                 break;
             continue;
         }
         size_t start = k->head_len + k->body_len, avail = k->raw_len + (size_t)n - start;
         size_t used = 0, out = 0;
         enum http_chunked_result res = http_chunked_decode(
-            &c->chunked, k->data + start, avail, collect_limit(c), &used, &out);
+            &hc(c)->chunked, k->data + start, avail, collect_limit(c), &used, &out);
         k->body_len += out;
         k->raw_len = k->head_len + k->body_len;
         if (res == HTTP_CHUNKED_MORE)
@@ -695,13 +544,13 @@ static void collect_event(struct conn *c)
             return;
         }
         /* Bytes after the body belong to the next request. */
-        if (!http_conn_save_input(c, k->data + start + used, avail - used)) {
+        if (!http_save_input(c, k->data + start + used, avail - used)) {
             conn_close(c);
             return;
         }
         break;
     }
-    c->body_mode = CONN_BODY_NONE;
+    hc(c)->body_mode = REQ_BODY_NONE;
     serve_collected(c);
 }
 
@@ -711,17 +560,17 @@ static void park_reading(struct conn *c, const char *p, size_t n, bool head_star
 {
     const struct config *cfg = &c->gen->cfg;
     int64_t now = clock_now_ms();
-    if (!http_conn_save_input(c, p, n)) {
+    if (!http_save_input(c, p, n)) {
         conn_close(c);
         return;
     }
-    if (c->body_mode != CONN_BODY_NONE) {
+    if (hc(c)->body_mode != REQ_BODY_NONE) {
         conn_wait(c, CONN_BODY, EPOLLIN, body_deadline(c));
     } else if (n > 0) {
         int64_t dl = head_started ? atomic_load_explicit(&c->deadline_ms, memory_order_relaxed)
                                   : now + cfg->header_timeout_ms;
         conn_wait(c, CONN_HEAD, EPOLLIN, dl);
-    } else if (c->requests == 0) {
+    } else if (hc(c)->requests == 0) {
         conn_wait(c, CONN_NEW, EPOLLIN, atomic_load(&c->deadline_ms));
     } else {
         conn_wait(c, CONN_IDLE, EPOLLIN, now + cfg->keepalive_timeout_ms);
@@ -746,7 +595,7 @@ static void http_process(struct conn *c)
     size_t len = 0, pos = 0;
     bool served = false;
     bool head_started = atomic_load_explicit(&c->state, memory_order_relaxed) == CONN_HEAD;
-    if (!head_started && c->body_mode == CONN_BODY_NONE)
+    if (!head_started && hc(c)->body_mode == REQ_BODY_NONE)
         renew_generation(c); /* between requests: where a reload takes effect */
 
     if (c->in) {
@@ -756,7 +605,7 @@ static void http_process(struct conn *c)
         c->in = NULL;
     }
     for (;;) {
-        if (c->body_mode != CONN_BODY_NONE && pos < len) {
+        if (hc(c)->body_mode != REQ_BODY_NONE && pos < len) {
             int err = 0;
             pos += skip_body(c, buf + pos, len - pos, &err);
             if (err) { /* the answer is already sent: nothing to say, just stop */
@@ -764,7 +613,7 @@ static void http_process(struct conn *c)
                 return;
             }
         }
-        if (c->body_mode == CONN_BODY_NONE && pos < len) {
+        if (hc(c)->body_mode == REQ_BODY_NONE && pos < len) {
             struct http_request req;
             int r = http_parse_request(buf + pos, len - pos, &c->gen->limits, &req);
             if (r > 0) {
@@ -810,7 +659,7 @@ static void expire(struct conn *c)
 {
     uint8_t state = atomic_load_explicit(&c->state, memory_order_relaxed);
     /* A request not yet answered: a partial head, or a body being collected for it. */
-    if ((state == CONN_HEAD && c->in) || (state == CONN_BODY && c->collect)) {
+    if ((state == CONN_HEAD && c->in) || (state == CONN_BODY && hc(c)->collect)) {
         struct response resp;
         resp_init(&resp);
         resp_error(&resp, 408);
@@ -848,7 +697,7 @@ static void answer_plain_on_tls(struct conn *c)
     resp_body_mem(&resp, body, sizeof(body) - 1);
     resp_finish(&resp, false);
     log_access(c, (struct http_slice){"-", 1}, NULL, &resp, now_s, NULL);
-    send_and_continue(c, &resp, NULL, 0);
+    http_send(c, &resp, NULL, 0);
 }
 
 /* The TLS handshake, as far as the socket allows; then the first request. Its deadline is
@@ -899,7 +748,7 @@ static void http_conn_event(struct lf_handle *h, uint32_t events)
         handshake(c);
         return;
     }
-    if (c->collect) {
+    if (hc(c)->collect) {
         collect_event(c);
         return;
     }
@@ -914,12 +763,8 @@ static void http_conn_event(struct lf_handle *h, uint32_t events)
                       clock_now_ms() + c->gen->cfg.send_timeout_ms);
             return;
         }
-        if (c->stream) { /* a part of a streamed response went out: read more of it */
-            http_stream_resume(c);
-            return;
-        }
-        if (c->proxy) { /* likewise, of an upstream's answer */
-            http_proxy_resume(c);
+        if (hc(c)->source) { /* a part of a late response went out: its source goes on */
+            hc(c)->source->ops->resume(hc(c)->source);
             return;
         }
         if (c->close_after_send) {
@@ -934,13 +779,11 @@ static void http_conn_event(struct lf_handle *h, uint32_t events)
 /* The close hook of every HTTP connection: what the HTTP layer hung on it goes. */
 static void http_conn_closed(struct conn *c)
 {
-    if (c->stream)
-        http_stream_abort(c);
-    if (c->proxy)
-        http_proxy_abort(c);
-    if (c->collect)
-        collect_free(conn_shared(c), c->collect);
-    c->collect = NULL;
+    if (hc(c)->source)
+        http_source_abort(c);
+    if (hc(c)->collect)
+        http_collect_free(conn_shared(c), hc(c)->collect);
+    hc(c)->collect = NULL;
     generation_release(c->gen);
     c->gen = NULL;
 }
@@ -950,7 +793,9 @@ void http_host_init(struct http_host *host, struct http_shared *shared,
 {
     memset(host, 0, sizeof(*host));
     host->shared = shared;
-    conn_pool_init(&host->pool, groups, n, max_connections, &shared->n_conns);
+    host->serve = http_process;
+    conn_pool_init(&host->pool, groups, n, sizeof(struct http_conn), max_connections,
+                   &shared->n_conns);
 }
 
 void http_host_fini(struct http_host *host)
@@ -968,7 +813,7 @@ struct conn *http_conn_open(struct http_host *host, struct lf_group *group,
                                http_conn_closed);
     if (!c)
         return NULL;
-    c->home = &host->pool;
+    hc(c)->home = &host->pool;
     generation_hold(gen);
     c->gen = gen;
     void *ssl;
@@ -989,16 +834,6 @@ void http_conn_start(struct conn *c)
         handshake(c);
     else
         http_process(c);
-}
-
-void http_conn_continue(struct conn *c)
-{
-    http_process(c);
-}
-
-bool http_conn_send(struct conn *c, struct response *resp, const char *rest, size_t rest_len)
-{
-    return send_and_continue(c, resp, rest, rest_len);
 }
 
 /* --- service classes ------------------------------------------------------------------ */

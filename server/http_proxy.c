@@ -47,10 +47,9 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "clock.h"
-#include "http_private.h"
+#include "http_source.h"
 #include "http_upstream.h"
 #include "generation.h"
 #include "log.h"
@@ -63,6 +62,9 @@
 #define PROXY_REQ_MAX (2 * CONN_BUF_SIZE + REQUEST_PATH_MAX)
 #define PROXY_RELAY 16384                /* read from the upstream at a time */
 #define PROXY_FREE_MAX 1024 /* states without buffers kept for reuse beyond those in use */
+/* A piece of the body is at most what one read brings (the first: what came with the head). */
+static_assert(PROXY_RELAY <= HTTP_SOURCE_PIECE && PROXY_HEAD_MAX <= HTTP_SOURCE_PIECE,
+              "a piece of the body fits the body filter's room");
 
 /* The members of a tunnel's set, as its events name them. */
 enum { TUNNEL_UP = 1u << 0, TUNNEL_CLIENT = 1u << 1 };
@@ -73,7 +75,8 @@ enum proxy_phase { PHASE_CONNECT, PHASE_SEND, PHASE_HEAD, PHASE_BODY, PHASE_TUNN
 enum proxy_failure { FAIL_ERROR, FAIL_TIMEOUT, FAIL_INVALID, FAIL_STALE };
 
 struct conn_proxy {
-    struct lf_handle h;        /* the upstream socket (h.fd, -1 without one): first */
+    struct http_source src;    /* first: the source is the proxy's state */
+    struct lf_handle h;        /* the upstream socket (h.fd, -1 without one) */
     bool registered;           /* h is in the handle set of h.group */
     struct lf_handle tun;      /* a tunnel's set (tun.fd), one-shot in the client's group */
     struct upstream_idle idle; /* its place in the upstream's idle list */
@@ -82,8 +85,7 @@ struct conn_proxy {
     struct upstream *up;
     struct upstream_server *server; /* this attempt's */
 
-    /* This request's */
-    struct conn *c;
+    /* This request's (the rest is src's) */
     const struct proxy_params *p;
     struct http_shared *shared;
     enum proxy_phase phase;
@@ -91,73 +93,32 @@ struct conn_proxy {
     bool reused;      /* this attempt's connection was a kept one */
     bool sent_any;    /* some of the request went to this attempt's upstream */
     bool fresh_only;  /* a kept connection failed: the next one is new */
-    bool head_sent, chunked, head_only, keep_alive, http10, tunnel_asked;
+    bool tunnel_asked;
     bool up_reusable; /* the upstream's answer lets the connection be kept */
     bool up_done, client_done; /* the tunnel's two ways: ended */
     bool attempt_done; /* upstream_done was called for the answer that ended */
+    bool keep_up, failed; /* how the answer ended (proxy_finish), for proxy_done */
     uint64_t tried;   /* the servers tried, a bit each */
     unsigned attempts;
-    int status;
     enum http_framing framing; /* the upstream's body */
     uint64_t left;             /* LENGTH: bytes of it still to come */
     struct http_chunked dechunk;
-    uint64_t sent;
     int64_t deadline_ms;
-    int64_t start_us;
     int64_t attempt_us; /* when this attempt began */
     size_t req_len, req_off;
     const char *body;
     size_t body_len, body_off;
-    void *body_owner; /* a collected body, freed with http_conn_body_free */
-    z_stream *z;      /* the body is compressed as it goes (mod_gzip said so), or NULL */
+    struct http_collect *body_owner; /* a collected body, freed with http_collect_free */
     size_t head_len;  /* bytes in head[]; the tunnel: upstream-to-client bytes pending */
     size_t head_off;  /* the tunnel: where the pending ones start */
-    /* The request as it was answered, for the answer's head (Location), its filters
-     * (add_header) and the log hooks: its parsed head copied, its slices pointing into
-     * req[] after the request to the upstream, where the client's head, the path and the
-     * arguments are kept. */
-    struct request saved;
-    struct http_request saved_http;
-    bool has_saved;
-    char request_id[33];
-    char request_line[512], referer[256], user_agent[256];
+    /* (The request as it was answered, for the answer's head (Location), its filters
+     * (add_header) and the log hooks, is src.saved: its slices point into req[] after the
+     * request to the upstream, where the client's head, the path and the arguments are
+     * kept.) */
     /* Buffers, while in use or kept with a connection: */
     char *head; /* PROXY_HEAD_MAX bytes: the upstream's head; the tunnel's upstream bytes */
     char *req;  /* PROXY_REQ_MAX bytes: the request; the tunnel's client bytes */
 };
-
-static size_t copy_slice(char *dst, size_t cap, struct http_slice s)
-{
-    size_t n = s.len < cap - 1 ? s.len : cap - 1;
-    if (n)
-        memcpy(dst, s.p, n);
-    dst[n] = '\0';
-    return n;
-}
-
-static struct http_slice slice_of(const char *s)
-{
-    return (struct http_slice){s, strlen(s)};
-}
-
-/* Where a piece of the body is framed and, when compressed, compressed: on the stack of the
- * event that sends it (the bytes must outlive the send; parking copies them). */
-struct piece {
-    char chunk_line[24];
-    char z[PROXY_RELAY + 4096]; /* more than deflate can make of PROXY_RELAY bytes */
-};
-
-/* Compress p[0..n) (flush: Z_SYNC_FLUSH, or Z_FINISH at the end) into out; the length. */
-static size_t deflate_piece(z_stream *z, const char *p, size_t n, char *out, size_t cap,
-                            int flush)
-{
-    z->next_in = (Bytef *)(uintptr_t)p;
-    z->avail_in = (uInt)n;
-    z->next_out = (Bytef *)out;
-    z->avail_out = (uInt)cap;
-    deflate(z, flush); /* (cap holds deflateBound of n: it never runs out) */
-    return cap - z->avail_out;
-}
 
 /* --- states, their sockets and their waits ---------------------------------------------- */
 
@@ -174,8 +135,8 @@ static void up_close(struct conn_proxy *px)
 {
     if (px->h.fd < 0)
         return;
-    if (px->c)
-        conn_set_wake_fd(px->c, -1, false);
+    if (px->src.c)
+        conn_set_wake_fd(px->src.c, -1, false);
     if (px->registered)
         lf_group_remove(&px->h, true);
     px->registered = false;
@@ -214,6 +175,11 @@ static void proxy_release(struct conn_proxy *px)
  * its handle first (upstream.h), and checks the socket once more before a request goes on
  * it (idle_alive). One-shot handles are disarmed while idle: the check alone covers them. */
 
+static struct conn_proxy *of_handle(struct lf_handle *h)
+{
+    return (struct conn_proxy *)((char *)h - offsetof(struct conn_proxy, h));
+}
+
 static struct conn_proxy *of_idle(struct upstream_idle *idle)
 {
     return (struct conn_proxy *)((char *)idle - offsetof(struct conn_proxy, idle));
@@ -231,7 +197,7 @@ static bool idle_alive(struct conn_proxy *px);
  * or of room to write: then it is waited on again. */
 static void idle_event(struct lf_handle *h, uint32_t events)
 {
-    struct conn_proxy *px = (struct conn_proxy *)h;
+    struct conn_proxy *px = of_handle(h);
     if (!(events & (EPOLLHUP | EPOLLERR)) && idle_alive(px) &&
         lf_group_reactivate(&px->h, EPOLLIN, true) == 0)
         return; /* (listed all along: under its handle's claim, nobody took it) */
@@ -303,25 +269,12 @@ static struct conn_proxy *proxy_new(void)
     return px;
 }
 
-void http_proxy_fini(void)
-{
-    pthread_mutex_lock(&proxy_free.lock);
-    struct conn_proxy *list = proxy_free.list;
-    proxy_free.list = NULL;
-    proxy_free.n = 0;
-    pthread_mutex_unlock(&proxy_free.lock);
-    while (list) {
-        struct conn_proxy *next = list->next_free;
-        free(list);
-        list = next;
-    }
-}
 
 /* The deadline is now deadline_ms: the sweep reads the connection's. */
 static void set_deadline(struct conn_proxy *px, int64_t deadline_ms)
 {
     px->deadline_ms = deadline_ms;
-    atomic_store_explicit(&px->c->deadline_ms, deadline_ms, memory_order_relaxed);
+    atomic_store_explicit(&px->src.c->deadline_ms, deadline_ms, memory_order_relaxed);
 }
 
 /* The last act of an event: wait for `events` on the upstream socket until the deadline.
@@ -329,7 +282,7 @@ static void set_deadline(struct conn_proxy *px, int64_t deadline_ms)
  * have come since it was. */
 static void proxy_wait(struct conn_proxy *px, uint32_t events, bool drained)
 {
-    struct conn *c = px->c;
+    struct conn *c = px->src.c;
     atomic_store_explicit(&c->deadline_ms, px->deadline_ms, memory_order_relaxed);
     atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
     int rc;
@@ -351,69 +304,10 @@ static void proxy_wait(struct conn_proxy *px, uint32_t events, bool drained)
 
 /* --- ending ------------------------------------------------------------------------------ */
 
-static void proxy_log(struct conn_proxy *px)
-{
-    struct conn *c = px->c;
-    http_stats_record(&http_host_of(c)->stats, clock_now_us() - px->start_us, px->status,
-                      px->sent);
-    int64_t now_s;
-    http_date_header(&now_s);
-    http_conn_log_access(c, slice_of(px->request_line), slice_of(px->referer),
-                         slice_of(px->user_agent), px->status, px->sent, now_s,
-                         px->has_saved ? px->request_id : NULL);
-    struct response resp;
-    resp_init(&resp);
-    resp.status = px->status;
-    resp.content_length = px->sent;
-    if (px->has_saved) /* the log hooks see the request as it was answered */
-        module_chain_log(&c->gen->chain, &px->saved, &resp);
-    else
-        http_conn_log_unparsed(c, &resp, now_s);
-}
-
-/* Compress the body from now on (gzip at level). False if out of memory. */
-static bool start_gzip(struct conn_proxy *px, int level)
-{
-    px->z = calloc(1, sizeof(*px->z));
-    if (px->z && deflateInit2(px->z, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK)
-        return true;
-    free(px->z);
-    px->z = NULL;
-    return false;
-}
-
-static void end_gzip(struct conn_proxy *px)
-{
-    if (!px->z)
-        return;
-    deflateEnd(px->z);
-    free(px->z);
-    px->z = NULL;
-}
-
-/* The compressed body's last bytes (its end and the gzip trailer) onto resp. */
-static void finish_gzip(struct conn_proxy *px, struct response *resp, struct piece *pc)
-{
-    if (!px->z || px->head_only)
-        return;
-    size_t n = deflate_piece(px->z, NULL, 0, pc->z, sizeof(pc->z), Z_FINISH);
-    if (n == 0)
-        return;
-    if (px->chunked) {
-        char *e = http_fmt_hex(pc->chunk_line, n);
-        memcpy(e, "\r\n", 2);
-        resp_body_mem(resp, pc->chunk_line, (size_t)(e + 2 - pc->chunk_line));
-    }
-    resp_body_mem(resp, pc->z, n);
-    if (px->chunked)
-        resp_body_mem(resp, "\r\n", 2);
-    px->sent += n;
-}
-
 static void body_release(struct conn_proxy *px)
 {
     if (px->body_owner)
-        http_conn_body_free(px->shared, px->body_owner);
+        http_collect_free(px->shared, px->body_owner);
     px->body_owner = NULL;
     px->body = NULL;
     px->body_len = 0;
@@ -424,10 +318,8 @@ static void body_release(struct conn_proxy *px)
  * attempt is counted as the server's failure or not. */
 static void proxy_detach(struct conn_proxy *px, bool keep_up, bool failed)
 {
-    struct conn *c = px->c;
-    c->proxy = NULL;
+    struct conn *c = px->src.c;
     body_release(px);
-    end_gzip(px);
     tunnel_close(px);
     conn_set_wake_fd(c, -1, false);
     /* A kept socket stays in its group's set for the next request there; not in a
@@ -438,7 +330,7 @@ static void proxy_detach(struct conn_proxy *px, bool keep_up, bool failed)
     }
     if (px->server && !px->attempt_done)
         upstream_done(px->up, px->server, failed, clock_now_ms());
-    px->c = NULL;
+    px->src.c = NULL;
     if (keep_up && px->h.fd >= 0 && px->up->keepalive > 0) {
         if (!px->registered)
             idle_register(px, c->h.group);
@@ -451,65 +343,54 @@ static void proxy_detach(struct conn_proxy *px, bool keep_up, bool failed)
     proxy_release(px);
 }
 
-void http_proxy_abort(struct conn *c)
+/* The connection is closing: the upstream connection goes, not counted as a failure. */
+static void proxy_abort(struct http_source *s)
 {
-    struct conn_proxy *px = c->proxy;
-    proxy_log(px);
-    proxy_detach(px, false, false);
+    proxy_detach((struct conn_proxy *)s, false, false);
 }
 
-/* Send what resp holds to the client. SEND_PARKED: the client's socket is armed and the
- * proxy goes on in http_proxy_resume once it is sent. */
-static enum send_result client_send(struct conn_proxy *px, struct response *resp)
+/* The answer has ended: the upstream connection is kept or not, as proxy_finish said. */
+static void proxy_done(struct http_source *s)
 {
-    struct conn *c = px->c;
-    enum send_result r = conn_send(c, resp, true);
-    if (r == SEND_PARKED) {
-        c->close_after_send = false;
-        conn_wait(c, CONN_SEND, EPOLLOUT, clock_now_ms() + c->gen->cfg.send_timeout_ms);
-    }
-    return r;
+    struct conn_proxy *px = (struct conn_proxy *)s;
+    proxy_detach(px, px->keep_up, px->failed);
 }
-
-static void filter_head(struct conn_proxy *px, struct response *resp);
 
 /* The response is over (failure: why it ended early, or NULL): answer what is still owed,
  * then go on with the client's connection or close it. */
 static void proxy_finish(struct conn_proxy *px, int error_status, const char *failure)
 {
-    struct conn *c = px->c;
-    struct piece pc;
+    struct http_source *s = &px->src;
+    struct http_piece pc;
     struct response resp;
     resp_init(&resp);
-    bool keep_alive = px->keep_alive;
-    if (!px->head_sent) {
-        px->status = error_status ? error_status : 502;
+    bool keep_alive = s->keep_alive;
+    if (!s->head_sent) {
+        s->status = error_status ? error_status : 502;
         log_error("proxy: %s: answered %d: %s", px->server ? px->server->text : px->up->name,
-                  px->status, failure ? failure : "no answer");
-        resp_error(&resp, px->status);
-        filter_head(px, &resp); /* the location's add_header ... always, as nginx */
-        resp.head_only = px->head_only;
+                  s->status, failure ? failure : "no answer");
+        resp_error(&resp, s->status);
+        /* the location's add_header ... always, as nginx */
+        http_source_filter_head(s, &resp, px->p);
+        resp.head_only = s->head_only;
         resp.keep_alive = keep_alive;
-        resp_finish(&resp, px->http10);
-        px->sent = resp.head_only ? 0 : resp.content_length;
+        resp_finish(&resp, s->http10);
+        s->sent = resp.head_only ? 0 : resp.content_length;
     } else {
-        resp.status = px->status;
+        resp.status = s->status;
+        if (!failure && http_source_body_end(s, &resp, &pc) < 0) {
+            resp_body_clear(&resp);
+            failure = "the body filter failed at its end";
+        }
         if (failure) {
             log_error("proxy: %s: the response was cut: %s",
                       px->server ? px->server->text : px->up->name, failure);
             keep_alive = false; /* cut: no last chunk, and the connection closes */
-        } else {
-            finish_gzip(px, &resp, &pc);
-            if (px->chunked && !px->head_only)
-                resp_body_mem(&resp, "0\r\n\r\n", 5);
         }
     }
-    bool keep_up = !failure && px->head_sent && px->up_reusable;
-    proxy_log(px);
-    proxy_detach(px, keep_up, failure && error_status != 0);
-    resp.keep_alive = keep_alive;
-    if (http_conn_send(c, &resp, NULL, 0))
-        http_conn_continue(c);
+    px->keep_up = !failure && s->head_sent && px->up_reusable;
+    px->failed = failure && error_status != 0;
+    http_source_end(s, &resp, keep_alive);
 }
 
 /* --- attempts ---------------------------------------------------------------------------- */
@@ -576,7 +457,7 @@ static void attempt_begin(struct conn_proxy *px, struct upstream_server *s)
     px->reused = false;
     struct upstream_idle *idle;
     if (px->h.fd < 0 && !px->fresh_only &&
-        (idle = upstream_idle_take(px->up, s, px->c->h.group))) {
+        (idle = upstream_idle_take(px->up, s, px->src.c->h.group))) {
         /* Another state kept a connection to s: take its socket over (out of that state's
          * handle set first), and let the rest of it go. */
         struct conn_proxy *kept = of_idle(idle);
@@ -600,7 +481,7 @@ static void attempt_begin(struct conn_proxy *px, struct upstream_server *s)
             return;
         }
     }
-    conn_set_wake_fd(px->c, px->h.fd, true);
+    conn_set_wake_fd(px->src.c, px->h.fd, true);
     set_deadline(px, now + (px->phase == PHASE_CONNECT ? px->p->connect_ms : px->p->send_ms));
     proxy_step(px);
 }
@@ -686,50 +567,46 @@ static void answered(struct conn_proxy *px)
     px->attempt_done = true;
 }
 
-/* Queue body bytes on resp (as one chunk when chunked), compressed when asked. */
-static void add_body(struct conn_proxy *px, struct response *resp, const char *p, size_t n,
-                     struct piece *pc)
+/* Why take_body failed. */
+#define BODY_MALFORMED (-1)
+#define BODY_FILTER_FAILED (-2)
+
+/* Queue body bytes on resp: filtered, framed. 0, or BODY_FILTER_FAILED. */
+static int add_body(struct conn_proxy *px, struct response *resp, const char *p, size_t n,
+                    struct http_piece *pc)
 {
-    if (n == 0 || px->head_only)
-        return;
-    if (px->z) {
-        n = deflate_piece(px->z, p, n, pc->z, sizeof(pc->z), Z_SYNC_FLUSH);
-        p = pc->z;
-        if (n == 0)
-            return;
-    }
-    char *chunk_line = pc->chunk_line;
-    if (px->chunked) {
-        char *e = http_fmt_hex(chunk_line, n);
-        memcpy(e, "\r\n", 2);
-        resp_body_mem(resp, chunk_line, (size_t)(e + 2 - chunk_line));
-    }
-    resp_body_mem(resp, p, n);
-    if (px->chunked)
-        resp_body_mem(resp, "\r\n", 2);
-    px->sent += n;
+    return http_source_body(&px->src, resp, p, n, pc) < 0 ? BODY_FILTER_FAILED : 0;
+}
+
+/* Why the answer was cut, for a take_body result below 0. */
+static const char *body_failure(int r)
+{
+    return r == BODY_MALFORMED ? "a malformed chunked body" : "the body filter failed";
 }
 
 /* Body bytes from the upstream in buf[0..n), as framed: decode, queue what is the body's.
- * Returns 1 when the body has ended, 0 to read more, -1 when its framing is broken. */
+ * Returns 1 when the body has ended, 0 to read more, BODY_MALFORMED when its framing is
+ * broken, BODY_FILTER_FAILED when the body filter failed. */
 static int take_body(struct conn_proxy *px, struct response *resp, char *buf, size_t n,
-                     struct piece *chunk_line)
+                     struct http_piece *pc)
 {
     switch (px->framing) {
     case HTTP_BODY_LENGTH: {
         size_t take = n < px->left ? n : (size_t)px->left;
         if (take < n)
             px->up_reusable = false; /* more than it framed: out of step */
-        add_body(px, resp, buf, take, chunk_line);
         px->left -= take;
+        if (add_body(px, resp, buf, take, pc) < 0)
+            return BODY_FILTER_FAILED;
         return px->left == 0;
     }
     case HTTP_BODY_CHUNKED: {
         size_t used = 0, out = 0;
         enum http_chunked_result r = http_chunked_decode(&px->dechunk, buf, n, 0, &used, &out);
         if (r == HTTP_CHUNKED_ERROR || r == HTTP_CHUNKED_TOO_LARGE)
-            return -1;
-        add_body(px, resp, buf, out, chunk_line);
+            return BODY_MALFORMED;
+        if (add_body(px, resp, buf, out, pc) < 0)
+            return BODY_FILTER_FAILED;
         if (r == HTTP_CHUNKED_DONE) {
             if (used < n)
                 px->up_reusable = false;
@@ -738,8 +615,7 @@ static int take_body(struct conn_proxy *px, struct response *resp, char *buf, si
         return 0;
     }
     case HTTP_BODY_CLOSE:
-        add_body(px, resp, buf, n, chunk_line);
-        return 0;
+        return add_body(px, resp, buf, n, pc);
     default:
         if (n > 0)
             px->up_reusable = false;
@@ -751,7 +627,7 @@ static int take_body(struct conn_proxy *px, struct response *resp, char *buf, si
  * the client sent after its request (kept on the connection) the client's. */
 static void tunnel_begin(struct conn_proxy *px, size_t used)
 {
-    struct conn *c = px->c;
+    struct conn *c = px->src.c;
     conn_set_wake_fd(c, px->h.fd, false); /* a half-closed client may still read */
     px->head_off = used;
     px->head_len -= used;
@@ -769,11 +645,11 @@ static void tunnel_begin(struct conn_proxy *px, size_t used)
  * go on reading, false when the event has handed the connection on. */
 static bool relay_head(struct conn_proxy *px, const struct http_response_head *uh, size_t used)
 {
-    struct piece pc;
+    struct http_piece pc;
     struct response resp;
     resp_init(&resp);
-    resp.head_only = px->head_only;
-    if (px->p->ops->head(px->p->conf, px->has_saved ? &px->saved : NULL, uh, &resp) < 0 ||
+    resp.head_only = px->src.head_only;
+    if (px->p->ops->head(px->p->conf, px->src.has_saved ? &px->src.saved : NULL, uh, &resp) < 0 ||
         resp_failed(&resp)) {
         attempt_failed(px, FAIL_INVALID, "its head cannot be relayed (too large?)");
         return false;
@@ -784,19 +660,19 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
                         (uh->framing == HTTP_BODY_NONE && uh->has_content_length);
     resp.content_length = resp.length_known ? uh->content_length : 0;
     if (resp.status != 101)
-        filter_head(px, &resp);
+        http_source_filter_head(&px->src, &resp, px->p);
     if (resp_failed(&resp)) {
         proxy_finish(px, 502, "its head, with the fields added here, is too large");
         return false;
     }
-    px->status = resp.status;
+    px->src.status = resp.status;
     px->framing = uh->framing;
     px->left = uh->content_length;
     px->up_reusable = uh->keep_alive;
     http_chunked_init(&px->dechunk);
-    resp.keep_alive = px->keep_alive;
-    bool gzip = resp.stream_gzip && !resp.no_length;
-    if (gzip && !px->head_only && !start_gzip(px, resp.stream_gzip)) {
+    resp.keep_alive = px->src.keep_alive;
+    bool coded = resp.body_filter && !resp.no_length; /* (compressed: the length changes) */
+    if (!http_source_start_filter(&px->src, &resp)) {
         proxy_finish(px, 500, "out of memory for compression");
         return false;
     }
@@ -804,22 +680,22 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
         resp.no_length = true;
         resp.keep_alive = true; /* no "Connection: close": head() said "upgrade" */
         px->framing = HTTP_BODY_NONE;
-    } else if (uh->framing == HTTP_BODY_NONE && !gzip) {
+    } else if (uh->framing == HTTP_BODY_NONE && !coded) {
         /* 204, 304, an answer to HEAD: the upstream's Content-Length, if any, is the one a
          * GET would have had (no_length statuses drop it in resp_finish). */
         resp.content_length = uh->has_content_length ? uh->content_length : 0;
         if (resp.status == 204 || resp.status == 304 || resp.status < 200)
             resp.no_length = true;
-    } else if (uh->framing == HTTP_BODY_LENGTH && !gzip) {
+    } else if (uh->framing == HTTP_BODY_LENGTH && !coded) {
         resp.content_length = uh->content_length;
-    } else if (px->http10) {
-        resp.keep_alive = px->keep_alive = false; /* the body ends with the connection */
+    } else if (px->src.http10) {
+        resp.keep_alive = px->src.keep_alive = false; /* the body ends with the connection */
         resp.no_length = true;
     } else {
-        resp.chunked = px->chunked = true;
+        resp.chunked = px->src.chunked = true;
     }
-    resp_finish(&resp, px->http10);
-    px->head_sent = true;
+    resp_finish(&resp, px->src.http10);
+    px->src.head_sent = true;
     px->phase = resp.status == 101 ? PHASE_TUNNEL : PHASE_BODY;
     int done = 0;
     if (px->phase == PHASE_BODY)
@@ -827,14 +703,14 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
     else
         tunnel_begin(px, used);
     if (done < 0) {
-        proxy_finish(px, 0, "a malformed chunked body");
+        proxy_finish(px, 0, body_failure(done));
         return false;
     }
     if (done) /* (before the send: once parked, the connection may be another thread's) */
         answered(px);
-    enum send_result r = client_send(px, &resp);
+    enum send_result r = http_source_send(&px->src, &resp);
     if (r == SEND_ERROR) {
-        conn_close(px->c);
+        conn_close(px->src.c);
         return false;
     }
     if (done) {
@@ -922,7 +798,7 @@ static bool read_head(struct conn_proxy *px)
 static void relay_body(struct conn_proxy *px)
 {
     char buf[PROXY_RELAY];
-    struct piece pc;
+    struct http_piece pc;
     for (;;) {
         if (px->framing == HTTP_BODY_NONE) { /* ended, the last part parked meanwhile */
             proxy_finish(px, 0, NULL);
@@ -949,14 +825,14 @@ static void relay_body(struct conn_proxy *px)
         resp_init(&resp);
         int done = take_body(px, &resp, buf, (size_t)n, &pc);
         if (done < 0) {
-            proxy_finish(px, 0, "a malformed chunked body");
+            proxy_finish(px, 0, body_failure(done));
             return;
         }
         if (done) /* (before the send: once parked, the connection may be another thread's) */
             answered(px);
-        enum send_result r = resp.n_segs ? client_send(px, &resp) : SEND_DONE;
+        enum send_result r = resp.n_segs ? http_source_send(&px->src, &resp) : SEND_DONE;
         if (r == SEND_ERROR) {
-            conn_close(px->c);
+            conn_close(px->src.c);
             return;
         }
         if (done) {
@@ -1026,7 +902,7 @@ static void tunnel_event(struct lf_handle *h, uint32_t events);
 
 static void tunnel(struct conn_proxy *px)
 {
-    struct conn *c = px->c;
+    struct conn *c = px->src.c;
     bool moved = false;
     size_t req_off = px->req_off;
     struct tunnel_end up = {px->h.fd, NULL}, client = {c->h.fd, c->tls ? c : NULL};
@@ -1037,7 +913,7 @@ static void tunnel(struct conn_proxy *px)
                                     &px->req_len, &px->client_done, &moved);
     px->req_off = req_off;
     if (down < 0 || upw < 0 || (px->up_done && px->client_done)) {
-        px->keep_alive = false;
+        px->src.keep_alive = false;
         proxy_finish(px, 0, NULL);
         return;
     }
@@ -1078,8 +954,8 @@ static void tunnel_event(struct lf_handle *h, uint32_t events)
 {
     (void)events;
     struct conn_proxy *px = (struct conn_proxy *)((char *)h - offsetof(struct conn_proxy, tun));
-    if (atomic_load_explicit(&px->c->woken, memory_order_relaxed)) {
-        px->keep_alive = false; /* idle past proxy_read_timeout, or the client has gone */
+    if (atomic_load_explicit(&px->src.c->woken, memory_order_relaxed)) {
+        px->src.keep_alive = false; /* idle past proxy_read_timeout, or the client has gone */
         proxy_finish(px, 0, NULL);
         return;
     }
@@ -1165,7 +1041,7 @@ static void proxy_timeout(struct conn_proxy *px)
         proxy_finish(px, 0, "read timed out");
         return;
     case PHASE_TUNNEL:
-        px->keep_alive = false;
+        px->src.keep_alive = false;
         proxy_finish(px, 0, NULL);
         return;
     }
@@ -1174,117 +1050,29 @@ static void proxy_timeout(struct conn_proxy *px)
 static void proxy_event(struct lf_handle *h, uint32_t events)
 {
     (void)events;
-    struct conn_proxy *px = (struct conn_proxy *)h;
-    if (atomic_load_explicit(&px->c->woken, memory_order_relaxed)) {
+    struct conn_proxy *px = of_handle(h);
+    if (atomic_load_explicit(&px->src.c->woken, memory_order_relaxed)) {
         /* The sweep shut the upstream socket down: its deadline passed, or the client
          * closed its side (then nobody is left to answer). */
         if (clock_now_ms() >= px->deadline_ms)
             proxy_timeout(px);
         else
-            conn_close(px->c);
+            conn_close(px->src.c);
         return;
     }
     proxy_step(px);
 }
 
-void http_proxy_resume(struct conn *c)
+/* A parked part of the answer went out: read more of it, or end it. */
+static void proxy_resume(struct http_source *s)
 {
-    struct conn_proxy *px = c->proxy;
+    struct conn_proxy *px = (struct conn_proxy *)s;
     if (px->phase == PHASE_BODY && px->framing == HTTP_BODY_NONE) {
         proxy_finish(px, 0, NULL); /* the last part went out */
         return;
     }
     set_deadline(px, clock_now_ms() + px->p->read_ms);
     proxy_step(px);
-}
-
-/* --- the filters ------------------------------------------------------------------------- */
-
-/* A slice into the client's head [from, from + len) points into its copy at `to` instead. */
-static void rebase(struct http_slice *sl, const char *from, size_t len, const char *to)
-{
-    if (sl->p && sl->p >= from && sl->p <= from + len)
-        sl->p = to + (sl->p - from);
-}
-
-/* Keep what the answer's head, its filters and the log hooks will need of request r (its
- * head, path and arguments copied into req[] after what goes upstream, the parsed head
- * copied with its slices moved there); without room, the answer's head goes unfiltered. */
-static void save_request(struct conn_proxy *px, const struct request *r)
-{
-    const struct http_request *h = r->http;
-    px->has_saved = false;
-    const char *start = h->method_name.p;
-    /* The blank line follows the last field (or the request line) at once. (The head ends
-     * within header_bytes of its first byte, which is at or before the method: the parser
-     * may have skipped empty lines.) */
-    const char *from = h->n_headers ? h->headers[h->n_headers - 1].value.p +
-                                          h->headers[h->n_headers - 1].value.len
-                                    : h->target.p + h->target.len;
-    const char *limit = start + h->header_bytes;
-    const char *end = start && from < limit ? memmem(from, (size_t)(limit - from), "\r\n\r\n", 4)
-                                            : NULL;
-    if (!end)
-        return;
-    size_t hl = (size_t)(end + 4 - start);
-    size_t room = PROXY_REQ_MAX - px->req_len;
-    if (hl + r->path_len + 1 + r->args.len > room)
-        return;
-    char *at = px->req + px->req_len;
-    memcpy(at, start, hl);
-    struct http_request *c = &px->saved_http;
-    memcpy(c, h, offsetof(struct http_request, headers)); /* the fields before the lines */
-    c->n_headers = h->n_headers;
-    memcpy(&c->host, &h->host,
-           sizeof(*h) - offsetof(struct http_request, host)); /* and after them */
-    struct http_slice *named[] = {&c->method_name, &c->target, &c->path, &c->query, &c->host,
-                                  &c->if_none_match, &c->if_modified_since, &c->if_match,
-                                  &c->if_unmodified_since, &c->range, &c->if_range,
-                                  &c->user_agent, &c->referer, &c->accept_encoding,
-                                  &c->content_type};
-    for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++)
-        rebase(named[i], start, hl, at);
-    for (unsigned i = 0; i < h->n_headers; i++) {
-        c->headers[i] = h->headers[i];
-        rebase(&c->headers[i].name, start, hl, at);
-        rebase(&c->headers[i].value, start, hl, at);
-    }
-    px->saved = *r;
-    px->saved.http = c;
-    char *path = at + hl;
-    memcpy(path, r->path, r->path_len);
-    path[r->path_len] = '\0';
-    px->saved.path = path;
-    px->saved.file = path;
-    px->saved.file_len = r->path_len;
-    char *args = path + r->path_len + 1;
-    if (r->args.len)
-        memcpy(args, r->args.p, r->args.len);
-    px->saved.args = (struct http_slice){args, r->args.len};
-    px->saved.body = NULL;
-    px->saved.body_len = 0;
-    px->request_id[0] = '\0';
-    if (r->request_id)
-        memcpy(px->request_id, r->request_id, sizeof(px->request_id));
-    px->saved.request_id = px->request_id;
-    px->has_saved = true;
-}
-
-/* The answer's head is made: run the filters on it with the request as it was. */
-static void filter_head(struct conn_proxy *px, struct response *resp)
-{
-    if (!px->has_saved)
-        return;
-    int64_t now_s;
-    http_date_header(&now_s);
-    px->saved.now_s = now_s;
-    resp->streaming = true; /* the body comes later: filters of bodies pass it by */
-    resp->proxy = px->p;
-    resp->upstream_head = true;
-    module_chain_filter(&px->c->gen->chain, &px->saved, resp);
-    resp->streaming = false;
-    resp->proxy = NULL;
-    resp->upstream_head = false;
 }
 
 /* --- starting ---------------------------------------------------------------------------- */
@@ -1327,8 +1115,21 @@ static bool keep_body(struct conn_proxy *px, const struct request *r, void *owne
     return false; /* (a body in the read buffer always fits: it is smaller than req[]) */
 }
 
-void http_proxy_start(struct conn *c, struct response *resp, const struct request *r,
-                      const char *rest, size_t rest_len, void *body_owner)
+static const struct http_source_ops proxy_ops = {
+    .resume = proxy_resume,
+    .abort = proxy_abort,
+    .release = proxy_done,
+};
+
+static bool proxy_answers(const struct response *resp)
+{
+    return resp->proxy != NULL;
+}
+
+/* Start relaying the answer of an upstream server (resp->proxy) for request r: the last
+ * act of the event. A collected body is sent on from where it lies (the proxy owns it). */
+static void proxy_start(struct conn *c, struct response *resp, const struct request *r,
+                        const char *rest, size_t rest_len, struct http_collect *body_owner)
 {
     const struct proxy_params *p = resp->proxy;
     const struct http_request *h = r->http;
@@ -1340,13 +1141,13 @@ void http_proxy_start(struct conn *c, struct response *resp, const struct reques
         struct upstream_idle *idle = upstream_idle_take(p->upstream, s, c->h.group);
         px = idle ? of_idle(idle) : proxy_new();
     }
-    if (!http_conn_save_input(c, rest, rest_len) || (s && !px)) {
+    if (!http_save_input(c, rest, rest_len) || (s && !px)) {
         if (s)
             upstream_done(p->upstream, s, false, now);
         if (px)
             proxy_release(px);
         if (body_owner)
-            http_conn_body_free(shared, body_owner);
+            http_collect_free(shared, body_owner);
         conn_close(c);
         return;
     }
@@ -1354,49 +1155,37 @@ void http_proxy_start(struct conn *c, struct response *resp, const struct reques
         px = proxy_new();
         if (!px) {
             if (body_owner)
-                http_conn_body_free(shared, body_owner);
+                http_collect_free(shared, body_owner);
             conn_close(c);
             return;
         }
     }
+    http_source_init(&px->src, &proxy_ops, c, resp, r);
     px->h.on_event = proxy_event;
-    px->c = c;
     px->p = p;
     px->up = p->upstream;
     px->shared = shared;
     px->method = h->method;
-    px->head_only = resp->head_only;
-    px->keep_alive = resp->keep_alive;
-    px->http10 = h->version_minor == 0;
-    px->head_sent = px->chunked = false;
     px->tried = 0;
     px->attempts = 0;
-    px->sent = 0;
-    px->status = 0;
     px->fresh_only = false;
     px->server = NULL;
-    px->start_us = clock_now_us();
     px->body_owner = NULL;
     px->body = NULL;
     px->body_len = px->body_off = 0;
-    copy_slice(px->request_line, sizeof(px->request_line), http_request_line(h));
-    copy_slice(px->referer, sizeof(px->referer), h->referer);
-    copy_slice(px->user_agent, sizeof(px->user_agent), h->user_agent);
-    c->proxy = px;
     px->tunnel_asked = false;
     px->up_done = px->client_done = false;
-    px->has_saved = false;
     px->attempt_done = false;
 
     long len = p->ops->request(p->conf, r, p->upstream->keepalive > 0, px->req,
                                PROXY_REQ_MAX);
     if (len < 0) {
         if (body_owner)
-            http_conn_body_free(shared, body_owner);
+            http_collect_free(shared, body_owner);
         if (s)
             upstream_done(p->upstream, s, false, now);
         px->server = NULL;
-        px->head_sent = false;
+        px->src.head_sent = false;
         proxy_finish(px, 500, "the request's head is too large to forward");
         return;
     }
@@ -1408,10 +1197,10 @@ void http_proxy_start(struct conn *c, struct response *resp, const struct reques
         proxy_finish(px, 500, "no room for the request's body");
         return;
     }
-    save_request(px, r);
+    http_source_save_request(&px->src, r, px->req + px->req_len, PROXY_REQ_MAX - px->req_len);
     /* A collected body not kept where it lies goes now: the head (in it too) is saved. */
     if (body_owner && px->body_owner != body_owner)
-        http_conn_body_free(shared, body_owner);
+        http_collect_free(shared, body_owner);
     /* A socket kept in another group's set leaves it: this request's group has it now. */
     if (px->registered && px->h.group != c->h.group) {
         lf_group_remove(&px->h, false);
@@ -1425,3 +1214,26 @@ void http_proxy_start(struct conn *c, struct response *resp, const struct reques
     /* A kept connection came with px: its socket is the attempt's. */
     attempt_begin(px, s);
 }
+
+/* At exit, once every thread group has stopped and every generation is gone: free the
+ * spare states (kept while the groups run: see the top of this file). */
+static void proxy_fini(void)
+{
+    pthread_mutex_lock(&proxy_free.lock);
+    struct conn_proxy *list = proxy_free.list;
+    proxy_free.list = NULL;
+    proxy_free.n = 0;
+    pthread_mutex_unlock(&proxy_free.lock);
+    while (list) {
+        struct conn_proxy *next = list->next_free;
+        free(list);
+        list = next;
+    }
+}
+
+const struct http_source_kind http_proxy_source = {
+    .name = "proxy",
+    .answers = proxy_answers,
+    .start = proxy_start,
+    .fini = proxy_fini,
+};

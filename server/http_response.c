@@ -162,7 +162,8 @@ void resp_init(struct response *r)
     r->streaming = false;
     r->proxy = NULL;
     r->upstream_head = false;
-    r->stream_gzip = 0;
+    r->stream_head = false;
+    r->body_filter = NULL;
     r->chunked = false;
     r->length_known = false;
     r->no_length = false;

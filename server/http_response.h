@@ -20,18 +20,15 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "out_seg.h"
+
 #define RESP_HEAD_CAP 4096
 #define RESP_SCRATCH_CAP 4096
 #define RESP_MAX_SEGS 72 /* enough for a multipart/byteranges answer of 16 ranges */
 #define RESP_INDEXED_LINES 32 /* head lines whose start is remembered; more are scanned for */
 
-/* One piece of a response body: memory when mem != NULL, else len bytes of fd at off. */
-struct out_seg {
-    const char *mem;
-    int fd;
-    uint64_t off;
-    uint64_t len;
-};
+/* A response body's pieces are struct out_seg (out_seg.h): memory when mem != NULL, else
+ * len bytes of fd at off. */
 
 struct response;
 struct proxy_params; /* module.h: the reverse proxy's request (resp_proxy) */
@@ -61,6 +58,26 @@ struct resp_stream {
     const struct resp_stream_ops *ops;
     void *ctx;
     const char *name; /* for the error log ("cgi: /cgi-bin/x.sh"); lives as long as ctx */
+};
+
+/* Where a body filter puts its output: emit(arg, p, n) copies n bytes; -1 if they do not
+ * fit (the response is then cut). */
+typedef int (*resp_emit_fn)(void *arg, const char *p, size_t n);
+
+/* A transformation of a streamed body (a content coding), chosen by a filter on the head of
+ * a streamed answer (resp_is_stream_head) and run by the core on each piece of the body as
+ * it comes, whatever its source. */
+struct resp_body_filter_ops {
+    /* A state for one body, from what the filter gave resp_stream_filter; NULL if out of
+     * memory (the core then answers 500, or cuts the response). */
+    void *(*start)(const void *conf, unsigned arg);
+    /* Transform in[0..n) and flush: every byte given so far must be decodable from what was
+     * emitted, for a piece that came alone must reach the client alone. end: the input is
+     * over, emit the end of the coding. Returns 0, or -1 (the response is cut). */
+    int (*feed)(void *state, const char *in, size_t n, bool end, resp_emit_fn emit,
+                void *arg);
+    /* The body is over, or the connection went: free the state. */
+    void (*free)(void *state);
 };
 
 /* The core's: modules go through the functions below (see the top of this file). */
@@ -111,8 +128,14 @@ struct response {
     /* The filters are given the head of an upstream's answer (streaming is set: its body
      * comes later): a filter that acts on heads only (add_header) acts on it. */
     bool upstream_head;
-    /* For a streamed body: compress it with gzip at this level (1-9) as it goes; 0: not. */
-    int stream_gzip;
+    /* The filters are given the head of a streamed answer, of any source (an upstream's,
+     * a process's): a filter of bodies may choose a body filter for what follows. */
+    bool stream_head;
+    /* For a streamed body: the transformation its pieces go through (resp_stream_filter),
+     * or NULL. */
+    const struct resp_body_filter_ops *body_filter;
+    const void *body_filter_conf;
+    unsigned body_filter_arg;
 };
 
 /* Prepare a response struct for use (file_fd -1, no release callback, keep_alive off). */
@@ -235,11 +258,15 @@ static inline bool resp_is_stream(const struct response *r)
 {
     return r->streaming;
 }
-/* For a filter given an upstream's head: the body is to be compressed with gzip at level
- * (1-9) as it streams (the filter sets Content-Encoding and Vary; the core frames it). */
-static inline void resp_stream_gzip(struct response *r, int level)
+/* For a filter given the head of a streamed answer: its body goes through ops as it
+ * streams (the filter sets Content-Encoding and Vary; the core frames the result, chunked
+ * or up to the close). conf and arg are given to ops->start. */
+static inline void resp_stream_filter(struct response *r, const struct resp_body_filter_ops *ops,
+                                      const void *conf, unsigned arg)
 {
-    r->stream_gzip = level;
+    r->body_filter = ops;
+    r->body_filter_conf = conf;
+    r->body_filter_arg = arg;
 }
 /* For a streamed body: is its length (resp_content_length) known? */
 static inline bool resp_length_is_known(const struct response *r)
@@ -250,6 +277,12 @@ static inline bool resp_length_is_known(const struct response *r)
 static inline bool resp_is_upstream_head(const struct response *r)
 {
     return r->upstream_head;
+}
+/* Is this the head of a streamed answer of any source (an upstream's, a CGI script's),
+ * given to the filters once it has arrived, its body still to come? */
+static inline bool resp_is_stream_head(const struct response *r)
+{
+    return r->stream_head;
 }
 /* Something did not fit (a header, a segment, memory): the response becomes a 500. */
 static inline bool resp_failed(const struct response *r)

@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "http_private.h"
+#include "http_source.h"
 #include "log.h"
 
 #define STREAM_HEAD_MAX 16384
@@ -49,56 +49,22 @@
 enum { STREAM_PIPE = 1u << 0, STREAM_DEADLINE = 1u << 1, STREAM_CLIENT = 1u << 2 };
 
 struct conn_stream {
-    struct lf_handle h; /* its epoll set: first, so the handle is the stream */
-    int pipe_fd;        /* the output (rs.fd) */
-    int timer_fd;       /* readable once the deadline has passed */
-    struct conn *c;
+    struct http_source src; /* first: the source is the stream */
+    struct lf_handle h;     /* its epoll set */
+    int pipe_fd;            /* the output (rs.fd) */
+    int timer_fd;           /* readable once the deadline has passed */
     struct resp_stream rs;
     bool timed_out; /* the deadline passed: the process group was killed */
-    bool head_sent;
-    bool chunked;    /* the body goes out as chunks */
-    bool head_only;  /* HEAD: the script's body is read and dropped */
-    bool keep_alive; /* the connection goes on after this response */
-    bool http10;
-    int status;
-    uint64_t left;   /* with a known length: body bytes still to come */
-    uint64_t sent;   /* body bytes sent, for the access log */
+    uint64_t left;  /* with a known length: body bytes still to come */
     int64_t deadline_ms;
-    int64_t start_us; /* for the class's service time, recorded when the response ends */
-    /* For the access log, written when the response ends: the request is long gone. */
-    char request_line[512], referer[256], user_agent[256];
     size_t pending_len;
     char pending[STREAM_HEAD_MAX]; /* output gathered until the head is complete */
+    char saved[];                  /* the request as it was answered (its filters') */
 };
 
-static size_t copy_slice(char *dst, size_t cap, const char *p, size_t len)
+static struct conn_stream *stream_of(struct lf_handle *h)
 {
-    size_t n = len < cap - 1 ? len : cap - 1;
-    if (n)
-        memcpy(dst, p, n);
-    dst[n] = '\0';
-    return n;
-}
-
-static struct http_slice slice_of(const char *s)
-{
-    return (struct http_slice){s, strlen(s)};
-}
-
-static void stream_log(struct conn_stream *cs)
-{
-    struct conn *c = cs->c;
-    http_stats_record(&http_host_of(c)->stats, clock_now_us() - cs->start_us, cs->status,
-                      cs->sent);
-    int64_t now_s;
-    http_date_header(&now_s);
-    http_conn_log_access(c, slice_of(cs->request_line), slice_of(cs->referer),
-                         slice_of(cs->user_agent), cs->status, cs->sent, now_s, NULL);
-    struct response resp; /* what the modules' log hooks need to know of it */
-    resp_init(&resp);
-    resp.status = cs->status;
-    resp.content_length = cs->sent;
-    http_conn_log_unparsed(c, &resp, now_s);
+    return (struct conn_stream *)((char *)h - offsetof(struct conn_stream, h));
 }
 
 /* SIGKILL to the script's process group. A process number names whoever has it now:
@@ -135,119 +101,110 @@ static void stream_release(const struct resp_stream *rs, bool kill_it, bool time
 }
 
 /* Release the stream: the handler's state, the pipe, the timer and the stream's set. */
-static void stream_free(struct conn *c, bool kill_it, bool timed_out)
+static void stream_free(struct conn_stream *cs, bool kill_it, bool timed_out)
 {
-    struct conn_stream *cs = c->stream;
-    c->stream = NULL;
     stream_release(&cs->rs, kill_it, timed_out);
     close(cs->timer_fd);
     close(cs->h.fd);
     free(cs);
 }
 
-void http_stream_abort(struct conn *c)
+/* The connection is closing: the script goes with it. */
+static void stream_abort(struct http_source *s)
 {
-    struct conn_stream *cs = c->stream;
-    stream_log(cs);
-    stream_free(c, true,
-                cs->timed_out || atomic_load_explicit(&c->expired, memory_order_relaxed));
+    struct conn_stream *cs = (struct conn_stream *)s;
+    stream_free(cs, true,
+                cs->timed_out || atomic_load_explicit(&s->c->expired, memory_order_relaxed));
 }
 
-/* Send what resp holds. Returns SEND_DONE, SEND_ERROR, or SEND_PARKED after arranging
- * to come back through http_stream_resume once the client has taken it. */
-static enum send_result stream_send(struct conn_stream *cs, struct response *resp)
+/* The answer has ended (a timed-out script was killed by stream_timeout). */
+static void stream_done(struct http_source *s)
 {
-    struct conn *c = cs->c;
-    /* Whether there is a body is the stream's to say (HEAD, 204 and 304 add none). */
-    enum send_result r = conn_send(c, resp, true);
-    if (r == SEND_PARKED) {
-        c->close_after_send = false;
-        conn_wait(c, CONN_SEND, EPOLLOUT,
-                  clock_now_ms() + c->gen->cfg.send_timeout_ms);
-    }
-    return r;
+    struct conn_stream *cs = (struct conn_stream *)s;
+    stream_free(cs, false, cs->timed_out);
 }
 
-/* Queue body bytes on resp (as one chunk when chunked). The bytes must outlive the send:
- * the caller's buffer does, and parking copies them. */
-static void add_body(struct conn_stream *cs, struct response *resp, const char *p, size_t n,
-                     char *chunk_line)
+/* Queue body bytes of the script's on resp, never more than the head announced. */
+static int add_body(struct conn_stream *cs, struct response *resp, const char *p, size_t n,
+                    struct http_piece *pc)
 {
-    if (n == 0 || cs->head_only)
-        return;
+    if (cs->src.head_only)
+        return 0;
     if (cs->left != UINT64_MAX) { /* never send more than the announced length */
         if (n > cs->left)
             n = (size_t)cs->left;
         cs->left -= n;
     }
-    if (cs->chunked) {
-        int l = snprintf(chunk_line, 24, "%zx\r\n", n);
-        resp_body_mem(resp, chunk_line, (size_t)l);
-    }
-    resp_body_mem(resp, p, n);
-    if (cs->chunked)
-        resp_body_mem(resp, "\r\n", 2);
-    cs->sent += n;
+    return http_source_body(&cs->src, resp, p, n, pc);
 }
 
 /* The end of the output, or a failure (why, or NULL): answer what is still owed, then go
  * on with the connection or close it. */
 static void stream_finish(struct conn_stream *cs, const char *failure)
 {
-    struct conn *c = cs->c;
+    struct http_source *s = &cs->src;
     bool timed_out = cs->timed_out;
+    struct http_piece pc;
     struct response resp;
     resp_init(&resp);
-    resp.status = cs->status; /* the head's, already sent; whether to linger reads it */
+    resp.status = s->status; /* the head's, already sent; whether to linger reads it */
     bool ok = !failure && !timed_out;
-    bool keep_alive = cs->keep_alive;
-    if (!cs->head_sent) {
-        cs->status = timed_out ? 504 : 502;
+    bool keep_alive = s->keep_alive;
+    if (!s->head_sent) {
+        s->status = timed_out ? 504 : 502;
         if (!timed_out) /* the client sees only "Bad Gateway": the log says why */
             log_error("%s: answered 502: %s", cs->rs.name ? cs->rs.name : "stream",
                       failure ? failure : cs->pending_len ? "its output ended inside the head"
                                                           : "no output");
-        resp_error(&resp, cs->status);
-        resp.head_only = cs->head_only;
+        resp_error(&resp, s->status);
+        resp.head_only = s->head_only;
         resp.keep_alive = keep_alive;
-        resp_finish(&resp, cs->http10);
-        cs->sent = resp.head_only ? 0 : resp.content_length;
+        resp_finish(&resp, s->http10);
+        s->sent = resp.head_only ? 0 : resp.content_length;
     } else {
-        if (cs->chunked && !cs->head_only && ok)
-            resp_body_mem(&resp, "0\r\n\r\n", 5);
+        if (ok && http_source_body_end(s, &resp, &pc) < 0)
+            ok = false;
         /* A body cut short (a failure, or less than the script announced) must look cut
          * to the client: no last chunk, and the connection closes. */
-        if (!ok || (!cs->head_only && cs->left != UINT64_MAX && cs->left > 0))
+        if (!ok || (!s->head_only && cs->left != UINT64_MAX && cs->left > 0))
             keep_alive = false;
+        if (!ok)
+            resp_body_clear(&resp);
     }
-    stream_log(cs);
-    stream_free(c, false, timed_out); /* (a timed-out one was killed by stream_timeout) */
-    resp.keep_alive = keep_alive;
-    if (http_conn_send(c, &resp, NULL, 0))
-        http_conn_continue(c);
+    http_source_end(s, &resp, keep_alive);
 }
 
 /* The head is complete in cs->pending (head_len bytes of it): send it with what follows. */
 static enum send_result send_head(struct conn_stream *cs, struct response *resp,
-                                  size_t head_len, char *chunk_line)
+                                  size_t head_len, struct http_piece *pc)
 {
-    cs->status = resp->status;
-    resp->keep_alive = cs->keep_alive;
-    if (resp->no_length) {
-        cs->head_only = true; /* 204, 304: no body whatever the script writes */
-    } else if (resp->length_known) {
-        cs->left = resp->content_length;
-    } else if (cs->http10) {
-        resp->keep_alive = cs->keep_alive = false; /* the end of the body is the close */
-        resp->no_length = true; /* no Content-Length: stream_send sends the body anyway */
-    } else {
-        resp->chunked = cs->chunked = true;
-    }
+    struct http_source *s = &cs->src;
+    s->status = resp->status;
     resp->n_segs = 0; /* a head() parser adds no body; content_length is the announced one */
-    resp_finish(resp, cs->http10);
-    cs->head_sent = true;
-    add_body(cs, resp, cs->pending + head_len, cs->pending_len - head_len, chunk_line);
-    return stream_send(cs, resp);
+    http_source_filter_head(s, resp, NULL);
+    bool coded = resp->body_filter && !resp->no_length; /* (compressed: the length changes) */
+    if (!http_source_start_filter(s, resp))
+        return SEND_ERROR;
+    resp->keep_alive = s->keep_alive;
+    if (resp->no_length) {
+        s->head_only = true; /* 204, 304: no body whatever the script writes */
+    } else {
+        if (resp->length_known)
+            cs->left = resp->content_length;
+        if (resp->length_known && !coded) {
+            /* sent with its Content-Length */
+        } else if (s->http10) {
+            resp->keep_alive = s->keep_alive = false; /* the end of the body is the close */
+            resp->no_length = true; /* no Content-Length: the body is sent anyway */
+        } else {
+            resp->chunked = s->chunked = true;
+        }
+    }
+    resp_finish(resp, s->http10);
+    s->head_sent = true;
+    if (add_body(cs, resp, cs->pending + head_len, cs->pending_len - head_len, pc) < 0)
+        return SEND_ERROR;
+    return http_source_send(s, resp);
 }
 
 /* Which members of the stream's set are ready (STREAM_*), without waiting. */
@@ -272,10 +229,11 @@ static void stream_timeout(struct conn_stream *cs)
 static void stream_event(struct lf_handle *h, uint32_t events)
 {
     (void)events;
-    struct conn_stream *cs = (struct conn_stream *)h;
-    struct conn *c = cs->c;
-    char buf[16384];
-    char chunk_line[24];
+    struct conn_stream *cs = stream_of(h);
+    struct http_source *s = &cs->src;
+    struct conn *c = s->c;
+    char buf[HTTP_SOURCE_PIECE];
+    struct http_piece pc;
     unsigned ready = stream_ready(cs);
     if (ready & STREAM_CLIENT) { /* the client hung up: the script goes with it */
         conn_close(c);
@@ -290,12 +248,12 @@ static void stream_event(struct lf_handle *h, uint32_t events)
             stream_timeout(cs);
             return;
         }
-        if (!cs->head_sent && cs->pending_len == sizeof(cs->pending)) {
+        if (!s->head_sent && cs->pending_len == sizeof(cs->pending)) {
             stream_finish(cs, "a head larger than 16k"); /* 502 */
             return;
         }
-        char *dst = cs->head_sent ? buf : cs->pending + cs->pending_len;
-        size_t cap = cs->head_sent ? sizeof(buf) : sizeof(cs->pending) - cs->pending_len;
+        char *dst = s->head_sent ? buf : cs->pending + cs->pending_len;
+        size_t cap = s->head_sent ? sizeof(buf) : sizeof(cs->pending) - cs->pending_len;
         ssize_t n = read(cs->pipe_fd, dst, cap);
         if (n < 0 && errno == EINTR)
             continue;
@@ -308,10 +266,13 @@ static void stream_event(struct lf_handle *h, uint32_t events)
             return;
         }
         enum send_result r = SEND_DONE;
-        if (cs->head_sent) {
-            add_body(cs, &resp, buf, (size_t)n, chunk_line);
+        if (s->head_sent) {
+            if (add_body(cs, &resp, buf, (size_t)n, &pc) < 0) {
+                stream_finish(cs, "its output could not be compressed");
+                return;
+            }
             if (resp.n_segs)
-                r = stream_send(cs, &resp);
+                r = http_source_send(s, &resp);
         } else {
             cs->pending_len += (size_t)n;
             int used = cs->rs.ops->head(cs->rs.ctx, cs->pending, cs->pending_len, &resp);
@@ -321,7 +282,7 @@ static void stream_event(struct lf_handle *h, uint32_t events)
                 return;
             }
             if (used > 0)
-                r = send_head(cs, &resp, (size_t)used, chunk_line);
+                r = send_head(cs, &resp, (size_t)used, &pc);
         }
         if (r == SEND_PARKED)
             return;
@@ -332,11 +293,18 @@ static void stream_event(struct lf_handle *h, uint32_t events)
     }
 }
 
-void http_stream_resume(struct conn *c)
+/* A parked part of the answer went out: read more of the script's output. */
+static void stream_resume(struct http_source *s)
 {
-    struct conn_stream *cs = c->stream;
-    conn_wait_on(c, &cs->h, CONN_STREAM, cs->deadline_ms);
+    struct conn_stream *cs = (struct conn_stream *)s;
+    conn_wait_on(s->c, &cs->h, CONN_STREAM, cs->deadline_ms);
 }
+
+static const struct http_source_ops stream_ops = {
+    .resume = stream_resume,
+    .abort = stream_abort,
+    .release = stream_done,
+};
 
 /* Add fd to the stream's set for events, named `member` in what it reports. */
 static bool set_add(int set, int fd, uint32_t events, unsigned member)
@@ -369,11 +337,19 @@ static bool stream_set_up(struct conn_stream *cs, int socket_fd)
     return false;
 }
 
-void http_stream_start(struct conn *c, struct response *resp, const struct http_request *h,
-                       const char *rest, size_t rest_len)
+static bool stream_answers(const struct response *resp)
+{
+    return resp->streaming && !resp->proxy;
+}
+
+/* Start streaming resp->stream to the client: from then on the pipe's events drive the
+ * connection. The handler has had the request's body by now (a CGI script's stdin). */
+static void stream_start(struct conn *c, struct response *resp, const struct request *r,
+                         const char *rest, size_t rest_len, struct http_collect *body_owner)
 {
     struct conn_stream *cs = NULL;
-    if (http_conn_save_input(c, rest, rest_len) && (cs = malloc(sizeof(*cs)))) {
+    size_t room = http_source_save_room(r);
+    if (http_save_input(c, rest, rest_len) && (cs = malloc(sizeof(*cs) + room))) {
         memset(cs, 0, offsetof(struct conn_stream, pending));
         cs->rs = resp->stream;
         cs->pipe_fd = resp->stream.fd;
@@ -385,24 +361,20 @@ void http_stream_start(struct conn *c, struct response *resp, const struct http_
     if (!cs) {
         /* Out of memory or descriptors: the process and its pipe go, and so does the
          * connection. */
+        if (body_owner)
+            http_collect_free(http_host_of(c)->shared, body_owner);
         stream_release(&resp->stream, true, false);
         conn_close(c);
         return;
     }
+    http_source_init(&cs->src, &stream_ops, c, resp, r);
+    http_source_save_request(&cs->src, r, cs->saved, room);
+    if (body_owner) /* (the request's head in it is saved) */
+        http_collect_free(http_host_of(c)->shared, body_owner);
     cs->h.on_event = stream_event;
-    cs->c = c;
-    cs->head_only = resp->head_only;
-    cs->keep_alive = resp->keep_alive;
-    cs->http10 = h->version_minor == 0;
     cs->left = UINT64_MAX;
     cs->deadline_ms = clock_now_ms() + cs->rs.timeout_ms;
-    cs->start_us = clock_now_us();
-    struct http_slice line = http_request_line(h);
-    copy_slice(cs->request_line, sizeof(cs->request_line), line.p, line.len);
-    copy_slice(cs->referer, sizeof(cs->referer), h->referer.p, h->referer.len);
-    copy_slice(cs->user_agent, sizeof(cs->user_agent), h->user_agent.p, h->user_agent.len);
 
-    c->stream = cs;
     atomic_store_explicit(&c->deadline_ms, cs->deadline_ms, memory_order_relaxed);
     atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
     /* The last act: from here the stream set's events own the connection. */
@@ -412,3 +384,9 @@ void http_stream_start(struct conn *c, struct response *resp, const struct http_
         conn_close(c); /* aborts the stream */
     }
 }
+
+const struct http_source_kind http_stream_source = {
+    .name = "stream",
+    .answers = stream_answers,
+    .start = stream_start,
+};

@@ -305,6 +305,6 @@ void server_fini(struct server *srv)
     listener_spare_fini(&srv->spare);
     /* Every connection is closed: the server's is the last reference. */
     generation_current_fini(&srv->http.current);
-    http_proxy_fini();
+    http_sources_fini();
 }
 

@@ -524,15 +524,17 @@ static bool upstream_head(const char *buf, size_t len, enum http_method m, bool 
     }
 }
 
-/* The filters, as http_proxy.c's filter_head runs them on an upstream's head. */
+/* The filters, as http_source.c's http_source_filter_head runs them on an upstream's head. */
 static void filter_head(struct generation *g, const struct request *r,
                         const struct proxy_params *p, struct response *resp)
 {
     resp->streaming = true;
+    resp->stream_head = true;
     resp->proxy = p;
     resp->upstream_head = true;
     module_chain_filter(&g->chain, r, resp);
     resp->streaming = false;
+    resp->stream_head = false;
     resp->proxy = NULL;
     resp->upstream_head = false;
 }
@@ -540,7 +542,7 @@ static void filter_head(struct generation *g, const struct request *r,
 /* The framing, as http_proxy.c's relay_head chooses it. */
 static void frame(struct response *resp, const struct http_response_head *uh, bool http10)
 {
-    bool gzip = resp->stream_gzip && !resp->no_length;
+    bool gzip = resp->body_filter && !resp->no_length;
     if (resp->status == 101) {
         resp->no_length = true;
         resp->keep_alive = true;

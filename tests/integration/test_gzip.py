@@ -15,8 +15,11 @@ import re
 import subprocess
 import threading
 import time
+import zlib
 
+import brotli
 import pytest
+import zstandard
 
 from conftest import BIN, scaled, wait_until
 
@@ -799,26 +802,134 @@ def test_min_length_over_max_length_is_an_error(tmp_path):
 
 # ---------------------------------------------------------------- CGI output
 
+# Compressed as it streams, in the coding the client prefers among those switched on: br and
+# zstd are on here (the server's defaults), unlike the negotiation tests above.
+DECODE = {
+    "gzip": gzip.decompress,
+    "br": brotli.decompress,
+    # (a streamed frame does not say its size: decoded as a stream)
+    "zstd": lambda b: zstandard.ZstdDecompressor().decompressobj().decompress(b),
+}
 
-@pytest.mark.parametrize("length", [False, True], ids=["chunked", "content-length"])
-def test_cgi_output_is_not_compressed(start_server, docroot, connect, length):
-    """A CGI script's text streams through as the script writes it, never compressed,
-    whether the script gives a Content-Length or not."""
+
+def cgi_site(start_server, docroot, script_text, extra=""):
+    """A server with /cgi-bin/ mounted on docroot/cgi-bin, whose text.sh is script_text
+    (POSIX sh, run in that directory, where text.txt holds TEXT)."""
     cgi = docroot / "cgi-bin"
     cgi.mkdir()
     (cgi / "text.txt").write_bytes(TEXT)
-    head = "Content-Type: text/plain\\n"
+    script = cgi / "text.sh"
+    script.write_text("#!/bin/sh\n" + script_text)
+    script.chmod(0o755)
+    return start_server(docroot, f'cgi /cgi-bin/ "{cgi}";\n' + extra)
+
+
+def text_script(head="Content-Type: text/plain\\n", length=False):
     if length:
         head += f"Content-Length: {len(TEXT)}\\n"
-    script = cgi / "text.sh"
-    script.write_text(f"#!/bin/sh\nprintf '{head}\\n'\ncat text.txt\n")
-    script.chmod(0o755)
-    s = start_server(docroot, f'cgi /cgi-bin/ "{cgi}";\n')
-    st, h, body, raw = gz(s, connect, "/cgi-bin/text.sh")
+    return f"printf '{head}\\n'\ncat text.txt\n"
+
+
+@pytest.mark.parametrize("length", [False, True], ids=["chunked", "content-length"])
+@pytest.mark.parametrize("coding", ["gzip", "br", "zstd"])
+def test_cgi_output_is_compressed_in_the_accepted_coding(start_server, docroot, connect,
+                                                        coding, length):
+    """A CGI script's text is compressed as it streams, in the coding the client accepts,
+    and decodes to what the script wrote; a Content-Length the script gave is the identity's,
+    so the compressed answer is chunked."""
+    s = cgi_site(start_server, docroot, text_script(length=length))
+    st, h, body, raw = request(s, connect, "/cgi-bin/text.sh", (("Accept-Encoding", coding),))
+    assert st == 200, raw
+    assert h.get("content-encoding") == coding, raw
+    assert h.get("transfer-encoding") == "chunked" and "content-length" not in h, raw
+    assert h.get("vary") == "Accept-Encoding", raw
+    assert len(body) < len(TEXT) // 2
+    assert DECODE[coding](body) == TEXT
+
+
+@pytest.mark.parametrize("length", [False, True], ids=["chunked", "content-length"])
+def test_cgi_output_without_accept_encoding_is_sent_as_it_is(start_server, docroot, connect,
+                                                           length):
+    s = cgi_site(start_server, docroot, text_script(length=length))
+    st, h, body, raw = request(s, connect, "/cgi-bin/text.sh")
     assert st == 200, raw
     assert "content-encoding" not in h, raw
     assert body == TEXT
     assert compressions(s, "/cgi-bin/text.sh") == 0
+
+
+def test_cgi_output_of_a_type_not_compressible_is_sent_as_it_is(start_server, docroot,
+                                                                connect):
+    s = cgi_site(start_server, docroot,
+                 text_script(head="Content-Type: application/octet-stream\\n"))
+    st, h, body, raw = gz(s, connect, "/cgi-bin/text.sh")
+    assert st == 200, raw
+    assert "content-encoding" not in h and "vary" not in h, raw
+    assert body == TEXT
+
+
+def test_cgi_output_the_script_encoded_is_sent_as_it_is(start_server, docroot, connect):
+    """A script that says Content-Encoding has encoded its body itself: it goes through
+    untouched, never compressed twice."""
+    s = cgi_site(start_server, docroot,
+                 "printf 'Content-Type: text/plain\\nContent-Encoding: gzip\\n\\n'\n"
+                 "gzip -c text.txt\n")
+    st, h, body, raw = gz(s, connect, "/cgi-bin/text.sh")
+    assert st == 200, raw
+    assert h.get("content-encoding") == "gzip", raw
+    assert gzip.decompress(body) == TEXT  # once: twice would decode to gzip bytes
+
+
+def test_cgi_output_is_not_compressed_with_gzip_off(start_server, docroot, connect):
+    s = cgi_site(start_server, docroot, text_script(), extra="gzip off;\n")
+    st, h, body, raw = request(s, connect, "/cgi-bin/text.sh", (("Accept-Encoding", "br"),))
+    assert st == 200, raw
+    assert "content-encoding" not in h, raw
+    assert body == TEXT
+
+
+@pytest.mark.parametrize("coding", ["gzip", "br", "zstd"])
+def test_cgi_output_written_in_pieces_arrives_compressed_in_pieces(start_server, docroot,
+                                                                  connect, tmp_path, coding):
+    """The first piece a script writes reaches the client, compressed and decodable, while
+    the script still runs: the script writes the rest only once the test has decoded the
+    first (it waits up to 60 s for a file the test creates)."""
+    go = tmp_path / "go"
+    first = TEXT[:3000]
+    s = cgi_site(start_server, docroot,
+                 "printf 'Content-Type: text/plain\\n\\n'\nhead -c 3000 text.txt\n"
+                 f"i=0; while [ ! -e '{go}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); "
+                 "done\ntail -c +3001 text.txt\n")
+    c = connect(s)
+    c.send(f"GET /cgi-bin/text.sh HTTP/1.1\r\nHost: t\r\nAccept-Encoding: {coding}\r\n\r\n"
+           .encode())
+    c.sock.settimeout(scaled(10))
+    while b"\r\n\r\n" not in c.buf:
+        c._fill()
+    head, _, c.buf = c.buf.partition(b"\r\n\r\n")
+    assert f"Content-Encoding: {coding}".encode() in head, head
+    decoder = {"gzip": lambda: zlib.decompressobj(16 + 15),
+               "br": brotli.Decompressor,
+               "zstd": lambda: zstandard.ZstdDecompressor().decompressobj()}[coding]()
+    take = decoder.decompress if coding != "br" else decoder.process
+    got = b""
+    try:
+        while len(got) < len(first):
+            size = int(c._read_line().split(b";")[0], 16)
+            assert size > 0, "the body ended before the script did"
+            got += take(c._read_exact(size))
+            assert c._read_exact(2) == b"\r\n"
+    except TimeoutError:
+        pytest.fail(f"the first piece did not arrive decodable: {len(got)} bytes of it")
+    assert got == first
+    go.touch()
+    while True:
+        size = int(c._read_line().split(b";")[0], 16)
+        if size == 0:
+            break
+        got += take(c._read_exact(size))
+        assert c._read_exact(2) == b"\r\n"
+    assert got == TEXT
 
 
 # ---------------------------------------------------------------- the cache under load

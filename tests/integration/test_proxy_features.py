@@ -14,7 +14,9 @@ import socket
 import threading
 import time
 
+import brotli
 import pytest
+import zstandard
 
 from conftest import Client, scaled, wait_until
 from proxy_harness import UNDER_NGINX, lfhttpd_only, proxy, upstream  # noqa: F401 fixtures
@@ -167,6 +169,26 @@ def test_a_small_proxied_text_answer_with_a_length_is_compressed_to_the_upstream
     status, h, body, _ = request(p, "/_slow?size=300&h=Content-Type:text/plain", headers=GZIP)
     assert status == 200 and h["content-encoding"] == "gzip" and "content-length" not in h
     assert gzip.decompress(body) == b"s" * 300
+
+
+DECODE = {
+    "br": brotli.decompress,
+    # (a streamed frame does not say its size: decoded as a stream)
+    "zstd": lambda b: zstandard.ZstdDecompressor().decompressobj().decompress(b),
+}
+
+
+@lfhttpd_only("nginx compresses with gzip only")
+@pytest.mark.parametrize("coding", ["br", "zstd"])
+@pytest.mark.parametrize("path, want", [
+    ("/_big?mb=1&chunked=1&type=text/plain", generated(1 << 20)),
+    ("/_slow?size=300&h=Content-Type:text/plain", b"s" * 300),
+], ids=["chunked", "with-a-length"])
+def test_a_proxied_text_answer_is_compressed_in_the_accepted_coding(site, coding, path, want):
+    u, p = site
+    status, h, body, _ = request(p, path, headers=[("Accept-Encoding", coding)])
+    assert status == 200 and h["content-encoding"] == coding and "content-length" not in h
+    assert DECODE[coding](body) == want
 
 
 @lfhttpd_only("nginx's gzip_vary is off by default")
