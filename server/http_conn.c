@@ -36,7 +36,7 @@
 
 static struct http_shared *conn_shared(const struct conn *c)
 {
-    return http_host_of(c)->shared;
+    return http_service_of(c)->shared;
 }
 
 /* The limit on a body a handler wants whole: max_body_size, within COLLECT_MAX. */
@@ -99,7 +99,7 @@ static ssize_t http_read(struct conn *c, void *buf, size_t len)
 {
     ssize_t n = conn_read(c, buf, len);
     if (n > 0)
-        atomic_fetch_add_explicit(&http_host_of(c)->stats.bytes_received, (unsigned long)n,
+        atomic_fetch_add_explicit(&http_service_of(c)->stats.bytes_received, (unsigned long)n,
                                   memory_order_relaxed);
     return n;
 }
@@ -288,27 +288,27 @@ static void start_collect(struct conn *c, const char *have, size_t n, size_t hea
 
 /* The service class this request belongs to: a class whose rules (path prefix, Host)
  * claim it, else the class the connection was given at accept. */
-static struct http_host *request_class(struct conn *c, const struct http_request *req)
+static struct http_service *request_class(struct conn *c, const struct http_request *req)
 {
     char path[REQUEST_PATH_MAX];
     long n = http_path_normalize(req->path, path, sizeof(path));
     if (n < 0)
-        return http_host_of(c); /* the error is answered where we are */
+        return http_service_of(c); /* the error is answered where we are */
     struct http_shared *shared = conn_shared(c);
-    struct http_host *to =
+    struct http_service *to =
         http_class_for_request(shared, &c->gen->cfg, path, (size_t)n, req->host);
     if (!to) { /* `class NAME;` in the request's server or location */
         unsigned k = module_chain_class(&c->gen->chain, c->local, req->host, path, (size_t)n);
-        to = k && k < shared->n_hosts ? shared->hosts[k] : NULL;
+        to = k && k < shared->n_services ? shared->services[k] : NULL;
     }
-    return to ? to : http_host_of_pool(hc(c)->home);
+    return to ? to : http_service_of_pool(hc(c)->home);
 }
 
 /* Move the connection, with the request and everything after it (buf[from, len)), to
  * another class's group: a one-time move, not a queue. Its threads parse the request again
  * from the carried bytes; the socket is armed for writing too, so that the move takes
  * effect at once even though the bytes are no longer in the socket. */
-static void hand_off(struct conn *c, struct http_host *to, const char *p, size_t n)
+static void hand_off(struct conn *c, struct http_service *to, const char *p, size_t n)
 {
     if (conn_pool_full(&to->pool)) {
         struct response resp;
@@ -353,10 +353,10 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
                       const struct http_request *req, size_t head_len)
 {
     int64_t t0_us = clock_now_us();
-    struct http_host *host = http_host_of(c); /* c may be gone once the response is sent */
-    if (host->shared->n_hosts > 1) {
-        struct http_host *to = request_class(c, req);
-        if (to != host) {
+    struct http_service *svc = http_service_of(c); /* c may be gone once the response is sent */
+                                               if (svc->shared->n_services > 1) {
+        struct http_service *to = request_class(c, req);
+        if (to != svc) {
             hand_off(c, to, buf + *pos, len - *pos);
             return false;
         }
@@ -426,7 +426,7 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
         return false;
     }
     bool go_on = http_send(c, &resp, buf + *pos, len - *pos);
-    http_stats_record(&host->stats, clock_now_us() - t0_us, resp.status, resp_body_bytes(&resp));
+    http_stats_record(&svc->stats, clock_now_us() - t0_us, resp.status, resp_body_bytes(&resp));
     return go_on;
 }
 
@@ -440,7 +440,7 @@ static void serve_collected(struct conn *c)
     struct response resp;
     int64_t now_s, t0_us = clock_now_us();
     http_date_header(&now_s);
-    struct http_host *host = http_host_of(c); /* c may be gone once the response is sent */
+    struct http_service *svc = http_service_of(c); /* c may be gone once the response is sent */
 
     /* The same bytes parse the same way; the head was valid when collecting began. */
     int rc = http_parse_request(k->data, k->head_len, &c->gen->limits, &req);
@@ -461,8 +461,8 @@ static void serve_collected(struct conn *c)
     /* The response may point into k (an echo of the body): sending copies whatever it
      * cannot send at once, so k can go as soon as the send returns. */
     bool go_on = http_send(c, &resp, NULL, 0);
-    http_stats_record(&host->stats, clock_now_us() - t0_us, resp.status, resp_body_bytes(&resp));
-    http_collect_free(host->shared, k);
+    http_stats_record(&svc->stats, clock_now_us() - t0_us, resp.status, resp_body_bytes(&resp));
+    http_collect_free(svc->shared, k);
     if (go_on)
         http_process(c);
 }
@@ -788,32 +788,32 @@ static void http_conn_closed(struct conn *c)
     c->gen = NULL;
 }
 
-void http_host_init(struct http_host *host, struct http_shared *shared,
-                    struct lf_group *const *groups, unsigned n, unsigned max_connections)
+void http_service_init(struct http_service *svc, struct http_shared *shared,
+                       struct lf_group *const *groups, unsigned n, unsigned max_connections)
 {
-    memset(host, 0, sizeof(*host));
-    host->shared = shared;
-    host->serve = http_process;
-    conn_pool_init(&host->pool, groups, n, sizeof(struct http_conn), max_connections,
+    memset(svc, 0, sizeof(*svc));
+    svc->shared = shared;
+    svc->serve = http_process;
+    conn_pool_init(&svc->pool, groups, n, sizeof(struct http_conn), max_connections,
                    &shared->n_conns);
 }
 
-void http_host_fini(struct http_host *host)
+void http_service_fini(struct http_service *svc)
 {
-    conn_pool_fini(&host->pool);
+    conn_pool_fini(&svc->pool);
 }
 
-struct conn *http_conn_open(struct http_host *host, struct lf_group *group,
+struct conn *http_conn_open(struct http_service *svc, struct lf_group *group,
                             struct generation *gen, int fd,
                             const struct sockaddr *peer, socklen_t peer_len,
                             const struct sockaddr *local)
 {
-    struct conn *c = conn_open(&host->pool, group, fd, peer, peer_len, local,
+    struct conn *c = conn_open(&svc->pool, group, fd, peer, peer_len, local,
                                clock_now_ms() + gen->cfg.header_timeout_ms, http_conn_event,
                                http_conn_closed);
     if (!c)
         return NULL;
-    hc(c)->home = &host->pool;
+    hc(c)->home = &svc->pool;
     generation_hold(gen);
     c->gen = gen;
     void *ssl;
@@ -838,18 +838,18 @@ void http_conn_start(struct conn *c)
 
 /* --- service classes ------------------------------------------------------------------ */
 
-struct http_host *http_class_for_request(const struct http_shared *shared,
-                                         const struct config *cfg, const char *path,
-                                         size_t len, struct http_slice host)
+struct http_service *http_class_for_request(const struct http_shared *shared,
+                                            const struct config *cfg, const char *path,
+                                            size_t len, struct http_slice host)
 {
-    struct http_host *best = NULL;
+    struct http_service *best = NULL;
     size_t best_len = 0;
-    for (unsigned i = 1; i < shared->n_hosts; i++) {
+    for (unsigned i = 1; i < shared->n_services; i++) {
         const struct config_class *k = &cfg->classes[i - 1];
         for (unsigned p = 0; p < k->n_paths; p++) {
             size_t pl = strlen(k->paths[p]);
             if (pl > best_len && pl <= len && memcmp(path, k->paths[p], pl) == 0) {
-                best = shared->hosts[i];
+                best = shared->services[i];
                 best_len = pl;
             }
         }
@@ -862,23 +862,23 @@ struct http_host *http_class_for_request(const struct http_shared *shared,
     const char *colon = end ? memchr(end, ':', host.len - (size_t)(end - host.p)) : NULL;
     if (colon)
         hl = (size_t)(colon - host.p);
-    for (unsigned i = 1; i < shared->n_hosts; i++) {
+    for (unsigned i = 1; i < shared->n_services; i++) {
         const struct config_class *k = &cfg->classes[i - 1];
         for (unsigned h = 0; h < k->n_hosts; h++)
             if (strlen(k->hosts[h]) == hl && strncasecmp(k->hosts[h], host.p, hl) == 0)
-                return shared->hosts[i];
+                return shared->services[i];
     }
     return NULL;
 }
 
-struct http_host *http_class_for_peer(const struct http_shared *shared,
-                                      const struct config *cfg, const struct sockaddr *peer)
+struct http_service *http_class_for_peer(const struct http_shared *shared,
+                                         const struct config *cfg, const struct sockaddr *peer)
 {
-    for (unsigned i = 1; i < shared->n_hosts; i++) {
+    for (unsigned i = 1; i < shared->n_services; i++) {
         const struct config_class *k = &cfg->classes[i - 1];
         for (unsigned a = 0; a < k->n_addrs; a++)
             if (config_cidr_match(&k->addrs[a], peer))
-                return shared->hosts[i];
+                return shared->services[i];
     }
     return NULL;
 }

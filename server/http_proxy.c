@@ -1133,7 +1133,7 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
 {
     const struct proxy_params *p = resp->proxy;
     const struct http_request *h = r->http;
-    struct http_shared *shared = http_host_of(c)->shared;
+    struct http_shared *shared = http_service_of(c)->shared;
     int64_t now = clock_now_ms();
     struct upstream_server *s = upstream_pick(p->upstream, now, 0);
     struct conn_proxy *px = NULL;

@@ -55,7 +55,7 @@ void http_log_access(struct conn *c, struct http_slice line, struct http_slice r
     };
     if (c->gen->cfg.access_log_request_id)
         e.request_id = vars_request_id(request_id ? request_id : fresh);
-    access_log_write(&http_host_of(c)->shared->access_log, &e);
+    access_log_write(&http_service_of(c)->shared->access_log, &e);
 }
 
 void http_request_init(struct conn *c, const struct http_request *h, struct request *r,
@@ -79,7 +79,7 @@ void http_request_init(struct conn *c, const struct http_request *h, struct requ
         .has_args = h->has_query,
         .file = path,
         .level = c->gen->chain.levels,
-        .server = http_host_of(c)->shared->server,
+        .server = http_service_of(c)->shared->server,
         .chain = &c->gen->chain,
     };
 }
@@ -180,7 +180,7 @@ void http_source_start(struct conn *c, struct response *resp, const struct reque
     /* A streamed response no kind answers: a module's mistake, never the client's. */
     log_error("a streamed response no source answers: connection fd %d closed", c->h.fd);
     if (body_owner)
-        http_collect_free(http_host_of(c)->shared, body_owner);
+        http_collect_free(http_service_of(c)->shared, body_owner);
     conn_close(c);
 }
 
@@ -412,7 +412,7 @@ enum send_result http_source_send(struct http_source *s, struct response *resp)
 static void source_log(struct http_source *s)
 {
     struct conn *c = s->c;
-    http_stats_record(&http_host_of(c)->stats, clock_now_us() - s->start_us, s->status,
+    http_stats_record(&http_service_of(c)->stats, clock_now_us() - s->start_us, s->status,
                       s->sent);
     int64_t now_s;
     http_date_header(&now_s);
@@ -441,7 +441,7 @@ void http_source_end(struct http_source *s, struct response *resp, bool keep_ali
     s->ops->release(s); /* s may be another thread's from here on */
     resp->keep_alive = keep_alive;
     if (http_send(c, resp, NULL, 0))
-        http_host_of(c)->serve(c);
+        http_service_of(c)->serve(c);
 }
 
 void http_source_abort(struct conn *c)

@@ -1,6 +1,6 @@
 /* http_source.h — what the request loop (http_conn.c) and every late response share: the
- * hosts and their figures, sending an answer, the access log and the log hooks, and the
- * seam through which a response that outlives its event is driven.
+ * service classes' HTTP sides and their figures, sending an answer, the access log and the
+ * log hooks, and the seam through which a response that outlives its event is driven.
  *
  * A response that outlives one event (a CGI script's output, an upstream's answer) is a
  * *source*: a struct of its own whose first member is a struct http_source, with an ops
@@ -45,7 +45,7 @@ struct http_stats {
     atomic_ulong bytes_received; /* request heads and bodies read from clients */
 };
 
-struct http_host;
+struct http_service;
 struct server;
 
 /* What the HTTP side of every connection shares, server-wide: set up by the server. */
@@ -57,25 +57,25 @@ struct http_shared {
      * health handler answers 503 and no connection is kept alive, so that a load balancer
      * and clients move to other copies before any connection is refused. */
     atomic_bool draining;
-    atomic_uint n_conns;      /* open connections, every host's */
-    /* Bytes of request bodies being collected (their buffers), every host's: at most
+    atomic_uint n_conns;      /* open connections, every class's */
+    /* Bytes of request bodies being collected (their buffers), every class's: at most
      * max_body_memory; beyond it a body that needs a buffer is refused with 503. */
     _Atomic uint64_t body_memory;
     unsigned max_connections; /* from the configuration at start: needs a restart */
-    /* One host a service class, the default class's first: where a request or a new
+    /* Each service class's HTTP side, the default class's first: where a request or a new
      * connection goes by the class rules. */
-    struct http_host *hosts[1 + CONFIG_MAX_CLASSES];
-    unsigned n_hosts;
+    struct http_service *services[1 + CONFIG_MAX_CLASSES];
+    unsigned n_services;
     const struct server *server; /* for the modules (module_server_stats) */
 };
 
 /* One service class's HTTP side: its connections and the figures of their requests. */
-struct http_host {
+struct http_service {
     struct conn_pool pool;
     struct http_shared *shared;
     struct http_stats stats;
     /* The request loop: go on reading and answering requests on a connection this thread
-     * owns. Installed by the loop (http_host_init), called when a source's answer ends. */
+     * owns. Installed by the loop (http_service_init), called when a source's answer ends. */
     void (*serve)(struct conn *c);
 };
 
@@ -86,9 +86,9 @@ struct http_collect;
 struct http_source;
 
 /* An HTTP connection: the transport's struct conn, then what the HTTP layer keeps between
- * events (the pool allocates this much a connection: http_host_init). */
+ * events (the pool allocates this much a connection: http_service_init). */
 struct http_conn {
-    struct conn c;               /* first: a conn of an HTTP host's pool is an http_conn */
+    struct conn c;               /* first: a conn of a service's pool is an http_conn */
     uint8_t body_mode;           /* enum req_body: a request body still being skipped */
     uint32_t requests;           /* requests served on this connection */
     uint64_t body_left;          /* REQ_BODY_LENGTH: bytes still to skip */
@@ -102,7 +102,7 @@ struct http_conn {
 
 static_assert(sizeof(struct http_conn) <= 256, "an idle connection should stay small");
 
-/* The HTTP side of a connection of an HTTP host's pool. */
+/* The HTTP side of a connection of a service's pool. */
 static inline struct http_conn *hc(struct conn *c)
 {
     return (struct http_conn *)c;
@@ -112,16 +112,16 @@ static inline const struct http_conn *hc_const(const struct conn *c)
     return (const struct http_conn *)c;
 }
 
-/* The host (service class) whose pool this is. */
-static inline struct http_host *http_host_of_pool(const struct conn_pool *pool)
+/* The service class whose pool this is. */
+static inline struct http_service *http_service_of_pool(const struct conn_pool *pool)
 {
-    return (struct http_host *)((char *)pool - offsetof(struct http_host, pool));
+    return (struct http_service *)((char *)pool - offsetof(struct http_service, pool));
 }
 
-/* The host (service class) a connection belongs to now. */
-static inline struct http_host *http_host_of(const struct conn *c)
+/* The service class a connection belongs to now. */
+static inline struct http_service *http_service_of(const struct conn *c)
 {
-    return http_host_of_pool(c->pool);
+    return http_service_of_pool(c->pool);
 }
 
 /* The request line as sent ("GET /x HTTP/1.1"), for the access log. */

@@ -362,7 +362,7 @@ static void stream_start(struct conn *c, struct response *resp, const struct req
         /* Out of memory or descriptors: the process and its pipe go, and so does the
          * connection. */
         if (body_owner)
-            http_collect_free(http_host_of(c)->shared, body_owner);
+            http_collect_free(http_service_of(c)->shared, body_owner);
         stream_release(&resp->stream, true, false);
         conn_close(c);
         return;
@@ -370,7 +370,7 @@ static void stream_start(struct conn *c, struct response *resp, const struct req
     http_source_init(&cs->src, &stream_ops, c, resp, r);
     http_source_save_request(&cs->src, r, cs->saved, room);
     if (body_owner) /* (the request's head in it is saved) */
-        http_collect_free(http_host_of(c)->shared, body_owner);
+        http_collect_free(http_service_of(c)->shared, body_owner);
     cs->h.on_event = stream_event;
     cs->left = UINT64_MAX;
     cs->deadline_ms = clock_now_ms() + cs->rs.timeout_ms;

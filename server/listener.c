@@ -195,7 +195,7 @@ bool listener_resume_paused(struct listener *first)
     bool short_of_fds = spare->fd < 0;
     pthread_mutex_unlock(&spare->lock);
     for (struct listener *l = first; l; l = l->next) {
-        const atomic_bool *stopping = &l->host->shared->stopping;
+        const atomic_bool *stopping = &l->svc->shared->stopping;
         if (atomic_exchange(&l->paused, false) &&
             !atomic_load_explicit(stopping, memory_order_relaxed))
             rearm(l);
@@ -207,8 +207,8 @@ static void listener_event(struct lf_handle *h, uint32_t events)
 {
     (void)events;
     struct listener *l = (struct listener *)h;
-    struct http_host *host = l->host;
-    struct http_shared *shared = host->shared;
+    struct http_service *svc = l->svc;
+    struct http_shared *shared = svc->shared;
     struct conn *mine[ACCEPT_BATCH];
     unsigned n_mine = 0;
     static _Thread_local int64_t last_warn_ms;
@@ -240,11 +240,11 @@ static void listener_event(struct lf_handle *h, uint32_t events)
         }
         /* A connection from a listener of the default class may belong to a class by
          * its client's address. */
-        struct http_host *to = host;
-        if (host == shared->hosts[0]) {
-            struct http_host *by_peer =
+        struct http_service *to = svc;
+        if (svc == shared->services[0]) {
+            struct http_service *by_peer =
                 http_class_for_peer(shared, &gen->cfg, (struct sockaddr *)&peer);
-            to = by_peer ? by_peer : host;
+            to = by_peer ? by_peer : svc;
         }
         if (atomic_load_explicit(&shared->stopping, memory_order_relaxed) ||
             atomic_load_explicit(&shared->n_conns, memory_order_relaxed) >=
@@ -256,12 +256,12 @@ static void listener_event(struct lf_handle *h, uint32_t events)
             continue;
         }
         /* Its own class's connections stay in this listener's group. */
-        struct conn *c = http_conn_open(to, to == host ? h->group : NULL, gen, fd,
+        struct conn *c = http_conn_open(to, to == svc ? h->group : NULL, gen, fd,
                                         (struct sockaddr *)&peer, plen,
                                         (const struct sockaddr *)&l->addr.addr);
         if (!c)
             continue;
-        if (to != host || !at_once) { /* another class's group (or its own thread) reads it */
+        if (to != svc || !at_once) { /* another class's group (or its own thread) reads it */
             conn_wait(c, CONN_NEW, EPOLLIN, atomic_load(&c->deadline_ms));
             continue;
         }

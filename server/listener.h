@@ -20,7 +20,7 @@ struct listener_spare {
 
 struct listener {
     struct lf_handle h; /* first: the handle is the listener */
-    struct http_host *host;       /* the class its connections go to (but see accept) */
+    struct http_service *svc;        /* the class its connections go to (but see accept) */
     struct listener_spare *spare;
     struct listener *next;        /* the next listener of the same class */
     struct config_listen addr;    /* as bound (port filled in when 0 was asked) */

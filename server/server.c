@@ -201,9 +201,9 @@ static int start_services(struct server *srv, const struct config *cfg)
                       k ? k->name : "default", strerror(errno));
             return -1;
         }
-        srv->http.hosts[srv->n_svcs] = &svc->http;
+        srv->http.services[srv->n_svcs] = &svc->http;
         srv->n_svcs++;
-        srv->http.n_hosts = srv->n_svcs;
+        srv->http.n_services = srv->n_svcs;
         const struct config_listen *ls = k ? k->listen : cfg->listen;
         unsigned n = k ? k->n_listen : cfg->n_listen;
         for (unsigned j = 0; j < n; j++)

@@ -54,13 +54,13 @@ int service_init(struct service *svc, struct http_shared *shared, const char *na
         first += n;
         svc->groups[svc->n_groups++] = g;
     }
-    http_host_init(&svc->http, shared, svc->groups, svc->n_groups, max_connections);
+    http_service_init(&svc->http, shared, svc->groups, svc->n_groups, max_connections);
     return timer_start(&svc->tick, svc->groups[0], TIMER_TICK_MS, service_tick);
 }
 
 int service_add_listener(struct service *svc, struct listener *l, unsigned group)
 {
-    l->host = &svc->http;
+    l->svc = &svc->http;
     l->next = svc->listeners;
     svc->listeners = l;
     return lf_group_add(svc->groups[group % svc->n_groups], &l->h, EPOLLIN);
@@ -101,7 +101,7 @@ void service_group_stats(const struct service *svc, struct lf_group_stats *out,
 void service_fini(struct service *svc)
 {
     if (svc->n_groups)
-        http_host_fini(&svc->http);
+        http_service_fini(&svc->http);
     timer_stop(&svc->tick);
     for (unsigned i = 0; i < svc->n_groups; i++)
         lf_group_destroy(svc->groups[i]);

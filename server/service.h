@@ -24,7 +24,7 @@ struct service {
     /* Its connections, its limit (max_connections) and the figures of its requests. Its
      * class's configuration is not kept: it belongs to the generation the service was
      * started with, which a reload frees. What a service needs is copied here. */
-    struct http_host http;
+    struct http_service http;
     char name[32];
     int nice; /* its threads' priority, as applied */
     struct lf_group *groups[CONFIG_MAX_GROUPS];
