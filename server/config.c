@@ -983,9 +983,10 @@ static const struct conf_directive core_directives[] = {
             "field in the Combined Log Format, as nginx's `\"$request_id\"`, or "
             "`request_id` in JSON."},
     {"error_log", CONF_LIST, TOP, .min_args = 1, .max_args = 2, .set = set_error_log,
-     .usage = "PATH [error|warn|info|debug]", .dflt = "stderr info",
-     .doc = "Destination and lowest level (`error`, `warn`, `info`, `debug`); it cannot be "
-            "`off`, use a level instead. "
+     .usage = "PATH [debug|info|notice|warn|error|crit|alert|emerg]", .dflt = "stderr info",
+     .doc = "Destination and lowest level (`error`, `warn`, `info`, `debug`; nginx's "
+            "`notice` is `info`, and `crit`, `alert`, `emerg` are `error`, said at `-t`); "
+            "it cannot be `off`, use a level instead. "
             "`debug` logs each compression and listing built. Reopened on `SIGUSR1`."},
     {"server_tokens", CONF_FLAG, TOP, CFG(server_tokens), .dflt = "on",
      .doc = "`Server: lfhttpd/VERSION`, or with `off` just `Server: lfhttpd`."},

@@ -51,6 +51,7 @@ static int dump_reference(const char *what)
 {
     if (strcmp(what, "--directives") == 0) {
         conf_dump_table(stdout, "core", config_core_directives());
+        conf_dump_table(stdout, "core", config_events_directives());
         module_dump_directives(stdout);
         return 1;
     }
