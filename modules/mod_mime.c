@@ -630,6 +630,13 @@ static const struct conf_directive mime_directives[] = {
      .dflt = "on",
      .doc = "A file with no extension or an unknown one is identified by its content with "
         "libmagic (its first 8 KiB), cached per file version."},
+    {"types", CONF_BLOCK, CONF_TOP, CONF_REPEATS, .min_args = 0, .max_args = 0,
+     .set = conf_set_later, .usage = "{ TYPE EXT...; ... }",
+     .doc = "nginx's type map (`include mime.types;` reads nginx's file): each `TYPE EXT...;` "
+        "maps the extensions to TYPE over every other layer, the strict built-ins too, a "
+        "later line winning. Where nginx's `types` replaces its built-in map, here it "
+        "overrides entries of the built-in list and `mime_types`, which stay for the "
+        "extensions it does not name. At the top level (nginx's http) only."},
     {"default_type", CONF_STRING, CONF_TOP | CONF_SERVER | CONF_LOCATION, .usage = "TYPE",
      SETTING(default_type),
      .dflt = "application/octet-stream",
@@ -662,7 +669,30 @@ static void mime_fini(void *state)
     free(ms);
 }
 
-/* The extension table: built-ins, the file, the strict built-ins. */
+/* `types { TYPE EXT...; }`: the last layer, the file's own word, over every other. */
+static int mime_add_types_blocks(struct module_init *mi, struct mime_state *ms)
+{
+    int rc = 0;
+    for (const struct conf_node *b = module_directive(mi, "types"); b;
+         b = module_directive_next(mi, "types", b)) {
+        for (const struct conf_node *t = b->children; t; t = t->next) {
+            if (t->is_block || !media_type_valid(t->name, false)) {
+                rc = module_error(mi, t, "types: \"%s\" is not a media type (TYPE EXT...;)",
+                                  t->name);
+                continue;
+            }
+            const char *type = mime_intern(ms, t->name);
+            for (unsigned i = 0; type && i < t->n_args; i++)
+                if (ext_table_set(&ms->exts, t->args[i], type) < 0)
+                    type = NULL;
+            if (!type)
+                return module_error(mi, t, "out of memory");
+        }
+    }
+    return rc;
+}
+
+/* The extension table: built-ins, the file, the strict built-ins, the types blocks. */
 static int mime_build_table(struct module_init *mi, struct mime_state *ms, const char *path)
 {
     const struct conf_node *where = module_directive(mi, "mime_types");
@@ -681,7 +711,7 @@ static int mime_build_table(struct module_init *mi, struct mime_state *ms, const
     }
     if (mime_add_builtins(ms, mime_strict, sizeof(mime_strict) / sizeof(mime_strict[0])) < 0)
         return module_error(mi, NULL, "out of memory");
-    return 0;
+    return mime_add_types_blocks(mi, ms);
 }
 
 /* mime_magic: load libmagic once now, so that a missing database is a configuration error

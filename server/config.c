@@ -4,11 +4,16 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <glob.h>
+#include <grp.h>
+#include <pwd.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 void config_defaults(struct config *cfg)
 {
@@ -136,6 +141,7 @@ struct conf_lexer {
     const char *file;
     char *err;
     size_t err_len;
+    unsigned tag; /* conf_file_tag of an included file, ORed into its statements' lines */
 };
 
 enum tok { TOK_WORD, TOK_SEMI, TOK_OPEN, TOK_CLOSE, TOK_EOF, TOK_ERROR };
@@ -270,7 +276,7 @@ static int conf_parse_block(struct conf_lexer *lx, struct conf_node **out, int d
             return lex_error(lx, "out of memory"), -1;
         }
         n->name = word;
-        n->line = lx->line;
+        n->line = lx->line | lx->tag;
         *tail = n;
         tail = &n->next;
         for (;;) {
@@ -308,7 +314,7 @@ int conf_parse_text(const char *file, const char *text, size_t len, struct conf_
     if (err_len)
         err[0] = '\0';
     *tree = NULL;
-    struct conf_lexer lx = {text, text + len, 1, file, err, err_len};
+    struct conf_lexer lx = {text, text + len, 1, file, err, err_len, 0};
     if (conf_parse_block(&lx, tree, 0) == 0)
         return 0;
     conf_tree_free(*tree);
@@ -366,9 +372,12 @@ static int set_index(void *base, const struct conf_node *n, void *ctx, char *msg
     return 0;
 }
 
+/* nginx's eight levels on lfhttpd's four: notice is info, crit, alert and emerg are error
+ * (lfhttpd's errors are all of those: what stops a request, a reload or the start). */
 static const struct conf_name log_levels[] = {
     {"error", LOG_LEVEL_ERROR}, {"warn", LOG_LEVEL_WARN}, {"info", LOG_LEVEL_INFO},
-    {"debug", LOG_LEVEL_DEBUG}, {NULL, 0},
+    {"debug", LOG_LEVEL_DEBUG}, {"notice", LOG_LEVEL_INFO}, {"crit", LOG_LEVEL_ERROR},
+    {"alert", LOG_LEVEL_ERROR}, {"emerg", LOG_LEVEL_ERROR}, {NULL, 0},
 };
 
 /* `error_log PATH [LEVEL];` */
@@ -376,13 +385,17 @@ static int set_error_log(void *base, const struct conf_node *n, void *ctx, char 
                          size_t len)
 {
     struct config *cfg = base;
-    (void)ctx;
+    struct core_read *cr = ctx;
     if (strcmp(n->args[0], "off") == 0)
         return snprintf(msg, len, "the error log cannot be off; use a level instead"), -1;
     int level = cfg->error_level;
     if (n->n_args == 2 && conf_name_value(log_levels, n->args[1], &level) < 0)
-        return snprintf(msg, len, "invalid level \"%s\" (error, warn, info, debug)",
-                        n->args[1]), -1;
+        return snprintf(msg, len, "invalid level \"%s\" (debug, info, notice, warn, error, "
+                        "crit, alert, emerg)", n->args[1]), -1;
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    if (n->n_args == 2 && strcmp(n->args[1], names[level]) != 0)
+        conf_notice(cr->r, n->line, "error_log: level %s is lfhttpd's %s (its levels: error, "
+                    "warn, info, debug)", n->args[1], names[level]);
     snprintf(cfg->error_log, sizeof(cfg->error_log), "%s", n->args[0]);
     cfg->error_level = (enum log_level)level;
     return 0;
@@ -609,6 +622,107 @@ static int check_site_listen(void *base, const struct conf_node *n, void *ctx, c
             return snprintf(msg, len, "unsupported parameter \"%s\" (only default_server, "
                             "ssl and reuseport)", n->args[i]), -1;
     return 0;
+}
+
+/* --- nginx's main context and events { } ------------------------------------------------ */
+
+/* `user USER [GROUP];`: checked now, applied once the listeners are bound and the keys
+ * read (main.c). The group defaults to the one named as the user, as nginx's. */
+static int set_user(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    struct config *cfg = base;
+    struct core_read *cr = ctx;
+    if (geteuid() != 0) {
+        conf_notice(cr->r, n->line, "user: ignored, the server is not started by root "
+                    "(it runs as the user who starts it, as nginx warns)");
+        return 0;
+    }
+    const char *group = n->n_args == 2 ? n->args[1] : n->args[0];
+    if (strlen(n->args[0]) >= sizeof(cfg->user) || strlen(group) >= sizeof(cfg->group))
+        return snprintf(msg, len, "name too long"), -1;
+    if (!getpwnam(n->args[0]))
+        return snprintf(msg, len, "no user \"%s\"", n->args[0]), -1;
+    if (!getgrnam(group))
+        return snprintf(msg, len, "no group \"%s\"", group), -1;
+    snprintf(cfg->user, sizeof(cfg->user), "%s", n->args[0]);
+    snprintf(cfg->group, sizeof(cfg->group), "%s", group);
+    return 0;
+}
+
+/* `worker_processes N|auto;`: one process whose default class has N threads, or one per
+ * CPU core with auto (`threads`); said at -t (config_load). */
+static int set_worker_processes(void *base, const struct conf_node *n, void *ctx, char *msg,
+                                size_t len)
+{
+    struct config *cfg = base;
+    uint64_t v;
+    (void)ctx;
+    if (strcmp(n->args[0], "auto") == 0) {
+        cfg->threads = 0;
+        return 0;
+    }
+    if (config_parse_count(n->args[0], &v) < 0 || v < 1 || v > 1024)
+        return snprintf(msg, len, "expected auto or 1 to 1024, not \"%s\"", n->args[0]), -1;
+    cfg->threads = (unsigned)v;
+    return 0;
+}
+
+/* An nginx directive that means nothing here, or something done another way: accepted,
+ * and its line of the table (.doc) said at -t, so that no file changes meaning in silence. */
+static int note_nginx_only(void *base, const struct conf_node *n, void *ctx, char *msg,
+                           size_t len)
+{
+    struct core_read *cr = ctx;
+    (void)base;
+    (void)msg;
+    (void)len;
+    const struct conf_directive *d = conf_table_find(cr->table, n->name, cr->r->context);
+    conf_notice(cr->r, n->line, "%s: accepted, not used: %s", n->name, d ? d->doc : "");
+    return 0;
+}
+
+#define EVENTS CONF_EVENTS
+#define NOTE_EVENTS "nginx's event loop; lfhttpd's is epoll always, each thread taking " \
+    "what is ready as Leader/Followers"
+
+static const struct conf_directive events_directives[] = {
+    {"worker_connections", CONF_COUNT, EVENTS, .min = 1, .max = 10000000,
+     CONF_AT(struct config, worker_connections), .dflt = "(none)",
+     .doc = "nginx's connections per worker: here `max_connections` becomes N times the "
+            "threads of the default class (one per CPU core with `worker_processes auto`), "
+            "unless the file sets `max_connections`."},
+    {"multi_accept", CONF_FLAG, EVENTS, .set = note_nginx_only,
+     .doc = NOTE_EVENTS "; a listener's thread always accepts what is queued, in batches."},
+    {"use", CONF_STRING, EVENTS, .set = note_nginx_only, .usage = "METHOD", .doc = NOTE_EVENTS "."},
+    {"accept_mutex", CONF_FLAG, EVENTS, .set = note_nginx_only,
+     .doc = NOTE_EVENTS "; each thread group has its own listening socket (`SO_REUSEPORT`)."},
+    {"accept_mutex_delay", CONF_STRING, EVENTS, .set = note_nginx_only, .usage = "TIME",
+     .doc = NOTE_EVENTS "; there is no accept mutex."},
+    {"worker_aio_requests", CONF_STRING, EVENTS, .set = note_nginx_only, .usage = "NUMBER",
+     .doc = "nginx's asynchronous file I/O; lfhttpd sends files with `sendfile(2)`."},
+    {.name = NULL},
+};
+
+const struct conf_directive *config_events_directives(void)
+{
+    return events_directives;
+}
+
+/* `events { }`: its statements, read against their own table. */
+static int read_events(void *base, const struct conf_node *n, void *ctx, char *msg,
+                       size_t len)
+{
+    struct core_read *cr = ctx;
+    (void)msg;
+    (void)len;
+    struct conf_reader sub = *cr->r;
+    sub.context = CONF_EVENTS;
+    sub.errors = 0;
+    struct core_read events = {&sub, events_directives, NULL};
+    sub.ctx = &events;
+    int rc = conf_read_block(&sub, events_directives, NULL, n->children, base);
+    cr->r->errors += sub.errors;
+    return rc < 0 ? -1 : 0;
 }
 
 /* --- the core's table ----------------------------------------------------------------- */
@@ -869,9 +983,10 @@ static const struct conf_directive core_directives[] = {
             "field in the Combined Log Format, as nginx's `\"$request_id\"`, or "
             "`request_id` in JSON."},
     {"error_log", CONF_LIST, TOP, .min_args = 1, .max_args = 2, .set = set_error_log,
-     .usage = "PATH [error|warn|info|debug]", .dflt = "stderr info",
-     .doc = "Destination and lowest level (`error`, `warn`, `info`, `debug`); it cannot be "
-            "`off`, use a level instead. "
+     .usage = "PATH [debug|info|notice|warn|error|crit|alert|emerg]", .dflt = "stderr info",
+     .doc = "Destination and lowest level (`error`, `warn`, `info`, `debug`; nginx's "
+            "`notice` is `info`, and `crit`, `alert`, `emerg` are `error`, said at `-t`); "
+            "it cannot be `off`, use a level instead. "
             "`debug` logs each compression and listing built. Reopened on `SIGUSR1`."},
     {"server_tokens", CONF_FLAG, TOP, CFG(server_tokens), .dflt = "on",
      .doc = "`Server: lfhttpd/VERSION`, or with `off` just `Server: lfhttpd`."},
@@ -923,6 +1038,91 @@ static const struct conf_directive core_directives[] = {
             "at accept); `match path PREFIX`: requests whose decoded path starts with PREFIX "
             "(longest prefix wins); `match host NAME`: requests for this Host (port ignored, "
             "case-insensitive). A rule may name one class only."},
+    /* nginx's main context: the file as nginx lays it out */
+    {"include", CONF_STRING, TOP | CLASS | SITE | LOC | EVENTS, CONF_REPEATS,
+     .set = conf_set_later, .usage = "FILE|MASK",
+     .doc = "The statements of the file, or of every file the mask matches (`*`, `?`, "
+            "`[...]`, in name order), stand in its place, in any block (`types` and "
+            "`upstream` too). A relative name is relative to the directory of the main "
+            "configuration file (`-c`), whichever file includes it, as nginx's. A mask that "
+            "matches nothing is no error; a name that does not open is. Messages name the "
+            "included file and its line."},
+    {"http", CONF_BLOCK, TOP, .min_args = 0, .max_args = 0, .set = conf_set_later,
+     .usage = "{ ... }",
+     .doc = "nginx's http block: what it holds stands at the top level (lfhttpd's top level "
+            "is nginx's main and http together), so a file with it and one without mean "
+            "the same; nginx's main directives (`user`, `pid`, `events`...) are refused "
+            "inside it, and there is one."},
+    {"events", CONF_BLOCK, TOP, .min_args = 0, .max_args = 0, .set = read_events,
+     .usage = "{ ... }",
+     .doc = "nginx's connection settings: `worker_connections` sets `max_connections`; the "
+            "others are accepted and said at `-t`."},
+    {"user", CONF_LIST, TOP, .min_args = 1, .max_args = 2, .set = set_user,
+     .usage = "USER [GROUP]", .dflt = "(the user who starts it)",
+     .doc = "Started by root, the server becomes USER and GROUP (default: the group named "
+            "as USER, as nginx) once its listeners are bound, its logs and pid file open and "
+            "its keys read: a reload then reads files as USER. Not started by root: ignored, "
+            "with a notice."},
+    {"worker_processes", CONF_STRING, TOP, .set = set_worker_processes, .usage = "N|auto",
+     .dflt = "(threads' default)",
+     .doc = "lfhttpd is one process: N sets `threads N` (the default class's), `auto` one "
+            "thread per CPU core; said at `-t`. Not with `threads`."},
+    {"worker_rlimit_nofile", CONF_COUNT, TOP, .min = 1, .max = 1u << 30, CFG(rlimit_nofile),
+     .dflt = "(the hard limit)",
+     .doc = "The descriptors the process may open (`RLIMIT_NOFILE`, soft and hard), set "
+            "before the listeners open; raising it above the hard limit needs root."},
+    {"pid", CONF_PATH, TOP, CFG(pid_file), .usage = "FILE", .dflt = "(none)",
+     .doc = "The server's process ID is written here at start, once it listens, and the "
+            "file removed at exit (if the `user` may still remove it)."},
+#define NOTE_ONE_PROCESS "lfhttpd is one process with threads, not a master and workers"
+    {"daemon", CONF_FLAG, TOP, .set = note_nginx_only,
+     .doc = "lfhttpd never forks into the background: a supervisor (systemd, a container) "
+            "runs it, as nginx's `daemon off`."},
+    {"master_process", CONF_FLAG, TOP, .set = note_nginx_only, .doc = NOTE_ONE_PROCESS "."},
+    {"load_module", CONF_STRING, TOP, CONF_REPEATS, .set = note_nginx_only, .usage = "FILE",
+     .doc = "lfhttpd's modules are built in, chosen by its directives; nginx's `.so` "
+            "modules are not loaded."},
+    {"worker_cpu_affinity", CONF_LIST, TOP, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
+     .set = note_nginx_only, .usage = "auto|MASK...",
+     .doc = NOTE_ONE_PROCESS "; the kernel places its threads."},
+    {"worker_priority", CONF_STRING, TOP, .set = note_nginx_only, .usage = "NICE",
+     .doc = NOTE_ONE_PROCESS "; a service class's `priority` sets its threads' nice value."},
+    {"worker_shutdown_timeout", CONF_STRING, TOP, .set = note_nginx_only, .usage = "TIME",
+     .doc = NOTE_ONE_PROCESS "; `shutdown_timeout` bounds a graceful shutdown."},
+    {"thread_pool", CONF_LIST, TOP, CONF_REPEATS, .min_args = 1, .max_args = 3,
+     .set = note_nginx_only, .usage = "NAME threads=N [max_queue=N]",
+     .doc = "lfhttpd's threads are its Leader/Followers groups (`threads`, `groups`); files "
+            "are sent with `sendfile(2)`, not read by a pool."},
+    {"env", CONF_STRING, TOP, CONF_REPEATS, .set = note_nginx_only, .usage = "VAR[=VALUE]",
+     .doc = "lfhttpd keeps its environment; CGI scripts get a clean one of their own."},
+    {"lock_file", CONF_PATH, TOP, .set = note_nginx_only, .usage = "FILE",
+     .doc = NOTE_ONE_PROCESS ": no accept lock."},
+    {"pcre_jit", CONF_FLAG, TOP, .set = note_nginx_only,
+     .doc = "Regular expressions are compiled by lfhttpd's own rules at load."},
+    {"timer_resolution", CONF_STRING, TOP, .set = note_nginx_only, .usage = "TIME",
+     .doc = "lfhttpd reads the clock once per event, and its Date once per second."},
+    {"working_directory", CONF_PATH, TOP, .set = note_nginx_only, .usage = "DIR",
+     .doc = "lfhttpd stays in the directory it was started in (relative paths are relative "
+            "to it)."},
+    /* nginx's http directives that mean nothing here, or another name of lfhttpd's */
+    {"tcp_nopush", CONF_FLAG, TOP | SITE | LOC, .set = note_nginx_only,
+     .doc = "A response's head leaves with the first part of its body already (one `writev`, "
+            "or the head before `sendfile` with `MSG_MORE`); there is nothing to set."},
+    {"tcp_nodelay", CONF_FLAG, TOP | SITE | LOC, .set = note_nginx_only,
+     .doc = "lfhttpd always sets `TCP_NODELAY` (nginx's default `on`)."},
+    {"types_hash_max_size", CONF_STRING, TOP | SITE | LOC, .set = note_nginx_only,
+     .usage = "SIZE", .doc = "The type table grows as it needs; there is nothing to size."},
+    {"types_hash_bucket_size", CONF_STRING, TOP | SITE | LOC, .set = note_nginx_only,
+     .usage = "SIZE", .doc = "The type table grows as it needs; there is nothing to size."},
+    {"server_names_hash_bucket_size", CONF_STRING, TOP, .set = note_nginx_only,
+     .usage = "SIZE", .doc = "Server names are matched without a sized hash."},
+    {"server_names_hash_max_size", CONF_STRING, TOP, .set = note_nginx_only,
+     .usage = "SIZE", .doc = "Server names are matched without a sized hash."},
+    {"log_not_found", CONF_FLAG, TOP | SITE | LOC, .set = note_nginx_only,
+     .doc = "A missing file is never written to the error log here (nginx's `log_not_found "
+            "off`); the access log has its 404."},
+    {"client_max_body_size", CONF_SIZE, TOP, CFG(max_body_size), .dflt = "1m",
+     .doc = "nginx's name of `max_body_size` (at the top level only; 0: no limit)."},
     {.name = NULL},
 };
 
@@ -962,7 +1162,8 @@ static void check_promotion(const struct config *cfg, struct conf_reader *r)
         return;
     const struct conf_node *c = config_next(cfg, "concurrency", NULL);
     conf_error(r, p->line, "promotion: only Leader/Followers promotes a thread, and "
-               "concurrency is %s (%s:%u)", c ? c->args[0] : "?", r->file, c ? c->line : 0);
+               "concurrency is %s (%s:%u)", c ? c->args[0] : "?", conf_line_file(c ? c->line : 0, r->file),
+               conf_line_no(c ? c->line : 0));
 }
 
 /* Edge-triggered reactivation is the Leader/Followers loop's: the other strategies re-arm
@@ -975,7 +1176,8 @@ static void check_reactivation(const struct config *cfg, struct conf_reader *r)
         return;
     const struct conf_node *c = config_next(cfg, "concurrency", NULL);
     conf_error(r, p->line, "reactivation edge: only Leader/Followers has it, and "
-               "concurrency is %s (%s:%u)", c ? c->args[0] : "?", r->file, c ? c->line : 0);
+               "concurrency is %s (%s:%u)", c ? c->args[0] : "?", conf_line_file(c ? c->line : 0, r->file),
+               conf_line_no(c ? c->line : 0));
 }
 
 /* With server blocks, the server listens on every server's addresses too: a server
@@ -1074,6 +1276,185 @@ static char *read_file(const char *path, size_t *len, char *err, size_t err_len)
     return text;
 }
 
+/* --- the file as nginx lays it out: include, http { } ------------------------------------ */
+
+#define INCLUDE_DEPTH_MAX 16
+
+/* The statements of one included file, or NULL (empty, or an error reported). Its lines
+ * carry its tag, so that every message names it. */
+static struct conf_node *include_file(struct conf_reader *r, const char *path, unsigned line)
+{
+    char msg[1024] = "";
+    size_t len;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        conf_error(r, line, "include \"%s\": is a directory", path);
+        return NULL;
+    }
+    char *text = read_file(path, &len, msg, sizeof(msg));
+    if (!text) {
+        conf_error(r, line, "include: %s", msg);
+        return NULL;
+    }
+    struct conf_lexer lx = {text, text + len, 1, path, msg, sizeof(msg), conf_file_tag(path)};
+    struct conf_node *tree = NULL;
+    if (conf_parse_block(&lx, &tree, 0) < 0) {
+        config_error_append(r->err, r->err_len, "%s", msg);
+        r->errors++;
+        conf_tree_free(tree);
+        tree = NULL;
+    }
+    free(text);
+    return tree;
+}
+
+/* The statements of every file `include` names, in name order (glob's). */
+static struct conf_node *include_glob(struct conf_reader *r, const char *dir,
+                                      const struct conf_node *n)
+{
+    const char *name = n->args[0];
+    char pattern[CONFIG_PATH_MAX];
+    int w = name[0] == '/' ? snprintf(pattern, sizeof(pattern), "%s", name)
+                           : snprintf(pattern, sizeof(pattern), "%s/%s", dir, name);
+    if (w < 0 || (size_t)w >= sizeof(pattern)) {
+        conf_error(r, n->line, "include: name too long");
+        return NULL;
+    }
+    glob_t g;
+    int rc = glob(pattern, 0, NULL, &g);
+    if (rc == GLOB_NOMATCH && !strpbrk(name, "*?[")) /* a plain name must open */
+        conf_error(r, n->line, "include \"%s\": %s", pattern, strerror(ENOENT));
+    else if (rc != 0 && rc != GLOB_NOMATCH)
+        conf_error(r, n->line, "include \"%s\": cannot read the directory", pattern);
+    struct conf_node *list = NULL, **tail = &list;
+    for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++) {
+        *tail = include_file(r, g.gl_pathv[i], n->line);
+        while (*tail)
+            tail = &(*tail)->next;
+    }
+    if (rc == 0)
+        globfree(&g);
+    return list;
+}
+
+/* Replace every `include` in the list at *link, and in its blocks, by what it names. */
+static void include_expand(struct conf_reader *r, const char *dir, struct conf_node **link,
+                           unsigned depth)
+{
+    while (*link) {
+        struct conf_node *n = *link;
+        if (n->is_block || strcmp(n->name, "include") != 0) {
+            include_expand(r, dir, &n->children, depth);
+            link = &n->next;
+            continue;
+        }
+        struct conf_node *list = NULL;
+        if (n->n_args != 1)
+            conf_error(r, n->line, "include takes one value; usage: include FILE|MASK;");
+        else if (depth >= INCLUDE_DEPTH_MAX)
+            conf_error(r, n->line, "include: nested more than %d deep (does a file include "
+                       "itself?)", INCLUDE_DEPTH_MAX);
+        else
+            list = include_glob(r, dir, n);
+        include_expand(r, dir, &list, depth + 1);
+        *link = list;
+        while (*link)
+            link = &(*link)->next;
+        *link = n->next;
+        n->next = NULL;
+        conf_tree_free(n);
+    }
+}
+
+/* nginx's main-context directives: refused inside http, where nginx refuses them too. */
+static bool main_only(const char *name)
+{
+    static const char *const names[] = {
+        "user", "worker_processes", "worker_rlimit_nofile", "pid", "events", "http",
+        "load_module", "daemon", "master_process", "worker_cpu_affinity", "worker_priority",
+        "worker_shutdown_timeout", "thread_pool", "env", "lock_file", "pcre_jit",
+        "timer_resolution", "working_directory", NULL};
+    for (const char *const *p = names; *p; p++)
+        if (strcmp(*p, name) == 0)
+            return true;
+    return false;
+}
+
+/* `http { ... }`: its statements take its place at the top level, which is nginx's main
+ * and http in one. */
+static void lift_http(struct conf_reader *r, struct conf_node **link)
+{
+    const struct conf_node *first = NULL;
+    unsigned first_line = 0;
+    while (*link) {
+        struct conf_node *n = *link;
+        if (strcmp(n->name, "http") != 0) {
+            link = &n->next;
+            continue;
+        }
+        if (!n->is_block || n->n_args)
+            conf_error(r, n->line, "http takes no value and a { block }; usage: http { ... }");
+        else if (first)
+            conf_error(r, n->line, "\"http\" directive is duplicate (first at %s:%u)",
+                       conf_line_file(first_line, r->file), conf_line_no(first_line));
+        first = n;
+        first_line = n->line;
+        for (const struct conf_node *c = n->children; c; c = c->next)
+            if (main_only(c->name))
+                conf_error(r, c->line, "\"%s\" directive is not allowed in http (it belongs "
+                           "to the main context)", c->name);
+        struct conf_node *after = n->next;
+        *link = n->children;
+        while (*link)
+            link = &(*link)->next;
+        *link = after;
+        n->children = n->next = NULL;
+        conf_tree_free(n);
+    }
+}
+
+/* worker_processes and worker_connections in lfhttpd's terms, said at -t. */
+static void map_workers(struct config *cfg, struct conf_reader *r)
+{
+    const struct conf_node *wp = config_next(cfg, "worker_processes", NULL);
+    const struct conf_node *th = config_next(cfg, "threads", NULL);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned threads = cfg->threads ? cfg->threads : cpus > 0 ? (unsigned)cpus : 1;
+    if (wp && th)
+        conf_error(r, wp->line, "worker_processes: the file sets threads too (%s:%u)",
+                   conf_line_file(th->line, r->file), conf_line_no(th->line));
+    else if (wp)
+        conf_notice(r, wp->line, "worker_processes %s: one process with %u threads "
+                    "(threads %s)%s", wp->args[0], threads, cfg->threads ? wp->args[0] : "0",
+                    cfg->threads ? "" : ", one per CPU core");
+    const struct conf_node *ev = config_next(cfg, "events", NULL);
+    if (!cfg->worker_connections || !ev)
+        return;
+    const struct conf_node *mc = config_next(cfg, "max_connections", NULL);
+    if (mc) {
+        conf_error(r, mc->line, "max_connections: events sets worker_connections too");
+        return;
+    }
+    uint64_t total = (uint64_t)cfg->worker_connections * threads;
+    cfg->max_connections = total > 10000000 ? 10000000 : (unsigned)total;
+    conf_notice(r, ev->line, "worker_connections %u: max_connections %u (%u per thread, "
+                "%u threads)", cfg->worker_connections, cfg->max_connections,
+                cfg->worker_connections, threads);
+}
+
+/* The directory relative includes are read from: the main file's, as nginx's conf
+ * prefix when it is started with -c. */
+static void config_dir(const char *path, char *dir, size_t len)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, len, ".");
+    else if (slash == path)
+        snprintf(dir, len, "/");
+    else
+        snprintf(dir, len, "%.*s", (int)(slash - path), path);
+}
+
 int config_load(struct config *cfg, const char *path, config_known_fn known, char *err,
                 size_t err_len)
 {
@@ -1084,17 +1465,23 @@ int config_load(struct config *cfg, const char *path, config_known_fn known, cha
     if (!text)
         return -1;
     snprintf(cfg->file, sizeof(cfg->file), "%s", path);
-    struct conf_lexer lx = {text, text + len, 1, path, err, err_len};
+    struct conf_lexer lx = {text, text + len, 1, path, err, err_len, 0};
     int rc = conf_parse_block(&lx, &cfg->tree, 0);
     free(text);
     if (rc < 0)
         return -1;
     /* Every statement is read, whatever the ones before it held: -t reports every error. */
     struct conf_reader r = {.file = path, .owner = "", .context = CONF_TOP, .err = err,
-                            .err_len = err_len};
+                            .err_len = err_len, .notes = cfg->notes,
+                            .notes_len = sizeof(cfg->notes)};
+    char dir[CONFIG_PATH_MAX];
+    config_dir(path, dir, sizeof(dir));
+    include_expand(&r, dir, &cfg->tree, 0);
+    lift_http(&r, &cfg->tree);
     struct core_read cr = {&r, core_directives, known};
     r.ctx = &cr;
     conf_read_block(&r, core_directives, known, cfg->tree, cfg);
+    map_workers(cfg, &r);
     check_promotion(cfg, &r);
     check_reactivation(cfg, &r);
     check_class_listens(cfg, &r);

@@ -115,6 +115,15 @@ struct config {
     bool sendfile; /* file bodies with sendfile(2); off: read into a buffer and written */
     bool absolute_redirect; /* a redirect to a path names the host and port (nginx's) */
 
+    /* nginx's main context and events { } */
+    char user[64], group[64]; /* `user`: who to become after binding; "" none (or not root) */
+    unsigned rlimit_nofile;   /* `worker_rlimit_nofile`: descriptors; 0: the hard limit */
+    char pid_file[CONFIG_PATH_MAX]; /* `pid`: written at start, removed at exit; "" none */
+    unsigned worker_connections;    /* events' `worker_connections`; 0: not said */
+    /* Notices, one "FILE:LINE: message" a line: what nginx's directives do here (printed
+     * by -t, logged at start). */
+    char notes[8192];
+
     /* Service classes beyond the default one (which has the top-level listen, threads and
      * max_connections, and takes whatever no class matches). */
     struct config_class classes[CONFIG_MAX_CLASSES];
@@ -142,6 +151,8 @@ int config_load(struct config *cfg, const char *path, config_known_fn known, cha
 /* The core's directive table: for the reference (conf_dump_table), and for the settings of
  * each block (module_level.c), which finds its statements by their lines' .id. */
 const struct conf_directive *config_core_directives(void);
+/* The table of `events { }` (nginx's), for the reference. */
+const struct conf_directive *config_events_directives(void);
 
 /* What a line of the core's table sets in a block (struct conf_directive.id). */
 enum config_core_id {

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,45 @@ void config_error_append(char *err, size_t err_len, const char *fmt, ...)
     va_end(ap);
 }
 
+/* --- where a statement stands ------------------------------------------------------------ */
+
+#define CONF_FILES_MAX 4095
+
+/* The included files' names, by tag: the process's, as a compiler's table of files, so
+ * that a line alone says where it is. A name is added once, and reloads read it again. */
+static struct {
+    pthread_mutex_t lock;
+    char *names[CONF_FILES_MAX + 1]; /* [0] unused: the reader's own file */
+    unsigned n;
+} conf_files = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+unsigned conf_file_tag(const char *path)
+{
+    unsigned tag = 0;
+    pthread_mutex_lock(&conf_files.lock);
+    for (unsigned i = 1; i <= conf_files.n && !tag; i++)
+        if (strcmp(conf_files.names[i], path) == 0)
+            tag = i;
+    if (!tag && conf_files.n < CONF_FILES_MAX && (conf_files.names[conf_files.n + 1] = strdup(path)))
+        tag = ++conf_files.n;
+    pthread_mutex_unlock(&conf_files.lock);
+    return tag << CONF_LINE_BITS;
+}
+
+const char *conf_line_file(unsigned line, const char *main)
+{
+    unsigned tag = line >> CONF_LINE_BITS;
+    pthread_mutex_lock(&conf_files.lock);
+    const char *name = tag && tag <= conf_files.n ? conf_files.names[tag] : main;
+    pthread_mutex_unlock(&conf_files.lock);
+    return name;
+}
+
+unsigned conf_line_no(unsigned line)
+{
+    return line & ((1u << CONF_LINE_BITS) - 1);
+}
+
 int conf_error(struct conf_reader *r, unsigned line, const char *fmt, ...)
 {
     char msg[1024];
@@ -32,12 +72,25 @@ int conf_error(struct conf_reader *r, unsigned line, const char *fmt, ...)
     va_end(ap);
     const char *sep = r->owner[0] ? ": " : "";
     if (line)
-        config_error_append(r->err, r->err_len, "%s:%u: %s%s%s", r->file, line, r->owner, sep,
-                            msg);
+        config_error_append(r->err, r->err_len, "%s:%u: %s%s%s", conf_line_file(line, r->file),
+                            conf_line_no(line), r->owner, sep, msg);
     else
         config_error_append(r->err, r->err_len, "%s: %s%s%s", r->file, r->owner, sep, msg);
     r->errors++;
     return -1;
+}
+
+void conf_notice(struct conf_reader *r, unsigned line, const char *fmt, ...)
+{
+    if (!r->notes)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    config_error_append(r->notes, r->notes_len, "%s:%u: %s", conf_line_file(line, r->file),
+                        conf_line_no(line), msg);
 }
 
 /* --- values ------------------------------------------------------------------------------ */
@@ -366,6 +419,7 @@ static const char *context_name(unsigned context)
     case CONF_CLASS: return "in a class";
     case CONF_SERVER: return "in a server block";
     case CONF_LOCATION: return "in a location block";
+    case CONF_EVENTS: return "in events";
     default: return "at the top level";
     }
 }
@@ -399,7 +453,7 @@ int conf_read_block(struct conf_reader *r, const struct conf_directive *table,
                        context_name(r->context));
         else if (d->repeat == CONF_ONCE && (m = earlier(first, n)))
             conf_error(r, n->line, "\"%s\" directive is duplicate (first at %s:%u)", n->name,
-                       r->file, m->line);
+                       conf_line_file(m->line, r->file), conf_line_no(m->line));
         else if (ours)
             conf_apply(r, d, n, base);
     }
@@ -437,7 +491,7 @@ static void contexts_text(unsigned contexts, char *out, size_t len)
         unsigned bit;
         const char *name;
     } names[] = {{CONF_TOP, "top"}, {CONF_SERVER, "server"}, {CONF_LOCATION, "location"},
-                 {CONF_CLASS, "class"}};
+                 {CONF_CLASS, "class"}, {CONF_EVENTS, "events"}};
     size_t used = 0;
     out[0] = '\0';
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && used < len; i++)

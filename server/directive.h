@@ -26,8 +26,21 @@ struct conf_node {
     bool is_block;
     struct conf_node *children; /* first statement inside the block */
     struct conf_node *next;     /* next statement at the same level */
+    /* Where it stands, as a compiler's source location: the line number in the low
+     * CONF_LINE_BITS, and above them which file, 0 for the file the reader was given, else
+     * a file an `include` brought in (conf_line_file). Print it with conf_line_no. */
     unsigned line;
 };
+
+#define CONF_LINE_BITS 20
+
+/* The file a statement's line is in: main for 0, else the included file's name. */
+const char *conf_line_file(unsigned line, const char *main);
+/* The line number alone. */
+unsigned conf_line_no(unsigned line);
+/* The tag of an included file's lines (its name kept for the life of the process, each
+ * name once): OR it into a line number. 0 when the list is full (4095 files). */
+unsigned conf_file_tag(const char *path);
 
 /* Parse a configuration text into its statement tree (*tree; NULL for an empty text), the
  * way config_load reads a file; file names it in messages. Returns 0, or -1 with
@@ -57,6 +70,7 @@ enum conf_context {
     CONF_CLASS = 1u << 1,    /* inside `class NAME { }` */
     CONF_SERVER = 1u << 2,   /* inside `server { }` (site.h) */
     CONF_LOCATION = 1u << 3, /* inside `location ... { }` (site.h) */
+    CONF_EVENTS = 1u << 4,   /* inside `events { }` (nginx's; config.c) */
 };
 
 /* A directive that sets one value may appear once in a block: a second statement is an
@@ -124,6 +138,10 @@ struct conf_reader {
     char *err;         /* the messages, one a line */
     size_t err_len;
     unsigned errors;
+    /* Notices: a statement accepted that does something else here than in nginx, or
+     * nothing (`lfhttpd -t` prints them, the start logs them); NULL: none kept. */
+    char *notes;
+    size_t notes_len;
 };
 
 /* Another part's directives (the modules', for the core): the line that names `name`, as
@@ -152,6 +170,10 @@ int conf_apply(struct conf_reader *r, const struct conf_directive *d, const stru
 /* Add "FILE:LINE: [OWNER: ]message" (line 0: "FILE: ...") as one more line of r's
  * messages, and count it. Returns -1. */
 int conf_error(struct conf_reader *r, unsigned line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Add "FILE:LINE: message" to r's notices (not an error). */
+void conf_notice(struct conf_reader *r, unsigned line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Append one line to the messages in err (NUL-terminated, lines apart by '\n'). */

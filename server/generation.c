@@ -16,7 +16,8 @@ void generation_origin(const struct config *cfg, const char *name, char *out, si
 {
     const struct conf_node *n = cfg->file[0] ? config_next(cfg, name, NULL) : NULL;
     if (n)
-        snprintf(out, len, "%.3000s:%u: ", cfg->file, n->line);
+        snprintf(out, len, "%.3000s:%u: ", conf_line_file(n->line, cfg->file),
+                 conf_line_no(n->line));
     else
         out[0] = '\0';
 }

@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +51,7 @@ static int dump_reference(const char *what)
 {
     if (strcmp(what, "--directives") == 0) {
         conf_dump_table(stdout, "core", config_core_directives());
+        conf_dump_table(stdout, "core", config_events_directives());
         module_dump_directives(stdout);
         return 1;
     }
@@ -214,14 +217,78 @@ static void shut_down(struct server *srv, const sigset_t *sigs)
         log_warn("shutdown: closing %u connections still open", atomic_load(&srv->http.n_conns));
 }
 
-/* Each error on a line of its own, as "lfhttpd: FILE:LINE: message". */
-static void print_errors(const char *err)
+/* Each message on a line of its own, as "lfhttpd: [KIND]FILE:LINE: message". */
+static void print_lines(const char *kind, const char *text)
 {
-    for (const char *p = err; *p;) {
+    for (const char *p = text; *p;) {
         size_t n = strcspn(p, "\n");
-        fprintf(stderr, "lfhttpd: %.*s\n", (int)n, p);
+        fprintf(stderr, "lfhttpd: %s%.*s\n", kind, (int)n, p);
         p += n + (p[n] == '\n');
     }
+}
+
+static void print_errors(const char *err)
+{
+    print_lines("", err);
+}
+
+/* The notices of the file (what nginx's directives do here), into the error log. */
+static void log_notes(const char *notes)
+{
+    for (const char *p = notes; *p;) {
+        size_t n = strcspn(p, "\n");
+        log_info("notice: %.*s", (int)n, p);
+        p += n + (p[n] == '\n');
+    }
+}
+
+/* worker_rlimit_nofile: the descriptors the process may open, soft and hard. */
+static void set_fd_limit(const struct config *cfg)
+{
+    struct rlimit rl = {cfg->rlimit_nofile, cfg->rlimit_nofile};
+    if (cfg->rlimit_nofile && setrlimit(RLIMIT_NOFILE, &rl) < 0)
+        log_warn("worker_rlimit_nofile %u: %s", cfg->rlimit_nofile, strerror(errno));
+}
+
+/* pid: written once the server listens; removed at exit. */
+static int write_pid_file(const struct config *cfg)
+{
+    if (!cfg->pid_file[0])
+        return 0;
+    FILE *f = fopen(cfg->pid_file, "we");
+    if (!f || fprintf(f, "%ld\n", (long)getpid()) < 0 || fclose(f) != 0) {
+        log_error("pid \"%s\": %s", cfg->pid_file, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static void remove_pid_file(const struct config *cfg)
+{
+    if (cfg->pid_file[0] && unlink(cfg->pid_file) < 0)
+        log_warn("pid \"%s\": cannot remove it: %s", cfg->pid_file, strerror(errno));
+}
+
+/* user: become USER:GROUP now that the listeners are bound and the keys read. glibc
+ * changes the IDs of every thread of the process at once. */
+static int drop_privileges(const struct config *cfg)
+{
+    if (!cfg->user[0] || geteuid() != 0)
+        return 0;
+    struct passwd *pw = getpwnam(cfg->user);
+    struct group *gr = getgrnam(cfg->group);
+    if (!pw || !gr) {
+        log_error("user %s %s: not found", cfg->user, cfg->group);
+        return -1;
+    }
+    if (setgid(gr->gr_gid) < 0 || initgroups(cfg->user, gr->gr_gid) < 0 ||
+        setuid(pw->pw_uid) < 0) {
+        log_error("user %s %s: %s", cfg->user, cfg->group, strerror(errno));
+        return -1;
+    }
+    log_info("user: running as %s (uid %u), group %s (gid %u)", cfg->user,
+             (unsigned)pw->pw_uid, cfg->group, (unsigned)gr->gr_gid);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -246,6 +313,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (opts.test_only) {
+        print_lines("notice: ", g->cfg.notes);
         printf("lfhttpd: configuration %s is valid\n", g->cfg.file[0] ? g->cfg.file
                                                                       : "(defaults)");
         generation_free(g);
@@ -266,10 +334,21 @@ int main(int argc, char **argv)
     /* Until the server runs, an error that stops it is said on the terminal too, not only
      * in an error_log file nobody is looking at yet (nginx's [emerg]). */
     log_echo_errors(true);
+    set_fd_limit(&g->cfg);
     if (server_start(&srv, g) < 0) {
         server_fini(&srv);
         return 1;
     }
+    /* The generation is the server's now: its file names stay while it runs. */
+    struct config *started = &g->cfg;
+    log_notes(started->notes);
+    if (write_pid_file(started) < 0 || drop_privileges(started) < 0) {
+        remove_pid_file(started);
+        server_fini(&srv);
+        return 1;
+    }
+    char pid_file[CONFIG_PATH_MAX];
+    snprintf(pid_file, sizeof(pid_file), "%s", started->pid_file);
     log_echo_errors(false);
     for (;;) {
         int sig = sigwaitinfo(&sigs, NULL);
@@ -286,6 +365,9 @@ int main(int argc, char **argv)
     }
     shut_down(&srv, &sigs);
     server_fini(&srv);
+    /* The pid file of the start: a reload does not move it (nginx's neither). */
+    if (pid_file[0] && unlink(pid_file) < 0)
+        log_warn("pid \"%s\": cannot remove it: %s", pid_file, strerror(errno));
     log_info("exit");
     return 0;
 }

@@ -59,8 +59,9 @@ int module_error(struct module_init *mi, const struct conf_node *where, const ch
     va_end(ap);
     const char *name = mi->chain->mods[mi->index]->name;
     if (where)
-        config_error_append(mi->err, mi->err_len, "%s:%u: %s: %s", mi->cfg->file, where->line,
-                            name, msg);
+        config_error_append(mi->err, mi->err_len, "%s:%u: %s: %s",
+                            conf_line_file(where->line, mi->cfg->file),
+                            conf_line_no(where->line), name, msg);
     else
         config_error_append(mi->err, mi->err_len, "%s: %s", name, msg);
     return -1;
@@ -83,6 +84,12 @@ int module_read_directives(struct module_init *mi, void *base)
 const struct conf_node *module_directive(struct module_init *mi, const char *name)
 {
     return config_next(mi->cfg, name, NULL);
+}
+
+const struct conf_node *module_directive_next(struct module_init *mi, const char *name,
+                                              const struct conf_node *after)
+{
+    return config_next(mi->cfg, name, after);
 }
 
 int module_block_read(const struct module_block *b, void *base)
@@ -119,8 +126,9 @@ int module_block_mount(const struct module_block *b, const struct conf_node *whe
     if (b->context != CONF_LOCATION)
         return module_error(mi, where, "a handler belongs in a location");
     if (b->level->mount)
-        return module_error(mi, where, "the location has a handler already (line %u)",
-                            b->level->mount->line);
+        return module_error(mi, where, "the location has a handler already (%s:%u)",
+                            conf_line_file(b->level->mount->line, mi->cfg->file),
+                            conf_line_no(b->level->mount->line));
     size_t len = b->prefix_location ? strlen(b->pattern) : 0;
     if (len >= sizeof(c->mounts[0].prefix))
         return module_error(mi, where, "the location's prefix is too long for a handler");
@@ -151,7 +159,8 @@ int module_mount_add(struct module_init *mi, const struct conf_node *where, cons
     for (unsigned i = 0; i < c->n_mounts; i++)
         if (strcmp(c->mounts[i].prefix, prefix) == 0)
             return module_error(mi, where, "\"%s\" is already mounted (first at %s:%u)",
-                                prefix, mi->cfg->file, c->mounts[i].line);
+                                prefix, conf_line_file(c->mounts[i].line, mi->cfg->file),
+                                conf_line_no(c->mounts[i].line));
     if (c->n_mounts == MODULE_MOUNTS_MAX)
         return module_error(mi, where, "too many mounts");
     struct module_mount *m = &c->mounts[c->n_mounts++];

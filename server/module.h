@@ -211,6 +211,9 @@ int module_read_directives(struct module_init *mi, void *base);
 /* For init: the statement of the directive `name`, for the line of an error found later
  * (a file that does not open), or NULL if the configuration has none. */
 const struct conf_node *module_directive(struct module_init *mi, const char *name);
+/* The next top-level statement of `name` after `after`, for a directive that repeats. */
+const struct conf_node *module_directive_next(struct module_init *mi, const char *name,
+                                              const struct conf_node *after);
 
 /* For init: mount the module on a path prefix. Returns 0, or -1 after module_error(). */
 int module_mount_add(struct module_init *mi, const struct conf_node *where, const char *prefix,

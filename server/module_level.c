@@ -238,7 +238,7 @@ static int read_core(struct level_build *b, struct module_level *l,
         return -1; /* not in a location: reported where it stands */
     if (root && alias)
         return conf_error(&b->r, alias->line, "alias: the location has a root too (%s:%u)",
-                          b->r.file, root->line);
+                          conf_line_file(root->line, b->r.file), conf_line_no(root->line));
     if (root) {
         l->root = open_root(b, root->args[0], root->line, "root");
         l->alias = false;

@@ -219,7 +219,8 @@ static int add_location(struct site_server *s, const struct conf_node *n, struct
     for (unsigned i = 0; i < s->n_locations; i++)
         if (same_location(&s->locations[i], loc))
             return conf_error(r, n->line, "duplicate location \"%s\" (first at %s:%u)",
-                              loc->pattern, r->file, s->locations[i].node->line);
+                              loc->pattern, conf_line_file(s->locations[i].node->line, r->file),
+                              conf_line_no(s->locations[i].node->line));
     if (is_regex(loc->match) && compile_location(loc, r) < 0)
         return -1;
     s->n_locations++;
@@ -329,7 +330,8 @@ static int join_addr(struct site_set *set, const struct site_server *s,
         return 0;
     if (g->default_server)
         return conf_error(r, l->line, "a second default_server for %s (the first at %s:%u)",
-                          l->addr.text, r->file, g->default_line);
+                          l->addr.text, conf_line_file(g->default_line, r->file),
+                          conf_line_no(g->default_line));
     g->default_server = s;
     g->default_line = l->line;
     return 0;

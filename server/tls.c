@@ -599,11 +599,13 @@ static void check_session_caches(struct build *b, const struct tls_set *t,
             struct tls_conf c = *top, dc = *top;
             read_conf(s->first, &c);
             read_conf(d->first, &dc);
+            unsigned at = c.cache && c.cache != top->cache ? c.cache->line : s->node->line;
+            unsigned dat = dc.cache ? dc.cache->line : d->node->line;
             log_warn("%s:%u: ssl_session_cache differs from that of the default server of "
-                     "%s (line %u): its sessions are kept in the default server's cache, "
-                     "taken before the client names a server (as nginx does)", b->r.file,
-                     c.cache && c.cache != top->cache ? c.cache->line : s->node->line,
-                     a->listen.text, dc.cache ? dc.cache->line : d->node->line);
+                     "%s (%s:%u): its sessions are kept in the default server's cache, "
+                     "taken before the client names a server (as nginx does)",
+                     conf_line_file(at, b->r.file), conf_line_no(at), a->listen.text,
+                     conf_line_file(dat, b->r.file), conf_line_no(dat));
         }
     }
 }
