@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "module_level.h"
 #include "site.h"
 #include "vars.h"
@@ -52,6 +53,7 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .name_after = first && first->kind == SITE_NAME_TRAILING ? "*" : "",
         .args = &req->args,
         .request_id = req->request_id,
+        .captures = &req->captures,
     };
 }
 
@@ -150,6 +152,7 @@ static bool set_path(struct request *req, const char *uri, size_t n)
         return false;
     memmove(req->path, uri, pl);
     req->path[pl] = '\0';
+    req->captures.n = 0; /* they pointed into the path just overwritten */
     req->path_len = pl;
     if (!q)
         return true;
@@ -244,13 +247,15 @@ static const struct site_server *server_for(const struct module_chain *c,
 
 /* --- the location memo -------------------------------------------------------------------
  *
- * A server with regex locations pays a pattern_search for each, in file order, for most
- * paths (a pass over the path per regex). A thread remembers its last
- * answers: (build, server, path) -> location, in a small direct-mapped table of its own,
- * so that a path seen again costs a hash and a comparison. The build's id is never
- * reused, so an answer of an older configuration is never taken for a newer one's. Paths
- * longer than a slot are not remembered. Allocated on first use (never static TLS:
- * thread_per_connection's stacks are small) and freed when the thread ends. */
+ * A server with regex locations pays a regex_match for each, in file order, for most
+ * paths. A thread remembers its last answers: (build, server, path) -> location, in a
+ * small direct-mapped table of its own, so that a path seen again costs a hash and a
+ * comparison, and one match more when the location's regex has groups (the captures are
+ * the request's own). The build's id is never reused, so an answer of an older
+ * configuration is never taken for a newer one's. Paths longer than a slot, and paths a
+ * regex could not decide (over its limits), are not remembered. Allocated on first use
+ * (never static TLS: thread_per_connection's stacks are small) and freed when the thread
+ * ends. */
 #define MEMO_SLOTS 64
 #define MEMO_PATH 112
 
@@ -282,26 +287,45 @@ static struct memo_slot *memo_table(void)
     return memo;
 }
 
-static const struct site_location *location_for(const struct module_chain *c,
-                                                const struct site_server *s, const char *path,
-                                                size_t len)
+/* The location for the request's path, and its captures in req->captures. -1: a regex went
+ * over its limits (logged): the request is answered 500. */
+static int location_for(const struct module_chain *c, struct request *req,
+                        const struct site_server *s, const struct site_location **out)
 {
-    struct memo_slot *t;
-    if (s->n_regex == 0 || len >= MEMO_PATH || !(t = memo_table()))
-        return site_location_for(s, path, len);
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)path[i]) * 16777619u;
-    struct memo_slot *m = &t[(h ^ (uint32_t)(uintptr_t)s) % MEMO_SLOTS];
-    if (m->build == c->id && m->server == s && m->len == len && memcmp(m->path, path, len) == 0)
-        return m->loc;
-    const struct site_location *loc = site_location_for(s, path, len);
-    m->build = c->id;
-    m->server = s;
-    m->loc = loc;
-    m->len = (uint32_t)len;
-    memcpy(m->path, path, len);
-    return loc;
+    const char *path = req->path;
+    size_t len = req->path_len;
+    char why[128] = "";
+    struct memo_slot *t, *m = NULL;
+    if (s->n_regex && len < MEMO_PATH && (t = memo_table())) {
+        uint32_t h = 2166136261u; /* FNV-1a */
+        for (size_t i = 0; i < len; i++)
+            h = (h ^ (unsigned char)path[i]) * 16777619u;
+        m = &t[(h ^ (uint32_t)(uintptr_t)s) % MEMO_SLOTS];
+        if (m->build == c->id && m->server == s && m->len == len &&
+            memcmp(m->path, path, len) == 0) {
+            const struct site_location *loc = *out = m->loc;
+            req->captures.n = 0;
+            if (!loc || loc->re.n_groups == 0) /* not a regex, or one without groups */
+                return 0;
+            if (regex_match(&loc->re, path, len, &req->captures, why, sizeof(why)) ==
+                REGEX_MATCH)
+                return 0;
+            m = NULL; /* the remembered answer cannot be repeated: search again */
+        }
+    }
+    if (site_location_find(s, path, len, out, &req->captures, why, sizeof(why)) < 0) {
+        log_error("a regex location over its limits (%s) for \"%.*s\": 500", why,
+                  (int)(len > 200 ? 200 : len), path);
+        return -1;
+    }
+    if (m) {
+        m->build = c->id;
+        m->server = s;
+        m->loc = *out;
+        m->len = (uint32_t)len;
+        memcpy(m->path, path, len);
+    }
+    return 0;
 }
 
 /* Find the location for the request's path (or take `named`), apply its `return` and
@@ -311,8 +335,9 @@ static int place(const struct module_chain *c, struct request *req,
 {
     const struct site_server *s = req->site;
     for (unsigned hops = 0; hops <= ROUTE_REDIRECTS_MAX; hops++) {
-        const struct site_location *loc = named ? named : location_for(c, s, req->path,
-                                                                        req->path_len);
+        const struct site_location *loc = named;
+        if (!loc && location_for(c, req, s, &loc) < 0)
+            return 500;
         named = NULL;
         const struct module_level *l = loc ? loc->level : s->level;
         use_level(req, l);

@@ -155,8 +155,8 @@ static int parse_location_args(const struct conf_node *n, struct site_location *
 static int compile_location(struct site_location *loc, struct conf_reader *r)
 {
     char why[256];
-    if (pattern_compile(&loc->re, loc->pattern, loc->match == SITE_REGEX_ICASE, why,
-                        sizeof(why)) == 0)
+    if (regex_compile(&loc->re, loc->pattern,
+                      loc->match == SITE_REGEX_ICASE ? REGEX_CASELESS : 0, why, sizeof(why)) == 0)
         return 0;
     loc->match = SITE_PREFIX; /* nothing compiled: nothing to free */
     return conf_error(r, loc->node->line, "location: invalid regular expression \"%s\": %s",
@@ -487,7 +487,7 @@ void site_set_free(struct site_set *set)
             free(s->names[k].text);
         for (unsigned k = 0; k < s->n_locations; k++)
             if (is_regex(s->locations[k].match))
-                pattern_free(&s->locations[k].re);
+                regex_free(&s->locations[k].re);
         free(s->names);
         free(s->locations);
         free(s->exact); /* the four indexes are one allocation */
@@ -616,23 +616,38 @@ const struct site_server *site_server_for(const struct site_set *set,
     return g->default_server ? g->default_server : g->servers[0];
 }
 
-const struct site_location *site_location_for(const struct site_server *s, const char *path,
-                                              size_t len)
+int site_location_find(const struct site_server *s, const char *path, size_t len,
+                       const struct site_location **out, struct regex_captures *caps,
+                       char *why, size_t why_len)
 {
+    *out = NULL;
+    if (caps)
+        caps->n = 0;
     for (unsigned i = 0; i < s->n_exact; i++)
         if (s->exact[i]->pattern_len == len && memcmp(s->exact[i]->pattern, path, len) == 0)
-            return s->exact[i];
+            return *out = s->exact[i], 0;
     const struct site_location *prefix = NULL;
     for (unsigned i = 0; i < s->n_prefix && !prefix; i++) /* longest first */
         if (s->prefix[i]->pattern_len <= len &&
             memcmp(s->prefix[i]->pattern, path, s->prefix[i]->pattern_len) == 0)
             prefix = s->prefix[i];
     if (prefix && prefix->match == SITE_PREFIX_STOP)
-        return prefix;
-    for (unsigned i = 0; i < s->n_regex; i++)
-        if (pattern_search(&s->regex[i]->re, path, len))
-            return s->regex[i];
-    return prefix;
+        return *out = prefix, 0;
+    for (unsigned i = 0; i < s->n_regex; i++) {
+        enum regex_result m = regex_match(&s->regex[i]->re, path, len, caps, why, why_len);
+        if (m == REGEX_LIMIT)
+            return -1;
+        if (m == REGEX_MATCH)
+            return *out = s->regex[i], 0;
+    }
+    return *out = prefix, 0;
+}
+
+const struct site_location *site_location_for(const struct site_server *s, const char *path,
+                                              size_t len)
+{
+    const struct site_location *loc;
+    return site_location_find(s, path, len, &loc, NULL, NULL, 0) == 0 ? loc : NULL;
 }
 
 const struct site_location *site_named_location(const struct site_server *s, const char *name)
