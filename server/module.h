@@ -97,8 +97,9 @@ struct request {
     size_t body_len;
     const struct site_server *site; /* the server block, NULL without server blocks */
     /* $1..$9 and $name: the groups of the regex location that matched, as offsets into
-     * path (n = 0 when the location is not a regex one). A try_files that changes the path
-     * or an internal redirect clears them (the new path's location may set new ones). */
+     * the path it matched (n = 0 when the location is not a regex one). A try_files or an
+     * error_page that changes the path keeps their bytes at the end of the path's buffer;
+     * the location the new path finds sets new ones. */
     struct regex_captures captures;
 
     /* The core's, which modules pass along but do not read: the settings of the block that

@@ -139,26 +139,61 @@ static bool clean_path(const char *p, size_t n)
     return true;
 }
 
+/* Keep the captures' bytes through a change of path, as nginx's keep the text they were
+ * taken from: they move to the end of the path's buffer, above `floor` (where the new path
+ * and its arguments end at most). Returns where they begin (REQUEST_PATH_MAX: nothing
+ * kept); the captures are dropped when they do not fit. */
+static size_t keep_captures(struct request *req, size_t floor)
+{
+    struct regex_captures *c = &req->captures;
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (unsigned i = 0; i < 2 * c->n; i += 2)
+        if (c->ov[i] != UINT32_MAX) {
+            lo = c->ov[i] < lo ? c->ov[i] : lo;
+            hi = c->ov[i + 1] > hi ? c->ov[i + 1] : hi;
+        }
+    if (c->n == 0 || lo > hi || hi - lo > REQUEST_PATH_MAX - floor) {
+        c->n = 0;
+        return REQUEST_PATH_MAX;
+    }
+    size_t at = REQUEST_PATH_MAX - (hi - lo);
+    memmove(req->path + at, c->subject + lo, hi - lo);
+    c->subject = req->path + at;
+    for (unsigned i = 0; i < 2 * c->n; i++)
+        if (c->ov[i] != UINT32_MAX)
+            c->ov[i] -= lo;
+    return at;
+}
+
 /* Make `uri` (an expanded value) the request's path; "?args" in it replace the request's
  * arguments, as nginx's internal redirects do (without them the request's own stay). The
  * arguments are kept after the path in its buffer, any byte that is not visible ASCII (or
- * is '#') %XX-encoded: they go into a Location and a CGI environment. False if the path is
- * not clean or the two do not fit. */
+ * is '#') %XX-encoded: they go into a Location and a CGI environment; the captures of the
+ * location, at the buffer's end. False if the path is not clean or the two do not fit. */
 static bool set_path(struct request *req, const char *uri, size_t n)
 {
     const char *q = memchr(uri, '?', n);
     size_t pl = q ? (size_t)(q - uri) : n;
     if (pl >= REQUEST_PATH_MAX || !clean_path(uri, pl))
         return false;
+    /* Above the new path and its arguments (encoded, at most three bytes for one); without
+     * new arguments, above the request's own when they are in this buffer. */
+    size_t floor = pl + 1 + (q ? 3 * (n - pl - 1) : 0);
+    const char *args_end = req->args.p ? req->args.p + req->args.len : NULL;
+    if (!q && args_end > req->path && args_end <= req->path + REQUEST_PATH_MAX &&
+        (size_t)(args_end - req->path) > floor)
+        floor = (size_t)(args_end - req->path);
+    size_t top = floor < REQUEST_PATH_MAX ? keep_captures(req, floor) : REQUEST_PATH_MAX;
+    if (top == REQUEST_PATH_MAX)
+        req->captures.n = 0;
     memmove(req->path, uri, pl);
     req->path[pl] = '\0';
-    req->captures.n = 0; /* they pointed into the path just overwritten */
     req->path_len = pl;
     if (!q)
         return true;
     static const char hex[] = "0123456789ABCDEF";
     char *out = req->path + pl + 1;
-    size_t room = REQUEST_PATH_MAX - pl - 1, k = 0;
+    size_t room = top - pl - 1, k = 0;
     for (const char *p = q + 1; p < uri + n; p++) {
         unsigned char c = (unsigned char)*p;
         bool plain = c > 0x20 && c < 0x7f && c != '#';

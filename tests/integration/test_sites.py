@@ -426,6 +426,10 @@ def regexes(start_server, docroot, tmp_path):
                         '  location ~ ^/named/(?<user>[a-z]+)$ { return 200 "user $user"; }\n'
                         "  location ~ ^/go/(.*)$ { return 302 https://example.org/$1; }\n"
                         "  location ~ ^/try/(.+)$ { try_files /img/$1 =404; }\n"
+                        "  location ~ ^/kept/(?<n>[a-z.]+)$ {\n"
+                        "    add_header X-Name $n;\n"
+                        "    try_files /img/$1 =404;\n"
+                        "  }\n"
                         "  location ~ ^/hdr/([a-z]+) {\n"
                         "    add_header X-Cap $1;\n"
                         '    return 200 "h";\n'
@@ -462,6 +466,13 @@ def test_regex_capture_in_a_return_redirect(regexes):
 def test_regex_capture_in_try_files_picks_the_file(regexes):
     assert body_of(regexes.port, "/try/users/bob.txt") == (200, b"bob's file")
     assert get(regexes.port, "/try/nobody.txt")[0] == 404
+
+
+def test_regex_captures_outlive_the_path_try_files_picks(regexes):
+    """The file found becomes the path; add_header still sees the captures of the path the
+    regex matched, as nginx's."""
+    status, h, body = get(regexes.port, "/kept/cat.png")
+    assert (status, body, h.get("x-name")) == (200, b"a cat", "cat.png")
 
 
 def test_regex_capture_in_add_header(regexes):
