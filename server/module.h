@@ -101,6 +101,9 @@ struct request {
      * error_page that changes the path keeps their bytes at the end of the path's buffer;
      * the location the new path finds sets new ones. */
     struct regex_captures captures;
+    /* Those of the `server_name ~RE` that chose the server: $N when the location has none,
+     * $name when the location's regex has no such group. */
+    struct regex_captures server_captures;
 
     /* The core's, which modules pass along but do not read: the settings of the block that
      * answers (a module's own are module_settings(req, its index)), the block the path

@@ -54,6 +54,7 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .args = &req->args,
         .request_id = req->request_id,
         .captures = &req->captures,
+        .server_captures = &req->server_captures,
     };
 }
 
@@ -268,12 +269,13 @@ static enum try_result try_files(const struct module_chain *c, struct request *r
 /* The top level's settings answer a request the sites do not place (no server blocks,
  * or an address none of them listens on: a class's, or one given by -l). */
 static const struct site_server *server_for(const struct module_chain *c,
-                                            const struct request *req)
+                                            struct request *req)
 {
     const struct site_set *set = c->sites;
     if (!set || !set->n_servers)
         return NULL;
-    const struct site_server *s = site_server_for(set, req->local, req->http->host);
+    const struct site_server *s = site_server_find(set, req->local, req->http->host,
+                                                   &req->server_captures);
     if (!s && set->n_addrs) /* listening where no server does: the first address's */
         s = set->addrs[0].default_server ? set->addrs[0].default_server
                                          : set->addrs[0].servers[0];

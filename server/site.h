@@ -20,9 +20,10 @@
  *   2. else the longest leading wildcard: `*.example.org` (any depth: a.b.example.org too),
  *      and `.example.org`, which is `*.example.org` that also takes example.org itself;
  *   3. else the longest trailing wildcard: `www.example.*`;
- *   4. else the group's `default_server`, else its first server.
+ *   4. else the first regex name (`~^(?<sub>.+)\.example\.org$`, PCRE2 without case, see
+ *      regex.h) that matches, in file order; its captures are the request's ($sub, $1);
+ *   5. else the group's `default_server`, else its first server.
  * `_` is a name like any other that no Host matches; `""` matches a request without Host.
- * Regular-expression names (`~...`) are refused at load.
  *
  * Locations, per server (nginx's `location` directive):
  *   1. `location = /p`: the path is exactly /p: done;
@@ -87,6 +88,7 @@ enum site_name_kind {
     SITE_NAME_EXACT,    /* example.org: text is the name */
     SITE_NAME_LEADING,  /* *.example.org or .example.org: text is ".example.org" */
     SITE_NAME_TRAILING, /* www.example.*: text is "www.example." */
+    SITE_NAME_REGEX,    /* ~RE: text is "~RE", as written; re compiled at load */
 };
 
 struct site_name {
@@ -94,6 +96,7 @@ struct site_name {
     bool bare_too;      /* .example.org: example.org itself matches too */
     char *text;         /* lowercase, as above */
     size_t len;
+    struct regex re;    /* SITE_NAME_REGEX */
 };
 
 struct site_server {
@@ -148,6 +151,12 @@ void site_set_free(struct site_set *set);
  * has no servers). */
 const struct site_server *site_server_for(const struct site_set *set,
                                           const struct sockaddr *local, struct http_slice host);
+
+/* site_server_for, and the captures of the regex name that chose the server in caps (if not
+ * NULL; n = 0 when no regex name did). */
+const struct site_server *site_server_find(const struct site_set *set,
+                                           const struct sockaddr *local,
+                                           struct http_slice host, struct regex_captures *caps);
 
 /* The group of the address a connection came in on (see above), or NULL. */
 const struct site_addr *site_addr_for(const struct site_set *set, const struct sockaddr *local);

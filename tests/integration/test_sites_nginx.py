@@ -179,6 +179,17 @@ server {
     }
 }
 server {
+    listen 127.0.0.1:{port0};
+    server_name ~^(?<sub>[a-z]+)\.regex\.test$ ~^(\d+)\.num\.test$;
+    default_type text/plain;
+    location / {
+        return 200 "sub $sub num $1\n";
+    }
+    location ~ ^/own/(\w+)$ {
+        return 200 "sub $sub own $1\n";
+    }
+}
+server {
     listen 127.0.0.1:{port1};
     server_name third.test;
     root ROOT/third;
@@ -449,6 +460,16 @@ REQUESTS = [
         host="nobody.test", port=1),
     row("host_selects_a_server_on_the_second_address", "/index.html", 200,
         "third/index.html", host="third.test", port=1, expect={"x-site": ["third"]}),
+    row("host_regex_name_with_a_named_capture", "/", 200, "sub shop num shop",
+        host="shop.regex.test"),
+    row("host_regex_name_with_a_numbered_capture", "/", 200, "sub  num 42",
+        host="42.num.test"),
+    row("host_regex_name_loses_to_an_exact_name", "/page.html", 200, "site/page.html",
+        host="www.example.org"),
+    row("host_regex_name_capture_and_location_capture", "/own/x", 200, "sub shop own x",
+        host="shop.regex.test"),
+    row("host_matching_no_regex_name_goes_to_the_default_server", "/page.html", 200,
+        "site/page.html", host="shop.regex.test.org"),
     row("name_of_a_server_on_another_address_does_not_match", "/page.html", 200,
         "site/page.html", host="third.test"),
     # --- HEAD
