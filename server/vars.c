@@ -90,6 +90,11 @@ void vars_dump(FILE *out)
         fprintf(out, "%s\t%s\n", var_names[i].name, var_names[i].doc);
     for (size_t i = 0; i < sizeof(var_prefixes) / sizeof(var_prefixes[0]); i++)
         fprintf(out, "%sNAME\t%s\n", var_prefixes[i].prefix, var_prefixes[i].doc);
+    fprintf(out, "1\tThrough `$9`: the groups of the regex location that matched (PCRE2); "
+                 "without one, of the `server_name ~RE` that chose the server; else empty. "
+                 "One digit: `$10` is `$1` then `0`, as nginx's.\n");
+    fprintf(out, "NAME\tA named group `(?<NAME>...)` of those regexes, known once any regex of "
+                 "the configuration names it (else an unknown variable), as nginx's.\n");
 }
 
 struct vars_part {
