@@ -454,6 +454,12 @@ def test_regex_numbered_captures_expand_in_return_text(regexes):
     assert body_of(regexes.port, "/num/abc/42") == (200, b"42:abc")
 
 
+def test_regex_captures_hold_for_a_path_seen_again(regexes):
+    """The thread's memo of recent answers skips the search, not the captures."""
+    for _ in range(3):
+        assert body_of(regexes.port, "/num/again/7") == (200, b"7:again")
+
+
 def test_regex_named_capture_expands_as_its_name(regexes):
     assert body_of(regexes.port, "/named/alice") == (200, b"user alice")
 

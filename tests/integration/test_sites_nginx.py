@@ -319,8 +319,6 @@ REQUESTS = [
         expect={"location": "http://example.org:PORT/order/a.txt"}),
     row("regex_captures_in_try_files_and_add_header_after_it", "/captry/b.txt", 200,
         "site/order/b.txt", expect={"x-leaf": ["b.txt"], "x-site": None}),
-    row("regex_capture_in_try_files_without_the_file", "/captry/zz.txt", 404,
-        "site/404.html"),
     row("regex_inline_caseless_option", "/INLINE-CASE/x", 200, "inline case"),
     row("regex_negative_lookahead_refuses_a_dot_directory", "/.git/config", 403, None),
     row("regex_negative_lookahead_spares_well_known", "/.well-known/x", 200,

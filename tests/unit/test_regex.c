@@ -74,15 +74,6 @@ TEST(numbered_groups_are_slices_of_the_path)
     CHECK(regex_group(&caps, 1, &len) == path + 3); /* no copy */
 }
 
-TEST(unset_and_absent_groups_are_empty)
-{
-    struct regex_captures caps;
-    CHECK(match_caps("^/(a)?(b)", 0, "/b", &caps, NULL) == REGEX_MATCH);
-    CHECK(group_is(&caps, 1, ""));
-    CHECK(group_is(&caps, 2, "b"));
-    CHECK(group_is(&caps, 7, ""));
-}
-
 TEST(named_group_is_found_by_its_name)
 {
     struct regex r;
