@@ -462,12 +462,8 @@ REQUESTS = [
         host="shop.regex.test"),
     row("host_regex_name_with_a_numbered_capture", "/", 200, "sub  num 42",
         host="42.num.test"),
-    row("host_regex_name_loses_to_an_exact_name", "/page.html", 200, "site/page.html",
-        host="www.example.org"),
     row("host_regex_name_capture_and_location_capture", "/own/x", 200, "sub shop own x",
         host="shop.regex.test"),
-    row("host_matching_no_regex_name_goes_to_the_default_server", "/page.html", 200,
-        "site/page.html", host="shop.regex.test.org"),
     row("name_of_a_server_on_another_address_does_not_match", "/page.html", 200,
         "site/page.html", host="third.test"),
     # --- HEAD
