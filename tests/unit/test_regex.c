@@ -4,7 +4,12 @@
 #define TEST_MAIN
 #include "test.h"
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 #include <stdbool.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "regex.h"
 
@@ -121,5 +126,38 @@ TEST(text_may_hold_nul_bytes)
     struct regex r;
     CHECK(regex_compile(&r, "a\\x00b", 0, err, sizeof(err)) == 0);
     CHECK(regex_match(&r, "xa\0b", 4, NULL, NULL, 0) == REGEX_MATCH);
+    regex_free(&r);
+}
+
+/* systemd's MemoryDenyWriteExecute=yes is this prctl (Linux 6.3 on): no memory may become
+ * writable and executable, which PCRE2's JIT needs. */
+#define MDWE_SET 65          /* PR_SET_MDWE */
+#define MDWE_REFUSE_EXEC 1UL /* PR_MDWE_REFUSE_EXEC_GAIN */
+
+TEST(without_executable_memory_the_interpreter_answers_the_same)
+{
+    pid_t pid = fork();
+    if (pid == 0) { /* the child gives up W+X memory for good, then compiles and matches */
+        pcre2_jit_free_unused_memory(NULL); /* the earlier tests' JIT pages, kept for reuse */
+        if (prctl(MDWE_SET, MDWE_REFUSE_EXEC, 0UL, 0UL, 0UL) != 0)
+            _exit(3); /* an older kernel: nothing to show */
+        struct regex r;
+        struct regex_captures caps;
+        if (regex_compile(&r, "^/u/([^/]+)/", 0, err, sizeof(err)) < 0)
+            _exit(1);
+        bool ok = !r.jit && regex_match(&r, "/u/ann/x", 8, &caps, NULL, 0) == REGEX_MATCH &&
+                  group_is(&caps, 1, "ann");
+        _exit(ok ? 0 : 2);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+    if (WEXITSTATUS(status) == 3)
+        return; /* no PR_SET_MDWE here */
+    if (WEXITSTATUS(status) != 0)
+        fprintf(stderr, "  the child exited %d\n", WEXITSTATUS(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    struct regex r; /* and here, where W+X memory is allowed, the JIT compiled it */
+    CHECK(regex_compile(&r, "^/u/([^/]+)/", 0, err, sizeof(err)) == 0);
+    CHECK(r.jit);
     regex_free(&r);
 }
