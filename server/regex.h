@@ -31,7 +31,8 @@
  * path of REQUEST_PATH_MAX bytes through an ordinary pattern takes a few thousand. */
 #define REGEX_MATCH_LIMIT 1000000
 /* pcre2_set_depth_limit: how deeply the interpreter may nest its backtracking frames
- * (which bounds their memory). */
+ * (which bounds their memory). JIT code ignores it: its stack, PCRE2's default 32 KiB on
+ * the thread's own stack, bounds it instead (PCRE2_ERROR_JIT_STACKLIMIT, REGEX_LIMIT). */
 #define REGEX_DEPTH_LIMIT 10000
 
 enum regex_flags {
