@@ -25,11 +25,12 @@ FROM debian:bookworm-slim AS build
 
 # The compiler and the -dev packages of the libraries the server links besides libc:
 # zlib, Brotli's encoder and Zstandard (mod_gzip's codings), libmagic (mod_mime),
-# libxcrypt (mod_auth's password hashes) and OpenSSL 3 (HTTPS).
+# libxcrypt (mod_auth's password hashes), OpenSSL 3 (HTTPS) and PCRE2 (regex locations and
+# server names).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         gcc make libc6-dev zlib1g-dev libbrotli-dev libzstd-dev libmagic-dev libcrypt-dev \
-        libssl-dev \
+        libssl-dev libpcre2-dev \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 
 WORKDIR /src
@@ -47,7 +48,7 @@ FROM debian:bookworm-slim
 # files can be made readable to it from the host.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        zlib1g libbrotli1 libzstd1 libcrypt1 libmagic1 libmagic-mgc libssl3 \
+        zlib1g libbrotli1 libzstd1 libcrypt1 libmagic1 libmagic-mgc libssl3 libpcre2-8-0 \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb \
            /var/log/apt /var/log/dpkg.log /var/cache/debconf/*-old \
  && groupadd --system -K SYS_GID_MAX=10001 --gid 10001 lfhttpd \

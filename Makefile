@@ -23,7 +23,7 @@ CFLAGS  ?= -O2 -g -gdwarf-4
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 STD     := -std=c11 -D_GNU_SOURCE -pthread
 INC     := -Iserver -Imodules
-LDLIBS  := -pthread -lssl -lcrypto -lz -lbrotlienc -lzstd -lmagic -lcrypt
+LDLIBS  := -pthread -lssl -lcrypto -lz -lbrotlienc -lzstd -lmagic -lcrypt -lpcre2-8
 PYTHON  := /usr/bin/python3
 B       ?= build
 
@@ -57,12 +57,12 @@ APT_INSTALL = if [ -n "$$missing" ]; then \
 
 # Build dependencies: gcc, the C library's headers and the -dev packages of zlib, Brotli and
 # Zstandard (mod_gzip's codings), libmagic, libxcrypt (mod_auth's password hashes) and
-# OpenSSL 3 (HTTPS).
+# OpenSSL 3 (HTTPS), PCRE2 (regular expressions).
 # Checked once (a stamp file, made again when this file changes); installed with apt-get
 # when run as root, otherwise the exact command is printed.
 BUILD_PKGS := stdio.h:libc6-dev zlib.h:zlib1g-dev brotli/encode.h:libbrotli-dev \
               zstd.h:libzstd-dev magic.h:libmagic-dev crypt.h:libcrypt-dev \
-              openssl/ssl.h:libssl-dev
+              openssl/ssl.h:libssl-dev pcre2.h:libpcre2-dev
 build/.build-deps: Makefile
 	@missing=""; \
 	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc"; \

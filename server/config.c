@@ -845,8 +845,9 @@ static const struct conf_directive core_directives[] = {
      .set = conf_set_later, .usage = "NAME...", .dflt = "\"\"",
      .doc = "Exact names, `*.example.org` (a leading wildcard at any depth), "
             "`.example.org` (which also takes `example.org`), `www.example.*` (a trailing "
-            "wildcard), `_` (a name no Host matches); `\"\"` matches a request without Host. "
-            "Regular-expression names are refused at load."},
+            "wildcard), `_` (a name no Host matches); `\"\"` matches a request without Host; "
+            "`~RE` a PCRE2 regular expression, without case, tried after the exact and "
+            "wildcard names, in file order (its captures: `$1`..`$9`, `$NAME`)."},
     {"try_files", CONF_LIST, SITE | LOC, .min_args = 2, .max_args = CONFIG_MAX_ARGS,
      .set = conf_set_later, .usage = "FILE... URI|=CODE|@NAME",
      .doc = "The first FILE in order (variables expanded, beneath the root or alias) that "
@@ -1025,8 +1026,10 @@ static const struct conf_directive core_directives[] = {
     {"location", CONF_BLOCK, SITE, CONF_REPEATS, .min_args = 1, .max_args = 2,
      .set = read_site_block, .usage = "[=|^~|~|~*] URI|@NAME",
      .doc = "Rules for a path: `=` exact, a prefix (`^~`: no regex is tried after it), "
-            "`~` a regex with case, `~*` without; `@NAME` is reached only by `try_files` "
-            "and `error_page`. Nested locations and duplicates are refused."},
+            "`~` a PCRE2 regular expression with case, `~*` without (the first that matches, "
+            "in file order; its captures are `$1`..`$9` and `$NAME`; `$` matches at the very "
+            "end only); `@NAME` is reached only by `try_files` and `error_page`. Nested "
+            "locations and duplicates are refused."},
     {"priority", CONF_STRING, CLASS, .set = set_priority, .usage = "high|normal|low|NICE",
      .dflt = "normal",
      .doc = "The threads' nice value relative to the process: high -10, normal 0, low 10, "

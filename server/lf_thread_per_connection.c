@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 /* A connection's thread: the request path keeps ~17 KiB of buffer on the stack, matches
- * regex locations with up to ~12 KiB of thread lists there (pattern.h) and calls zlib and
+ * regex locations with PCRE2's JIT, up to 32 KiB of stack (regex.h), and calls zlib and
  * libmagic; AddressSanitizer makes every frame larger. */
 #if defined(__SANITIZE_ADDRESS__)
 #define LF_CONN_STACK_BYTES (1024 * 1024)

@@ -37,6 +37,7 @@
 #include "http_parse.h"
 #include "http_response.h"
 #include "open_beneath.h"
+#include "regex.h"
 
 /* What a hook answers. */
 enum mod_result {
@@ -95,6 +96,14 @@ struct request {
     const char *body;
     size_t body_len;
     const struct site_server *site; /* the server block, NULL without server blocks */
+    /* $1..$9 and $name: the groups of the regex location that matched, as offsets into
+     * the path it matched (n = 0 when the location is not a regex one). A try_files or an
+     * error_page that changes the path keeps their bytes at the end of the path's buffer;
+     * the location the new path finds sets new ones. */
+    struct regex_captures captures;
+    /* Those of the `server_name ~RE` that chose the server: $N when the location has none,
+     * $name when the location's regex has no such group. */
+    struct regex_captures server_captures;
 
     /* The core's, which modules pass along but do not read: the settings of the block that
      * answers (a module's own are module_settings(req, its index)), the block the path

@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "module_level.h"
 #include "site.h"
 #include "vars.h"
@@ -52,6 +53,8 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .name_after = first && first->kind == SITE_NAME_TRAILING ? "*" : "",
         .args = &req->args,
         .request_id = req->request_id,
+        .captures = &req->captures,
+        .server_captures = &req->server_captures,
     };
 }
 
@@ -137,17 +140,53 @@ static bool clean_path(const char *p, size_t n)
     return true;
 }
 
+/* Keep the captures' bytes through a change of path, as nginx's keep the text they were
+ * taken from: they move to the end of the path's buffer, above `floor` (where the new path
+ * and its arguments end at most). Returns where they begin (REQUEST_PATH_MAX: nothing
+ * kept); the captures are dropped when they do not fit. */
+static size_t keep_captures(struct request *req, size_t floor)
+{
+    struct regex_captures *c = &req->captures;
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (unsigned i = 0; i < 2 * c->n; i += 2)
+        if (c->ov[i] != UINT32_MAX) {
+            lo = c->ov[i] < lo ? c->ov[i] : lo;
+            hi = c->ov[i + 1] > hi ? c->ov[i + 1] : hi;
+        }
+    if (c->n == 0 || lo > hi || hi - lo > REQUEST_PATH_MAX - floor) {
+        c->n = 0;
+        return REQUEST_PATH_MAX;
+    }
+    size_t at = REQUEST_PATH_MAX - (hi - lo);
+    memmove(req->path + at, c->subject + lo, hi - lo);
+    c->subject = req->path + at;
+    for (unsigned i = 0; i < 2 * c->n; i++)
+        if (c->ov[i] != UINT32_MAX)
+            c->ov[i] -= lo;
+    return at;
+}
+
 /* Make `uri` (an expanded value) the request's path; "?args" in it replace the request's
  * arguments, as nginx's internal redirects do (without them the request's own stay). The
  * arguments are kept after the path in its buffer, any byte that is not visible ASCII (or
- * is '#') %XX-encoded: they go into a Location and a CGI environment. False if the path is
- * not clean or the two do not fit. */
+ * is '#') %XX-encoded: they go into a Location and a CGI environment; the captures of the
+ * location, at the buffer's end. False if the path is not clean or the two do not fit. */
 static bool set_path(struct request *req, const char *uri, size_t n)
 {
     const char *q = memchr(uri, '?', n);
     size_t pl = q ? (size_t)(q - uri) : n;
     if (pl >= REQUEST_PATH_MAX || !clean_path(uri, pl))
         return false;
+    /* Above the new path and its arguments (encoded, at most three bytes for one); without
+     * new arguments, above the request's own when they are in this buffer. */
+    size_t floor = pl + 1 + (q ? 3 * (n - pl - 1) : 0);
+    const char *args_end = req->args.p ? req->args.p + req->args.len : NULL;
+    if (!q && args_end > req->path && args_end <= req->path + REQUEST_PATH_MAX &&
+        (size_t)(args_end - req->path) > floor)
+        floor = (size_t)(args_end - req->path);
+    size_t top = floor < REQUEST_PATH_MAX ? keep_captures(req, floor) : REQUEST_PATH_MAX;
+    if (top == REQUEST_PATH_MAX)
+        req->captures.n = 0;
     memmove(req->path, uri, pl);
     req->path[pl] = '\0';
     req->path_len = pl;
@@ -155,7 +194,7 @@ static bool set_path(struct request *req, const char *uri, size_t n)
         return true;
     static const char hex[] = "0123456789ABCDEF";
     char *out = req->path + pl + 1;
-    size_t room = REQUEST_PATH_MAX - pl - 1, k = 0;
+    size_t room = top - pl - 1, k = 0;
     for (const char *p = q + 1; p < uri + n; p++) {
         unsigned char c = (unsigned char)*p;
         bool plain = c > 0x20 && c < 0x7f && c != '#';
@@ -230,12 +269,13 @@ static enum try_result try_files(const struct module_chain *c, struct request *r
 /* The top level's settings answer a request the sites do not place (no server blocks,
  * or an address none of them listens on: a class's, or one given by -l). */
 static const struct site_server *server_for(const struct module_chain *c,
-                                            const struct request *req)
+                                            struct request *req)
 {
     const struct site_set *set = c->sites;
     if (!set || !set->n_servers)
         return NULL;
-    const struct site_server *s = site_server_for(set, req->local, req->http->host);
+    const struct site_server *s = site_server_find(set, req->local, req->http->host,
+                                                   &req->server_captures);
     if (!s && set->n_addrs) /* listening where no server does: the first address's */
         s = set->addrs[0].default_server ? set->addrs[0].default_server
                                          : set->addrs[0].servers[0];
@@ -244,13 +284,15 @@ static const struct site_server *server_for(const struct module_chain *c,
 
 /* --- the location memo -------------------------------------------------------------------
  *
- * A server with regex locations pays a pattern_search for each, in file order, for most
- * paths (a pass over the path per regex). A thread remembers its last
- * answers: (build, server, path) -> location, in a small direct-mapped table of its own,
- * so that a path seen again costs a hash and a comparison. The build's id is never
- * reused, so an answer of an older configuration is never taken for a newer one's. Paths
- * longer than a slot are not remembered. Allocated on first use (never static TLS:
- * thread_per_connection's stacks are small) and freed when the thread ends. */
+ * A server with regex locations pays a regex_match for each, in file order, for most
+ * paths. A thread remembers its last answers: (build, server, path) -> location, in a
+ * small direct-mapped table of its own, so that a path seen again costs a hash and a
+ * comparison, and one match more when the location's regex has groups (the captures are
+ * the request's own). The build's id is never reused, so an answer of an older
+ * configuration is never taken for a newer one's. Paths longer than a slot, and paths a
+ * regex could not decide (over its limits), are not remembered. Allocated on first use
+ * (never static TLS: thread_per_connection's stacks are small) and freed when the thread
+ * ends. */
 #define MEMO_SLOTS 64
 #define MEMO_PATH 112
 
@@ -282,26 +324,45 @@ static struct memo_slot *memo_table(void)
     return memo;
 }
 
-static const struct site_location *location_for(const struct module_chain *c,
-                                                const struct site_server *s, const char *path,
-                                                size_t len)
+/* The location for the request's path, and its captures in req->captures. -1: a regex went
+ * over its limits (logged): the request is answered 500. */
+static int location_for(const struct module_chain *c, struct request *req,
+                        const struct site_server *s, const struct site_location **out)
 {
-    struct memo_slot *t;
-    if (s->n_regex == 0 || len >= MEMO_PATH || !(t = memo_table()))
-        return site_location_for(s, path, len);
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)path[i]) * 16777619u;
-    struct memo_slot *m = &t[(h ^ (uint32_t)(uintptr_t)s) % MEMO_SLOTS];
-    if (m->build == c->id && m->server == s && m->len == len && memcmp(m->path, path, len) == 0)
-        return m->loc;
-    const struct site_location *loc = site_location_for(s, path, len);
-    m->build = c->id;
-    m->server = s;
-    m->loc = loc;
-    m->len = (uint32_t)len;
-    memcpy(m->path, path, len);
-    return loc;
+    const char *path = req->path;
+    size_t len = req->path_len;
+    char why[128] = "";
+    struct memo_slot *t, *m = NULL;
+    if (s->n_regex && len < MEMO_PATH && (t = memo_table())) {
+        uint32_t h = 2166136261u; /* FNV-1a */
+        for (size_t i = 0; i < len; i++)
+            h = (h ^ (unsigned char)path[i]) * 16777619u;
+        m = &t[(h ^ (uint32_t)(uintptr_t)s) % MEMO_SLOTS];
+        if (m->build == c->id && m->server == s && m->len == len &&
+            memcmp(m->path, path, len) == 0) {
+            const struct site_location *loc = *out = m->loc;
+            req->captures.n = 0;
+            if (!loc || loc->re.n_groups == 0) /* not a regex, or one without groups */
+                return 0;
+            if (regex_match(&loc->re, path, len, &req->captures, why, sizeof(why)) ==
+                REGEX_MATCH)
+                return 0;
+            m = NULL; /* the remembered answer cannot be repeated: search again */
+        }
+    }
+    if (site_location_find(s, path, len, out, &req->captures, why, sizeof(why)) < 0) {
+        log_error("a regex location over its limits (%s) for \"%.*s\": 500", why,
+                  (int)(len > 200 ? 200 : len), path);
+        return -1;
+    }
+    if (m) {
+        m->build = c->id;
+        m->server = s;
+        m->loc = *out;
+        m->len = (uint32_t)len;
+        memcpy(m->path, path, len);
+    }
+    return 0;
 }
 
 /* Find the location for the request's path (or take `named`), apply its `return` and
@@ -311,8 +372,9 @@ static int place(const struct module_chain *c, struct request *req,
 {
     const struct site_server *s = req->site;
     for (unsigned hops = 0; hops <= ROUTE_REDIRECTS_MAX; hops++) {
-        const struct site_location *loc = named ? named : location_for(c, s, req->path,
-                                                                        req->path_len);
+        const struct site_location *loc = named;
+        if (!loc && location_for(c, req, s, &loc) < 0)
+            return 500;
         named = NULL;
         const struct module_level *l = loc ? loc->level : s->level;
         use_level(req, l);

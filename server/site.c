@@ -57,8 +57,26 @@ static bool eq_ci(const char *a, const char *lower, size_t len)
     return true;
 }
 
-/* One word of `server_name` into nm: exact, `*.x`, `.x` or `x.*`. A '*' elsewhere, or a
- * regular expression, is refused: nginx's rule for wildcards, and no regex names here. */
+/* A `server_name ~RE`: compiled without case (host names have none), kept as written. */
+static int parse_regex_name(const char *word, struct site_name *nm, struct conf_reader *r,
+                            unsigned line)
+{
+    char why[256];
+    if (regex_compile(&nm->re, word + 1, REGEX_CASELESS, why, sizeof(why)) < 0)
+        return conf_error(r, line, "server_name: invalid regular expression \"%s\": %s",
+                          word + 1, why);
+    nm->kind = SITE_NAME_REGEX;
+    nm->text = strdup(word);
+    nm->len = strlen(word);
+    if (!nm->text) {
+        regex_free(&nm->re);
+        return conf_error(r, line, "out of memory");
+    }
+    return 0;
+}
+
+/* One word of `server_name` into nm: exact, `*.x`, `.x`, `x.*` or `~RE`. A '*' elsewhere
+ * is refused: nginx's rule for wildcards. */
 static int parse_name(const char *word, struct site_name *nm, struct conf_reader *r,
                       unsigned line)
 {
@@ -66,8 +84,7 @@ static int parse_name(const char *word, struct site_name *nm, struct conf_reader
     const char *text = word;
     memset(nm, 0, sizeof(*nm));
     if (word[0] == '~')
-        return conf_error(r, line, "server_name: regular expression names are not "
-                          "supported (\"%s\")", word);
+        return parse_regex_name(word, nm, r, line);
     if (len > 2 && word[0] == '*' && word[1] == '.') {
         nm->kind = SITE_NAME_LEADING;
         text = word + 1, len -= 1;
@@ -155,8 +172,8 @@ static int parse_location_args(const struct conf_node *n, struct site_location *
 static int compile_location(struct site_location *loc, struct conf_reader *r)
 {
     char why[256];
-    if (pattern_compile(&loc->re, loc->pattern, loc->match == SITE_REGEX_ICASE, why,
-                        sizeof(why)) == 0)
+    if (regex_compile(&loc->re, loc->pattern,
+                      loc->match == SITE_REGEX_ICASE ? REGEX_CASELESS : 0, why, sizeof(why)) == 0)
         return 0;
     loc->match = SITE_PREFIX; /* nothing compiled: nothing to free */
     return conf_error(r, loc->node->line, "location: invalid regular expression \"%s\": %s",
@@ -485,11 +502,14 @@ void site_set_free(struct site_set *set)
         return;
     for (unsigned i = 0; set->servers && i < set->n_servers; i++) {
         struct site_server *s = &set->servers[i];
-        for (unsigned k = 0; k < s->n_names; k++)
+        for (unsigned k = 0; k < s->n_names; k++) {
             free(s->names[k].text);
+            if (s->names[k].kind == SITE_NAME_REGEX)
+                regex_free(&s->names[k].re);
+        }
         for (unsigned k = 0; k < s->n_locations; k++)
             if (is_regex(s->locations[k].match))
-                pattern_free(&s->locations[k].re);
+                regex_free(&s->locations[k].re);
         free(s->names);
         free(s->locations);
         free(s->exact); /* the four indexes are one allocation */
@@ -586,13 +606,39 @@ static int name_match(const struct site_name *nm, struct http_slice h)
                    ? LEADING : MISS;
     case SITE_NAME_TRAILING:
         return h.len > nm->len && eq_ci(h.p, nm->text, nm->len) ? TRAILING : MISS;
+    case SITE_NAME_REGEX: return MISS; /* tried after the others (regex_server) */
     }
     return MISS;
+}
+
+/* The first server of the group, in file order, with a regex name that matches h. A regex
+ * over its limits is a miss. */
+static const struct site_server *regex_server(const struct site_addr *g, struct http_slice h,
+                                              struct regex_captures *caps)
+{
+    for (unsigned i = 0; i < g->n_servers; i++) {
+        const struct site_server *s = g->servers[i];
+        for (unsigned k = 0; k < s->n_names; k++)
+            if (s->names[k].kind == SITE_NAME_REGEX &&
+                regex_match(&s->names[k].re, h.p ? h.p : "", h.len, caps, NULL, 0) ==
+                    REGEX_MATCH)
+                return s;
+    }
+    return NULL;
 }
 
 const struct site_server *site_server_for(const struct site_set *set,
                                           const struct sockaddr *local, struct http_slice host)
 {
+    return site_server_find(set, local, host, NULL);
+}
+
+const struct site_server *site_server_find(const struct site_set *set,
+                                           const struct sockaddr *local,
+                                           struct http_slice host, struct regex_captures *caps)
+{
+    if (caps)
+        caps->n = 0;
     const struct site_addr *g = site_addr_for(set, local);
     if (!g)
         return NULL;
@@ -615,26 +661,44 @@ const struct site_server *site_server_for(const struct site_set *set,
         return best[LEADING];
     if (best[TRAILING])
         return best[TRAILING];
+    const struct site_server *by_regex = regex_server(g, h, caps);
+    if (by_regex)
+        return by_regex;
     return g->default_server ? g->default_server : g->servers[0];
 }
 
-const struct site_location *site_location_for(const struct site_server *s, const char *path,
-                                              size_t len)
+int site_location_find(const struct site_server *s, const char *path, size_t len,
+                       const struct site_location **out, struct regex_captures *caps,
+                       char *why, size_t why_len)
 {
+    *out = NULL;
+    if (caps)
+        caps->n = 0;
     for (unsigned i = 0; i < s->n_exact; i++)
         if (s->exact[i]->pattern_len == len && memcmp(s->exact[i]->pattern, path, len) == 0)
-            return s->exact[i];
+            return *out = s->exact[i], 0;
     const struct site_location *prefix = NULL;
     for (unsigned i = 0; i < s->n_prefix && !prefix; i++) /* longest first */
         if (s->prefix[i]->pattern_len <= len &&
             memcmp(s->prefix[i]->pattern, path, s->prefix[i]->pattern_len) == 0)
             prefix = s->prefix[i];
     if (prefix && prefix->match == SITE_PREFIX_STOP)
-        return prefix;
-    for (unsigned i = 0; i < s->n_regex; i++)
-        if (pattern_search(&s->regex[i]->re, path, len))
-            return s->regex[i];
-    return prefix;
+        return *out = prefix, 0;
+    for (unsigned i = 0; i < s->n_regex; i++) {
+        enum regex_result m = regex_match(&s->regex[i]->re, path, len, caps, why, why_len);
+        if (m == REGEX_LIMIT)
+            return -1;
+        if (m == REGEX_MATCH)
+            return *out = s->regex[i], 0;
+    }
+    return *out = prefix, 0;
+}
+
+const struct site_location *site_location_for(const struct site_server *s, const char *path,
+                                              size_t len)
+{
+    const struct site_location *loc;
+    return site_location_find(s, path, len, &loc, NULL, NULL, 0) == 0 ? loc : NULL;
 }
 
 const struct site_location *site_named_location(const struct site_server *s, const char *name)

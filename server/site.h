@@ -20,23 +20,24 @@
  *   2. else the longest leading wildcard: `*.example.org` (any depth: a.b.example.org too),
  *      and `.example.org`, which is `*.example.org` that also takes example.org itself;
  *   3. else the longest trailing wildcard: `www.example.*`;
- *   4. else the group's `default_server`, else its first server.
+ *   4. else the first regex name (`~^(?<sub>.+)\.example\.org$`, PCRE2 without case, see
+ *      regex.h) that matches, in file order; its captures are the request's ($sub, $1);
+ *   5. else the group's `default_server`, else its first server.
  * `_` is a name like any other that no Host matches; `""` matches a request without Host.
- * Regular-expression names (`~...`) are refused at load.
  *
  * Locations, per server (nginx's `location` directive):
  *   1. `location = /p`: the path is exactly /p: done;
  *   2. else the longest prefix among `location /p` and `location ^~ /p`; if it is a `^~`
  *      one: done;
- *   3. else the regexes (`~` case-sensitive, `~*` not; POSIX extended with PCRE's \d \w \s
- *      and (?:...), see pattern.h), in file order: the first that matches the decoded path;
+ *   3. else the regexes (`~` case-sensitive, `~*` not; PCRE2, see regex.h), in file order:
+ *      the first that matches the decoded path, whose captures the request keeps;
  *   4. else the longest prefix of step 2; NULL when there is none.
  * `location @name` is never matched by a path: only site_named_location finds it.
  * Prefixes compare bytes, with case, as nginx on Linux. Nested locations are refused.
  *
  * Checked at load, each with FILE:LINE: a duplicate location in a server (`/a` and `^~ /a`
  * are duplicates, as in nginx: both are the prefix /a), an invalid or unsupported regex
- * (pattern_compile's message: what and where),
+ * (PCRE2's message and offset),
  * two `default_server` on one address, `location` outside a server, `server` inside one,
  * `listen` parameters other than `default_server`, malformed server names.
  *
@@ -45,9 +46,8 @@
  * (a short list: a hash would only pay for hundreds of names). Locations: exact ones
  * scanned, prefixes kept sorted longest first so the first that matches is the answer
  * (a dozen memcmp of a few bytes; nginx's prefix tree pays for thousands). Regexes are
- * pattern_search calls, in file order, and only reached when no `=` or `^~` decides
- * first: our own matcher (pattern.c), compiled at load, which simulates the pattern's
- * automaton on the stack: no allocation, no lock, time linear in the path.
+ * regex_match calls, in file order, and only reached when no `=` or `^~` decides first:
+ * PCRE2, JIT-compiled at load where allowed, no allocation, no lock, bounded work.
  */
 #ifndef LFHTTPD_SITE_H
 #define LFHTTPD_SITE_H
@@ -59,7 +59,7 @@
 #include "config.h"
 #include "directive.h"
 #include "http_parse.h"
-#include "pattern.h"
+#include "regex.h"
 
 enum site_match {
     SITE_PREFIX,      /* location /p */
@@ -77,7 +77,7 @@ struct site_location {
     enum site_match match;
     const char *pattern; /* as written, without the modifier ("@app" keeps its '@') */
     size_t pattern_len;
-    struct pattern re;   /* SITE_REGEX, SITE_REGEX_ICASE: compiled at load */
+    struct regex re;     /* SITE_REGEX, SITE_REGEX_ICASE: compiled at load */
     const struct conf_node *node;  /* the `location` statement: its line, for messages */
     const struct conf_node *first; /* its first statement inside, NULL for `{ }` */
     const struct site_server *server;
@@ -88,6 +88,7 @@ enum site_name_kind {
     SITE_NAME_EXACT,    /* example.org: text is the name */
     SITE_NAME_LEADING,  /* *.example.org or .example.org: text is ".example.org" */
     SITE_NAME_TRAILING, /* www.example.*: text is "www.example." */
+    SITE_NAME_REGEX,    /* ~RE: text is "~RE", as written; re compiled at load */
 };
 
 struct site_name {
@@ -95,6 +96,7 @@ struct site_name {
     bool bare_too;      /* .example.org: example.org itself matches too */
     char *text;         /* lowercase, as above */
     size_t len;
+    struct regex re;    /* SITE_NAME_REGEX */
 };
 
 struct site_server {
@@ -150,6 +152,12 @@ void site_set_free(struct site_set *set);
 const struct site_server *site_server_for(const struct site_set *set,
                                           const struct sockaddr *local, struct http_slice host);
 
+/* site_server_for, and the captures of the regex name that chose the server in caps (if not
+ * NULL; n = 0 when no regex name did). */
+const struct site_server *site_server_find(const struct site_set *set,
+                                           const struct sockaddr *local,
+                                           struct http_slice host, struct regex_captures *caps);
+
 /* The group of the address a connection came in on (see above), or NULL. */
 const struct site_addr *site_addr_for(const struct site_set *set, const struct sockaddr *local);
 
@@ -157,8 +165,15 @@ const struct site_addr *site_addr_for(const struct site_set *set, const struct s
  * address, else a wildcard with its port, else a `:0` one): its index, or -1. */
 int site_listen_match(const struct config_listen *ls, unsigned n, const struct sockaddr *local);
 
-/* The location for a decoded path (NUL-terminated at len), by the rules above; NULL when
- * none matches. */
+/* The location for a decoded path (NUL-terminated at len), by the rules above, in *out
+ * (NULL when none matches); caps, if not NULL, gets the captures of the regex that matched
+ * (n = 0 for any other kind). Returns 0, or -1 when a regex went over its limits (regex.h),
+ * with PCRE2's reason in why: the request cannot be placed. */
+int site_location_find(const struct site_server *s, const char *path, size_t len,
+                       const struct site_location **out, struct regex_captures *caps,
+                       char *why, size_t why_len);
+
+/* site_location_find without captures; a regex over its limits gives NULL. */
 const struct site_location *site_location_for(const struct site_server *s, const char *path,
                                               size_t len);
 

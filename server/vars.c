@@ -33,6 +33,8 @@ enum var_id {
     VAR_HTTP,   /* $http_NAME: the part's name is NAME, '_' made '-' */
     VAR_COOKIE, /* $cookie_NAME */
     VAR_ARG,    /* $arg_NAME */
+    VAR_CAPTURE,       /* $1..$9: the part's name is the digit */
+    VAR_CAPTURE_NAMED, /* $NAME of a regex's (?<NAME>...) */
 };
 
 /* Each variable with its line of the reference (lfhttpd --variables,
@@ -88,6 +90,11 @@ void vars_dump(FILE *out)
         fprintf(out, "%s\t%s\n", var_names[i].name, var_names[i].doc);
     for (size_t i = 0; i < sizeof(var_prefixes) / sizeof(var_prefixes[0]); i++)
         fprintf(out, "%sNAME\t%s\n", var_prefixes[i].prefix, var_prefixes[i].doc);
+    fprintf(out, "1\tThrough `$9`: the groups of the regex location that matched (PCRE2); "
+                 "without one, of the `server_name ~RE` that chose the server; else empty. "
+                 "One digit: `$10` is `$1` then `0`, as nginx's.\n");
+    fprintf(out, "NAME\tA named group `(?<NAME>...)` of those regexes, known once any regex of "
+                 "the configuration names it (else an unknown variable), as nginx's.\n");
 }
 
 struct vars_part {
@@ -141,6 +148,13 @@ static int read_variable(const char *s, struct var_ref *ref, char *msg, size_t l
     bool braced = s[1] == '{';
     const char *name = s + 1 + braced;
     size_t n = 0, arg_at;
+    if (name[0] >= '1' && name[0] <= '9') { /* $1..$9: one digit, as nginx's */
+        if (braced && name[1] != '}')
+            return snprintf(msg, len, "the closing bracket in \"%c\" variable is missing",
+                            name[0]), -1;
+        *ref = (struct var_ref){VAR_CAPTURE, 2 + 2 * braced, name, 1};
+        return 0;
+    }
     while (name_char(name[n]))
         n++;
     if (n == 0)
@@ -148,7 +162,9 @@ static int read_variable(const char *s, struct var_ref *ref, char *msg, size_t l
     if (braced && name[n] != '}')
         return snprintf(msg, len, "the closing bracket in \"%.*s\" variable is missing",
                         (int)n, name), -1;
-    if (var_lookup(name, n, &ref->id, &arg_at) < 0)
+    if (var_lookup(name, n, &ref->id, &arg_at) < 0 && regex_name_known(name, n))
+        ref->id = VAR_CAPTURE_NAMED, arg_at = 0;
+    else if (var_lookup(name, n, &ref->id, &arg_at) < 0)
         return snprintf(msg, len, "unknown \"%.*s\" variable (known: uri, request_uri, args, "
                         "arg_NAME, host, http_NAME, cookie_NAME, scheme, https, remote_addr, "
                         "remote_port, server_addr, server_port, server_name, "
@@ -204,11 +220,13 @@ int vars_compile(const char *text, enum vars_context ctx, struct vars_value **ou
         }
         add_literal(v, (uint32_t)lit_start, (uint32_t)(t - lit_start));
         /* A family member's name goes into text too (never longer than the variable
-         * itself): lowercased, and for $http_NAME with '-' for '_', as header names. */
+         * itself): lowercased (but a group's name, which PCRE2 compares with case), and for
+         * $http_NAME with '-' for '_', as header names. */
         v->parts[v->n_parts++] = (struct vars_part){ref.id, (uint32_t)t, (uint32_t)ref.arg_len};
         for (size_t k = 0; k < ref.arg_len; k++) {
             char c = ref.arg[k];
-            c = c >= 'A' && c <= 'Z' ? (char)(c + 32) : c;
+            if (ref.id != VAR_CAPTURE_NAMED && c >= 'A' && c <= 'Z')
+                c = (char)(c + 32);
             v->text[t++] = ref.id == VAR_HTTP && c == '_' ? '-' : c;
         }
         lit_start = t;
@@ -554,6 +572,17 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_HTTP: put_header(s, h, nm.p, nm.len, esc); return;
     case VAR_COOKIE: v = cookie_of(h, nm.p, nm.len); break;
     case VAR_ARG: v = arg_of(src->args ? *src->args : h ? h->query : v, nm.p, nm.len); break;
+    case VAR_CAPTURE: {
+        const struct regex_captures *c = src->captures;
+        c = c && c->n ? c : src->server_captures;
+        v.p = regex_group(c, (unsigned)(nm.p[0] - '0'), &v.len);
+        break;
+    }
+    case VAR_CAPTURE_NAMED:
+        v.p = regex_group_named(src->captures, nm.p, nm.len, &v.len);
+        if (v.len == 0)
+            v.p = regex_group_named(src->server_captures, nm.p, nm.len, &v.len);
+        break;
     case VAR_LITERAL: break;
     }
     put(s, v.p, v.len, esc, false);

@@ -37,6 +37,11 @@
  *   $proxy_port      them ("" when not proxying)
  *   $proxy_add_x_forwarded_for   $http_x_forwarded_for, ", " and $remote_addr; only
  *                    $remote_addr when the request has no X-Forwarded-For
+ *   $1 .. $9         the groups of the regex location that matched (one digit: "$10" is
+ *                    $1 then "0", as nginx's); without one, those of the server's regex
+ *                    name that matched the Host; else empty
+ *   $NAME            a named group `(?<NAME>...)` of that regex; NAME is known once any
+ *                    regex of the configuration defines it (regex_name_known), as nginx's
  *
  * Where the result goes decides the escaping, fixed at compile time:
  *
@@ -57,6 +62,7 @@
 #include <sys/socket.h>
 
 #include "http_parse.h"
+#include "regex.h"
 
 enum vars_context { VARS_HEADER, VARS_RAW };
 
@@ -81,6 +87,9 @@ struct vars_source {
      * $request_id is empty. */
     char *request_id;
     struct http_slice proxy_host, proxy_port; /* the proxy's; empty when not proxying */
+    const struct regex_captures *captures;    /* $1..$9, $NAME; NULL: none */
+    const struct regex_captures *server_captures; /* of a server_name ~RE; the location's
+                                                     win, as in nginx, when they have one */
 };
 
 #define VARS_REQUEST_ID_SIZE 33 /* 32 hex digits and a NUL */

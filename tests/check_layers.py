@@ -20,7 +20,7 @@ import sys
 # From the bottom up. A file may include headers of its own layer or of any layer below.
 LAYERS = [
     ("base", ["clock", "lf_*", "http_parse", "http_upstream", "open_beneath", "out_seg",
-              "pattern"]),
+              "regex"]),
     ("text helpers", ["strbuf", "http_params", "vars"]),
     ("configuration", ["config", "directive", "log", "site", "upstream", "tls"]),
     ("responses", ["http_response"]),

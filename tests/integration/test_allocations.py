@@ -118,3 +118,40 @@ def test_regex_locations_do_not_allocate_per_request(start_server, docroot, tmp_
     run_long(5000)
     after = allocations(counter)
     assert after - before < 50, f"{after - before} allocations over 5,000 requests"
+
+
+def test_regex_location_captures_do_not_allocate_per_request(start_server, docroot, tmp_path,
+                                                             connect):
+    """A regex location that matches, whose numbered and named captures feed try_files and
+    add_header, on a path too long for the memo: the captures are slices of the path and
+    the match block is the thread's, so a request allocates nothing."""
+    if SANITIZED:
+        pytest.skip("the sanitizers replace malloc, so there is nothing to count " + BY_DESIGN)
+    lib = alloc_counter()
+    name = "q" * 120
+    (docroot / f"{name}.html").write_bytes(b"x" * 1024)
+    counter = tmp_path / "allocs"
+    s = start_server(docroot, "access_log off;\nkeepalive_requests 0;\n"
+                     "server {\n"
+                     "  location ~ ^/(?<stem>q+)\\.htm$ {\n"
+                     "    add_header X-Stem $stem;\n"
+                     "    try_files /$1.html =404;\n"
+                     "  }\n"
+                     "  location / { }\n"
+                     "}\n",
+                     env={"LD_PRELOAD": lib, "LFHTTPD_ALLOC_COUNTER": str(counter)})
+    req = f"GET /{name}.htm HTTP/1.1\r\nHost: t\r\n\r\n".encode()
+    c = connect(s, timeout=10)
+
+    def run_captured(n, batch=100):
+        for _ in range(n // batch):
+            c.send(req * batch)
+            for _ in range(batch):
+                st, h, body, _ = c.read_response()
+                assert st == 200 and len(body) == 1024 and h.get("x-stem") == name
+
+    run_captured(500)
+    before = allocations(counter)
+    run_captured(5000)
+    after = allocations(counter)
+    assert after - before < 50, f"{after - before} allocations over 5,000 requests"

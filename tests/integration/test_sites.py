@@ -414,6 +414,121 @@ def test_server_return_wins_over_every_location(start_server, docroot):
         assert (status, h.get("location")) == (301, "https://elsewhere.example" + target)
 
 
+# ---------------------------------------------------------------- regex locations (PCRE2)
+
+
+@pytest.fixture
+def regexes(start_server, docroot, tmp_path):
+    site_dir(docroot, "img", {"cat.png": "a cat", "users/bob.txt": "bob's file"})
+    return start_server(docroot, conf=top(docroot) +
+                        "server {\n"
+                        '  location ~ ^/num/(\\w+)/(\\d+)$ { return 200 "$2:$1"; }\n'
+                        '  location ~ ^/named/(?<user>[a-z]+)$ { return 200 "user $user"; }\n'
+                        "  location ~ ^/go/(.*)$ { return 302 https://example.org/$1; }\n"
+                        "  location ~ ^/try/(.+)$ { try_files /img/$1 =404; }\n"
+                        "  location ~ ^/kept/(?<n>[a-z.]+)$ {\n"
+                        "    add_header X-Name $n;\n"
+                        "    try_files /img/$1 =404;\n"
+                        "  }\n"
+                        "  location ~ ^/hdr/([a-z]+) {\n"
+                        "    add_header X-Cap $1;\n"
+                        '    return 200 "h";\n'
+                        "  }\n"
+                        '  location ~ ^/order/a { return 200 "first"; }\n'
+                        '  location ~ ^/order/ { return 200 "second"; }\n'
+                        '  location ~* \\.PNG$ { return 200 "png any case"; }\n'
+                        '  location ~ (?i)^/inline/x$ { return 200 "inline"; }\n'
+                        "  location ~ /\\.(?!well-known) { return 403; }\n"
+                        '  location ~ \\.php$ { return 200 "php"; }\n'
+                        '  location ~ ^/slow/(a+)+$ { return 200 "never"; }\n'
+                        '  location / { return 200 "prefix"; }\n'
+                        "}\n")
+
+
+def body_of(port, target):
+    status, _, body = get(port, target)
+    return status, body
+
+
+def test_regex_numbered_captures_expand_in_return_text(regexes):
+    assert body_of(regexes.port, "/num/abc/42") == (200, b"42:abc")
+
+
+def test_regex_captures_hold_for_a_path_seen_again(regexes):
+    """The thread's memo of recent answers skips the search, not the captures."""
+    for _ in range(3):
+        assert body_of(regexes.port, "/num/again/7") == (200, b"7:again")
+
+
+def test_regex_named_capture_expands_as_its_name(regexes):
+    assert body_of(regexes.port, "/named/alice") == (200, b"user alice")
+
+
+def test_regex_capture_in_a_return_redirect(regexes):
+    status, h, _ = get(regexes.port, "/go/a/b?x=1")
+    assert (status, h.get("location")) == (302, "https://example.org/a/b")
+
+
+def test_regex_capture_in_try_files_picks_the_file(regexes):
+    assert body_of(regexes.port, "/try/users/bob.txt") == (200, b"bob's file")
+    assert get(regexes.port, "/try/nobody.txt")[0] == 404
+
+
+def test_regex_captures_outlive_the_path_try_files_picks(regexes):
+    """The file found becomes the path; add_header still sees the captures of the path the
+    regex matched, as nginx's."""
+    status, h, body = get(regexes.port, "/kept/cat.png")
+    assert (status, body, h.get("x-name")) == (200, b"a cat", "cat.png")
+
+
+def test_regex_capture_in_add_header(regexes):
+    status, h, _ = get(regexes.port, "/hdr/word/rest")
+    assert (status, h.get("x-cap")) == (200, "word")
+
+
+def test_regex_locations_first_in_file_order_wins(regexes):
+    assert body_of(regexes.port, "/order/abc") == (200, b"first")
+    assert body_of(regexes.port, "/order/xyz") == (200, b"second")
+
+
+def test_regex_tilde_star_ignores_case(regexes):
+    assert body_of(regexes.port, "/img/cat.png") == (200, b"png any case")
+
+
+def test_regex_inline_caseless_option(regexes):
+    assert body_of(regexes.port, "/INLINE/X") == (200, b"inline")
+
+
+def test_regex_negative_lookahead_spares_well_known(regexes):
+    assert get(regexes.port, "/.git/config")[0] == 403
+    assert body_of(regexes.port, "/.well-known/acme") == (200, b"prefix")
+
+
+def test_regex_dollar_does_not_match_before_a_decoded_final_newline(regexes):
+    r"""`\.php$` takes /x.php, not /x.php%0A (PCRE2_DOLLAR_ENDONLY; nginx's PCRE does)."""
+    assert body_of(regexes.port, "/x.php") == (200, b"php")
+    assert body_of(regexes.port, "/x.php%0A") == (200, b"prefix")
+
+
+def test_regex_over_its_match_limit_is_500_and_logged(regexes):
+    target = "/slow/" + "a" * 60 + "b"
+    assert get(regexes.port, target)[0] == 500
+    assert wait_until(lambda: "over its limits" in regexes.error_log(), scaled(5)), \
+        regexes.error_log()[-2000:]
+    assert body_of(regexes.port, "/num/x/1") == (200, b"1:x")  # still answering
+
+
+def test_regex_over_its_limit_does_not_hold_the_server(regexes):
+    """Requests that each hit the limit, then an ordinary one: it is answered while the
+    others are bounded (a generous bound: the property is "bounded", not "fast")."""
+    target = "/slow/" + "a" * 4000 + "b"
+    start = time.monotonic()
+    for _ in range(5):
+        assert get(regexes.port, target)[0] == 500
+    assert body_of(regexes.port, "/named/ok") == (200, b"user ok")
+    assert time.monotonic() - start < scaled(20)
+
+
 # ---------------------------------------------------------------- error_page
 
 
@@ -667,6 +782,20 @@ def test_check_names_an_invalid_regex(tmp_path):
     r, conf = check_conf(tmp_path, conf_with_server(tmp_path, '  location ~ "(unclosed" { }\n'))
     assert r.returncode == 1
     assert f"{conf}:5:" in r.stderr, r.stderr
+
+
+def test_check_gives_pcre2_message_and_offset_of_an_invalid_regex(tmp_path):
+    r, conf = check_conf(tmp_path, conf_with_server(tmp_path, '  location ~ "^/a[b" { }\n'))
+    assert r.returncode == 1
+    assert (f'{conf}:5: location: invalid regular expression "^/a[b": missing terminating ] '
+            "for character class at offset 5") in r.stderr, r.stderr
+
+
+def test_check_refuses_an_unknown_variable_that_no_regex_names(tmp_path):
+    r, conf = check_conf(tmp_path, conf_with_server(
+        tmp_path, '  location ~ ^/(?<who>.+)$ { return 200 "$who $whom"; }\n'))
+    assert r.returncode == 1
+    assert f'{conf}:5:' in r.stderr and 'unknown "whom" variable' in r.stderr, r.stderr
 
 
 def test_check_names_two_default_servers_on_one_address(tmp_path):

@@ -72,6 +72,26 @@ server {
     location ^~ /static/ {
         root ROOT/shared;
     }
+    location ~ ^/cap/(?<word>[a-z]+)/(\d+)$ {
+        add_header X-Cap "$1-$2-$word";
+        return 200 "cap $word $2\n";
+    }
+    location ~ ^/capgo/(.+)$ {
+        return 302 /order/$1;
+    }
+    location ~ ^/captry/(?<leaf>[a-z]+\.txt)$ {
+        add_header X-Leaf $leaf;
+        try_files /order/$1 =404;
+    }
+    location ~ (?i)^/inline-case/ {
+        return 200 "inline case\n";
+    }
+    location ~ /\.(?!well-known) {
+        return 403;
+    }
+    location ~ \.php$ {
+        return 200 "php\n";
+    }
     location = /old {
         return 301 /new;
     }
@@ -159,6 +179,17 @@ server {
     }
 }
 server {
+    listen 127.0.0.1:{port0};
+    server_name ~^(?<sub>[a-z]+)\.regex\.test$ ~^(\d+)\.num\.test$;
+    default_type text/plain;
+    location / {
+        return 200 "sub $sub num $1\n";
+    }
+    location ~ ^/own/(\w+)$ {
+        return 200 "sub $sub own $1\n";
+    }
+}
+server {
     listen 127.0.0.1:{port1};
     server_name third.test;
     root ROOT/third;
@@ -243,6 +274,8 @@ CHALLENGE = ("our challenge names the charset (RFC 7617)",
 # nginx's alias in a prefix location without a trailing slash lets the rest of the path
 # continue the alias's last name: /dl../x is ROOT/files/../x, /dla.txt is ROOT/files/a.txt.
 ALIAS_REST = "an alias is continued only by a rest that starts with '/'"
+# PCRE2_DOLLAR_ENDONLY: `\.php$` does not take a path that a decoded %0A ends.
+DOLLAR = "our `$` matches at the very end of the path only, never before a final newline"
 LISTING = "our listing page is our own HTML, sent with X-Content-Type-Options: nosniff"
 
 MAIN = {"x-site": ["main"], "cache-control": MAX_AGE["1h"], "expires": "date+max-age"}
@@ -279,6 +312,21 @@ REQUESTS = [
     row("caret_tilde_prefix_stops_a_css_regex", "/static/style.css", 200,
         "shared/static/style.css", expect={"x-regex": None}),
     row("exact_location_does_not_match_a_longer_path", "/old/page", 200, "site/index.html"),
+    # --- PCRE2: captures, lookahead, inline options, `$`
+    row("regex_numbered_and_named_captures_in_return_and_add_header", "/cap/abc/42", 200,
+        "cap abc 42", expect={"x-cap": ["abc-42-abc"], "x-site": None}),
+    row("regex_capture_in_a_return_redirect", "/capgo/a.txt", 302, None,
+        expect={"location": "http://example.org:PORT/order/a.txt"}),
+    row("regex_captures_in_try_files_and_add_header_after_it", "/captry/b.txt", 200,
+        "site/order/b.txt", expect={"x-leaf": ["b.txt"], "x-site": None}),
+    row("regex_inline_caseless_option", "/INLINE-CASE/x", 200, "inline case"),
+    row("regex_negative_lookahead_refuses_a_dot_directory", "/.git/config", 403, None),
+    row("regex_negative_lookahead_spares_well_known", "/.well-known/x", 200,
+        "site/index.html"),
+    row("regex_dollar_at_the_end", "/x.php", 200, "php"),
+    row("regex_dollar_before_a_decoded_final_newline", "/x.php%0A", 200, "php",
+        differs=(DOLLAR, {"body": "site/index.html",
+                          "content-type": "text/html; charset=utf-8", **MAIN})),
     # --- try_files
     row("try_files_uri_serves_the_file", "/strict/file.txt", 200, "site/strict/file.txt"),
     row("try_files_equals_404_serves_the_error_page", "/strict/missing.txt", 404,
@@ -410,6 +458,12 @@ REQUESTS = [
         host="nobody.test", port=1),
     row("host_selects_a_server_on_the_second_address", "/index.html", 200,
         "third/index.html", host="third.test", port=1, expect={"x-site": ["third"]}),
+    row("host_regex_name_with_a_named_capture", "/", 200, "sub shop num shop",
+        host="shop.regex.test"),
+    row("host_regex_name_with_a_numbered_capture", "/", 200, "sub  num 42",
+        host="42.num.test"),
+    row("host_regex_name_capture_and_location_capture", "/own/x", 200, "sub shop own x",
+        host="shop.regex.test"),
     row("name_of_a_server_on_another_address_does_not_match", "/page.html", 200,
         "site/page.html", host="third.test"),
     # --- HEAD

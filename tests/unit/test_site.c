@@ -521,15 +521,16 @@ TEST(exact_and_prefix_location_of_one_uri_may_coexist)
 TEST(invalid_regex_is_reported_with_what_and_where)
 {
     CHECK(refused_with("server {\n location ~ a( { }\n}\n",
-                       "site.conf:2: location: invalid regular expression \"a(\": unmatched '(' "
-                       "at 1"));
+                       "site.conf:2: location: invalid regular expression \"a(\": missing "
+                       "closing parenthesis at offset 2"));
 }
 
-TEST(unsupported_regex_is_refused_not_guessed)
+TEST(inline_option_regex_location_matches)
 {
-    CHECK(refused_with("server {\n location ~ (?i)\\.png$ { }\n}\n",
-                       "site.conf:2: location: invalid regular expression \"(?i)\\.png$\": "
-                       "unsupported group '(?i' at 0 (only (?:...) is)"));
+    struct site_set *set = build("server { location ~ (?i)\\.png$ { R; } }");
+    CHECK(set);
+    CHECK(loc_is(set, "/A.PNG", "R"));
+    site_set_free(set);
 }
 
 TEST(pcre_shorthand_regex_location_matches)
@@ -625,11 +626,58 @@ TEST(same_listen_twice_in_one_server_is_refused)
                        "site.conf:3: listen: 8080 twice in one server"));
 }
 
-TEST(regex_server_name_is_refused)
+TEST(invalid_regex_server_name_is_refused_with_pcre2_message)
 {
-    CHECK(refused_with("server {\n server_name ~^www\\d+$;\n}\n",
-                       "site.conf:2: server_name: regular expression names are not "
-                       "supported"));
+    CHECK(refused_with("server {\n server_name ~^www(\\d+$;\n}\n",
+                       "site.conf:2: server_name: invalid regular expression \"^www(\\d+$\": "
+                       "missing closing parenthesis at offset 9"));
+}
+
+static const char regex_names[] =
+    "server { tag dflt; listen 8080; }\n"
+    "server { tag first; listen 8080; server_name ~^(?<sub>[a-z]+)\\.example\\.org$; }\n"
+    "server { tag second; listen 8080; server_name ~\\.example\\.org$; }\n"
+    "server { tag lead; listen 8080; server_name *.lead.example.org; }\n"
+    "server { tag trail; listen 8080; server_name trail.*; }\n"
+    "server { tag exact; listen 8080; server_name x.y.example.org; }\n";
+
+TEST(regex_server_names_come_after_exact_and_wildcard_names)
+{
+    struct site_set *set = build(regex_names);
+    CHECK(set);
+    CHECK_HOST(set, "127.0.0.1:8080", "x.y.example.org", "exact");
+    CHECK_HOST(set, "127.0.0.1:8080", "a.lead.example.org", "lead");
+    CHECK_HOST(set, "127.0.0.1:8080", "trail.example.org", "trail");
+    site_set_free(set);
+}
+
+TEST(first_matching_regex_server_name_in_file_order_wins)
+{
+    struct site_set *set = build(regex_names);
+    CHECK(set);
+    CHECK_HOST(set, "127.0.0.1:8080", "www.example.org", "first");
+    CHECK_HOST(set, "127.0.0.1:8080", "WWW.Example.ORG", "first"); /* without case */
+    CHECK_HOST(set, "127.0.0.1:8080", "a.b.example.org", "second");
+    CHECK_HOST(set, "127.0.0.1:8080", "example.com", "dflt");
+    site_set_free(set);
+}
+
+TEST(regex_server_name_captures_are_slices_of_the_host)
+{
+    struct site_set *set = build(regex_names);
+    CHECK(set);
+    struct config_listen l;
+    CHECK(config_parse_listen("127.0.0.1:8080", &l) == 0);
+    const char *host = "shop.example.org:8080";
+    struct regex_captures caps;
+    const struct site_server *s = site_server_find(set, (const struct sockaddr *)&l.addr,
+                                                   (struct http_slice){host, strlen(host)},
+                                                   &caps);
+    CHECK(strcmp(server_tag(s), "first") == 0);
+    size_t len;
+    const char *sub = regex_group_named(&caps, "sub", 3, &len);
+    CHECK(sub == host && len == 4);
+    site_set_free(set);
 }
 
 TEST(wildcard_in_the_middle_of_a_name_is_refused)

@@ -159,7 +159,44 @@ TEST(unknown_variable_is_refused_at_compile)
 {
     CHECK(refused("$nosuchvar", VARS_HEADER, "unknown \"nosuchvar\" variable"));
     CHECK(refused("x${request}", VARS_HEADER, "unknown \"request\" variable"));
-    CHECK(refused("$1", VARS_HEADER, "unknown \"1\" variable"));
+    CHECK(refused("$nosuchgroup", VARS_HEADER, "unknown \"nosuchgroup\" variable"));
+}
+
+/* The captures of "^/(?<first>[^/]+)/(.*)$" on path. */
+static struct regex_captures captures_of(const char *path)
+{
+    static struct regex r;
+    struct regex_captures caps = {0};
+    char msg[256];
+    if (!r.code && regex_compile(&r, "^/(?<first>[^/]+)/(.*)$", 0, msg, sizeof(msg)) < 0)
+        fprintf(stderr, "  the test's regex does not compile: %s\n", msg);
+    if (regex_match(&r, path, strlen(path), &caps, NULL, 0) != REGEX_MATCH)
+        fprintf(stderr, "  the test's regex does not match %s\n", path);
+    return caps;
+}
+
+TEST(numbered_captures_expand_to_the_groups_one_digit_each)
+{
+    struct vars_source src = source(GET_HOST, "/a/b");
+    struct regex_captures caps = captures_of("/img/x/y.png");
+    src.captures = &caps;
+    CHECK(expands_to("/$1/${2}!", VARS_RAW, &src, "/img/x/y.png!"));
+    CHECK(expands_to("$10", VARS_RAW, &src, "img0"));
+    CHECK(expands_to("[$3]", VARS_RAW, &src, "[]"));
+}
+
+TEST(named_capture_expands_once_a_regex_defines_the_name)
+{
+    struct vars_source src = source(GET_HOST, "/a/b");
+    struct regex_captures caps = captures_of("/img/x");
+    src.captures = &caps;
+    CHECK(expands_to("<$first>", VARS_HEADER, &src, "<img>"));
+}
+
+TEST(captures_without_a_regex_match_are_empty)
+{
+    struct vars_source src = source(GET_HOST, "/a/b");
+    CHECK(expands_to("[$1]", VARS_RAW, &src, "[]"));
 }
 
 TEST(dollar_without_a_name_is_refused)
