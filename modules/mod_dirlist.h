@@ -1,6 +1,6 @@
 /* mod_dirlist.h — the parts of mod_dirlist that need no directory, for its unit tests:
  * the figures of a listing, the order of its entries and its breadcrumbs. The module
- * itself is `mod_dirlist` in module.c's table.
+ * itself is `mod_dirlist` in module_chain.c's table.
  */
 #ifndef LFHTTPD_MOD_DIRLIST_H
 #define LFHTTPD_MOD_DIRLIST_H

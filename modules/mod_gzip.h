@@ -1,7 +1,7 @@
 /* mod_gzip.h — the parts of mod_gzip that need no request: Accept-Encoding negotiation,
  * compression (gzip here; br and zstd in mod_gzip_coding.h), and the cache of compressed
  * files. Exposed for the unit tests
- * (tests/unit/test_gzip.c); the module itself is `mod_gzip` in module.c's table.
+ * (tests/unit/test_gzip.c); the module itself is `mod_gzip` in module_chain.c's table.
  */
 #ifndef LFHTTPD_MOD_GZIP_H
 #define LFHTTPD_MOD_GZIP_H

@@ -1,6 +1,6 @@
 /* mod_handlers.h — the parts of mod_handlers that need no connection, for its unit tests:
  * the status page's negotiation and counters, the request handler's head, the uptime text. The module
- * itself is `mod_handlers` in module.c's table.
+ * itself is `mod_handlers` in module_chain.c's table.
  */
 #ifndef LFHTTPD_MOD_HANDLERS_H
 #define LFHTTPD_MOD_HANDLERS_H

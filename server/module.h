@@ -6,7 +6,7 @@
  *
  * A module is a struct of optional hooks (lighttpd's plugin struct and h2o's handler
  * chain are the models). For each request the chain calls, in the order of the module
- * table in module.c:
+ * table in module_chain.c:
  *
  *   rewrite  every module, in order; may change the path
  *   access   every module, in order; the first that returns MOD_HANDLED has answered

@@ -1,5 +1,5 @@
 /* module_chain.h — the core's side of the module interface: the chain of modules built
- * from module.c's table, and the functions the connection calls to route and answer a
+ * from module_chain.c's table, and the functions the connection calls to route and answer a
  * request through it. No module includes this (tests/check_layers.py checks it): a module
  * sees module.h alone.
  */
@@ -12,7 +12,7 @@
 
 #include "module.h"
 
-#define MODULE_CHAIN_MAX 16 /* modules in the table of module.c */
+#define MODULE_CHAIN_MAX 16 /* modules in the table of module_chain.c */
 
 struct module_level;
 struct level_root;
@@ -71,6 +71,13 @@ void module_chain_filter(const struct module_chain *c, const struct request *req
  * 1 + the class's place in cfg->classes, or 0. Selection only: no try_files. */
 unsigned module_chain_class(const struct module_chain *c, const struct sockaddr *local,
                             struct http_slice host, const char *path, size_t len);
+
+/* Build the sites and each block's settings, after the modules' init
+ * (module_level.c). Returns
+ * 0, or -1 with the messages in err. */
+int module_levels_build(struct module_chain *c, const struct config *cfg, char *err,
+                        size_t err_len);
+void module_levels_free(struct module_chain *c);
 
 /* Run log hooks. */
 void module_chain_log(const struct module_chain *c, const struct request *req,

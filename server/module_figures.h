@@ -1,7 +1,7 @@
 /* module_figures.h — the running server's figures, as a module may read them for a status
  * page (mod_handlers' /status and readiness probe) or a metrics scrape (mod_metrics): live
  * counts, counters since start, and what the other modules and blocks report. Read-only
- * copies, filled from the core's counters (server.c, server_metrics.c, module.c): a module
+ * copies, filled from the core's counters (server.c, server_metrics.c, module_chain.c): a module
  * that includes this still sees no connection, thread or the chain itself.
  */
 #ifndef LFHTTPD_MODULE_FIGURES_H

@@ -55,10 +55,4 @@ struct module_level {
     void *conf[MODULE_CHAIN_MAX];     /* each module's block settings */
 };
 
-/* Build the sites and each block's settings, after the modules' init. Returns 0, or -1
- * with the messages in err. */
-int module_levels_build(struct module_chain *c, const struct config *cfg, char *err,
-                        size_t err_len);
-void module_levels_free(struct module_chain *c);
-
 #endif

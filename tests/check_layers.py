@@ -42,13 +42,12 @@ LAYERS = [
 PRIVATE = {}
 
 # Files that are one component, a family behind one public header: the thread group and
-# its strategies, a file each, sharing lf_group_internal.h; the module interface, module.h,
-# and the core's side of it (the chain, the blocks' settings, routing, the figures). Their
-# includes among themselves are the component's inside, not loops.
+# its strategies, a file each, sharing lf_group_internal.h. Their includes among themselves
+# are the component's inside, not loops. (The module interface has no loop: module.h
+# includes none of the core's side, module_chain.h; the blocks' settings, module_level.h,
+# come after the chain.)
 FAMILIES = {"lf_group": ("lf_group_internal", "lf_leader_followers",
-                         "lf_half_sync_half_async", "lf_thread_per_connection"),
-            "module": ("module_chain", "module_level", "module_route", "module_index",
-                       "module_figures")}
+                         "lf_half_sync_half_async", "lf_thread_per_connection")}
 FAMILY_OF = {member: family for family, members in FAMILIES.items() for member in members}
 
 # Loops allowed: none. (The HTTP layer's used to be one, the connection and its late

@@ -1,4 +1,4 @@
-/* module.c — the module chain, and the one table that lists the modules. */
+/* module_chain.c — the module chain, and the one table that lists the modules. */
 #include "module_chain.h"
 
 #include <stdio.h>
@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "module_figures.h"
-#include "module_level.h"
 
 /* The modules, in the order the chain calls them. A new module is one line here and one
  * in the table below. mod_auth comes first: access hooks run before any handler anyway,
@@ -92,62 +91,6 @@ const struct conf_node *module_directive_next(struct module_init *mi, const char
     return config_next(mi->cfg, name, after);
 }
 
-int module_block_read(const struct module_block *b, void *base)
-{
-    struct module_init *mi = b->mi;
-    const struct module *m = mi->chain->mods[mi->index];
-    struct conf_reader r = {
-        .file = mi->cfg->file,
-        .owner = m->name,
-        .context = b->context,
-        .ctx = mi,
-        .err = mi->err,
-        .err_len = mi->err_len,
-    };
-    return conf_read_owned(&r, m->directives, b->first, base);
-}
-
-bool module_block_has(const struct module_block *b)
-{
-    const struct module *m = b->mi->chain->mods[b->mi->index];
-    for (const struct conf_node *n = b->first; n; n = n->next) {
-        const struct conf_directive *d = conf_table_find(m->directives, n->name, b->context);
-        if (d && (d->contexts & b->context))
-            return true;
-    }
-    return false;
-}
-
-int module_block_mount(const struct module_block *b, const struct conf_node *where, void *data,
-                       bool wants_body)
-{
-    struct module_init *mi = b->mi;
-    struct module_chain *c = mi->chain;
-    if (b->context != CONF_LOCATION)
-        return module_error(mi, where, "a handler belongs in a location");
-    if (b->level->mount)
-        return module_error(mi, where, "the location has a handler already (%s:%u)",
-                            conf_line_file(b->level->mount->line, mi->cfg->file),
-                            conf_line_no(b->level->mount->line));
-    size_t len = b->prefix_location ? strlen(b->pattern) : 0;
-    if (len >= sizeof(c->mounts[0].prefix))
-        return module_error(mi, where, "the location's prefix is too long for a handler");
-    if (c->n_mounts == MODULE_MOUNTS_MAX)
-        return module_error(mi, where, "too many mounts");
-    struct module_mount *m = &c->mounts[c->n_mounts++];
-    memcpy(m->prefix, b->pattern, len);
-    m->prefix[len] = '\0';
-    m->prefix_len = len;
-    m->module = mi->index;
-    m->data = data;
-    m->wants_body = wants_body;
-    m->level_only = true;
-    m->line = where ? where->line : 0;
-    c->has_mounts[mi->index] = true;
-    b->level->mount = m;
-    return 0;
-}
-
 int module_mount_add(struct module_init *mi, const struct conf_node *where, const char *prefix,
                      void *data, bool wants_body)
 {
@@ -231,11 +174,6 @@ void module_chain_fini(struct module_chain *c)
         if (c->mods[c->n]->fini)
             c->mods[c->n]->fini(c->state[c->n]);
     }
-}
-
-const void *module_settings(const struct request *req, unsigned index)
-{
-    return req->level ? req->level->conf[index] : NULL;
 }
 
 void module_metrics(const struct request *req, struct strbuf *b)
