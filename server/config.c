@@ -866,6 +866,24 @@ static const struct conf_directive core_directives[] = {
             "URL is a 302. A server's `return` comes before any location. Belongs to its "
             "block (not inherited).",
      .id = CONFIG_ID_RETURN},
+    {"rewrite", CONF_LIST, SITE | LOC, CONF_REPEATS, .min_args = 2, .max_args = 3,
+     .set = conf_set_later, .usage = "REGEX REPLACEMENT [last|break|redirect|permanent]",
+     .doc = "When REGEX (PCRE2) matches the path, REPLACEMENT (its `$1`..`$9` and named "
+            "groups, variables) becomes the path, as nginx's rewrite module: a server's "
+            "rewrites run before the location is searched, a location's after. `last` "
+            "searches the location again (10 times at most, then 500), `break` serves the "
+            "new path in this location, `redirect` answers 302 and `permanent` 301 to it, "
+            "as does a REPLACEMENT starting with `http://`, `https://` or `$scheme`; "
+            "without a flag the next directive follows (a location whose path changed is "
+            "searched again after its last). The request's arguments follow unless "
+            "REPLACEMENT ends with `?`. `rewrite`, `break` and `return` run in the order "
+            "written.",
+     .id = CONFIG_ID_REWRITE},
+    {"break", CONF_LIST, SITE | LOC, CONF_REPEATS, .min_args = 0, .max_args = 0,
+     .set = conf_set_later, .usage = "",
+     .doc = "Ends the block's `rewrite` directives: the request goes on with its path "
+            "(in a location, served there).",
+     .id = CONFIG_ID_BREAK},
     {"error_page", CONF_LIST, TOP | SITE | LOC, CONF_REPEATS, .min_args = 2,
      .max_args = CONFIG_MAX_ARGS, .set = conf_set_later,
      .usage = "CODE... [=[ANSWER]] URI|@NAME|URL",

@@ -113,6 +113,7 @@ struct request {
     const struct module_level *first_level;
     int return_status;
     const struct vars_value *return_text;
+    bool return_args; /* a rewrite's redirect: the request's arguments follow its URL */
     int try_status;
     const struct server *server;
     const struct module_chain *chain;

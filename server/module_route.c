@@ -29,6 +29,7 @@
 
 #include "log.h"
 #include "module_level.h"
+#include "rewrite.h"
 #include "site.h"
 #include "vars.h"
 
@@ -213,6 +214,11 @@ static bool set_path(struct request *req, const char *uri, size_t n)
     return true;
 }
 
+bool module_route_set_path(struct request *req, const char *uri, size_t n)
+{
+    return set_path(req, uri, n);
+}
+
 enum try_result { TRY_FOUND, TRY_STATUS, TRY_NAMED, TRY_REDIRECT, TRY_FAILED };
 
 /* `try_files`: the first candidate that exists becomes the path (*status unchanged);
@@ -380,11 +386,19 @@ static int place(const struct module_chain *c, struct request *req,
         use_level(req, l);
         if (!req->first_level)
             req->first_level = l;
+        if (l->rewrite) {
+            switch (rewrite_run(l->rewrite, req, true, l->return_status, l->return_text)) {
+            case REWRITE_GO_ON: use_level(req, l); break; /* the path may be new */
+            case REWRITE_SEARCH: req->first_level = NULL; continue;
+            case REWRITE_RETURN: return 0;
+            case REWRITE_ERROR: return 500;
+            }
+        }
         if (l->alias && !alias_file(req)) {
             req->try_status = 404; /* answered after access, with its error_page */
             return 0;
         }
-        if (l->return_status) {
+        if (l->return_status && !l->rewrite) {
             req->return_status = l->return_status;
             req->return_text = l->return_text;
             return 0;
@@ -430,7 +444,20 @@ static int route_from(const struct module_chain *c, struct request *req,
                       const struct site_location *named)
 {
     int status = 0;
-    if (!req->site) {
+    const struct module_level *sl = req->site ? req->site->level : NULL;
+    enum rewrite_result rw = REWRITE_GO_ON;
+    if (sl && sl->rewrite && !named) /* nginx's server rewrite phase */
+        rw = rewrite_run(sl->rewrite, req, false, sl->return_status, sl->return_text);
+    if (rw == REWRITE_ERROR) {
+        use_level(req, sl);
+        req->first_level = req->level;
+        status = 500;
+    } else if (rw == REWRITE_RETURN) {
+        use_level(req, sl);
+        req->first_level = req->level;
+    } else if (sl && sl->rewrite) {
+        status = place(c, req, named);
+    } else if (!req->site) {
         use_level(req, &c->levels[0]);
         req->first_level = req->level;
     } else if (req->site->level->return_status && !named) {
@@ -603,6 +630,20 @@ static bool refused(const struct module_chain *c, struct request *req,
     return answered;
 }
 
+/* A rewrite's redirect to url[0, n): the request's arguments after '?', or after '&' when
+ * the URL has its own, as nginx's. Returns the new length, or -1 if it does not fit cap
+ * (with a NUL). */
+static long redirect_args(const struct request *req, char *url, size_t n, size_t cap)
+{
+    if (!req->has_args || !req->args.len)
+        return (long)n;
+    if (n + 1 + req->args.len >= cap)
+        return -1;
+    url[n] = memchr(url, '?', n) ? '&' : '?';
+    memcpy(url + n + 1, req->args.p, req->args.len);
+    return (long)(n + 1 + req->args.len);
+}
+
 /* `return CODE [TEXT|URL]`. */
 static void answer_return(struct request *req, struct response *resp)
 {
@@ -614,7 +655,8 @@ static void answer_return(struct request *req, struct response *resp)
         struct vars_source src;
         module_vars_source(req, &src);
         n = vars_expand(v, &src, buf, sizeof(buf) - 1);
-        if (n < 0 || (size_t)n >= sizeof(buf) - 1) {
+        if (n < 0 || (size_t)n >= sizeof(buf) - 1 ||
+            (req->return_args && (n = redirect_args(req, buf, (size_t)n, sizeof(buf))) < 0)) {
             resp_error(resp, 500);
             return;
         }
@@ -722,6 +764,7 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
     r.first_level = NULL;
     r.return_status = r.try_status = 0;
     r.return_text = NULL;
+    r.return_args = false;
     r.body = NULL;
     r.body_len = 0;
     const struct site_location *named = NULL;

@@ -1,0 +1,153 @@
+"""The rewrite module, as nginx runs it: `rewrite` in a server (before the location is
+searched) and in a location (after), its flags, its captures and the request's arguments,
+`break`, and `return` in the order written."""
+import http.client
+
+import pytest
+
+SITE = r"""
+threads 2;
+error_log stderr debug;
+access_log "{access}";
+shutdown_timeout 5s;
+server {{
+    listen 127.0.0.1:0;
+    root "{root}";
+    default_type text/plain;
+    rewrite ^/old/(.*)$ /new/$1;
+    rewrite ^/moved/(.*)$ /new/$1 permanent;
+    rewrite ^/temp/(.*)$ /new/$1 redirect;
+    rewrite ^/away/(.*)$ https://example.com/$1;
+    rewrite ^/plain/(.*)$ https://example.com/$1?;
+    rewrite ^/tagged/(.*)$ https://example.com/$1?tag=x;
+    location /new/ {{
+        return 200 "new $uri args=$args\n";
+    }}
+    location /last/ {{
+        rewrite ^/last/(\w+)$ /new/$1 last;
+        return 403;
+    }}
+    location /stay/ {{
+        rewrite ^/stay/y(.*)$ /stay/x$1 break;
+        return 403;
+    }}
+    location /chain/ {{
+        rewrite ^/chain/a$ /chain/b;
+        rewrite ^/chain/b$ /new/from-chain;
+    }}
+    location /first/ {{
+        return 410;
+        rewrite ^ /new/never last;
+    }}
+    location /stop/ {{
+        break;
+        return 403;
+    }}
+    location /loop/ {{
+        rewrite ^ /loop/again last;
+    }}
+    location /drop/ {{
+        rewrite ^/drop/(.*)$ /new/$1? last;
+    }}
+    location /own/ {{
+        rewrite ^/own/(.*)$ /new/$1?k=v last;
+    }}
+}}
+"""
+
+
+@pytest.fixture
+def site(start_server, docroot, tmp_path):
+    (docroot / "stay").mkdir()
+    (docroot / "stay" / "x.txt").write_text("stay x\n")
+    (docroot / "stop").mkdir()
+    (docroot / "stop" / "f.txt").write_text("stop f\n")
+    conf = SITE.format(root=docroot, access=tmp_path / "access.log")
+    return start_server(docroot, conf=conf)
+
+
+def get(server, target):
+    c = http.client.HTTPConnection(server.host, server.port, timeout=10)
+    try:
+        c.request("GET", target)
+        r = c.getresponse()
+        return r.status, r.getheader("Location"), r.read().decode()
+    finally:
+        c.close()
+
+
+def test_server_rewrite_runs_before_the_location_search(site):
+    assert get(site, "/old/page")[::2] == (200, "new /new/page args=\n")
+
+
+def test_server_rewrite_keeps_the_request_arguments(site):
+    assert get(site, "/old/page?a=1")[::2] == (200, "new /new/page args=a=1\n")
+
+
+def test_permanent_is_301_with_the_arguments(site):
+    status, location, _ = get(site, "/moved/p?a=1")
+    assert (status, location.split("/", 3)[3]) == (301, "new/p?a=1")
+
+
+def test_redirect_is_302(site):
+    status, location, _ = get(site, "/temp/p")
+    assert (status, location.split("/", 3)[3]) == (302, "new/p")
+
+
+def test_replacement_with_a_scheme_is_a_302(site):
+    assert get(site, "/away/p?a=1")[:2] == (302, "https://example.com/p?a=1")
+
+
+def test_replacement_ending_with_a_question_mark_drops_the_arguments(site):
+    assert get(site, "/plain/p?a=1")[:2] == (302, "https://example.com/p")
+
+
+def test_replacement_arguments_come_before_the_request_ones(site):
+    assert get(site, "/tagged/p?a=1")[:2] == (302, "https://example.com/p?tag=x&a=1")
+
+
+def test_last_searches_the_location_again(site):
+    assert get(site, "/last/word")[::2] == (200, "new /new/word args=\n")
+
+
+def test_rewrite_that_does_not_match_goes_on_to_the_next_directive(site):
+    assert get(site, "/last/two/words")[0] == 403
+
+
+def test_break_flag_serves_the_new_path_in_the_same_location(site):
+    assert get(site, "/stay/y.txt")[::2] == (200, "stay x\n")
+
+
+def test_rewrites_without_flag_chain_then_search_again(site):
+    assert get(site, "/chain/a")[::2] == (200, "new /new/from-chain args=\n")
+
+
+def test_return_before_a_rewrite_answers_first(site):
+    assert get(site, "/first/x")[0] == 410
+
+
+def test_break_directive_stops_before_return(site):
+    assert get(site, "/stop/f.txt")[::2] == (200, "stop f\n")
+
+
+def test_last_loop_ends_in_500_after_ten_searches(site):
+    assert get(site, "/loop/x")[0] == 500
+
+
+def test_internal_rewrite_ending_with_a_question_mark_drops_the_arguments(site):
+    assert get(site, "/drop/p?a=1")[::2] == (200, "new /new/p args=\n")
+
+
+def test_internal_rewrite_arguments_come_before_the_request_ones(site):
+    assert get(site, "/own/p?a=1")[::2] == (200, "new /new/p args=k=v&a=1\n")
+
+
+def test_invalid_flag_is_refused_at_load(tmp_path, docroot):
+    import subprocess
+    from conftest import BIN
+    conf = tmp_path / "bad.conf"
+    conf.write_text(f'server {{ listen 127.0.0.1:0; root "{docroot}"; '
+                    "rewrite ^ /x forever; }\n")
+    r = subprocess.run([BIN, "-c", str(conf), "-t"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode != 0 and 'invalid flag "forever"' in r.stderr + r.stdout
