@@ -386,7 +386,9 @@ static int place(const struct module_chain *c, struct request *req,
         use_level(req, l);
         if (!req->first_level)
             req->first_level = l;
-        if (l->rewrite) {
+        /* A location's list; a server's ran before the search, and runs not again where
+         * no location matches (nginx skips the server's null location). */
+        if (loc && l->rewrite) {
             switch (rewrite_run(l->rewrite, req, true, l->return_status, l->return_text)) {
             case REWRITE_GO_ON: use_level(req, l); break; /* the path may be new */
             case REWRITE_SEARCH: req->first_level = NULL; continue;

@@ -20,6 +20,7 @@ server {{
     rewrite ^/away/(.*)$ https://example.com/$1;
     rewrite ^/plain/(.*)$ https://example.com/$1?;
     rewrite ^/tagged/(.*)$ https://example.com/$1?tag=x;
+    rewrite ^/twice/(.*)$ /twice/x$1;
     location /new/ {{
         return 200 "new $uri args=$args\n";
     }}
@@ -60,6 +61,9 @@ server {{
 def site(start_server, docroot, tmp_path):
     (docroot / "stay").mkdir()
     (docroot / "stay" / "x.txt").write_text("stay x\n")
+    (docroot / "twice").mkdir()
+    (docroot / "twice" / "xp.txt").write_text("twice xp\n")
+    (docroot / "twice" / "xxp.txt").write_text("twice xxp\n")
     (docroot / "stop").mkdir()
     (docroot / "stop" / "f.txt").write_text("stop f\n")
     conf = SITE.format(root=docroot, access=tmp_path / "access.log")
@@ -78,6 +82,10 @@ def get(server, target):
 
 def test_server_rewrite_runs_before_the_location_search(site):
     assert get(site, "/old/page")[::2] == (200, "new /new/page args=\n")
+
+
+def test_server_rewrites_run_once_when_no_location_matches(site):
+    assert get(site, "/twice/p.txt")[::2] == (200, "twice xp\n")
 
 
 def test_server_rewrite_keeps_the_request_arguments(site):
