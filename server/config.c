@@ -884,6 +884,15 @@ static const struct conf_directive core_directives[] = {
      .doc = "Ends the block's `rewrite` directives: the request goes on with its path "
             "(in a location, served there).",
      .id = CONFIG_ID_BREAK},
+    {"if", CONF_BLOCK, SITE | LOC, CONF_REPEATS, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
+     .set = conf_set_later, .usage = "(CONDITION) { ... }",
+     .doc = "Runs the block's `rewrite`, `return` and `break` (in order, with the block's "
+            "others) when CONDITION holds, as nginx's: `($var)` (neither empty nor `0`), "
+            "`($var = TEXT)`, `!=`, `~ REGEX`, `~*` (without case), `!~`, `!~*` (a match's "
+            "groups are `$1`..`$9` after it), `-f PATH`, `-d`, `-e`, `-x` and their `!` "
+            "(PATH a file system path, variables expanded). Other directives inside `if` "
+            "are refused at load.",
+     .id = CONFIG_ID_IF},
     {"error_page", CONF_LIST, TOP | SITE | LOC, CONF_REPEATS, .min_args = 2,
      .max_args = CONFIG_MAX_ARGS, .set = conf_set_later,
      .usage = "CODE... [=[ANSWER]] URI|@NAME|URL",

@@ -168,6 +168,7 @@ enum config_core_id {
     CONFIG_ID_SERVER,
     CONFIG_ID_REWRITE,
     CONFIG_ID_BREAK,
+    CONFIG_ID_IF,
 };
 
 /* The next top-level statement named `name` after `after` (NULL: from the start). */

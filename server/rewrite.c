@@ -6,12 +6,31 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config.h"
 #include "module_chain.h"
 #include "vars.h"
 
-enum rewrite_op { OP_REWRITE, OP_BREAK, OP_RETURN };
+enum rewrite_op { OP_REWRITE, OP_BREAK, OP_RETURN, OP_IF };
+
+/* `if (CONDITION)`'s test: a value's truth, a comparison, a regex or a file's kind. */
+enum cond_kind {
+    COND_TRUE,   /* `($var)`: neither empty nor "0" */
+    COND_EQ,     /* = */
+    COND_REGEX,  /* ~ ~* */
+    COND_FILE,   /* -f */
+    COND_DIR,    /* -d */
+    COND_EXISTS, /* -e */
+    COND_EXEC,   /* -x */
+};
+
+struct rewrite_cond {
+    enum cond_kind kind;
+    bool negate; /* != !~ !~* !-f ... */
+    struct vars_value *left, *right;
+    struct regex re;
+};
 enum rewrite_flag { FLAG_NONE, FLAG_LAST, FLAG_BREAK, FLAG_REDIRECT, FLAG_PERMANENT };
 
 struct rewrite_step {
@@ -21,6 +40,9 @@ struct rewrite_step {
     bool drop_args; /* the replacement ended with '?': the request's arguments go */
     struct regex re;
     struct vars_value *replacement;
+    int status;                 /* `return` in an `if`: its code */
+    struct rewrite_cond cond;   /* `if` */
+    struct rewrite_prog *body;  /* `if`: its block */
 };
 
 struct rewrite_prog {
@@ -74,25 +96,170 @@ static int read_rewrite(struct conf_reader *r, const struct conf_node *n,
     return 0;
 }
 
+static int build(struct conf_reader *r, const struct conf_node *first, unsigned context,
+                 bool in_if, struct rewrite_prog **out);
+
+static int compile_value(struct conf_reader *r, unsigned line, const char *text,
+                         enum vars_context ctx, struct vars_value **out)
+{
+    char err[256];
+    if (vars_compile(text, ctx, out, err, sizeof(err)) < 0)
+        return conf_error(r, line, "\"%s\": %s", text, err);
+    return 0;
+}
+
+/* `return CODE [TEXT|URL]` or `return URL` inside an `if`, as a block's own. */
+static int read_if_return(struct conf_reader *r, const struct conf_node *n,
+                          struct rewrite_step *s)
+{
+    const char *a = n->args[0];
+    if (n->n_args == 1 && (starts(a, "http://") || starts(a, "https://") ||
+                           starts(a, "$scheme"))) {
+        s->status = 302;
+        return compile_value(r, n->line, a, VARS_HEADER, &s->replacement);
+    }
+    char *end;
+    long v = strtol(a, &end, 10);
+    if (*a < '0' || *a > '9' || *end || v < 200 || v > 599)
+        return conf_error(r, n->line, "return: invalid code \"%s\" (200 to 599, or a URL "
+                          "starting with http:// or https://)", a);
+    s->status = (int)v;
+    if (n->n_args == 1)
+        return 0;
+    bool redirect = v == 301 || v == 302 || v == 303 || v == 307 || v == 308;
+    return compile_value(r, n->line, n->args[1], redirect ? VARS_HEADER : VARS_RAW,
+                         &s->replacement);
+}
+
+/* The condition's words, without nginx's parentheses: "($a", "=", "b)" or "(", "$a", ")". */
+static unsigned cond_words(const struct conf_node *n, const char **w, char (*buf)[256])
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < n->n_args && k < 4; i++) {
+        const char *a = n->args[i];
+        size_t len = strlen(a);
+        if (i == 0 && a[0] == '(')
+            a++, len--;
+        if (i + 1 == n->n_args && len && a[len - 1] == ')')
+            len--;
+        if (len == 0 && (i == 0 || i + 1 == n->n_args))
+            continue;
+        if (len >= sizeof(buf[0]))
+            len = sizeof(buf[0]) - 1;
+        memcpy(buf[k], a, len);
+        buf[k][len] = '\0';
+        w[k] = buf[k];
+        k++;
+    }
+    return k;
+}
+
+static int read_cond(struct conf_reader *r, const struct conf_node *n, struct rewrite_cond *c)
+{
+    const char *w[4];
+    char buf[4][256];
+    unsigned k = cond_words(n, w, buf);
+    if (n->n_args == 0 || n->args[0][0] != '(' ||
+        n->args[n->n_args - 1][strlen(n->args[n->n_args - 1]) - 1] != ')')
+        return conf_error(r, n->line, "if: the condition is written in parentheses");
+    if (k == 1 && w[0][0] == '$') {
+        c->kind = COND_TRUE;
+        return compile_value(r, n->line, w[0], VARS_RAW, &c->left);
+    }
+    if (k == 2) {
+        static const struct { const char *op; enum cond_kind kind; } files[] = {
+            {"-f", COND_FILE}, {"-d", COND_DIR}, {"-e", COND_EXISTS}, {"-x", COND_EXEC}};
+        const char *op = w[0];
+        c->negate = op[0] == '!';
+        for (unsigned i = 0; i < 4; i++)
+            if (strcmp(op + c->negate, files[i].op) == 0) {
+                c->kind = files[i].kind;
+                return compile_value(r, n->line, w[1], VARS_RAW, &c->left);
+            }
+    }
+    if (k == 3 && w[0][0] == '$') {
+        const char *op = w[1];
+        c->negate = op[0] == '!';
+        if (compile_value(r, n->line, w[0], VARS_RAW, &c->left) < 0)
+            return -1;
+        if (strcmp(op + c->negate, "=") == 0) {
+            c->kind = COND_EQ;
+            return compile_value(r, n->line, w[2], VARS_RAW, &c->right);
+        }
+        if (strcmp(op + c->negate, "~") == 0 || strcmp(op + c->negate, "~*") == 0) {
+            char err[256];
+            c->kind = COND_REGEX;
+            if (regex_compile(&c->re, w[2], op[c->negate + 1] ? REGEX_CASELESS : 0, err,
+                              sizeof(err)) < 0)
+                return conf_error(r, n->line, "if: \"%s\": %s", w[2], err);
+            return 0;
+        }
+    }
+    return conf_error(r, n->line, "if: invalid condition (a variable; $var = | != TEXT; "
+                      "$var ~ | ~* | !~ | !~* REGEX; -f | -d | -e | -x and their ! with a "
+                      "path)");
+}
+
+static int read_if(struct conf_reader *r, const struct conf_node *n, unsigned context,
+                   struct rewrite_step *s)
+{
+    if (read_cond(r, n, &s->cond) < 0)
+        return -1;
+    if (build(r, n->children, context, true, &s->body) < 0)
+        return -1;
+    if (!s->body) /* an empty block: a test with nothing to do */
+        s->body = calloc(1, sizeof(*s->body));
+    return s->body ? 0 : conf_error(r, n->line, "out of memory");
+}
+
+/* Inside an `if`: what nginx's rewrite module says there; another directive nginx takes
+ * inside `if` is refused, said so. */
+static int if_statement(struct conf_reader *r, const struct conf_node *s, unsigned context,
+                        enum config_core_id *id)
+{
+    *id = id_of(s, context);
+    if (strcmp(s->name, "if") == 0)
+        return conf_error(r, s->line, "if: an if inside an if is not allowed (as nginx)");
+    if (*id == CONFIG_ID_REWRITE || *id == CONFIG_ID_BREAK || *id == CONFIG_ID_RETURN)
+        return 0;
+    return conf_error(r, s->line, "\"%s\" inside if is not supported (rewrite, return and "
+                      "break are)", s->name);
+}
+
 int rewrite_build(struct conf_reader *r, const struct conf_node *first, unsigned context,
                   struct rewrite_prog **out)
 {
+    return build(r, first, context, false, out);
+}
+
+static int build(struct conf_reader *r, const struct conf_node *first, unsigned context,
+                 bool in_if, struct rewrite_prog **out)
+{
     *out = NULL;
     unsigned n = 0;
-    bool any = false;
+    bool any = in_if;
     for (const struct conf_node *s = first; s; s = s->next) {
         enum config_core_id id = id_of(s, context);
-        any |= id == CONFIG_ID_REWRITE || id == CONFIG_ID_BREAK;
-        n += id == CONFIG_ID_REWRITE || id == CONFIG_ID_BREAK || id == CONFIG_ID_RETURN;
+        any |= id == CONFIG_ID_REWRITE || id == CONFIG_ID_BREAK || id == CONFIG_ID_IF;
+        n += id == CONFIG_ID_REWRITE || id == CONFIG_ID_BREAK || id == CONFIG_ID_RETURN ||
+             id == CONFIG_ID_IF || in_if;
     }
-    if (!any)
+    if (!any || n == 0)
         return 0;
     struct rewrite_prog *p = calloc(1, sizeof(*p) + n * sizeof(p->steps[0]));
     if (!p)
         return conf_error(r, 0, "out of memory");
     int rc = 0;
     for (const struct conf_node *s = first; s; s = s->next) {
-        enum config_core_id id = id_of(s, context);
+        enum config_core_id id;
+        if (in_if) {
+            if (if_statement(r, s, context, &id) < 0) {
+                rc = -1;
+                continue;
+            }
+        } else {
+            id = id_of(s, context);
+        }
         struct rewrite_step *st = &p->steps[p->n];
         if (id == CONFIG_ID_REWRITE) {
             p->n++;
@@ -104,6 +271,12 @@ int rewrite_build(struct conf_reader *r, const struct conf_node *first, unsigned
         } else if (id == CONFIG_ID_RETURN) {
             p->n++;
             st->op = OP_RETURN;
+            if (in_if)
+                rc |= read_if_return(r, s, st);
+        } else if (id == CONFIG_ID_IF) {
+            p->n++;
+            st->op = OP_IF;
+            rc |= read_if(r, s, context, st);
         }
     }
     if (rc) {
@@ -119,8 +292,13 @@ void rewrite_free(struct rewrite_prog *p)
     if (!p)
         return;
     for (unsigned i = 0; i < p->n; i++) {
-        regex_free(&p->steps[i].re);
-        vars_free(p->steps[i].replacement);
+        struct rewrite_step *s = &p->steps[i];
+        regex_free(&s->re);
+        vars_free(s->replacement);
+        regex_free(&s->cond.re);
+        vars_free(s->cond.left);
+        vars_free(s->cond.right);
+        rewrite_free(s->body);
     }
     free(p);
 }
@@ -161,36 +339,135 @@ static bool rewrite_path(const struct rewrite_step *s, struct request *req)
     return module_route_set_path(req, buf, len);
 }
 
+/* What a list says when it ends: go on after it (a rewrite may have changed the path),
+ * stop the block's lists (`break`), or an answer. */
+enum run_end { RUN_ON, RUN_STOP, RUN_SEARCH, RUN_RETURN, RUN_ERROR };
+
+/* The text the regex groups of an `if` were taken from must outlive the expansion: it is
+ * kept at the end of the path's buffer, as the captures of a location are (above the path
+ * and its arguments). False: it does not fit (no groups then). */
+static bool keep_subject(struct request *req, struct regex_captures *caps, const char *text,
+                         size_t len)
+{
+    size_t floor = req->path_len + 1;
+    const char *args_end = req->args.p ? req->args.p + req->args.len : NULL;
+    if (args_end > req->path && args_end <= req->path + REQUEST_PATH_MAX &&
+        (size_t)(args_end - req->path) > floor)
+        floor = (size_t)(args_end - req->path);
+    if (floor > REQUEST_PATH_MAX || len > REQUEST_PATH_MAX - floor)
+        return false;
+    char *at = req->path + REQUEST_PATH_MAX - len;
+    memmove(at, text, len);
+    caps->subject = at;
+    return true;
+}
+
+static bool file_test(enum cond_kind kind, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return false;
+    switch (kind) {
+    case COND_FILE: return S_ISREG(st.st_mode);
+    case COND_DIR: return S_ISDIR(st.st_mode);
+    case COND_EXEC: return !S_ISDIR(st.st_mode) && (st.st_mode & 0111);
+    default: return true;
+    }
+}
+
+/* 1 true, 0 false, -1 an error (a value too long, a regex over its limits). */
+static int test(const struct rewrite_cond *c, struct request *req)
+{
+    struct vars_source src;
+    module_vars_source(req, &src);
+    char left[REQUEST_PATH_MAX];
+    long n = vars_expand(c->left, &src, left, sizeof(left));
+    if (n < 0)
+        return -1;
+    bool yes;
+    if (c->kind == COND_TRUE) {
+        yes = n > 0 && !(n == 1 && left[0] == '0');
+    } else if (c->kind == COND_EQ) {
+        char right[REQUEST_PATH_MAX];
+        long m = vars_expand(c->right, &src, right, sizeof(right));
+        if (m < 0)
+            return -1;
+        yes = m == n && memcmp(left, right, (size_t)n) == 0;
+    } else if (c->kind == COND_REGEX) {
+        struct regex_captures caps;
+        enum regex_result r = regex_match(&c->re, left, (size_t)n, &caps, NULL, 0);
+        if (r == REGEX_LIMIT)
+            return -1;
+        yes = r == REGEX_MATCH;
+        if (yes && !c->negate) { /* its groups are the request's now, as nginx's */
+            if (caps.n && !keep_subject(req, &caps, left, (size_t)n))
+                caps.n = 0;
+            req->captures = caps;
+        }
+    } else {
+        yes = memchr(left, '\0', (size_t)n) == NULL && file_test(c->kind, left);
+    }
+    return yes != c->negate;
+}
+
+static enum run_end run(const struct rewrite_prog *p, struct request *req, bool in_location,
+                        int return_status, const struct vars_value *return_text,
+                        bool *changed)
+{
+    for (unsigned i = 0; i < p->n; i++) {
+        const struct rewrite_step *s = &p->steps[i];
+        if (s->op == OP_BREAK)
+            return RUN_STOP;
+        if (s->op == OP_RETURN) {
+            req->return_status = s->status ? s->status : return_status;
+            req->return_text = s->status ? s->replacement : return_text;
+            return RUN_RETURN;
+        }
+        if (s->op == OP_IF) {
+            int t = test(&s->cond, req);
+            if (t < 0)
+                return RUN_ERROR;
+            if (!t)
+                continue;
+            enum run_end e = run(s->body, req, in_location, return_status, return_text,
+                                 changed);
+            if (e != RUN_ON)
+                return e;
+            continue;
+        }
+        struct regex_captures caps;
+        enum regex_result m = regex_match(&s->re, req->path, req->path_len, &caps, NULL, 0);
+        if (m == REGEX_LIMIT)
+            return RUN_ERROR;
+        if (m == REGEX_NOMATCH)
+            continue;
+        req->captures = caps;
+        if (s->redirect) {
+            redirect(s, req);
+            return RUN_RETURN;
+        }
+        if (!rewrite_path(s, req))
+            return RUN_ERROR;
+        if (s->flag == FLAG_LAST)
+            return in_location ? RUN_SEARCH : RUN_STOP;
+        if (s->flag == FLAG_BREAK)
+            return RUN_STOP;
+        *changed = true;
+    }
+    return RUN_ON;
+}
+
 enum rewrite_result rewrite_run(const struct rewrite_prog *p, struct request *req,
                                 bool in_location, int return_status,
                                 const struct vars_value *return_text)
 {
     bool changed = false;
-    for (unsigned i = 0; i < p->n; i++) {
-        const struct rewrite_step *s = &p->steps[i];
-        if (s->op == OP_BREAK)
-            return REWRITE_GO_ON;
-        if (s->op == OP_RETURN) {
-            req->return_status = return_status;
-            req->return_text = return_text;
-            return REWRITE_RETURN;
-        }
-        struct regex_captures caps;
-        enum regex_result m = regex_match(&s->re, req->path, req->path_len, &caps, NULL, 0);
-        if (m == REGEX_LIMIT)
-            return REWRITE_ERROR;
-        if (m == REGEX_NOMATCH)
-            continue;
-        req->captures = caps;
-        if (s->redirect)
-            return redirect(s, req);
-        if (!rewrite_path(s, req))
-            return REWRITE_ERROR;
-        if (s->flag == FLAG_LAST)
-            return in_location ? REWRITE_SEARCH : REWRITE_GO_ON;
-        if (s->flag == FLAG_BREAK)
-            return REWRITE_GO_ON;
-        changed = true;
+    switch (run(p, req, in_location, return_status, return_text, &changed)) {
+    case RUN_SEARCH: return REWRITE_SEARCH;
+    case RUN_RETURN: return REWRITE_RETURN;
+    case RUN_ERROR: return REWRITE_ERROR;
+    case RUN_STOP: return REWRITE_GO_ON;
+    case RUN_ON: break;
     }
     return changed && in_location ? REWRITE_SEARCH : REWRITE_GO_ON;
 }

@@ -14,6 +14,9 @@ server {{
     listen 127.0.0.1:0;
     root "{root}";
     default_type text/plain;
+    if ($host = www.example.org) {{
+        return 301 https://example.org$request_uri;
+    }}
     rewrite ^/old/(.*)$ /new/$1;
     rewrite ^/moved/(.*)$ /new/$1 permanent;
     rewrite ^/temp/(.*)$ /new/$1 redirect;
@@ -50,6 +53,26 @@ server {{
     location /drop/ {{
         rewrite ^/drop/(.*)$ /new/$1? last;
     }}
+    location /if/ {{
+        if ($arg_on) {{
+            return 200 "on is true\n";
+        }}
+        if ($http_x_agent ~* ^(bot)-(\w+)$) {{
+            return 200 "agent $2\n";
+        }}
+        if ($arg_k != open) {{
+            return 403;
+        }}
+        if (-f "{root}/stay/x.txt") {{
+            rewrite ^ /stay/x.txt break;
+        }}
+        return 404;
+    }}
+    location /notfile/ {{
+        if (!-f "{root}/missing") {{
+            rewrite ^ /new/no-file last;
+        }}
+    }}
     location /own/ {{
         rewrite ^/own/(.*)$ /new/$1?k=v last;
     }}
@@ -70,10 +93,10 @@ def site(start_server, docroot, tmp_path):
     return start_server(docroot, conf=conf)
 
 
-def get(server, target):
+def get(server, target, **headers):
     c = http.client.HTTPConnection(server.host, server.port, timeout=10)
     try:
-        c.request("GET", target)
+        c.request("GET", target, headers=headers)
         r = c.getresponse()
         return r.status, r.getheader("Location"), r.read().decode()
     finally:
@@ -159,3 +182,47 @@ def test_invalid_flag_is_refused_at_load(tmp_path, docroot):
     r = subprocess.run([BIN, "-c", str(conf), "-t"], capture_output=True, text=True,
                        timeout=30)
     assert r.returncode != 0 and 'invalid flag "forever"' in r.stderr + r.stdout
+
+
+def test_if_host_equals_redirects_as_certbot_writes_it(site):
+    assert get(site, "/a?b=1", Host="www.example.org")[:2] == (
+        301, "https://example.org/a?b=1")
+
+
+def test_if_host_equals_is_false_for_another_host(site):
+    assert get(site, "/old/p", Host="example.org")[0] == 200
+
+
+def test_if_variable_is_true_when_neither_empty_nor_zero(site):
+    assert get(site, "/if/?on=yes&k=open")[::2] == (200, "on is true\n")
+
+
+def test_if_variable_zero_is_false(site):
+    assert get(site, "/if/?on=0")[0] == 403
+
+
+def test_if_caseless_regex_captures_are_the_request_groups(site):
+    assert get(site, "/if/", **{"X-Agent": "BOT-crawler"})[::2] == (200, "agent crawler\n")
+
+
+def test_if_not_equal_holds_for_another_value(site):
+    assert get(site, "/if/?k=shut")[0] == 403
+
+
+def test_if_file_exists_runs_its_rewrite(site):
+    assert get(site, "/if/?k=open")[::2] == (200, "stay x\n")
+
+
+def test_if_not_file_holds_for_a_missing_file(site):
+    assert get(site, "/notfile/p")[::2] == (200, "new /new/no-file args=\n")
+
+
+def test_directive_inside_if_that_is_not_supported_is_refused_at_load(tmp_path, docroot):
+    import subprocess
+    from conftest import BIN
+    conf = tmp_path / "bad.conf"
+    conf.write_text(f'server {{ listen 127.0.0.1:0; root "{docroot}"; '
+                    "location / { if ($arg_a) { expires 1h; } } }\n")
+    r = subprocess.run([BIN, "-c", str(conf), "-t"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode != 0 and '"expires" inside if is not supported' in r.stderr + r.stdout
