@@ -181,12 +181,32 @@ server {
         rewrite ^/rw/loop$ /rw/loop last;
         return 403;
     }
+    location /if/ {
+        if ($arg_on) {
+            return 200 "on\n";
+        }
+        if ($arg_k != open) {
+            return 403;
+        }
+        if ($arg_p ~ ^(\w+)-(\w+)$) {
+            return 200 "pair $2 $1\n";
+        }
+        return 200 "open\n";
+    }
     location /loopback/ {
         deny 127.0.0.2;
         allow 127.0.0.0/8;
         allow ::1;
         deny all;
     }
+}
+server {
+    listen 127.0.0.1:{port0};
+    server_name certbot.test www.certbot.test;
+    if ($host = www.certbot.test) {
+        return 301 https://$host$request_uri;
+    }
+    return 404;
 }
 server {
     listen 127.0.0.1:{port0};
@@ -373,6 +393,16 @@ REQUESTS = [
         "site/exactly"),
     row("rewrite_no_match_goes_on_to_return", "/rw/other", 403, None),
     row("rewrite_last_loop_is_500", "/rw/loop", 500, None),
+    row("if_host_equals_redirects_as_certbot_writes_it", "/a?b=1", 301, None,
+        host="www.certbot.test",
+        expect={"location": "https://www.certbot.test/a?b=1"}),
+    row("if_host_equals_is_false_for_another_host", "/a", 404, None, host="certbot.test"),
+    row("if_variable_is_true", "/if/?on=1&k=open", 200, "on"),
+    row("if_variable_zero_is_false", "/if/?on=0", 403, None),
+    row("if_not_equal_holds_for_another_value", "/if/?k=shut", 403, None),
+    row("if_regex_groups_are_the_request_ones", "/if/?k=open&p=left-right", 200,
+        "pair right left"),
+    row("if_falls_through_to_return", "/if/?k=open", 200, "open"),
     row("return_301_to_a_path_is_made_absolute", "/old", 301, None,
         expect={"location": "http://example.org:PORT/new", "x-site": ["main"]}),
     row("return_302_to_a_url", "/moved", 302, None,
