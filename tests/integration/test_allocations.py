@@ -158,9 +158,9 @@ def test_regex_location_captures_do_not_allocate_per_request(start_server, docro
 
 
 def test_rewrites_do_not_allocate_per_request(start_server, docroot, tmp_path, connect):
-    """A server's rewrite and a location's `rewrite ... last` with captures and arguments:
-    the replacement is expanded on the stack and the new path written in the request's own
-    buffer, so a request allocates nothing."""
+    """A server's rewrite and a location's `if` and `rewrite ... last` with captures and
+    arguments: values are expanded on the stack, the new path written in the request's own
+    buffer, the groups of an `if` kept there, so a request allocates nothing."""
     if SANITIZED:
         pytest.skip("the sanitizers replace malloc, so there is nothing to count " + BY_DESIGN)
     lib = alloc_counter()
@@ -171,7 +171,11 @@ def test_rewrites_do_not_allocate_per_request(start_server, docroot, tmp_path, c
                      "server {\n"
                      "  rewrite ^/old/(.*)$ /new/$1;\n"
                      "  location /new/ {\n"
-                     "    rewrite ^/new/(?<leaf>\\w+)$ /files/$leaf.html?from=new last;\n"
+                     "    if ($http_host !~ ^t$) { return 403; }\n"
+                     "    if ($arg_a ~ ^(\\d)$) {\n"
+                     "      rewrite ^/new/(?<leaf>\\w+)$ /files/$leaf.html?from=new last;\n"
+                     "    }\n"
+                     "    return 404;\n"
                      "  }\n"
                      "  location / { }\n"
                      "}\n",
