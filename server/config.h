@@ -169,6 +169,7 @@ enum config_core_id {
     CONFIG_ID_REWRITE,
     CONFIG_ID_BREAK,
     CONFIG_ID_IF,
+    CONFIG_ID_SET,
 };
 
 /* The next top-level statement named `name` after `after` (NULL: from the start). */

@@ -56,6 +56,8 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .request_id = req->request_id,
         .captures = &req->captures,
         .server_captures = &req->server_captures,
+        .user_var = rewrite_var,
+        .user_vars = &req->vars,
     };
 }
 

@@ -6,13 +6,14 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "config.h"
 #include "module_chain.h"
 #include "vars.h"
 
-enum rewrite_op { OP_REWRITE, OP_BREAK, OP_RETURN, OP_IF };
+enum rewrite_op { OP_REWRITE, OP_BREAK, OP_RETURN, OP_IF, OP_SET };
 
 /* `if (CONDITION)`'s test: a value's truth, a comparison, a regex or a file's kind. */
 enum cond_kind {
@@ -43,6 +44,7 @@ struct rewrite_step {
     int status;                 /* `return` in an `if`: its code */
     struct rewrite_cond cond;   /* `if` */
     struct rewrite_prog *body;  /* `if`: its block */
+    const char *name;           /* `set`: the variable, without '$' */
 };
 
 struct rewrite_prog {
@@ -220,10 +222,11 @@ static int if_statement(struct conf_reader *r, const struct conf_node *s, unsign
     *id = id_of(s, context);
     if (strcmp(s->name, "if") == 0)
         return conf_error(r, s->line, "if: an if inside an if is not allowed (as nginx)");
-    if (*id == CONFIG_ID_REWRITE || *id == CONFIG_ID_BREAK || *id == CONFIG_ID_RETURN)
+    if (*id == CONFIG_ID_REWRITE || *id == CONFIG_ID_BREAK || *id == CONFIG_ID_RETURN ||
+        *id == CONFIG_ID_SET)
         return 0;
-    return conf_error(r, s->line, "\"%s\" inside if is not supported (rewrite, return and "
-                      "break are)", s->name);
+    return conf_error(r, s->line, "\"%s\" inside if is not supported (rewrite, return, set "
+                      "and break are)", s->name);
 }
 
 int rewrite_build(struct conf_reader *r, const struct conf_node *first, unsigned context,
@@ -240,9 +243,10 @@ static int build(struct conf_reader *r, const struct conf_node *first, unsigned 
     bool any = in_if;
     for (const struct conf_node *s = first; s; s = s->next) {
         enum config_core_id id = id_of(s, context);
-        any |= id == CONFIG_ID_REWRITE || id == CONFIG_ID_BREAK || id == CONFIG_ID_IF;
+        any |= id == CONFIG_ID_REWRITE || id == CONFIG_ID_BREAK || id == CONFIG_ID_IF ||
+                id == CONFIG_ID_SET;
         n += id == CONFIG_ID_REWRITE || id == CONFIG_ID_BREAK || id == CONFIG_ID_RETURN ||
-             id == CONFIG_ID_IF || in_if;
+             id == CONFIG_ID_IF || id == CONFIG_ID_SET || in_if;
     }
     if (!any || n == 0)
         return 0;
@@ -273,6 +277,11 @@ static int build(struct conf_reader *r, const struct conf_node *first, unsigned 
             st->op = OP_RETURN;
             if (in_if)
                 rc |= read_if_return(r, s, st);
+        } else if (id == CONFIG_ID_SET) {
+            p->n++;
+            st->op = OP_SET;
+            st->name = s->args[0] + 1; /* declared as the file was read: "$NAME" */
+            rc |= compile_value(r, s->line, s->args[1], VARS_RAW, &st->replacement);
         } else if (id == CONFIG_ID_IF) {
             p->n++;
             st->op = OP_IF;
@@ -410,6 +419,40 @@ static int test(const struct rewrite_cond *c, struct request *req)
     return yes != c->negate;
 }
 
+struct http_slice rewrite_var(const void *vars, const char *name, size_t len)
+{
+    const struct request_vars *rv = vars;
+    for (unsigned i = 0; i < rv->n; i++)
+        if (strncasecmp(rv->v[i].name, name, len) == 0 && rv->v[i].name[len] == '\0')
+            return (struct http_slice){rv->buf + rv->v[i].off, rv->v[i].len};
+    return (struct http_slice){NULL, 0};
+}
+
+/* `set`: the value is expanded into the request's own bytes (a new value of a name takes
+ * its place in the list; the old bytes stay until the request ends). False: no room. */
+static bool set_var(const struct rewrite_step *s, struct request *req)
+{
+    struct request_vars *rv = &req->vars;
+    unsigned i = 0;
+    while (i < rv->n && strcasecmp(rv->v[i].name, s->name) != 0)
+        i++;
+    if (i == REQUEST_VARS_MAX)
+        return false;
+    struct vars_source src;
+    module_vars_source(req, &src);
+    long n = vars_expand(s->replacement, &src, rv->buf + rv->used,
+                         sizeof(rv->buf) - rv->used);
+    if (n < 0)
+        return false;
+    rv->v[i].name = s->name;
+    rv->v[i].off = (uint16_t)rv->used;
+    rv->v[i].len = (uint16_t)n;
+    rv->used += (unsigned)n;
+    if (i == rv->n)
+        rv->n++;
+    return true;
+}
+
 static enum run_end run(const struct rewrite_prog *p, struct request *req, bool in_location,
                         int return_status, const struct vars_value *return_text,
                         bool *changed)
@@ -422,6 +465,11 @@ static enum run_end run(const struct rewrite_prog *p, struct request *req, bool 
             req->return_status = s->status ? s->status : return_status;
             req->return_text = s->status ? s->replacement : return_text;
             return RUN_RETURN;
+        }
+        if (s->op == OP_SET) {
+            if (!set_var(s, req))
+                return RUN_ERROR;
+            continue;
         }
         if (s->op == OP_IF) {
             int t = test(&s->cond, req);

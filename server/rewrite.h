@@ -26,6 +26,9 @@ int rewrite_build(struct conf_reader *r, const struct conf_node *first, unsigned
                   struct rewrite_prog **out);
 void rewrite_free(struct rewrite_prog *p);
 
+/* A `set` variable's value in vars (struct request_vars): empty when not set. */
+struct http_slice rewrite_var(const void *vars, const char *name, size_t len);
+
 enum rewrite_result {
     REWRITE_GO_ON,  /* the location (or the search) goes on with the request's path */
     REWRITE_SEARCH, /* `last`, or a location's path changed: search the location again */

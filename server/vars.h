@@ -90,7 +90,16 @@ struct vars_source {
     const struct regex_captures *captures;    /* $1..$9, $NAME; NULL: none */
     const struct regex_captures *server_captures; /* of a server_name ~RE; the location's
                                                      win, as in nginx, when they have one */
+    /* $NAME of a `set $NAME` (vars_declare): its value for this request, empty when not
+     * set; user_var NULL: all empty. */
+    struct http_slice (*user_var)(const void *user_vars, const char *name, size_t len);
+    const void *user_vars;
 };
+
+/* Declare $name[0, len) as one that `set` gives a value: values compiled afterwards may
+ * use it. Process-wide, as nginx's variables are known wherever one is set. -1: a built-in
+ * variable's name, not a name, or too many. */
+int vars_declare(const char *name, size_t len);
 
 #define VARS_REQUEST_ID_SIZE 33 /* 32 hex digits and a NUL */
 

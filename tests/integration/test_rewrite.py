@@ -17,6 +17,7 @@ server {{
     if ($host = www.example.org) {{
         return 301 https://example.org$request_uri;
     }}
+    set $who server;
     rewrite ^/old/(.*)$ /new/$1;
     rewrite ^/moved/(.*)$ /new/$1 permanent;
     rewrite ^/temp/(.*)$ /new/$1 redirect;
@@ -72,6 +73,18 @@ server {{
         if (!-f "{root}/missing") {{
             rewrite ^ /new/no-file last;
         }}
+    }}
+    location /set/ {{
+        set $a "x$arg_q";
+        if ($arg_q = 1) {{
+            set $a one;
+        }}
+        set $b "$a-$who";
+        add_header X-B $b;
+        return 200 "a=$a b=$b unset=$unset\n";
+    }}
+    location /unset/ {{
+        set $unset yes;
     }}
     location /own/ {{
         rewrite ^/own/(.*)$ /new/$1?k=v last;
@@ -226,3 +239,30 @@ def test_directive_inside_if_that_is_not_supported_is_refused_at_load(tmp_path, 
     r = subprocess.run([BIN, "-c", str(conf), "-t"], capture_output=True, text=True,
                        timeout=30)
     assert r.returncode != 0 and '"expires" inside if is not supported' in r.stderr + r.stdout
+
+
+def test_set_gives_a_value_with_variables(site):
+    assert get(site, "/set/?q=2")[::2] == (200, "a=x2 b=x2-server unset=\n")
+
+
+def test_set_inside_if_replaces_the_value(site):
+    assert get(site, "/set/?q=1")[::2] == (200, "a=one b=one-server unset=\n")
+
+
+def test_set_value_reaches_add_header(site):
+    c = http.client.HTTPConnection(site.host, site.port, timeout=10)
+    try:
+        c.request("GET", "/set/?q=3")
+        assert c.getresponse().getheader("X-B") == "x3-server"
+    finally:
+        c.close()
+
+
+def test_set_of_a_builtin_variable_is_refused_at_load(tmp_path, docroot):
+    import subprocess
+    from conftest import BIN
+    conf = tmp_path / "bad.conf"
+    conf.write_text(f'server {{ listen 127.0.0.1:0; root "{docroot}"; set $uri /x; }}\n')
+    r = subprocess.run([BIN, "-c", str(conf), "-t"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode != 0 and 'set: invalid variable "$uri"' in r.stderr + r.stdout

@@ -193,6 +193,15 @@ server {
         }
         return 200 "open\n";
     }
+    location /setvar/ {
+        set $a "x$arg_q";
+        if ($arg_q = 1) {
+            set $a one;
+        }
+        set $b "$a-$host";
+        add_header X-Set $b;
+        return 200 "a=$a b=$b\n";
+    }
     location /loopback/ {
         deny 127.0.0.2;
         allow 127.0.0.0/8;
@@ -403,6 +412,10 @@ REQUESTS = [
     row("if_regex_groups_are_the_request_ones", "/if/?k=open&p=left-right", 200,
         "pair right left"),
     row("if_falls_through_to_return", "/if/?k=open", 200, "open"),
+    row("set_gives_a_value_with_variables", "/setvar/?q=2", 200, "a=x2 b=x2-example.org",
+        expect={"x-set": ["x2-example.org"]}),
+    row("set_inside_if_replaces_the_value", "/setvar/?q=1", 200,
+        "a=one b=one-example.org"),
     row("return_301_to_a_path_is_made_absolute", "/old", 301, None,
         expect={"location": "http://example.org:PORT/new", "x-site": ["main"]}),
     row("return_302_to_a_url", "/moved", 302, None,
