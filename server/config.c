@@ -626,6 +626,20 @@ static int declare_if_sets(void *base, const struct conf_node *n, void *ctx, cha
     return 0;
 }
 
+/* `map SOURCE $NAME { }`: $NAME is declared as the file is read, so that a value anywhere
+ * may use it; the entries are read with the blocks (rewrite.c). */
+static int declare_map(void *base, const struct conf_node *n, void *ctx, char *msg,
+                       size_t len)
+{
+    (void)base;
+    (void)ctx;
+    const char *name = n->args[1];
+    if (name[0] != '$' || vars_declare(name + 1, strlen(name + 1)) < 0)
+        return snprintf(msg, len, "map: invalid variable \"%s\" (a $NAME that is not a "
+                        "built-in variable)", name), -1;
+    return 0;
+}
+
 /* An on|off of a server or location, read by the sites. */
 static int check_flag(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
@@ -1112,6 +1126,17 @@ static const struct conf_directive core_directives[] = {
             "configuration file (`-c`), whichever file includes it, as nginx's. A mask that "
             "matches nothing is no error; a name that does not open is. Messages name the "
             "included file and its line."},
+    {"map", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 2, .max_args = 2, .set = declare_map,
+     .usage = "SOURCE $NAME { ... }",
+     .doc = "$NAME's value is chosen by SOURCE (variables expanded) when $NAME is read, as "
+            "nginx's: `KEY VALUE;` (KEY without case), `~REGEX VALUE;` and `~*REGEX` (the "
+            "first that matches, in order; its groups are `$1`..`$9` in VALUE), `default "
+            "VALUE;` (else empty), `hostnames;` (KEYs `*.example.org`, `.example.org`, "
+            "`www.example.*`), `volatile;` (accepted: a value is never cached), `include "
+            "FILE;`. An exact KEY first, then the longest leading and trailing wildcards, "
+            "then the regexes. VALUE takes variables. A regex KEY's groups do not become "
+            "the request's `$1`..`$9` outside VALUE.",
+     .id = CONFIG_ID_NONE},
     {"http", CONF_BLOCK, TOP, .min_args = 0, .max_args = 0, .set = conf_set_later,
      .usage = "{ ... }",
      .doc = "nginx's http block: what it holds stands at the top level (lfhttpd's top level "

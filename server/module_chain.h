@@ -30,6 +30,7 @@ struct module_chain {
     unsigned n_mounts;
     /* Server and location blocks (module_level.c) */
     struct site_set *sites;       /* NULL: none, one implicit server */
+    struct rewrite_map *maps;     /* `map` blocks (rewrite.h), NULL: none */
     struct module_level *levels;  /* [0] the top level, then servers and locations */
     unsigned n_levels;
     struct level_root *roots;     /* the roots and aliases the blocks opened, once each */

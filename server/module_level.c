@@ -348,6 +348,8 @@ int module_levels_build(struct module_chain *c, const struct config *cfg, char *
     struct level_build b = {c, cfg, {.file = cfg->file, .owner = "", .context = CONF_TOP,
                                      .err = err, .err_len = err_len}};
     c->id = atomic_fetch_add(&builds, 1) + 1;
+    if (rewrite_maps_build(&b.r, cfg->tree, &c->maps) < 0)
+        return -1;
     c->sites = site_set_build(cfg->tree, &b.r);
     if (!c->sites)
         return -1;
@@ -438,6 +440,8 @@ void module_levels_free(struct module_chain *c)
     c->index_room = NULL;
     site_set_free(c->sites);
     c->sites = NULL;
+    rewrite_maps_free(c->maps);
+    c->maps = NULL;
 }
 
 const void *module_settings(const struct request *req, unsigned index)

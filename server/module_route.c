@@ -57,7 +57,7 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .captures = &req->captures,
         .server_captures = &req->server_captures,
         .user_var = rewrite_var,
-        .user_vars = &req->vars,
+        .user_vars = req,
     };
 }
 

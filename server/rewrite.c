@@ -419,13 +419,210 @@ static int test(const struct rewrite_cond *c, struct request *req)
     return yes != c->negate;
 }
 
-struct http_slice rewrite_var(const void *vars, const char *name, size_t len)
+/* --- map ----------------------------------------------------------------------------------- */
+
+enum map_kind { MAP_EXACT, MAP_LEADING, MAP_TRAILING, MAP_REGEX };
+
+struct map_entry {
+    enum map_kind kind;
+    char *key; /* exact: the key; leading: ".example.com"; trailing: "www.example." */
+    size_t len;
+    struct regex re;
+    struct vars_value *value;
+};
+
+struct rewrite_map {
+    struct rewrite_map *next;
+    char *name; /* $NAME without '$' */
+    struct vars_value *source;
+    struct vars_value *dflt; /* NULL: "" */
+    bool hostnames;
+    unsigned n;
+    struct map_entry *entries;
+};
+
+static int read_map_entry(struct conf_reader *r, struct rewrite_map *m,
+                          const struct conf_node *s)
 {
-    const struct request_vars *rv = vars;
+    struct map_entry *e = &m->entries[m->n];
+    const char *key = s->name;
+    if (key[0] == '~') {
+        bool caseless = key[1] == '*';
+        char err[256];
+        e->kind = MAP_REGEX;
+        if (regex_compile(&e->re, key + 1 + caseless, caseless ? REGEX_CASELESS : 0, err,
+                          sizeof(err)) < 0)
+            return conf_error(r, s->line, "map: \"%s\": %s", key, err);
+    } else {
+        if (key[0] == '\\')
+            key++; /* "\default": the key "default" */
+        size_t len = strlen(key);
+        e->kind = MAP_EXACT;
+        if (m->hostnames && len > 2 && strncmp(key, "*.", 2) == 0)
+            e->kind = MAP_LEADING, key++, len--;
+        else if (m->hostnames && len > 1 && key[0] == '.')
+            e->kind = MAP_LEADING;
+        else if (m->hostnames && len > 2 && strcmp(key + len - 2, ".*") == 0)
+            e->kind = MAP_TRAILING, len--;
+        e->key = strndup(key, len);
+        e->len = len;
+        if (!e->key)
+            return conf_error(r, s->line, "out of memory");
+    }
+    m->n++;
+    return compile_value(r, s->line, s->args[0], VARS_RAW, &e->value);
+}
+
+static int read_map(struct conf_reader *r, const struct conf_node *n, struct rewrite_map *m)
+{
+    if (n->args[1][0] != '$')
+        return conf_error(r, n->line, "map: \"%s\" is not a variable", n->args[1]);
+    m->name = strdup(n->args[1] + 1);
+    unsigned count = 0;
+    for (const struct conf_node *s = n->children; s; s = s->next)
+        count++;
+    m->entries = calloc(count + 1, sizeof(*m->entries));
+    if (!m->name || !m->entries)
+        return conf_error(r, n->line, "out of memory");
+    if (compile_value(r, n->line, n->args[0], VARS_RAW, &m->source) < 0)
+        return -1;
+    int rc = 0;
+    for (const struct conf_node *s = n->children; s; s = s->next) {
+        bool bare = s->n_args == 0 && !s->is_block;
+        if (bare && strcmp(s->name, "hostnames") == 0) {
+            if (m->n)
+                rc |= conf_error(r, s->line, "map: hostnames comes before the values");
+            m->hostnames = true;
+        } else if (bare && strcmp(s->name, "volatile") == 0) {
+            continue; /* a map's value is never cached here: made each time it is read */
+        } else if (s->n_args != 1 || s->is_block) {
+            rc |= conf_error(r, s->line, "map: \"%s\": a KEY and its VALUE", s->name);
+        } else if (strcmp(s->name, "default") == 0) {
+            vars_free(m->dflt);
+            rc |= compile_value(r, s->line, s->args[0], VARS_RAW, &m->dflt);
+        } else {
+            rc |= read_map_entry(r, m, s);
+        }
+    }
+    return rc;
+}
+
+static void map_free(struct rewrite_map *m)
+{
+    for (unsigned i = 0; i < m->n; i++) {
+        free(m->entries[i].key);
+        regex_free(&m->entries[i].re);
+        vars_free(m->entries[i].value);
+    }
+    free(m->entries);
+    vars_free(m->source);
+    vars_free(m->dflt);
+    free(m->name);
+    free(m);
+}
+
+int rewrite_maps_build(struct conf_reader *r, const struct conf_node *tree,
+                       struct rewrite_map **out)
+{
+    *out = NULL;
+    struct rewrite_map **tail = out;
+    int rc = 0;
+    for (const struct conf_node *n = tree; n; n = n->next) {
+        if (strcmp(n->name, "map") != 0 || !n->is_block || n->n_args != 2)
+            continue;
+        struct rewrite_map *m = calloc(1, sizeof(*m));
+        if (!m)
+            return conf_error(r, n->line, "out of memory");
+        *tail = m;
+        tail = &m->next;
+        rc |= read_map(r, n, m);
+    }
+    if (rc) {
+        rewrite_maps_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+void rewrite_maps_free(struct rewrite_map *m)
+{
+    while (m) {
+        struct rewrite_map *next = m->next;
+        map_free(m);
+        m = next;
+    }
+}
+
+/* The entry key[0, len) (the source's value) chooses, in nginx's order: an exact key
+ * (without case); with hostnames the longest leading wildcard, then the longest trailing
+ * one; the first regex that matches (its groups in caps); else NULL. */
+static const struct map_entry *map_find(const struct rewrite_map *m, const char *key,
+                                        size_t len, struct regex_captures *caps)
+{
+    const struct map_entry *lead = NULL, *trail = NULL;
+    for (unsigned i = 0; i < m->n; i++) {
+        const struct map_entry *e = &m->entries[i];
+        if (e->kind == MAP_EXACT && e->len == len && strncasecmp(e->key, key, len) == 0)
+            return e;
+        if (e->kind == MAP_LEADING && (!lead || e->len > lead->len) &&
+            ((len >= e->len && strncasecmp(key + len - e->len, e->key, e->len) == 0) ||
+             (e->key[0] == '.' && len == e->len - 1 &&
+              strncasecmp(key, e->key + 1, len) == 0)))
+            lead = e;
+        if (e->kind == MAP_TRAILING && (!trail || e->len > trail->len) && len >= e->len &&
+            strncasecmp(key, e->key, e->len) == 0)
+            trail = e;
+    }
+    if (lead || trail)
+        return lead ? lead : trail;
+    for (unsigned i = 0; i < m->n; i++)
+        if (m->entries[i].kind == MAP_REGEX &&
+            regex_match(&m->entries[i].re, key, len, caps, NULL, 0) == REGEX_MATCH)
+            return &m->entries[i];
+    return NULL;
+}
+
+/* A map's value, made when read: its source expanded on the stack, looked up, the value
+ * expanded (with a regex key's groups). A map read inside its own making is empty. */
+static long map_value(const struct rewrite_map *m, const struct request *req, char *out,
+                      size_t cap)
+{
+    static _Thread_local unsigned depth;
+    if (depth > 8)
+        return 0;
+    depth++;
+    struct vars_source src;
+    module_vars_source(req, &src);
+    char key[2048];
+    long n = vars_expand(m->source, &src, key, sizeof(key));
+    size_t len = n > 0 ? (size_t)n : 0;
+    if (m->hostnames && len && key[len - 1] == '.')
+        len--;
+    struct regex_captures caps = {0};
+    const struct map_entry *e = n >= 0 ? map_find(m, key, len, &caps) : NULL;
+    const struct vars_value *v = e ? e->value : m->dflt;
+    if (e && e->kind == MAP_REGEX)
+        src.captures = &caps;
+    long w = v ? vars_expand(v, &src, out, cap) : 0;
+    depth--;
+    return w;
+}
+
+long rewrite_var(const void *request, const char *name, size_t len, char *out, size_t cap)
+{
+    const struct request *req = request;
+    const struct request_vars *rv = &req->vars;
     for (unsigned i = 0; i < rv->n; i++)
-        if (strncasecmp(rv->v[i].name, name, len) == 0 && rv->v[i].name[len] == '\0')
-            return (struct http_slice){rv->buf + rv->v[i].off, rv->v[i].len};
-    return (struct http_slice){NULL, 0};
+        if (strncasecmp(rv->v[i].name, name, len) == 0 && rv->v[i].name[len] == '\0') {
+            if (rv->v[i].len >= cap)
+                return -1;
+            memcpy(out, rv->buf + rv->v[i].off, rv->v[i].len);
+            return rv->v[i].len;
+        }
+    for (const struct rewrite_map *m = req->chain ? req->chain->maps : NULL; m; m = m->next)
+        if (strncasecmp(m->name, name, len) == 0 && m->name[len] == '\0')
+            return map_value(m, req, out, cap);
+    return 0;
 }
 
 /* `set`: the value is expanded into the request's own bytes (a new value of a name takes

@@ -26,8 +26,16 @@ int rewrite_build(struct conf_reader *r, const struct conf_node *first, unsigned
                   struct rewrite_prog **out);
 void rewrite_free(struct rewrite_prog *p);
 
-/* A `set` variable's value in vars (struct request_vars): empty when not set. */
-struct http_slice rewrite_var(const void *vars, const char *name, size_t len);
+/* $NAME of a `set` (the request's value) or of a `map` (made now) for request (a struct
+ * request), into out: its length, or -1 when it does not fit cap. Empty when not set. */
+long rewrite_var(const void *request, const char *name, size_t len, char *out, size_t cap);
+
+/* `map SOURCE $NAME { ... }` at the top level (nginx's http), every one of tree's: the
+ * list in *out (NULL: none). Returns 0, or -1 after reporting through r. */
+struct rewrite_map;
+int rewrite_maps_build(struct conf_reader *r, const struct conf_node *tree,
+                       struct rewrite_map **out);
+void rewrite_maps_free(struct rewrite_map *m);
 
 enum rewrite_result {
     REWRITE_GO_ON,  /* the location (or the search) goes on with the request's path */

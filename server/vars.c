@@ -581,6 +581,19 @@ struct part_name {
     size_t len;
 };
 
+/* A `set` or `map` variable: its value written here first (a map's is made when read). */
+__attribute__((noinline)) static void put_user(struct sink *s, const char *name, size_t len,
+                                               const struct vars_source *src, bool esc)
+{
+    char value[2048];
+    long n = src->user_var ? src->user_var(src->user_vars, name, len, value, sizeof(value))
+                           : 0;
+    if (n < 0)
+        s->failed = true;
+    else if (n > 0)
+        put(s, value, (size_t)n, esc, false);
+}
+
 static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
                          const struct vars_source *src, bool esc)
 {
@@ -635,9 +648,8 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
             v.p = regex_group_named(src->server_captures, nm.p, nm.len, &v.len);
         break;
     case VAR_USER:
-        if (src->user_var)
-            v = src->user_var(src->user_vars, nm.p, nm.len);
-        break;
+        put_user(s, nm.p, nm.len, src, esc);
+        return;
     case VAR_LITERAL: break;
     }
     put(s, v.p, v.len, esc, false);

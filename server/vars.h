@@ -90,9 +90,10 @@ struct vars_source {
     const struct regex_captures *captures;    /* $1..$9, $NAME; NULL: none */
     const struct regex_captures *server_captures; /* of a server_name ~RE; the location's
                                                      win, as in nginx, when they have one */
-    /* $NAME of a `set $NAME` (vars_declare): its value for this request, empty when not
-     * set; user_var NULL: all empty. */
-    struct http_slice (*user_var)(const void *user_vars, const char *name, size_t len);
+    /* $NAME of a `set $NAME` or a `map` (vars_declare): its value for this request,
+     * written into out (empty when not set); user_var NULL: all empty. */
+    long (*user_var)(const void *user_vars, const char *name, size_t len, char *out,
+                     size_t cap); /* the value's length in out, or -1: too long */
     const void *user_vars;
 };
 

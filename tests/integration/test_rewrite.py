@@ -266,3 +266,72 @@ def test_set_of_a_builtin_variable_is_refused_at_load(tmp_path, docroot):
     r = subprocess.run([BIN, "-c", str(conf), "-t"], capture_output=True, text=True,
                        timeout=30)
     assert r.returncode != 0 and 'set: invalid variable "$uri"' in r.stderr + r.stdout
+
+
+MAPS = r"""
+threads 2;
+error_log stderr debug;
+access_log "{access}";
+shutdown_timeout 5s;
+map $http_host $name {{
+    hostnames;
+    default 0;
+    example.com 1;
+    *.example.com 2;
+    .example.net 3;
+    wap.* 4;
+}}
+map $http_user_agent $agent {{
+    default "none";
+    "~*^opera (mini|mobi)" "opera-$1";
+    Curl/8 exact;
+    include "{include}";
+}}
+map $uri $chained {{
+    default "$agent+$name";
+    volatile;
+}}
+server {{
+    listen 127.0.0.1:0;
+    root "{root}";
+    default_type text/plain;
+    location / {{
+        return 200 "name=$name agent=$agent\n";
+    }}
+    location /chained {{
+        return 200 "$chained\n";
+    }}
+}}
+"""
+
+
+@pytest.fixture
+def maps(start_server, docroot, tmp_path):
+    include = tmp_path / "agents.map"
+    include.write_text("Included/1 from-file;\n")
+    conf = MAPS.format(root=docroot, access=tmp_path / "access.log", include=include)
+    return start_server(docroot, conf=conf)
+
+
+@pytest.mark.parametrize("host,value", [("example.com", "1"), ("a.example.com", "2"),
+                                        ("example.net", "3"), ("b.example.net", "3"),
+                                        ("wap.example.org", "4"), ("other.test", "0")])
+def test_map_hostnames_choose_exact_then_wildcards_then_default(maps, host, value):
+    assert get(maps, "/", Host=host)[2] == f"name={value} agent=none\n"
+
+
+def test_map_exact_key_is_matched_without_case(maps):
+    assert get(maps, "/", **{"User-Agent": "curl/8"})[2] == "name=0 agent=exact\n"
+
+
+def test_map_caseless_regex_value_takes_its_groups(maps):
+    assert get(maps, "/", **{"User-Agent": "Opera Mini"})[2] == "name=0 agent=opera-Mini\n"
+
+
+def test_map_include_reads_entries_from_a_file(maps):
+    assert get(maps, "/", **{"User-Agent": "Included/1"})[2] == "name=0 agent=from-file\n"
+
+
+def test_map_value_may_read_other_maps(maps):
+    assert get(maps, "/chained", Host="example.com",
+               **{"User-Agent": "curl/8"})[2] == "exact+1\n"
