@@ -158,10 +158,10 @@ def test_regex_location_captures_do_not_allocate_per_request(start_server, docro
 
 
 def test_rewrites_do_not_allocate_per_request(start_server, docroot, tmp_path, connect):
-    """A server's rewrite and a location's `set`, `if` and `rewrite ... last` with captures
-    and arguments: values are expanded on the stack or in the request's own bytes, the new
-    path written in the request's buffer, the groups of an `if` kept there, so a request
-    allocates nothing."""
+    """A server's rewrite and a location's `set`, `if` (one reading a `map` with a regex
+    key) and `rewrite ... last` with captures and arguments: values are expanded on the
+    stack or in the request's own bytes, the new path written in the request's buffer, the
+    groups of an `if` kept there, so a request allocates nothing."""
     if SANITIZED:
         pytest.skip("the sanitizers replace malloc, so there is nothing to count " + BY_DESIGN)
     lib = alloc_counter()
@@ -169,11 +169,13 @@ def test_rewrites_do_not_allocate_per_request(start_server, docroot, tmp_path, c
     (docroot / "files" / "page.html").write_bytes(b"x" * 1024)
     counter = tmp_path / "allocs"
     s = start_server(docroot, "access_log off;\nkeepalive_requests 0;\n"
+                     "map $arg_a $digit { default other; ~^(\\d)$ d$1; }\n"
                      "server {\n"
                      "  rewrite ^/old/(.*)$ /new/$1;\n"
                      "  location /new/ {\n"
                      "    set $tag \"$arg_a-$host\";\n"
                      "    if ($tag != 1-t) { return 403; }\n"
+                     "    if ($digit != d1) { return 403; }\n"
                      "    if ($http_host !~ ^t$) { return 403; }\n"
                      "    if ($arg_a ~ ^(\\d)$) {\n"
                      "      rewrite ^/new/(?<leaf>\\w+)$ /files/$leaf.html?from=new last;\n"

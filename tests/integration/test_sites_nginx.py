@@ -29,6 +29,11 @@ from conftest import Nginx, Server, check_clean_exit, free_port, with_ports, sca
 # over the first server shows; the second listens on both ports; the third only on the
 # second port, where the second is the first server and no server is the default.
 SITES = r"""
+map $http_x_tier $tier {
+    default basic;
+    gold premium;
+    ~*^sil(ver)$ "s-$1";
+}
 server {
     listen 127.0.0.1:{port0};
     server_name other.example *.other.example;
@@ -202,6 +207,9 @@ server {
         add_header X-Set $b;
         return 200 "a=$a b=$b\n";
     }
+    location = /tier {
+        return 200 "tier $tier\n";
+    }
     location /loopback/ {
         deny 127.0.0.2;
         allow 127.0.0.0/8;
@@ -294,7 +302,7 @@ def basic(user, password):
 
 
 def row(name, target, status, body=None, *, method="GET", host="example.org", port=0,
-        auth=None, version="1.1", expect=None, differs=None):
+        auth=None, version="1.1", expect=None, differs=None, headers=None):
     """One request: method, target, Host (None: no Host line), port (0 or 1: which of the
     daemon's two), Authorization (user, password). status and body (the file served, the
     text returned, "" for HEAD, or None when the body is an error page the server makes
@@ -303,6 +311,7 @@ def row(name, target, status, body=None, *, method="GET", host="example.org", po
     where lfhttpd answers otherwise on purpose."""
     return pytest.param(dict(target=target, status=status, body=body, method=method,
                              host=host, port=port, auth=auth, version=version,
+                             headers=headers or {},
                              expect=expect or {}, differs=differs), id=name)
 
 
@@ -416,6 +425,11 @@ REQUESTS = [
         expect={"x-set": ["x2-example.org"]}),
     row("set_inside_if_replaces_the_value", "/setvar/?q=1", 200,
         "a=one b=one-example.org"),
+    row("map_default_without_a_match", "/tier", 200, "tier basic"),
+    row("map_key_matches_without_case", "/tier", 200, "tier premium",
+        headers={"X-Tier": "GOLD"}),
+    row("map_caseless_regex_value_takes_its_groups", "/tier", 200, "tier s-VER",
+        headers={"X-Tier": "SilVER"}),
     row("return_301_to_a_path_is_made_absolute", "/old", 301, None,
         expect={"location": "http://example.org:PORT/new", "x-site": ["main"]}),
     row("return_302_to_a_url", "/moved", 302, None,
@@ -617,6 +631,7 @@ def exchange(port, r):
         head.append(f"Host: {r['host']}")
     if r["auth"]:
         head.append("Authorization: " + basic(*r["auth"]))
+    head += [f"{k}: {v}" for k, v in r.get("headers", {}).items()]
     head.append("Connection: close")
     with socket.create_connection(("127.0.0.1", port), timeout=scaled(10)) as s:
         s.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
