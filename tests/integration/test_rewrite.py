@@ -315,7 +315,8 @@ def maps(start_server, docroot, tmp_path):
 
 @pytest.mark.parametrize("host,value", [("example.com", "1"), ("a.example.com", "2"),
                                         ("example.net", "3"), ("b.example.net", "3"),
-                                        ("wap.example.org", "4"), ("other.test", "0")])
+                                        ("wap.example.org", "4"), ("wap.example.com", "2"),
+                                        ("other.test", "0")])
 def test_map_hostnames_choose_exact_then_wildcards_then_default(maps, host, value):
     assert get(maps, "/", Host=host)[2] == f"name={value} agent=none\n"
 
