@@ -1,9 +1,10 @@
 /* module_route.c — which block answers a request, and the core's part of answering:
  * `return`, `try_files`, internal redirects and `error_page`, in nginx's order.
  *
- * For a request: the server (site_server_for: address, then Host), its `return` if it has
- * one (nginx's server rewrite phase: before any location); else the location
- * (site_location_for), its `return` if it has one; else the access hooks of the location;
+ * For a request: the server (site_server_for: address, then Host), its rewrite directives
+ * (rewrite.h) or its `return` (nginx's server rewrite phase: before any location); else the
+ * location (site_location_for), its rewrite directives or `return` (a `last`, or a path
+ * they changed, searches again); else the access hooks of the location;
  * else its `try_files`, which may pick a file or directory (the path becomes it, the
  * location stays), answer =CODE, go to a named location, or redirect internally to a URI
  * (the location is searched again). Then the handler. An internal redirect repeats the
