@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "vars.h"
+
 void config_defaults(struct config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
@@ -598,6 +600,46 @@ static int read_site_block(void *base, const struct conf_node *n, void *ctx, cha
     return rc < 0 ? -1 : 0;
 }
 
+/* `set $NAME VALUE`: NAME is declared as the file is read (vars_declare), so that a value
+ * anywhere may use it, as nginx's; the rewrite module sets it per request. */
+static int declare_set(void *base, const struct conf_node *n, void *ctx, char *msg,
+                       size_t len)
+{
+    (void)base;
+    (void)ctx;
+    const char *name = n->args[0];
+    if (name[0] != '$' || vars_declare(name + 1, strlen(name + 1)) < 0)
+        return snprintf(msg, len, "set: invalid variable \"%s\" (a $NAME that is not a "
+                        "built-in variable)", name), -1;
+    return 0;
+}
+
+/* `if (...) { }`: its `set` statements are declared too; the rest is read with the block's
+ * rewrite directives (rewrite.c). */
+static int declare_if_sets(void *base, const struct conf_node *n, void *ctx, char *msg,
+                           size_t len)
+{
+    for (const struct conf_node *c = n->children; c; c = c->next)
+        if (strcmp(c->name, "set") == 0 && c->n_args == 2 &&
+            declare_set(base, c, ctx, msg, len) < 0)
+            return -1;
+    return 0;
+}
+
+/* `map SOURCE $NAME { }`: $NAME is declared as the file is read, so that a value anywhere
+ * may use it; the entries are read with the blocks (rewrite.c). */
+static int declare_map(void *base, const struct conf_node *n, void *ctx, char *msg,
+                       size_t len)
+{
+    (void)base;
+    (void)ctx;
+    const char *name = n->args[1];
+    if (name[0] != '$' || vars_declare(name + 1, strlen(name + 1)) < 0)
+        return snprintf(msg, len, "map: invalid variable \"%s\" (a $NAME that is not a "
+                        "built-in variable)", name), -1;
+    return 0;
+}
+
 /* An on|off of a server or location, read by the sites. */
 static int check_flag(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
@@ -866,6 +908,40 @@ static const struct conf_directive core_directives[] = {
             "URL is a 302. A server's `return` comes before any location. Belongs to its "
             "block (not inherited).",
      .id = CONFIG_ID_RETURN},
+    {"rewrite", CONF_LIST, SITE | LOC, CONF_REPEATS, .min_args = 2, .max_args = 3,
+     .set = conf_set_later, .usage = "REGEX REPLACEMENT [last|break|redirect|permanent]",
+     .doc = "When REGEX (PCRE2) matches the path, REPLACEMENT (its `$1`..`$9` and named "
+            "groups, variables) becomes the path, as nginx's rewrite module: a server's "
+            "rewrites run before the location is searched, a location's after. `last` "
+            "searches the location again (10 times at most, then 500), `break` serves the "
+            "new path in this location, `redirect` answers 302 and `permanent` 301 to it, "
+            "as does a REPLACEMENT starting with `http://`, `https://` or `$scheme`; "
+            "without a flag the next directive follows (a location whose path changed is "
+            "searched again after its last). The request's arguments follow unless "
+            "REPLACEMENT ends with `?`. `rewrite`, `break` and `return` run in the order "
+            "written.",
+     .id = CONFIG_ID_REWRITE},
+    {"break", CONF_LIST, SITE | LOC, CONF_REPEATS, .min_args = 0, .max_args = 0,
+     .set = conf_set_later, .usage = "",
+     .doc = "Ends the block's `rewrite` directives: the request goes on with its path "
+            "(in a location, served there).",
+     .id = CONFIG_ID_BREAK},
+    {"if", CONF_BLOCK, SITE | LOC, CONF_REPEATS, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
+     .set = declare_if_sets, .usage = "(CONDITION) { ... }",
+     .doc = "Runs the block's `rewrite`, `return`, `set` and `break` (in order, with the block's "
+            "others) when CONDITION holds, as nginx's: `($var)` (neither empty nor `0`), "
+            "`($var = TEXT)`, `!=`, `~ REGEX`, `~*` (without case), `!~`, `!~*` (a match's "
+            "groups are `$1`..`$9` after it), `-f PATH`, `-d`, `-e`, `-x` and their `!` "
+            "(PATH a file system path, variables expanded). Other directives inside `if` "
+            "are refused at load.",
+     .id = CONFIG_ID_IF},
+    {"set", CONF_LIST, SITE | LOC, CONF_REPEATS, .min_args = 2, .max_args = 2,
+     .set = declare_set, .usage = "$NAME VALUE",
+     .doc = "Gives $NAME the VALUE (variables expanded) for the rest of the request, in "
+            "order with the rewrite directives, as nginx's; $NAME is empty where it was "
+            "not set. A built-in variable cannot be set. At most 16 variables and 1 KiB of "
+            "values a request (else 500).",
+     .id = CONFIG_ID_SET},
     {"error_page", CONF_LIST, TOP | SITE | LOC, CONF_REPEATS, .min_args = 2,
      .max_args = CONFIG_MAX_ARGS, .set = conf_set_later,
      .usage = "CODE... [=[ANSWER]] URI|@NAME|URL",
@@ -1050,6 +1126,17 @@ static const struct conf_directive core_directives[] = {
             "configuration file (`-c`), whichever file includes it, as nginx's. A mask that "
             "matches nothing is no error; a name that does not open is. Messages name the "
             "included file and its line."},
+    {"map", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 2, .max_args = 2, .set = declare_map,
+     .usage = "SOURCE $NAME { ... }",
+     .doc = "$NAME's value is chosen by SOURCE (variables expanded) when $NAME is read, as "
+            "nginx's: `KEY VALUE;` (KEY without case), `~REGEX VALUE;` and `~*REGEX` (the "
+            "first that matches, in order; its groups are `$1`..`$9` in VALUE), `default "
+            "VALUE;` (else empty), `hostnames;` (KEYs `*.example.org`, `.example.org`, "
+            "`www.example.*`), `volatile;` (accepted: a value is never cached), `include "
+            "FILE;`. An exact KEY first, then the longest leading and trailing wildcards, "
+            "then the regexes. VALUE takes variables. A regex KEY's groups do not become "
+            "the request's `$1`..`$9` outside VALUE.",
+     .id = CONFIG_ID_NONE},
     {"http", CONF_BLOCK, TOP, .min_args = 0, .max_args = 0, .set = conf_set_later,
      .usage = "{ ... }",
      .doc = "nginx's http block: what it holds stands at the top level (lfhttpd's top level "

@@ -166,6 +166,10 @@ enum config_core_id {
     CONFIG_ID_CLASS,
     CONFIG_ID_ABSOLUTE_REDIRECT,
     CONFIG_ID_SERVER,
+    CONFIG_ID_REWRITE,
+    CONFIG_ID_BREAK,
+    CONFIG_ID_IF,
+    CONFIG_ID_SET,
 };
 
 /* The next top-level statement named `name` after `after` (NULL: from the start). */

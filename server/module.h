@@ -51,6 +51,8 @@ enum mod_result {
  * longer path (max_header_size raised) is 414. Several frames of the request path hold
  * one on the stack, whose size is bounded for Thread-per-Connection. */
 #define REQUEST_PATH_MAX 8192
+#define REQUEST_VARS_MAX 16     /* variables `set` per request */
+#define REQUEST_VARS_BYTES 1024 /* their values, together */
 
 /* How many mounts (module_mount_add, module_block_mount) a configuration may make, all
  * modules together: a module that keeps one record per mount may size its table by it. */
@@ -113,6 +115,17 @@ struct request {
     const struct module_level *first_level;
     int return_status;
     const struct vars_value *return_text;
+    bool return_args; /* a rewrite's redirect: the request's arguments follow its URL */
+    /* The values `set` gave, in the request's own bytes (rewrite.c): names point into the
+     * configuration, values into buf. */
+    struct request_vars {
+        unsigned n, used;
+        struct {
+            const char *name;
+            uint16_t off, len;
+        } v[REQUEST_VARS_MAX];
+        char buf[REQUEST_VARS_BYTES];
+    } vars;
     int try_status;
     const struct server *server;
     const struct module_chain *chain;

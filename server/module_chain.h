@@ -30,6 +30,7 @@ struct module_chain {
     unsigned n_mounts;
     /* Server and location blocks (module_level.c) */
     struct site_set *sites;       /* NULL: none, one implicit server */
+    struct rewrite_map *maps;     /* `map` blocks (rewrite.h), NULL: none */
     struct module_level *levels;  /* [0] the top level, then servers and locations */
     unsigned n_levels;
     struct level_root *roots;     /* the roots and aliases the blocks opened, once each */
@@ -57,6 +58,10 @@ void module_chain_fini(struct module_chain *c);
 /* Place the request (module_route.c): its server, location, `return`, `try_files`; run the
  * rewrite hooks and find the mount. Returns 0, or the status of an error to answer. */
 int module_chain_route(const struct module_chain *c, struct request *req);
+
+/* Make uri[0, n) (an expanded value, "?args" replacing the request's) the request's path,
+ * keeping its captures' bytes, as an internal redirect does. False: not clean, or too long. */
+bool module_route_set_path(struct request *req, const char *uri, size_t n);
 /* Run access, handle and filter hooks, and `error_page`; the response is always filled on
  * return. req may change: after an error page it is the page's request. */
 void module_chain_answer(const struct module_chain *c, struct request *req,

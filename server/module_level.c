@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "rewrite.h"
 #include "site.h"
 #include "vars.h"
 
@@ -261,6 +262,9 @@ static int read_core(struct level_build *b, struct module_level *l,
         rc |= read_try_files(b, l, n);
     if ((n = find(first, l->context, CONFIG_ID_RETURN)))
         rc |= read_return(b, l, n);
+    struct rewrite_prog *prog;
+    rc |= rewrite_build(&b->r, first, l->context, &prog);
+    l->rewrite = prog;
     l->class_index = outer->class_index;
     if ((n = find(first, l->context, CONFIG_ID_CLASS))) {
         l->class_index = 0;
@@ -344,6 +348,8 @@ int module_levels_build(struct module_chain *c, const struct config *cfg, char *
     struct level_build b = {c, cfg, {.file = cfg->file, .owner = "", .context = CONF_TOP,
                                      .err = err, .err_len = err_len}};
     c->id = atomic_fetch_add(&builds, 1) + 1;
+    if (rewrite_maps_build(&b.r, cfg->tree, &c->maps) < 0)
+        return -1;
     c->sites = site_set_build(cfg->tree, &b.r);
     if (!c->sites)
         return -1;
@@ -404,6 +410,7 @@ static void free_level(struct module_chain *c, struct module_level *l, unsigned 
     for (unsigned i = 0; i < l->n_try; i++)
         vars_free((struct vars_value *)l->try_files[i]);
     vars_free((struct vars_value *)l->return_text);
+    rewrite_free((struct rewrite_prog *)l->rewrite);
     if (l->error_pages_own) {
         for (unsigned i = 0; i < l->n_error_pages; i++)
             if (l->error_pages[i].uri &&
@@ -433,6 +440,8 @@ void module_levels_free(struct module_chain *c)
     c->index_room = NULL;
     site_set_free(c->sites);
     c->sites = NULL;
+    rewrite_maps_free(c->maps);
+    c->maps = NULL;
 }
 
 const void *module_settings(const struct request *req, unsigned index)

@@ -47,6 +47,8 @@ struct module_level {
     bool relative_redirect; /* absolute_redirect off */
     int return_status; /* `return`: 0 none */
     const struct vars_value *return_text; /* its URL or text, or NULL */
+    /* `rewrite`, `break` and `return` in order (rewrite.h); NULL: none but `return` */
+    const struct rewrite_prog *rewrite;
     const struct level_error_page *error_pages; /* inherited when a block has none */
     unsigned n_error_pages;
     bool error_pages_own; /* error_pages is this block's (freed with it), not inherited */

@@ -1,9 +1,10 @@
 /* module_route.c — which block answers a request, and the core's part of answering:
  * `return`, `try_files`, internal redirects and `error_page`, in nginx's order.
  *
- * For a request: the server (site_server_for: address, then Host), its `return` if it has
- * one (nginx's server rewrite phase: before any location); else the location
- * (site_location_for), its `return` if it has one; else the access hooks of the location;
+ * For a request: the server (site_server_for: address, then Host), its rewrite directives
+ * (rewrite.h) or its `return` (nginx's server rewrite phase: before any location); else the
+ * location (site_location_for), its rewrite directives or `return` (a `last`, or a path
+ * they changed, searches again); else the access hooks of the location;
  * else its `try_files`, which may pick a file or directory (the path becomes it, the
  * location stays), answer =CODE, go to a named location, or redirect internally to a URI
  * (the location is searched again). Then the handler. An internal redirect repeats the
@@ -29,6 +30,7 @@
 
 #include "log.h"
 #include "module_level.h"
+#include "rewrite.h"
 #include "site.h"
 #include "vars.h"
 
@@ -55,6 +57,8 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .request_id = req->request_id,
         .captures = &req->captures,
         .server_captures = &req->server_captures,
+        .user_var = rewrite_var,
+        .user_vars = req,
     };
 }
 
@@ -211,6 +215,11 @@ static bool set_path(struct request *req, const char *uri, size_t n)
     req->args = (struct http_slice){out, k};
     req->has_args = true;
     return true;
+}
+
+bool module_route_set_path(struct request *req, const char *uri, size_t n)
+{
+    return set_path(req, uri, n);
 }
 
 enum try_result { TRY_FOUND, TRY_STATUS, TRY_NAMED, TRY_REDIRECT, TRY_FAILED };
@@ -380,11 +389,21 @@ static int place(const struct module_chain *c, struct request *req,
         use_level(req, l);
         if (!req->first_level)
             req->first_level = l;
+        /* A location's list; a server's ran before the search, and runs not again where
+         * no location matches (nginx skips the server's null location). */
+        if (loc && l->rewrite) {
+            switch (rewrite_run(l->rewrite, req, true, l->return_status, l->return_text)) {
+            case REWRITE_GO_ON: use_level(req, l); break; /* the path may be new */
+            case REWRITE_SEARCH: req->first_level = NULL; continue;
+            case REWRITE_RETURN: return 0;
+            case REWRITE_ERROR: return 500;
+            }
+        }
         if (l->alias && !alias_file(req)) {
             req->try_status = 404; /* answered after access, with its error_page */
             return 0;
         }
-        if (l->return_status) {
+        if (l->return_status && !l->rewrite) {
             req->return_status = l->return_status;
             req->return_text = l->return_text;
             return 0;
@@ -430,7 +449,20 @@ static int route_from(const struct module_chain *c, struct request *req,
                       const struct site_location *named)
 {
     int status = 0;
-    if (!req->site) {
+    const struct module_level *sl = req->site ? req->site->level : NULL;
+    enum rewrite_result rw = REWRITE_GO_ON;
+    if (sl && sl->rewrite && !named) /* nginx's server rewrite phase */
+        rw = rewrite_run(sl->rewrite, req, false, sl->return_status, sl->return_text);
+    if (rw == REWRITE_ERROR) {
+        use_level(req, sl);
+        req->first_level = req->level;
+        status = 500;
+    } else if (rw == REWRITE_RETURN) {
+        use_level(req, sl);
+        req->first_level = req->level;
+    } else if (sl && sl->rewrite) {
+        status = place(c, req, named);
+    } else if (!req->site) {
         use_level(req, &c->levels[0]);
         req->first_level = req->level;
     } else if (req->site->level->return_status && !named) {
@@ -603,6 +635,20 @@ static bool refused(const struct module_chain *c, struct request *req,
     return answered;
 }
 
+/* A rewrite's redirect to url[0, n): the request's arguments after '?', or after '&' when
+ * the URL has its own, as nginx's. Returns the new length, or -1 if it does not fit cap
+ * (with a NUL). */
+static long redirect_args(const struct request *req, char *url, size_t n, size_t cap)
+{
+    if (!req->has_args || !req->args.len)
+        return (long)n;
+    if (n + 1 + req->args.len >= cap)
+        return -1;
+    url[n] = memchr(url, '?', n) ? '&' : '?';
+    memcpy(url + n + 1, req->args.p, req->args.len);
+    return (long)(n + 1 + req->args.len);
+}
+
 /* `return CODE [TEXT|URL]`. */
 static void answer_return(struct request *req, struct response *resp)
 {
@@ -614,7 +660,8 @@ static void answer_return(struct request *req, struct response *resp)
         struct vars_source src;
         module_vars_source(req, &src);
         n = vars_expand(v, &src, buf, sizeof(buf) - 1);
-        if (n < 0 || (size_t)n >= sizeof(buf) - 1) {
+        if (n < 0 || (size_t)n >= sizeof(buf) - 1 ||
+            (req->return_args && (n = redirect_args(req, buf, (size_t)n, sizeof(buf))) < 0)) {
             resp_error(resp, 500);
             return;
         }
@@ -722,6 +769,7 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
     r.first_level = NULL;
     r.return_status = r.try_status = 0;
     r.return_text = NULL;
+    r.return_args = false;
     r.body = NULL;
     r.body_len = 0;
     const struct site_location *named = NULL;

@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@ enum var_id {
     VAR_ARG,    /* $arg_NAME */
     VAR_CAPTURE,       /* $1..$9: the part's name is the digit */
     VAR_CAPTURE_NAMED, /* $NAME of a regex's (?<NAME>...) */
+    VAR_USER,          /* $NAME of a `set $NAME`: the part's name is NAME */
 };
 
 /* Each variable with its line of the reference (lfhttpd --variables,
@@ -93,6 +95,8 @@ void vars_dump(FILE *out)
     fprintf(out, "1\tThrough `$9`: the groups of the regex location that matched (PCRE2); "
                  "without one, of the `server_name ~RE` that chose the server; else empty. "
                  "One digit: `$10` is `$1` then `0`, as nginx's.\n");
+    fprintf(out, "NAME\tA variable a `set $NAME` gives a value (empty until set), known "
+                 "once any block sets it, as nginx's.\n");
     fprintf(out, "NAME\tA named group `(?<NAME>...)` of those regexes, known once any regex of "
                  "the configuration names it (else an unknown variable), as nginx's.\n");
 }
@@ -133,6 +137,51 @@ static int var_lookup(const char *name, size_t len, enum var_id *id, size_t *arg
     return -1;
 }
 
+/* The names `set` declares, process-wide as nginx's (known once any block sets them, and
+ * across reloads): a name is added once and never removed. */
+#define USER_NAMES_MAX 256
+static char *user_names[USER_NAMES_MAX];
+static unsigned n_user_names;
+static pthread_mutex_t user_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool user_listed(const char *name, size_t len)
+{
+    for (unsigned i = 0; i < n_user_names; i++)
+        if (strlen(user_names[i]) == len && strncasecmp(user_names[i], name, len) == 0)
+            return true;
+    return false;
+}
+
+int vars_declare(const char *name, size_t len)
+{
+    enum var_id id;
+    size_t at;
+    if (len == 0 || var_lookup(name, len, &id, &at) == 0)
+        return -1;
+    for (size_t i = 0; i < len; i++)
+        if (!name_char(name[i]))
+            return -1;
+    int rc = 0;
+    pthread_mutex_lock(&user_lock);
+    if (!user_listed(name, len)) {
+        char *copy = n_user_names < USER_NAMES_MAX ? strndup(name, len) : NULL;
+        if (copy)
+            user_names[n_user_names++] = copy;
+        else
+            rc = -1;
+    }
+    pthread_mutex_unlock(&user_lock);
+    return rc;
+}
+
+static bool user_known(const char *name, size_t len)
+{
+    pthread_mutex_lock(&user_lock);
+    bool known = user_listed(name, len);
+    pthread_mutex_unlock(&user_lock);
+    return known;
+}
+
 /* A variable as read from the text: which, the bytes it took, and a family member's
  * name (empty otherwise). */
 struct var_ref {
@@ -162,7 +211,9 @@ static int read_variable(const char *s, struct var_ref *ref, char *msg, size_t l
     if (braced && name[n] != '}')
         return snprintf(msg, len, "the closing bracket in \"%.*s\" variable is missing",
                         (int)n, name), -1;
-    if (var_lookup(name, n, &ref->id, &arg_at) < 0 && regex_name_known(name, n))
+    if (var_lookup(name, n, &ref->id, &arg_at) < 0 && user_known(name, n))
+        ref->id = VAR_USER, arg_at = 0;
+    else if (var_lookup(name, n, &ref->id, &arg_at) < 0 && regex_name_known(name, n))
         ref->id = VAR_CAPTURE_NAMED, arg_at = 0;
     else if (var_lookup(name, n, &ref->id, &arg_at) < 0)
         return snprintf(msg, len, "unknown \"%.*s\" variable (known: uri, request_uri, args, "
@@ -530,6 +581,19 @@ struct part_name {
     size_t len;
 };
 
+/* A `set` or `map` variable: its value written here first (a map's is made when read). */
+__attribute__((noinline)) static void put_user(struct sink *s, const char *name, size_t len,
+                                               const struct vars_source *src, bool esc)
+{
+    char value[2048];
+    long n = src->user_var ? src->user_var(src->user_vars, name, len, value, sizeof(value))
+                           : 0;
+    if (n < 0)
+        s->failed = true;
+    else if (n > 0)
+        put(s, value, (size_t)n, esc, false);
+}
+
 static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
                          const struct vars_source *src, bool esc)
 {
@@ -583,6 +647,9 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
         if (v.len == 0)
             v.p = regex_group_named(src->server_captures, nm.p, nm.len, &v.len);
         break;
+    case VAR_USER:
+        put_user(s, nm.p, nm.len, src, esc);
+        return;
     case VAR_LITERAL: break;
     }
     put(s, v.p, v.len, esc, false);

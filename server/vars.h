@@ -90,7 +90,17 @@ struct vars_source {
     const struct regex_captures *captures;    /* $1..$9, $NAME; NULL: none */
     const struct regex_captures *server_captures; /* of a server_name ~RE; the location's
                                                      win, as in nginx, when they have one */
+    /* $NAME of a `set $NAME` or a `map` (vars_declare): its value for this request,
+     * written into out (empty when not set); user_var NULL: all empty. */
+    long (*user_var)(const void *user_vars, const char *name, size_t len, char *out,
+                     size_t cap); /* the value's length in out, or -1: too long */
+    const void *user_vars;
 };
+
+/* Declare $name[0, len) as one that `set` gives a value: values compiled afterwards may
+ * use it. Process-wide, as nginx's variables are known wherever one is set. -1: a built-in
+ * variable's name, not a name, or too many. */
+int vars_declare(const char *name, size_t len);
 
 #define VARS_REQUEST_ID_SIZE 33 /* 32 hex digits and a NUL */
 

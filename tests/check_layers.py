@@ -25,7 +25,7 @@ LAYERS = [
     ("configuration", ["config", "directive", "log", "site", "upstream", "tls"]),
     ("responses", ["http_response"]),
     ("periodic tick", ["timer"]),
-    ("module interface", ["module", "module_*"]),
+    ("module interface", ["module", "module_*", "rewrite"]),
     ("modules", ["mod_*", "file_cache", "htpasswd", "keyed_hash"]),
     ("generation", ["generation"]),
     ("transport", ["conn", "conn_tls"]),

@@ -155,3 +155,48 @@ def test_regex_location_captures_do_not_allocate_per_request(start_server, docro
     run_captured(5000)
     after = allocations(counter)
     assert after - before < 50, f"{after - before} allocations over 5,000 requests"
+
+
+def test_rewrites_do_not_allocate_per_request(start_server, docroot, tmp_path, connect):
+    """A server's rewrite and a location's `set`, `if` (one reading a `map` with a regex
+    key) and `rewrite ... last` with captures and arguments: values are expanded on the
+    stack or in the request's own bytes, the new path written in the request's buffer, the
+    groups of an `if` kept there, so a request allocates nothing."""
+    if SANITIZED:
+        pytest.skip("the sanitizers replace malloc, so there is nothing to count " + BY_DESIGN)
+    lib = alloc_counter()
+    (docroot / "files").mkdir()
+    (docroot / "files" / "page.html").write_bytes(b"x" * 1024)
+    counter = tmp_path / "allocs"
+    s = start_server(docroot, "access_log off;\nkeepalive_requests 0;\n"
+                     "map $arg_a $digit { default other; ~^(\\d)$ d$1; }\n"
+                     "server {\n"
+                     "  rewrite ^/old/(.*)$ /new/$1;\n"
+                     "  location /new/ {\n"
+                     "    set $tag \"$arg_a-$host\";\n"
+                     "    if ($tag != 1-t) { return 403; }\n"
+                     "    if ($digit != d1) { return 403; }\n"
+                     "    if ($http_host !~ ^t$) { return 403; }\n"
+                     "    if ($arg_a ~ ^(\\d)$) {\n"
+                     "      rewrite ^/new/(?<leaf>\\w+)$ /files/$leaf.html?from=new last;\n"
+                     "    }\n"
+                     "    return 404;\n"
+                     "  }\n"
+                     "  location / { }\n"
+                     "}\n",
+                     env={"LD_PRELOAD": lib, "LFHTTPD_ALLOC_COUNTER": str(counter)})
+    req = b"GET /old/page?a=1 HTTP/1.1\r\nHost: t\r\n\r\n"
+    c = connect(s, timeout=10)
+
+    def run_rewritten(n, batch=100):
+        for _ in range(n // batch):
+            c.send(req * batch)
+            for _ in range(batch):
+                st, _, body, _ = c.read_response()
+                assert st == 200 and len(body) == 1024
+
+    run_rewritten(500)
+    before = allocations(counter)
+    run_rewritten(5000)
+    after = allocations(counter)
+    assert after - before < 50, f"{after - before} allocations over 5,000 requests"

@@ -29,6 +29,11 @@ from conftest import Nginx, Server, check_clean_exit, free_port, with_ports, sca
 # over the first server shows; the second listens on both ports; the third only on the
 # second port, where the second is the first server and no server is the default.
 SITES = r"""
+map $http_x_tier $tier {
+    default basic;
+    gold premium;
+    ~*^sil(ver)$ "s-$1";
+}
 server {
     listen 127.0.0.1:{port0};
     server_name other.example *.other.example;
@@ -171,12 +176,54 @@ server {
     location /pick/ {
         try_files $uri/ $uri.html =404;
     }
+    location /rw/ {
+        rewrite ^/rw/page$ /exact last;
+        rewrite ^/rw/perm/(.*)$ /$1 permanent;
+        rewrite ^/rw/temp/(.*)$ /$1 redirect;
+        rewrite ^/rw/ext/(.*)$ https://example.com/$1?;
+        rewrite ^/rw/tag/(.*)$ https://example.com/$1?tag=x;
+        rewrite ^/rw/stay/(.*)$ /$1 break;
+        rewrite ^/rw/loop$ /rw/loop last;
+        return 403;
+    }
+    location /if/ {
+        if ($arg_on) {
+            return 200 "on\n";
+        }
+        if ($arg_k != open) {
+            return 403;
+        }
+        if ($arg_p ~ ^(\w+)-(\w+)$) {
+            return 200 "pair $2 $1\n";
+        }
+        return 200 "open\n";
+    }
+    location /setvar/ {
+        set $a "x$arg_q";
+        if ($arg_q = 1) {
+            set $a one;
+        }
+        set $b "$a-$host";
+        add_header X-Set $b;
+        return 200 "a=$a b=$b\n";
+    }
+    location = /tier {
+        return 200 "tier $tier\n";
+    }
     location /loopback/ {
         deny 127.0.0.2;
         allow 127.0.0.0/8;
         allow ::1;
         deny all;
     }
+}
+server {
+    listen 127.0.0.1:{port0};
+    server_name certbot.test www.certbot.test;
+    if ($host = www.certbot.test) {
+        return 301 https://$host$request_uri;
+    }
+    return 404;
 }
 server {
     listen 127.0.0.1:{port0};
@@ -255,7 +302,7 @@ def basic(user, password):
 
 
 def row(name, target, status, body=None, *, method="GET", host="example.org", port=0,
-        auth=None, version="1.1", expect=None, differs=None):
+        auth=None, version="1.1", expect=None, differs=None, headers=None):
     """One request: method, target, Host (None: no Host line), port (0 or 1: which of the
     daemon's two), Authorization (user, password). status and body (the file served, the
     text returned, "" for HEAD, or None when the body is an error page the server makes
@@ -264,6 +311,7 @@ def row(name, target, status, body=None, *, method="GET", host="example.org", po
     where lfhttpd answers otherwise on purpose."""
     return pytest.param(dict(target=target, status=status, body=body, method=method,
                              host=host, port=port, auth=auth, version=version,
+                             headers=headers or {},
                              expect=expect or {}, differs=differs), id=name)
 
 
@@ -349,6 +397,39 @@ REQUESTS = [
     row("file_without_extension_has_the_default_type", "/noext", 200, "site/noext",
         expect={"content-type": "text/plain; charset=utf-8"}),
     # --- return
+    # --- the rewrite module
+    row("rewrite_last_searches_the_location_again", "/rw/page?a=1", 200, "exact /exact"),
+    row("rewrite_permanent_is_301_with_the_arguments", "/rw/perm/page.html?a=1", 301, None,
+        expect={"location": "http://example.org:PORT/page.html?a=1"}),
+    row("rewrite_redirect_is_302", "/rw/temp/page.html", 302, None,
+        expect={"location": "http://example.org:PORT/page.html"}),
+    row("rewrite_to_a_url_ending_with_a_question_mark_drops_the_arguments",
+        "/rw/ext/p?a=1", 302, None, expect={"location": "https://example.com/p"}),
+    row("rewrite_to_a_url_with_arguments_appends_the_request_ones", "/rw/tag/p?a=1", 302,
+        None, expect={"location": "https://example.com/p?tag=x&a=1"}),
+    row("rewrite_break_serves_the_new_path_in_the_location", "/rw/stay/exactly", 200,
+        "site/exactly"),
+    row("rewrite_no_match_goes_on_to_return", "/rw/other", 403, None),
+    row("rewrite_last_loop_is_500", "/rw/loop", 500, None),
+    row("if_host_equals_redirects_as_certbot_writes_it", "/a?b=1", 301, None,
+        host="www.certbot.test",
+        expect={"location": "https://www.certbot.test/a?b=1"}),
+    row("if_host_equals_is_false_for_another_host", "/a", 404, None, host="certbot.test"),
+    row("if_variable_is_true", "/if/?on=1&k=open", 200, "on"),
+    row("if_variable_zero_is_false", "/if/?on=0", 403, None),
+    row("if_not_equal_holds_for_another_value", "/if/?k=shut", 403, None),
+    row("if_regex_groups_are_the_request_ones", "/if/?k=open&p=left-right", 200,
+        "pair right left"),
+    row("if_falls_through_to_return", "/if/?k=open", 200, "open"),
+    row("set_gives_a_value_with_variables", "/setvar/?q=2", 200, "a=x2 b=x2-example.org",
+        expect={"x-set": ["x2-example.org"]}),
+    row("set_inside_if_replaces_the_value", "/setvar/?q=1", 200,
+        "a=one b=one-example.org"),
+    row("map_default_without_a_match", "/tier", 200, "tier basic"),
+    row("map_key_matches_without_case", "/tier", 200, "tier premium",
+        headers={"X-Tier": "GOLD"}),
+    row("map_caseless_regex_value_takes_its_groups", "/tier", 200, "tier s-VER",
+        headers={"X-Tier": "SilVER"}),
     row("return_301_to_a_path_is_made_absolute", "/old", 301, None,
         expect={"location": "http://example.org:PORT/new", "x-site": ["main"]}),
     row("return_302_to_a_url", "/moved", 302, None,
@@ -550,6 +631,7 @@ def exchange(port, r):
         head.append(f"Host: {r['host']}")
     if r["auth"]:
         head.append("Authorization: " + basic(*r["auth"]))
+    head += [f"{k}: {v}" for k, v in r.get("headers", {}).items()]
     head.append("Connection: close")
     with socket.create_connection(("127.0.0.1", port), timeout=scaled(10)) as s:
         s.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))

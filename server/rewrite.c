@@ -1,0 +1,718 @@
+/* rewrite.c — nginx's rewrite module: each block's `rewrite`, `break` and `return` in the
+ * order written (rewrite.h), run per request without allocating: the replacement is
+ * expanded on the stack, the regex's groups land in the request's captures.
+ */
+#include "rewrite.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "config.h"
+#include "module_chain.h"
+#include "vars.h"
+
+enum rewrite_op { OP_REWRITE, OP_BREAK, OP_RETURN, OP_IF, OP_SET };
+
+/* `if (CONDITION)`'s test: a value's truth, a comparison, a regex or a file's kind. */
+enum cond_kind {
+    COND_TRUE,   /* `($var)`: neither empty nor "0" */
+    COND_EQ,     /* = */
+    COND_REGEX,  /* ~ ~* */
+    COND_FILE,   /* -f */
+    COND_DIR,    /* -d */
+    COND_EXISTS, /* -e */
+    COND_EXEC,   /* -x */
+};
+
+struct rewrite_cond {
+    enum cond_kind kind;
+    bool negate; /* != !~ !~* !-f ... */
+    struct vars_value *left, *right;
+    struct regex re;
+};
+enum rewrite_flag { FLAG_NONE, FLAG_LAST, FLAG_BREAK, FLAG_REDIRECT, FLAG_PERMANENT };
+
+struct rewrite_step {
+    enum rewrite_op op;
+    enum rewrite_flag flag;
+    bool redirect;  /* the replacement is a URL to redirect to */
+    bool drop_args; /* the replacement ended with '?': the request's arguments go */
+    struct regex re;
+    struct vars_value *replacement;
+    int status;                 /* `return` in an `if`: its code */
+    struct rewrite_cond cond;   /* `if` */
+    struct rewrite_prog *body;  /* `if`: its block */
+    const char *name;           /* `set`: the variable, without '$' */
+};
+
+struct rewrite_prog {
+    unsigned n;
+    struct rewrite_step steps[];
+};
+
+static enum config_core_id id_of(const struct conf_node *n, unsigned context)
+{
+    const struct conf_directive *d = conf_table_find(config_core_directives(), n->name,
+                                                     context);
+    return d ? (enum config_core_id)d->id : CONFIG_ID_NONE;
+}
+
+static bool starts(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static int read_rewrite(struct conf_reader *r, const struct conf_node *n,
+                        struct rewrite_step *s)
+{
+    static const char *const flags[] = {"", "last", "break", "redirect", "permanent"};
+    if (n->n_args == 3) {
+        for (unsigned f = FLAG_LAST; f <= FLAG_PERMANENT && !s->flag; f++)
+            if (strcmp(n->args[2], flags[f]) == 0)
+                s->flag = (enum rewrite_flag)f;
+        if (!s->flag)
+            return conf_error(r, n->line, "rewrite: invalid flag \"%s\" (last, break, "
+                              "redirect or permanent)", n->args[2]);
+    }
+    char err[256];
+    if (regex_compile(&s->re, n->args[0], 0, err, sizeof(err)) < 0)
+        return conf_error(r, n->line, "rewrite: \"%s\": %s", n->args[0], err);
+    const char *text = n->args[1];
+    s->redirect = s->flag == FLAG_REDIRECT || s->flag == FLAG_PERMANENT ||
+                  starts(text, "http://") || starts(text, "https://") ||
+                  starts(text, "$scheme");
+    size_t len = strlen(text);
+    char copy[4096];
+    if (len >= sizeof(copy))
+        return conf_error(r, n->line, "rewrite: the replacement is too long");
+    memcpy(copy, text, len + 1);
+    if (len && copy[len - 1] == '?') {
+        s->drop_args = true;
+        copy[len - 1] = '\0';
+    }
+    if (vars_compile(copy, s->redirect ? VARS_HEADER : VARS_RAW, &s->replacement, err,
+                     sizeof(err)) < 0)
+        return conf_error(r, n->line, "\"%s\": %s", text, err);
+    return 0;
+}
+
+static int build(struct conf_reader *r, const struct conf_node *first, unsigned context,
+                 bool in_if, struct rewrite_prog **out);
+
+static int compile_value(struct conf_reader *r, unsigned line, const char *text,
+                         enum vars_context ctx, struct vars_value **out)
+{
+    char err[256];
+    if (vars_compile(text, ctx, out, err, sizeof(err)) < 0)
+        return conf_error(r, line, "\"%s\": %s", text, err);
+    return 0;
+}
+
+/* `return CODE [TEXT|URL]` or `return URL` inside an `if`, as a block's own. */
+static int read_if_return(struct conf_reader *r, const struct conf_node *n,
+                          struct rewrite_step *s)
+{
+    const char *a = n->args[0];
+    if (n->n_args == 1 && (starts(a, "http://") || starts(a, "https://") ||
+                           starts(a, "$scheme"))) {
+        s->status = 302;
+        return compile_value(r, n->line, a, VARS_HEADER, &s->replacement);
+    }
+    char *end;
+    long v = strtol(a, &end, 10);
+    if (*a < '0' || *a > '9' || *end || v < 200 || v > 599)
+        return conf_error(r, n->line, "return: invalid code \"%s\" (200 to 599, or a URL "
+                          "starting with http:// or https://)", a);
+    s->status = (int)v;
+    if (n->n_args == 1)
+        return 0;
+    bool redirect = v == 301 || v == 302 || v == 303 || v == 307 || v == 308;
+    return compile_value(r, n->line, n->args[1], redirect ? VARS_HEADER : VARS_RAW,
+                         &s->replacement);
+}
+
+/* The condition's words, without nginx's parentheses: "($a", "=", "b)" or "(", "$a", ")". */
+static unsigned cond_words(const struct conf_node *n, const char **w, char (*buf)[256])
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < n->n_args && k < 4; i++) {
+        const char *a = n->args[i];
+        size_t len = strlen(a);
+        if (i == 0 && a[0] == '(')
+            a++, len--;
+        if (i + 1 == n->n_args && len && a[len - 1] == ')')
+            len--;
+        if (len == 0 && (i == 0 || i + 1 == n->n_args))
+            continue;
+        if (len >= sizeof(buf[0]))
+            len = sizeof(buf[0]) - 1;
+        memcpy(buf[k], a, len);
+        buf[k][len] = '\0';
+        w[k] = buf[k];
+        k++;
+    }
+    return k;
+}
+
+static int read_cond(struct conf_reader *r, const struct conf_node *n, struct rewrite_cond *c)
+{
+    const char *w[4];
+    char buf[4][256];
+    unsigned k = cond_words(n, w, buf);
+    if (n->n_args == 0 || n->args[0][0] != '(' ||
+        n->args[n->n_args - 1][strlen(n->args[n->n_args - 1]) - 1] != ')')
+        return conf_error(r, n->line, "if: the condition is written in parentheses");
+    if (k == 1 && w[0][0] == '$') {
+        c->kind = COND_TRUE;
+        return compile_value(r, n->line, w[0], VARS_RAW, &c->left);
+    }
+    if (k == 2) {
+        static const struct { const char *op; enum cond_kind kind; } files[] = {
+            {"-f", COND_FILE}, {"-d", COND_DIR}, {"-e", COND_EXISTS}, {"-x", COND_EXEC}};
+        const char *op = w[0];
+        c->negate = op[0] == '!';
+        for (unsigned i = 0; i < 4; i++)
+            if (strcmp(op + c->negate, files[i].op) == 0) {
+                c->kind = files[i].kind;
+                return compile_value(r, n->line, w[1], VARS_RAW, &c->left);
+            }
+    }
+    if (k == 3 && w[0][0] == '$') {
+        const char *op = w[1];
+        c->negate = op[0] == '!';
+        if (compile_value(r, n->line, w[0], VARS_RAW, &c->left) < 0)
+            return -1;
+        if (strcmp(op + c->negate, "=") == 0) {
+            c->kind = COND_EQ;
+            return compile_value(r, n->line, w[2], VARS_RAW, &c->right);
+        }
+        if (strcmp(op + c->negate, "~") == 0 || strcmp(op + c->negate, "~*") == 0) {
+            char err[256];
+            c->kind = COND_REGEX;
+            if (regex_compile(&c->re, w[2], op[c->negate + 1] ? REGEX_CASELESS : 0, err,
+                              sizeof(err)) < 0)
+                return conf_error(r, n->line, "if: \"%s\": %s", w[2], err);
+            return 0;
+        }
+    }
+    return conf_error(r, n->line, "if: invalid condition (a variable; $var = | != TEXT; "
+                      "$var ~ | ~* | !~ | !~* REGEX; -f | -d | -e | -x and their ! with a "
+                      "path)");
+}
+
+static int read_if(struct conf_reader *r, const struct conf_node *n, unsigned context,
+                   struct rewrite_step *s)
+{
+    if (read_cond(r, n, &s->cond) < 0)
+        return -1;
+    if (build(r, n->children, context, true, &s->body) < 0)
+        return -1;
+    if (!s->body) /* an empty block: a test with nothing to do */
+        s->body = calloc(1, sizeof(*s->body));
+    return s->body ? 0 : conf_error(r, n->line, "out of memory");
+}
+
+/* Inside an `if`: what nginx's rewrite module says there; another directive nginx takes
+ * inside `if` is refused, said so. */
+static int if_statement(struct conf_reader *r, const struct conf_node *s, unsigned context,
+                        enum config_core_id *id)
+{
+    *id = id_of(s, context);
+    if (strcmp(s->name, "if") == 0)
+        return conf_error(r, s->line, "if: an if inside an if is not allowed (as nginx)");
+    if (*id == CONFIG_ID_REWRITE || *id == CONFIG_ID_BREAK || *id == CONFIG_ID_RETURN ||
+        *id == CONFIG_ID_SET)
+        return 0;
+    return conf_error(r, s->line, "\"%s\" inside if is not supported (rewrite, return, set "
+                      "and break are)", s->name);
+}
+
+int rewrite_build(struct conf_reader *r, const struct conf_node *first, unsigned context,
+                  struct rewrite_prog **out)
+{
+    return build(r, first, context, false, out);
+}
+
+static int build(struct conf_reader *r, const struct conf_node *first, unsigned context,
+                 bool in_if, struct rewrite_prog **out)
+{
+    *out = NULL;
+    unsigned n = 0;
+    bool any = in_if;
+    for (const struct conf_node *s = first; s; s = s->next) {
+        enum config_core_id id = id_of(s, context);
+        any |= id == CONFIG_ID_REWRITE || id == CONFIG_ID_BREAK || id == CONFIG_ID_IF ||
+                id == CONFIG_ID_SET;
+        n += id == CONFIG_ID_REWRITE || id == CONFIG_ID_BREAK || id == CONFIG_ID_RETURN ||
+             id == CONFIG_ID_IF || id == CONFIG_ID_SET || in_if;
+    }
+    if (!any || n == 0)
+        return 0;
+    struct rewrite_prog *p = calloc(1, sizeof(*p) + n * sizeof(p->steps[0]));
+    if (!p)
+        return conf_error(r, 0, "out of memory");
+    int rc = 0;
+    for (const struct conf_node *s = first; s; s = s->next) {
+        enum config_core_id id;
+        if (in_if) {
+            if (if_statement(r, s, context, &id) < 0) {
+                rc = -1;
+                continue;
+            }
+        } else {
+            id = id_of(s, context);
+        }
+        struct rewrite_step *st = &p->steps[p->n];
+        if (id == CONFIG_ID_REWRITE) {
+            p->n++;
+            st->op = OP_REWRITE;
+            rc |= read_rewrite(r, s, st);
+        } else if (id == CONFIG_ID_BREAK) {
+            p->n++;
+            st->op = OP_BREAK;
+        } else if (id == CONFIG_ID_RETURN) {
+            p->n++;
+            st->op = OP_RETURN;
+            if (in_if)
+                rc |= read_if_return(r, s, st);
+        } else if (id == CONFIG_ID_SET) {
+            p->n++;
+            st->op = OP_SET;
+            st->name = s->args[0] + 1; /* declared as the file was read: "$NAME" */
+            rc |= compile_value(r, s->line, s->args[1], VARS_RAW, &st->replacement);
+        } else if (id == CONFIG_ID_IF) {
+            p->n++;
+            st->op = OP_IF;
+            rc |= read_if(r, s, context, st);
+        }
+    }
+    if (rc) {
+        rewrite_free(p);
+        return -1;
+    }
+    *out = p;
+    return 0;
+}
+
+void rewrite_free(struct rewrite_prog *p)
+{
+    if (!p)
+        return;
+    for (unsigned i = 0; i < p->n; i++) {
+        struct rewrite_step *s = &p->steps[i];
+        regex_free(&s->re);
+        vars_free(s->replacement);
+        regex_free(&s->cond.re);
+        vars_free(s->cond.left);
+        vars_free(s->cond.right);
+        rewrite_free(s->body);
+    }
+    free(p);
+}
+
+/* A redirect: answered by `return` with the replacement, expanded when the answer is
+ * made, with the rewrite's groups (the request's captures now). */
+static enum rewrite_result redirect(const struct rewrite_step *s, struct request *req)
+{
+    req->return_status = s->flag == FLAG_PERMANENT ? 301 : 302;
+    req->return_text = s->replacement;
+    req->return_args = !s->drop_args;
+    return REWRITE_RETURN;
+}
+
+/* The replacement becomes the path: its "?args" and the request's after them (unless it
+ * ended with '?'), as nginx's. */
+static bool rewrite_path(const struct rewrite_step *s, struct request *req)
+{
+    struct vars_source src;
+    module_vars_source(req, &src);
+    char buf[REQUEST_PATH_MAX + 8];
+    long n = vars_expand(s->replacement, &src, buf, sizeof(buf));
+    if (n <= 0)
+        return false;
+    size_t len = (size_t)n;
+    bool own_args = memchr(buf, '?', len) != NULL;
+    if (s->drop_args && !own_args) {
+        if (len + 1 >= sizeof(buf))
+            return false;
+        buf[len++] = '?'; /* empty arguments replace the request's */
+    } else if (!s->drop_args && own_args && req->has_args && req->args.len) {
+        if (len + 1 + req->args.len >= sizeof(buf))
+            return false;
+        buf[len++] = '&';
+        memcpy(buf + len, req->args.p, req->args.len);
+        len += req->args.len;
+    }
+    return module_route_set_path(req, buf, len);
+}
+
+/* What a list says when it ends: go on after it (a rewrite may have changed the path),
+ * stop the block's lists (`break`), or an answer. */
+enum run_end { RUN_ON, RUN_STOP, RUN_SEARCH, RUN_RETURN, RUN_ERROR };
+
+/* The text the regex groups of an `if` were taken from must outlive the expansion: it is
+ * kept at the end of the path's buffer, as the captures of a location are (above the path
+ * and its arguments). False: it does not fit (no groups then). */
+static bool keep_subject(struct request *req, struct regex_captures *caps, const char *text,
+                         size_t len)
+{
+    size_t floor = req->path_len + 1;
+    const char *args_end = req->args.p ? req->args.p + req->args.len : NULL;
+    if (args_end > req->path && args_end <= req->path + REQUEST_PATH_MAX &&
+        (size_t)(args_end - req->path) > floor)
+        floor = (size_t)(args_end - req->path);
+    if (floor > REQUEST_PATH_MAX || len > REQUEST_PATH_MAX - floor)
+        return false;
+    char *at = req->path + REQUEST_PATH_MAX - len;
+    memmove(at, text, len);
+    caps->subject = at;
+    return true;
+}
+
+static bool file_test(enum cond_kind kind, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return false;
+    switch (kind) {
+    case COND_FILE: return S_ISREG(st.st_mode);
+    case COND_DIR: return S_ISDIR(st.st_mode);
+    case COND_EXEC: return !S_ISDIR(st.st_mode) && (st.st_mode & 0111);
+    default: return true;
+    }
+}
+
+/* 1 true, 0 false, -1 an error (a value too long, a regex over its limits). */
+static int test(const struct rewrite_cond *c, struct request *req)
+{
+    struct vars_source src;
+    module_vars_source(req, &src);
+    char left[REQUEST_PATH_MAX];
+    long n = vars_expand(c->left, &src, left, sizeof(left));
+    if (n < 0)
+        return -1;
+    bool yes;
+    if (c->kind == COND_TRUE) {
+        yes = n > 0 && !(n == 1 && left[0] == '0');
+    } else if (c->kind == COND_EQ) {
+        char right[REQUEST_PATH_MAX];
+        long m = vars_expand(c->right, &src, right, sizeof(right));
+        if (m < 0)
+            return -1;
+        yes = m == n && memcmp(left, right, (size_t)n) == 0;
+    } else if (c->kind == COND_REGEX) {
+        struct regex_captures caps;
+        enum regex_result r = regex_match(&c->re, left, (size_t)n, &caps, NULL, 0);
+        if (r == REGEX_LIMIT)
+            return -1;
+        yes = r == REGEX_MATCH;
+        if (yes && !c->negate) { /* its groups are the request's now, as nginx's */
+            if (caps.n && !keep_subject(req, &caps, left, (size_t)n))
+                caps.n = 0;
+            req->captures = caps;
+        }
+    } else {
+        yes = memchr(left, '\0', (size_t)n) == NULL && file_test(c->kind, left);
+    }
+    return yes != c->negate;
+}
+
+/* --- map ----------------------------------------------------------------------------------- */
+
+enum map_kind { MAP_EXACT, MAP_LEADING, MAP_TRAILING, MAP_REGEX };
+
+struct map_entry {
+    enum map_kind kind;
+    char *key; /* exact: the key; leading: ".example.com"; trailing: "www.example." */
+    size_t len;
+    struct regex re;
+    struct vars_value *value;
+};
+
+struct rewrite_map {
+    struct rewrite_map *next;
+    char *name; /* $NAME without '$' */
+    struct vars_value *source;
+    struct vars_value *dflt; /* NULL: "" */
+    bool hostnames;
+    unsigned n;
+    struct map_entry *entries;
+};
+
+static int read_map_entry(struct conf_reader *r, struct rewrite_map *m,
+                          const struct conf_node *s)
+{
+    struct map_entry *e = &m->entries[m->n];
+    const char *key = s->name;
+    if (key[0] == '~') {
+        bool caseless = key[1] == '*';
+        char err[256];
+        e->kind = MAP_REGEX;
+        if (regex_compile(&e->re, key + 1 + caseless, caseless ? REGEX_CASELESS : 0, err,
+                          sizeof(err)) < 0)
+            return conf_error(r, s->line, "map: \"%s\": %s", key, err);
+    } else {
+        if (key[0] == '\\')
+            key++; /* "\default": the key "default" */
+        size_t len = strlen(key);
+        e->kind = MAP_EXACT;
+        if (m->hostnames && len > 2 && strncmp(key, "*.", 2) == 0)
+            e->kind = MAP_LEADING, key++, len--;
+        else if (m->hostnames && len > 1 && key[0] == '.')
+            e->kind = MAP_LEADING;
+        else if (m->hostnames && len > 2 && strcmp(key + len - 2, ".*") == 0)
+            e->kind = MAP_TRAILING, len--;
+        e->key = strndup(key, len);
+        e->len = len;
+        if (!e->key)
+            return conf_error(r, s->line, "out of memory");
+    }
+    m->n++;
+    return compile_value(r, s->line, s->args[0], VARS_RAW, &e->value);
+}
+
+static int read_map(struct conf_reader *r, const struct conf_node *n, struct rewrite_map *m)
+{
+    if (n->args[1][0] != '$')
+        return conf_error(r, n->line, "map: \"%s\" is not a variable", n->args[1]);
+    m->name = strdup(n->args[1] + 1);
+    unsigned count = 0;
+    for (const struct conf_node *s = n->children; s; s = s->next)
+        count++;
+    m->entries = calloc(count + 1, sizeof(*m->entries));
+    if (!m->name || !m->entries)
+        return conf_error(r, n->line, "out of memory");
+    if (compile_value(r, n->line, n->args[0], VARS_RAW, &m->source) < 0)
+        return -1;
+    int rc = 0;
+    for (const struct conf_node *s = n->children; s; s = s->next) {
+        bool bare = s->n_args == 0 && !s->is_block;
+        if (bare && strcmp(s->name, "hostnames") == 0) {
+            if (m->n)
+                rc |= conf_error(r, s->line, "map: hostnames comes before the values");
+            m->hostnames = true;
+        } else if (bare && strcmp(s->name, "volatile") == 0) {
+            continue; /* a map's value is never cached here: made each time it is read */
+        } else if (s->n_args != 1 || s->is_block) {
+            rc |= conf_error(r, s->line, "map: \"%s\": a KEY and its VALUE", s->name);
+        } else if (strcmp(s->name, "default") == 0) {
+            vars_free(m->dflt);
+            rc |= compile_value(r, s->line, s->args[0], VARS_RAW, &m->dflt);
+        } else {
+            rc |= read_map_entry(r, m, s);
+        }
+    }
+    return rc;
+}
+
+static void map_free(struct rewrite_map *m)
+{
+    for (unsigned i = 0; i < m->n; i++) {
+        free(m->entries[i].key);
+        regex_free(&m->entries[i].re);
+        vars_free(m->entries[i].value);
+    }
+    free(m->entries);
+    vars_free(m->source);
+    vars_free(m->dflt);
+    free(m->name);
+    free(m);
+}
+
+int rewrite_maps_build(struct conf_reader *r, const struct conf_node *tree,
+                       struct rewrite_map **out)
+{
+    *out = NULL;
+    struct rewrite_map **tail = out;
+    int rc = 0;
+    for (const struct conf_node *n = tree; n; n = n->next) {
+        if (strcmp(n->name, "map") != 0 || !n->is_block || n->n_args != 2)
+            continue;
+        struct rewrite_map *m = calloc(1, sizeof(*m));
+        if (!m)
+            return conf_error(r, n->line, "out of memory");
+        *tail = m;
+        tail = &m->next;
+        rc |= read_map(r, n, m);
+    }
+    if (rc) {
+        rewrite_maps_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+void rewrite_maps_free(struct rewrite_map *m)
+{
+    while (m) {
+        struct rewrite_map *next = m->next;
+        map_free(m);
+        m = next;
+    }
+}
+
+/* The entry key[0, len) (the source's value) chooses, in nginx's order: an exact key
+ * (without case); with hostnames the longest leading wildcard, then the longest trailing
+ * one; the first regex that matches (its groups in caps); else NULL. */
+static const struct map_entry *map_find(const struct rewrite_map *m, const char *key,
+                                        size_t len, struct regex_captures *caps)
+{
+    const struct map_entry *lead = NULL, *trail = NULL;
+    for (unsigned i = 0; i < m->n; i++) {
+        const struct map_entry *e = &m->entries[i];
+        if (e->kind == MAP_EXACT && e->len == len && strncasecmp(e->key, key, len) == 0)
+            return e;
+        if (e->kind == MAP_LEADING && (!lead || e->len > lead->len) &&
+            ((len >= e->len && strncasecmp(key + len - e->len, e->key, e->len) == 0) ||
+             (e->key[0] == '.' && len == e->len - 1 &&
+              strncasecmp(key, e->key + 1, len) == 0)))
+            lead = e;
+        if (e->kind == MAP_TRAILING && (!trail || e->len > trail->len) && len >= e->len &&
+            strncasecmp(key, e->key, e->len) == 0)
+            trail = e;
+    }
+    if (lead || trail)
+        return lead ? lead : trail;
+    for (unsigned i = 0; i < m->n; i++)
+        if (m->entries[i].kind == MAP_REGEX &&
+            regex_match(&m->entries[i].re, key, len, caps, NULL, 0) == REGEX_MATCH)
+            return &m->entries[i];
+    return NULL;
+}
+
+/* A map's value, made when read: its source expanded on the stack, looked up, the value
+ * expanded (with a regex key's groups). A map read inside its own making is empty. */
+static long map_value(const struct rewrite_map *m, const struct request *req, char *out,
+                      size_t cap)
+{
+    static _Thread_local unsigned depth;
+    if (depth > 8)
+        return 0;
+    depth++;
+    struct vars_source src;
+    module_vars_source(req, &src);
+    char key[2048];
+    long n = vars_expand(m->source, &src, key, sizeof(key));
+    size_t len = n > 0 ? (size_t)n : 0;
+    if (m->hostnames && len && key[len - 1] == '.')
+        len--;
+    struct regex_captures caps = {0};
+    const struct map_entry *e = n >= 0 ? map_find(m, key, len, &caps) : NULL;
+    const struct vars_value *v = e ? e->value : m->dflt;
+    if (e && e->kind == MAP_REGEX)
+        src.captures = &caps;
+    long w = v ? vars_expand(v, &src, out, cap) : 0;
+    depth--;
+    return w;
+}
+
+long rewrite_var(const void *request, const char *name, size_t len, char *out, size_t cap)
+{
+    const struct request *req = request;
+    const struct request_vars *rv = &req->vars;
+    for (unsigned i = 0; i < rv->n; i++)
+        if (strncasecmp(rv->v[i].name, name, len) == 0 && rv->v[i].name[len] == '\0') {
+            if (rv->v[i].len >= cap)
+                return -1;
+            memcpy(out, rv->buf + rv->v[i].off, rv->v[i].len);
+            return rv->v[i].len;
+        }
+    for (const struct rewrite_map *m = req->chain ? req->chain->maps : NULL; m; m = m->next)
+        if (strncasecmp(m->name, name, len) == 0 && m->name[len] == '\0')
+            return map_value(m, req, out, cap);
+    return 0;
+}
+
+/* `set`: the value is expanded into the request's own bytes (a new value of a name takes
+ * its place in the list; the old bytes stay until the request ends). False: no room. */
+static bool set_var(const struct rewrite_step *s, struct request *req)
+{
+    struct request_vars *rv = &req->vars;
+    unsigned i = 0;
+    while (i < rv->n && strcasecmp(rv->v[i].name, s->name) != 0)
+        i++;
+    if (i == REQUEST_VARS_MAX)
+        return false;
+    struct vars_source src;
+    module_vars_source(req, &src);
+    long n = vars_expand(s->replacement, &src, rv->buf + rv->used,
+                         sizeof(rv->buf) - rv->used);
+    if (n < 0)
+        return false;
+    rv->v[i].name = s->name;
+    rv->v[i].off = (uint16_t)rv->used;
+    rv->v[i].len = (uint16_t)n;
+    rv->used += (unsigned)n;
+    if (i == rv->n)
+        rv->n++;
+    return true;
+}
+
+static enum run_end run(const struct rewrite_prog *p, struct request *req, bool in_location,
+                        int return_status, const struct vars_value *return_text,
+                        bool *changed)
+{
+    for (unsigned i = 0; i < p->n; i++) {
+        const struct rewrite_step *s = &p->steps[i];
+        if (s->op == OP_BREAK)
+            return RUN_STOP;
+        if (s->op == OP_RETURN) {
+            req->return_status = s->status ? s->status : return_status;
+            req->return_text = s->status ? s->replacement : return_text;
+            return RUN_RETURN;
+        }
+        if (s->op == OP_SET) {
+            if (!set_var(s, req))
+                return RUN_ERROR;
+            continue;
+        }
+        if (s->op == OP_IF) {
+            int t = test(&s->cond, req);
+            if (t < 0)
+                return RUN_ERROR;
+            if (!t)
+                continue;
+            enum run_end e = run(s->body, req, in_location, return_status, return_text,
+                                 changed);
+            if (e != RUN_ON)
+                return e;
+            continue;
+        }
+        struct regex_captures caps;
+        enum regex_result m = regex_match(&s->re, req->path, req->path_len, &caps, NULL, 0);
+        if (m == REGEX_LIMIT)
+            return RUN_ERROR;
+        if (m == REGEX_NOMATCH)
+            continue;
+        req->captures = caps;
+        if (s->redirect) {
+            redirect(s, req);
+            return RUN_RETURN;
+        }
+        if (!rewrite_path(s, req))
+            return RUN_ERROR;
+        if (s->flag == FLAG_LAST)
+            return in_location ? RUN_SEARCH : RUN_STOP;
+        if (s->flag == FLAG_BREAK)
+            return RUN_STOP;
+        *changed = true;
+    }
+    return RUN_ON;
+}
+
+enum rewrite_result rewrite_run(const struct rewrite_prog *p, struct request *req,
+                                bool in_location, int return_status,
+                                const struct vars_value *return_text)
+{
+    bool changed = false;
+    switch (run(p, req, in_location, return_status, return_text, &changed)) {
+    case RUN_SEARCH: return REWRITE_SEARCH;
+    case RUN_RETURN: return REWRITE_RETURN;
+    case RUN_ERROR: return REWRITE_ERROR;
+    case RUN_STOP: return REWRITE_GO_ON;
+    case RUN_ON: break;
+    }
+    return changed && in_location ? REWRITE_SEARCH : REWRITE_GO_ON;
+}

@@ -1,0 +1,338 @@
+"""The rewrite module, as nginx runs it: `rewrite` in a server (before the location is
+searched) and in a location (after), its flags, its captures and the request's arguments,
+`break`, and `return` in the order written."""
+import http.client
+
+import pytest
+
+SITE = r"""
+threads 2;
+error_log stderr debug;
+access_log "{access}";
+shutdown_timeout 5s;
+server {{
+    listen 127.0.0.1:0;
+    root "{root}";
+    default_type text/plain;
+    if ($host = www.example.org) {{
+        return 301 https://example.org$request_uri;
+    }}
+    set $who server;
+    rewrite ^/old/(.*)$ /new/$1;
+    rewrite ^/moved/(.*)$ /new/$1 permanent;
+    rewrite ^/temp/(.*)$ /new/$1 redirect;
+    rewrite ^/away/(.*)$ https://example.com/$1;
+    rewrite ^/plain/(.*)$ https://example.com/$1?;
+    rewrite ^/tagged/(.*)$ https://example.com/$1?tag=x;
+    rewrite ^/twice/(.*)$ /twice/x$1;
+    location /new/ {{
+        return 200 "new $uri args=$args\n";
+    }}
+    location /last/ {{
+        rewrite ^/last/(\w+)$ /new/$1 last;
+        return 403;
+    }}
+    location /stay/ {{
+        rewrite ^/stay/y(.*)$ /stay/x$1 break;
+        return 403;
+    }}
+    location /chain/ {{
+        rewrite ^/chain/a$ /chain/b;
+        rewrite ^/chain/b$ /new/from-chain;
+    }}
+    location /first/ {{
+        return 410;
+        rewrite ^ /new/never last;
+    }}
+    location /stop/ {{
+        break;
+        return 403;
+    }}
+    location /loop/ {{
+        rewrite ^ /loop/again last;
+    }}
+    location /drop/ {{
+        rewrite ^/drop/(.*)$ /new/$1? last;
+    }}
+    location /if/ {{
+        if ($arg_on) {{
+            return 200 "on is true\n";
+        }}
+        if ($http_x_agent ~* ^(bot)-(\w+)$) {{
+            return 200 "agent $2\n";
+        }}
+        if ($arg_k != open) {{
+            return 403;
+        }}
+        if (-f "{root}/stay/x.txt") {{
+            rewrite ^ /stay/x.txt break;
+        }}
+        return 404;
+    }}
+    location /notfile/ {{
+        if (!-f "{root}/missing") {{
+            rewrite ^ /new/no-file last;
+        }}
+    }}
+    location /set/ {{
+        set $a "x$arg_q";
+        if ($arg_q = 1) {{
+            set $a one;
+        }}
+        set $b "$a-$who";
+        add_header X-B $b;
+        return 200 "a=$a b=$b unset=$unset\n";
+    }}
+    location /unset/ {{
+        set $unset yes;
+    }}
+    location /own/ {{
+        rewrite ^/own/(.*)$ /new/$1?k=v last;
+    }}
+}}
+"""
+
+
+@pytest.fixture
+def site(start_server, docroot, tmp_path):
+    (docroot / "stay").mkdir()
+    (docroot / "stay" / "x.txt").write_text("stay x\n")
+    (docroot / "twice").mkdir()
+    (docroot / "twice" / "xp.txt").write_text("twice xp\n")
+    (docroot / "twice" / "xxp.txt").write_text("twice xxp\n")
+    (docroot / "stop").mkdir()
+    (docroot / "stop" / "f.txt").write_text("stop f\n")
+    conf = SITE.format(root=docroot, access=tmp_path / "access.log")
+    return start_server(docroot, conf=conf)
+
+
+def get(server, target, **headers):
+    c = http.client.HTTPConnection(server.host, server.port, timeout=10)
+    try:
+        c.request("GET", target, headers=headers)
+        r = c.getresponse()
+        return r.status, r.getheader("Location"), r.read().decode()
+    finally:
+        c.close()
+
+
+def test_server_rewrite_runs_before_the_location_search(site):
+    assert get(site, "/old/page")[::2] == (200, "new /new/page args=\n")
+
+
+def test_server_rewrites_run_once_when_no_location_matches(site):
+    assert get(site, "/twice/p.txt")[::2] == (200, "twice xp\n")
+
+
+def test_server_rewrite_keeps_the_request_arguments(site):
+    assert get(site, "/old/page?a=1")[::2] == (200, "new /new/page args=a=1\n")
+
+
+def test_permanent_is_301_with_the_arguments(site):
+    status, location, _ = get(site, "/moved/p?a=1")
+    assert (status, location.split("/", 3)[3]) == (301, "new/p?a=1")
+
+
+def test_redirect_is_302(site):
+    status, location, _ = get(site, "/temp/p")
+    assert (status, location.split("/", 3)[3]) == (302, "new/p")
+
+
+def test_replacement_with_a_scheme_is_a_302(site):
+    assert get(site, "/away/p?a=1")[:2] == (302, "https://example.com/p?a=1")
+
+
+def test_replacement_ending_with_a_question_mark_drops_the_arguments(site):
+    assert get(site, "/plain/p?a=1")[:2] == (302, "https://example.com/p")
+
+
+def test_replacement_arguments_come_before_the_request_ones(site):
+    assert get(site, "/tagged/p?a=1")[:2] == (302, "https://example.com/p?tag=x&a=1")
+
+
+def test_last_searches_the_location_again(site):
+    assert get(site, "/last/word")[::2] == (200, "new /new/word args=\n")
+
+
+def test_rewrite_that_does_not_match_goes_on_to_the_next_directive(site):
+    assert get(site, "/last/two/words")[0] == 403
+
+
+def test_break_flag_serves_the_new_path_in_the_same_location(site):
+    assert get(site, "/stay/y.txt")[::2] == (200, "stay x\n")
+
+
+def test_rewrites_without_flag_chain_then_search_again(site):
+    assert get(site, "/chain/a")[::2] == (200, "new /new/from-chain args=\n")
+
+
+def test_return_before_a_rewrite_answers_first(site):
+    assert get(site, "/first/x")[0] == 410
+
+
+def test_break_directive_stops_before_return(site):
+    assert get(site, "/stop/f.txt")[::2] == (200, "stop f\n")
+
+
+def test_last_loop_ends_in_500_after_ten_searches(site):
+    assert get(site, "/loop/x")[0] == 500
+
+
+def test_internal_rewrite_ending_with_a_question_mark_drops_the_arguments(site):
+    assert get(site, "/drop/p?a=1")[::2] == (200, "new /new/p args=\n")
+
+
+def test_internal_rewrite_arguments_come_before_the_request_ones(site):
+    assert get(site, "/own/p?a=1")[::2] == (200, "new /new/p args=k=v&a=1\n")
+
+
+def test_invalid_flag_is_refused_at_load(tmp_path, docroot):
+    import subprocess
+    from conftest import BIN
+    conf = tmp_path / "bad.conf"
+    conf.write_text(f'server {{ listen 127.0.0.1:0; root "{docroot}"; '
+                    "rewrite ^ /x forever; }\n")
+    r = subprocess.run([BIN, "-c", str(conf), "-t"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode != 0 and 'invalid flag "forever"' in r.stderr + r.stdout
+
+
+def test_if_host_equals_redirects_as_certbot_writes_it(site):
+    assert get(site, "/a?b=1", Host="www.example.org")[:2] == (
+        301, "https://example.org/a?b=1")
+
+
+def test_if_host_equals_is_false_for_another_host(site):
+    assert get(site, "/old/p", Host="example.org")[0] == 200
+
+
+def test_if_variable_is_true_when_neither_empty_nor_zero(site):
+    assert get(site, "/if/?on=yes&k=open")[::2] == (200, "on is true\n")
+
+
+def test_if_variable_zero_is_false(site):
+    assert get(site, "/if/?on=0")[0] == 403
+
+
+def test_if_caseless_regex_captures_are_the_request_groups(site):
+    assert get(site, "/if/", **{"X-Agent": "BOT-crawler"})[::2] == (200, "agent crawler\n")
+
+
+def test_if_not_equal_holds_for_another_value(site):
+    assert get(site, "/if/?k=shut")[0] == 403
+
+
+def test_if_file_exists_runs_its_rewrite(site):
+    assert get(site, "/if/?k=open")[::2] == (200, "stay x\n")
+
+
+def test_if_not_file_holds_for_a_missing_file(site):
+    assert get(site, "/notfile/p")[::2] == (200, "new /new/no-file args=\n")
+
+
+def test_directive_inside_if_that_is_not_supported_is_refused_at_load(tmp_path, docroot):
+    import subprocess
+    from conftest import BIN
+    conf = tmp_path / "bad.conf"
+    conf.write_text(f'server {{ listen 127.0.0.1:0; root "{docroot}"; '
+                    "location / { if ($arg_a) { expires 1h; } } }\n")
+    r = subprocess.run([BIN, "-c", str(conf), "-t"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode != 0 and '"expires" inside if is not supported' in r.stderr + r.stdout
+
+
+def test_set_gives_a_value_with_variables(site):
+    assert get(site, "/set/?q=2")[::2] == (200, "a=x2 b=x2-server unset=\n")
+
+
+def test_set_inside_if_replaces_the_value(site):
+    assert get(site, "/set/?q=1")[::2] == (200, "a=one b=one-server unset=\n")
+
+
+def test_set_value_reaches_add_header(site):
+    c = http.client.HTTPConnection(site.host, site.port, timeout=10)
+    try:
+        c.request("GET", "/set/?q=3")
+        assert c.getresponse().getheader("X-B") == "x3-server"
+    finally:
+        c.close()
+
+
+def test_set_of_a_builtin_variable_is_refused_at_load(tmp_path, docroot):
+    import subprocess
+    from conftest import BIN
+    conf = tmp_path / "bad.conf"
+    conf.write_text(f'server {{ listen 127.0.0.1:0; root "{docroot}"; set $uri /x; }}\n')
+    r = subprocess.run([BIN, "-c", str(conf), "-t"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode != 0 and 'set: invalid variable "$uri"' in r.stderr + r.stdout
+
+
+MAPS = r"""
+threads 2;
+error_log stderr debug;
+access_log "{access}";
+shutdown_timeout 5s;
+map $http_host $name {{
+    hostnames;
+    default 0;
+    example.com 1;
+    *.example.com 2;
+    .example.net 3;
+    wap.* 4;
+}}
+map $http_user_agent $agent {{
+    default "none";
+    "~*^opera (mini|mobi)" "opera-$1";
+    Curl/8 exact;
+    include "{include}";
+}}
+map $uri $chained {{
+    default "$agent+$name";
+    volatile;
+}}
+server {{
+    listen 127.0.0.1:0;
+    root "{root}";
+    default_type text/plain;
+    location / {{
+        return 200 "name=$name agent=$agent\n";
+    }}
+    location /chained {{
+        return 200 "$chained\n";
+    }}
+}}
+"""
+
+
+@pytest.fixture
+def maps(start_server, docroot, tmp_path):
+    include = tmp_path / "agents.map"
+    include.write_text("Included/1 from-file;\n")
+    conf = MAPS.format(root=docroot, access=tmp_path / "access.log", include=include)
+    return start_server(docroot, conf=conf)
+
+
+@pytest.mark.parametrize("host,value", [("example.com", "1"), ("a.example.com", "2"),
+                                        ("example.net", "3"), ("b.example.net", "3"),
+                                        ("wap.example.org", "4"), ("wap.example.com", "2"),
+                                        ("other.test", "0")])
+def test_map_hostnames_choose_exact_then_wildcards_then_default(maps, host, value):
+    assert get(maps, "/", Host=host)[2] == f"name={value} agent=none\n"
+
+
+def test_map_exact_key_is_matched_without_case(maps):
+    assert get(maps, "/", **{"User-Agent": "curl/8"})[2] == "name=0 agent=exact\n"
+
+
+def test_map_caseless_regex_value_takes_its_groups(maps):
+    assert get(maps, "/", **{"User-Agent": "Opera Mini"})[2] == "name=0 agent=opera-Mini\n"
+
+
+def test_map_include_reads_entries_from_a_file(maps):
+    assert get(maps, "/", **{"User-Agent": "Included/1"})[2] == "name=0 agent=from-file\n"
+
+
+def test_map_value_may_read_other_maps(maps):
+    assert get(maps, "/chained", Host="example.com",
+               **{"User-Agent": "curl/8"})[2] == "exact+1\n"
