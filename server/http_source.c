@@ -63,25 +63,28 @@ void http_request_init(struct conn *c, const struct http_request *h, struct requ
 {
     path[0] = '\0';
     id[0] = '\0';
-    *r = (struct request){
-        .http = h,
-        .path = path,
-        .peer = &c->peer.sa,
-        .local = c->local,
-        .local_fd = c->h.fd,
-        .https = c->tls != NULL,
-        .request_id = id,
-        .now_s = now_s,
-        .cfg = &c->gen->cfg,
-        .root_fd = c->gen->root_fd,
-        .root_real = c->gen->root_real,
-        .args = h->query,
-        .has_args = h->has_query,
-        .file = path,
-        .level = c->gen->chain.levels,
-        .server = http_service_of(c)->shared->server,
-        .chain = &c->gen->chain,
-    };
+    memset(r, 0, offsetof(struct request, captures)); /* not the arrays after (module.h) */
+    r->captures.re = r->server_captures.re = NULL;
+    r->captures.subject = r->server_captures.subject = NULL;
+    r->captures.n = r->server_captures.n = 0;
+    r->vars.n = r->vars.used = 0;
+    r->http = h;
+    r->path = path;
+    r->peer = &c->peer.sa;
+    r->local = c->local;
+    r->local_fd = c->h.fd;
+    r->https = c->tls != NULL;
+    r->request_id = id;
+    r->now_s = now_s;
+    r->cfg = &c->gen->cfg;
+    r->root_fd = c->gen->root_fd;
+    r->root_real = c->gen->root_real;
+    r->args = h->query;
+    r->has_args = h->has_query;
+    r->file = path;
+    r->level = c->gen->chain.levels;
+    r->server = http_service_of(c)->shared->server;
+    r->chain = &c->gen->chain;
 }
 
 void http_log_unparsed(struct conn *c, const struct response *resp, int64_t now_s)
@@ -236,9 +239,33 @@ static void rebase(struct http_slice *sl, const char *from, size_t len, const ch
         sl->p = to + (sl->p - from);
 }
 
+/* The bytes of the path's buffer a copy keeps: the path, and the groups of its regex
+ * captures that a try_files or an error_page kept past its end. */
+static size_t path_kept(const struct request *r)
+{
+    size_t keep = r->path_len;
+    const struct regex_captures *k = &r->captures;
+    if (k->subject != r->path)
+        return keep;
+    for (unsigned i = 0; i < 2 * k->n; i++)
+        if (k->ov[i] != UINT32_MAX && k->ov[i] > keep)
+            keep = k->ov[i];
+    return keep;
+}
+
 size_t http_source_save_room(const struct request *r)
 {
-    return r->http->header_bytes + r->path_len + 1 + r->args.len;
+    return r->http->header_bytes + path_kept(r) + 1 + r->args.len;
+}
+
+/* *dst = *src, but of the values `set` gave only those there are (module.h). */
+static void request_copy(struct request *dst, const struct request *src)
+{
+    memcpy(dst, src, offsetof(struct request, vars));
+    dst->vars.n = src->vars.n;
+    dst->vars.used = src->vars.used;
+    memcpy(dst->vars.v, src->vars.v, src->vars.n * sizeof(src->vars.v[0]));
+    memcpy(dst->vars.buf, src->vars.buf, src->vars.used);
 }
 
 void http_source_save_request(struct http_source *s, const struct request *r, char *room,
@@ -259,7 +286,8 @@ void http_source_save_request(struct http_source *s, const struct request *r, ch
     if (!end)
         return;
     size_t hl = (size_t)(end + 4 - start);
-    if (hl + r->path_len + 1 + r->args.len > cap)
+    size_t kept = path_kept(r);
+    if (hl + kept + 1 + r->args.len > cap)
         return;
     char *at = room;
     memcpy(at, start, hl);
@@ -280,15 +308,23 @@ void http_source_save_request(struct http_source *s, const struct request *r, ch
         rebase(&c->headers[i].name, start, hl, at);
         rebase(&c->headers[i].value, start, hl, at);
     }
-    s->saved = *r;
+    request_copy(&s->saved, r);
     s->saved.http = c;
     char *path = at + hl;
-    memcpy(path, r->path, r->path_len);
+    memcpy(path, r->path, kept);
     path[r->path_len] = '\0';
     s->saved.path = path;
     s->saved.file = path;
     s->saved.file_len = r->path_len;
-    char *args = path + r->path_len + 1;
+    /* The captures are offsets into what they matched: the path, kept above, and the Host
+     * of a `server_name ~RE`, in the head: the copies, since the answer's filters read them
+     * in a later event, when the thread's buffers hold another request. */
+    if (r->captures.subject == r->path)
+        s->saved.captures.subject = path;
+    const char *host = r->server_captures.subject;
+    if (host && host >= start && host <= start + hl)
+        s->saved.server_captures.subject = at + (host - start);
+    char *args = path + kept + 1;
     if (r->args.len)
         memcpy(args, r->args.p, r->args.len);
     s->saved.args = (struct http_slice){args, r->args.len};

@@ -98,14 +98,6 @@ struct request {
     const char *body;
     size_t body_len;
     const struct site_server *site; /* the server block, NULL without server blocks */
-    /* $1..$9 and $name: the groups of the regex location that matched, as offsets into
-     * the path it matched (n = 0 when the location is not a regex one). A try_files or an
-     * error_page that changes the path keeps their bytes at the end of the path's buffer;
-     * the location the new path finds sets new ones. */
-    struct regex_captures captures;
-    /* Those of the `server_name ~RE` that chose the server: $N when the location has none,
-     * $name when the location's regex has no such group. */
-    struct regex_captures server_captures;
 
     /* The core's, which modules pass along but do not read: the settings of the block that
      * answers (a module's own are module_settings(req, its index)), the block the path
@@ -116,6 +108,18 @@ struct request {
     int return_status;
     const struct vars_value *return_text;
     bool return_args; /* a rewrite's redirect: the request's arguments follow its URL */
+    int try_status;
+    const struct server *server;
+    const struct module_chain *chain;
+    /* From here on, a request starts with only the counts cleared (http_request_init):
+     * $1..$9 and $name, the groups of the regex location that matched, as offsets into
+     * the path it matched (n = 0 when the location is not a regex one). A try_files or an
+     * error_page that changes the path keeps their bytes at the end of the path's buffer;
+     * the location the new path finds sets new ones. */
+    struct regex_captures captures;
+    /* Those of the `server_name ~RE` that chose the server: $N when the location has none,
+     * $name when the location's regex has no such group. */
+    struct regex_captures server_captures;
     /* The values `set` gave, in the request's own bytes (rewrite.c): names point into the
      * configuration, values into buf. */
     struct request_vars {
@@ -126,9 +130,6 @@ struct request {
         } v[REQUEST_VARS_MAX];
         char buf[REQUEST_VARS_BYTES];
     } vars;
-    int try_status;
-    const struct server *server;
-    const struct module_chain *chain;
 };
 
 /* A path prefix a module answers for, e.g. `handler /echo echo;`. */

@@ -556,3 +556,43 @@ def test_a_reload_closes_the_old_configurations_kept_upstream_connections(upstre
         return all(not upstream_conn(u, i)["open"] for i in old)
     assert wait_until(closed_by_proxy, scaled(5)), u.conns()
     assert {upstream_conn(u, i)["closed_by"] for i in old} == {"peer"}
+
+
+CAPTURES = r"""
+upstream app {
+    server 127.0.0.1:{up0};
+    keepalive 8;
+}
+server {
+    listen 127.0.0.1:{port0};
+    server_name ~^(?<sub>[a-z]+)\.cap\.test$;
+    location ~ ^/cap/(?<word>[a-z]+)/ {
+        proxy_pass http://app;
+        add_header X-Cap "$1-$word" always;
+        add_header X-Sub "$sub" always;
+    }
+}
+"""
+
+
+def test_a_proxied_answer_keeps_its_own_regex_captures_while_others_are_served(upstream,
+                                                                                 proxy):
+    """add_header's captures (the location's and the server name's) are read when the
+    upstream's head arrives, in a later event: the request's own, never those of a request
+    the same thread served meanwhile."""
+    u = upstream()
+    p = proxy(CAPTURES, u, threads=1)
+    out = {}
+
+    def slow():
+        out["slow"] = request(p, "/cap/first/_slow?head=0.5", host="one.cap.test")
+    t = threading.Thread(target=slow)
+    t.start()
+    assert wait_until(lambda: any("_slow" in r["target"] for r in u.requests()), scaled(5))
+    for _ in range(20):
+        status, headers, _, _ = request(p, "/cap/second/x", host="two.cap.test")
+        assert (status, headers.get("x-cap"), headers.get("x-sub")) == \
+            (200, "second-second", "two")
+    t.join(scaled(10))
+    status, headers, _, _ = out["slow"]
+    assert (status, headers.get("x-cap"), headers.get("x-sub")) == (200, "first-first", "one")
