@@ -196,7 +196,8 @@ static void respond(struct conn *c, const struct http_request *h, struct request
             return; /* the head comes later, from the stream: finished and logged there */
     }
     resp_finish(resp, h->version_minor == 0);
-    log_access(c, http_request_line(h), h, resp, r->now_s, r->request_id);
+    if (!module_chain_logs_request(&c->gen->chain, r))
+        log_access(c, http_request_line(h), h, resp, r->now_s, r->request_id);
     module_chain_log(&c->gen->chain, r, resp);
 }
 

@@ -416,9 +416,10 @@ static void source_log(struct http_source *s)
                       s->sent);
     int64_t now_s;
     http_date_header(&now_s);
-    http_log_access(c, slice_of(s->request_line), slice_of(s->referer),
-                    slice_of(s->user_agent), s->status, s->sent, now_s,
-                    s->has_saved ? s->request_id : NULL);
+    if (!s->has_saved || !module_chain_logs_request(&c->gen->chain, &s->saved))
+        http_log_access(c, slice_of(s->request_line), slice_of(s->referer),
+                        slice_of(s->user_agent), s->status, s->sent, now_s,
+                        s->has_saved ? s->request_id : NULL);
     struct response resp; /* what the modules' log hooks need to know of it */
     resp_init(&resp);
     resp.status = s->status;

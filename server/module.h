@@ -185,6 +185,9 @@ struct module {
     void (*filter)(void *state, const struct request *req, struct response *resp);
     /* After the response is handed to the connection: counts, logs. */
     void (*log)(void *state, const struct request *req, const struct response *resp);
+    /* Does the module's log hook write req's access-log lines in place of the top-level
+     * access log (which then leaves the request out)? */
+    bool (*logs_request)(void *state, const struct request *req);
     /* The media type of a file (path, and its open fd and stat), or NULL if unknown. Not
      * part of answering: modules that serve files ask through module_content_type(). */
     const char *(*content_type)(void *state, const struct request *req, const char *path,
