@@ -29,7 +29,8 @@ def www(tmp_path):
 def get(server, path, headers=b""):
     """One request on its own connection; the response's status."""
     c = server.connect()
-    c.send(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: t\r\n" + headers +
+    host = b"" if b"Host:" in headers else b"Host: t\r\n"
+    c.send(b"GET " + path.encode() + b" HTTP/1.1\r\n" + host + headers +
            b"Connection: close\r\n\r\n")
     st, _, _, _ = c.read_response()
     c.close()
@@ -155,14 +156,19 @@ def test_location_access_log_replaces_the_servers(tmp_path, start_server):
 
 
 def test_access_log_off_in_a_location_writes_nothing(tmp_path, start_server):
+    """Neither the server's log nor the top-level one gets the location's requests."""
     d = www(tmp_path)
-    a = tmp_path / "a.log"
+    top, a = tmp_path / "top.log", tmp_path / "a.log"
     s = start_server(d, conf=conf(
-        tmp_path, f"server {{ access_log {a} t; location /x/ {{ access_log off; }} }}",
-        top="access_log off;\nlog_format t '$uri';"))
+        tmp_path, f"server {{ access_log {a} t; location /x/ {{ access_log off; }} }}\n"
+        f"server {{ server_name two; location /x/ {{ access_log off; }} }}\n",
+        top=f"access_log {top};\nlog_format t '$uri';"))
     get(s, "/x/f.txt")
-    get(s, "/")
-    assert lines(a) == ["/"]
+    get(s, "/x/f.txt", b"Host: two\r\n")
+    get(s, "/", b"Host: two\r\n")
+    assert wait_until(lambda: top.exists() and "GET / " in top.read_text(), scaled(5))
+    assert "/x/f.txt" not in top.read_text()
+    assert not a.exists() or a.read_text() == ""  # written before the top-level flush
 
 
 def test_server_access_log_replaces_the_top_level_log(tmp_path, start_server):
