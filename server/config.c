@@ -380,6 +380,20 @@ static const struct conf_name log_levels[] = {
     {"alert", LOG_LEVEL_ERROR}, {"emerg", LOG_LEVEL_ERROR}, {NULL, 0},
 };
 
+/* `error_log PATH [LEVEL];` in a server or location (nginx's per-block error log): there
+ * is one error log here, the top level's, which the notice says. */
+static int note_block_error_log(void *base, const struct conf_node *n, void *ctx, char *msg,
+                                size_t len)
+{
+    struct core_read *cr = ctx;
+    (void)base;
+    if (strcmp(n->args[0], "off") == 0)
+        return snprintf(msg, len, "the error log cannot be off; use a level instead"), -1;
+    conf_notice(cr->r, n->line, "error_log %s: accepted in a server or location, not used: "
+                "the top-level error log is used", n->args[0]);
+    return 0;
+}
+
 /* `error_log PATH [LEVEL];` */
 static int set_error_log(void *base, const struct conf_node *n, void *ctx, char *msg,
                          size_t len)
@@ -989,6 +1003,10 @@ static const struct conf_directive core_directives[] = {
             "`notice` is `info`, and `crit`, `alert`, `emerg` are `error`, said at `-t`); "
             "it cannot be `off`, use a level instead. "
             "`debug` logs each compression and listing built. Reopened on `SIGUSR1`."},
+    {"error_log", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = 2,
+     .set = note_block_error_log, .usage = "PATH [LEVEL]",
+     .doc = "nginx's error log of a server or location: accepted, with a notice at `-t`; "
+            "the top-level `error_log` takes every message."},
     {"server_tokens", CONF_FLAG, TOP, CFG(server_tokens), .dflt = "on",
      .doc = "`Server: lfhttpd/VERSION`, or with `off` just `Server: lfhttpd`."},
     {"sendfile", CONF_FLAG, TOP, CFG(sendfile), .dflt = "on",
