@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../server/clock.h"
 #include "../server/directive.h"
 #include "../server/http_response.h"
 #include "../server/module.h"
@@ -228,6 +229,10 @@ static void log_log(void *state, const struct request *req, const struct respons
     src.status = resp->status;
     src.body_bytes = resp->head_only || resp->no_length ? 0 : resp->content_length;
     src.head_bytes = resp->head_len;
+    src.start_us = req->start_us;
+    src.now_us = clock_now_us();
+    src.request_length = req->request_length;
+    src.conn_requests = req->conn_requests;
     for (unsigned i = 0; i < c->n_targets; i++)
         log_target_write(&c->targets[i], &src);
 }

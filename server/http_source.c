@@ -72,6 +72,7 @@ void http_request_init(struct conn *c, const struct http_request *h, struct requ
         .https = c->tls != NULL,
         .request_id = id,
         .now_s = now_s,
+        .start_us = clock_now_us(),
         .cfg = &c->gen->cfg,
         .root_fd = c->gen->root_fd,
         .root_real = c->gen->root_real,

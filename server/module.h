@@ -80,6 +80,11 @@ struct request {
      * first expansion makes it: copies of the request (internal redirects) share it. */
     char *request_id;
     int64_t now_s;                /* the time the request started, Unix seconds */
+    int64_t start_us;             /* the same on the monotonic clock (clock_now_us): for
+                                     $request_time */
+    uint64_t request_length;      /* the head's bytes and the body's as framed: for
+                                     $request_length */
+    unsigned long conn_requests;  /* this request's number on its connection, from 1 */
     const struct config *cfg;     /* the configuration of the generation that answers */
     int root_fd;                  /* the document root, opened O_PATH | O_DIRECTORY */
     const char *root_real;        /* its real path, for open_beneath() */

@@ -39,6 +39,9 @@ enum var_id {
     VAR_TIME_LOCAL,
     VAR_TIME_ISO8601,
     VAR_REMOTE_USER,
+    VAR_REQUEST_TIME,
+    VAR_REQUEST_LENGTH,
+    VAR_CONNECTION_REQUESTS,
     VAR_HTTP,   /* $http_NAME: the part's name is NAME, '_' made '-' */
     VAR_COOKIE, /* $cookie_NAME */
     VAR_ARG,    /* $arg_NAME */
@@ -91,6 +94,12 @@ static const struct {
      "(`2026-11-27T18:00:00+00:00`)."},
     {"remote_user", VAR_REMOTE_USER, "Empty: the user of basic authentication is not kept "
      "(an access-log line shows `-`)."},
+    {"request_time", VAR_REQUEST_TIME, "Seconds with milliseconds from the request's start "
+     "(its head read) to the answer (in an access-log line; else empty)."},
+    {"request_length", VAR_REQUEST_LENGTH, "The request's bytes: its head, and its body's "
+     "(decoded, if chunked) (in an access-log line; else empty)."},
+    {"connection_requests", VAR_CONNECTION_REQUESTS, "The request's number on its connection, "
+     "from 1 (in an access-log line; else empty)."},
 };
 
 /* Families of variables named by a prefix and what follows it, as nginx's. */
@@ -193,7 +202,8 @@ static int read_variable(const char *s, struct var_ref *ref, char *msg, size_t l
                         "remote_port, server_addr, server_port, server_name, "
                         "request_method, request_id, proxy_host, proxy_port, "
                         "proxy_add_x_forwarded_for, status, body_bytes_sent, bytes_sent, "
-                        "request, msec, time_local, time_iso8601, remote_user)",
+                        "request, msec, time_local, time_iso8601, remote_user, "
+                        "request_time, request_length, connection_requests)",
                         (int)n, name), -1;
     ref->used = 1 + braced + n + braced;
     ref->arg = name + arg_at;
@@ -646,6 +656,20 @@ static struct http_slice log_var_of(enum var_id id, const struct vars_source *sr
     case VAR_MSEC:
     case VAR_TIME_LOCAL:
     case VAR_TIME_ISO8601: v.len = time_text(id, tmp, cap); break;
+    case VAR_REQUEST_TIME: {
+        int64_t ms = src->now_us > src->start_us ? (src->now_us - src->start_us) / 1000 : 0;
+        if (src->answered)
+            v.len = (size_t)snprintf(tmp, cap, "%lld.%03lld", (long long)(ms / 1000),
+                                     (long long)(ms % 1000));
+        break;
+    }
+    case VAR_REQUEST_LENGTH:
+    case VAR_CONNECTION_REQUESTS:
+        if (src->answered)
+            v.len = (size_t)snprintf(tmp, cap, "%llu", id == VAR_REQUEST_LENGTH
+                                     ? (unsigned long long)src->request_length
+                                     : (unsigned long long)src->conn_requests);
+        break;
     default: break;
     }
     return v;
@@ -703,7 +727,10 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_MSEC:
     case VAR_TIME_LOCAL:
     case VAR_TIME_ISO8601:
-    case VAR_REMOTE_USER: v = log_var_of(id, src, tmp, sizeof(tmp)); break;
+    case VAR_REMOTE_USER:
+    case VAR_REQUEST_TIME:
+    case VAR_REQUEST_LENGTH:
+    case VAR_CONNECTION_REQUESTS: v = log_var_of(id, src, tmp, sizeof(tmp)); break;
     case VAR_HTTP: put_header(s, h, nm.p, nm.len, esc); return;
     case VAR_COOKIE: v = cookie_of(h, nm.p, nm.len); break;
     case VAR_ARG: v = arg_of(src->args ? *src->args : h ? h->query : v, nm.p, nm.len); break;

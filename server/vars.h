@@ -42,6 +42,9 @@
  *   $request         the request line as sent ("GET /x HTTP/1.1")
  *   $msec, $time_local, $time_iso8601   the time of the expansion: seconds with
  *                    milliseconds, "27/Nov/2026:18:00:00 +0000", "2026-11-27T18:00:00+00:00"
+ *   $request_time    seconds with milliseconds from the request's start to the answer
+ *   $request_length  the request's head and body bytes (a chunked body's decoded bytes)
+ *   $connection_requests  the request's number on its connection
  *   $remote_user     empty: basic authentication's user is not kept (nginx logs "-" too
  *                    without one)
  *   $1 .. $9         the groups of the regex location that matched (one digit: "$10" is
@@ -114,6 +117,10 @@ struct vars_source {
     int status;
     uint64_t body_bytes;   /* $body_bytes_sent */
     uint64_t head_bytes;   /* the response head's bytes: $bytes_sent is both */
+    int64_t start_us;      /* when the request began (clock_now_us), for $request_time */
+    int64_t now_us;        /* when the answer went (the same clock) */
+    uint64_t request_length;       /* $request_length */
+    unsigned long conn_requests;   /* $connection_requests */
 };
 
 #define VARS_REQUEST_ID_SIZE 33 /* 32 hex digits and a NUL */

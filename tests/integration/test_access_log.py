@@ -84,6 +84,44 @@ def test_time_variables_have_nginxs_forms(tmp_path, start_server):
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d", iso)
 
 
+def test_connection_requests_counts_the_requests_of_a_connection(tmp_path, start_server):
+    d = www(tmp_path)
+    log = tmp_path / "a.log"
+    s = start_server(d, conf=conf(tmp_path, f"server {{ access_log {log} t; }}",
+                                  top="access_log off;\nlog_format t '$connection_requests';"))
+    c = s.connect()
+    for _ in range(3):
+        c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        c.read_response()
+    c.close()
+    assert lines(log, 3) == ["1", "2", "3"]
+
+
+def test_request_length_is_the_head_and_the_body(tmp_path, start_server):
+    d = www(tmp_path)
+    log = tmp_path / "a.log"
+    s = start_server(d, conf=conf(tmp_path, f"server {{ access_log {log} t; }}",
+                                  top="access_log off;\nlog_format t '$request_length';"))
+    head = (b"POST /x/f.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n"
+            b"Connection: close\r\n\r\n")
+    c = s.connect()
+    c.send(head + b"hello")
+    c.read_response()
+    c.close()
+    assert lines(log) == [str(len(head) + 5)]
+
+
+def test_request_time_is_seconds_with_milliseconds(tmp_path, start_server):
+    """nginx's form: seconds, a dot, three digits."""
+    d = www(tmp_path)
+    log = tmp_path / "a.log"
+    s = start_server(d, conf=conf(tmp_path, f"server {{ access_log {log} t; }}",
+                                  top="access_log off;\nlog_format t '$request_time';"))
+    get(s, "/")
+    t = lines(log)[0]
+    assert re.fullmatch(r"\d+\.\d{3}", t) and float(t) < scaled(5)
+
+
 def test_default_escape_writes_quote_backslash_and_high_bytes_as_hex(tmp_path, start_server):
     d = www(tmp_path)
     log = tmp_path / "a.log"
