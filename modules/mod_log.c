@@ -282,6 +282,21 @@ static void log_block_free(void *state, void *settings)
     free(c);
 }
 
+/* The top level's access_log statements, when they are nginx's (config.h): the core's
+ * table has the directive there, so they are read here one by one. */
+static int top_block(const struct module_block *b, struct log_conf *c)
+{
+    if (!b->mi->cfg->access_log_by_format)
+        return 0;
+    for (const struct conf_node *n = module_directive(b->mi, "access_log"); n;
+         n = module_directive_next(b->mi, "access_log", n)) {
+        char msg[256];
+        if (set_access_log(c, n, NULL, msg, sizeof(msg)) < 0)
+            return module_error(b->mi, n, "%s", msg);
+    }
+    return 0;
+}
+
 /* A block with any access_log has its own list (none after `off`); one without shares its
  * outer block's. */
 static void *log_block(void *state, const struct module_block *b)
@@ -294,14 +309,14 @@ static void *log_block(void *state, const struct module_block *b)
         return NULL;
     }
     c->m = state;
-    if (b->context == CONF_TOP) /* log_format only, read by init; the core logs here */
-        return c;
+    if (b->context == CONF_TOP) /* the core logs here, unless the statements are nginx's */
+        return top_block(b, c) < 0 ? (log_block_free(state, c), NULL) : c;
     if (module_block_read(b, c) < 0) {
         log_block_free(state, c);
         return NULL;
     }
     if (c->off && c->n_targets)
-        return module_error(b->mi, b->node, "access_log off with other access_log"),
+        return module_error(b->mi, b->node, "access_log off with another access_log"),
                log_block_free(state, c), NULL;
     return c;
 }

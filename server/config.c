@@ -380,6 +380,32 @@ static const struct conf_name log_levels[] = {
     {"alert", LOG_LEVEL_ERROR}, {"emerg", LOG_LEVEL_ERROR}, {NULL, 0},
 };
 
+/* `access_log PATH [FORMAT [OPTION...]];` at the top level: one plain `PATH` (or `PATH
+ * combined`) is the server's own buffered log; a format, an option or a second statement
+ * makes them all nginx's, written by mod_log, which reads the same statements. */
+static int set_access_log(void *base, const struct conf_node *n, void *ctx, char *msg,
+                          size_t len)
+{
+    struct config *cfg = base;
+    (void)ctx;
+    bool plain = n->n_args == 1 || (n->n_args == 2 && strcmp(n->args[1], "combined") == 0);
+    if (strcmp(n->args[0], "off") == 0 && n->n_args > 1)
+        return snprintf(msg, len, "\"off\" takes no other parameter"), -1;
+    if (cfg->access_log_statements > 0 &&
+        (strcmp(n->args[0], "off") == 0 ||
+         (!cfg->access_log_by_format && strcmp(cfg->access_log, "off") == 0)))
+        return snprintf(msg, len, "access_log off with another access_log"), -1;
+    if (strlen(n->args[0]) >= sizeof(cfg->access_log))
+        return snprintf(msg, len, "path too long"), -1;
+    if (cfg->access_log_statements++ == 0 && plain) {
+        snprintf(cfg->access_log, sizeof(cfg->access_log), "%s", n->args[0]);
+        return 0;
+    }
+    cfg->access_log_by_format = true;
+    snprintf(cfg->access_log, sizeof(cfg->access_log), "off");
+    return 0;
+}
+
 /* `error_log PATH [LEVEL];` in a server or location (nginx's per-block error log): there
  * is one error log here, the top level's, which the notice says. */
 static int note_block_error_log(void *base, const struct conf_node *n, void *ctx, char *msg,
@@ -984,10 +1010,14 @@ static const struct conf_directive core_directives[] = {
             "graceful shutdown starts; 0: at once."},
     {"keepalive_requests", CONF_COUNT, TOP, .max = 4000000000u, CFG(keepalive_requests),
      .dflt = "10000", .doc = "Requests per connection before it is closed (0 = no limit)."},
-    {"access_log", CONF_PATH, TOP, CFG(access_log), .usage = "PATH|stdout|stderr|off",
+    {"access_log", CONF_LIST, TOP, CONF_REPEATS, .min_args = 1, .max_args = 5,
+     .set = set_access_log, .usage = "PATH|stdout|stderr|off [FORMAT [OPTION...]]",
      .dflt = "stdout",
      .doc = "Where the access log goes: a file path, `stdout`, `stderr`, or `off`; buffered "
-            "per thread, written at least once a second. Reopened on `SIGUSR1`."},
+            "per thread, written at least once a second. Reopened on `SIGUSR1`. With a "
+            "`log_format` name (other than `combined`), `buffer=`, `flush=` or `if=`, or "
+            "stated more than once, the top level's access logs are nginx's, as in a server "
+            "or location (module log): every statement one log, each line written at once."},
     {"access_log_format", CONF_ENUM, TOP, .names = log_formats, CFG(access_log_json),
      .dflt = "combined",
      .doc = "Combined Log Format, or JSON lines (`time`, `remote`, `request`, `status`, "

@@ -332,3 +332,39 @@ def test_error_log_in_a_server_or_location_is_accepted_with_a_notice(tmp_path, s
     s = start_server(d, conf=text)
     assert get(s, "/x/f.txt") == 200
     assert "listening on" in s.error_log() and not srv.exists() and not loc.exists()
+
+
+def test_top_level_access_log_with_a_format_is_nginxs(tmp_path, start_server):
+    """`access_log PATH FORMAT` at the top level (nginx's http), twice: each log gets each
+    request of a server without its own."""
+    d = www(tmp_path)
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    s = start_server(d, conf=conf(tmp_path, "server { location /x/ { } }\n",
+                                  top=f"log_format t 'T $uri';\naccess_log {a} t;\n"
+                                  f"access_log {b};"))
+    get(s, "/x/f.txt")
+    assert lines(a) == ["T /x/f.txt"]
+    assert lines(b)[0].endswith('"GET /x/f.txt HTTP/1.1" 200 10 "-" "-"')
+
+
+def test_plain_top_level_access_log_is_the_buffered_one(tmp_path, start_server):
+    """One `access_log PATH combined` at the top level is the server's own log, flushed
+    about once a second (the line is not there at once, but within a few seconds)."""
+    d = www(tmp_path)
+    a = tmp_path / "a.log"
+    s = start_server(d, conf=conf(tmp_path, "", top=f"access_log {a} combined;"))
+    get(s, "/")
+    assert wait_until(lambda: a.exists() and '"GET / HTTP/1.1" 200 6' in a.read_text(),
+                      scaled(5))
+
+
+def test_access_log_off_with_another_in_the_same_block_is_refused(tmp_path):
+    www(tmp_path)
+    for text in (conf(tmp_path, "", top=f"access_log off;\naccess_log {tmp_path}/a.log;"),
+                 conf(tmp_path, f"server {{ access_log off; access_log {tmp_path}/a.log; }}")):
+        path = tmp_path / "t.conf"
+        path.write_text(text)
+        r = subprocess.run([BIN, "-t", "-c", str(path)], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 1, r.stderr
+        assert "access_log off with another access_log" in r.stderr
