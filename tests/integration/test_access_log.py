@@ -9,6 +9,8 @@ import socket
 import subprocess
 
 from conftest import BIN, Nginx, scaled, wait_until
+from proxy_harness import proxy, upstream  # noqa: F401 fixtures
+from test_proxy import request
 
 
 def conf(tmp_path, body, top=""):
@@ -370,3 +372,17 @@ def test_access_log_off_with_another_in_the_same_block_is_refused(tmp_path):
                            timeout=30)
         assert r.returncode == 1, r.stderr
         assert "access_log off with another access_log" in r.stderr
+
+
+def test_proxied_answer_is_logged_with_the_upstreams_status(tmp_path, upstream, proxy):
+    """A streamed answer is logged when it ends, by its location's access_log (nginx too:
+    PROXY_UNDER_TEST=nginx)."""
+    u = upstream()
+    log = tmp_path / "p.log"
+    p = proxy("log_format t '$request $status';\n"
+              "upstream app { server 127.0.0.1:{up0}; }\n"
+              "server {\n    listen 127.0.0.1:{port0};\n"
+              f"    location / {{ proxy_pass http://app; access_log {log} t; }}\n}}\n", u)
+    status, _, _, _ = request(p, "/x?status=503")
+    assert status == 503
+    assert lines(log) == ["GET /x?status=503 HTTP/1.1 503"]
