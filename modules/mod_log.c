@@ -126,9 +126,10 @@ static int set_log_format(void *base, const struct conf_node *n, void *ctx, char
  * if=CONDITION. */
 static int read_option(struct log_target *t, const char *a, char *msg, size_t len)
 {
-    if (strncmp(a, "buffer=", 7) == 0 || strncmp(a, "flush=", 6) == 0 ||
-        strcmp(a, "gzip") == 0 || strncmp(a, "gzip=", 5) == 0)
-        return a[0] == 'g' ? (snprintf(msg, len, "gzip is not supported"), -1) : 0;
+    if (strncmp(a, "buffer=", 7) == 0 || strncmp(a, "flush=", 6) == 0)
+        return 0;
+    if (strcmp(a, "gzip") == 0 || strncmp(a, "gzip=", 5) == 0)
+        return snprintf(msg, len, "gzip is not supported"), -1;
     if (strncmp(a, "if=", 3) == 0) {
         if (t->cond)
             return snprintf(msg, len, "duplicate \"if=\""), -1;
@@ -309,15 +310,14 @@ static void *log_block(void *state, const struct module_block *b)
         return NULL;
     }
     c->m = state;
-    if (b->context == CONF_TOP) /* the core logs here, unless the statements are nginx's */
-        return top_block(b, c) < 0 ? (log_block_free(state, c), NULL) : c;
-    if (module_block_read(b, c) < 0) {
+    /* At the top level the core logs, unless the statements are nginx's (top_block). */
+    int rc = b->context == CONF_TOP ? top_block(b, c) : module_block_read(b, c);
+    if (rc == 0 && c->off && c->n_targets)
+        rc = module_error(b->mi, b->node, "access_log off with another access_log");
+    if (rc < 0) {
         log_block_free(state, c);
         return NULL;
     }
-    if (c->off && c->n_targets)
-        return module_error(b->mi, b->node, "access_log off with another access_log"),
-               log_block_free(state, c), NULL;
     return c;
 }
 
