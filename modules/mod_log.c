@@ -30,7 +30,7 @@
 
 #define LOG_FORMATS_MAX 64
 #define LOG_FORMAT_NAME_MAX 64
-#define LOG_LINE_MAX 8192 /* a longer line is cut, as nginx's are by its buffer */
+#define LOG_LINE_MAX 8192 /* a longer line is left out (the error log says nothing) */
 
 /* nginx's predefined format, the Combined Log Format. */
 static const char combined[] = "$remote_addr - $remote_user [$time_local] \"$request\" "
