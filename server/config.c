@@ -382,6 +382,46 @@ static const struct conf_name log_levels[] = {
     {"alert", LOG_LEVEL_ERROR}, {"emerg", LOG_LEVEL_ERROR}, {NULL, 0},
 };
 
+/* `access_log PATH [FORMAT [OPTION...]];` at the top level: one plain `PATH` (or `PATH
+ * combined`) is the server's own buffered log; a format, an option or a second statement
+ * makes them all nginx's, written by mod_log, which reads the same statements. */
+static int set_access_log(void *base, const struct conf_node *n, void *ctx, char *msg,
+                          size_t len)
+{
+    struct config *cfg = base;
+    (void)ctx;
+    bool plain = n->n_args == 1 || (n->n_args == 2 && strcmp(n->args[1], "combined") == 0);
+    if (strcmp(n->args[0], "off") == 0 && n->n_args > 1)
+        return snprintf(msg, len, "\"off\" takes no other parameter"), -1;
+    if (cfg->access_log_statements > 0 &&
+        (strcmp(n->args[0], "off") == 0 ||
+         (!cfg->access_log_by_format && strcmp(cfg->access_log, "off") == 0)))
+        return snprintf(msg, len, "access_log off with another access_log"), -1;
+    if (strlen(n->args[0]) >= sizeof(cfg->access_log))
+        return snprintf(msg, len, "path too long"), -1;
+    if (cfg->access_log_statements++ == 0 && plain) {
+        snprintf(cfg->access_log, sizeof(cfg->access_log), "%s", n->args[0]);
+        return 0;
+    }
+    cfg->access_log_by_format = true;
+    snprintf(cfg->access_log, sizeof(cfg->access_log), "off");
+    return 0;
+}
+
+/* `error_log PATH [LEVEL];` in a server or location (nginx's per-block error log): there
+ * is one error log here, the top level's, which the notice says. */
+static int note_block_error_log(void *base, const struct conf_node *n, void *ctx, char *msg,
+                                size_t len)
+{
+    struct core_read *cr = ctx;
+    (void)base;
+    if (strcmp(n->args[0], "off") == 0)
+        return snprintf(msg, len, "the error log cannot be off; use a level instead"), -1;
+    conf_notice(cr->r, n->line, "error_log %s: accepted in a server or location, not used: "
+                "the top-level error log is used", n->args[0]);
+    return 0;
+}
+
 /* `error_log PATH [LEVEL];` */
 static int set_error_log(void *base, const struct conf_node *n, void *ctx, char *msg,
                          size_t len)
@@ -1046,10 +1086,14 @@ static const struct conf_directive core_directives[] = {
             "graceful shutdown starts; 0: at once."},
     {"keepalive_requests", CONF_COUNT, TOP, .max = 4000000000u, CFG(keepalive_requests),
      .dflt = "10000", .doc = "Requests per connection before it is closed (0 = no limit)."},
-    {"access_log", CONF_PATH, TOP, CFG(access_log), .usage = "PATH|stdout|stderr|off",
+    {"access_log", CONF_LIST, TOP, CONF_REPEATS, .min_args = 1, .max_args = 5,
+     .set = set_access_log, .usage = "PATH|stdout|stderr|off [FORMAT [OPTION...]]",
      .dflt = "stdout",
      .doc = "Where the access log goes: a file path, `stdout`, `stderr`, or `off`; buffered "
-            "per thread, written at least once a second. Reopened on `SIGUSR1`."},
+            "per thread, written at least once a second. Reopened on `SIGUSR1`. With a "
+            "`log_format` name (other than `combined`), `buffer=`, `flush=` or `if=`, or "
+            "stated more than once, the top level's access logs are nginx's, as in a server "
+            "or location (module log): every statement one log, each line written at once."},
     {"access_log_format", CONF_ENUM, TOP, .names = log_formats, CFG(access_log_json),
      .dflt = "combined",
      .doc = "Combined Log Format, or JSON lines (`time`, `remote`, `request`, `status`, "
@@ -1065,6 +1109,10 @@ static const struct conf_directive core_directives[] = {
             "`notice` is `info`, and `crit`, `alert`, `emerg` are `error`, said at `-t`); "
             "it cannot be `off`, use a level instead. "
             "`debug` logs each compression and listing built. Reopened on `SIGUSR1`."},
+    {"error_log", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = 2,
+     .set = note_block_error_log, .usage = "PATH [LEVEL]",
+     .doc = "nginx's error log of a server or location: accepted, with a notice at `-t`; "
+            "the top-level `error_log` takes every message."},
     {"server_tokens", CONF_FLAG, TOP, CFG(server_tokens), .dflt = "on",
      .doc = "`Server: lfhttpd/VERSION`, or with `off` just `Server: lfhttpd`."},
     {"sendfile", CONF_FLAG, TOP, CFG(sendfile), .dflt = "on",

@@ -109,6 +109,10 @@ struct config {
     char access_log[CONFIG_PATH_MAX]; /* path, "stdout", "stderr", or "off" */
     bool access_log_json;             /* JSON lines instead of Combined Log Format */
     bool access_log_request_id;       /* each line ends with the request's $request_id */
+    /* The top level's access_log statements are nginx's, with a format, options or more
+     * than one: mod_log writes them, and access_log above is "off". */
+    bool access_log_by_format;
+    unsigned access_log_statements; /* how many the top level has (while reading) */
     char error_log[CONFIG_PATH_MAX];  /* path, "stdout" or "stderr" */
     enum log_level error_level;
     bool server_tokens;

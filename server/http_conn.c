@@ -196,7 +196,8 @@ static void respond(struct conn *c, const struct http_request *h, struct request
             return; /* the head comes later, from the stream: finished and logged there */
     }
     resp_finish(resp, h->version_minor == 0);
-    log_access(c, http_request_line(h), h, resp, r->now_s, r->request_id);
+    if (!module_chain_logs_request(&c->gen->chain, r))
+        log_access(c, http_request_line(h), h, resp, r->now_s, r->request_id);
     module_chain_log(&c->gen->chain, r, resp);
 }
 
@@ -390,6 +391,9 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     char path[REQUEST_PATH_MAX], id[VARS_REQUEST_ID_SIZE];
     struct request r;
     int routed = route(c, req, &r, path, id, now_s);
+    r.start_us = t0_us;
+    r.conn_requests = hc(c)->requests;
+    r.request_length = head_len + (req->framing == HTTP_BODY_LENGTH ? req->content_length : 0);
     status = status ? status : routed;
     bool wants_body = !status && hc(c)->body_mode != REQ_BODY_NONE && r.mount &&
                       r.mount->wants_body;
@@ -450,6 +454,9 @@ static void serve_collected(struct conn *c)
     char path[REQUEST_PATH_MAX], id[VARS_REQUEST_ID_SIZE];
     struct request r;
     int status = rc > 0 ? route(c, &req, &r, path, id, now_s) : 500;
+    r.start_us = t0_us;
+    r.conn_requests = hc(c)->requests;
+    r.request_length = k->head_len + k->body_len;
     r.body = k->data + k->head_len;
     r.body_len = k->body_len;
     respond(c, &req, &r, status, &resp);

@@ -76,6 +76,7 @@ void http_request_init(struct conn *c, const struct http_request *h, struct requ
     r->https = c->tls != NULL;
     r->request_id = id;
     r->now_s = now_s;
+    r->start_us = clock_now_us();
     r->cfg = &c->gen->cfg;
     r->root_fd = c->gen->root_fd;
     r->root_real = c->gen->root_real;
@@ -452,9 +453,10 @@ static void source_log(struct http_source *s)
                       s->sent);
     int64_t now_s;
     http_date_header(&now_s);
-    http_log_access(c, slice_of(s->request_line), slice_of(s->referer),
-                    slice_of(s->user_agent), s->status, s->sent, now_s,
-                    s->has_saved ? s->request_id : NULL);
+    if (!s->has_saved || !module_chain_logs_request(&c->gen->chain, &s->saved))
+        http_log_access(c, slice_of(s->request_line), slice_of(s->referer),
+                        slice_of(s->user_agent), s->status, s->sent, now_s,
+                        s->has_saved ? s->request_id : NULL);
     struct response resp; /* what the modules' log hooks need to know of it */
     resp_init(&resp);
     resp.status = s->status;

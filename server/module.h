@@ -82,6 +82,11 @@ struct request {
      * first expansion makes it: copies of the request (internal redirects) share it. */
     char *request_id;
     int64_t now_s;                /* the time the request started, Unix seconds */
+    int64_t start_us;             /* the same on the monotonic clock (clock_now_us): for
+                                     $request_time */
+    uint64_t request_length;      /* the head's bytes and the body's as framed: for
+                                     $request_length */
+    unsigned long conn_requests;  /* this request's number on its connection, from 1 */
     const struct config *cfg;     /* the configuration of the generation that answers */
     int root_fd;                  /* the document root, opened O_PATH | O_DIRECTORY */
     const char *root_real;        /* its real path, for open_beneath() */
@@ -199,6 +204,9 @@ struct module {
     void (*filter)(void *state, const struct request *req, struct response *resp);
     /* After the response is handed to the connection: counts, logs. */
     void (*log)(void *state, const struct request *req, const struct response *resp);
+    /* Does the module's log hook write req's access-log lines in place of the top-level
+     * access log (which then leaves the request out)? */
+    bool (*logs_request)(void *state, const struct request *req);
     /* The media type of a file (path, and its open fd and stat), or NULL if unknown. Not
      * part of answering: modules that serve files ask through module_content_type(). */
     const char *(*content_type)(void *state, const struct request *req, const char *path,

@@ -21,10 +21,12 @@ extern const struct module mod_cgi;      /* CGI/1.1 scripts mounted on prefixes 
 extern const struct module mod_proxy;    /* proxy_pass: answers from upstream servers */
 extern const struct module mod_gzip;     /* compresses responses (a filter) */
 extern const struct module mod_headers;  /* add_header, expires: after gzip, on final statuses */
+extern const struct module mod_log;      /* log_format, a server's or location's access_log */
 
 static const struct module *const module_table[] = {
     &mod_auth,    &mod_mime,  &mod_dirlist, &mod_static,  &mod_handlers,
     &mod_metrics, &mod_cgi,   &mod_proxy,   &mod_gzip,    &mod_headers,
+    &mod_log,
 };
 
 #define MODULE_COUNT (sizeof(module_table) / sizeof(module_table[0]))
@@ -198,6 +200,14 @@ unsigned module_upstreams(const struct request *req, struct upstream **out, unsi
 const struct site_set *module_sites(const struct request *req)
 {
     return req->chain ? req->chain->sites : NULL;
+}
+
+bool module_chain_logs_request(const struct module_chain *c, const struct request *req)
+{
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->mods[i]->logs_request && c->mods[i]->logs_request(c->state[i], req))
+            return true;
+    return false;
 }
 
 void module_chain_log(const struct module_chain *c, const struct request *req,

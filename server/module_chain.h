@@ -84,6 +84,10 @@ int module_levels_build(struct module_chain *c, const struct config *cfg, char *
                         size_t err_len);
 void module_levels_free(struct module_chain *c);
 
+/* Does a module write req's access log itself (a server's or location's `access_log`,
+ * `off` included), so that the top-level access log leaves it out, as nginx's inner
+ * access_log replaces the outer ones? */
+bool module_chain_logs_request(const struct module_chain *c, const struct request *req);
 /* Run log hooks. */
 void module_chain_log(const struct module_chain *c, const struct request *req,
                       const struct response *resp);

@@ -31,6 +31,18 @@ enum var_id {
     VAR_PROXY_HOST,
     VAR_PROXY_PORT,
     VAR_PROXY_ADD_XFF,
+    /* the answer's and the time's, for the access log */
+    VAR_STATUS,
+    VAR_BODY_BYTES_SENT,
+    VAR_BYTES_SENT,
+    VAR_REQUEST,
+    VAR_MSEC,
+    VAR_TIME_LOCAL,
+    VAR_TIME_ISO8601,
+    VAR_REMOTE_USER,
+    VAR_REQUEST_TIME,
+    VAR_REQUEST_LENGTH,
+    VAR_CONNECTION_REQUESTS,
     VAR_HTTP,   /* $http_NAME: the part's name is NAME, '_' made '-' */
     VAR_COOKIE, /* $cookie_NAME */
     VAR_ARG,    /* $arg_NAME */
@@ -70,6 +82,26 @@ static const struct {
     {"proxy_port", VAR_PROXY_PORT, "The upstream's port; empty when not proxying."},
     {"proxy_add_x_forwarded_for", VAR_PROXY_ADD_XFF, "The client's `X-Forwarded-For` list "
      "(every field joined with `, `) with its address appended."},
+    /* the answer's and the time's, expanded when the access-log line is written */
+    {"status", VAR_STATUS, "The response's status (in an access-log line; else empty)."},
+    {"body_bytes_sent", VAR_BODY_BYTES_SENT, "The response body's bytes (in an access-log "
+     "line; else empty)."},
+    {"bytes_sent", VAR_BYTES_SENT, "The response's bytes, head and body (in an access-log "
+     "line; else empty)."},
+    {"request", VAR_REQUEST, "The request line as sent (`GET /x HTTP/1.1`)."},
+    {"msec", VAR_MSEC, "The time, in seconds with milliseconds (`1795888800.123`)."},
+    {"time_local", VAR_TIME_LOCAL, "The local time in the Common Log Format "
+     "(`27/Nov/2026:18:00:00 +0000`)."},
+    {"time_iso8601", VAR_TIME_ISO8601, "The local time in ISO 8601 "
+     "(`2026-11-27T18:00:00+00:00`)."},
+    {"remote_user", VAR_REMOTE_USER, "Empty: the user of basic authentication is not kept "
+     "(an access-log line shows `-`)."},
+    {"request_time", VAR_REQUEST_TIME, "Seconds with milliseconds from the request's start "
+     "(its head read) to the answer (in an access-log line; else empty)."},
+    {"request_length", VAR_REQUEST_LENGTH, "The request's bytes: its head, and its body's "
+     "(decoded, if chunked) (in an access-log line; else empty)."},
+    {"connection_requests", VAR_CONNECTION_REQUESTS, "The request's number on its connection, "
+     "from 1 (in an access-log line; else empty)."},
 };
 
 /* Families of variables named by a prefix and what follows it, as nginx's. */
@@ -220,7 +252,10 @@ static int read_variable(const char *s, struct var_ref *ref, char *msg, size_t l
                         "arg_NAME, host, http_NAME, cookie_NAME, scheme, https, remote_addr, "
                         "remote_port, server_addr, server_port, server_name, "
                         "request_method, request_id, proxy_host, proxy_port, "
-                        "proxy_add_x_forwarded_for)", (int)n, name), -1;
+                        "proxy_add_x_forwarded_for, status, body_bytes_sent, bytes_sent, "
+                        "request, msec, time_local, time_iso8601, remote_user, "
+                        "request_time, request_length, connection_requests)",
+                        (int)n, name), -1;
     ref->used = 1 + braced + n + braced;
     ref->arg = name + arg_at;
     ref->arg_len = n - arg_at;
@@ -309,15 +344,59 @@ struct sink {
     char *out;
     size_t cap, n;
     bool failed;
+    enum vars_context ctx; /* a log context: what is escaped is escaped as a log's */
 };
 
 static const char hex_digits[] = "0123456789ABCDEF";
+
+/* How a byte that a variable brings is written into an access-log line (vars.h): into
+ * e (at most 6 bytes), its length. */
+static size_t log_escape(enum vars_context ctx, unsigned char c, char *e)
+{
+    static const char lower_hex[] = "0123456789abcdef";
+    static const char json_short[] = {['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't',
+                                      ['\b'] = 'b', ['\f'] = 'f'};
+    if (ctx == VARS_LOG_DEFAULT && (c == '"' || c == '\\' || c < 0x20 || c > 0x7e))
+        return e[0] = '\\', e[1] = 'x', e[2] = hex_digits[c >> 4], e[3] = hex_digits[c & 15],
+               4;
+    if (ctx == VARS_LOG_JSON && (c == '"' || c == '\\'))
+        return e[0] = '\\', e[1] = (char)c, 2;
+    if (ctx == VARS_LOG_JSON && c < 0x20 && json_short[c])
+        return e[0] = '\\', e[1] = json_short[c], 2;
+    if (ctx == VARS_LOG_JSON && c < 0x20)
+        return memcpy(e, "\\u00", 4), e[4] = lower_hex[c >> 4], e[5] = lower_hex[c & 15], 6;
+    e[0] = (char)c;
+    return 1;
+}
+
+static bool is_log(enum vars_context ctx)
+{
+    return ctx == VARS_LOG_DEFAULT || ctx == VARS_LOG_JSON || ctx == VARS_LOG_NONE;
+}
+
+/* Append p[0..len) into an access-log line, escaped as its context says. */
+static void put_log(struct sink *s, const char *p, size_t len, bool lower)
+{
+    for (size_t i = 0; i < len && !s->failed; i++) {
+        char e[6];
+        unsigned char c = (unsigned char)p[i];
+        size_t n = log_escape(s->ctx, lower && c >= 'A' && c <= 'Z' ? c + 32 : c, e);
+        if (s->cap - s->n < n + 1) {
+            s->failed = true;
+            return;
+        }
+        memcpy(s->out + s->n, e, n);
+        s->n += n;
+    }
+}
 
 /* Append p[0..len), escaping control bytes in header context and lowercasing if asked. */
 static void put(struct sink *s, const char *p, size_t len, bool escape, bool lower)
 {
     if (len == 0)
         return; /* p may be NULL then: an empty slice */
+    if (escape && is_log(s->ctx))
+        return put_log(s, p, len, lower);
     if (!escape && !lower && !s->failed) { /* raw bytes: one copy */
         if (s->cap - s->n < len + 1) {
             s->failed = true;
@@ -575,6 +654,78 @@ static struct http_slice arg_of(struct http_slice q, const char *name, size_t le
     return (struct http_slice){"", 0};
 }
 
+/* --- the answer's and the time's (the access log) ---------------------------------------- */
+
+/* The time now in a log's formats: cached per thread per second, as localtime_r is not
+ * free. */
+static size_t time_text(enum var_id id, char *out, size_t cap)
+{
+    static _Thread_local time_t cached_s = -1;
+    static _Thread_local char local[40], iso[40];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (id == VAR_MSEC)
+        return (size_t)snprintf(out, cap, "%lld.%03ld", (long long)ts.tv_sec,
+                                ts.tv_nsec / 1000000);
+    if (ts.tv_sec != cached_s) {
+        struct tm tm;
+        localtime_r(&ts.tv_sec, &tm);
+        strftime(local, sizeof(local), "%d/%b/%Y:%H:%M:%S %z", &tm);
+        size_t n = strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%S%z", &tm);
+        if (n >= 2) { /* +0000 -> +00:00, as nginx's */
+            memmove(iso + n - 1, iso + n - 2, 3);
+            iso[n - 2] = ':';
+        }
+        cached_s = ts.tv_sec;
+    }
+    return (size_t)snprintf(out, cap, "%s", id == VAR_TIME_LOCAL ? local : iso);
+}
+
+static struct http_slice log_var_of(enum var_id id, const struct vars_source *src, char *tmp,
+                                    size_t cap)
+{
+    const struct http_request *h = src->http;
+    struct http_slice v = {tmp, 0};
+    switch (id) {
+    case VAR_STATUS:
+        if (src->answered)
+            v.len = (size_t)snprintf(tmp, cap, "%03d", src->status);
+        break;
+    case VAR_BODY_BYTES_SENT:
+    case VAR_BYTES_SENT:
+        if (src->answered)
+            v.len = (size_t)snprintf(tmp, cap, "%llu",
+                                     (unsigned long long)(src->body_bytes +
+                                     (id == VAR_BYTES_SENT ? src->head_bytes : 0)));
+        break;
+    case VAR_REQUEST: /* from the method to the version: " HTTP/1.x" after the target */
+        if (h && h->method_name.len && h->target.len)
+            v = (struct http_slice){h->method_name.p,
+                                    (size_t)(h->target.p + h->target.len + 9 -
+                                             h->method_name.p)};
+        break;
+    case VAR_MSEC:
+    case VAR_TIME_LOCAL:
+    case VAR_TIME_ISO8601: v.len = time_text(id, tmp, cap); break;
+    case VAR_REQUEST_TIME: {
+        int64_t ms = src->now_us > src->start_us ? (src->now_us - src->start_us) / 1000 : 0;
+        if (src->answered)
+            v.len = (size_t)snprintf(tmp, cap, "%lld.%03lld", (long long)(ms / 1000),
+                                     (long long)(ms % 1000));
+        break;
+    }
+    case VAR_REQUEST_LENGTH:
+    case VAR_CONNECTION_REQUESTS:
+        if (src->answered)
+            v.len = (size_t)snprintf(tmp, cap, "%llu", id == VAR_REQUEST_LENGTH
+                                     ? (unsigned long long)src->request_length
+                                     : (unsigned long long)src->conn_requests);
+        break;
+    default: break;
+    }
+    return v;
+}
+
 /* The part's name (a family member's), in the value's text. */
 struct part_name {
     const char *p;
@@ -633,6 +784,17 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
             put(s, ", ", 2, false, false);
         v.len = remote_addr_of(src->peer, tmp, sizeof(tmp));
         break;
+    case VAR_STATUS:
+    case VAR_BODY_BYTES_SENT:
+    case VAR_BYTES_SENT:
+    case VAR_REQUEST:
+    case VAR_MSEC:
+    case VAR_TIME_LOCAL:
+    case VAR_TIME_ISO8601:
+    case VAR_REMOTE_USER:
+    case VAR_REQUEST_TIME:
+    case VAR_REQUEST_LENGTH:
+    case VAR_CONNECTION_REQUESTS: v = log_var_of(id, src, tmp, sizeof(tmp)); break;
     case VAR_HTTP: put_header(s, h, nm.p, nm.len, esc); return;
     case VAR_COOKIE: v = cookie_of(h, nm.p, nm.len); break;
     case VAR_ARG: v = arg_of(src->args ? *src->args : h ? h->query : v, nm.p, nm.len); break;
@@ -660,14 +822,19 @@ long vars_expand(const struct vars_value *v, const struct vars_source *src, char
 {
     if (cap == 0)
         return -1;
-    struct sink s = {out, cap, 0, false};
-    bool esc = v->ctx == VARS_HEADER;
+    struct sink s = {out, cap, 0, false, v->ctx};
+    bool esc = v->ctx == VARS_HEADER || is_log(v->ctx);
     for (unsigned i = 0; i < v->n_parts && !s.failed; i++) {
         const struct vars_part *p = &v->parts[i];
-        if (p->id == VAR_LITERAL)
+        if (p->id == VAR_LITERAL) {
             put(&s, v->text + p->off, p->len, false, false);
-        else
-            put_variable(&s, p->id, (struct part_name){v->text + p->off, p->len}, src, esc);
+            continue;
+        }
+        size_t before = s.n;
+        put_variable(&s, p->id, (struct part_name){v->text + p->off, p->len}, src, esc);
+        /* nginx's log writes a value that is not there as "-" (but not in JSON) */
+        if (s.n == before && (v->ctx == VARS_LOG_DEFAULT || v->ctx == VARS_LOG_NONE))
+            put(&s, "-", 1, false, false);
     }
     out[s.failed ? 0 : s.n] = '\0';
     return s.failed ? -1 : (long)s.n;

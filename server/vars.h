@@ -37,6 +37,16 @@
  *   $proxy_port      them ("" when not proxying)
  *   $proxy_add_x_forwarded_for   $http_x_forwarded_for, ", " and $remote_addr; only
  *                    $remote_addr when the request has no X-Forwarded-For
+ *   $status, $body_bytes_sent, $bytes_sent   the answer's status, its body bytes, and
+ *                    those with the head's (empty before the answer: for the access log)
+ *   $request         the request line as sent ("GET /x HTTP/1.1")
+ *   $msec, $time_local, $time_iso8601   the time of the expansion: seconds with
+ *                    milliseconds, "27/Nov/2026:18:00:00 +0000", "2026-11-27T18:00:00+00:00"
+ *   $request_time    seconds with milliseconds from the request's start to the answer
+ *   $request_length  the request's head and body bytes (a chunked body's decoded bytes)
+ *   $connection_requests  the request's number on its connection
+ *   $remote_user     empty: basic authentication's user is not kept (nginx logs "-" too
+ *                    without one)
  *   $1 .. $9         the groups of the regex location that matched (one digit: "$10" is
  *                    $1 then "0", as nginx's); without one, those of the server's regex
  *                    name that matched the Host; else empty
@@ -64,7 +74,18 @@
 #include "http_parse.h"
 #include "regex.h"
 
-enum vars_context { VARS_HEADER, VARS_RAW };
+enum vars_context {
+    VARS_HEADER,
+    VARS_RAW,
+    /* An access-log line, as nginx's log_format escape=default|json|none: only what the
+     * variables bring is escaped, the format's own text is written as it is. default:
+     * '"', '\\' and bytes below 32 or above 126 as \xHH, an empty value as "-"; json:
+     * the inside of a JSON string (\", \\, \n, \r, \t, \b, \f, \u00XX for the other
+     * bytes below 32); none: bytes as they are, an empty value as "-". */
+    VARS_LOG_DEFAULT,
+    VARS_LOG_JSON,
+    VARS_LOG_NONE,
+};
 
 /* What a value is expanded from: one request, as the module chain sees it. */
 struct vars_source {
@@ -95,6 +116,16 @@ struct vars_source {
     long (*user_var)(const void *user_vars, const char *name, size_t len, char *out,
                      size_t cap); /* the value's length in out, or -1: too long */
     const void *user_vars;
+    /* The answer, for a value expanded after it (an access-log line); without one
+     * (answered false) $status, $body_bytes_sent and $bytes_sent are empty. */
+    bool answered;
+    int status;
+    uint64_t body_bytes;   /* $body_bytes_sent */
+    uint64_t head_bytes;   /* the response head's bytes: $bytes_sent is both */
+    int64_t start_us;      /* when the request began (clock_now_us), for $request_time */
+    int64_t now_us;        /* when the answer went (the same clock) */
+    uint64_t request_length;       /* $request_length */
+    unsigned long conn_requests;   /* $connection_requests */
 };
 
 /* Declare $name[0, len) as one that `set` gives a value: values compiled afterwards may

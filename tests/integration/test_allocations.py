@@ -200,3 +200,30 @@ def test_rewrites_do_not_allocate_per_request(start_server, docroot, tmp_path, c
     run_rewritten(5000)
     after = allocations(counter)
     assert after - before < 50, f"{after - before} allocations over 5,000 requests"
+
+
+def test_custom_access_log_in_a_location_does_not_allocate_per_request(start_server, docroot,
+                                                                       tmp_path, connect):
+    """A log_format with variables (the answer's among them) and two access_logs in the
+    location, one with if=: each line is built on the stack and written at once."""
+    if SANITIZED:
+        pytest.skip("the sanitizers replace malloc, so there is nothing to count " + BY_DESIGN)
+    lib = alloc_counter()
+    (docroot / "index.html").write_bytes(b"x" * 1024)
+    counter = tmp_path / "allocs"
+    log = tmp_path / "custom.log"
+    s = start_server(docroot, "access_log off;\nkeepalive_requests 0;\n"
+                     "log_format t '$remote_addr [$time_local] \"$request\" $status "
+                     "$body_bytes_sent $request_id \"$http_user_agent\"';\n"
+                     "log_format j escape=json '{\"uri\":\"$uri\",\"s\":$status}';\n"
+                     "server {\n"
+                     f"  location / {{ access_log {log} t; access_log {log} j if=$status; }}\n"
+                     "}\n",
+                     env={"LD_PRELOAD": lib, "LFHTTPD_ALLOC_COUNTER": str(counter)})
+    c = connect(s, timeout=10)
+    run(c, 500)
+    before = allocations(counter)
+    run(c, 5000)
+    after = allocations(counter)
+    assert after - before < 50, f"{after - before} allocations over 5,000 requests"
+    assert log.read_text().count("\n") >= 2 * 5500 - 200  # the lines were written

@@ -67,7 +67,6 @@ def test_a_repeated_directive_stops_a_start_too(tmp_path):
     ("open_file_cache_mem_max", "1k", "2k"),
     ("cgi_timeout", "5s", "6s"),
     ("error_log", "stderr", "stderr"),
-    ("access_log", "off", "off"),
     ("index", "a.html", "b.html"),
 ])
 def test_repeated_module_or_core_directive_is_refused_with_both_lines(tmp_path, name, first,

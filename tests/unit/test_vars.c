@@ -158,7 +158,7 @@ TEST(a_value_without_variables_is_constant)
 TEST(unknown_variable_is_refused_at_compile)
 {
     CHECK(refused("$nosuchvar", VARS_HEADER, "unknown \"nosuchvar\" variable"));
-    CHECK(refused("x${request}", VARS_HEADER, "unknown \"request\" variable"));
+    CHECK(refused("x${requests}", VARS_HEADER, "unknown \"requests\" variable"));
     CHECK(refused("$nosuchgroup", VARS_HEADER, "unknown \"nosuchgroup\" variable"));
 }
 
