@@ -357,29 +357,35 @@ static void proxy_done(struct http_source *s)
 }
 
 /* The response is over (failure: why it ended early, or NULL): answer what is still owed,
- * then go on with the client's connection or close it. */
-static void proxy_finish(struct conn_proxy *px, int error_status, const char *failure)
+ * after `tail` (the last of the body, not sent yet, in memory that is not px's; or NULL),
+ * then go on with the client's connection or close it. The upstream connection is let go
+ * of (kept or closed) before anything is sent: a client that has its whole answer may ask
+ * again at once, on another connection, and finds it kept. */
+static void proxy_finish_after(struct conn_proxy *px, int error_status, const char *failure,
+                               struct response *tail)
 {
     struct http_source *s = &px->src;
     struct http_piece pc;
-    struct response resp;
-    resp_init(&resp);
+    struct response own;
+    struct response *resp = tail ? tail : &own;
+    if (!tail)
+        resp_init(&own);
     bool keep_alive = s->keep_alive;
     if (!s->head_sent) {
         s->status = error_status ? error_status : 502;
         log_error("proxy: %s: answered %d: %s", px->server ? px->server->text : px->up->name,
                   s->status, failure ? failure : "no answer");
-        resp_error(&resp, s->status);
+        resp_error(resp, s->status);
         /* the location's add_header ... always, as nginx */
-        http_source_filter_head(s, &resp, px->p);
-        resp.head_only = s->head_only;
-        resp.keep_alive = keep_alive;
-        resp_finish(&resp, s->http10);
-        s->sent = resp.head_only ? 0 : resp.content_length;
+        http_source_filter_head(s, resp, px->p);
+        resp->head_only = s->head_only;
+        resp->keep_alive = keep_alive;
+        resp_finish(resp, s->http10);
+        s->sent = resp->head_only ? 0 : resp->content_length;
     } else {
-        resp.status = s->status;
-        if (!failure && http_source_body_end(s, &resp, &pc) < 0) {
-            resp_body_clear(&resp);
+        resp->status = s->status;
+        if (!failure && http_source_body_end(s, resp, &pc) < 0) {
+            resp_body_clear(resp);
             failure = "the body filter failed at its end";
         }
         if (failure) {
@@ -390,7 +396,15 @@ static void proxy_finish(struct conn_proxy *px, int error_status, const char *fa
     }
     px->keep_up = !failure && s->head_sent && px->up_reusable;
     px->failed = failure && error_status != 0;
-    http_source_end(s, &resp, keep_alive);
+    /* A tail's head, if it has one, is made: what no_length said of it is said (a body that
+     * ends with the connection); its body pieces are what goes, and go. */
+    resp->no_length = false;
+    http_source_end(s, resp, keep_alive);
+}
+
+static void proxy_finish(struct conn_proxy *px, int error_status, const char *failure)
+{
+    proxy_finish_after(px, error_status, failure, NULL);
 }
 
 /* --- attempts ---------------------------------------------------------------------------- */
@@ -698,24 +712,34 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
     px->src.head_sent = true;
     px->phase = resp.status == 101 ? PHASE_TUNNEL : PHASE_BODY;
     int done = 0;
+    /* A body that may end here is taken from a copy: the answer then goes out after the
+     * upstream connection is let go of (proxy_finish_after), and px's buffer may be
+     * another request's by then. */
+    char body[PROXY_HEAD_MAX];
+    const char *from = px->head + used;
+    size_t n = px->head_len - used;
+    bool may_end = px->framing != HTTP_BODY_CLOSE &&
+                   !(px->framing == HTTP_BODY_LENGTH && px->left > n);
+    if (px->phase == PHASE_BODY && may_end && n > 0) {
+        memcpy(body, from, n);
+        from = body;
+    }
     if (px->phase == PHASE_BODY)
-        done = take_body(px, &resp, px->head + used, px->head_len - used, &pc);
+        done = take_body(px, &resp, (char *)from, n, &pc);
     else
         tunnel_begin(px, used);
     if (done < 0) {
         proxy_finish(px, 0, body_failure(done));
         return false;
     }
-    if (done) /* (before the send: once parked, the connection may be another thread's) */
+    if (done) {
         answered(px);
+        proxy_finish_after(px, 0, NULL, &resp);
+        return false;
+    }
     enum send_result r = http_source_send(&px->src, &resp);
     if (r == SEND_ERROR) {
         conn_close(px->src.c);
-        return false;
-    }
-    if (done) {
-        if (r == SEND_DONE)
-            proxy_finish(px, 0, NULL);
         return false;
     }
     return r == SEND_DONE;
@@ -828,16 +852,14 @@ static void relay_body(struct conn_proxy *px)
             proxy_finish(px, 0, body_failure(done));
             return;
         }
-        if (done) /* (before the send: once parked, the connection may be another thread's) */
+        if (done) { /* the last of it goes out after the upstream connection is let go of */
             answered(px);
+            proxy_finish_after(px, 0, NULL, &resp);
+            return;
+        }
         enum send_result r = resp.n_segs ? http_source_send(&px->src, &resp) : SEND_DONE;
         if (r == SEND_ERROR) {
             conn_close(px->src.c);
-            return;
-        }
-        if (done) {
-            if (r == SEND_DONE)
-                proxy_finish(px, 0, NULL);
             return;
         }
         if (r == SEND_PARKED)

@@ -291,6 +291,18 @@ static int drop_privileges(const struct config *cfg)
     return 0;
 }
 
+static bool pid_written; /* by before_serving: removed at exit, or when the start fails */
+
+/* Once the listeners are bound and the keys read, before any thread serves: the pid file,
+ * then `user` (so that no request is ever served as root). */
+static int before_serving(const struct config *cfg)
+{
+    if (write_pid_file(cfg) < 0)
+        return -1;
+    pid_written = true;
+    return drop_privileges(cfg);
+}
+
 int main(int argc, char **argv)
 {
     struct options opts = {0};
@@ -335,18 +347,16 @@ int main(int argc, char **argv)
      * in an error_log file nobody is looking at yet (nginx's [emerg]). */
     log_echo_errors(true);
     set_fd_limit(&g->cfg);
+    srv.before_serving = before_serving;
     if (server_start(&srv, g) < 0) {
+        if (pid_written)
+            remove_pid_file(&g->cfg);
         server_fini(&srv);
         return 1;
     }
     /* The generation is the server's now: its file names stay while it runs. */
     struct config *started = &g->cfg;
     log_notes(started->notes);
-    if (write_pid_file(started) < 0 || drop_privileges(started) < 0) {
-        remove_pid_file(started);
-        server_fini(&srv);
-        return 1;
-    }
     char pid_file[CONFIG_PATH_MAX];
     snprintf(pid_file, sizeof(pid_file), "%s", started->pid_file);
     log_echo_errors(false);

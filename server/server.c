@@ -210,6 +210,8 @@ static int start_services(struct server *srv, const struct config *cfg)
             if (add_listeners(srv, svc, &ls[j], cfg->header_timeout_ms) < 0)
                 return -1;
     }
+    if (srv->before_serving && srv->before_serving(cfg) < 0)
+        return -1;
     for (unsigned i = 0; i < srv->n_svcs; i++) {
         struct service *svc = &srv->svcs[i];
         int rc = service_start(svc);

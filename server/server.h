@@ -23,12 +23,16 @@ struct server {
     unsigned n_listeners;
     struct listener_spare spare;
     int64_t start_ms; /* clock_now_ms() at start, for uptime */
+    /* Called by server_start once every listener is bound and before any thread serves a
+     * request (the pid file, dropping root for `user`), or NULL; -1 stops the start. */
+    int (*before_serving)(const struct config *cfg);
 };
 
 /* Before anything else: an empty server. */
 void server_init(struct server *srv);
 /* Install generation g (the first), open the logs, create the services and their
- * listeners, and start their threads. Returns 0, or -1 after logging why. */
+ * listeners, call before_serving, and start their threads. Returns 0, or -1 after logging
+ * why. */
 int server_start(struct server *srv, struct generation *g);
 /* After server_start (or its failure), once nothing more is to be served: stop the
  * threads, close every connection and listener, the logs, and let the generation go. */
