@@ -114,6 +114,7 @@ struct request {
     int return_status;
     const struct vars_value *return_text;
     int try_status;
+    const char *slash_to; /* with return_status 301: the location the path lacked a '/' of */
     const struct server *server;
     const struct module_chain *chain;
 };
@@ -242,6 +243,11 @@ bool module_block_has(const struct module_block *b);
  * (`handler NAME;`, `cgi DIR;`). Returns 0, or -1 after module_error(). */
 int module_block_mount(const struct module_block *b, const struct conf_node *where,
                        void *data, bool wants_body);
+
+/* For a block hook of a location that an upstream answers (proxy_pass): when its pattern
+ * ends in '/', a request for it without that slash (/api for `location /api/`) is answered
+ * 301 to it, the arguments kept, as nginx does for its *_pass handlers. */
+void module_block_slash_redirect(const struct module_block *b);
 
 /* --- for the hooks ---------------------------------------------------------------------- */
 

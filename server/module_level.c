@@ -466,6 +466,13 @@ bool module_block_has(const struct module_block *b)
     return false;
 }
 
+void module_block_slash_redirect(const struct module_block *b)
+{
+    size_t n = strlen(b->pattern);
+    if (b->context == CONF_LOCATION && b->prefix_location && n && b->pattern[n - 1] == '/')
+        b->level->slash_redirect = true;
+}
+
 int module_block_mount(const struct module_block *b, const struct conf_node *where, void *data,
                        bool wants_body)
 {

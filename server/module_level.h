@@ -51,6 +51,9 @@ struct module_level {
     unsigned n_error_pages;
     bool error_pages_own; /* error_pages is this block's (freed with it), not inherited */
     const struct module_mount *mount; /* `handler NAME;`, `cgi DIR;` in a location */
+    /* nginx's auto_redirect: an upstream answers this location, whose pattern ends in '/';
+     * its path without that slash is redirected (301) to it. */
+    bool slash_redirect;
     unsigned class_index; /* `class NAME;`: 1 + its place in cfg->classes; 0: not said */
     void *conf[MODULE_CHAIN_MAX];     /* each module's block settings */
 };

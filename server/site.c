@@ -701,6 +701,20 @@ const struct site_location *site_location_for(const struct site_server *s, const
     return site_location_find(s, path, len, &loc, NULL, NULL, 0) == 0 ? loc : NULL;
 }
 
+const struct site_location *site_location_slashed(const struct site_server *s,
+                                                  const char *path, size_t len)
+{
+    for (unsigned k = 0; k < 2; k++) {
+        const struct site_location *const *list = k ? s->prefix : s->exact;
+        unsigned n = k ? s->n_prefix : s->n_exact;
+        for (unsigned i = 0; i < n; i++)
+            if (list[i]->pattern_len == len + 1 && list[i]->pattern[len] == '/' &&
+                memcmp(list[i]->pattern, path, len) == 0)
+                return list[i];
+    }
+    return NULL;
+}
+
 const struct site_location *site_named_location(const struct site_server *s, const char *name)
 {
     for (unsigned i = 0; i < s->n_named; i++)

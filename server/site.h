@@ -177,6 +177,11 @@ int site_location_find(const struct site_server *s, const char *path, size_t len
 const struct site_location *site_location_for(const struct site_server *s, const char *path,
                                               size_t len);
 
+/* The exact or prefix location whose pattern is the path and a final '/' (`location /api/`
+ * for /api), or NULL: nginx's redirect of /api to /api/ when an upstream answers there. */
+const struct site_location *site_location_slashed(const struct site_server *s,
+                                                  const char *path, size_t len);
+
 /* `location @name`, by its name with the '@' ("@app"); NULL if the server has none. */
 const struct site_location *site_named_location(const struct site_server *s,
                                                 const char *name);
