@@ -28,13 +28,40 @@ struct level_build {
     struct conf_reader r; /* the core's messages: "FILE:LINE: message" */
 };
 
-/* The root at path, opened once: the same real path is the same root. NULL after an error. */
+/* A server's or location's root (or alias) that does not exist: not an error, as in nginx,
+ * whose requests find it missing. A root that opens nothing: its requests are answered 404,
+ * with an error-log line each (module_route.c), until a reload finds the directory. */
+static const struct level_root *missing_root(struct level_build *b, const char *path,
+                                             unsigned line, const char *what)
+{
+    struct module_chain *c = b->c;
+    const char *why = strerror(errno);
+    for (unsigned i = 0; i < c->n_roots; i++)
+        if (c->roots[i].fd < 0 && strcmp(c->roots[i].real, path) == 0)
+            return &c->roots[i];
+    struct level_root *r = &c->roots[c->n_roots];
+    r->real = strdup(path);
+    if (!r->real) {
+        conf_error(&b->r, line, "out of memory");
+        return NULL;
+    }
+    r->fd = -1;
+    r->id = c->n_roots++;
+    conf_notice(&b->r, line, "%s \"%s\": %s: its requests are answered 404 until a reload "
+                "finds it", what, path, why);
+    return r;
+}
+
+/* The root at path, opened once: the same real path is the same root. NULL after an error.
+ * In a server or location (may_miss), a directory that does not exist is missing_root's. */
 static const struct level_root *open_root(struct level_build *b, const char *path,
-                                          unsigned line, const char *what)
+                                          unsigned line, const char *what, bool may_miss)
 {
     struct module_chain *c = b->c;
     char real[PATH_MAX];
     int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 && may_miss && (errno == ENOENT || errno == ENOTDIR))
+        return missing_root(b, path, line, what);
     if (fd < 0 || !realpath(path, real)) {
         conf_error(&b->r, line, "%s \"%s\": %s", what, path, strerror(errno));
         if (fd >= 0)
@@ -240,7 +267,7 @@ static int read_core(struct level_build *b, struct module_level *l,
         return conf_error(&b->r, alias->line, "alias: the location has a root too (%s:%u)",
                           conf_line_file(root->line, b->r.file), conf_line_no(root->line));
     if (root) {
-        l->root = open_root(b, root->args[0], root->line, "root");
+        l->root = open_root(b, root->args[0], root->line, "root", true);
         l->alias = false;
         rc |= l->root ? 0 : -1;
     }
@@ -249,7 +276,7 @@ static int read_core(struct level_build *b, struct module_level *l,
             loc->match != SITE_EXACT)
             return conf_error(&b->r, alias->line, "alias: only in a prefix or exact location "
                               "(a regex location would need captures)");
-        l->root = open_root(b, alias->args[0], alias->line, "alias");
+        l->root = open_root(b, alias->args[0], alias->line, "alias", true);
         l->alias = true;
         l->alias_prefix_len = loc->pattern_len;
         rc |= l->root ? 0 : -1;
@@ -326,7 +353,7 @@ static int build_top(struct level_build *b, struct module_level *l, char *err, s
         r->id = b->c->n_roots++;
         l->root = r->real ? r : NULL;
     } else {
-        l->root = open_root(b, b->cfg->root, root ? root->line : 0, "root");
+        l->root = open_root(b, b->cfg->root, root ? root->line : 0, "root", false);
     }
     l->index = b->cfg->index;
     l->n_index = b->cfg->n_index;
@@ -341,8 +368,11 @@ int module_levels_build(struct module_chain *c, const struct config *cfg, char *
                         size_t err_len)
 {
     static atomic_uint_fast64_t builds;
+    /* The notices join the file's (config.c's): the configuration owns their room. */
+    char *notes = (char *)cfg->notes;
     struct level_build b = {c, cfg, {.file = cfg->file, .owner = "", .context = CONF_TOP,
-                                     .err = err, .err_len = err_len}};
+                                     .err = err, .err_len = err_len, .notes = notes,
+                                     .notes_len = sizeof(cfg->notes)}};
     c->id = atomic_fetch_add(&builds, 1) + 1;
     c->sites = site_set_build(cfg->tree, &b.r);
     if (!c->sites)

@@ -123,6 +123,12 @@ server {
         alias ROOT/files/;
         autoindex on;
     }
+    location /no-root/ {
+        root ROOT/no-such-directory;
+    }
+    location /no-alias/ {
+        alias ROOT/no-such-directory/;
+    }
     location /dl {
         alias ROOT/files/;
     }
@@ -373,6 +379,8 @@ REQUESTS = [
     row("alias_missing_file_serves_the_error_page", "/downloads/nope.txt", 404,
         "site/404.html"),
     row("alias_without_trailing_slash_on_the_location", "/dl/a.txt", 200, "files/a.txt"),
+    row("missing_root_serves_the_error_page", "/no-root/a.txt", 404, "site/404.html"),
+    row("missing_alias_serves_the_error_page", "/no-alias/a.txt", 404, "site/404.html"),
     row("alias_rest_continuing_a_name_is_refused", "/dla.txt", 200, "files/a.txt",
         differs=(ALIAS_REST, {"status": 404, "body": "site/404.html",
                               "content-type": "text/html; charset=utf-8",
