@@ -835,6 +835,10 @@ static const struct conf_directive core_directives[] = {
             "location, not in regex locations (nginx needs captures there, which are not "
             "supported); not with `root` in the same location.",
      .id = CONFIG_ID_ALIAS},
+    {"internal", CONF_LIST, LOC, .min_args = 0, .max_args = 0, .set = conf_set_later,
+     .usage = "", .doc = "Only internal redirects (`try_files`' last URI, `error_page`) reach "
+     "the location: a request that names it is answered 404, as nginx's.",
+     .id = CONFIG_ID_INTERNAL},
     {"index", CONF_LIST, TOP, .min_args = 1, .max_args = CONFIG_MAX_INDEX, .set = set_index,
      .usage = "FILE...", .dflt = "index.html", .doc = DOC_INDEX,
      .id = CONFIG_ID_INDEX},

@@ -166,6 +166,7 @@ enum config_core_id {
     CONFIG_ID_CLASS,
     CONFIG_ID_ABSOLUTE_REDIRECT,
     CONFIG_ID_SERVER,
+    CONFIG_ID_INTERNAL,
 };
 
 /* The next top-level statement named `name` after `after` (NULL: from the start). */

@@ -115,6 +115,7 @@ struct request {
     const struct vars_value *return_text;
     int try_status;
     const char *slash_to; /* with return_status 301: the location the path lacked a '/' of */
+    bool internal;        /* an error page's internal redirect: `internal` locations answer */
     const struct server *server;
     const struct module_chain *chain;
 };

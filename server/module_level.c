@@ -282,6 +282,7 @@ static int read_core(struct level_build *b, struct module_level *l,
         rc |= l->root ? 0 : -1;
     }
     const struct conf_node *n;
+    l->internal = loc && find(first, l->context, CONFIG_ID_INTERNAL);
     if ((n = find(first, l->context, CONFIG_ID_INDEX)))
         rc |= read_index(b, l, n, index_room);
     if ((n = find(first, l->context, CONFIG_ID_TRY_FILES)))

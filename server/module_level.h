@@ -54,6 +54,7 @@ struct module_level {
     /* nginx's auto_redirect: an upstream answers this location, whose pattern ends in '/';
      * its path without that slash is redirected (301) to it. */
     bool slash_redirect;
+    bool internal; /* `internal`: only internal redirects reach the location */
     unsigned class_index; /* `class NAME;`: 1 + its place in cfg->classes; 0: not said */
     void *conf[MODULE_CHAIN_MAX];     /* each module's block settings */
 };

@@ -401,6 +401,11 @@ static int place(const struct module_chain *c, struct request *req,
             req->first_level = l;
         if (searched && slash_redirect(req, s, loc))
             return 0;
+        if (l->internal && hops == 0 && !req->internal) { /* named by the request itself */
+            req->return_status = 404;
+            req->return_text = NULL;
+            return 0;
+        }
         if (l->alias && !alias_file(req)) {
             req->try_status = 404; /* answered after access, with its error_page */
             return 0;
@@ -761,6 +766,7 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
     r.return_status = r.try_status = 0;
     r.return_text = NULL;
     r.slash_to = NULL;
+    r.internal = true;
     r.body = NULL;
     r.body_len = 0;
     const struct site_location *named = NULL;

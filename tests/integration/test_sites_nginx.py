@@ -123,6 +123,17 @@ server {
         alias ROOT/files/;
         autoindex on;
     }
+    location /hidden/ {
+        internal;
+        add_header X-Hidden yes;
+    }
+    location /to-hidden/ {
+        try_files $uri /hidden/f.txt;
+    }
+    location = /hidden-error {
+        error_page 404 /hidden/f.txt;
+        return 404;
+    }
     location /no-root/ {
         root ROOT/no-such-directory;
     }
@@ -240,7 +251,7 @@ FILES = [
     "site/strict/file.txt", "site/app/real.txt", "site/cache/epoch/f.txt",
     "site/cache/max/f.txt", "site/cache/off/f.txt", "site/own-headers/f.txt",
     "site/inherits/f.txt", "site/private/f.txt", "site/office/f.txt", "site/loopback/f.txt",
-    "site/new", "site/noext", "site/order/a.txt", "site/order/b.txt",
+    "site/new", "site/noext", "site/hidden/f.txt", "site/order/a.txt", "site/order/b.txt",
     "site/pick/page/index.html", "site/pick/page.html",
     "shared/static/logo.png", "shared/static/style.css",
     "files/a.txt", "files/sub/index.html", "files/list/one.txt", "files/list/two.txt",
@@ -379,6 +390,12 @@ REQUESTS = [
     row("alias_missing_file_serves_the_error_page", "/downloads/nope.txt", 404,
         "site/404.html"),
     row("alias_without_trailing_slash_on_the_location", "/dl/a.txt", 200, "files/a.txt"),
+    row("internal_location_named_by_the_request_is_404", "/hidden/f.txt", 404,
+        "site/404.html"),
+    row("try_files_reaches_an_internal_location", "/to-hidden/none", 200, "site/hidden/f.txt",
+        expect={"x-hidden": ["yes"]}),
+    row("error_page_reaches_an_internal_location", "/hidden-error", 404, "site/hidden/f.txt",
+        expect={"x-hidden": None}),
     row("missing_root_serves_the_error_page", "/no-root/a.txt", 404, "site/404.html"),
     row("missing_alias_serves_the_error_page", "/no-alias/a.txt", 404, "site/404.html"),
     row("alias_rest_continuing_a_name_is_refused", "/dla.txt", 200, "files/a.txt",
