@@ -1027,13 +1027,13 @@ static const struct conf_directive core_directives[] = {
             "locations. A file without `server` blocks has one implicit server, the top "
             "level's settings.",
      .id = CONFIG_ID_SERVER},
-    {"location", CONF_BLOCK, SITE, CONF_REPEATS, .min_args = 1, .max_args = 2,
+    {"location", CONF_BLOCK, SITE | LOC, CONF_REPEATS, .min_args = 1, .max_args = 2,
      .set = read_site_block, .usage = "[=|^~|~|~*] URI|@NAME",
      .doc = "Rules for a path: `=` exact, a prefix (`^~`: no regex is tried after it), "
             "`~` a PCRE2 regular expression with case, `~*` without (the first that matches, "
             "in file order; its captures are `$1`..`$9` and `$NAME`; `$` matches at the very "
-            "end only); `@NAME` is reached only by `try_files` and `error_page`. Nested "
-            "locations and duplicates are refused."},
+            "end only); `@NAME` is reached only by `try_files` and `error_page`. Locations "
+            "nest as nginx's (a nested prefix under its parent's); duplicates are refused."},
     {"priority", CONF_STRING, CLASS, .set = set_priority, .usage = "high|normal|low|NICE",
      .dflt = "normal",
      .doc = "The threads' nice value relative to the process: high -10, normal 0, low 10, "

@@ -405,30 +405,29 @@ int module_levels_build(struct module_chain *c, const struct config *cfg, char *
         for (unsigned k = 0; k < s->n_locations; k++) {
             struct site_location *loc = &s->locations[k];
             struct module_level *ll = &c->levels[c->n_levels];
+            /* A nested location's outer block is its parent, built before it. */
+            const struct module_level *outer = loc->parent ? loc->parent->level : sl;
             ll->context = CONF_LOCATION;
             ll->line = loc->node->line;
-            rc |= read_core(&b, ll, sl, loc, loc->first, index_room[c->n_levels]);
+            ll->outer = outer;
+            rc |= read_core(&b, ll, outer, loc, loc->first, index_room[c->n_levels]);
             c->n_levels++;
-            rc |= read_modules(&b, ll, sl, loc->node, loc->first, loc, err, err_len);
+            rc |= read_modules(&b, ll, outer, loc->node, loc->first, loc, err, err_len);
             loc->level = ll;
         }
     }
     return rc || b.r.errors ? -1 : 0;
 }
 
-static void free_level(struct module_chain *c, struct module_level *l, unsigned at)
+static void free_level(struct module_chain *c, struct module_level *l)
 {
     for (unsigned i = 0; i < c->n; i++) {
         const void *outer_conf = NULL;
         /* A block's settings that are its outer block's are freed there. */
         if (l->context == CONF_SERVER)
             outer_conf = c->levels[0].conf[i];
-        if (l->context == CONF_LOCATION)
-            for (unsigned k = at; k-- > 0;)
-                if (c->levels[k].context == CONF_SERVER) {
-                    outer_conf = c->levels[k].conf[i];
-                    break;
-                }
+        if (l->context == CONF_LOCATION && l->outer)
+            outer_conf = l->outer->conf[i];
         if (l->conf[i] && l->conf[i] != outer_conf && c->mods[i]->block_free)
             c->mods[i]->block_free(c->state[i], l->conf[i]);
     }
@@ -448,7 +447,7 @@ void module_levels_free(struct module_chain *c)
 {
     /* Locations first, then servers, then the top level: inner settings may borrow. */
     for (unsigned i = c->n_levels; i-- > 0;)
-        free_level(c, &c->levels[i], i);
+        free_level(c, &c->levels[i]);
     free(c->levels);
     c->levels = NULL;
     c->n_levels = 0;

@@ -123,6 +123,19 @@ server {
         alias ROOT/files/;
         autoindex on;
     }
+    location /nest/ {
+        add_header X-Nest outer;
+        expires 2h;
+        location /nest/inner/ {
+            add_header X-Nest inner;
+        }
+        location ~ \.txt$ {
+            add_header X-Nest txt;
+        }
+        location /nest/hidden/ {
+            internal;
+        }
+    }
     location /hidden/ {
         internal;
         add_header X-Hidden yes;
@@ -251,7 +264,8 @@ FILES = [
     "site/strict/file.txt", "site/app/real.txt", "site/cache/epoch/f.txt",
     "site/cache/max/f.txt", "site/cache/off/f.txt", "site/own-headers/f.txt",
     "site/inherits/f.txt", "site/private/f.txt", "site/office/f.txt", "site/loopback/f.txt",
-    "site/new", "site/noext", "site/hidden/f.txt", "site/order/a.txt", "site/order/b.txt",
+    "site/new", "site/noext", "site/hidden/f.txt", "site/nest/f.html", "site/nest/inner/f.html",
+    "site/nest/inner/f.txt", "site/nest/hidden/f.html", "site/nest/f.css", "site/order/a.txt", "site/order/b.txt",
     "site/pick/page/index.html", "site/pick/page.html",
     "shared/static/logo.png", "shared/static/style.css",
     "files/a.txt", "files/sub/index.html", "files/list/one.txt", "files/list/two.txt",
@@ -390,6 +404,16 @@ REQUESTS = [
     row("alias_missing_file_serves_the_error_page", "/downloads/nope.txt", 404,
         "site/404.html"),
     row("alias_without_trailing_slash_on_the_location", "/dl/a.txt", 200, "files/a.txt"),
+    row("nested_location_inherits_its_parents_expires", "/nest/inner/f.html", 200,
+        "site/nest/inner/f.html", expect={"x-nest": ["inner"], "cache-control": MAX_AGE["2h"]}),
+    row("outer_location_when_no_nested_one_matches", "/nest/f.html", 200, "site/nest/f.html",
+        expect={"x-nest": ["outer"]}),
+    row("nested_regex_wins_over_a_nested_prefix", "/nest/inner/f.txt", 200,
+        "site/nest/inner/f.txt", expect={"x-nest": ["txt"], "cache-control": MAX_AGE["2h"]}),
+    row("outer_regex_when_no_nested_regex_matches", "/nest/f.css", 200, "site/nest/f.css",
+        expect={"x-regex": ["css"], "x-nest": None}),
+    row("nested_internal_location_named_by_the_request_is_404", "/nest/hidden/f.html", 404,
+        "site/404.html"),
     row("internal_location_named_by_the_request_is_404", "/hidden/f.txt", 404,
         "site/404.html"),
     row("try_files_reaches_an_internal_location", "/to-hidden/none", 200, "site/hidden/f.txt",
