@@ -833,7 +833,9 @@ static const struct conf_directive core_directives[] = {
             "What follows must start a new segment (`location /d { alias /x/; }` answers "
             "`/d../etc` with 404, where nginx serves `/x/../etc`). Only in a prefix or `=` "
             "location, not in regex locations (nginx needs captures there, which are not "
-            "supported); not with `root` in the same location.",
+            "supported); not with `root` in the same location. A FILE instead of a DIR is "
+            "served for the location's path itself (`location = /favicon.ico { alias "
+            "/srv/fav.ico; }`), nothing beneath it.",
      .id = CONFIG_ID_ALIAS},
     {"internal", CONF_LIST, LOC, .min_args = 0, .max_args = 0, .set = conf_set_later,
      .usage = "", .doc = "Only internal redirects (`try_files`' last URI, `error_page`) reach "

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "site.h"
@@ -244,6 +245,26 @@ static int read_index(struct level_build *b, struct module_level *l, const struc
 }
 
 /* The core's settings of a server or location block, over those of outer. */
+/* `alias DIR` opens DIR; `alias FILE` (`location = /favicon.ico { alias /srv/fav.ico; }`)
+ * opens the file's directory, and the location's path alone names the file. */
+static const struct level_root *alias_root(struct level_build *b, struct module_level *l,
+                                           const struct conf_node *alias)
+{
+    const char *path = alias->args[0];
+    struct stat st;
+    const char *slash = strrchr(path, '/');
+    if (stat(path, &st) < 0 || !S_ISREG(st.st_mode) || !slash || !slash[1])
+        return open_root(b, path, alias->line, "alias", true);
+    char dir[PATH_MAX];
+    size_t n = slash == path ? 1 : (size_t)(slash - path);
+    if (n >= sizeof(dir))
+        return conf_error(&b->r, alias->line, "alias \"%s\": too long", path), NULL;
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    l->alias_file = slash; /* "/NAME", in the statement, which outlives the levels */
+    return open_root(b, dir, alias->line, "alias", true);
+}
+
 static int read_core(struct level_build *b, struct module_level *l,
                      const struct module_level *outer, const struct site_location *loc,
                      const struct conf_node *first, char (*index_room)[256])
@@ -252,6 +273,7 @@ static int read_core(struct level_build *b, struct module_level *l,
     l->root = outer->root;
     l->alias = outer->alias;
     l->alias_prefix_len = outer->alias_prefix_len;
+    l->alias_file = outer->alias_file;
     l->index = outer->index;
     l->n_index = outer->n_index;
     const struct conf_node *root = find(first, l->context, CONFIG_ID_ROOT),
@@ -266,6 +288,8 @@ static int read_core(struct level_build *b, struct module_level *l,
     if (root && alias)
         return conf_error(&b->r, alias->line, "alias: the location has a root too (%s:%u)",
                           conf_line_file(root->line, b->r.file), conf_line_no(root->line));
+    if (root || alias)
+        l->alias_file = NULL;
     if (root) {
         l->root = open_root(b, root->args[0], root->line, "root", true);
         l->alias = false;
@@ -276,7 +300,7 @@ static int read_core(struct level_build *b, struct module_level *l,
             loc->match != SITE_EXACT)
             return conf_error(&b->r, alias->line, "alias: only in a prefix or exact location "
                               "(a regex location would need captures)");
-        l->root = open_root(b, alias->args[0], alias->line, "alias", true);
+        l->root = alias_root(b, l, alias);
         l->alias = true;
         l->alias_prefix_len = loc->pattern_len;
         rc |= l->root ? 0 : -1;

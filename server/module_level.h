@@ -39,6 +39,7 @@ struct module_level {
     const struct level_root *root; /* `root` or `alias`, inherited */
     bool alias;               /* root is an `alias`: the location's prefix is replaced */
     size_t alias_prefix_len;  /* the prefix that `alias` replaces */
+    const char *alias_file;   /* `alias FILE`: "/NAME" beneath root, for the prefix alone */
     const char (*index)[256]; /* index file names, inherited */
     unsigned n_index;         /* how many */
     const struct vars_value *try_files[LEVEL_TRY_MAX]; /* not inherited, as nginx */

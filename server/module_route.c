@@ -81,6 +81,11 @@ static bool alias_file(struct request *req)
     size_t pl = l->alias_prefix_len;
     if (req->path_len < pl)
         return false;
+    if (l->alias_file) { /* `alias FILE`: the location's path itself, nothing beneath */
+        req->file = l->alias_file;
+        req->file_len = strlen(l->alias_file);
+        return req->path_len == pl;
+    }
     const char *rest = req->path + pl;
     size_t rl = req->path_len - pl;
     if (pl && req->path[pl - 1] == '/') { /* the prefix's slash starts the rest */

@@ -147,6 +147,12 @@ server {
         error_page 404 /hidden/f.txt;
         return 404;
     }
+    location = /favicon.png {
+        alias ROOT/files/fav.png;
+    }
+    location /one-file.txt {
+        alias ROOT/files/a.txt;
+    }
     location /no-root/ {
         root ROOT/no-such-directory;
     }
@@ -268,7 +274,7 @@ FILES = [
     "site/nest/inner/f.txt", "site/nest/hidden/f.html", "site/nest/f.css", "site/order/a.txt", "site/order/b.txt",
     "site/pick/page/index.html", "site/pick/page.html",
     "shared/static/logo.png", "shared/static/style.css",
-    "files/a.txt", "files/sub/index.html", "files/list/one.txt", "files/list/two.txt",
+    "files/a.txt", "files/fav.png", "files/sub/index.html", "files/list/one.txt", "files/list/two.txt",
     "third/index.html", "third/always/f.txt",
 ]
 
@@ -420,6 +426,9 @@ REQUESTS = [
         expect={"x-hidden": ["yes"]}),
     row("error_page_reaches_an_internal_location", "/hidden-error", 404, "site/hidden/f.txt",
         expect={"x-hidden": None}),
+    row("alias_to_a_file_in_an_exact_location", "/favicon.png", 200, "files/fav.png"),
+    row("alias_to_a_file_in_a_prefix_location", "/one-file.txt", 200, "files/a.txt"),
+    row("alias_to_a_file_has_nothing_beneath_it", "/one-file.txt/x", 404, "site/404.html"),
     row("missing_root_serves_the_error_page", "/no-root/a.txt", 404, "site/404.html"),
     row("missing_alias_serves_the_error_page", "/no-alias/a.txt", 404, "site/404.html"),
     row("alias_rest_continuing_a_name_is_refused", "/dla.txt", 200, "files/a.txt",
