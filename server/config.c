@@ -804,7 +804,9 @@ static const struct conf_directive core_directives[] = {
      .usage = "FILE", .doc = "The key of the certificate at the same place in the list."},
     {"ssl_protocols", CONF_LIST, TOP | SITE, .min_args = 1, .max_args = 4, .set = conf_set_later,
      .usage = "TLSv1.2 TLSv1.3", .dflt = "TLSv1.2 TLSv1.3",
-     .doc = "The TLS versions offered. `TLSv1` and `TLSv1.1` are refused at load."},
+     .doc = "The TLS versions offered, of `TLSv1.2` and `TLSv1.3`. `TLSv1` and `TLSv1.1` "
+            "(Debian's stock nginx.conf names them) are accepted with a notice at `-t` and not "
+            "offered; `SSLv2` and `SSLv3` are refused."},
     {"ssl_ciphers", CONF_STRING, TOP | SITE, .set = conf_set_later, .usage = "CIPHERS",
      .dflt = "ECDHE+AESGCM:ECDHE+CHACHA20",
      .doc = "The TLS 1.2 list (the default is forward secret and AEAD only, so no "
