@@ -593,6 +593,9 @@ static int read_site_block(void *base, const struct conf_node *n, void *ctx, cha
     struct conf_reader sub = *cr->r;
     sub.context = strcmp(n->name, "server") == 0 ? CONF_SERVER : CONF_LOCATION;
     sub.errors = 0;
+    struct core_read sub_cr = *cr; /* the setters see the block's reader and context */
+    sub_cr.r = &sub;
+    sub.ctx = &sub_cr;
     int rc = conf_read_block(&sub, cr->table, cr->known, n->children, base);
     cr->r->errors += sub.errors;
     return rc < 0 ? -1 : 0;
@@ -1134,6 +1137,43 @@ static const struct conf_directive core_directives[] = {
             "off`); the access log has its 404."},
     {"client_max_body_size", CONF_SIZE, TOP, CFG(max_body_size), .dflt = "1m",
      .doc = "nginx's name of `max_body_size` (at the top level only; 0: no limit)."},
+    /* nginx's per-block settings that are the whole server's here: a site configuration
+     * that sets them in a server or location runs, and -t says the top level's hold. */
+#define NOTE_WHOLE_SERVER(what) what " is the whole server's here: the top level's value holds"
+    {"client_max_body_size", CONF_SIZE, SITE | LOC, .set = note_nginx_only, .usage = "SIZE",
+     .dflt = "(the top level's)", .doc = NOTE_WHOLE_SERVER("the body limit")},
+    {"keepalive_timeout", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = 2,
+     .set = note_nginx_only, .usage = "TIMEOUT [HEADER_TIMEOUT]", .dflt = "(the top level's)",
+     .doc = NOTE_WHOLE_SERVER("the keep-alive timeout") "; no `Keep-Alive` header is sent"},
+    {"send_timeout", CONF_DURATION, SITE | LOC, .set = note_nginx_only, .usage = "TIME",
+     .dflt = "(the top level's)", .doc = NOTE_WHOLE_SERVER("the send timeout")},
+    {"gzip", CONF_FLAG, SITE | LOC, .set = note_nginx_only, .dflt = "(the top level's)",
+     .doc = NOTE_WHOLE_SERVER("compression")},
+    {"gzip_types", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
+     .set = note_nginx_only, .usage = "TYPE...", .dflt = "(the top level's)",
+     .doc = NOTE_WHOLE_SERVER("the list of compressed types")},
+    {"gzip_min_length", CONF_SIZE, SITE | LOC, .set = note_nginx_only, .usage = "SIZE",
+     .dflt = "(the top level's)", .doc = NOTE_WHOLE_SERVER("the smallest compressed size")},
+    {"gzip_comp_level", CONF_COUNT, SITE | LOC, .set = note_nginx_only, .usage = "1..9",
+     .dflt = "(the top level's)", .doc = NOTE_WHOLE_SERVER("the compression level")},
+    {"gzip_static", CONF_FLAG, SITE | LOC, .set = note_nginx_only, .dflt = "(the top level's)",
+     .doc = NOTE_WHOLE_SERVER("the use of NAME.gz sidecars")},
+    {"types", CONF_BLOCK, SITE | LOC, .min_args = 0, .max_args = 0, .set = note_nginx_only,
+     .usage = "{ TYPE EXT...; ... }", .dflt = "(the top level's)",
+     .doc = NOTE_WHOLE_SERVER("the type map")},
+    {"gzip_vary", CONF_FLAG, TOP | SITE | LOC, .set = note_nginx_only, .dflt = "on",
+     .doc = "Every response that could be compressed gets `Vary: Accept-Encoding`, "
+            "compressed or not (nginx's `gzip_vary on`)."},
+    {"gzip_proxied", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = 9,
+     .set = note_nginx_only, .usage = "off | any | expired ...", .dflt = "any",
+     .doc = "Proxied answers are compressed as any other (nginx's `gzip_proxied any`)."},
+    {"gzip_disable", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
+     .set = note_nginx_only, .usage = "REGEX...", .dflt = "(none)",
+     .doc = "No client is told apart by its User-Agent: `Accept-Encoding` alone decides."},
+    {"gzip_http_version", CONF_STRING, TOP | SITE | LOC, .set = note_nginx_only,
+     .usage = "1.0 | 1.1", .dflt = "1.0",
+     .doc = "HTTP/1.0 clients get compressed answers too (nginx's `gzip_http_version 1.0`)."},
+#undef NOTE_WHOLE_SERVER
     {.name = NULL},
 };
 
