@@ -601,6 +601,21 @@ static int read_site_block(void *base, const struct conf_node *n, void *ctx, cha
     return rc < 0 ? -1 : 0;
 }
 
+/* `keepalive_timeout TIMEOUT [HEADER_TIMEOUT]`, nginx's two values. */
+static int set_keepalive_timeout(void *base, const struct conf_node *n, void *ctx, char *msg,
+                                 size_t len)
+{
+    struct config *cfg = base;
+    (void)ctx;
+    unsigned header_ms = 0;
+    if (config_parse_duration_ms(n->args[0], &cfg->keepalive_timeout_ms) < 0 ||
+        (n->n_args == 2 && config_parse_duration_ms(n->args[1], &header_ms) < 0))
+        return snprintf(msg, len, "invalid duration \"%s\"",
+                        n->args[n->n_args == 2 ? 1 : 0]), -1;
+    cfg->keepalive_header_s = header_ms / 1000;
+    return 0;
+}
+
 /* An on|off of a server or location, read by the sites. */
 static int check_flag(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
@@ -953,8 +968,11 @@ static const struct conf_directive core_directives[] = {
             "`client_body_timeout` after the head, and each byte adds 1/rate of a second "
             "(Apache's `RequestReadTimeout` `MinRate`); past it as for "
             "`client_body_timeout`."},
-    {"keepalive_timeout", CONF_DURATION, TOP, CFG(keepalive_timeout_ms), .dflt = "60s",
-     .doc = "An idle keep-alive connection is closed after this."},
+    {"keepalive_timeout", CONF_LIST, TOP, .min_args = 1, .max_args = 2,
+     .set = set_keepalive_timeout, .usage = "TIMEOUT [HEADER_TIMEOUT]", .dflt = "60s",
+     .doc = "An idle keep-alive connection is closed after TIMEOUT. With HEADER_TIMEOUT, "
+            "responses on a connection that stays open carry `Keep-Alive: timeout=N` (N its "
+            "whole seconds), as nginx's."},
     {"send_timeout", CONF_DURATION, TOP, CFG(send_timeout_ms), .dflt = "30s",
      .doc = "A response the client stops reading is dropped after this; it restarts "
             "whenever bytes go out, so `send_min_rate` bounds the whole."},
