@@ -539,6 +539,7 @@ static void *proxy_block(void *state, const struct module_block *b)
                 where = n;
         if (resolve_pass(st, c, b, where) < 0 || module_block_mount(b, where, c, true) < 0)
             goto fail;
+        module_block_slash_redirect(b);
     }
     make_effective(c);
     c->params = (struct proxy_params){

@@ -635,6 +635,9 @@ static int read_site_block(void *base, const struct conf_node *n, void *ctx, cha
     struct conf_reader sub = *cr->r;
     sub.context = strcmp(n->name, "server") == 0 ? CONF_SERVER : CONF_LOCATION;
     sub.errors = 0;
+    struct core_read sub_cr = *cr; /* the setters see the block's reader and context */
+    sub_cr.r = &sub;
+    sub.ctx = &sub_cr;
     int rc = conf_read_block(&sub, cr->table, cr->known, n->children, base);
     cr->r->errors += sub.errors;
     return rc < 0 ? -1 : 0;
@@ -677,6 +680,21 @@ static int declare_map(void *base, const struct conf_node *n, void *ctx, char *m
     if (name[0] != '$' || vars_declare(name + 1, strlen(name + 1)) < 0)
         return snprintf(msg, len, "map: invalid variable \"%s\" (a $NAME that is not a "
                         "built-in variable)", name), -1;
+    return 0;
+}
+
+/* `keepalive_timeout TIMEOUT [HEADER_TIMEOUT]`, nginx's two values. */
+static int set_keepalive_timeout(void *base, const struct conf_node *n, void *ctx, char *msg,
+                                 size_t len)
+{
+    struct config *cfg = base;
+    (void)ctx;
+    unsigned header_ms = 0;
+    if (config_parse_duration_ms(n->args[0], &cfg->keepalive_timeout_ms) < 0 ||
+        (n->n_args == 2 && config_parse_duration_ms(n->args[1], &header_ms) < 0))
+        return snprintf(msg, len, "invalid duration \"%s\"",
+                        n->args[n->n_args == 2 ? 1 : 0]), -1;
+    cfg->keepalive_header_s = header_ms / 1000;
     return 0;
 }
 
@@ -886,7 +904,9 @@ static const struct conf_directive core_directives[] = {
      .usage = "FILE", .doc = "The key of the certificate at the same place in the list."},
     {"ssl_protocols", CONF_LIST, TOP | SITE, .min_args = 1, .max_args = 4, .set = conf_set_later,
      .usage = "TLSv1.2 TLSv1.3", .dflt = "TLSv1.2 TLSv1.3",
-     .doc = "The TLS versions offered. `TLSv1` and `TLSv1.1` are refused at load."},
+     .doc = "The TLS versions offered, of `TLSv1.2` and `TLSv1.3`. `TLSv1` and `TLSv1.1` "
+            "(Debian's stock nginx.conf names them) are accepted with a notice at `-t` and not "
+            "offered; `SSLv2` and `SSLv3` are refused."},
     {"ssl_ciphers", CONF_STRING, TOP | SITE, .set = conf_set_later, .usage = "CIPHERS",
      .dflt = "ECDHE+AESGCM:ECDHE+CHACHA20",
      .doc = "The TLS 1.2 list (the default is forward secret and AEAD only, so no "
@@ -915,8 +935,14 @@ static const struct conf_directive core_directives[] = {
             "What follows must start a new segment (`location /d { alias /x/; }` answers "
             "`/d../etc` with 404, where nginx serves `/x/../etc`). Only in a prefix or `=` "
             "location, not in regex locations (nginx needs captures there, which are not "
-            "supported); not with `root` in the same location.",
+            "supported); not with `root` in the same location. A FILE instead of a DIR is "
+            "served for the location's path itself (`location = /favicon.ico { alias "
+            "/srv/fav.ico; }`), nothing beneath it.",
      .id = CONFIG_ID_ALIAS},
+    {"internal", CONF_LIST, LOC, .min_args = 0, .max_args = 0, .set = conf_set_later,
+     .usage = "", .doc = "Only internal redirects (`try_files`' last URI, `error_page`) reach "
+     "the location: a request that names it is answered 404, as nginx's.",
+     .id = CONFIG_ID_INTERNAL},
     {"index", CONF_LIST, TOP, .min_args = 1, .max_args = CONFIG_MAX_INDEX, .set = set_index,
      .usage = "FILE...", .dflt = "index.html", .doc = DOC_INDEX,
      .id = CONFIG_ID_INDEX},
@@ -1058,8 +1084,11 @@ static const struct conf_directive core_directives[] = {
             "`client_body_timeout` after the head, and each byte adds 1/rate of a second "
             "(Apache's `RequestReadTimeout` `MinRate`); past it as for "
             "`client_body_timeout`."},
-    {"keepalive_timeout", CONF_DURATION, TOP, CFG(keepalive_timeout_ms), .dflt = "60s",
-     .doc = "An idle keep-alive connection is closed after this."},
+    {"keepalive_timeout", CONF_LIST, TOP, .min_args = 1, .max_args = 2,
+     .set = set_keepalive_timeout, .usage = "TIMEOUT [HEADER_TIMEOUT]", .dflt = "60s",
+     .doc = "An idle keep-alive connection is closed after TIMEOUT. With HEADER_TIMEOUT, "
+            "responses on a connection that stays open carry `Keep-Alive: timeout=N` (N its "
+            "whole seconds), as nginx's."},
     {"send_timeout", CONF_DURATION, TOP, CFG(send_timeout_ms), .dflt = "30s",
      .doc = "A response the client stops reading is dropped after this; it restarts "
             "whenever bytes go out, so `send_min_rate` bounds the whole."},
@@ -1147,13 +1176,13 @@ static const struct conf_directive core_directives[] = {
             "locations. A file without `server` blocks has one implicit server, the top "
             "level's settings.",
      .id = CONFIG_ID_SERVER},
-    {"location", CONF_BLOCK, SITE, CONF_REPEATS, .min_args = 1, .max_args = 2,
+    {"location", CONF_BLOCK, SITE | LOC, CONF_REPEATS, .min_args = 1, .max_args = 2,
      .set = read_site_block, .usage = "[=|^~|~|~*] URI|@NAME",
      .doc = "Rules for a path: `=` exact, a prefix (`^~`: no regex is tried after it), "
             "`~` a PCRE2 regular expression with case, `~*` without (the first that matches, "
             "in file order; its captures are `$1`..`$9` and `$NAME`; `$` matches at the very "
-            "end only); `@NAME` is reached only by `try_files` and `error_page`. Nested "
-            "locations and duplicates are refused."},
+            "end only); `@NAME` is reached only by `try_files` and `error_page`. Locations "
+            "nest as nginx's (a nested prefix under its parent's); duplicates are refused."},
     {"priority", CONF_STRING, CLASS, .set = set_priority, .usage = "high|normal|low|NICE",
      .dflt = "normal",
      .doc = "The threads' nice value relative to the process: high -10, normal 0, low 10, "
@@ -1261,6 +1290,43 @@ static const struct conf_directive core_directives[] = {
             "off`); the access log has its 404."},
     {"client_max_body_size", CONF_SIZE, TOP, CFG(max_body_size), .dflt = "1m",
      .doc = "nginx's name of `max_body_size` (at the top level only; 0: no limit)."},
+    /* nginx's per-block settings that are the whole server's here: a site configuration
+     * that sets them in a server or location runs, and -t says the top level's hold. */
+#define NOTE_WHOLE_SERVER(what) what " is the whole server's here: the top level's value holds"
+    {"client_max_body_size", CONF_SIZE, SITE | LOC, .set = note_nginx_only, .usage = "SIZE",
+     .dflt = "(the top level's)", .doc = NOTE_WHOLE_SERVER("the body limit")},
+    {"keepalive_timeout", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = 2,
+     .set = note_nginx_only, .usage = "TIMEOUT [HEADER_TIMEOUT]", .dflt = "(the top level's)",
+     .doc = NOTE_WHOLE_SERVER("the keep-alive timeout") "; no `Keep-Alive` header is sent"},
+    {"send_timeout", CONF_DURATION, SITE | LOC, .set = note_nginx_only, .usage = "TIME",
+     .dflt = "(the top level's)", .doc = NOTE_WHOLE_SERVER("the send timeout")},
+    {"gzip", CONF_FLAG, SITE | LOC, .set = note_nginx_only, .dflt = "(the top level's)",
+     .doc = NOTE_WHOLE_SERVER("compression")},
+    {"gzip_types", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
+     .set = note_nginx_only, .usage = "TYPE...", .dflt = "(the top level's)",
+     .doc = NOTE_WHOLE_SERVER("the list of compressed types")},
+    {"gzip_min_length", CONF_SIZE, SITE | LOC, .set = note_nginx_only, .usage = "SIZE",
+     .dflt = "(the top level's)", .doc = NOTE_WHOLE_SERVER("the smallest compressed size")},
+    {"gzip_comp_level", CONF_COUNT, SITE | LOC, .set = note_nginx_only, .usage = "1..9",
+     .dflt = "(the top level's)", .doc = NOTE_WHOLE_SERVER("the compression level")},
+    {"gzip_static", CONF_FLAG, SITE | LOC, .set = note_nginx_only, .dflt = "(the top level's)",
+     .doc = NOTE_WHOLE_SERVER("the use of NAME.gz sidecars")},
+    {"types", CONF_BLOCK, SITE | LOC, .min_args = 0, .max_args = 0, .set = note_nginx_only,
+     .usage = "{ TYPE EXT...; ... }", .dflt = "(the top level's)",
+     .doc = NOTE_WHOLE_SERVER("the type map")},
+    {"gzip_vary", CONF_FLAG, TOP | SITE | LOC, .set = note_nginx_only, .dflt = "on",
+     .doc = "Every response that could be compressed gets `Vary: Accept-Encoding`, "
+            "compressed or not (nginx's `gzip_vary on`)."},
+    {"gzip_proxied", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = 9,
+     .set = note_nginx_only, .usage = "off | any | expired ...", .dflt = "any",
+     .doc = "Proxied answers are compressed as any other (nginx's `gzip_proxied any`)."},
+    {"gzip_disable", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
+     .set = note_nginx_only, .usage = "REGEX...", .dflt = "(none)",
+     .doc = "No client is told apart by its User-Agent: `Accept-Encoding` alone decides."},
+    {"gzip_http_version", CONF_STRING, TOP | SITE | LOC, .set = note_nginx_only,
+     .usage = "1.0 | 1.1", .dflt = "1.0",
+     .doc = "HTTP/1.0 clients get compressed answers too (nginx's `gzip_http_version 1.0`)."},
+#undef NOTE_WHOLE_SERVER
     {.name = NULL},
 };
 

@@ -94,6 +94,7 @@ struct config {
     unsigned header_timeout_ms;
     unsigned client_body_timeout_ms; /* the longest wait for the next bytes of a body */
     unsigned keepalive_timeout_ms;
+    unsigned keepalive_header_s; /* keepalive_timeout's second value: "Keep-Alive: timeout=N" */
     unsigned send_timeout_ms;
     /* A parked response must go out at this average rate (bytes per second) since it was
      * parked, after a grace of send_timeout; 0: no minimum (see conn.h). */
@@ -174,6 +175,7 @@ enum config_core_id {
     CONFIG_ID_BREAK,
     CONFIG_ID_IF,
     CONFIG_ID_SET,
+    CONFIG_ID_INTERNAL,
 };
 
 /* The next top-level statement named `name` after `after` (NULL: from the start). */

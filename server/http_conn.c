@@ -195,6 +195,7 @@ static void respond(struct conn *c, const struct http_request *h, struct request
         if (resp->streaming)
             return; /* the head comes later, from the stream: finished and logged there */
     }
+    resp->keep_alive_header_s = c->gen->cfg.keepalive_header_s;
     resp_finish(resp, h->version_minor == 0);
     if (!module_chain_logs_request(&c->gen->chain, r))
         log_access(c, http_request_line(h), h, resp, r->now_s, r->request_id);

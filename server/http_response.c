@@ -157,6 +157,7 @@ void resp_init(struct response *r)
     r->file_st = NULL;
     r->head_only = false;
     r->keep_alive = false;
+    r->keep_alive_header_s = 0;
     r->release = NULL;
     r->release_ctx = NULL;
     r->streaming = false;
@@ -546,6 +547,16 @@ void resp_finish(struct response *r, bool http10)
         note_line(r, r->head_len);
         memcpy(r->head + r->head_len, "Connection: keep-alive\r\n", 24);
         r->head_len += 24;
+    }
+    /* At most 29 bytes (seconds of an unsigned count of ms): with the longest framing and
+     * Connection lines it stays within the 96 kept for resp_finish. */
+    if (r->keep_alive && r->keep_alive_header_s) {
+        note_line(r, r->head_len);
+        char *p = r->head + r->head_len;
+        memcpy(p, "Keep-Alive: timeout=", 20);
+        p = http_fmt_u64(p + 20, r->keep_alive_header_s);
+        memcpy(p, "\r\n", 2);
+        r->head_len = (size_t)(p + 2 - r->head);
     }
     note_line(r, r->head_len); /* the blank line: it ends the last field line */
     memcpy(r->head + r->head_len, "\r\n", 2);

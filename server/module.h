@@ -114,6 +114,8 @@ struct request {
     const struct vars_value *return_text;
     bool return_args; /* a rewrite's redirect: the request's arguments follow its URL */
     int try_status;
+    const char *slash_to; /* with return_status 301: the location the path lacked a '/' of */
+    bool internal;        /* an error page's internal redirect: `internal` locations answer */
     const struct server *server;
     const struct module_chain *chain;
     /* From here on, a request starts with only the counts cleared (http_request_init):
@@ -264,6 +266,11 @@ bool module_block_has(const struct module_block *b);
  * (`handler NAME;`, `cgi DIR;`). Returns 0, or -1 after module_error(). */
 int module_block_mount(const struct module_block *b, const struct conf_node *where,
                        void *data, bool wants_body);
+
+/* For a block hook of a location that an upstream answers (proxy_pass): when its pattern
+ * ends in '/', a request for it without that slash (/api for `location /api/`) is answered
+ * 301 to it, the arguments kept, as nginx does for its *_pass handlers. */
+void module_block_slash_redirect(const struct module_block *b);
 
 /* --- for the hooks ---------------------------------------------------------------------- */
 

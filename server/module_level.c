@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "rewrite.h"
@@ -29,13 +30,40 @@ struct level_build {
     struct conf_reader r; /* the core's messages: "FILE:LINE: message" */
 };
 
-/* The root at path, opened once: the same real path is the same root. NULL after an error. */
+/* A server's or location's root (or alias) that does not exist: not an error, as in nginx,
+ * whose requests find it missing. A root that opens nothing: its requests are answered 404,
+ * with an error-log line each (module_route.c), until a reload finds the directory. */
+static const struct level_root *missing_root(struct level_build *b, const char *path,
+                                             unsigned line, const char *what)
+{
+    struct module_chain *c = b->c;
+    const char *why = strerror(errno);
+    for (unsigned i = 0; i < c->n_roots; i++)
+        if (c->roots[i].fd < 0 && strcmp(c->roots[i].real, path) == 0)
+            return &c->roots[i];
+    struct level_root *r = &c->roots[c->n_roots];
+    r->real = strdup(path);
+    if (!r->real) {
+        conf_error(&b->r, line, "out of memory");
+        return NULL;
+    }
+    r->fd = -1;
+    r->id = c->n_roots++;
+    conf_notice(&b->r, line, "%s \"%s\": %s: its requests are answered 404 until a reload "
+                "finds it", what, path, why);
+    return r;
+}
+
+/* The root at path, opened once: the same real path is the same root. NULL after an error.
+ * In a server or location (may_miss), a directory that does not exist is missing_root's. */
 static const struct level_root *open_root(struct level_build *b, const char *path,
-                                          unsigned line, const char *what)
+                                          unsigned line, const char *what, bool may_miss)
 {
     struct module_chain *c = b->c;
     char real[PATH_MAX];
     int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 && may_miss && (errno == ENOENT || errno == ENOTDIR))
+        return missing_root(b, path, line, what);
     if (fd < 0 || !realpath(path, real)) {
         conf_error(&b->r, line, "%s \"%s\": %s", what, path, strerror(errno));
         if (fd >= 0)
@@ -218,6 +246,26 @@ static int read_index(struct level_build *b, struct module_level *l, const struc
 }
 
 /* The core's settings of a server or location block, over those of outer. */
+/* `alias DIR` opens DIR; `alias FILE` (`location = /favicon.ico { alias /srv/fav.ico; }`)
+ * opens the file's directory, and the location's path alone names the file. */
+static const struct level_root *alias_root(struct level_build *b, struct module_level *l,
+                                           const struct conf_node *alias)
+{
+    const char *path = alias->args[0];
+    struct stat st;
+    const char *slash = strrchr(path, '/');
+    if (stat(path, &st) < 0 || !S_ISREG(st.st_mode) || !slash || !slash[1])
+        return open_root(b, path, alias->line, "alias", true);
+    char dir[PATH_MAX];
+    size_t n = slash == path ? 1 : (size_t)(slash - path);
+    if (n >= sizeof(dir))
+        return conf_error(&b->r, alias->line, "alias \"%s\": too long", path), NULL;
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    l->alias_file = slash; /* "/NAME", in the statement, which outlives the levels */
+    return open_root(b, dir, alias->line, "alias", true);
+}
+
 static int read_core(struct level_build *b, struct module_level *l,
                      const struct module_level *outer, const struct site_location *loc,
                      const struct conf_node *first, char (*index_room)[256])
@@ -226,6 +274,7 @@ static int read_core(struct level_build *b, struct module_level *l,
     l->root = outer->root;
     l->alias = outer->alias;
     l->alias_prefix_len = outer->alias_prefix_len;
+    l->alias_file = outer->alias_file;
     l->index = outer->index;
     l->n_index = outer->n_index;
     const struct conf_node *root = find(first, l->context, CONFIG_ID_ROOT),
@@ -240,8 +289,10 @@ static int read_core(struct level_build *b, struct module_level *l,
     if (root && alias)
         return conf_error(&b->r, alias->line, "alias: the location has a root too (%s:%u)",
                           conf_line_file(root->line, b->r.file), conf_line_no(root->line));
+    if (root || alias)
+        l->alias_file = NULL;
     if (root) {
-        l->root = open_root(b, root->args[0], root->line, "root");
+        l->root = open_root(b, root->args[0], root->line, "root", true);
         l->alias = false;
         rc |= l->root ? 0 : -1;
     }
@@ -250,12 +301,13 @@ static int read_core(struct level_build *b, struct module_level *l,
             loc->match != SITE_EXACT)
             return conf_error(&b->r, alias->line, "alias: only in a prefix or exact location "
                               "(a regex location would need captures)");
-        l->root = open_root(b, alias->args[0], alias->line, "alias");
+        l->root = alias_root(b, l, alias);
         l->alias = true;
         l->alias_prefix_len = loc->pattern_len;
         rc |= l->root ? 0 : -1;
     }
     const struct conf_node *n;
+    l->internal = loc && find(first, l->context, CONFIG_ID_INTERNAL);
     if ((n = find(first, l->context, CONFIG_ID_INDEX)))
         rc |= read_index(b, l, n, index_room);
     if ((n = find(first, l->context, CONFIG_ID_TRY_FILES)))
@@ -330,7 +382,7 @@ static int build_top(struct level_build *b, struct module_level *l, char *err, s
         r->id = b->c->n_roots++;
         l->root = r->real ? r : NULL;
     } else {
-        l->root = open_root(b, b->cfg->root, root ? root->line : 0, "root");
+        l->root = open_root(b, b->cfg->root, root ? root->line : 0, "root", false);
     }
     l->index = b->cfg->index;
     l->n_index = b->cfg->n_index;
@@ -345,8 +397,11 @@ int module_levels_build(struct module_chain *c, const struct config *cfg, char *
                         size_t err_len)
 {
     static atomic_uint_fast64_t builds;
+    /* The notices join the file's (config.c's): the configuration owns their room. */
+    char *notes = (char *)cfg->notes;
     struct level_build b = {c, cfg, {.file = cfg->file, .owner = "", .context = CONF_TOP,
-                                     .err = err, .err_len = err_len}};
+                                     .err = err, .err_len = err_len, .notes = notes,
+                                     .notes_len = sizeof(cfg->notes)}};
     c->id = atomic_fetch_add(&builds, 1) + 1;
     if (rewrite_maps_build(&b.r, cfg->tree, &c->maps) < 0)
         return -1;
@@ -380,30 +435,29 @@ int module_levels_build(struct module_chain *c, const struct config *cfg, char *
         for (unsigned k = 0; k < s->n_locations; k++) {
             struct site_location *loc = &s->locations[k];
             struct module_level *ll = &c->levels[c->n_levels];
+            /* A nested location's outer block is its parent, built before it. */
+            const struct module_level *outer = loc->parent ? loc->parent->level : sl;
             ll->context = CONF_LOCATION;
             ll->line = loc->node->line;
-            rc |= read_core(&b, ll, sl, loc, loc->first, index_room[c->n_levels]);
+            ll->outer = outer;
+            rc |= read_core(&b, ll, outer, loc, loc->first, index_room[c->n_levels]);
             c->n_levels++;
-            rc |= read_modules(&b, ll, sl, loc->node, loc->first, loc, err, err_len);
+            rc |= read_modules(&b, ll, outer, loc->node, loc->first, loc, err, err_len);
             loc->level = ll;
         }
     }
     return rc || b.r.errors ? -1 : 0;
 }
 
-static void free_level(struct module_chain *c, struct module_level *l, unsigned at)
+static void free_level(struct module_chain *c, struct module_level *l)
 {
     for (unsigned i = 0; i < c->n; i++) {
         const void *outer_conf = NULL;
         /* A block's settings that are its outer block's are freed there. */
         if (l->context == CONF_SERVER)
             outer_conf = c->levels[0].conf[i];
-        if (l->context == CONF_LOCATION)
-            for (unsigned k = at; k-- > 0;)
-                if (c->levels[k].context == CONF_SERVER) {
-                    outer_conf = c->levels[k].conf[i];
-                    break;
-                }
+        if (l->context == CONF_LOCATION && l->outer)
+            outer_conf = l->outer->conf[i];
         if (l->conf[i] && l->conf[i] != outer_conf && c->mods[i]->block_free)
             c->mods[i]->block_free(c->state[i], l->conf[i]);
     }
@@ -424,7 +478,7 @@ void module_levels_free(struct module_chain *c)
 {
     /* Locations first, then servers, then the top level: inner settings may borrow. */
     for (unsigned i = c->n_levels; i-- > 0;)
-        free_level(c, &c->levels[i], i);
+        free_level(c, &c->levels[i]);
     free(c->levels);
     c->levels = NULL;
     c->n_levels = 0;
@@ -473,6 +527,13 @@ bool module_block_has(const struct module_block *b)
             return true;
     }
     return false;
+}
+
+void module_block_slash_redirect(const struct module_block *b)
+{
+    size_t n = strlen(b->pattern);
+    if (b->context == CONF_LOCATION && b->prefix_location && n && b->pattern[n - 1] == '/')
+        b->level->slash_redirect = true;
 }
 
 int module_block_mount(const struct module_block *b, const struct conf_node *where, void *data,

@@ -39,6 +39,7 @@ struct module_level {
     const struct level_root *root; /* `root` or `alias`, inherited */
     bool alias;               /* root is an `alias`: the location's prefix is replaced */
     size_t alias_prefix_len;  /* the prefix that `alias` replaces */
+    const char *alias_file;   /* `alias FILE`: "/NAME" beneath root, for the prefix alone */
     const char (*index)[256]; /* index file names, inherited */
     unsigned n_index;         /* how many */
     const struct vars_value *try_files[LEVEL_TRY_MAX]; /* not inherited, as nginx */
@@ -53,6 +54,11 @@ struct module_level {
     unsigned n_error_pages;
     bool error_pages_own; /* error_pages is this block's (freed with it), not inherited */
     const struct module_mount *mount; /* `handler NAME;`, `cgi DIR;` in a location */
+    /* nginx's auto_redirect: an upstream answers this location, whose pattern ends in '/';
+     * its path without that slash is redirected (301) to it. */
+    bool slash_redirect;
+    bool internal; /* `internal`: only internal redirects reach the location */
+    const struct module_level *outer; /* a location's enclosing block: server or location */
     unsigned class_index; /* `class NAME;`: 1 + its place in cfg->classes; 0: not said */
     void *conf[MODULE_CHAIN_MAX];     /* each module's block settings */
 };

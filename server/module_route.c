@@ -85,6 +85,11 @@ static bool alias_file(struct request *req)
     size_t pl = l->alias_prefix_len;
     if (req->path_len < pl)
         return false;
+    if (l->alias_file) { /* `alias FILE`: the location's path itself, nothing beneath */
+        req->file = l->alias_file;
+        req->file_len = strlen(l->alias_file);
+        return req->path_len == pl;
+    }
     const char *rest = req->path + pl;
     size_t rl = req->path_len - pl;
     if (pl && req->path[pl - 1] == '/') { /* the prefix's slash starts the rest */
@@ -374,6 +379,24 @@ static int location_for(const struct module_chain *c, struct request *req,
     return 0;
 }
 
+/* nginx's auto_redirect: /api, which no exact or prefix location names as it is, while
+ * `location /api/` is answered by an upstream, is redirected there (before the regexes:
+ * nginx's prefix search ends with it). */
+static bool slash_redirect(struct request *req, const struct site_server *s,
+                           const struct site_location *loc)
+{
+    if (loc && loc->match != SITE_REGEX && loc->match != SITE_REGEX_ICASE &&
+        loc->pattern_len == req->path_len)
+        return false; /* the path itself is a location */
+    const struct site_location *to = site_location_slashed(s, req->path, req->path_len);
+    if (!to || !to->level->slash_redirect)
+        return false;
+    req->return_status = 301;
+    req->return_text = NULL;
+    req->slash_to = to->pattern;
+    return true;
+}
+
 /* Find the location for the request's path (or take `named`), apply its `return` and
  * `try_files`; loop on internal redirects. Returns 0 (req->level set), or a status. */
 static int place(const struct module_chain *c, struct request *req,
@@ -384,11 +407,19 @@ static int place(const struct module_chain *c, struct request *req,
         const struct site_location *loc = named;
         if (!loc && location_for(c, req, s, &loc) < 0)
             return 500;
+        bool searched = !named;
         named = NULL;
         const struct module_level *l = loc ? loc->level : s->level;
         use_level(req, l);
         if (!req->first_level)
             req->first_level = l;
+        if (searched && slash_redirect(req, s, loc))
+            return 0;
+        if (l->internal && hops == 0 && !req->internal) { /* named by the request itself */
+            req->return_status = 404;
+            req->return_text = NULL;
+            return 0;
+        }
         /* A location's list; a server's ran before the search, and runs not again where
          * no location matches (nginx skips the server's null location). */
         if (loc && l->rewrite) {
@@ -667,6 +698,16 @@ static void answer_return(struct request *req, struct response *resp)
         }
         buf[n] = '\0';
     }
+    if (req->slash_to) {
+        int w = req->args.len ? snprintf(buf, sizeof(buf), "%s?%.*s", req->slash_to,
+                                         (int)req->args.len, req->args.p)
+                              : snprintf(buf, sizeof(buf), "%s", req->slash_to);
+        if (w < 0 || (size_t)w >= sizeof(buf))
+            resp_error(resp, 414);
+        else
+            module_redirect(req, resp, status, buf);
+        return;
+    }
     bool redirect = status == 301 || status == 302 || status == 303 || status == 307 ||
                     status == 308;
     if (redirect) {
@@ -702,6 +743,13 @@ static bool handle(const struct module_chain *c, struct request *req, struct res
         return true;
     if (req->try_status) {
         resp_error(resp, req->try_status);
+        return false;
+    }
+    if (!req->mount && req->root_fd < 0) { /* a root or alias missing at load */
+        log_error("\"%.*s\": %s \"%s\" does not exist: 404", (int)(req->path_len > 200 ? 200 :
+                  req->path_len), req->path, req->level->alias ? "alias" : "root",
+                  req->root_real);
+        resp_error(resp, 404);
         return false;
     }
     if (req->mount) {
@@ -770,6 +818,8 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
     r.return_status = r.try_status = 0;
     r.return_text = NULL;
     r.return_args = false;
+    r.slash_to = NULL;
+    r.internal = true;
     r.body = NULL;
     r.body_len = 0;
     const struct site_location *named = NULL;

@@ -9,7 +9,7 @@
 
 /* --- where blocks stand ----------------------------------------------------------------- */
 
-/* `server` belongs at the top level, `location` directly in a server: anywhere else is an
+/* `server` belongs at the top level, `location` in a server or a location: anywhere else is an
  * error, reported at the statement. The walk goes through every block (classes too) so
  * that a misplaced one is never silently ignored. */
 static void check_placement(const struct conf_node *first, unsigned context,
@@ -25,11 +25,7 @@ static void check_placement(const struct conf_node *first, unsigned context,
             }
             inner = CONF_SERVER;
         } else if (strcmp(n->name, "location") == 0) {
-            if (context == CONF_LOCATION) {
-                conf_error(r, n->line, "nested locations are not supported");
-                continue;
-            }
-            if (context != CONF_SERVER) {
+            if (context != CONF_SERVER && context != CONF_LOCATION) {
                 conf_error(r, n->line, "\"location\" is only allowed in a server block");
                 continue;
             }
@@ -202,46 +198,100 @@ static void sort_prefixes(const struct site_location **v, unsigned n)
     }
 }
 
-static int index_locations(struct site_server *s, struct conf_reader *r)
+/* The locations of s directly inside parent (NULL: the server's own), into nest: three
+ * lists in one allocation, freed with nest->exact. */
+static int index_nest(struct site_server *s, const struct site_location *parent,
+                      struct site_nest *nest, struct conf_reader *r)
 {
     unsigned n = s->n_locations;
-    const struct site_location **all = calloc(n ? 4u * n : 1u, sizeof(*all));
+    const struct site_location **all = calloc(n ? 3u * n : 1u, sizeof(*all));
     if (!all)
         return conf_error(r, s->node->line, "out of memory");
-    s->exact = all, s->prefix = all + n, s->regex = all + 2 * n, s->named = all + 3 * n;
+    nest->exact = all, nest->prefix = all + n, nest->regex = all + 2 * n;
     for (unsigned i = 0; i < n; i++) {
         const struct site_location *l = &s->locations[i];
+        if (l->parent != parent)
+            continue;
         if (l->match == SITE_EXACT)
-            s->exact[s->n_exact++] = l;
+            nest->exact[nest->n_exact++] = l;
         else if (is_prefix(l->match))
-            s->prefix[s->n_prefix++] = l;
+            nest->prefix[nest->n_prefix++] = l;
         else if (is_regex(l->match))
-            s->regex[s->n_regex++] = l;
-        else
-            s->named[s->n_named++] = l;
+            nest->regex[nest->n_regex++] = l;
     }
-    sort_prefixes(s->prefix, s->n_prefix);
+    sort_prefixes(nest->prefix, nest->n_prefix);
     return 0;
 }
 
-static int add_location(struct site_server *s, const struct conf_node *n, struct conf_reader *r)
+static int index_locations(struct site_server *s, struct conf_reader *r)
+{
+    s->named = calloc(s->n_locations + 1, sizeof(*s->named));
+    if (!s->named)
+        return conf_error(r, s->node->line, "out of memory");
+    for (unsigned i = 0; i < s->n_locations; i++) {
+        struct site_location *l = &s->locations[i];
+        if (l->match == SITE_NAMED)
+            s->named[s->n_named++] = l;
+        s->n_regex += is_regex(l->match);
+        if (index_nest(s, l, &l->inner, r) < 0)
+            return -1;
+    }
+    return index_nest(s, NULL, &s->top, r);
+}
+
+/* nginx's rules for a location inside another. */
+static int check_nesting(const struct site_location *loc, const struct site_location *p,
+                         struct conf_reader *r)
+{
+    unsigned line = loc->node->line;
+    if (p->match == SITE_EXACT || p->match == SITE_NAMED)
+        return conf_error(r, line, "location \"%s\" cannot be inside the %s location \"%s\"",
+                          loc->pattern, p->match == SITE_EXACT ? "exact" : "named",
+                          p->pattern);
+    if (loc->match == SITE_NAMED)
+        return conf_error(r, line, "named location \"%s\" can be on the server level only",
+                          loc->pattern);
+    if (!is_regex(loc->match) && (loc->pattern_len < p->pattern_len ||
+                                  memcmp(loc->pattern, p->pattern, p->pattern_len) != 0))
+        return conf_error(r, line, "location \"%s\" is outside location \"%s\"", loc->pattern,
+                          p->pattern);
+    return 0;
+}
+
+/* A location, and those nested in it after it (file order, parents first). */
+static int add_location(struct site_server *s, const struct conf_node *n,
+                        const struct site_location *parent, struct conf_reader *r)
 {
     struct site_location *loc = &s->locations[s->n_locations];
     memset(loc, 0, sizeof(*loc));
     loc->node = n;
     loc->first = n->children;
     loc->server = s;
-    if (parse_location_args(n, loc, r) < 0)
+    loc->parent = parent;
+    if (parse_location_args(n, loc, r) < 0 || (parent && check_nesting(loc, parent, r) < 0))
         return -1;
     for (unsigned i = 0; i < s->n_locations; i++)
-        if (same_location(&s->locations[i], loc))
+        if (s->locations[i].parent == parent && same_location(&s->locations[i], loc))
             return conf_error(r, n->line, "duplicate location \"%s\" (first at %s:%u)",
                               loc->pattern, conf_line_file(s->locations[i].node->line, r->file),
                               conf_line_no(s->locations[i].node->line));
     if (is_regex(loc->match) && compile_location(loc, r) < 0)
         return -1;
     s->n_locations++;
+    for (const struct conf_node *c = n->children; c; c = c->next)
+        if (strcmp(c->name, "location") == 0)
+            add_location(s, c, loc, r);
     return 0;
+}
+
+/* The `location` statements in a block, nested ones too. */
+static unsigned count_locations(const struct conf_node *first)
+{
+    unsigned n = 0;
+    for (const struct conf_node *c = first; c; c = c->next)
+        if (strcmp(c->name, "location") == 0)
+            n += 1 + count_locations(c->children);
+    return n;
 }
 
 /* --- listen addresses -------------------------------------------------------------------- */
@@ -375,8 +425,7 @@ static int build_server(struct site_server *s, const struct conf_node *n,
     if (!n->is_block || n->n_args > 0)
         conf_error(r, n->line, "server: usage: server { ... }");
     s->names = calloc(count_named(n->children, "server_name", true) + 1, sizeof(*s->names));
-    s->locations = calloc(count_named(n->children, "location", false) + 1,
-                          sizeof(*s->locations));
+    s->locations = calloc(count_locations(n->children) + 1, sizeof(*s->locations));
     if (!s->names || !s->locations)
         return conf_error(r, n->line, "out of memory");
     for (const struct conf_node *c = n->children; c; c = c->next) {
@@ -390,7 +439,7 @@ static int build_server(struct site_server *s, const struct conf_node *n,
                 if (parse_name(c->args[i], &s->names[s->n_names], r, c->line) == 0)
                     s->n_names++;
         } else if (strcmp(c->name, "location") == 0) {
-            add_location(s, c, r);
+            add_location(s, c, NULL, r);
         }
     }
     if (index_locations(s, r) < 0)
@@ -507,12 +556,15 @@ void site_set_free(struct site_set *set)
             if (s->names[k].kind == SITE_NAME_REGEX)
                 regex_free(&s->names[k].re);
         }
-        for (unsigned k = 0; k < s->n_locations; k++)
+        for (unsigned k = 0; k < s->n_locations; k++) {
             if (is_regex(s->locations[k].match))
                 regex_free(&s->locations[k].re);
+            free(s->locations[k].inner.exact); /* the three lists are one allocation */
+        }
         free(s->names);
         free(s->locations);
-        free(s->exact); /* the four indexes are one allocation */
+        free(s->top.exact);
+        free(s->named);
     }
     for (unsigned i = 0; i < set->n_addrs; i++)
         free(set->addrs[i].servers);
@@ -667,6 +719,41 @@ const struct site_server *site_server_find(const struct site_set *set,
     return g->default_server ? g->default_server : g->servers[0];
 }
 
+/* The search among the locations of one block (nginx's ngx_http_core_find_location):
+ * 1 when an exact or regex location decided, 0 when at most a prefix one was found (*out,
+ * if any), -1 when a regex went over its limits. */
+static int find_in(const struct site_nest *nest, const char *path, size_t len,
+                   const struct site_location **out, struct regex_captures *caps, char *why,
+                   size_t why_len)
+{
+    for (unsigned i = 0; i < nest->n_exact; i++)
+        if (nest->exact[i]->pattern_len == len &&
+            memcmp(nest->exact[i]->pattern, path, len) == 0)
+            return *out = nest->exact[i], 1;
+    const struct site_location *prefix = NULL;
+    for (unsigned i = 0; i < nest->n_prefix && !prefix; i++) /* longest first */
+        if (nest->prefix[i]->pattern_len <= len &&
+            memcmp(nest->prefix[i]->pattern, path, nest->prefix[i]->pattern_len) == 0)
+            prefix = nest->prefix[i];
+    if (prefix) {
+        *out = prefix;
+        int rc = find_in(&prefix->inner, path, len, out, caps, why, why_len);
+        if (rc != 0 || prefix->match == SITE_PREFIX_STOP)
+            return rc;
+    }
+    for (unsigned i = 0; i < nest->n_regex; i++) {
+        enum regex_result m = regex_match(&nest->regex[i]->re, path, len, caps, why, why_len);
+        if (m == REGEX_LIMIT)
+            return -1;
+        if (m == REGEX_MATCH) {
+            *out = nest->regex[i];
+            return find_in(&nest->regex[i]->inner, path, len, out, caps, why, why_len) < 0
+                       ? -1 : 1;
+        }
+    }
+    return 0;
+}
+
 int site_location_find(const struct site_server *s, const char *path, size_t len,
                        const struct site_location **out, struct regex_captures *caps,
                        char *why, size_t why_len)
@@ -674,24 +761,7 @@ int site_location_find(const struct site_server *s, const char *path, size_t len
     *out = NULL;
     if (caps)
         caps->n = 0;
-    for (unsigned i = 0; i < s->n_exact; i++)
-        if (s->exact[i]->pattern_len == len && memcmp(s->exact[i]->pattern, path, len) == 0)
-            return *out = s->exact[i], 0;
-    const struct site_location *prefix = NULL;
-    for (unsigned i = 0; i < s->n_prefix && !prefix; i++) /* longest first */
-        if (s->prefix[i]->pattern_len <= len &&
-            memcmp(s->prefix[i]->pattern, path, s->prefix[i]->pattern_len) == 0)
-            prefix = s->prefix[i];
-    if (prefix && prefix->match == SITE_PREFIX_STOP)
-        return *out = prefix, 0;
-    for (unsigned i = 0; i < s->n_regex; i++) {
-        enum regex_result m = regex_match(&s->regex[i]->re, path, len, caps, why, why_len);
-        if (m == REGEX_LIMIT)
-            return -1;
-        if (m == REGEX_MATCH)
-            return *out = s->regex[i], 0;
-    }
-    return *out = prefix, 0;
+    return find_in(&s->top, path, len, out, caps, why, why_len) < 0 ? -1 : 0;
 }
 
 const struct site_location *site_location_for(const struct site_server *s, const char *path,
@@ -699,6 +769,18 @@ const struct site_location *site_location_for(const struct site_server *s, const
 {
     const struct site_location *loc;
     return site_location_find(s, path, len, &loc, NULL, NULL, 0) == 0 ? loc : NULL;
+}
+
+const struct site_location *site_location_slashed(const struct site_server *s,
+                                                  const char *path, size_t len)
+{
+    for (unsigned i = 0; i < s->n_locations; i++) {
+        const struct site_location *l = &s->locations[i];
+        if ((l->match == SITE_EXACT || is_prefix(l->match)) && l->pattern_len == len + 1 &&
+            l->pattern[len] == '/' && memcmp(l->pattern, path, len) == 0)
+            return l;
+    }
+    return NULL;
 }
 
 const struct site_location *site_named_location(const struct site_server *s, const char *name)

@@ -33,7 +33,13 @@
  *      the first that matches the decoded path, whose captures the request keeps;
  *   4. else the longest prefix of step 2; NULL when there is none.
  * `location @name` is never matched by a path: only site_named_location finds it.
- * Prefixes compare bytes, with case, as nginx on Linux. Nested locations are refused.
+ * Prefixes compare bytes, with case, as nginx on Linux.
+ * Nested locations, as nginx's: when step 2 finds a prefix location with locations inside,
+ * the search repeats among them (an exact or regex one there decides; a prefix one there is
+ * the longest prefix so far), and the outer regexes of step 3 are tried only when nothing
+ * inside decided (and the outer prefix is not `^~`); a regex location that matches has its
+ * own nested ones searched too. A nested prefix must begin with its parent's prefix; no
+ * location inside an exact or named one; named ones only in a server.
  *
  * Checked at load, each with FILE:LINE: a duplicate location in a server (`/a` and `^~ /a`
  * are duplicates, as in nginx: both are the prefix /a), an invalid or unsupported regex
@@ -71,7 +77,17 @@ enum site_match {
 };
 
 struct site_server;
+struct site_location;
 struct module_level; /* the block's settings, made by the module chain (module_level.h) */
+
+/* The locations directly inside a block (a server, or a location: nested ones), indexed
+ * for selection. */
+struct site_nest {
+    const struct site_location **exact;  /* `=`, file order */
+    const struct site_location **prefix; /* plain and `^~`, longest first */
+    const struct site_location **regex;  /* `~` and `~*`, file order */
+    unsigned n_exact, n_prefix, n_regex;
+};
 
 struct site_location {
     enum site_match match;
@@ -81,6 +97,8 @@ struct site_location {
     const struct conf_node *node;  /* the `location` statement: its line, for messages */
     const struct conf_node *first; /* its first statement inside, NULL for `{ }` */
     const struct site_server *server;
+    const struct site_location *parent; /* the location it is nested in, or NULL */
+    struct site_nest inner;             /* the locations nested in it */
     const struct module_level *level;
 };
 
@@ -104,14 +122,12 @@ struct site_server {
     const struct conf_node *first; /* its first statement inside */
     struct site_name *names;       /* server_name, in order */
     unsigned n_names;
-    struct site_location *locations; /* in file order */
+    struct site_location *locations; /* in file order, nested ones after their parent */
     unsigned n_locations;
-    /* The same locations, indexed for selection: */
-    const struct site_location **exact;  /* `=`, file order */
-    const struct site_location **prefix; /* plain and `^~`, longest first */
-    const struct site_location **regex;  /* `~` and `~*`, file order */
+    struct site_nest top;                /* the server's own locations, indexed */
     const struct site_location **named;  /* `@name` */
-    unsigned n_exact, n_prefix, n_regex, n_named;
+    unsigned n_named;
+    unsigned n_regex;                    /* regex locations, nested ones too */
     const struct module_level *level;
 };
 
@@ -176,6 +192,11 @@ int site_location_find(const struct site_server *s, const char *path, size_t len
 /* site_location_find without captures; a regex over its limits gives NULL. */
 const struct site_location *site_location_for(const struct site_server *s, const char *path,
                                               size_t len);
+
+/* The exact or prefix location whose pattern is the path and a final '/' (`location /api/`
+ * for /api), or NULL: nginx's redirect of /api to /api/ when an upstream answers there. */
+const struct site_location *site_location_slashed(const struct site_server *s,
+                                                  const char *path, size_t len);
 
 /* `location @name`, by its name with the '@' ("@app"); NULL if the server has none. */
 const struct site_location *site_named_location(const struct site_server *s,

@@ -282,6 +282,7 @@ int tls_accept(const struct tls_set *t, const struct sockaddr *local, void **ssl
 struct build {
     struct conf_reader r;
     const struct config *cfg;
+    const struct conf_node *protocols_noted; /* the last ssl_protocols told of at -t */
 };
 
 /* OpenSSL's reason for the last failure, its queue cleared. */
@@ -342,7 +343,9 @@ static bool flag_on(const struct conf_node *n, bool dflt)
     return n ? strcmp(n->args[0], "on") == 0 : dflt;
 }
 
-/* ssl_protocols: the lowest and highest version named (TLSv1.2 and TLSv1.3 only). */
+/* ssl_protocols: the lowest and highest version named of TLSv1.2 and TLSv1.3. TLSv1 and
+ * TLSv1.1, which nginx's files name (Debian's stock nginx.conf), are left out with a notice:
+ * OpenSSL 3's default security level refuses them anyway. */
 static int set_protocols(struct build *b, SSL_CTX *ctx, const struct conf_node *n)
 {
     int lo = TLS1_2_VERSION, hi = TLS1_3_VERSION;
@@ -354,8 +357,13 @@ static int set_protocols(struct build *b, SSL_CTX *ctx, const struct conf_node *
                 v = TLS1_2_VERSION;
             else if (strcmp(n->args[i], "TLSv1.3") == 0)
                 v = TLS1_3_VERSION;
-            else if (strcmp(n->args[i], "TLSv1") == 0 || strcmp(n->args[i], "TLSv1.1") == 0 ||
-                     strcmp(n->args[i], "SSLv3") == 0 || strcmp(n->args[i], "SSLv2") == 0)
+            else if (strcmp(n->args[i], "TLSv1") == 0 || strcmp(n->args[i], "TLSv1.1") == 0) {
+                if (b->protocols_noted != n)
+                    conf_notice(&b->r, n->line, "ssl_protocols: %s is accepted, not offered "
+                                "(OpenSSL's security level refuses it); TLSv1.2 and TLSv1.3 "
+                                "are", n->args[i]);
+                continue;
+            } else if (strcmp(n->args[i], "SSLv3") == 0 || strcmp(n->args[i], "SSLv2") == 0)
                 return conf_error(&b->r, n->line, "ssl_protocols: %s is not offered (it is "
                                   "broken); TLSv1.2 and TLSv1.3 are", n->args[i]);
             else
@@ -364,6 +372,10 @@ static int set_protocols(struct build *b, SSL_CTX *ctx, const struct conf_node *
             lo = lo && lo < v ? lo : v;
             hi = hi > v ? hi : v;
         }
+        b->protocols_noted = n;
+        if (!hi)
+            return conf_error(&b->r, n->line, "ssl_protocols: neither TLSv1.2 nor TLSv1.3: "
+                              "nothing to offer");
     }
     SSL_CTX_set_min_proto_version(ctx, lo);
     SSL_CTX_set_max_proto_version(ctx, hi);
@@ -617,8 +629,10 @@ int tls_set_build(const struct config *cfg, const struct site_set *sites,
     if (!any_ssl(cfg, sites))
         return 0;
     pthread_once(&index_once, index_make);
+    /* The notices join the file's (config.c's): the configuration owns their room. */
     struct build b = {{.file = cfg->file, .owner = "", .context = CONF_TOP, .err = err,
-                       .err_len = len}, cfg};
+                       .err_len = len, .notes = (char *)cfg->notes,
+                       .notes_len = sizeof(cfg->notes)}, cfg, NULL};
     struct tls_set *t = calloc(1, sizeof(*t));
     if (!t)
         return conf_error(&b.r, 0, "out of memory");

@@ -296,3 +296,37 @@ def test_class_max_connections_503_is_the_same_answer(start_server, docroot):
     assert "\r\nDate: " in head and "\r\nServer: lfhttpd\r\n" in head, head
     c.close()
     holder.close()
+
+
+# ---------------------------------------------------------------- nginx's per-block settings
+
+PER_BLOCK = ["client_max_body_size 10m", "keepalive_timeout 65", "keepalive_timeout 65 60",
+             "send_timeout 10s", "gzip on", "gzip_types text/css", "gzip_min_length 100",
+             "gzip_comp_level 5", "gzip_static on", "types { text/x-foo foo; }"]
+
+
+@pytest.mark.parametrize("block", ["server", "location"])
+@pytest.mark.parametrize("statement", PER_BLOCK)
+def test_nginx_per_block_setting_in_a_site_passes_with_a_notice_that_the_top_levels_holds(
+        tmp_path, block, statement):
+    inner = f"{statement};" if "{" not in statement else statement
+    body = inner if block == "server" else f"location / {{\n{inner}\n}}"
+    r, conf = check(tmp_path, f"server {{\n{body}\n}}\n")
+    line = 4 if block == "server" else 5
+    name = statement.split()[0]
+    assert r.returncode == 0, r.stderr
+    assert (f"notice: {conf}:{line}: {name}: accepted, not used: " in r.stderr and
+            "the top level's value holds" in r.stderr), r.stderr
+
+
+@pytest.mark.parametrize("statement", ["gzip_vary on", "gzip_proxied any",
+                                       'gzip_disable "msie6"', "gzip_http_version 1.1"])
+@pytest.mark.parametrize("block", ["top", "server", "location"])
+def test_nginx_gzip_setting_lfhttpd_has_no_choice_for_passes_with_a_notice(tmp_path, statement,
+                                                                            block):
+    text = {"top": f"{statement};\n", "server": f"server {{\n{statement};\n}}\n",
+            "location": f"server {{\nlocation / {{\n{statement};\n}}\n}}\n"}[block]
+    r, conf = check(tmp_path, text)
+    line = {"top": 3, "server": 4, "location": 5}[block]
+    assert r.returncode == 0, r.stderr
+    assert f"notice: {conf}:{line}: {statement.split()[0]}: accepted, not used: " in r.stderr

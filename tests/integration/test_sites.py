@@ -743,6 +743,50 @@ def test_post_to_a_cgi_location_reaches_the_script(programs):
     assert (status, body) == (200, b"posted body")
 
 
+# ---------------------------------------------------------------- a root that does not exist
+
+
+@pytest.fixture
+def missing_roots(start_server, docroot, tmp_path):
+    """A server whose root, a location's root and a location's alias do not exist."""
+    (docroot / "here.txt").write_text("here\n")
+    return start_server(docroot, conf=top(docroot) +
+                        "server {\n  server_name a;\n"
+                        f'  location /r/ {{ root "{tmp_path}/no-root"; }}\n'
+                        f'  location /al/ {{ alias "{tmp_path}/no-alias/"; }}\n'
+                        "}\n"
+                        f'server {{\n  server_name b;\n  root "{tmp_path}/no-server-root";\n}}\n')
+
+
+def test_a_location_root_that_does_not_exist_answers_404(missing_roots):
+    assert get(missing_roots.port, "/r/x.txt", host="a")[0] == 404
+
+
+def test_a_location_alias_that_does_not_exist_answers_404(missing_roots):
+    assert get(missing_roots.port, "/al/x.txt", host="a")[0] == 404
+
+
+def test_a_server_root_that_does_not_exist_answers_404(missing_roots):
+    assert get(missing_roots.port, "/here.txt", host="b")[0] == 404
+
+
+def test_a_request_under_a_missing_root_logs_its_path_and_the_root(missing_roots, tmp_path):
+    get(missing_roots.port, "/r/x.txt", host="a")
+    assert wait_until(lambda: f'"/r/x.txt": root "{tmp_path}/no-root" does not exist'
+                      in missing_roots.error_log(), scaled(5)), missing_roots.error_log()
+
+
+def test_the_servers_other_locations_still_serve_beside_a_missing_root(missing_roots):
+    assert get(missing_roots.port, "/here.txt", host="a")[::2] == (200, b"here\n")
+
+
+def test_check_passes_with_a_notice_naming_a_missing_location_root(tmp_path):
+    r, conf = check_conf(tmp_path, conf_with_server(
+        tmp_path, f'  location /x/ {{\n    root "{tmp_path}/gone";\n  }}\n'))
+    assert r.returncode == 0, r.stderr
+    assert f'notice: {conf}:6: root "{tmp_path}/gone": No such file or directory' in r.stderr
+
+
 # ---------------------------------------------------------------- lfhttpd -t
 
 

@@ -128,6 +128,42 @@ server {
         alias ROOT/files/;
         autoindex on;
     }
+    location /nest/ {
+        add_header X-Nest outer;
+        expires 2h;
+        location /nest/inner/ {
+            add_header X-Nest inner;
+        }
+        location ~ \.txt$ {
+            add_header X-Nest txt;
+        }
+        location /nest/hidden/ {
+            internal;
+        }
+    }
+    location /hidden/ {
+        internal;
+        add_header X-Hidden yes;
+    }
+    location /to-hidden/ {
+        try_files $uri /hidden/f.txt;
+    }
+    location = /hidden-error {
+        error_page 404 /hidden/f.txt;
+        return 404;
+    }
+    location = /favicon.png {
+        alias ROOT/files/fav.png;
+    }
+    location /one-file.txt {
+        alias ROOT/files/a.txt;
+    }
+    location /no-root/ {
+        root ROOT/no-such-directory;
+    }
+    location /no-alias/ {
+        alias ROOT/no-such-directory/;
+    }
     location /dl {
         alias ROOT/files/;
     }
@@ -281,10 +317,11 @@ FILES = [
     "site/strict/file.txt", "site/app/real.txt", "site/cache/epoch/f.txt",
     "site/cache/max/f.txt", "site/cache/off/f.txt", "site/own-headers/f.txt",
     "site/inherits/f.txt", "site/private/f.txt", "site/office/f.txt", "site/loopback/f.txt",
-    "site/new", "site/noext", "site/order/a.txt", "site/order/b.txt",
+    "site/new", "site/noext", "site/hidden/f.txt", "site/nest/f.html", "site/nest/inner/f.html",
+    "site/nest/inner/f.txt", "site/nest/hidden/f.html", "site/nest/f.css", "site/order/a.txt", "site/order/b.txt",
     "site/pick/page/index.html", "site/pick/page.html",
     "shared/static/logo.png", "shared/static/style.css",
-    "files/a.txt", "files/sub/index.html", "files/list/one.txt", "files/list/two.txt",
+    "files/a.txt", "files/fav.png", "files/sub/index.html", "files/list/one.txt", "files/list/two.txt",
     "third/index.html", "third/always/f.txt",
 ]
 
@@ -454,6 +491,27 @@ REQUESTS = [
     row("alias_missing_file_serves_the_error_page", "/downloads/nope.txt", 404,
         "site/404.html"),
     row("alias_without_trailing_slash_on_the_location", "/dl/a.txt", 200, "files/a.txt"),
+    row("nested_location_inherits_its_parents_expires", "/nest/inner/f.html", 200,
+        "site/nest/inner/f.html", expect={"x-nest": ["inner"], "cache-control": MAX_AGE["2h"]}),
+    row("outer_location_when_no_nested_one_matches", "/nest/f.html", 200, "site/nest/f.html",
+        expect={"x-nest": ["outer"]}),
+    row("nested_regex_wins_over_a_nested_prefix", "/nest/inner/f.txt", 200,
+        "site/nest/inner/f.txt", expect={"x-nest": ["txt"], "cache-control": MAX_AGE["2h"]}),
+    row("outer_regex_when_no_nested_regex_matches", "/nest/f.css", 200, "site/nest/f.css",
+        expect={"x-regex": ["css"], "x-nest": None}),
+    row("nested_internal_location_named_by_the_request_is_404", "/nest/hidden/f.html", 404,
+        "site/404.html"),
+    row("internal_location_named_by_the_request_is_404", "/hidden/f.txt", 404,
+        "site/404.html"),
+    row("try_files_reaches_an_internal_location", "/to-hidden/none", 200, "site/hidden/f.txt",
+        expect={"x-hidden": ["yes"]}),
+    row("error_page_reaches_an_internal_location", "/hidden-error", 404, "site/hidden/f.txt",
+        expect={"x-hidden": None}),
+    row("alias_to_a_file_in_an_exact_location", "/favicon.png", 200, "files/fav.png"),
+    row("alias_to_a_file_in_a_prefix_location", "/one-file.txt", 200, "files/a.txt"),
+    row("alias_to_a_file_has_nothing_beneath_it", "/one-file.txt/x", 404, "site/404.html"),
+    row("missing_root_serves_the_error_page", "/no-root/a.txt", 404, "site/404.html"),
+    row("missing_alias_serves_the_error_page", "/no-alias/a.txt", 404, "site/404.html"),
     row("alias_rest_continuing_a_name_is_refused", "/dla.txt", 200, "files/a.txt",
         differs=(ALIAS_REST, {"status": 404, "body": "site/404.html",
                               "content-type": "text/html; charset=utf-8",

@@ -425,16 +425,42 @@ def test_ssl_protocols_tls13_alone_refuses_tls12(start_server, site, pki):
     c.close()
 
 
-@pytest.mark.parametrize("protocols", ["TLSv1.1 TLSv1.2", "TLSv1 TLSv1.2 TLSv1.3"])
-def test_ssl_protocols_naming_tls11_or_below_is_refused_at_load(tmp_path, site, pki,
-                                                                 protocols):
+def check_protocols(tmp_path, site, pki, protocols):
+    """`lfhttpd -t` on a TLS site with `ssl_protocols PROTOCOLS;`: (result, "FILE:LINE:")."""
     conf = tmp_path / "t.conf"
     text_ = tls_conf(site, pki.ec, extra=f"ssl_protocols {protocols};\n")
     conf.write_text(text_)
     r = subprocess.run([BIN, "-t", "-c", str(conf)], capture_output=True, text=True,
                        timeout=scaled(30))
+    return r, f"{conf}:{line_of(text_, 'ssl_protocols')}:"
+
+
+def test_ssl_protocols_naming_tls1_and_tls11_passes_check_with_a_notice_for_each(
+        tmp_path, site, pki):
+    r, where = check_protocols(tmp_path, site, pki, "TLSv1 TLSv1.1 TLSv1.2 TLSv1.3")
+    assert r.returncode == 0, r.stderr
+    assert f"notice: {where} ssl_protocols: TLSv1 is accepted, not offered" in r.stderr
+    assert f"notice: {where} ssl_protocols: TLSv1.1 is accepted, not offered" in r.stderr
+
+
+@pytest.mark.parametrize("protocols", ["TLSv1 TLSv1.1", "SSLv3 TLSv1.2"])
+def test_ssl_protocols_without_tls12_or_tls13_or_with_sslv3_is_refused_at_load(
+        tmp_path, site, pki, protocols):
+    r, where = check_protocols(tmp_path, site, pki, protocols)
     assert r.returncode != 0
-    assert f"{conf}:{line_of(text_, 'ssl_protocols')}:" in r.stderr, r.stderr
+    assert where in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("version", [TLS12, TLS13], ids=["tls12", "tls13"])
+def test_ssl_protocols_naming_tls1_and_tls11_still_offers_tls12_and_tls13(start_server, site,
+                                                                           pki, version):
+    s = https(start_server, site, pki.ec,
+              extra="ssl_protocols TLSv1 TLSv1.1 TLSv1.2 TLSv1.3;\n")
+    c = tls_socket(s.port, sni="example.org", ctx=context(version=version))
+    try:
+        assert c.version() == {TLS12: "TLSv1.2", TLS13: "TLSv1.3"}[version]
+    finally:
+        c.close()
 
 
 # ------------------------------------------------------------------- the wrong port

@@ -582,10 +582,72 @@ TEST(server_inside_a_location_is_an_error)
                        "site.conf:3: \"server\" is only allowed at the top level"));
 }
 
-TEST(nested_location_is_refused)
+TEST(nested_prefix_location_outside_its_parent_is_refused)
 {
-    CHECK(refused_with("server {\n location / {\n  location /a { }\n }\n}\n",
-                       "site.conf:3: nested locations are not supported"));
+    CHECK(refused_with("server {\n location /a/ {\n  location /b/ { }\n }\n}\n",
+                       "site.conf:3: location \"/b/\" is outside location \"/a/\""));
+}
+
+TEST(location_inside_an_exact_location_is_refused)
+{
+    CHECK(refused_with("server {\n location = /a {\n  location /a { }\n }\n}\n",
+                       "site.conf:3: location \"/a\" cannot be inside the exact location"));
+}
+
+TEST(nested_named_location_is_refused)
+{
+    CHECK(refused_with("server {\n location / {\n  location @x { }\n }\n}\n",
+                       "site.conf:3: named location \"@x\" can be on the server level only"));
+}
+
+static const char nested[] = "server {\n"
+                             " location /a/ { A; location /a/b/ { AB; } location ~ \\.png$ { APNG; } }\n"
+                             " location ~ \\.(png|gif)$ { IMG; location ~ big { IMGBIG; } }\n"
+                             " location ^~ /s/ { S; location ~ \\.gif$ { SGIF; } }\n"
+                             "}\n";
+
+TEST(nested_prefix_location_is_chosen_under_its_parent)
+{
+    struct site_set *set = build(nested);
+    CHECK(set);
+    CHECK(loc_is(set, "/a/b/x.txt", "AB"));
+    CHECK(loc_is(set, "/a/x.txt", "A"));
+    site_set_free(set);
+}
+
+TEST(regex_nested_in_the_longest_prefix_wins_over_the_outer_regexes)
+{
+    struct site_set *set = build(nested);
+    CHECK(set);
+    CHECK(loc_is(set, "/a/x.png", "APNG"));
+    CHECK(loc_is(set, "/a/b/x.png", "APNG"));
+    site_set_free(set);
+}
+
+TEST(outer_regex_wins_over_a_nested_prefix_when_no_nested_regex_matches)
+{
+    struct site_set *set = build(nested);
+    CHECK(set);
+    CHECK(loc_is(set, "/a/b/x.gif", "IMG"));
+    site_set_free(set);
+}
+
+TEST(regex_nested_in_a_matching_regex_location_is_searched)
+{
+    struct site_set *set = build(nested);
+    CHECK(set);
+    CHECK(loc_is(set, "/x/big.gif", "IMGBIG"));
+    CHECK(loc_is(set, "/x/small.gif", "IMG"));
+    site_set_free(set);
+}
+
+TEST(caret_tilde_parent_tries_its_nested_regexes_but_not_the_outer_ones)
+{
+    struct site_set *set = build(nested);
+    CHECK(set);
+    CHECK(loc_is(set, "/s/x.gif", "SGIF"));
+    CHECK(loc_is(set, "/s/x.png", "S"));
+    site_set_free(set);
 }
 
 TEST(listen_parameter_other_than_default_server_ssl_and_reuseport_is_refused)
