@@ -76,7 +76,6 @@ void http_request_init(struct conn *c, const struct http_request *h, struct requ
     r->https = c->tls != NULL;
     r->request_id = id;
     r->now_s = now_s;
-    r->start_us = clock_now_us();
     r->cfg = &c->gen->cfg;
     r->root_fd = c->gen->root_fd;
     r->root_real = c->gen->root_real;
@@ -95,6 +94,7 @@ void http_log_unparsed(struct conn *c, const struct response *resp, int64_t now_
     char path[1], id[VARS_REQUEST_ID_SIZE];
     struct request r;
     http_request_init(c, &empty, &r, path, id, now_s);
+    r.start_us = clock_now_us();
     module_chain_log(&c->gen->chain, &r, resp);
 }
 

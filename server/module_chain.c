@@ -136,6 +136,10 @@ static int chain_init(struct module_chain *c, const struct config *cfg, char *er
         if (m->init && m->init(&mi, &state) < 0)
             failed[i] = any = true;
         c->state[c->n] = state;
+        if (m->log)
+            c->log_mods[c->n_log_mods++] = (uint8_t)c->n;
+        if (m->logs_request)
+            c->logs_request_mods[c->n_logs_request_mods++] = (uint8_t)c->n;
         c->n++;
     }
     if (!any && (!levels || module_levels_build(c, cfg, err, err_len) == 0))
@@ -204,18 +208,21 @@ const struct site_set *module_sites(const struct request *req)
 
 bool module_chain_logs_request(const struct module_chain *c, const struct request *req)
 {
-    for (unsigned i = 0; i < c->n; i++)
-        if (c->mods[i]->logs_request && c->mods[i]->logs_request(c->state[i], req))
+    for (unsigned k = 0; k < c->n_logs_request_mods; k++) {
+        unsigned i = c->logs_request_mods[k];
+        if (c->mods[i]->logs_request(c->state[i], req))
             return true;
+    }
     return false;
 }
 
 void module_chain_log(const struct module_chain *c, const struct request *req,
                       const struct response *resp)
 {
-    for (unsigned i = 0; i < c->n; i++)
-        if (c->mods[i]->log)
-            c->mods[i]->log(c->state[i], req, resp);
+    for (unsigned k = 0; k < c->n_log_mods; k++) {
+        unsigned i = c->log_mods[k];
+        c->mods[i]->log(c->state[i], req, resp);
+    }
 }
 
 const char *module_content_type(const struct request *req, const char *path, int fd,

@@ -26,6 +26,10 @@ struct module_chain {
     void *state[MODULE_CHAIN_MAX];               /* each module's, from its init */
     bool has_mounts[MODULE_CHAIN_MAX]; /* owns a mount: its handle runs only under one */
     unsigned n;                        /* modules whose init succeeded */
+    /* The modules with a log hook, and with a logs_request hook, in order: the hooks every
+     * request runs, without a look at the modules that have none. */
+    uint8_t log_mods[MODULE_CHAIN_MAX], n_log_mods;
+    uint8_t logs_request_mods[MODULE_CHAIN_MAX], n_logs_request_mods;
     struct module_mount mounts[MODULE_MOUNTS_MAX];
     unsigned n_mounts;
     /* Server and location blocks (module_level.c) */
