@@ -164,7 +164,10 @@ enum regex_result regex_match(const struct regex *r, const char *s, size_t len,
             snprintf(why, why_len, "out of memory");
         return REGEX_LIMIT;
     }
-    int rc = pcre2_match(r->code, (PCRE2_SPTR)s, len, 0, 0, md, r->context);
+    /* JIT code straight to its matcher (pcre2_match's checks are for the interpreter and
+     * for UTF, which is not used); the context's match limit holds in both. */
+    int rc = r->jit ? pcre2_jit_match(r->code, (PCRE2_SPTR)s, len, 0, 0, md, r->context)
+                    : pcre2_match(r->code, (PCRE2_SPTR)s, len, 0, 0, md, r->context);
     if (rc == PCRE2_ERROR_NOMATCH)
         return REGEX_NOMATCH;
     if (rc < 0) {

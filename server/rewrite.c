@@ -583,16 +583,17 @@ static const struct map_entry *map_find(const struct rewrite_map *m, const char 
 }
 
 /* A map's value, made when read: its source expanded on the stack, looked up, the value
- * expanded (with a regex key's groups). A map read inside its own making is empty. */
-static long map_value(const struct rewrite_map *m, const struct request *req, char *out,
+ * expanded (with a regex key's groups). Both see what the expansion that read the map
+ * sees (outer): in an access log's if=, the answer's $status. A map read inside its own
+ * making is empty. */
+static long map_value(const struct rewrite_map *m, const struct vars_source *outer, char *out,
                       size_t cap)
 {
     static _Thread_local unsigned depth;
     if (depth > 8)
         return 0;
     depth++;
-    struct vars_source src;
-    module_vars_source(req, &src);
+    struct vars_source src = *outer;
     char key[2048];
     long n = vars_expand(m->source, &src, key, sizeof(key));
     size_t len = n > 0 ? (size_t)n : 0;
@@ -608,9 +609,10 @@ static long map_value(const struct rewrite_map *m, const struct request *req, ch
     return w;
 }
 
-long rewrite_var(const void *request, const char *name, size_t len, char *out, size_t cap)
+long rewrite_var(const struct vars_source *src, const char *name, size_t len, char *out,
+                 size_t cap)
 {
-    const struct request *req = request;
+    const struct request *req = src->user_vars;
     const struct request_vars *rv = &req->vars;
     for (unsigned i = 0; i < rv->n; i++)
         if (strncasecmp(rv->v[i].name, name, len) == 0 && rv->v[i].name[len] == '\0') {
@@ -621,7 +623,7 @@ long rewrite_var(const void *request, const char *name, size_t len, char *out, s
         }
     for (const struct rewrite_map *m = req->chain ? req->chain->maps : NULL; m; m = m->next)
         if (strncasecmp(m->name, name, len) == 0 && m->name[len] == '\0')
-            return map_value(m, req, out, cap);
+            return map_value(m, src, out, cap);
     return 0;
 }
 

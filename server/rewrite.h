@@ -28,7 +28,8 @@ void rewrite_free(struct rewrite_prog *p);
 
 /* $NAME of a `set` (the request's value) or of a `map` (made now) for request (a struct
  * request), into out: its length, or -1 when it does not fit cap. Empty when not set. */
-long rewrite_var(const void *request, const char *name, size_t len, char *out, size_t cap);
+long rewrite_var(const struct vars_source *src, const char *name, size_t len, char *out,
+                 size_t cap);
 
 /* `map SOURCE $NAME { ... }` at the top level (nginx's http), every one of tree's: the
  * list in *out (NULL: none). Returns 0, or -1 after reporting through r. */

@@ -464,6 +464,26 @@ static size_t remote_addr_of(const struct sockaddr *sa, char *tmp, size_t cap)
     return inet_ntop(sa->sa_family, a, tmp, (socklen_t)cap) ? strlen(tmp) : 0;
 }
 
+/* v in decimal, at least `width` digits (zeros before), in tmp; its length (0: no room).
+ * Numbers are written for every logged request: printf's cost is not needed here. */
+static size_t decimal(char *tmp, size_t cap, uint64_t v, unsigned width)
+{
+    char d[20];
+    unsigned n = 0;
+    do {
+        d[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n < width && n < sizeof(d))
+        d[n++] = '0';
+    if (n >= cap)
+        return 0;
+    for (unsigned i = 0; i < n; i++)
+        tmp[i] = d[n - 1 - i];
+    tmp[n] = '\0';
+    return n;
+}
+
 static size_t port_of(const struct sockaddr *sa, char *tmp, size_t cap)
 {
     unsigned port;
@@ -473,7 +493,7 @@ static size_t port_of(const struct sockaddr *sa, char *tmp, size_t cap)
         port = ntohs(((const struct sockaddr_in6 *)(const void *)sa)->sin6_port);
     else
         return 0;
-    return (size_t)snprintf(tmp, cap, "%u", port);
+    return decimal(tmp, cap, port, 1);
 }
 
 /* A listener on 0.0.0.0 or [::]: which address a connection came in on, only its socket
@@ -689,14 +709,13 @@ static struct http_slice log_var_of(enum var_id id, const struct vars_source *sr
     switch (id) {
     case VAR_STATUS:
         if (src->answered)
-            v.len = (size_t)snprintf(tmp, cap, "%03d", src->status);
+            v.len = decimal(tmp, cap, src->status > 0 ? (uint64_t)src->status : 0, 3);
         break;
     case VAR_BODY_BYTES_SENT:
     case VAR_BYTES_SENT:
         if (src->answered)
-            v.len = (size_t)snprintf(tmp, cap, "%llu",
-                                     (unsigned long long)(src->body_bytes +
-                                     (id == VAR_BYTES_SENT ? src->head_bytes : 0)));
+            v.len = decimal(tmp, cap, src->body_bytes +
+                            (id == VAR_BYTES_SENT ? src->head_bytes : 0), 1);
         break;
     case VAR_REQUEST: /* from the method to the version: " HTTP/1.x" after the target */
         if (h && h->method_name.len && h->target.len)
@@ -709,17 +728,18 @@ static struct http_slice log_var_of(enum var_id id, const struct vars_source *sr
     case VAR_TIME_ISO8601: v.len = time_text(id, tmp, cap); break;
     case VAR_REQUEST_TIME: {
         int64_t ms = src->now_us > src->start_us ? (src->now_us - src->start_us) / 1000 : 0;
-        if (src->answered)
-            v.len = (size_t)snprintf(tmp, cap, "%lld.%03lld", (long long)(ms / 1000),
-                                     (long long)(ms % 1000));
+        if (src->answered && cap > 24) {
+            v.len = decimal(tmp, cap, (uint64_t)(ms / 1000), 1);
+            tmp[v.len++] = '.';
+            v.len += decimal(tmp + v.len, cap - v.len, (uint64_t)(ms % 1000), 3);
+        }
         break;
     }
     case VAR_REQUEST_LENGTH:
     case VAR_CONNECTION_REQUESTS:
         if (src->answered)
-            v.len = (size_t)snprintf(tmp, cap, "%llu", id == VAR_REQUEST_LENGTH
-                                     ? (unsigned long long)src->request_length
-                                     : (unsigned long long)src->conn_requests);
+            v.len = decimal(tmp, cap, id == VAR_REQUEST_LENGTH ? src->request_length
+                                                                : src->conn_requests, 1);
         break;
     default: break;
     }
@@ -737,7 +757,7 @@ __attribute__((noinline)) static void put_user(struct sink *s, const char *name,
                                                const struct vars_source *src, bool esc)
 {
     char value[2048];
-    long n = src->user_var ? src->user_var(src->user_vars, name, len, value, sizeof(value))
+    long n = src->user_var ? src->user_var(src, name, len, value, sizeof(value))
                            : 0;
     if (n < 0)
         s->failed = true;

@@ -112,8 +112,10 @@ struct vars_source {
     const struct regex_captures *server_captures; /* of a server_name ~RE; the location's
                                                      win, as in nginx, when they have one */
     /* $NAME of a `set $NAME` or a `map` (vars_declare): its value for this request,
-     * written into out (empty when not set); user_var NULL: all empty. */
-    long (*user_var)(const void *user_vars, const char *name, size_t len, char *out,
+     * written into out (empty when not set); user_var NULL: all empty. It is given the
+     * source being expanded, so that a map's own source sees what this one sees (the
+     * answer's $status in an access log's if=, say). */
+    long (*user_var)(const struct vars_source *src, const char *name, size_t len, char *out,
                      size_t cap); /* the value's length in out, or -1: too long */
     const void *user_vars;
     /* The answer, for a value expanded after it (an access-log line); without one

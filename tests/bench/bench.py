@@ -70,10 +70,14 @@ COLD_CONNS = 4            # gzip cold: connections fetching them (each file once
 # Variants in which only these servers differ from "main" (the others' "main" instance
 # runs the workload).
 OWN_INSTANCES = {"nomem": ("lfhttpd",), "metrics": ("lfhttpd",), "copy": ("lfhttpd", "nginx"),
-                 "sites": ("lfhttpd", "nginx"), "proxy": ("lfhttpd", "nginx")}
+                 "sites": ("lfhttpd", "nginx"), "rewrite": ("lfhttpd", "nginx"),
+                 "proxy": ("lfhttpd", "nginx")}
 # The "sites" variant: lfhttpd and nginx serve the server blocks of sites.conf.in (two
 # servers, twelve locations), the same text in both, in place of @SITES@.
 SITES_TEMPLATE = "sites.conf.in"
+# The "rewrite" variant: lfhttpd and nginx serve rewrite.conf.in (map, log_format, set,
+# if, rewrite ... last), the same text in both, in place of @SITES@.
+REWRITE_TEMPLATE = "rewrite.conf.in"
 # The "proxy" variant: lfhttpd and nginx proxy everything to one upstream (an lfhttpd of its
 # own, upstream.conf.in, serving UPSTREAM_DOCROOT from memory) through the upstream and
 # server blocks of proxy.conf.in, the same text in both, in place of @PROXY@.
@@ -213,6 +217,18 @@ WORKLOADS = [
                      ("/private/x", 403)],
              skip={"lighttpd": "no server/location configuration in this comparison",
                    "h2o": "no server/location configuration in this comparison"}),
+    # The price of the rewrite module: the 1 KiB c100 request as /r/index.html, through
+    # rewrite.conf.in's maps, set, ifs and a `rewrite ... last` to /index.html, with an
+    # access log whose if= map skips it; lfhttpd and nginx with the same text.
+    Workload("rewrite_ka", "1 KiB file, keep-alive, 100 connections, as /r/index.html "
+             "through map, set, if, rewrite ... last and a conditional access log "
+             "(rewrite.conf.in; lfhttpd and nginx)",
+             "1 KiB c100, rewrite", variant="rewrite", variant_of="small_ka",
+             path="/r/index.html",
+             probes=[("/r/index.html", 200), ("/index.html", 200), ("/old/x", 301),
+                     ("/users/7", 200)],
+             skip={"lighttpd": "no nginx rewrite configuration in this comparison",
+                   "h2o": "no nginx rewrite configuration in this comparison"}),
     # What metrics cost: lfhttpd with `handler /metrics metrics;`, scraped every second on
     # a keep-alive connection of its own (as Prometheus does) while wrk runs, beside
     # small_ka's lfhttpd without it, in the same run.
@@ -378,7 +394,7 @@ def fill_template(name, values, dest, drop=()):
         f.write(text)
 
 
-def sites_block(kind, port, template=SITES_TEMPLATE, upstream_port=None):
+def sites_block(kind, port, template=SITES_TEMPLATE, upstream_port=None, rundir=None):
     """The server blocks of sites.conf.in or proxy.conf.in (the leading comment left out)
     for kind: each server's listen line, the document root, the upstream's port and the
     lines only nginx needs. lfhttpd's listen lines name the address of its own top-level
@@ -392,7 +408,7 @@ def sites_block(kind, port, template=SITES_TEMPLATE, upstream_port=None):
     options = " " + NGINX_LISTEN_OPTIONS if kind == "nginx" else ""
     values = {"LISTEN": "listen %s;" % address,
               "LISTEN_DEFAULT": "listen %s%s default_server;" % (address, options),
-              "DOCROOT": DOCROOT, "UPSTREAM_PORT": str(upstream_port),
+              "DOCROOT": DOCROOT, "UPSTREAM_PORT": str(upstream_port), "RUNDIR": str(rundir),
               "NGINX_PROXY": NGINX_PROXY if kind == "nginx" else "",
               "NGINX_UPSTREAM": NGINX_UPSTREAM if kind == "nginx" else ""}
     text = "".join(lines)
@@ -501,14 +517,15 @@ class Server:
                   "LISTEN_SSL": " ssl" if self.tls else "",
                   "TLS": tls_block(self.kind) if self.tls else "",
                   "SITES": sites_block(self.kind, self.port) if self.variant == "sites"
-                  else "",
+                  else sites_block(self.kind, self.port, REWRITE_TEMPLATE, rundir=self.dir)
+                  if self.variant == "rewrite" else "",
                   "PROXY": sites_block(self.kind, self.port, PROXY_TEMPLATE,
                                        self.upstream and self.upstream.port)
                   if self.variant == "proxy" else "",
                   "UPSTREAM_DOCROOT": UPSTREAM_DOCROOT}
         conf = os.path.join(self.dir, self.kind + ".conf")
         # nginx's own server block gives way to the sites' two or the proxy's one.
-        drop = ("main server",) if self.variant in ("sites", "proxy") and \
+        drop = ("main server",) if self.variant in ("sites", "rewrite", "proxy") and \
             self.kind == "nginx" else ()
         template = UPSTREAM_TEMPLATE if self.variant == UPSTREAM else self.kind + ".conf.in"
         fill_template(template, values, conf, drop)
@@ -557,7 +574,7 @@ class Server:
         os.makedirs(self.dir, exist_ok=True)
         for attempt in range(3):  # a port picked here (not 0) may be taken meanwhile
             # Over TLS too: a port named, as the listen line is not lfhttpd's plain one.
-            named = ("sites", "proxy") + TLS_VARIANTS
+            named = ("sites", "rewrite", "proxy") + TLS_VARIANTS
             self.port = 0 if self.kind == CEILING or (
                 self.kind == "lfhttpd" and self.variant not in named) else free_port()
             open(self.error_log, "w").close()
@@ -791,7 +808,7 @@ def run_load(server, wl, opts, record=True):
     it is never counted as the proxy's."""
     cmd = wl.command(server.url, opts.duration if record else opts.warmup, opts.ab_requests)
     pids = server.pids()
-    up_pids = server.upstream.pids() if server.upstream else []
+    up_pids = server.upstream.pids() if getattr(server, "upstream", None) else []
     up_before = cpu_ticks(up_pids)
     before = cpu_ticks(pids)
     timeout = (opts.duration if record else opts.warmup) + 60
@@ -1183,6 +1200,10 @@ GOALS = [
     # most 5% more CPU than through the one implicit server.
     ("sites: req/CPU-s within 5% of 1 KiB c100", "sites_ka", "req_per_cpu_s",
      ("small_ka", "lfhttpd"), 0.95),
+    # The rewrite module costs little: map, set, if, rewrite ... last and a conditional
+    # access log (rewrite.conf.in) at most 5% more CPU than the plain 1 KiB request.
+    ("rewrite, if, map, log_format: req/CPU-s within 5% of 1 KiB c100", "rewrite_ka",
+     "req_per_cpu_s", ("small_ka", "lfhttpd"), 0.95),
     # Metrics cost nothing per request beyond the counters that were there: with a
     # metrics mount scraped every second, within noise (5%) of the same load without.
     ("metrics scraped 1/s: req/CPU-s within 5% of 1 KiB c100", "metrics_ka",
@@ -1459,6 +1480,8 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
                 else " (lfhttpd and nginx started with sendfile off)" if wl.variant == "copy"
                 else " (lfhttpd and nginx serving the server and location blocks of "
                 "tests/bench/sites.conf.in)" if wl.variant == "sites"
+                else " (lfhttpd and nginx serving the maps, log format and server block "
+                "of tests/bench/rewrite.conf.in)" if wl.variant == "rewrite"
                 else " (lfhttpd and nginx proxying to one upstream, an lfhttpd serving "
                 "from memory, through tests/bench/proxy.conf.in; the upstream's CPU is "
                 "not counted)" if wl.variant == "proxy"

@@ -386,3 +386,32 @@ def test_proxied_answer_is_logged_with_the_upstreams_status(tmp_path, upstream, 
     status, _, _, _ = request(p, "/x?status=503")
     assert status == 503
     assert lines(log) == ["GET /x?status=503 HTTP/1.1 503"]
+
+
+def test_if_reading_a_map_of_status_sees_the_answers_status(tmp_path, start_server):
+    """nginx's documented way of logging only errors: `map $status $loggable { ~^[23] 0;
+    default 1; }` and `access_log ... if=$loggable`. The map, read at log time, sees the
+    answer's status, as nginx's does: the 200 and the 301 are not logged, the 404 is."""
+    d = www(tmp_path)
+    top = ("map $status $loggable { ~^[23] 0; default 1; }\n"
+           "log_format t '$uri $status';\n")
+    body = ("    access_log LOG t if=$loggable;\n"
+            "    location = /moved { return 301 /; }\n")
+    nginx_log, ours_log = tmp_path / "nginx.log", tmp_path / "ours.log"
+    theirs = Nginx(tmp_path / "nginx", d, top + "server {\n    listen 127.0.0.1:{port0};\n"
+                   f"    root {d};\n" + body.replace("LOG", str(nginx_log)) + "}\n", http=True)
+    try:
+        ours = start_server(d, conf=conf(tmp_path, "server {\n" +
+                                         body.replace("LOG", str(ours_log)) + "}\n",
+                                         top="access_log off;\n" + top))
+        for port, host in ((theirs.port, theirs.host), (ours.port, ours.host)):
+            for path in (b"/", b"/moved", b"/missing", b"/x/f.txt"):
+                with socket.create_connection((host, port), timeout=5) as c:
+                    c.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: t\r\n"
+                              b"Connection: close\r\n\r\n")
+                    while c.recv(65536):
+                        pass
+        assert lines(nginx_log) == ["/missing 404"]
+        assert lines(ours_log) == ["/missing 404"]
+    finally:
+        theirs.stop()
