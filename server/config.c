@@ -645,16 +645,22 @@ static int read_site_block(void *base, const struct conf_node *n, void *ctx, cha
 
 /* `set $NAME VALUE`: NAME is declared as the file is read (vars_declare), so that a value
  * anywhere may use it, as nginx's; the rewrite module sets it per request. */
+/* $NAME, the statement's argument k, declared for `set` or `map` (vars_declare). */
+static int declare_arg(const struct conf_node *n, unsigned k, char *msg, size_t len)
+{
+    const char *name = n->args[k];
+    if (name[0] != '$' || vars_declare(name + 1, strlen(name + 1)) < 0)
+        return snprintf(msg, len, "%s: invalid variable \"%s\" (a $NAME that is not a "
+                        "built-in variable)", n->name, name), -1;
+    return 0;
+}
+
 static int declare_set(void *base, const struct conf_node *n, void *ctx, char *msg,
                        size_t len)
 {
     (void)base;
     (void)ctx;
-    const char *name = n->args[0];
-    if (name[0] != '$' || vars_declare(name + 1, strlen(name + 1)) < 0)
-        return snprintf(msg, len, "set: invalid variable \"%s\" (a $NAME that is not a "
-                        "built-in variable)", name), -1;
-    return 0;
+    return declare_arg(n, 0, msg, len);
 }
 
 /* `if (...) { }`: its `set` statements are declared too; the rest is read with the block's
@@ -676,11 +682,7 @@ static int declare_map(void *base, const struct conf_node *n, void *ctx, char *m
 {
     (void)base;
     (void)ctx;
-    const char *name = n->args[1];
-    if (name[0] != '$' || vars_declare(name + 1, strlen(name + 1)) < 0)
-        return snprintf(msg, len, "map: invalid variable \"%s\" (a $NAME that is not a "
-                        "built-in variable)", name), -1;
-    return 0;
+    return declare_arg(n, 1, msg, len);
 }
 
 /* `keepalive_timeout TIMEOUT [HEADER_TIMEOUT]`, nginx's two values. */
