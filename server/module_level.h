@@ -60,6 +60,8 @@ struct module_level {
     bool internal; /* `internal`: only internal redirects reach the location */
     const struct module_level *outer; /* a location's enclosing block: server or location */
     unsigned class_index; /* `class NAME;`: 1 + its place in cfg->classes; 0: not said */
+    /* client_max_body_size, keepalive_timeout...: each inherited unless the block sets it */
+    struct config_limits limits;
     void *conf[MODULE_CHAIN_MAX];     /* each module's block settings */
 };
 
