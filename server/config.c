@@ -1338,6 +1338,11 @@ static const struct conf_directive core_directives[] = {
     {"send_timeout", CONF_DURATION, SITE | LOC, .set = conf_set_later, .usage = "TIME",
      .dflt = "(the outer block's)", .id = CONFIG_ID_SEND_TIMEOUT,
      .doc = "How long a response of this block may wait for the client to read more."},
+    {"client_header_timeout", CONF_DURATION, TOP, CFG(header_timeout_ms), .dflt = "10s",
+     .doc = "nginx's name of `header_timeout`."},
+    {"client_header_timeout", CONF_DURATION, SITE, .set = note_nginx_only, .usage = "TIME",
+     .doc = "nginx reads a request head with the default server's, before the request's "
+            "server is known; here the top level's `header_timeout` holds for every server."},
     /* nginx's per-block settings that are the whole server's here: a site configuration
      * that sets them in a server or location runs, and -t says the top level's hold. */
 #define NOTE_WHOLE_SERVER(what) what " is the whole server's here: the top level's value holds"

@@ -23,6 +23,7 @@ from conftest import Client, scaled
 from proxy_harness import Proxy, Upstream
 
 SITE = """
+client_header_timeout 1s;
 server {
     listen 127.0.0.1:{port0};
     root ROOT;
@@ -340,5 +341,18 @@ def test_servers_client_body_timeout_holds_outside_the_location(both):
         try:
             c.send(b"POST /up/f HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nxx")
             assert not ends_within(c, 3), p.kind
+        finally:
+            c.close()
+
+
+# --- client_header_timeout: the top level's (nginx: the default server's) -----------------
+
+
+def test_top_level_client_header_timeout_ends_a_stalled_head(both):
+    for p in both:
+        c = connect(p)
+        try:
+            c.send(b"GET / HTTP/1.1\r\nHost: t\r\n")
+            assert ends_within(c, scaled(4)), p.kind
         finally:
             c.close()
