@@ -705,16 +705,6 @@ static int set_keepalive_timeout(void *base, const struct conf_node *n, void *ct
                                   len);
 }
 
-/* `keepalive_timeout` in a server or location: its values are checked here, and read with
- * the block's other settings (module_level.c). */
-static int check_keepalive_timeout(void *base, const struct conf_node *n, void *ctx, char *msg,
-                                   size_t len)
-{
-    unsigned timeout_ms, header_s;
-    (void)base;
-    (void)ctx;
-    return config_parse_keepalive(n, &timeout_ms, &header_s, msg, len);
-}
 
 /* An on|off of a server or location, read by the sites. */
 static int check_flag(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
@@ -1326,7 +1316,7 @@ static const struct conf_directive core_directives[] = {
      .doc = "The longest wait between two reads of the body of a request this block "
             "answers."},
     {"keepalive_timeout", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = 2,
-     .set = check_keepalive_timeout, .usage = "TIMEOUT [HEADER_TIMEOUT]",
+     .set = conf_set_later, .usage = "TIMEOUT [HEADER_TIMEOUT]",
      .dflt = "(the outer block's)", .id = CONFIG_ID_KEEPALIVE_TIMEOUT,
      .doc = "After a request this block answers, the connection waits TIMEOUT for the next "
             "one (0: `Connection: close`); HEADER_TIMEOUT is sent as `Keep-Alive: "

@@ -48,7 +48,7 @@ server {
     }
     location /wide-then-narrow/ {
         client_max_body_size 10m;
-        rewrite ^ /up/x last;
+        rewrite ^ /x last;
     }
     location /narrow-then-wide/ {
         rewrite ^ /upload/x last;
