@@ -46,6 +46,10 @@ server {
             proxy_pass http://127.0.0.1:{up0};
         }
     }
+    location /unlimited/ {
+        client_max_body_size 0;
+        proxy_pass http://127.0.0.1:{up0};
+    }
     location /wide-then-narrow/ {
         client_max_body_size 10m;
         rewrite ^ /x last;
@@ -187,6 +191,14 @@ def test_nested_location_inherits_its_parents_body_limit(both):
 
 def test_nested_location_sets_its_own_body_limit(both):
     same_answer(both, post("/upload/small/f", b"s" * 500), 413, True)
+
+
+def test_location_with_limit_0_takes_a_body_past_its_servers_limit(both):
+    same_answer(both, post("/unlimited/f", BODY), 200, False)
+
+
+def test_location_with_limit_0_takes_a_chunked_body_past_its_servers_limit(both):
+    same_answer(both, post_chunked("/unlimited/f", BODY), 200, False)
 
 
 def test_content_length_past_the_limit_of_the_location_a_rewrite_leads_to_is_413(both):
