@@ -705,7 +705,6 @@ static int set_keepalive_timeout(void *base, const struct conf_node *n, void *ct
                                   len);
 }
 
-
 /* An on|off of a server or location, read by the sites. */
 static int check_flag(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {

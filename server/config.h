@@ -67,8 +67,8 @@ struct config_class {
 
 /* nginx's per-block settings of a request's connection (http, server, location): the top
  * level's are the config's fields of the same names; a server's and a location's are merged
- * over the block around them (module_level.c); a connection keeps a copy of those of the
- * block its last request was answered from (http_source.h). */
+ * over the block around them (module_level.c); a connection points at those of the block
+ * its last request was answered from (http_source.h). */
 struct config_limits {
     uint64_t max_body_size;          /* client_max_body_size; 0: no limit */
     unsigned client_body_timeout_ms; /* the longest wait for the next bytes of a body */

@@ -3,9 +3,10 @@
  * Built once per generation, after the modules' init, from the statement tree: the sites
  * (site.h) say which blocks there are; each block gets a struct module_level holding the
  * core's settings (root or alias, index, try_files, return, error_page, a location's
- * handler) and each module's own (its block hook). Inheritance is nginx's: a block that
- * does not set root, index or error_page has its outer block's; try_files and return
- * belong to the block that says them. Read-only afterwards, shared by every thread.
+ * handler, the connection settings of struct config_limits) and each module's own (its
+ * block hook). Inheritance is nginx's: a block that does not set root, index, error_page
+ * or a connection setting has its outer block's; try_files and return belong to the block
+ * that says them. Read-only afterwards, shared by every thread.
  */
 #include "module_level.h"
 
