@@ -3,8 +3,7 @@
  * location's handler, client_max_body_size and the connection's timeouts) and each
  * module's, as its block hook made them. Built once per generation by module_level.c, read
  * by module_route.c and, for the connection settings, http_conn.c. No module includes
- * this: a module
- * reads its own settings with module_settings() and the index names with
+ * this: a module reads its own settings with module_settings() and the index names with
  * module_index_name() (module.h).
  */
 #ifndef LFHTTPD_MODULE_LEVEL_H
