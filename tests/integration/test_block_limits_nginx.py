@@ -57,6 +57,17 @@ server {
     location /narrow-then-wide/ {
         rewrite ^ /upload/x last;
     }
+    location /try-uri/ {
+        client_max_body_size 10m;
+        try_files /nothing /x;
+    }
+    location /try-named/ {
+        client_max_body_size 10m;
+        try_files /nothing @named;
+    }
+    location @named {
+        return 200 "named\n";
+    }
     location /big-return/ {
         client_max_body_size 10m;
         return 200 "big return\\n";
@@ -207,6 +218,14 @@ def test_content_length_past_the_limit_of_the_location_a_rewrite_leads_to_is_413
 
 def test_content_length_past_the_limit_of_the_location_a_rewrite_leaves_is_413(both):
     same_answer(both, post("/narrow-then-wide/f", BODY), 413, True)
+
+
+def test_content_length_past_the_limit_of_the_location_a_try_files_uri_leads_to_is_413(both):
+    same_answer(both, post("/try-uri/f", BODY), 413, True)
+
+
+def test_named_location_a_try_files_leads_to_checks_no_body_limit(both):
+    same_answer(both, post("/try-named/f", BODY), 200, False)
 
 
 def test_location_limit_holds_before_its_own_return(both):
