@@ -685,19 +685,26 @@ static int declare_map(void *base, const struct conf_node *n, void *ctx, char *m
     return declare_arg(n, 1, msg, len);
 }
 
+int config_parse_keepalive(const struct conf_node *n, unsigned *timeout_ms, unsigned *header_s,
+                           char *msg, size_t len)
+{
+    unsigned header_ms = 0;
+    if (config_parse_duration_ms(n->args[0], timeout_ms) < 0 ||
+        (n->n_args == 2 && config_parse_duration_ms(n->args[1], &header_ms) < 0))
+        return snprintf(msg, len, "invalid duration \"%s\"",
+                        n->args[n->n_args == 2 ? 1 : 0]), -1;
+    *header_s = header_ms / 1000;
+    return 0;
+}
+
 /* `keepalive_timeout TIMEOUT [HEADER_TIMEOUT]`, nginx's two values. */
 static int set_keepalive_timeout(void *base, const struct conf_node *n, void *ctx, char *msg,
                                  size_t len)
 {
     struct config *cfg = base;
     (void)ctx;
-    unsigned header_ms = 0;
-    if (config_parse_duration_ms(n->args[0], &cfg->keepalive_timeout_ms) < 0 ||
-        (n->n_args == 2 && config_parse_duration_ms(n->args[1], &header_ms) < 0))
-        return snprintf(msg, len, "invalid duration \"%s\"",
-                        n->args[n->n_args == 2 ? 1 : 0]), -1;
-    cfg->keepalive_header_s = header_ms / 1000;
-    return 0;
+    return config_parse_keepalive(n, &cfg->keepalive_timeout_ms, &cfg->keepalive_header_s, msg,
+                                  len);
 }
 
 /* An on|off of a server or location, read by the sites. */
@@ -1088,9 +1095,10 @@ static const struct conf_directive core_directives[] = {
             "`client_body_timeout`."},
     {"keepalive_timeout", CONF_LIST, TOP, .min_args = 1, .max_args = 2,
      .set = set_keepalive_timeout, .usage = "TIMEOUT [HEADER_TIMEOUT]", .dflt = "60s",
-     .doc = "An idle keep-alive connection is closed after TIMEOUT. With HEADER_TIMEOUT, "
-            "responses on a connection that stays open carry `Keep-Alive: timeout=N` (N its "
-            "whole seconds), as nginx's."},
+     .doc = "An idle keep-alive connection is closed after TIMEOUT (0: every response says "
+            "`Connection: close`). With HEADER_TIMEOUT, responses on a connection that stays "
+            "open carry `Keep-Alive: timeout=N` (N its whole seconds), as nginx's. A server "
+            "or location may set its own: the one of the last request's block holds."},
     {"send_timeout", CONF_DURATION, TOP, CFG(send_timeout_ms), .dflt = "30s",
      .doc = "A response the client stops reading is dropped after this; it restarts "
             "whenever bytes go out, so `send_min_rate` bounds the whole."},
@@ -1291,17 +1299,44 @@ static const struct conf_directive core_directives[] = {
      .doc = "A missing file is never written to the error log here (nginx's `log_not_found "
             "off`); the access log has its 404."},
     {"client_max_body_size", CONF_SIZE, TOP, CFG(max_body_size), .dflt = "1m",
-     .doc = "nginx's name of `max_body_size` (at the top level only; 0: no limit)."},
+     .doc = "nginx's name of `max_body_size` (0: no limit); a server or location may set "
+            "its own."},
+    /* nginx's per-block settings of a request's connection (struct config_limits): a
+     * server's and a location's are read with the block (module_level.c), merged as
+     * nginx's, over the block around them. */
+    {"client_max_body_size", CONF_SIZE, SITE | LOC, .set = conf_set_later, .usage = "SIZE",
+     .dflt = "(the outer block's)", .id = CONFIG_ID_CLIENT_MAX_BODY_SIZE,
+     .doc = "The body limit of the requests this block answers, as nginx's: a "
+            "`Content-Length` over the limit of any location the search finds for the "
+            "request (a rewrite's `last` or a `try_files` URI searches again; a named "
+            "location does not) is 413, as is a chunked body over the limit of the location "
+            "that reads it; 0: no limit, within the server-wide 64 MiB bound on a body "
+            "collected in memory and `max_body_memory`."},
+    {"client_body_timeout", CONF_DURATION, SITE | LOC, .min = 1, .set = conf_set_later,
+     .usage = "TIME", .dflt = "(the outer block's)", .id = CONFIG_ID_CLIENT_BODY_TIMEOUT,
+     .doc = "The longest wait between two reads of the body of a request this block "
+            "answers."},
+    {"keepalive_timeout", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = 2,
+     .set = conf_set_later, .usage = "TIMEOUT [HEADER_TIMEOUT]",
+     .dflt = "(the outer block's)", .id = CONFIG_ID_KEEPALIVE_TIMEOUT,
+     .doc = "After a request this block answers, the connection waits TIMEOUT for the next "
+            "one (0: `Connection: close`); HEADER_TIMEOUT is sent as `Keep-Alive: "
+            "timeout=N`, as nginx's."},
+    {"keepalive_requests", CONF_COUNT, SITE | LOC, .max = 4000000000u, .set = conf_set_later,
+     .usage = "NUMBER", .dflt = "(the outer block's)", .id = CONFIG_ID_KEEPALIVE_REQUESTS,
+     .doc = "A request this block answers closes its connection when it is the connection's "
+            "Nth or later (0: no limit)."},
+    {"send_timeout", CONF_DURATION, SITE | LOC, .set = conf_set_later, .usage = "TIME",
+     .dflt = "(the outer block's)", .id = CONFIG_ID_SEND_TIMEOUT,
+     .doc = "How long a response of this block may wait for the client to read more."},
+    {"client_header_timeout", CONF_DURATION, TOP, CFG(header_timeout_ms), .dflt = "10s",
+     .doc = "nginx's name of `header_timeout`."},
+    {"client_header_timeout", CONF_DURATION, SITE, .set = note_nginx_only, .usage = "TIME",
+     .doc = "nginx reads a request head with the default server's, before the request's "
+            "server is known; here the top level's `header_timeout` holds for every server."},
     /* nginx's per-block settings that are the whole server's here: a site configuration
      * that sets them in a server or location runs, and -t says the top level's hold. */
 #define NOTE_WHOLE_SERVER(what) what " is the whole server's here: the top level's value holds"
-    {"client_max_body_size", CONF_SIZE, SITE | LOC, .set = note_nginx_only, .usage = "SIZE",
-     .dflt = "(the top level's)", .doc = NOTE_WHOLE_SERVER("the body limit")},
-    {"keepalive_timeout", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = 2,
-     .set = note_nginx_only, .usage = "TIMEOUT [HEADER_TIMEOUT]", .dflt = "(the top level's)",
-     .doc = NOTE_WHOLE_SERVER("the keep-alive timeout") "; no `Keep-Alive` header is sent"},
-    {"send_timeout", CONF_DURATION, SITE | LOC, .set = note_nginx_only, .usage = "TIME",
-     .dflt = "(the top level's)", .doc = NOTE_WHOLE_SERVER("the send timeout")},
     {"gzip", CONF_FLAG, SITE | LOC, .set = note_nginx_only, .dflt = "(the top level's)",
      .doc = NOTE_WHOLE_SERVER("compression")},
     {"gzip_types", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = CONFIG_MAX_ARGS,

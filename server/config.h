@@ -65,6 +65,19 @@ struct config_class {
     unsigned n_addrs;
 };
 
+/* nginx's per-block settings of a request's connection (http, server, location): the top
+ * level's are the config's fields of the same names; a server's and a location's are merged
+ * over the block around them (module_level.c); a connection points at those of the block
+ * its last request was answered from (http_source.h). */
+struct config_limits {
+    uint64_t max_body_size;          /* client_max_body_size; 0: no limit */
+    unsigned client_body_timeout_ms; /* the longest wait for the next bytes of a body */
+    unsigned keepalive_timeout_ms;   /* idle between requests; 0: no keep-alive */
+    unsigned keepalive_header_s;     /* "Keep-Alive: timeout=N"; 0: none */
+    unsigned keepalive_requests;     /* requests a connection serves; 0: no limit */
+    unsigned send_timeout_ms;        /* a response the client stops reading */
+};
+
 struct config {
     char file[CONFIG_PATH_MAX]; /* the file it was read from, "" for built-in defaults */
 
@@ -176,11 +189,22 @@ enum config_core_id {
     CONFIG_ID_IF,
     CONFIG_ID_SET,
     CONFIG_ID_INTERNAL,
+    /* struct config_limits, per block */
+    CONFIG_ID_CLIENT_MAX_BODY_SIZE,
+    CONFIG_ID_CLIENT_BODY_TIMEOUT,
+    CONFIG_ID_KEEPALIVE_TIMEOUT,
+    CONFIG_ID_KEEPALIVE_REQUESTS,
+    CONFIG_ID_SEND_TIMEOUT,
 };
 
 /* The next top-level statement named `name` after `after` (NULL: from the start). */
 const struct conf_node *config_next(const struct config *cfg, const char *name,
                                     const struct conf_node *after);
+
+/* `keepalive_timeout TIMEOUT [HEADER_TIMEOUT]` (n's words): nginx's two values. Returns 0,
+ * or -1 with the reason in msg. */
+int config_parse_keepalive(const struct conf_node *n, unsigned *timeout_ms, unsigned *header_s,
+                           char *msg, size_t len);
 
 /* Parse "ADDR:PORT", "PORT", "[V6]:PORT" or "*:PORT" into l. Returns 0 or -1. */
 int config_parse_listen(const char *text, struct config_listen *l);

@@ -28,10 +28,11 @@
 #include "http_conn.h"
 #include "http_source.h"
 #include "module_chain.h"
+#include "module_level.h"
 #include "vars.h"
 
-/* The most a collected body may hold, whatever max_body_size says (0 there: no limit on
- * bodies that are only skipped). A collected body is held in memory whole. */
+/* The most a collected body may hold, whatever client_max_body_size says (0 there: no limit
+ * on bodies that are only skipped). A collected body is held in memory whole. */
 #define COLLECT_MAX ((uint64_t)64 << 20)
 
 static struct http_shared *conn_shared(const struct conn *c)
@@ -39,10 +40,11 @@ static struct http_shared *conn_shared(const struct conn *c)
     return http_service_of(c)->shared;
 }
 
-/* The limit on a body a handler wants whole: max_body_size, within COLLECT_MAX. */
+/* The limit on a body a handler wants whole: the request's block's client_max_body_size,
+ * within COLLECT_MAX. */
 static uint64_t collect_limit(const struct conn *c)
 {
-    uint64_t max = c->gen->cfg.max_body_size;
+    uint64_t max = hc_const(c)->limits->max_body_size;
     return max == 0 || max > COLLECT_MAX ? COLLECT_MAX : max;
 }
 
@@ -70,7 +72,7 @@ static void body_memory_give(struct http_shared *shared, size_t n)
 /* A body starts: its deadline by client_body_min_rate runs from now. */
 static void body_start(struct conn *c)
 {
-    hc(c)->body_due_us = (clock_now_ms() + c->gen->cfg.client_body_timeout_ms) * 1000;
+    hc(c)->body_due_us = (clock_now_ms() + hc(c)->limits->client_body_timeout_ms) * 1000;
 }
 
 /* n bytes of the body arrived: each byte buys 1/client_body_min_rate of a second (Apache's
@@ -87,7 +89,7 @@ static void body_progress(struct conn *c, size_t n)
 static int64_t body_deadline(const struct conn *c)
 {
     const struct config *cfg = &c->gen->cfg;
-    int64_t dl = clock_now_ms() + cfg->client_body_timeout_ms;
+    int64_t dl = clock_now_ms() + hc_const(c)->limits->client_body_timeout_ms;
     if (cfg->client_body_min_rate != 0 && hc_const(c)->body_due_us / 1000 < dl)
         dl = hc_const(c)->body_due_us / 1000;
     return dl;
@@ -118,7 +120,7 @@ static size_t skip_body(struct conn *c, char *buf, size_t len, int *err)
     }
     size_t used = 0, out = 0;
     enum http_chunked_result r = http_chunked_decode(
-        &hc(c)->chunked, buf, len, c->gen->cfg.max_body_size, &used, &out);
+        &hc(c)->chunked, buf, len, hc(c)->limits->max_body_size, &used, &out);
     body_progress(c, used);
     if (r == HTTP_CHUNKED_DONE)
         hc(c)->body_mode = REQ_BODY_NONE;
@@ -195,7 +197,7 @@ static void respond(struct conn *c, const struct http_request *h, struct request
         if (resp->streaming)
             return; /* the head comes later, from the stream: finished and logged there */
     }
-    resp->keep_alive_header_s = c->gen->cfg.keepalive_header_s;
+    resp->keep_alive_header_s = hc(c)->limits->keepalive_header_s;
     resp_finish(resp, h->version_minor == 0);
     if (!module_chain_logs_request(&c->gen->chain, r))
         log_access(c, http_request_line(h), h, resp, r->now_s, r->request_id);
@@ -338,14 +340,16 @@ static void hand_off(struct conn *c, struct http_service *to, const char *p, siz
 }
 
 /* May the connection go on after this request? Not if the client said close, nor while
- * the server drains or stops, nor past keepalive_requests. */
+ * the server drains or stops, nor where the request's block says keepalive_timeout 0, nor
+ * past its keepalive_requests (nginx's, its location's). */
 static bool keep_alive_allowed(const struct conn *c, const struct http_request *req)
 {
-    const struct config *cfg = &c->gen->cfg;
+    const struct config_limits *lim = hc_const(c)->limits;
     const struct http_shared *sh = conn_shared(c);
     return req->keep_alive && !atomic_load_explicit(&sh->stopping, memory_order_relaxed) &&
            !atomic_load_explicit(&sh->draining, memory_order_relaxed) &&
-           (cfg->keepalive_requests == 0 || hc_const(c)->requests < cfg->keepalive_requests);
+           lim->keepalive_timeout_ms != 0 &&
+           (lim->keepalive_requests == 0 || hc_const(c)->requests < lim->keepalive_requests);
 }
 
 /* Answer one complete request whose head is buf[*pos .. *pos + head_len). Advances *pos
@@ -370,24 +374,8 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     hc(c)->requests++;
     resp_init(&resp);
     resp.head_only = req->method == HTTP_METHOD_HEAD;
-    resp.keep_alive = keep_alive_allowed(c, req);
     size_t head_at = *pos;
     *pos += head_len;
-
-    int status = 0;
-    if (req->framing == HTTP_BODY_LENGTH && req->content_length > 0) {
-        body_start(c);
-        hc(c)->body_mode = REQ_BODY_LENGTH;
-        hc(c)->body_left = req->content_length;
-        uint64_t max = c->gen->cfg.max_body_size;
-        if (max != 0 && req->content_length > max)
-            status = 413;
-    } else if (req->framing == HTTP_BODY_CHUNKED) {
-        body_start(c);
-        hc(c)->body_mode = REQ_BODY_CHUNKED;
-        http_chunked_init(&hc(c)->chunked);
-    }
-    bool body_error = status != 0; /* framing errors close the connection; others do not */
 
     char path[REQUEST_PATH_MAX], id[VARS_REQUEST_ID_SIZE];
     struct request r;
@@ -395,6 +383,22 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     r.start_us = t0_us;
     r.conn_requests = hc(c)->requests;
     r.request_length = head_len + (req->framing == HTTP_BODY_LENGTH ? req->content_length : 0);
+    hc(c)->limits = &r.level->limits; /* the block that answers: its location's */
+    resp.keep_alive = keep_alive_allowed(c, req);
+
+    int status = 0;
+    if (req->framing == HTTP_BODY_LENGTH && req->content_length > 0) {
+        body_start(c);
+        hc(c)->body_mode = REQ_BODY_LENGTH;
+        hc(c)->body_left = req->content_length;
+        if (r.body_max != 0 && req->content_length > r.body_max)
+            status = 413;
+    } else if (req->framing == HTTP_BODY_CHUNKED) {
+        body_start(c);
+        hc(c)->body_mode = REQ_BODY_CHUNKED;
+        http_chunked_init(&hc(c)->chunked);
+    }
+    bool body_error = status != 0; /* framing errors close the connection; others do not */
     status = status ? status : routed;
     bool wants_body = !status && hc(c)->body_mode != REQ_BODY_NONE && r.mount &&
                       r.mount->wants_body;
@@ -451,10 +455,10 @@ static void serve_collected(struct conn *c)
     int rc = http_parse_request(k->data, k->head_len, &c->gen->limits, &req);
     resp_init(&resp);
     resp.head_only = req.method == HTTP_METHOD_HEAD;
-    resp.keep_alive = rc > 0 && keep_alive_allowed(c, &req);
     char path[REQUEST_PATH_MAX], id[VARS_REQUEST_ID_SIZE];
     struct request r;
     int status = rc > 0 ? route(c, &req, &r, path, id, now_s) : 500;
+    resp.keep_alive = rc > 0 && keep_alive_allowed(c, &req); /* the same block as before */
     r.start_us = t0_us;
     r.conn_requests = hc(c)->requests;
     r.request_length = k->head_len + k->body_len;
@@ -581,7 +585,7 @@ static void park_reading(struct conn *c, const char *p, size_t n, bool head_star
     } else if (hc(c)->requests == 0) {
         conn_wait(c, CONN_NEW, EPOLLIN, atomic_load(&c->deadline_ms));
     } else {
-        conn_wait(c, CONN_IDLE, EPOLLIN, now + cfg->keepalive_timeout_ms);
+        conn_wait(c, CONN_IDLE, EPOLLIN, now + hc(c)->limits->keepalive_timeout_ms);
     }
 }
 
@@ -593,6 +597,7 @@ static void renew_generation(struct conn *c)
         return;
     struct generation *old = c->gen;
     c->gen = generation_acquire(cur);
+    hc(c)->limits = module_chain_default_limits(&c->gen->chain, c->local); /* old's go */
     generation_release(old);
 }
 
@@ -768,7 +773,7 @@ static void http_conn_event(struct lf_handle *h, uint32_t events)
         }
         if (r == SEND_PARKED) {
             conn_wait(c, CONN_SEND, EPOLLOUT,
-                      clock_now_ms() + c->gen->cfg.send_timeout_ms);
+                      clock_now_ms() + hc(c)->limits->send_timeout_ms);
             return;
         }
         if (hc(c)->source) { /* a part of a late response went out: its source goes on */
@@ -824,6 +829,7 @@ struct conn *http_conn_open(struct http_service *svc, struct lf_group *group,
     hc(c)->home = &svc->pool;
     generation_hold(gen);
     c->gen = gen;
+    hc(c)->limits = module_chain_default_limits(&gen->chain, local);
     void *ssl;
     int tls = tls_accept(gen->tls, local, &ssl);
     if (tls < 0) {

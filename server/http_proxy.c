@@ -708,7 +708,7 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
     } else {
         resp.chunked = px->src.chunked = true;
     }
-    resp.keep_alive_header_s = px->src.c->gen->cfg.keepalive_header_s;
+    resp.keep_alive_header_s = hc(px->src.c)->limits->keepalive_header_s;
     resp_finish(&resp, px->src.http10);
     px->src.head_sent = true;
     px->phase = resp.status == 101 ? PHASE_TUNNEL : PHASE_BODY;

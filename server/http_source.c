@@ -151,7 +151,7 @@ bool http_send(struct conn *c, struct response *resp, const char *rest, size_t r
             return false;
         }
         c->close_after_send = !resp->keep_alive;
-        conn_wait(c, CONN_SEND, EPOLLOUT, clock_now_ms() + c->gen->cfg.send_timeout_ms);
+        conn_wait(c, CONN_SEND, EPOLLOUT, clock_now_ms() + hc(c)->limits->send_timeout_ms);
         return false;
     }
     if (resp->keep_alive)
@@ -438,7 +438,7 @@ enum send_result http_source_send(struct http_source *s, struct response *resp)
     enum send_result r = http_send_response(c, resp, true);
     if (r == SEND_PARKED) {
         c->close_after_send = false;
-        conn_wait(c, CONN_SEND, EPOLLOUT, clock_now_ms() + c->gen->cfg.send_timeout_ms);
+        conn_wait(c, CONN_SEND, EPOLLOUT, clock_now_ms() + hc(c)->limits->send_timeout_ms);
     }
     return r;
 }

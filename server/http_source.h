@@ -98,6 +98,11 @@ struct http_conn {
     struct http_collect *collect; /* a request body being read for a handler, or NULL */
     struct http_source *source;   /* a response that outlives its event, or NULL */
     struct conn_pool *home;       /* the class chosen at accept: requests no rule claims */
+    /* The settings of the block that answers the request (nginx's: its location's), from
+     * the moment it is routed until the next one is; before the first, and once a reload
+     * has moved the connection to a new generation, the default server's of the address.
+     * They belong to c.gen's levels. */
+    const struct config_limits *limits;
 };
 
 static_assert(sizeof(struct http_conn) <= 256, "an idle connection should stay small");

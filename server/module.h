@@ -110,6 +110,9 @@ struct request {
      * answer with, a try_files =CODE, the running server and the chain. */
     const struct module_level *level;
     const struct module_level *first_level;
+    /* The smallest client_max_body_size of the blocks the location searches found (nginx
+     * checks a Content-Length against each); 0: no limit. */
+    uint64_t body_max;
     int return_status;
     const struct vars_value *return_text;
     bool return_args; /* a rewrite's redirect: the request's arguments follow its URL */

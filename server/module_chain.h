@@ -81,6 +81,12 @@ void module_chain_filter(const struct module_chain *c, const struct request *req
 unsigned module_chain_class(const struct module_chain *c, const struct sockaddr *local,
                             struct http_slice host, const char *path, size_t len);
 
+/* The connection settings (client_max_body_size, keepalive_timeout...) of a connection to
+ * `local` before its first request is placed: those of the default server of its address,
+ * as nginx's, or the top level's. */
+const struct config_limits *module_chain_default_limits(const struct module_chain *c,
+                                                        const struct sockaddr *local);
+
 /* Build the sites and each block's settings, after the modules' init
  * (module_level.c). Returns
  * 0, or -1 with the messages in err. */

@@ -3,9 +3,10 @@
  * Built once per generation, after the modules' init, from the statement tree: the sites
  * (site.h) say which blocks there are; each block gets a struct module_level holding the
  * core's settings (root or alias, index, try_files, return, error_page, a location's
- * handler) and each module's own (its block hook). Inheritance is nginx's: a block that
- * does not set root, index or error_page has its outer block's; try_files and return
- * belong to the block that says them. Read-only afterwards, shared by every thread.
+ * handler, the connection settings of struct config_limits) and each module's own (its
+ * block hook). Inheritance is nginx's: a block that does not set root, index, error_page
+ * or a connection setting has its outer block's; try_files and return belong to the block
+ * that says them. Read-only afterwards, shared by every thread.
  */
 #include "module_level.h"
 
@@ -266,6 +267,45 @@ static const struct level_root *alias_root(struct level_build *b, struct module_
     return open_root(b, dir, alias->line, "alias", true);
 }
 
+/* The value of statement n, a size, duration or count, into field: parsed and bounded by
+ * its line of the core's table, and reported with its file and line. */
+static int read_number(struct level_build *b, unsigned context, const struct conf_node *n,
+                       void *field, size_t size)
+{
+    struct conf_directive line = *conf_table_find(config_core_directives(), n->name, context);
+    line.set = NULL;
+    line.offset = 0;
+    line.size = size;
+    return conf_apply(&b->r, &line, n, field);
+}
+
+/* client_max_body_size, client_body_timeout, keepalive_timeout, keepalive_requests and
+ * send_timeout: what the block sets, else the outer block's (nginx's merge). */
+static int read_limits(struct level_build *b, struct module_level *l,
+                       const struct module_level *outer, const struct conf_node *first)
+{
+    struct config_limits *m = &l->limits;
+    *m = outer->limits;
+    int rc = 0;
+    const struct conf_node *n;
+    char msg[256];
+    if ((n = find(first, l->context, CONFIG_ID_CLIENT_MAX_BODY_SIZE)))
+        rc |= read_number(b, l->context, n, &m->max_body_size, sizeof(m->max_body_size));
+    if ((n = find(first, l->context, CONFIG_ID_CLIENT_BODY_TIMEOUT)))
+        rc |= read_number(b, l->context, n, &m->client_body_timeout_ms,
+                          sizeof(m->client_body_timeout_ms));
+    if ((n = find(first, l->context, CONFIG_ID_KEEPALIVE_REQUESTS)))
+        rc |= read_number(b, l->context, n, &m->keepalive_requests,
+                          sizeof(m->keepalive_requests));
+    if ((n = find(first, l->context, CONFIG_ID_SEND_TIMEOUT)))
+        rc |= read_number(b, l->context, n, &m->send_timeout_ms, sizeof(m->send_timeout_ms));
+    if ((n = find(first, l->context, CONFIG_ID_KEEPALIVE_TIMEOUT)) &&
+        config_parse_keepalive(n, &m->keepalive_timeout_ms, &m->keepalive_header_s, msg,
+                               sizeof(msg)) < 0)
+        rc |= conf_error(&b->r, n->line, "keepalive_timeout: %s", msg);
+    return rc;
+}
+
 static int read_core(struct level_build *b, struct module_level *l,
                      const struct module_level *outer, const struct site_location *loc,
                      const struct conf_node *first, char (*index_room)[256])
@@ -327,6 +367,7 @@ static int read_core(struct level_build *b, struct module_level *l,
             rc |= conf_error(&b->r, n->line, "class: no class \"%s\" is defined",
                              n->args[0]);
     }
+    rc |= read_limits(b, l, outer, first);
     rc |= read_error_pages(b, l, first);
     if (!l->error_pages) {
         l->error_pages = outer->error_pages;
@@ -387,6 +428,14 @@ static int build_top(struct level_build *b, struct module_level *l, char *err, s
     l->index = b->cfg->index;
     l->n_index = b->cfg->n_index;
     l->relative_redirect = !b->cfg->absolute_redirect;
+    l->limits = (struct config_limits){
+        .max_body_size = b->cfg->max_body_size,
+        .client_body_timeout_ms = b->cfg->client_body_timeout_ms,
+        .keepalive_timeout_ms = b->cfg->keepalive_timeout_ms,
+        .keepalive_header_s = b->cfg->keepalive_header_s,
+        .keepalive_requests = b->cfg->keepalive_requests,
+        .send_timeout_ms = b->cfg->send_timeout_ms,
+    };
     int rc = l->root ? 0 : -1;
     rc |= read_error_pages(b, l, b->cfg->tree);
     rc |= read_modules(b, l, NULL, NULL, b->cfg->tree, NULL, err, len);

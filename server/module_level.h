@@ -1,8 +1,9 @@
 /* module_level.h — the settings of each block (the top level, every server, every
  * location): the core's own (root or alias, index, try_files, return, error_page, a
- * location's handler) and each module's, as its block hook made them. Built once per
- * generation by module_level.c, read by module_route.c. No module includes this: a module
- * reads its own settings with module_settings() and the index names with
+ * location's handler, client_max_body_size and the connection's timeouts) and each
+ * module's, as its block hook made them. Built once per generation by module_level.c, read
+ * by module_route.c and, for the connection settings, http_conn.c. No module includes
+ * this: a module reads its own settings with module_settings() and the index names with
  * module_index_name() (module.h).
  */
 #ifndef LFHTTPD_MODULE_LEVEL_H
@@ -60,6 +61,8 @@ struct module_level {
     bool internal; /* `internal`: only internal redirects reach the location */
     const struct module_level *outer; /* a location's enclosing block: server or location */
     unsigned class_index; /* `class NAME;`: 1 + its place in cfg->classes; 0: not said */
+    /* client_max_body_size, keepalive_timeout...: each inherited unless the block sets it */
+    struct config_limits limits;
     void *conf[MODULE_CHAIN_MAX];     /* each module's block settings */
 };
 

@@ -397,6 +397,16 @@ static bool slash_redirect(struct request *req, const struct site_server *s,
     return true;
 }
 
+/* A location search found l: a Content-Length must fit its client_max_body_size too. The
+ * server's `return` or rewrite answers before any search, and a named location is reached
+ * without one, so neither counts (nginx's find-config phase). */
+static void note_body_limit(struct request *req, const struct module_level *l)
+{
+    uint64_t max = l->limits.max_body_size;
+    if (max != 0 && (req->body_max == 0 || max < req->body_max))
+        req->body_max = max;
+}
+
 /* Find the location for the request's path (or take `named`), apply its `return` and
  * `try_files`; loop on internal redirects. Returns 0 (req->level set), or a status. */
 static int place(const struct module_chain *c, struct request *req,
@@ -413,6 +423,8 @@ static int place(const struct module_chain *c, struct request *req,
         use_level(req, l);
         if (!req->first_level)
             req->first_level = l;
+        if (searched)
+            note_body_limit(req, l);
         if (searched && slash_redirect(req, s, loc))
             return 0;
         if (l->internal && hops == 0 && !req->internal) { /* named by the request itself */
@@ -496,6 +508,7 @@ static int route_from(const struct module_chain *c, struct request *req,
     } else if (!req->site) {
         use_level(req, &c->levels[0]);
         req->first_level = req->level;
+        note_body_limit(req, req->level);
     } else if (req->site->level->return_status && !named) {
         use_level(req, req->site->level); /* the server's `return`: before any location */
         req->first_level = req->level;
@@ -522,6 +535,17 @@ unsigned module_chain_class(const struct module_chain *c, const struct sockaddr 
         return 0;
     const struct site_location *loc = site_location_for(s, path, len);
     return loc ? loc->level->class_index : s->level->class_index;
+}
+
+const struct config_limits *module_chain_default_limits(const struct module_chain *c,
+                                                        const struct sockaddr *local)
+{
+    const struct site_addr *a = c->sites ? site_addr_for(c->sites, local) : NULL;
+    if (!a && c->sites && c->sites->n_addrs)
+        a = &c->sites->addrs[0];
+    if (!a || !a->n_servers)
+        return &c->levels[0].limits;
+    return &(a->default_server ? a->default_server : a->servers[0])->level->limits;
 }
 
 int module_chain_route(const struct module_chain *c, struct request *req)

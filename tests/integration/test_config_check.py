@@ -300,8 +300,7 @@ def test_class_max_connections_503_is_the_same_answer(start_server, docroot):
 
 # ---------------------------------------------------------------- nginx's per-block settings
 
-PER_BLOCK = ["client_max_body_size 10m", "keepalive_timeout 65", "keepalive_timeout 65 60",
-             "send_timeout 10s", "gzip on", "gzip_types text/css", "gzip_min_length 100",
+PER_BLOCK = ["gzip on", "gzip_types text/css", "gzip_min_length 100",
              "gzip_comp_level 5", "gzip_static on", "types { text/x-foo foo; }"]
 
 
@@ -317,6 +316,44 @@ def test_nginx_per_block_setting_in_a_site_passes_with_a_notice_that_the_top_lev
     assert r.returncode == 0, r.stderr
     assert (f"notice: {conf}:{line}: {name}: accepted, not used: " in r.stderr and
             "the top level's value holds" in r.stderr), r.stderr
+
+
+BLOCK_LIMITS = ["client_max_body_size 10m", "client_max_body_size 0", "keepalive_timeout 65",
+                "keepalive_timeout 65 60", "keepalive_timeout 0", "keepalive_requests 2",
+                "send_timeout 10s", "client_body_timeout 5s"]
+
+
+@pytest.mark.parametrize("block", ["server", "location"])
+@pytest.mark.parametrize("statement", BLOCK_LIMITS)
+def test_nginx_connection_setting_in_a_site_passes_without_a_notice(tmp_path, block,
+                                                                   statement):
+    body = f"{statement};" if block == "server" else f"location / {{\n{statement};\n}}"
+    r, conf = check(tmp_path, f"server {{\n{body}\n}}\n")
+    assert r.returncode == 0, r.stderr
+    assert "notice" not in r.stderr, r.stderr
+
+
+def test_client_header_timeout_in_a_server_passes_with_a_notice_that_the_top_levels_holds(
+        tmp_path):
+    r, conf = check(tmp_path, "client_header_timeout 5s;\n"
+                              "server {\nclient_header_timeout 2s;\n}\n")
+    assert r.returncode == 0, r.stderr
+    assert (f"notice: {conf}:5: client_header_timeout: accepted, not used: " in r.stderr and
+            "the top level's `header_timeout` holds" in r.stderr), r.stderr
+
+
+@pytest.mark.parametrize("statement, says", [
+    ("client_max_body_size 10q", 'client_max_body_size: invalid size "10q"'),
+    ("send_timeout soon", 'send_timeout: invalid duration "soon"'),
+    ("client_body_timeout 0", 'client_body_timeout: invalid duration "0"'),
+    ("keepalive_requests many", 'keepalive_requests: invalid number "many"'),
+    ("keepalive_timeout 65 later", 'keepalive_timeout: invalid duration "later"'),
+])
+def test_invalid_connection_setting_in_a_location_is_refused_with_its_line(tmp_path,
+                                                                          statement, says):
+    r, conf = check(tmp_path, f"server {{\nlocation / {{\n{statement};\n}}\n}}\n")
+    assert r.returncode == 1, r.stderr
+    assert f"{conf}:5: {says}" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("statement", ["gzip_vary on", "gzip_proxied any",
