@@ -133,6 +133,17 @@ static bool file_exists(const struct module_chain *c, const struct request *req,
 
 /* A path made by expanding a value: absolute, without dot segments or NUL bytes (a
  * variable could bring them), so that it names what it seems to. */
+/* Runs of '/' in p[0..n) made one, in place; returns the new length (p NUL-terminated). */
+static size_t merge_slashes(char *p, size_t n)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != '/' || w == 0 || p[w - 1] != '/')
+            p[w++] = p[i];
+    p[w] = '\0';
+    return w;
+}
+
 static bool clean_path(const char *p, size_t n)
 {
     if (n == 0 || p[0] != '/' || memchr(p, '\0', n))
@@ -245,6 +256,8 @@ static enum try_result try_files(const struct module_chain *c, struct request *r
             continue;
         bool dir = l->try_dir[i]; /* written with a trailing '/', which was taken off */
         buf[n] = '\0';
+        n = (long)merge_slashes(buf, (size_t)n); /* `$uri/index.html` of "/" (nginx's file
+                                                    system takes "//" as "/") */
         if (!clean_path(buf, (size_t)n))
             continue;
         /* The candidate's file, beneath the root or the alias, as the handler will open it. */

@@ -271,3 +271,33 @@ def test_proxy_pass_request_headers_on_is_accepted(tmp_path):
 }
 """)
     assert r.returncode == 0, r.stderr
+
+
+# ---------------------------------------------------------------- try_files
+
+
+def test_try_files_uri_slash_index_html_finds_the_root_index_as_nginx(tmp_path):
+    """Rails' `try_files $uri/index.html $uri @app;`: for "/" the candidate is
+    "//index.html", which nginx's file system finds."""
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "index.html").write_text("root index\n")
+    text = f"""
+server {{
+    listen 127.0.0.1:{{port0}};
+    root {root};
+    try_files $uri/index.html =404;
+}}
+"""
+    n = Nginx(tmp_path / "nginx", None, text, http=True)
+    try:
+        want = get(n.port, "/")[:2]
+    finally:
+        n.stop()
+    s = lfhttpd(tmp_path, text)
+    try:
+        got = get(s.port, "/")[:2]
+    finally:
+        s.stop()
+    assert want == (200, b"root index\n")
+    assert got == want
