@@ -301,3 +301,77 @@ server {{
         s.stop()
     assert want == (200, b"root index\n")
     assert got == want
+
+
+# ---------------------------------------------------------------- server_tokens per block
+
+
+def server_versions(port, paths):
+    """For each path, whether the Server field names a version ("name/1.2")."""
+    out = []
+    for p in paths:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=scaled(10))
+        c.request("GET", p, headers={"Host": "site.test"})
+        r = c.getresponse()
+        r.read()
+        out.append("/" in (r.getheader("Server") or ""))
+        c.close()
+    return out
+
+
+SERVER_TOKENS = """
+server {
+    listen 127.0.0.1:{port0};
+    server_tokens off;
+    location / { return 200 "quiet\\n"; }
+    location /loud/ { server_tokens on; return 200 "loud\\n"; }
+    location /missing/ { return 404; }
+    location /added/ { add_header X-A 1; return 200 "added\n"; }
+}
+"""
+
+
+def test_server_tokens_off_in_a_server_hides_the_version_as_nginx(tmp_path):
+    paths = ["/", "/missing/x"]
+    n = Nginx(tmp_path / "nginx", None, SERVER_TOKENS, http=True)
+    try:
+        want = server_versions(n.port, paths)
+    finally:
+        n.stop()
+    s = lfhttpd(tmp_path, SERVER_TOKENS)
+    try:
+        got = server_versions(s.port, paths)
+    finally:
+        s.stop()
+    assert want == [False, False]
+    assert got == want
+
+
+def test_server_tokens_on_in_a_location_shows_the_version_as_nginx(tmp_path):
+    n = Nginx(tmp_path / "nginx", None, SERVER_TOKENS, http=True)
+    try:
+        want = server_versions(n.port, ["/loud/"])
+    finally:
+        n.stop()
+    s = lfhttpd(tmp_path, SERVER_TOKENS)
+    try:
+        got = server_versions(s.port, ["/loud/"])
+    finally:
+        s.stop()
+    assert want == [True]
+    assert got == want
+
+
+def test_server_tokens_off_holds_in_a_location_with_headers_of_its_own_as_nginx(tmp_path):
+    n = Nginx(tmp_path / "nginx", None, SERVER_TOKENS, http=True)
+    try:
+        want = server_versions(n.port, ["/added/"])
+    finally:
+        n.stop()
+    s = lfhttpd(tmp_path, SERVER_TOKENS)
+    try:
+        got = server_versions(s.port, ["/added/"])
+    finally:
+        s.stop()
+    assert want == [False]
+    assert got == want
