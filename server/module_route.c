@@ -131,8 +131,6 @@ static bool file_exists(const struct module_chain *c, const struct request *req,
     return ok;
 }
 
-/* A path made by expanding a value: absolute, without dot segments or NUL bytes (a
- * variable could bring them), so that it names what it seems to. */
 /* Runs of '/' in p[0..n) made one, in place; returns the new length (p NUL-terminated). */
 static size_t merge_slashes(char *p, size_t n)
 {
@@ -144,6 +142,8 @@ static size_t merge_slashes(char *p, size_t n)
     return w;
 }
 
+/* A path made by expanding a value: absolute, without dot segments or NUL bytes (a
+ * variable could bring them), so that it names what it seems to. */
 static bool clean_path(const char *p, size_t n)
 {
     if (n == 0 || p[0] != '/' || memchr(p, '\0', n))
@@ -274,6 +274,8 @@ static enum try_result try_files(const struct module_chain *c, struct request *r
         if (!same && !set_path(req, buf, (size_t)n))
             return TRY_FAILED;
         use_level(req, l);
+        if (l->alias && !alias_file(req)) /* the file the probe found, beneath the alias */
+            return TRY_FAILED;
         return TRY_FOUND;
     }
     long n = vars_expand(l->try_files[l->n_try - 1], &src, buf, sizeof(buf) - 1);

@@ -375,3 +375,43 @@ def test_server_tokens_off_holds_in_a_location_with_headers_of_its_own_as_nginx(
         s.stop()
     assert want == [False]
     assert got == want
+
+
+ALIAS_TRY = """
+server {
+    listen 127.0.0.1:{port0};
+    root ROOT;
+    location /util/ { alias ROOT/util/; try_files $uri /util/spa.js; }
+}
+"""
+
+
+def alias_try_answers(tmp_path, paths):
+    root = tmp_path / "www"
+    (root / "util").mkdir(parents=True)
+    (root / "util" / "style.css").write_text("util style\n")
+    (root / "util" / "spa.js").write_text("util spa\n")
+    text = ALIAS_TRY.replace("ROOT", str(root))
+    n = Nginx(tmp_path / "nginx", None, text, http=True)
+    try:
+        want = [get(n.port, p)[:2] for p in paths]
+    finally:
+        n.stop()
+    s = lfhttpd(tmp_path, text)
+    try:
+        got = [get(s.port, p)[:2] for p in paths]
+    finally:
+        s.stop()
+    return want, got
+
+
+def test_try_files_uri_under_alias_serves_the_aliased_file_as_nginx(tmp_path):
+    want, got = alias_try_answers(tmp_path, ["/util/style.css"])
+    assert want == [(200, b"util style\n")]
+    assert got == want
+
+
+def test_try_files_fallback_under_alias_serves_the_aliased_file_as_nginx(tmp_path):
+    want, got = alias_try_answers(tmp_path, ["/util/missing.css"])
+    assert want == [(200, b"util spa\n")]
+    assert got == want
