@@ -465,7 +465,9 @@ static int place(const struct module_chain *c, struct request *req,
         case TRY_FAILED: return 500;
         }
     }
-    return 500; /* a redirect loop */
+    req->try_status = 500; /* a redirect loop: answered after access (nginx's try_files
+                              runs after its access phase) */
+    return 0;
 }
 
 /* The mount the path falls under, among the top-level ones (`handler PREFIX NAME;`): the

@@ -415,3 +415,38 @@ def test_try_files_fallback_under_alias_serves_the_aliased_file_as_nginx(tmp_pat
     want, got = alias_try_answers(tmp_path, ["/util/missing.css"])
     assert want == [(200, b"util spa\n")]
     assert got == want
+
+
+def test_try_files_redirect_cycle_under_basic_auth_asks_for_credentials_first_as_nginx(
+        tmp_path):
+    """nginx's access phase runs before try_files: without credentials a request whose
+    try_files would loop (`/404` back into the same location) is a 401, not the 500."""
+    root = tmp_path / "www"
+    root.mkdir()
+    hashed = subprocess.run(["openssl", "passwd", "-6", "-salt", "saltsalt", "secret"],
+                            check=True, capture_output=True, text=True).stdout.strip()
+    users = tmp_path / "htpasswd"
+    users.write_text(f"alice:{hashed}\n")
+    text = f"""
+server {{
+    listen 127.0.0.1:{{port0}};
+    root {root};
+    location / {{
+        auth_basic "Area";
+        auth_basic_user_file {users};
+        try_files $uri /404;
+    }}
+}}
+"""
+    n = Nginx(tmp_path / "nginx", None, text, http=True)
+    try:
+        want = get(n.port, "/missing")[0]
+    finally:
+        n.stop()
+    s = lfhttpd(tmp_path, text)
+    try:
+        got = get(s.port, "/missing")[0]
+    finally:
+        s.stop()
+    assert want == 401
+    assert got == want
