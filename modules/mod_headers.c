@@ -50,6 +50,8 @@ void headers_conf_merge(struct headers_conf *inner, const struct headers_conf *o
         inner->expires = outer->expires;
         inner->expires_s = outer->expires_s;
     }
+    if (inner->server_tokens < 0)
+        inner->server_tokens = outer->server_tokens;
 }
 
 void headers_conf_free(struct headers_conf *c)
@@ -153,6 +155,18 @@ static int set_add_header(void *base, const struct conf_node *n, void *ctx, char
     return 0;
 }
 
+/* `server_tokens on|off;` in a server or location (the top level's is the process's). */
+static int set_server_tokens(void *base, const struct conf_node *n, void *ctx, char *msg,
+                             size_t len)
+{
+    (void)ctx;
+    struct headers_conf *c = base;
+    if (strcmp(n->args[0], "on") != 0 && strcmp(n->args[0], "off") != 0)
+        return snprintf(msg, len, "expected \"on\" or \"off\", not \"%s\"", n->args[0]), -1;
+    c->server_tokens = strcmp(n->args[0], "on") == 0;
+    return 0;
+}
+
 /* `expires TIME|epoch|max|off;` */
 static int set_expires(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
@@ -182,6 +196,12 @@ static const struct conf_directive headers_directives[] = {
         "`Last-Modified` replace the response's own (an empty value removes it), as in "
         "nginx. A block with any `add_header` has exactly its own list (an outer list is "
         "never joined)."},
+    {"server_tokens", CONF_LIST, CONF_SERVER | CONF_LOCATION, CONF_ONCE, .min_args = 1,
+     .max_args = 1, .set = set_server_tokens, .usage = "on|off",
+     .dflt = "(the top level's)",
+     .doc = "`off`: this block's answers, errors included, say `Server: lfhttpd` without the "
+        "version (nginx's `server_tokens` per block); `on` under a top-level `off` leaves "
+        "`Server: lfhttpd`. An upstream's `Server` passed by `proxy_pass_header` is kept."},
     {"expires", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, CONF_ONCE, .min_args = 1, .max_args = 1,
      .set = set_expires, .usage = "TIME|epoch|max|off",
      .dflt = "off",
@@ -242,9 +262,20 @@ static void add_one(const struct headers_add *a, const struct vars_source *src,
         resp_header(resp, a->name, value);
 }
 
+/* A block's `server_tokens off`: the Server line without the version, unless it is an
+ * upstream's (proxy_pass_header Server). */
+static void server_tokens_apply(const struct headers_conf *c, struct response *resp)
+{
+    size_t len;
+    const char *v = resp_header_get(resp, "Server", &len);
+    if (c->server_tokens == 0 && v && len > 8 && strncmp(v, "lfhttpd/", 8) == 0)
+        resp_header_set(resp, "Server", "lfhttpd");
+}
+
 void headers_apply(const struct headers_conf *c, const struct vars_source *src, int64_t now_s,
                    struct response *resp)
 {
+    server_tokens_apply(c, resp);
     bool safe = safe_status(resp_status(resp));
     if (safe && c->expires != HEADERS_EXPIRES_UNSET && c->expires != HEADERS_EXPIRES_OFF)
         set_expiry(c, now_s, resp);
@@ -264,7 +295,7 @@ static void headers_filter(void *state, const struct request *req, struct respon
     const struct headers_module *m = state;
     const struct headers_conf *c = module_settings(req, m->index);
     if (!c || (resp_is_stream(resp) && !resp_is_upstream_head(resp)) ||
-        (c->n_adds == 0 && c->expires <= HEADERS_EXPIRES_OFF))
+        (c->n_adds == 0 && c->expires <= HEADERS_EXPIRES_OFF && c->server_tokens != 0))
         return;
     struct vars_source src;
     module_vars_source(req, &src);
@@ -298,6 +329,7 @@ static void *headers_block(void *state, const struct module_block *b)
         module_error(b->mi, NULL, "out of memory");
         return NULL;
     }
+    c->server_tokens = -1;
     if (module_block_read(b, c) < 0) {
         headers_conf_free(c);
         free(c);

@@ -45,6 +45,7 @@ struct headers_conf {
     bool adds_owned;
     enum headers_expires expires;
     int64_t expires_s; /* HEADERS_EXPIRES_TIME: seconds from now, may be negative */
+    int8_t server_tokens; /* a server's or location's `server_tokens`: -1 unset, 0 off, 1 on */
 };
 
 /* Inherit from outer what inner does not set (see the top of this file). */

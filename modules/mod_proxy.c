@@ -288,6 +288,22 @@ static int set_accepted(void *base, const struct conf_node *n, void *ctx, char *
     return 0;
 }
 
+/* nginx's directives whose default is the only behaviour there is: that value is
+ * accepted (it is what happens), any other refused. */
+static int set_default_only(void *base, const struct conf_node *n, void *ctx, char *msg,
+                            size_t len)
+{
+    (void)base;
+    (void)ctx;
+    const char *only = strcmp(n->name, "proxy_store") == 0 ? "off" : "on";
+    if (strcmp(n->args[0], only) == 0)
+        return 0;
+    return snprintf(msg, len, "only \"%s\" (%s)", only,
+                    strcmp(only, "off") == 0 ? "answers are never stored to files here"
+                                             : "the client's header fields always go "
+                                               "upstream here"), -1;
+}
+
 #define LOC CONF_TOP | CONF_SERVER | CONF_LOCATION
 static const struct conf_directive proxy_directives[] = {
     {"upstream", CONF_BLOCK, CONF_TOP, CONF_REPEATS, .min_args = 1, .max_args = 1,
@@ -299,11 +315,13 @@ static const struct conf_directive proxy_directives[] = {
         "each request has a connection of its own and says `Connection: close`), "
         "`least_conn;` (default: smooth weighted round-robin). A server that failed "
         "`max_fails` times (default 1) within `fail_timeout` (10s) is out for "
-        "`fail_timeout`; a set of one server never is; backups serve when every other server "
+        "`fail_timeout`; a set of one server never is, nor one with `fail_timeout=0` (nginx "
+        "keeps that one out for under a second); backups serve when every other server "
         "is out; all out: 502 at once."},
     {"proxy_pass", CONF_LIST, CONF_LOCATION, .min_args = 1, .max_args = 1, .set = set_pass,
-     .usage = "http://UPSTREAM[/URI]",
-     .doc = "Answers the location from an upstream: NAME an `upstream` or HOST[:PORT]. Without a "
+     .usage = "http://UPSTREAM[/URI] | http://unix:PATH[:URI]",
+     .doc = "Answers the location from an upstream: NAME an `upstream`, HOST[:PORT], or "
+        "`unix:PATH` a socket (its URI after a colon; `Host: localhost`, as nginx's). Without a "
         "URI the target goes as the client sent it; with one, the location's prefix is "
         "replaced by it. HTTP/1.1 only; no variables."},
     {"proxy_set_header", CONF_LIST, LOC, CONF_REPEATS, .min_args = 2, .max_args = 2,
@@ -359,6 +377,13 @@ static const struct conf_directive proxy_directives[] = {
      .usage = "on|off",
      .doc = "Accepted for nginx's configurations: answers stream to the client, never buffered "
         "beyond 16 KiB (as nginx's `proxy_buffering off`)."},
+    {"proxy_pass_request_headers", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
+     .set = set_default_only, .usage = "on", .dflt = "on",
+     .doc = "The client's header fields go upstream (nginx's default); `off` is refused."},
+    {"proxy_store", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_default_only,
+     .usage = "off", .dflt = "off",
+     .doc = "Answers are never saved to files (nginx's default); any other value is "
+        "refused."},
     {"proxy_request_buffering", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
      .set = set_accepted, .usage = "on|off",
      .doc = "Accepted for nginx's configurations: request bodies are read whole first (as "
@@ -385,8 +410,17 @@ static int resolve_pass(struct proxy_state *st, struct proxy_conf *c, const stru
                         const struct conf_node *where)
 {
     const char *url = c->pass_line_text + 7;
-    const char *slash = strchr(url, '/');
-    size_t host_len = slash ? (size_t)(slash - url) : strlen(url);
+    /* http://unix:PATH[:URI] (nginx's form): the path ends at the next ':' */
+    bool on_unix = strncmp(url, "unix:", 5) == 0;
+    const char *end_of_path = on_unix ? strchr(url + 5, ':') : NULL;
+    const char *slash = on_unix ? (end_of_path && end_of_path[1] ? end_of_path + 1 : NULL)
+                                : strchr(url, '/');
+    size_t host_len = on_unix ? (end_of_path ? (size_t)(end_of_path - url) : strlen(url))
+                      : slash ? (size_t)(slash - url)
+                              : strlen(url);
+    if (on_unix && slash && *slash != '/')
+        return module_error(b->mi, where, "proxy_pass: the URI after the socket's path "
+                            "must start with \"/\" in \"%s\"", c->pass_line_text);
     if (host_len == 0 || host_len >= sizeof(c->proxy_host) - 1)
         return module_error(b->mi, where, "proxy_pass: no host in \"%s\"",
                             c->pass_line_text);
@@ -428,8 +462,12 @@ static int resolve_pass(struct proxy_state *st, struct proxy_conf *c, const stru
         u = c->implicit;
         if (st->n_implicit < MODULE_MOUNTS_MAX)
             st->implicit[st->n_implicit++] = u;
-        /* $proxy_host: HOST[:PORT], the port left out when it is 80 (nginx) */
-        if (host_len > 3 && strcmp(c->proxy_host + host_len - 3, ":80") == 0)
+        /* $proxy_host: HOST[:PORT], the port left out when it is 80 (nginx); a unix
+         * socket's is "localhost", as nginx's */
+        if (on_unix)
+            c->proxy_host_len = (size_t)snprintf(c->proxy_host, sizeof(c->proxy_host),
+                                                 "localhost");
+        else if (host_len > 3 && strcmp(c->proxy_host + host_len - 3, ":80") == 0)
             c->proxy_host[c->proxy_host_len -= 3] = '\0';
     }
     /* proxy_redirect default: nginx's `proxy_redirect URL /prefix/`, URL as written (with

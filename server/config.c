@@ -727,9 +727,10 @@ static int check_site_listen(void *base, const struct conf_node *n, void *ctx, c
     if (config_parse_listen(n->args[0], &l) < 0)
         return snprintf(msg, len, "invalid listen address \"%s\"", n->args[0]), -1;
     for (unsigned i = 1; i < n->n_args; i++)
-        if (strcmp(n->args[i], "default_server") != 0 && !config_listen_param(&l, n->args[i]))
+        if (strcmp(n->args[i], "default_server") != 0 && strcmp(n->args[i], "default") != 0 &&
+            strcmp(n->args[i], "http2") != 0 && !config_listen_param(&l, n->args[i]))
             return snprintf(msg, len, "unsupported parameter \"%s\" (only default_server, "
-                            "ssl and reuseport)", n->args[i]), -1;
+                            "ssl, reuseport and http2)", n->args[i]), -1;
     return 0;
 }
 
@@ -788,6 +789,23 @@ static int note_nginx_only(void *base, const struct conf_node *n, void *ctx, cha
     const struct conf_directive *d = conf_table_find(cr->table, n->name, cr->r->context);
     conf_notice(cr->r, n->line, "%s: accepted, not used: %s", n->name, d ? d->doc : "");
     return 0;
+}
+
+/* `charset`: lfhttpd's text types carry utf-8 always (nginx's `charset utf-8`). */
+static int set_charset(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    struct core_read *cr = ctx;
+    (void)base;
+    const char *v = n->args[0];
+    if (strcasecmp(v, "utf-8") == 0)
+        return 0;
+    if (strcmp(v, "off") == 0) {
+        conf_notice(cr->r, n->line, "charset off: accepted, not used: text types carry "
+                    "\"; charset=utf-8\" here always");
+        return 0;
+    }
+    return snprintf(msg, len, "\"%s\": only utf-8 (text types always carry "
+                    "\"; charset=utf-8\" here)", v), -1;
 }
 
 #define EVENTS CONF_EVENTS
@@ -893,12 +911,15 @@ static const struct conf_directive core_directives[] = {
     {"listen", CONF_STRING, CLASS, CONF_REPEATS, .set = set_class_listen, .usage = "ADDR:PORT",
      .doc = "Connections accepted here belong to the class; an address belongs to one "
             "class only."},
-    {"listen", CONF_LIST, SITE, CONF_REPEATS, .min_args = 1, .max_args = 4,
-     .set = check_site_listen, .usage = "ADDR:PORT [default_server] [ssl] [reuseport]",
+    {"listen", CONF_LIST, SITE, CONF_REPEATS, .min_args = 1, .max_args = 5,
+     .set = check_site_listen,
+     .usage = "ADDR:PORT [default_server] [ssl] [reuseport] [http2]",
      .dflt = "(the top level's, else 8080)",
-     .doc = "The addresses a server answers on; at most one `default_server` per address. "
-            "One server's `ssl` makes the address a TLS one for every server on it, and one "
-            "server's `reuseport` shares the address's socket with other processes."},
+     .doc = "The addresses a server answers on; at most one `default_server` (or nginx's "
+            "older `default`) per address. One server's `ssl` makes the address a TLS one "
+            "for every server on it, and one server's `reuseport` shares the address's "
+            "socket with other processes. `http2` is accepted with a notice at `-t`: HTTP/1.1 "
+            "is spoken, and TLS clients are offered `http/1.1` by ALPN."},
     {"root", CONF_PATH, TOP, CFG(root), .usage = "DIR", .dflt = "www", .doc = DOC_ROOT,
      .id = CONFIG_ID_ROOT},
     {"root", CONF_PATH, SITE | LOC, .set = conf_set_later, .usage = "DIR",
@@ -934,6 +955,10 @@ static const struct conf_directive core_directives[] = {
      .doc = "The cache of sessions resumed by ID (`shared`: about 4,000 sessions a "
             "megabyte). It is the address's: a server whose cache differs from its "
             "address's default server's has its sessions kept there, with a warning."},
+    {"ssl_dhparam", CONF_PATH, TOP | SITE, .set = conf_set_later, .usage = "FILE",
+     .dflt = "(none)",
+     .doc = "PEM DH parameters (`openssl dhparam`) for the `DHE` suites of an `ssl_ciphers` "
+            "list, as certbot's configurations name; without it those suites are not chosen."},
     {"ssl_ecdh_curve", CONF_STRING, TOP | SITE, .set = conf_set_later, .usage = "auto | CURVES",
      .dflt = "auto",
      .doc = "OpenSSL 3's default groups with `auto` (X25519, P-256, X448, P-521, P-384, "
@@ -1287,6 +1312,26 @@ static const struct conf_directive core_directives[] = {
             "or the head before `sendfile` with `MSG_MORE`); there is nothing to set."},
     {"tcp_nodelay", CONF_FLAG, TOP | SITE | LOC, .set = note_nginx_only,
      .doc = "lfhttpd always sets `TCP_NODELAY` (nginx's default `on`)."},
+    {"proxy_cache_bypass", CONF_LIST, TOP | SITE | LOC, .min_args = 1,
+     .max_args = CONFIG_MAX_ARGS, .set = note_nginx_only, .usage = "STRING...",
+     .doc = "There is no `proxy_cache` here: no answer is taken from a cache, so there is "
+            "none to bypass (as in nginx without `proxy_cache`)."},
+    {"proxy_no_cache", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
+     .set = note_nginx_only, .usage = "STRING...",
+     .doc = "There is no `proxy_cache` here: no answer is saved to a cache (as in nginx "
+            "without `proxy_cache`)."},
+    {"proxy_ssl_server_name", CONF_FLAG, TOP | SITE | LOC, .set = note_nginx_only,
+     .doc = "Upstreams are `http://` only here, so no TLS name is sent (nginx uses it for "
+            "`https://` upstreams alone)."},
+    {"autoindex_exact_size", CONF_FLAG, TOP | SITE | LOC, .set = note_nginx_only,
+     .doc = "The directory listing is lfhttpd's own: it shows sizes in bytes and rounded "
+            "(as `1.5K`) both."},
+    {"autoindex_localtime", CONF_FLAG, TOP | SITE | LOC, .set = note_nginx_only,
+     .doc = "The directory listing is lfhttpd's own: its times are in UTC, marked `Z` "
+            "(nginx's `autoindex_localtime off`)."},
+    {"charset", CONF_STRING, TOP | SITE | LOC, .set = set_charset, .usage = "utf-8|off",
+     .doc = "Text types always carry `; charset=utf-8` here (nginx's `charset utf-8`); "
+            "`utf-8` is accepted as that, `off` with a notice, other charsets are refused."},
     {"types_hash_max_size", CONF_STRING, TOP | SITE | LOC, .set = note_nginx_only,
      .usage = "SIZE", .doc = "The type table grows as it needs; there is nothing to size."},
     {"types_hash_bucket_size", CONF_STRING, TOP | SITE | LOC, .set = note_nginx_only,

@@ -131,6 +131,17 @@ static bool file_exists(const struct module_chain *c, const struct request *req,
     return ok;
 }
 
+/* Runs of '/' in p[0..n) made one, in place; returns the new length (p NUL-terminated). */
+static size_t merge_slashes(char *p, size_t n)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != '/' || w == 0 || p[w - 1] != '/')
+            p[w++] = p[i];
+    p[w] = '\0';
+    return w;
+}
+
 /* A path made by expanding a value: absolute, without dot segments or NUL bytes (a
  * variable could bring them), so that it names what it seems to. */
 static bool clean_path(const char *p, size_t n)
@@ -245,6 +256,8 @@ static enum try_result try_files(const struct module_chain *c, struct request *r
             continue;
         bool dir = l->try_dir[i]; /* written with a trailing '/', which was taken off */
         buf[n] = '\0';
+        n = (long)merge_slashes(buf, (size_t)n); /* `$uri/index.html` of "/" (nginx's file
+                                                    system takes "//" as "/") */
         if (!clean_path(buf, (size_t)n))
             continue;
         /* The candidate's file, beneath the root or the alias, as the handler will open it. */
@@ -261,6 +274,8 @@ static enum try_result try_files(const struct module_chain *c, struct request *r
         if (!same && !set_path(req, buf, (size_t)n))
             return TRY_FAILED;
         use_level(req, l);
+        if (l->alias && !alias_file(req)) /* the file the probe found, beneath the alias */
+            return TRY_FAILED;
         return TRY_FOUND;
     }
     long n = vars_expand(l->try_files[l->n_try - 1], &src, buf, sizeof(buf) - 1);
@@ -462,7 +477,9 @@ static int place(const struct module_chain *c, struct request *req,
         case TRY_FAILED: return 500;
         }
     }
-    return 500; /* a redirect loop */
+    req->try_status = 500; /* a redirect loop: answered after access (nginx's try_files
+                              runs after its access phase) */
+    return 0;
 }
 
 /* The mount the path falls under, among the top-level ones (`handler PREFIX NAME;`): the

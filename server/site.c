@@ -314,11 +314,14 @@ static int parse_site_listen(const struct conf_node *n, struct site_listen *out,
     if (config_parse_listen(n->args[0], &out->addr) < 0)
         return conf_error(r, n->line, "listen: invalid address \"%s\"", n->args[0]);
     for (unsigned i = 1; i < n->n_args; i++) {
-        if (strcmp(n->args[i], "default_server") == 0)
-            out->is_default = true;
+        if (strcmp(n->args[i], "default_server") == 0 || strcmp(n->args[i], "default") == 0)
+            out->is_default = true; /* `default`: nginx's older name of it */
+        else if (strcmp(n->args[i], "http2") == 0)
+            conf_notice(r, n->line, "listen: http2: accepted, not used: lfhttpd speaks "
+                        "HTTP/1.1 only; TLS clients are offered http/1.1 by ALPN and use it");
         else if (!config_listen_param(&out->addr, n->args[i]))
             return conf_error(r, n->line, "listen: unsupported parameter \"%s\" (only "
-                              "default_server, ssl and reuseport)", n->args[i]);
+                              "default_server, ssl, reuseport and http2)", n->args[i]);
     }
     return 0;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <openssl/core_names.h>
+#include <openssl/decoder.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -32,6 +33,7 @@ struct tls_conf {
     const struct conf_node *cert[TLS_MAX_CERTS], *key[TLS_MAX_CERTS];
     unsigned n_cert, n_key;
     const struct conf_node *protocols, *ciphers, *prefer, *timeout, *tickets, *cache, *curve;
+    const struct conf_node *dhparam; /* ssl_dhparam FILE: the DHE ciphers' group */
 };
 
 struct tls_set {
@@ -334,6 +336,8 @@ static void read_conf(const struct conf_node *first, struct tls_conf *c)
             c->cache = n;
         } else if (strcmp(d, "ecdh_curve") == 0) {
             c->curve = n;
+        } else if (strcmp(d, "dhparam") == 0) {
+            c->dhparam = n;
         }
     }
 }
@@ -476,6 +480,29 @@ static void set_sid_ctx(SSL_CTX *ctx, const struct tls_conf *c, const struct sit
     SSL_CTX_set_session_id_context(ctx, sid, sizeof(sid));
 }
 
+/* ssl_dhparam FILE: the PEM DH parameters (`openssl dhparam`) the DHE cipher suites of
+ * TLS 1.2 use, as nginx's; without it those suites are never chosen (no group). */
+static int set_dhparam(struct build *b, SSL_CTX *ctx, const struct conf_node *n)
+{
+    char why[256];
+    FILE *f = fopen(n->args[0], "r");
+    if (!f)
+        return conf_error(&b->r, n->line, "ssl_dhparam \"%s\": %s", n->args[0],
+                          strerror(errno));
+    EVP_PKEY *dh = NULL;
+    OSSL_DECODER_CTX *dctx = OSSL_DECODER_CTX_new_for_pkey(&dh, "PEM", NULL, "DH",
+                                                           OSSL_KEYMGMT_SELECT_DOMAIN_PARAMETERS,
+                                                           NULL, NULL);
+    int ok = dctx && OSSL_DECODER_from_fp(dctx, f) == 1 && dh;
+    OSSL_DECODER_CTX_free(dctx);
+    fclose(f);
+    if (ok && SSL_CTX_set0_tmp_dh_pkey(ctx, dh) == 1)
+        return 0;
+    EVP_PKEY_free(dh);
+    return conf_error(&b->r, n->line, "ssl_dhparam \"%s\": not PEM DH parameters: %s",
+                      n->args[0], ssl_reason(why, sizeof(why)));
+}
+
 static SSL_CTX *ctx_make(struct build *b, const struct tls_conf *c, struct tls_set *t,
                          const struct site_server *srv, unsigned where)
 {
@@ -509,6 +536,8 @@ static SSL_CTX *ctx_make(struct build *b, const struct tls_conf *c, struct tls_s
                             c->curve->args[0], ssl_reason(why, sizeof(why)));
         SSL_CTX_set_ex_data(ctx, groups_index, (void *)c->curve->args[0]);
     }
+    if (c->dhparam)
+        rc |= set_dhparam(b, ctx, c->dhparam);
     unsigned timeout_ms = 300000;
     if (c->timeout && config_parse_duration_ms(c->timeout->args[0], &timeout_ms) < 0)
         timeout_ms = 0;

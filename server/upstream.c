@@ -139,8 +139,10 @@ static int read_server(struct upstream *u, const struct conf_node *n, struct con
                 return conf_error(r, n->line, "server: max_fails=%s: 0 to 1000", v);
             proto.max_fails = (unsigned)x;
         } else if (param(a, "fail_timeout", &v)) {
-            if (config_parse_duration_ms(v, &ms) < 0 || ms == 0)
+            if (config_parse_duration_ms(v, &ms) < 0 && strcmp(v, "0") != 0)
                 return conf_error(r, n->line, "server: fail_timeout=%s: a time", v);
+            if (strcmp(v, "0") == 0)
+                ms = 0; /* never out, as max_fails=0 (nginx's out for under a second) */
             proto.fail_timeout_ms = ms;
         } else if (strcmp(a, "backup") == 0) {
             proto.backup = true;
@@ -325,7 +327,8 @@ void upstream_done(struct upstream *u, struct upstream_server *s, bool failed, i
         return;
     }
     atomic_fetch_add_explicit(&s->failures, 1, memory_order_relaxed);
-    if (s->max_fails == 0 || u->n_servers == 1) /* a lone server is never out (nginx) */
+    if (s->max_fails == 0 || s->fail_timeout_ms == 0 ||
+        u->n_servers == 1) /* a lone server is never out (nginx) */
         return;
     long long start = atomic_load_explicit(&s->window_ms, memory_order_relaxed);
     unsigned fails;

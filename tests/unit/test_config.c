@@ -157,7 +157,7 @@ TEST(listen_parameter_other_than_ssl_and_reuseport_is_refused)
     CHECK(strstr(err, "unsupported parameter \"http2\" (only ssl and reuseport)") != NULL);
     config_free(&cfg);
     CHECK_EQ_INT(load_text("server { listen 9000 backlog=5; }\n", &cfg, err, sizeof(err)), -1);
-    CHECK(strstr(err, "(only default_server, ssl and reuseport)") != NULL);
+    CHECK(strstr(err, "(only default_server, ssl, reuseport and http2)") != NULL);
     config_free(&cfg);
 }
 

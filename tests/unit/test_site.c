@@ -650,11 +650,11 @@ TEST(caret_tilde_parent_tries_its_nested_regexes_but_not_the_outer_ones)
     site_set_free(set);
 }
 
-TEST(listen_parameter_other_than_default_server_ssl_and_reuseport_is_refused)
+TEST(listen_parameter_other_than_default_server_ssl_reuseport_and_http2_is_refused)
 {
-    CHECK(refused_with("server {\n listen 8080 http2;\n}\n",
-                       "site.conf:2: listen: unsupported parameter \"http2\" (only "
-                       "default_server, ssl and reuseport)"));
+    CHECK(refused_with("server {\n listen 8080 backlog=5;\n}\n",
+                       "site.conf:2: listen: unsupported parameter \"backlog=5\" (only "
+                       "default_server, ssl, reuseport and http2)"));
 }
 
 TEST(listen_reuseport_marks_only_its_address_shared)

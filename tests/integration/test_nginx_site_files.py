@@ -1,0 +1,452 @@
+"""What nginx site files published in public repositories write, run by nginx and lfhttpd.
+
+A measurement of such files (Django and Node behind proxies, certbot's output, SPAs, Docker
+and Kubernetes nginx.conf files) found directives and forms lfhttpd refused; each test
+here is one of them, accepted with nginx's meaning, or with a notice at `-t` where it has
+none here. Where a behaviour can be seen, nginx runs the same text and answers alike.
+"""
+import http.client
+import json
+import os
+import socket
+import ssl
+import subprocess
+
+from conftest import BIN, Nginx, Server, free_port, scaled, with_ports
+from proxy_harness import Upstream
+
+
+def lfhttpd_check(tmp_path, text):
+    """`lfhttpd -t` on a file of exactly `text`."""
+    conf = tmp_path / "t.conf"
+    conf.write_text(text)
+    return subprocess.run([BIN, "-t", "-c", str(conf)], capture_output=True, text=True,
+                          timeout=30), str(conf)
+
+
+def lfhttpd(tmp_path, text):
+    """lfhttpd on `text` (nginx's http { } content), its {port0} a port of its own."""
+    return Server(tmp_path / "lfhttpd", None, conf=with_ports(text, [free_port()]))
+
+
+def get(port, path, host="site.test", tls=False, alpn=None):
+    if tls:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        if alpn:
+            ctx.set_alpn_protocols(alpn)
+        c = http.client.HTTPSConnection("127.0.0.1", port, timeout=scaled(10), context=ctx)
+    else:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=scaled(10))
+    c.request("GET", path, headers={"Host": host})
+    r = c.getresponse()
+    body = r.read()
+    alpn_chosen = c.sock.selected_alpn_protocol() if tls else None
+    c.close()
+    return r.status, body, alpn_chosen
+
+
+def upstream_saw(body):
+    """(target, Host) of what the test upstream echoed."""
+    j = json.loads(body)
+    return j["target"], dict((k.lower(), v) for k, v in j["headers"])["host"]
+
+
+def self_signed(tmp_path):
+    crt, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=site.test", "-keyout", str(key), "-out", str(crt)],
+                   check=True, capture_output=True)
+    return crt, key
+
+
+# ---------------------------------------------------------------- proxy_pass to a socket
+
+UNIX = """
+server {
+    listen 127.0.0.1:{port0};
+    location / { proxy_pass http://unix:SOCK; }
+    location /u/ { proxy_pass http://unix:SOCK:/v/; }
+}
+"""
+
+
+def test_proxy_pass_to_a_unix_socket_sends_the_target_as_nginx(tmp_path):
+    sock = tmp_path / "app.sock"
+    up = Upstream(unix=sock)
+    text = UNIX.replace("SOCK", str(sock))
+    try:
+        n = Nginx(tmp_path / "nginx", None, text, http=True)
+        try:
+            want = [upstream_saw(get(n.port, p)[1]) for p in ("/a?q=1", "/u/x")]
+        finally:
+            n.stop()
+        s = lfhttpd(tmp_path, text)
+        try:
+            got = [upstream_saw(get(s.port, p)[1]) for p in ("/a?q=1", "/u/x")]
+        finally:
+            s.stop()
+    finally:
+        up.stop()
+    assert [t for t, _ in want] == ["/a?q=1", "/v/x"]
+    assert [t for t, _ in got] == [t for t, _ in want]
+
+
+def test_proxy_pass_to_a_unix_socket_says_host_localhost_as_nginx(tmp_path):
+    sock = tmp_path / "app.sock"
+    up = Upstream(unix=sock)
+    text = UNIX.replace("SOCK", str(sock))
+    try:
+        n = Nginx(tmp_path / "nginx", None, text, http=True)
+        try:
+            want = upstream_saw(get(n.port, "/a")[1])[1]
+        finally:
+            n.stop()
+        s = lfhttpd(tmp_path, text)
+        try:
+            got = upstream_saw(get(s.port, "/a")[1])[1]
+        finally:
+            s.stop()
+    finally:
+        up.stop()
+    assert want == "localhost"
+    assert got == want
+
+
+# ---------------------------------------------------------------- certbot's ssl_dhparam
+
+
+def test_ssl_dhparam_lets_a_dhe_cipher_be_chosen_as_nginx(tmp_path):
+    crt, key = self_signed(tmp_path)
+    dh = tmp_path / "dh.pem"
+    subprocess.run(["openssl", "genpkey", "-genparam", "-algorithm", "DH", "-pkeyopt",
+                    "group:ffdhe2048", "-out", str(dh)], check=True, capture_output=True)
+    text = f"""
+server {{
+    listen 127.0.0.1:{{port0}} ssl;
+    ssl_certificate {crt};
+    ssl_certificate_key {key};
+    ssl_protocols TLSv1.2;
+    ssl_ciphers DHE-RSA-AES128-GCM-SHA256;
+    ssl_dhparam {dh};
+    location / {{ return 200 "dhe\\n"; }}
+}}
+"""
+
+    def cipher(port):
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+        ctx.set_ciphers("DHE-RSA-AES128-GCM-SHA256")
+        with socket.create_connection(("127.0.0.1", port), timeout=scaled(10)) as raw:
+            with ctx.wrap_socket(raw, server_hostname="site.test") as t:
+                return t.cipher()[0]
+
+    n = Nginx(tmp_path / "nginx", None, text, http=True)
+    try:
+        want = cipher(n.port)
+    finally:
+        n.stop()
+    s = lfhttpd(tmp_path, text)
+    try:
+        got = cipher(s.port)
+    finally:
+        s.stop()
+    assert want == "DHE-RSA-AES128-GCM-SHA256"
+    assert got == want
+
+
+# ---------------------------------------------------------------- listen parameters
+
+
+def test_listen_http2_is_accepted_with_a_notice(tmp_path):
+    r, conf = lfhttpd_check(tmp_path, "server {\n    listen 127.0.0.1:0 http2;\n}\n")
+    assert r.returncode == 0, r.stderr
+    assert f"{conf}:2: listen: http2: accepted, not used" in r.stderr
+
+
+def test_listen_http2_over_tls_answers_in_http11_chosen_by_alpn(tmp_path):
+    crt, key = self_signed(tmp_path)
+    s = lfhttpd(tmp_path, f"""
+server {{
+    listen 127.0.0.1:{{port0}} ssl http2;
+    ssl_certificate {crt};
+    ssl_certificate_key {key};
+    location / {{ return 200 "ok\\n"; }}
+}}
+""")
+    try:
+        status, body, alpn = get(s.port, "/", tls=True, alpn=["h2", "http/1.1"])
+    finally:
+        s.stop()
+    assert (status, body, alpn) == (200, b"ok\n", "http/1.1")
+
+
+def test_listen_default_is_the_default_server_as_nginx(tmp_path):
+    text = """
+server { listen 127.0.0.1:{port0}; server_name first.test; return 200 "first\\n"; }
+server { listen 127.0.0.1:{port0} default; server_name second.test; return 200 "second\\n"; }
+"""
+    n = Nginx(tmp_path / "nginx", None, text, http=True)
+    try:
+        want = get(n.port, "/", host="unknown.test")[1]
+    finally:
+        n.stop()
+    s = lfhttpd(tmp_path, text)
+    try:
+        got = get(s.port, "/", host="unknown.test")[1]
+    finally:
+        s.stop()
+    assert want == b"second\n"
+    assert got == want
+
+
+# ---------------------------------------------------------------- upstream parameters
+
+
+def test_upstream_fail_timeout_0_is_accepted_and_proxies(tmp_path):
+    up = Upstream(count=1)
+    try:
+        s = lfhttpd(tmp_path, f"""
+upstream app {{ server 127.0.0.1:{up.ports[0]} fail_timeout=0; }}
+server {{ listen 127.0.0.1:{{port0}}; location / {{ proxy_pass http://app; }} }}
+""")
+        try:
+            status, body, _ = get(s.port, "/x")
+        finally:
+            s.stop()
+    finally:
+        up.stop()
+    assert status == 200 and upstream_saw(body)[0] == "/x"
+
+
+# ---------------------------------------------------------------- accepted for nginx's files
+
+
+def test_proxy_cache_bypass_without_a_cache_is_accepted_with_a_notice(tmp_path):
+    r, conf = lfhttpd_check(tmp_path, """server {
+    listen 127.0.0.1:0;
+    location / { proxy_pass http://127.0.0.1:9; proxy_cache_bypass $http_upgrade; }
+}
+""")
+    assert r.returncode == 0, r.stderr
+    assert f"{conf}:3: proxy_cache_bypass: accepted, not used" in r.stderr
+
+
+def test_autoindex_localtime_is_accepted_with_a_notice(tmp_path):
+    r, conf = lfhttpd_check(tmp_path, "server {\n    listen 127.0.0.1:0;\n"
+                                      "    autoindex_localtime on;\n}\n")
+    assert r.returncode == 0, r.stderr
+    assert f"{conf}:3: autoindex_localtime: accepted, not used" in r.stderr
+
+
+def test_charset_utf8_is_accepted_as_what_text_types_carry(tmp_path):
+    r, _ = lfhttpd_check(tmp_path, "server {\n    listen 127.0.0.1:0;\n    charset utf-8;\n}\n")
+    assert r.returncode == 0, r.stderr
+    assert "charset" not in r.stderr
+
+
+def test_charset_other_than_utf8_is_refused_naming_the_line(tmp_path):
+    r, conf = lfhttpd_check(tmp_path, "server {\n    listen 127.0.0.1:0;\n    charset koi8-r;\n}\n")
+    assert r.returncode == 1
+    assert f"{conf}:3: charset" in r.stderr and "only utf-8" in r.stderr
+
+
+def test_proxy_store_on_is_refused_naming_the_line(tmp_path):
+    r, conf = lfhttpd_check(tmp_path, """server {
+    listen 127.0.0.1:0;
+    location / { proxy_pass http://127.0.0.1:9; proxy_store on; }
+}
+""")
+    assert r.returncode == 1
+    assert f"{conf}:3: proxy: proxy_store" in r.stderr or f"{conf}:3: proxy_store" in r.stderr
+
+
+def test_proxy_pass_request_headers_on_is_accepted(tmp_path):
+    r, _ = lfhttpd_check(tmp_path, """server {
+    listen 127.0.0.1:0;
+    location / { proxy_pass http://127.0.0.1:9; proxy_pass_request_headers on; }
+}
+""")
+    assert r.returncode == 0, r.stderr
+
+
+# ---------------------------------------------------------------- try_files
+
+
+def test_try_files_uri_slash_index_html_finds_the_root_index_as_nginx(tmp_path):
+    """Rails' `try_files $uri/index.html $uri @app;`: for "/" the candidate is
+    "//index.html", which nginx's file system finds."""
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "index.html").write_text("root index\n")
+    text = f"""
+server {{
+    listen 127.0.0.1:{{port0}};
+    root {root};
+    try_files $uri/index.html =404;
+}}
+"""
+    n = Nginx(tmp_path / "nginx", None, text, http=True)
+    try:
+        want = get(n.port, "/")[:2]
+    finally:
+        n.stop()
+    s = lfhttpd(tmp_path, text)
+    try:
+        got = get(s.port, "/")[:2]
+    finally:
+        s.stop()
+    assert want == (200, b"root index\n")
+    assert got == want
+
+
+# ---------------------------------------------------------------- server_tokens per block
+
+
+def server_versions(port, paths):
+    """For each path, whether the Server field names a version ("name/1.2")."""
+    out = []
+    for p in paths:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=scaled(10))
+        c.request("GET", p, headers={"Host": "site.test"})
+        r = c.getresponse()
+        r.read()
+        out.append("/" in (r.getheader("Server") or ""))
+        c.close()
+    return out
+
+
+SERVER_TOKENS = """
+server {
+    listen 127.0.0.1:{port0};
+    server_tokens off;
+    location / { return 200 "quiet\\n"; }
+    location /loud/ { server_tokens on; return 200 "loud\\n"; }
+    location /missing/ { return 404; }
+    location /added/ { add_header X-A 1; return 200 "added\n"; }
+}
+"""
+
+
+def test_server_tokens_off_in_a_server_hides_the_version_as_nginx(tmp_path):
+    paths = ["/", "/missing/x"]
+    n = Nginx(tmp_path / "nginx", None, SERVER_TOKENS, http=True)
+    try:
+        want = server_versions(n.port, paths)
+    finally:
+        n.stop()
+    s = lfhttpd(tmp_path, SERVER_TOKENS)
+    try:
+        got = server_versions(s.port, paths)
+    finally:
+        s.stop()
+    assert want == [False, False]
+    assert got == want
+
+
+def test_server_tokens_on_in_a_location_shows_the_version_as_nginx(tmp_path):
+    n = Nginx(tmp_path / "nginx", None, SERVER_TOKENS, http=True)
+    try:
+        want = server_versions(n.port, ["/loud/"])
+    finally:
+        n.stop()
+    s = lfhttpd(tmp_path, SERVER_TOKENS)
+    try:
+        got = server_versions(s.port, ["/loud/"])
+    finally:
+        s.stop()
+    assert want == [True]
+    assert got == want
+
+
+def test_server_tokens_off_holds_in_a_location_with_headers_of_its_own_as_nginx(tmp_path):
+    n = Nginx(tmp_path / "nginx", None, SERVER_TOKENS, http=True)
+    try:
+        want = server_versions(n.port, ["/added/"])
+    finally:
+        n.stop()
+    s = lfhttpd(tmp_path, SERVER_TOKENS)
+    try:
+        got = server_versions(s.port, ["/added/"])
+    finally:
+        s.stop()
+    assert want == [False]
+    assert got == want
+
+
+ALIAS_TRY = """
+server {
+    listen 127.0.0.1:{port0};
+    root ROOT;
+    location /util/ { alias ROOT/util/; try_files $uri /util/spa.js; }
+}
+"""
+
+
+def alias_try_answers(tmp_path, paths):
+    root = tmp_path / "www"
+    (root / "util").mkdir(parents=True)
+    (root / "util" / "style.css").write_text("util style\n")
+    (root / "util" / "spa.js").write_text("util spa\n")
+    text = ALIAS_TRY.replace("ROOT", str(root))
+    n = Nginx(tmp_path / "nginx", None, text, http=True)
+    try:
+        want = [get(n.port, p)[:2] for p in paths]
+    finally:
+        n.stop()
+    s = lfhttpd(tmp_path, text)
+    try:
+        got = [get(s.port, p)[:2] for p in paths]
+    finally:
+        s.stop()
+    return want, got
+
+
+def test_try_files_uri_under_alias_serves_the_aliased_file_as_nginx(tmp_path):
+    want, got = alias_try_answers(tmp_path, ["/util/style.css"])
+    assert want == [(200, b"util style\n")]
+    assert got == want
+
+
+def test_try_files_fallback_under_alias_serves_the_aliased_file_as_nginx(tmp_path):
+    want, got = alias_try_answers(tmp_path, ["/util/missing.css"])
+    assert want == [(200, b"util spa\n")]
+    assert got == want
+
+
+def test_try_files_redirect_cycle_under_basic_auth_asks_for_credentials_first_as_nginx(
+        tmp_path):
+    """nginx's access phase runs before try_files: without credentials a request whose
+    try_files would loop (`/404` back into the same location) is a 401, not the 500."""
+    root = tmp_path / "www"
+    root.mkdir()
+    hashed = subprocess.run(["openssl", "passwd", "-6", "-salt", "saltsalt", "secret"],
+                            check=True, capture_output=True, text=True).stdout.strip()
+    users = tmp_path / "htpasswd"
+    users.write_text(f"alice:{hashed}\n")
+    text = f"""
+server {{
+    listen 127.0.0.1:{{port0}};
+    root {root};
+    location / {{
+        auth_basic "Area";
+        auth_basic_user_file {users};
+        try_files $uri /404;
+    }}
+}}
+"""
+    n = Nginx(tmp_path / "nginx", None, text, http=True)
+    try:
+        want = get(n.port, "/missing")[0]
+    finally:
+        n.stop()
+    s = lfhttpd(tmp_path, text)
+    try:
+        got = get(s.port, "/missing")[0]
+    finally:
+        s.stop()
+    assert want == 401
+    assert got == want
