@@ -209,6 +209,10 @@ struct module {
     /* Does the module's log hook write req's access-log lines in place of the top-level
      * access log (which then leaves the request out)? */
     bool (*logs_request)(void *state, const struct request *req);
+    /* About four times a second, on one of the server's threads, with the current
+     * generation's state (now_ms: clock_now_ms()): work due by time, as writing out
+     * buffered log lines. Quick, and safe beside requests on other threads. */
+    void (*tick)(void *state, int64_t now_ms);
     /* The media type of a file (path, and its open fd and stat), or NULL if unknown. Not
      * part of answering: modules that serve files ask through module_content_type(). */
     const char *(*content_type)(void *state, const struct request *req, const char *path,
