@@ -64,6 +64,7 @@ struct module_level;   /* the settings of one block (module_level.h) */
 struct server;         /* the running server, for module_figures.h */
 struct site_server;    /* a server block (site.h) */
 struct vars_value;     /* a compiled text with variables (vars.h) */
+struct vars_upstream;  /* a proxied request's tries (vars_upstream.h) */
 
 /* --- the request ------------------------------------------------------------------------ */
 
@@ -118,6 +119,8 @@ struct request {
     bool internal;        /* an error page's internal redirect: `internal` locations answer */
     const struct server *server;
     const struct module_chain *chain;
+    /* A proxied request's tries, for $upstream_* (vars_upstream.h): the proxy's; NULL. */
+    const struct vars_upstream *upstream;
     /* From here on, a request starts with only the counts cleared (http_request_init):
      * $1..$9 and $name, the groups of the regex location that matched, as offsets into
      * the path it matched (n = 0 when the location is not a regex one). A try_files or an

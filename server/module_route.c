@@ -59,6 +59,7 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .server_captures = &req->server_captures,
         .user_var = rewrite_var,
         .user_vars = req,
+        .upstream = req->upstream,
     };
 }
 
