@@ -361,6 +361,15 @@ static void proxy_done(struct http_source *s)
     proxy_detach(px, px->keep_up, px->failed);
 }
 
+/* An error about px's request: to its location's error log (nginx's error_log there). */
+#define proxy_log(px, ...)                                                                  \
+    do {                                                                                    \
+        if ((px)->src.has_saved)                                                            \
+            module_log(&(px)->src.saved, LOG_LEVEL_ERROR, __VA_ARGS__);                     \
+        else                                                                                \
+            log_error(__VA_ARGS__);                                                         \
+    } while (0)
+
 /* --- the tries' record, for $upstream_* ------------------------------------------------- */
 
 /* A try at addr begins (now_us: clock_now_us()). */
@@ -409,8 +418,9 @@ static void proxy_finish_after(struct conn_proxy *px, int error_status, const ch
     bool keep_alive = s->keep_alive;
     if (!s->head_sent) {
         s->status = error_status ? error_status : 502;
-        log_error("proxy: %s: answered %d: %s", px->server ? px->server->text : px->up->name,
-                  s->status, failure ? failure : "no answer");
+        proxy_log(px, "proxy: %s: answered %d: %s",
+                  px->server ? px->server->text : px->up->name, s->status,
+                  failure ? failure : "no answer");
         resp_error(resp, s->status);
         /* the location's add_header ... always, as nginx */
         http_source_filter_head(s, resp, px->p);
@@ -425,7 +435,7 @@ static void proxy_finish_after(struct conn_proxy *px, int error_status, const ch
             failure = "the body filter failed at its end";
         }
         if (failure) {
-            log_error("proxy: %s: the response was cut: %s",
+            proxy_log(px, "proxy: %s: the response was cut: %s",
                       px->server ? px->server->text : px->up->name, failure);
             keep_alive = false; /* cut: no last chunk, and the connection closes */
         }

@@ -241,6 +241,14 @@ struct module {
     void (*metrics)(void *state, struct strbuf *b);
 };
 
+/* A message about req, to the error log of the block that answers it (nginx's error_log
+ * in a server or location; else the top-level one), if its level lets it through; the
+ * client's address and the request line are added, as nginx adds them. */
+void module_log(const struct request *req, enum log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Is a missing file written to req's error log (`log_not_found`)? */
+bool module_log_not_found(const struct request *req);
+
 /* --- for init and the block hook -------------------------------------------------------- */
 
 /* For init: read the module's directives (its .directives) from the configuration into

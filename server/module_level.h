@@ -60,6 +60,11 @@ struct module_level {
     bool internal; /* `internal`: only internal redirects reach the location */
     const struct module_level *outer; /* a location's enclosing block: server or location */
     unsigned class_index; /* `class NAME;`: 1 + its place in cfg->classes; 0: not said */
+    /* `error_log`: where the messages about its requests go, inherited; NULL: the
+     * top-level error log. error_log_own: this block's (closed and freed with it). */
+    const struct log_dest *error_log;
+    bool error_log_own;
+    bool log_not_found; /* `log_not_found`, inherited */
     void *conf[MODULE_CHAIN_MAX];     /* each module's block settings */
 };
 

@@ -396,24 +396,6 @@ def test_same_log_format_gives_nginxs_line(tmp_path, start_server):
         theirs.stop()
 
 
-def test_error_log_in_a_server_or_location_is_accepted_with_a_notice(tmp_path, start_server):
-    """nginx's per-block error_log: -t says the top-level error log is used, and messages
-    go there (the block's file is never made)."""
-    d = www(tmp_path)
-    srv, loc = tmp_path / "srv.err", tmp_path / "loc.err"
-    text = conf(tmp_path, f"server {{ error_log {srv} warn; "
-                f"location /x/ {{ error_log {loc}; }} }}\n")
-    path = tmp_path / "t.conf"
-    path.write_text(text)
-    r = subprocess.run([BIN, "-t", "-c", str(path)], capture_output=True, text=True,
-                       timeout=30)
-    assert r.returncode == 0, r.stderr
-    assert r.stderr.count("the top-level error log is used") == 2
-    s = start_server(d, conf=text)
-    assert get(s, "/x/f.txt") == 200
-    assert "listening on" in s.error_log() and not srv.exists() and not loc.exists()
-
-
 def test_top_level_access_log_with_a_format_is_nginxs(tmp_path, start_server):
     """`access_log PATH FORMAT` at the top level (nginx's http), twice: each log gets each
     request of a server without its own."""
