@@ -312,6 +312,21 @@ def test_buffered_lines_are_written_at_reload(tmp_path, start_server):
     assert sorted(text_of(a).splitlines()) == sorted(f"/n{i}" for i in range(20))
 
 
+def test_buffered_line_of_a_replaced_configuration_meets_flush_time(tmp_path, start_server):
+    """After SIGHUP, an idle keep-alive connection still holds the old configuration (its
+    next request takes the new one): the old configuration's buffered line is written
+    within flush= all the same."""
+    s, a = buffered(tmp_path, start_server, "buffer=32k flush=1s")
+    c = s.connect()
+    c.send(b"GET /old HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert c.read_response()[0] == 404
+    before = len(s.error_log())
+    s.proc.send_signal(signal.SIGHUP)
+    assert wait_until(lambda: "configuration reloaded" in s.error_log()[before:])
+    assert wait_until(lambda: text_of(a) == "/old\n", scaled(3))
+    c.close()
+
+
 def test_flush_without_buffer_and_conflicting_buffers_are_refused(tmp_path):
     """As nginx's -t: flush= needs buffer=, and two access_log of one file with different
     buffers are an error, with the file and line."""
