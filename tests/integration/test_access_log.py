@@ -261,7 +261,7 @@ def text_of(path):
 def test_line_without_buffer_is_in_the_file_at_once(tmp_path, start_server):
     s, a = buffered(tmp_path, start_server, "")
     get(s, "/")
-    assert wait_until(lambda: text_of(a) == "/\n", 0.2)
+    assert wait_until(lambda: text_of(a) == "/\n", 0.5)
 
 
 def test_buffered_line_waits_for_flush_time(tmp_path, start_server):
