@@ -112,3 +112,17 @@ def test_a_level_above_the_message_keeps_it_out(tmp_path, tree, start_server):
                       (d / "srv.err").read_text(), scaled(3))
     assert "/quiet/missing" not in s.error_log() + (d / "srv.err").read_text()
     assert not (d / "quiet.err").read_text()
+
+
+def test_a_cgi_scripts_502_goes_to_its_locations_error_log(tmp_path, tree, start_server):
+    cgi = tmp_path / "cgi"
+    cgi.mkdir()
+    (cgi / "bad.sh").write_text("#!/bin/sh\nexit 0\n")
+    (cgi / "bad.sh").chmod(0o755)
+    err = tmp_path / "cgi.err"
+    s = start_server(tree, conf="listen 127.0.0.1:0;\nerror_log stderr info;\naccess_log off;\n"
+                     f'server {{ location /cgi-bin/ {{ cgi "{cgi}"; error_log {err}; }} }}\n')
+    assert get(s.host, s.port, "/cgi-bin/bad.sh") == 502
+    assert wait_until(lambda: err.exists() and "answered 502: no output" in err.read_text(),
+                      scaled(5))
+    assert "answered 502" not in s.error_log()
