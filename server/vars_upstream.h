@@ -20,14 +20,14 @@
 #define VARS_UPSTREAM_TRIES 8 /* tries past these are made, but not written */
 
 struct vars_upstream_try {
-    const char *addr;  /* the server, "HOST:PORT" or "unix:PATH" (the generation's text); the
-                          upstream's name when no server was left to try, as nginx's */
-    int status;        /* its answer's status, 502 or 504 when it failed; 0: "-" */
-    int64_t start_us;  /* when the try began (clock_now_us) */
+    const char *addr; /* the server, "HOST:PORT" or "unix:PATH" (the generation's text); the
+                         upstream's name when no server was left to try, as nginx's */
+    int status;       /* its answer's status, 502 or 504 when it failed; 0: "-" */
+    int64_t start_us; /* when the try began (clock_now_us) */
     int64_t connect_us, header_us, response_us; /* since start_us; -1: "-" */
-    uint64_t bytes_sent;      /* to the upstream */
-    uint64_t bytes_received;  /* from it, head and body */
-    uint64_t response_length; /* of that, the body's (as framed on the wire) */
+    uint64_t bytes_sent;                        /* to the upstream */
+    uint64_t bytes_received;                    /* from it, head and body */
+    uint64_t response_length;                   /* of that, the body's (as framed on the wire) */
 };
 
 struct vars_upstream {
@@ -52,12 +52,12 @@ enum vars_upstream_field {
 
 /* The entries' values of field, joined with ", ", into out (capacity cap). Returns the
  * length (0 without a try: the variable is not set), or -1 if it does not fit. */
-long vars_upstream_format(const struct vars_upstream *u, enum vars_upstream_field field,
-                          char *out, size_t cap);
+long vars_upstream_format(const struct vars_upstream *u, enum vars_upstream_field field, char *out,
+                          size_t cap);
 
 /* The value of the last try's response field name[0..len) (lowercase, '-' for '_'), the
  * first of that name as nginx 1.22's $upstream_http_NAME; found false without one. */
-struct http_slice vars_upstream_header(const struct vars_upstream *u, const char *name,
-                                       size_t len, bool *found);
+struct http_slice vars_upstream_header(const struct vars_upstream *u, const char *name, size_t len,
+                                       bool *found);
 
 #endif
