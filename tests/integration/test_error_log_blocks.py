@@ -126,3 +126,16 @@ def test_a_cgi_scripts_502_goes_to_its_locations_error_log(tmp_path, tree, start
     assert wait_until(lambda: err.exists() and "answered 502: no output" in err.read_text(),
                       scaled(5))
     assert "answered 502" not in s.error_log()
+
+
+def test_an_error_log_that_cannot_be_opened_is_a_config_error(tmp_path, tree):
+    import subprocess
+    from conftest import BIN
+    conf = tmp_path / "t.conf"
+    conf.write_text("listen 127.0.0.1:0;\naccess_log off;\nserver {\n"
+                    f"  location / {{ error_log {tmp_path}/missing/dir/x.err; }}\n}}\n")
+    r = subprocess.run([BIN, "-t", "-c", str(conf)], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 1, r.stderr
+    assert f"{conf}:4: error_log \"{tmp_path}/missing/dir/x.err\": No such file" in r.stderr, \
+        r.stderr
