@@ -382,7 +382,8 @@ static void try_begin(struct conn_proxy *px, const char *addr, int64_t now_us)
     u->head = NULL;
 }
 
-/* The current try has ended: status, if it has none yet (0: leave it), and its time. */
+/* The current try has ended: status, if it has none yet (0: leave it), and its time. (A
+ * body's reads set the time so far, for an answer whose client leaves before its end.) */
 static void try_end(struct conn_proxy *px, int status)
 {
     struct vars_upstream_try *t = px->try_now;
@@ -390,8 +391,7 @@ static void try_end(struct conn_proxy *px, int status)
         return;
     if (!t->status)
         t->status = status;
-    if (t->response_us < 0)
-        t->response_us = clock_now_us() - t->start_us;
+    t->response_us = clock_now_us() - t->start_us;
 }
 
 static void try_connected(struct conn_proxy *px)
@@ -914,6 +914,7 @@ static void relay_body(struct conn_proxy *px)
         if (px->try_now) {
             px->try_now->bytes_received += (uint64_t)n;
             px->try_now->response_length += (uint64_t)n;
+            px->try_now->response_us = clock_now_us() - px->try_now->start_us;
         }
         struct response resp;
         resp_init(&resp);
