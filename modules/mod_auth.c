@@ -386,12 +386,14 @@ static void log_refusal(const struct auth_settings *s, const struct request *req
     char peer[INET6_ADDRSTRLEN];
     format_peer(req->peer, peer, sizeof(peer));
     if (name.failed)
-        log_info("auth: a user name that cannot be shown (client %s)", peer);
+        module_log(req, LOG_LEVEL_INFO, "auth: a user name that cannot be shown (client %s)",
+                   peer);
     else if (r == HTPASSWD_NO_USER)
-        log_info("auth: user %.*s is not in %s (client %s)", (int)name.len, name.p,
-                 s->user_file, peer);
+        module_log(req, LOG_LEVEL_INFO, "auth: user %.*s is not in %s (client %s)",
+                   (int)name.len, name.p, s->user_file, peer);
     else
-        log_info("auth: user %.*s: wrong password (client %s)", (int)name.len, name.p, peer);
+        module_log(req, LOG_LEVEL_INFO, "auth: user %.*s: wrong password (client %s)",
+                   (int)name.len, name.p, peer);
     free(name.p);
 }
 
@@ -473,6 +475,7 @@ enum mod_result auth_check(const struct auth_settings *s, const struct request *
         return MOD_HANDLED;
     }
     if (!address_allowed(s, req->peer)) {
+        module_log(req, LOG_LEVEL_ERROR, "auth: access forbidden by rule (403)");
         resp_error(resp, 403);
         return MOD_HANDLED;
     }

@@ -9,14 +9,21 @@
  * top-level access log writes.
  *
  * The blocks inherit as nginx's: a server or location with any access_log has exactly its
- * own list, `off` none; one without takes its outer block's. Each line is one write(2) on
- * a descriptor opened with O_APPEND at start, so lines of several threads never
- * interleave and a line is in the file when the response has gone: buffer= and flush= are
- * read and kept to nginx's meaning by writing at once (a line never waits). The request
- * path allocates nothing: the line is built on the stack.
+ * own list, `off` none; one without takes its outer block's. A path is opened once a
+ * generation (O_APPEND), whichever blocks name it, as nginx's open files. Without
+ * buffer=, each line is one write(2), so lines of several threads never interleave and a
+ * line is in the file when the response has gone. With buffer=SIZE, the file's lines
+ * wait in a buffer of SIZE per thread (nginx's is per worker process), written whole when
+ * the next line would overflow it, when flush=TIME has passed since its oldest line (the
+ * server's tick looks four times a second, so a quiet server writes too), and when the
+ * generation is let go: at a reload once its last request is done, and at shutdown. The
+ * request path allocates nothing: the line is built on the stack, and a thread's buffer
+ * for a file is made at its first line there.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +38,7 @@
 #define LOG_FORMATS_MAX 64
 #define LOG_FORMAT_NAME_MAX 64
 #define LOG_LINE_MAX 8192 /* a longer line is left out (the error log says nothing) */
+#define LOG_BUFFER_MAX (64u << 20) /* buffer=: per thread, so kept sane */
 
 /* nginx's predefined format, the Combined Log Format. */
 static const char combined[] = "$remote_addr - $remote_user [$time_local] \"$request\" "
@@ -42,22 +50,47 @@ struct log_format {
     struct vars_value *line;
 };
 
+/* One thread's lines waiting for a buffered file. */
+struct log_tbuf {
+    pthread_mutex_t lock; /* the owner appends, the tick writes: hardly ever contended */
+    struct log_tbuf *next;
+    pthread_t owner;
+    int64_t oldest_ms; /* when its first unwritten line came, for flush= */
+    size_t len;
+    char data[]; /* the file's buffer_bytes */
+};
+
+/* A file the access logs of a generation write, opened once whatever blocks name it (as
+ * nginx's open files), with its buffer= and flush= when it has them. */
+struct log_file {
+    struct log_file *next;      /* the module's files */
+    struct log_file *next_busy; /* the files with buffers, process-wide (busy_files) */
+    char *path;
+    int fd;
+    uint64_t id;            /* never reused: the key of the threads' buffer caches */
+    size_t buffer_bytes;    /* buffer=; 0: every line written at once */
+    unsigned flush_ms;      /* flush=; 0: only when full and when let go */
+    pthread_mutex_t lock;   /* guards bufs (the list, not their contents) */
+    struct log_tbuf *bufs;  /* one per thread that wrote here */
+};
+
 struct log_module {
     unsigned index; /* in the chain: for module_settings() */
     struct log_format formats[LOG_FORMATS_MAX];
     unsigned n_formats;
+    struct log_file *files;
 };
 
 /* One `access_log`: where, how, and when. */
 struct log_target {
-    int fd;
+    struct log_file *file;
     const struct log_format *format;
     struct vars_value *cond; /* if=: a line only when it is neither "" nor "0"; or NULL */
 };
 
 /* A block's access logs. */
 struct log_conf {
-    const struct log_module *m; /* the formats, for the setter */
+    struct log_module *m; /* the formats and files, for the setter */
     struct log_target *targets;
     unsigned n_targets;
     bool off; /* `access_log off;`: none here */
@@ -122,12 +155,193 @@ static int set_log_format(void *base, const struct conf_node *n, void *ctx, char
     return rc;
 }
 
-/* What follows FORMAT: buffer=SIZE, flush=TIME (read, lines are written at once) and
- * if=CONDITION. */
-static int read_option(struct log_target *t, const char *a, char *msg, size_t len)
+/* The buffered files of every generation still alive, process-wide: the current
+ * generation's tick writes what is due in all of them, so that one kept after a reload by
+ * an idle keep-alive connection still meets its flush= (nginx's old workers go at once). */
+static struct {
+    pthread_mutex_t lock;
+    struct log_file *head;
+} busy_files = {PTHREAD_MUTEX_INITIALIZER, NULL};
+
+static atomic_uint_fast64_t next_file_id = 1;
+
+/* Write out b's lines (b->lock held). */
+static void tbuf_write_locked(const struct log_file *f, struct log_tbuf *b)
 {
-    if (strncmp(a, "buffer=", 7) == 0 || strncmp(a, "flush=", 6) == 0)
+    size_t off = 0;
+    while (off < b->len) {
+        ssize_t w = write(f->fd, b->data + off, b->len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break; /* a full disk must not stop serving: the lines are dropped */
+        off += (size_t)w;
+    }
+    b->len = 0;
+}
+
+/* The lines of f's threads that are due (all: every one) go to the file. */
+static void file_flush(struct log_file *f, int64_t now_ms, bool all)
+{
+    pthread_mutex_lock(&f->lock);
+    for (struct log_tbuf *b = f->bufs; b; b = b->next) {
+        pthread_mutex_lock(&b->lock);
+        if (b->len && (all || (f->flush_ms && now_ms - b->oldest_ms >= f->flush_ms)))
+            tbuf_write_locked(f, b);
+        pthread_mutex_unlock(&b->lock);
+    }
+    pthread_mutex_unlock(&f->lock);
+}
+
+/* The calling thread's buffer for f, made at its first line there. A few files' buffers
+ * are remembered per thread, by the file's id, which no other file ever has. */
+static struct log_tbuf *thread_tbuf(struct log_file *f)
+{
+    enum { CACHED = 8 };
+    static _Thread_local struct {
+        uint64_t id;
+        struct log_tbuf *b;
+    } cache[CACHED];
+    unsigned slot = (unsigned)(f->id % CACHED);
+    if (cache[slot].id == f->id)
+        return cache[slot].b;
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&f->lock);
+    struct log_tbuf *b = f->bufs;
+    while (b && !pthread_equal(b->owner, self))
+        b = b->next;
+    if (!b && (b = calloc(1, sizeof(*b) + f->buffer_bytes)) != NULL) {
+        pthread_mutex_init(&b->lock, NULL);
+        b->owner = self;
+        b->next = f->bufs;
+        f->bufs = b;
+    }
+    pthread_mutex_unlock(&f->lock);
+    if (b) {
+        cache[slot].id = f->id;
+        cache[slot].b = b;
+    }
+    return b;
+}
+
+static void write_now(const struct log_file *f, const char *line, size_t n)
+{
+    ssize_t w = write(f->fd, line, n);
+    (void)w; /* a full disk must not stop serving */
+}
+
+/* One line to f: at once, or into the thread's buffer, which goes first when the line
+ * would overflow it; a line longer than the buffer is written at once after it. */
+static void file_write(struct log_file *f, const char *line, size_t n, int64_t now_ms)
+{
+    struct log_tbuf *b = f->buffer_bytes ? thread_tbuf(f) : NULL;
+    if (!b) {
+        write_now(f, line, n);
+        return;
+    }
+    pthread_mutex_lock(&b->lock);
+    if (b->len + n > f->buffer_bytes)
+        tbuf_write_locked(f, b);
+    if (n > f->buffer_bytes) {
+        write_now(f, line, n);
+    } else {
+        if (b->len == 0)
+            b->oldest_ms = now_ms;
+        memcpy(b->data + b->len, line, n);
+        b->len += n;
+    }
+    pthread_mutex_unlock(&b->lock);
+}
+
+static void file_close(struct log_file *f)
+{
+    if (f->buffer_bytes) {
+        pthread_mutex_lock(&busy_files.lock);
+        struct log_file **p = &busy_files.head;
+        while (*p && *p != f)
+            p = &(*p)->next_busy;
+        if (*p)
+            *p = f->next_busy;
+        pthread_mutex_unlock(&busy_files.lock);
+        file_flush(f, 0, true);
+    }
+    struct log_tbuf *b = f->bufs;
+    while (b) {
+        struct log_tbuf *next = b->next;
+        pthread_mutex_destroy(&b->lock);
+        free(b);
+        b = next;
+    }
+    if (f->fd > 2)
+        close(f->fd);
+    pthread_mutex_destroy(&f->lock);
+    free(f->path);
+    free(f);
+}
+
+/* The file at path for an access_log with buffer=size and flush=flush_ms (0: none): one
+ * already named shares its descriptor and buffer, as in nginx, where two buffers that
+ * differ are an error. */
+static struct log_file *file_open(struct log_module *m, const char *path, size_t size,
+                                  unsigned flush_ms, char *msg, size_t len)
+{
+    struct log_file *f = m->files;
+    while (f && strcmp(f->path, path) != 0)
+        f = f->next;
+    if (f && size && f->buffer_bytes && (f->buffer_bytes != size || f->flush_ms != flush_ms))
+        return snprintf(msg, len, "access_log \"%s\" already defined with conflicting "
+                        "parameters", path), NULL;
+    if (!f) {
+        if (!(f = calloc(1, sizeof(*f))) || !(f->path = strdup(path))) {
+            free(f);
+            return snprintf(msg, len, "out of memory"), NULL;
+        }
+        if (strcmp(path, "stderr") == 0 || strcmp(path, "stdout") == 0)
+            f->fd = path[3] == 'e' ? 2 : 1;
+        else
+            f->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (f->fd < 0) {
+            snprintf(msg, len, "\"%s\": %s", path, strerror(errno));
+            free(f->path);
+            free(f);
+            return NULL;
+        }
+        f->id = atomic_fetch_add(&next_file_id, 1);
+        pthread_mutex_init(&f->lock, NULL);
+        f->next = m->files;
+        m->files = f;
+    }
+    if (size && !f->buffer_bytes) {
+        f->buffer_bytes = size;
+        f->flush_ms = flush_ms;
+        pthread_mutex_lock(&busy_files.lock);
+        f->next_busy = busy_files.head;
+        busy_files.head = f;
+        pthread_mutex_unlock(&busy_files.lock);
+    }
+    return f;
+}
+
+/* What follows FORMAT: buffer=SIZE, flush=TIME and if=CONDITION. */
+struct log_options {
+    uint64_t buffer_bytes;
+    unsigned flush_ms;
+};
+
+static int read_option(struct log_target *t, struct log_options *o, const char *a, char *msg,
+                       size_t len)
+{
+    if (strncmp(a, "buffer=", 7) == 0) {
+        if (config_parse_size(a + 7, &o->buffer_bytes) < 0 || o->buffer_bytes == 0 ||
+            o->buffer_bytes > LOG_BUFFER_MAX)
+            return snprintf(msg, len, "invalid buffer size \"%s\"", a + 7), -1;
         return 0;
+    }
+    if (strncmp(a, "flush=", 6) == 0) {
+        if (config_parse_duration_ms(a + 6, &o->flush_ms) < 0 || o->flush_ms == 0)
+            return snprintf(msg, len, "invalid flush time \"%s\"", a + 6), -1;
+        return 0;
+    }
     if (strcmp(a, "gzip") == 0 || strncmp(a, "gzip=", 5) == 0)
         return snprintf(msg, len, "gzip is not supported"), -1;
     if (strncmp(a, "if=", 3) == 0) {
@@ -150,33 +364,33 @@ static int set_access_log(void *base, const struct conf_node *n, void *ctx, char
         c->off = true;
         return 0;
     }
-    struct log_target t = {.fd = -1};
+    struct log_target t = {.file = NULL};
+    struct log_options o = {0, 0};
     const char *name = n->n_args > 1 ? n->args[1] : "combined";
     t.format = format_named(c->m, name);
     if (!t.format)
         return snprintf(msg, len, "unknown log format \"%s\"", name), -1;
-    for (unsigned i = 2; i < n->n_args; i++) {
-        if (read_option(&t, n->args[i], msg, len) < 0) {
-            vars_free(t.cond);
-            return -1;
-        }
+    for (unsigned i = 2; i < n->n_args; i++)
+        if (read_option(&t, &o, n->args[i], msg, len) < 0)
+            goto fail;
+    if (o.flush_ms && !o.buffer_bytes) {
+        snprintf(msg, len, "no buffer is defined for access_log \"%s\"", n->args[0]);
+        goto fail;
     }
     struct log_target *grown = realloc(c->targets, (c->n_targets + 1) * sizeof(*grown));
     if (!grown) {
-        vars_free(t.cond);
-        return snprintf(msg, len, "out of memory"), -1;
+        snprintf(msg, len, "out of memory");
+        goto fail;
     }
     c->targets = grown;
-    if (strcmp(n->args[0], "stderr") == 0 || strcmp(n->args[0], "stdout") == 0)
-        t.fd = n->args[0][3] == 'e' ? 2 : 1;
-    else
-        t.fd = open(n->args[0], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (t.fd < 0) {
-        vars_free(t.cond);
-        return snprintf(msg, len, "\"%s\": %s", n->args[0], strerror(errno)), -1;
-    }
+    t.file = file_open(c->m, n->args[0], (size_t)o.buffer_bytes, o.flush_ms, msg, len);
+    if (!t.file)
+        goto fail;
     c->targets[c->n_targets++] = t;
     return 0;
+fail:
+    vars_free(t.cond);
+    return -1;
 }
 
 static const struct conf_directive log_directives[] = {
@@ -195,14 +409,19 @@ static const struct conf_directive log_directives[] = {
             "when not named); several write the same request each. A block with any "
             "`access_log` has exactly its own (`off`: none), one without its outer block's, "
             "as nginx. `if=`: a line only when CONDITION expands to neither \"\" nor `0`. "
-            "Each line is written at once, one `write` (so `buffer=` and `flush=` are met "
-            "by never waiting); not reopened on `SIGUSR1`."},
+            "Without `buffer=`, each line is written at once, one `write`. `buffer=SIZE` "
+            "keeps the file's lines in a buffer of SIZE per thread (nginx's is per worker), "
+            "written when a line would overflow it, `flush=TIME` after its oldest line "
+            "(within a quarter second more), at a reload and at shutdown; lines of "
+            "several threads then reach the file out of time order. Not reopened on "
+            "`SIGUSR1`."},
     {.name = NULL},
 };
 
 /* --- the module --------------------------------------------------------------------------- */
 
-static void log_target_write(const struct log_target *t, const struct vars_source *src)
+static void log_target_write(const struct log_target *t, const struct vars_source *src,
+                             int64_t now_ms)
 {
     char line[LOG_LINE_MAX + 1];
     if (t->cond) {
@@ -214,8 +433,7 @@ static void log_target_write(const struct log_target *t, const struct vars_sourc
     if (n < 0)
         return; /* longer than a line may be */
     line[n++] = '\n';
-    ssize_t w = write(t->fd, line, (size_t)n);
-    (void)w; /* a full disk must not stop serving */
+    file_write(t->file, line, (size_t)n, now_ms);
 }
 
 static void log_log(void *state, const struct request *req, const struct response *resp)
@@ -235,7 +453,18 @@ static void log_log(void *state, const struct request *req, const struct respons
     src.request_length = req->request_length;
     src.conn_requests = req->conn_requests;
     for (unsigned i = 0; i < c->n_targets; i++)
-        log_target_write(&c->targets[i], &src);
+        log_target_write(&c->targets[i], &src, src.now_us / 1000);
+}
+
+/* Four times a second: the buffered lines whose flush= has come, of every generation. */
+static void log_tick(void *state, int64_t now_ms)
+{
+    (void)state;
+    pthread_mutex_lock(&busy_files.lock);
+    for (struct log_file *f = busy_files.head; f; f = f->next_busy)
+        if (f->flush_ms)
+            file_flush(f, now_ms, false);
+    pthread_mutex_unlock(&busy_files.lock);
 }
 
 /* A block with its own access_log, or `off`, replaces the top-level log. */
@@ -251,6 +480,11 @@ static void log_fini(void *state)
     struct log_module *m = state;
     for (unsigned i = 0; i < m->n_formats; i++)
         vars_free(m->formats[i].line);
+    while (m->files) {
+        struct log_file *next = m->files->next;
+        file_close(m->files); /* what is buffered goes out */
+        m->files = next;
+    }
     free(m);
 }
 
@@ -274,11 +508,8 @@ static void log_block_free(void *state, void *settings)
 {
     (void)state;
     struct log_conf *c = settings;
-    for (unsigned i = 0; i < c->n_targets; i++) {
-        if (c->targets[i].fd > 2)
-            close(c->targets[i].fd);
-        vars_free(c->targets[i].cond);
-    }
+    for (unsigned i = 0; i < c->n_targets; i++)
+        vars_free(c->targets[i].cond); /* the files are the module's (log_fini) */
     free(c->targets);
     free(c);
 }
@@ -328,6 +559,7 @@ const struct module mod_log = {
     .fini = log_fini,
     .log = log_log,
     .logs_request = log_logs_request,
+    .tick = log_tick,
     .block = log_block,
     .block_free = log_block_free,
 };

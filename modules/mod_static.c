@@ -481,7 +481,13 @@ static enum mod_result static_handle(void *state, const struct request *req,
         return MOD_HANDLED;
     int fd = open_file(req, req->root_fd, rel);
     if (fd < 0) {
-        resp_error(resp, http_status_for_errno(-fd));
+        int status = http_status_for_errno(-fd);
+        /* nginx's open() "..." failed, in the request's error log (a missing file only
+         * with log_not_found) */
+        if ((fd != -ENOENT && fd != -ENOTDIR) || module_log_not_found(req))
+            module_log(req, LOG_LEVEL_ERROR, "static: open \"%s/%s\": %s (%d)",
+                       req->root_real, rel, strerror(-fd), status);
+        resp_error(resp, status);
         return MOD_HANDLED;
     }
     struct stat sb;

@@ -408,17 +408,30 @@ static int set_access_log(void *base, const struct conf_node *n, void *ctx, char
     return 0;
 }
 
-/* `error_log PATH [LEVEL];` in a server or location (nginx's per-block error log): there
- * is one error log here, the top level's, which the notice says. */
-static int note_block_error_log(void *base, const struct conf_node *n, void *ctx, char *msg,
-                                size_t len)
+int config_log_level(const char *name, enum log_level *level, bool *above_error)
 {
-    struct core_read *cr = ctx;
+    int v;
+    if (conf_name_value(log_levels, name, &v) < 0)
+        return -1;
+    *level = (enum log_level)v;
+    *above_error = !strcmp(name, "crit") || !strcmp(name, "alert") || !strcmp(name, "emerg");
+    return 0;
+}
+
+/* `error_log PATH [LEVEL];` in a server or location: checked here, opened with the block's
+ * settings (module_level.c). */
+static int check_block_error_log(void *base, const struct conf_node *n, void *ctx, char *msg,
+                                 size_t len)
+{
     (void)base;
+    (void)ctx;
+    enum log_level level;
+    bool above;
     if (strcmp(n->args[0], "off") == 0)
         return snprintf(msg, len, "the error log cannot be off; use a level instead"), -1;
-    conf_notice(cr->r, n->line, "error_log %s: accepted in a server or location, not used: "
-                "the top-level error log is used", n->args[0]);
+    if (n->n_args == 2 && config_log_level(n->args[1], &level, &above) < 0)
+        return snprintf(msg, len, "invalid level \"%s\" (debug, info, notice, warn, error, "
+                        "crit, alert, emerg)", n->args[1]), -1;
     return 0;
 }
 
@@ -1174,9 +1187,13 @@ static const struct conf_directive core_directives[] = {
             "it cannot be `off`, use a level instead. "
             "`debug` logs each compression and listing built. Reopened on `SIGUSR1`."},
     {"error_log", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = 2,
-     .set = note_block_error_log, .usage = "PATH [LEVEL]",
-     .doc = "nginx's error log of a server or location: accepted, with a notice at `-t`; "
-            "the top-level `error_log` takes every message."},
+     .set = check_block_error_log, .usage = "PATH [LEVEL]", .dflt = "(the outer block's)",
+     .doc = "The error log of the requests a server or location answers, as nginx's: their "
+            "messages (a missing file, an access refused, an upstream that failed...) go "
+            "there, from LEVEL up (`error` when not said; `crit`, `alert` and `emerg` "
+            "leave them all out), in place of the outer block's. Messages that are not "
+            "about a request stay in the top-level `error_log`. Not reopened on `SIGUSR1`.",
+     .id = CONFIG_ID_ERROR_LOG},
     {"server_tokens", CONF_FLAG, TOP, CFG(server_tokens), .dflt = "on",
      .doc = "`Server: lfhttpd/VERSION`, or with `off` just `Server: lfhttpd`."},
     {"sendfile", CONF_FLAG, TOP, CFG(sendfile), .dflt = "on",
@@ -1340,9 +1357,10 @@ static const struct conf_directive core_directives[] = {
      .usage = "SIZE", .doc = "Server names are matched without a sized hash."},
     {"server_names_hash_max_size", CONF_STRING, TOP, .set = note_nginx_only,
      .usage = "SIZE", .doc = "Server names are matched without a sized hash."},
-    {"log_not_found", CONF_FLAG, TOP | SITE | LOC, .set = note_nginx_only,
-     .doc = "A missing file is never written to the error log here (nginx's `log_not_found "
-            "off`); the access log has its 404."},
+    {"log_not_found", CONF_FLAG, TOP | SITE | LOC, .set = check_flag, .dflt = "on",
+     .doc = "A file that is not there (404) is written to the request's error log at "
+            "`error`, as nginx's; `off`: only the access log has the 404.",
+     .id = CONFIG_ID_LOG_NOT_FOUND},
     {"client_max_body_size", CONF_SIZE, TOP, CFG(max_body_size), .dflt = "1m",
      .doc = "nginx's name of `max_body_size` (0: no limit); a server or location may set "
             "its own."},

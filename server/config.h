@@ -195,6 +195,8 @@ enum config_core_id {
     CONFIG_ID_KEEPALIVE_TIMEOUT,
     CONFIG_ID_KEEPALIVE_REQUESTS,
     CONFIG_ID_SEND_TIMEOUT,
+    CONFIG_ID_ERROR_LOG,     /* in a server or location */
+    CONFIG_ID_LOG_NOT_FOUND,
 };
 
 /* The next top-level statement named `name` after `after` (NULL: from the start). */
@@ -213,5 +215,10 @@ int config_parse_listen(const char *text, struct config_listen *l);
 bool config_listen_param(struct config_listen *l, const char *word);
 
 void config_free(struct config *cfg);
+
+/* nginx's error-log level name (debug, info, notice, warn, error, crit, alert, emerg) as
+ * lfhttpd's level; *above_error: crit, alert or emerg, graver than lfhttpd's error. 0, or
+ * -1 for an unknown name. */
+int config_log_level(const char *name, enum log_level *level, bool *above_error);
 
 #endif

@@ -55,6 +55,7 @@
 #include "log.h"
 #include "module_chain.h"
 #include "upstream.h"
+#include "vars_upstream.h"
 
 #define PROXY_HEAD_MAX 16384             /* the upstream's head; then the tunnel's buffer */
 /* The request to the upstream (its head, a small body), then a copy of the client's for the
@@ -118,6 +119,10 @@ struct conn_proxy {
     /* Buffers, while in use or kept with a connection: */
     char *head; /* PROXY_HEAD_MAX bytes: the upstream's head; the tunnel's upstream bytes */
     char *req;  /* PROXY_REQ_MAX bytes: the request; the tunnel's client bytes */
+    /* The tries, for $upstream_* (the saved request points here): the current one is
+     * try_now, an entry of uvars or, past its room, try_spare. */
+    struct vars_upstream uvars;
+    struct vars_upstream_try *try_now, try_spare;
 };
 
 /* --- states, their sockets and their waits ---------------------------------------------- */
@@ -356,6 +361,45 @@ static void proxy_done(struct http_source *s)
     proxy_detach(px, px->keep_up, px->failed);
 }
 
+/* An error about px's request: to its location's error log (nginx's error_log there). */
+#define proxy_log(px, ...)                                                                  \
+    do {                                                                                    \
+        if ((px)->src.has_saved)                                                            \
+            module_log(&(px)->src.saved, LOG_LEVEL_ERROR, __VA_ARGS__);                     \
+        else                                                                                \
+            log_error(__VA_ARGS__);                                                         \
+    } while (0)
+
+/* --- the tries' record, for $upstream_* ------------------------------------------------- */
+
+/* A try at addr begins (now_us: clock_now_us()). */
+static void try_begin(struct conn_proxy *px, const char *addr, int64_t now_us)
+{
+    struct vars_upstream *u = &px->uvars;
+    px->try_now = u->n < VARS_UPSTREAM_TRIES ? &u->tries[u->n++] : &px->try_spare;
+    *px->try_now = (struct vars_upstream_try){
+        .addr = addr, .start_us = now_us, .connect_us = -1, .header_us = -1, .response_us = -1};
+    u->head = NULL;
+}
+
+/* The current try has ended: status, if it has none yet (0: leave it), and its time. (A
+ * body's reads set the time so far, for an answer whose client leaves before its end.) */
+static void try_end(struct conn_proxy *px, int status)
+{
+    struct vars_upstream_try *t = px->try_now;
+    if (!t)
+        return;
+    if (!t->status)
+        t->status = status;
+    t->response_us = clock_now_us() - t->start_us;
+}
+
+static void try_connected(struct conn_proxy *px)
+{
+    if (px->try_now && px->try_now->connect_us < 0)
+        px->try_now->connect_us = clock_now_us() - px->try_now->start_us;
+}
+
 /* The response is over (failure: why it ended early, or NULL): answer what is still owed,
  * after `tail` (the last of the body, not sent yet, in memory that is not px's; or NULL),
  * then go on with the client's connection or close it. The upstream connection is let go
@@ -370,11 +414,13 @@ static void proxy_finish_after(struct conn_proxy *px, int error_status, const ch
     struct response *resp = tail ? tail : &own;
     if (!tail)
         resp_init(&own);
+    try_end(px, 0);
     bool keep_alive = s->keep_alive;
     if (!s->head_sent) {
         s->status = error_status ? error_status : 502;
-        log_error("proxy: %s: answered %d: %s", px->server ? px->server->text : px->up->name,
-                  s->status, failure ? failure : "no answer");
+        proxy_log(px, "proxy: %s: answered %d: %s",
+                  px->server ? px->server->text : px->up->name, s->status,
+                  failure ? failure : "no answer");
         resp_error(resp, s->status);
         /* the location's add_header ... always, as nginx */
         http_source_filter_head(s, resp, px->p);
@@ -389,7 +435,7 @@ static void proxy_finish_after(struct conn_proxy *px, int error_status, const ch
             failure = "the body filter failed at its end";
         }
         if (failure) {
-            log_error("proxy: %s: the response was cut: %s",
+            proxy_log(px, "proxy: %s: the response was cut: %s",
                       px->server ? px->server->text : px->up->name, failure);
             keep_alive = false; /* cut: no last chunk, and the connection closes */
         }
@@ -464,6 +510,8 @@ static void attempt_begin(struct conn_proxy *px, struct upstream_server *s)
     int64_t now = clock_now_ms();
     px->server = s;
     px->attempt_us = clock_now_us();
+    if (!px->fresh_only || !px->try_now) /* (a kept connection's retry is the same try) */
+        try_begin(px, s->text, px->attempt_us);
     px->attempts++;
     px->sent_any = false;
     px->req_off = px->body_off = 0;
@@ -496,6 +544,8 @@ static void attempt_begin(struct conn_proxy *px, struct upstream_server *s)
         }
     }
     conn_set_wake_fd(px->src.c, px->h.fd, true);
+    if (px->phase == PHASE_SEND)
+        try_connected(px);
     set_deadline(px, now + (px->phase == PHASE_CONNECT ? px->p->connect_ms : px->p->send_ms));
     proxy_step(px);
 }
@@ -518,6 +568,7 @@ static void attempt_failed(struct conn_proxy *px, enum proxy_failure why, const 
         }
         why = FAIL_ERROR;
     }
+    try_end(px, why == FAIL_TIMEOUT ? 504 : 502);
     if (px->server) {
         upstream_done(px->up, px->server, true, now);
         px->tried |= 1ull << (px->server - px->up->servers);
@@ -557,6 +608,8 @@ static int send_request(struct conn_proxy *px)
         if (w < 0)
             return errno == EAGAIN ? 0 : -1;
         px->sent_any = true;
+        if (px->try_now)
+            px->try_now->bytes_sent += (uint64_t)w;
         set_deadline(px, clock_now_ms() + px->p->send_ms); /* between two writes (nginx) */
         size_t in_head = px->req_len - px->req_off;
         if ((size_t)w <= in_head) {
@@ -643,6 +696,7 @@ static void tunnel_begin(struct conn_proxy *px, size_t used)
 {
     struct conn *c = px->src.c;
     conn_set_wake_fd(c, px->h.fd, false); /* a half-closed client may still read */
+    px->uvars.head = NULL; /* the buffer is the tunnel's now */
     px->head_off = used;
     px->head_len -= used;
     px->req_off = px->req_len = 0;
@@ -663,6 +717,10 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
     struct response resp;
     resp_init(&resp);
     resp.head_only = px->src.head_only;
+    px->uvars.head = px->head; /* $upstream_http_NAME, for add_header and the log */
+    px->uvars.head_len = used;
+    if (px->try_now)
+        px->try_now->response_length += px->head_len - used;
     if (px->p->ops->head(px->p->conf, px->src.has_saved ? &px->src.saved : NULL, uh, &resp) < 0 ||
         resp_failed(&resp)) {
         attempt_failed(px, FAIL_INVALID, "its head cannot be relayed (too large?)");
@@ -770,6 +828,8 @@ static bool read_head(struct conn_proxy *px)
             return false;
         }
         px->head_len += (size_t)n;
+        if (px->try_now)
+            px->try_now->bytes_received += (uint64_t)n;
         set_deadline(px, clock_now_ms() + px->p->read_ms);
         for (;;) {
             static const struct http_limits lim = {PROXY_HEAD_MAX, HTTP_MAX_HEADERS};
@@ -796,6 +856,10 @@ static bool read_head(struct conn_proxy *px)
                                                  "or without Upgrade");
                 return false;
             }
+            if (px->try_now) {
+                px->try_now->status = uh.status;
+                px->try_now->header_us = clock_now_us() - px->try_now->start_us;
+            }
             unsigned bit = uh.status == 502 ? PROXY_NEXT_502
                            : uh.status == 503 ? PROXY_NEXT_503
                            : uh.status == 504 ? PROXY_NEXT_504 : 0;
@@ -807,6 +871,7 @@ static bool read_head(struct conn_proxy *px)
                 next = upstream_pick(px->up, clock_now_ms(), tried);
             }
             if (next) { /* this answer is an error, and another server may do better */
+                try_end(px, 0);
                 up_close(px);
                 upstream_done(px->up, px->server, true, clock_now_ms());
                 px->tried |= 1ull << (px->server - px->up->servers);
@@ -846,6 +911,11 @@ static void relay_body(struct conn_proxy *px)
             return;
         }
         set_deadline(px, clock_now_ms() + px->p->read_ms);
+        if (px->try_now) {
+            px->try_now->bytes_received += (uint64_t)n;
+            px->try_now->response_length += (uint64_t)n;
+            px->try_now->response_us = clock_now_us() - px->try_now->start_us;
+        }
         struct response resp;
         resp_init(&resp);
         int done = take_body(px, &resp, buf, (size_t)n, &pc);
@@ -1002,6 +1072,7 @@ static void proxy_step(struct conn_proxy *px)
                 socklen_t pl = sizeof(peer);
                 if (getpeername(px->h.fd, (struct sockaddr *)&peer, &pl) == 0) {
                     px->phase = PHASE_SEND;
+                    try_connected(px);
                     set_deadline(px, clock_now_ms() + px->p->send_ms);
                     continue;
                 }
@@ -1199,6 +1270,9 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     px->tunnel_asked = false;
     px->up_done = px->client_done = false;
     px->attempt_done = false;
+    px->uvars.n = 0;
+    px->uvars.head = NULL;
+    px->try_now = NULL;
 
     long len = p->ops->request(p->conf, r, p->upstream->keepalive > 0, px->req,
                                PROXY_REQ_MAX);
@@ -1221,6 +1295,7 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
         return;
     }
     http_source_save_request(&px->src, r, px->req + px->req_len, PROXY_REQ_MAX - px->req_len);
+    px->src.saved.upstream = &px->uvars;
     /* A collected body not kept where it lies goes now: the head (in it too) is saved. */
     if (body_owner && px->body_owner != body_owner)
         http_collect_free(shared, body_owner);
@@ -1230,7 +1305,9 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
         px->registered = false;
     }
     atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
-    if (!s) {
+    if (!s) { /* nginx's "no live upstreams": the upstream's name stands for a try */
+        try_begin(px, px->up->name, clock_now_us());
+        try_end(px, 502);
         proxy_finish(px, 502, "every server is out");
         return;
     }

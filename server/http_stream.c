@@ -152,10 +152,14 @@ static void stream_finish(struct conn_stream *cs, const char *failure)
     bool keep_alive = s->keep_alive;
     if (!s->head_sent) {
         s->status = timed_out ? 504 : 502;
-        if (!timed_out) /* the client sees only "Bad Gateway": the log says why */
-            log_error("%s: answered 502: %s", cs->rs.name ? cs->rs.name : "stream",
-                      failure ? failure : cs->pending_len ? "its output ended inside the head"
-                                                          : "no output");
+        /* the client sees only "Bad Gateway": the log (the location's) says why */
+        const char *why = failure ? failure : cs->pending_len ? "its output ended inside the head"
+                                                              : "no output";
+        const char *name = cs->rs.name ? cs->rs.name : "stream";
+        if (!timed_out && s->has_saved)
+            module_log(&s->saved, LOG_LEVEL_ERROR, "%s: answered 502: %s", name, why);
+        else if (!timed_out)
+            log_error("%s: answered 502: %s", name, why);
         resp_error(&resp, s->status);
         resp.head_only = s->head_only;
         resp.keep_alive = keep_alive;

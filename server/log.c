@@ -142,32 +142,54 @@ static size_t escape_controls(char *out, size_t cap, const char *s, size_t len)
     return n;
 }
 
-void log_msg(enum log_level level, const char *fmt, ...)
+/* One line to fd (one write, so lines of several threads never interleave); echo: to
+ * stderr too. */
+static void vlog(int fd, bool echo, enum log_level level, const char *fmt, va_list ap)
 {
     static const char *names[] = {"error", "warn", "info", "debug"};
-    if (level > error_log.level)
-        return;
     char line[1024], msg[1024];
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);
     size_t n = strftime(line, sizeof(line), "%Y/%m/%d %H:%M:%S", &tm);
     n += (size_t)snprintf(line + n, sizeof(line) - n, " [%s] ", names[level]);
-    va_list ap;
-    va_start(ap, fmt);
     int m = vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
     if (m > 0) {
         size_t len = (size_t)m < sizeof(msg) ? (size_t)m : sizeof(msg) - 1;
         n += escape_controls(line + n, sizeof(line) - n - 1, msg, len);
     }
     line[n++] = '\n';
-    /* One write per message, so lines from several threads never interleave. */
-    ssize_t w = write(error_log.fd, line, n);
-    if (level == LOG_LEVEL_ERROR && error_log.fd != 2 &&
-        atomic_load_explicit(&echo_errors, memory_order_relaxed))
+    ssize_t w = write(fd, line, n);
+    if (echo)
         w = write(2, line, n);
     (void)w;
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+    if (level > error_log.level)
+        return;
+    bool echo = level == LOG_LEVEL_ERROR && error_log.fd != 2 &&
+                atomic_load_explicit(&echo_errors, memory_order_relaxed);
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(error_log.fd, echo, level, fmt, ap);
+    va_end(ap);
+}
+
+void log_msg_to(const struct log_dest *d, enum log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (!d) {
+        if (level <= error_log.level)
+            vlog(error_log.fd, level == LOG_LEVEL_ERROR && error_log.fd != 2 &&
+                                   atomic_load_explicit(&echo_errors, memory_order_relaxed),
+                 level, fmt, ap);
+    } else if (!d->quiet && level <= d->level) {
+        vlog(d->fd, false, level, fmt, ap);
+    }
+    va_end(ap);
 }
 
 /* --- access log -------------------------------------------------------------------- */

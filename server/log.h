@@ -24,6 +24,17 @@ int log_check_dest(const char *dest);
 void log_echo_errors(bool on);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The error log of a server or location (nginx's error_log in a block), for the messages
+ * about the requests it answers. */
+struct log_dest {
+    int fd;
+    enum log_level level; /* the lowest written */
+    bool quiet; /* nginx's crit, alert or emerg: above every message about a request */
+};
+/* A message about a request: to d, at d's level; d NULL: the error log above. */
+void log_msg_to(const struct log_dest *d, enum log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 #define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_LEVEL_INFO, __VA_ARGS__)

@@ -64,6 +64,7 @@ struct module_level;   /* the settings of one block (module_level.h) */
 struct server;         /* the running server, for module_figures.h */
 struct site_server;    /* a server block (site.h) */
 struct vars_value;     /* a compiled text with variables (vars.h) */
+struct vars_upstream;  /* a proxied request's tries (vars_upstream.h) */
 
 /* --- the request ------------------------------------------------------------------------ */
 
@@ -121,6 +122,8 @@ struct request {
     bool internal;        /* an error page's internal redirect: `internal` locations answer */
     const struct server *server;
     const struct module_chain *chain;
+    /* A proxied request's tries, for $upstream_* (vars_upstream.h): the proxy's; NULL. */
+    const struct vars_upstream *upstream;
     /* From here on, a request starts with only the counts cleared (http_request_init):
      * $1..$9 and $name, the groups of the regex location that matched, as offsets into
      * the path it matched (n = 0 when the location is not a regex one). A try_files or an
@@ -212,6 +215,10 @@ struct module {
     /* Does the module's log hook write req's access-log lines in place of the top-level
      * access log (which then leaves the request out)? */
     bool (*logs_request)(void *state, const struct request *req);
+    /* About four times a second, on one of the server's threads, with the current
+     * generation's state (now_ms: clock_now_ms()): work due by time, as writing out
+     * buffered log lines. Quick, and safe beside requests on other threads. */
+    void (*tick)(void *state, int64_t now_ms);
     /* The media type of a file (path, and its open fd and stat), or NULL if unknown. Not
      * part of answering: modules that serve files ask through module_content_type(). */
     const char *(*content_type)(void *state, const struct request *req, const char *path,
@@ -236,6 +243,14 @@ struct module {
      * whole families, HELP and TYPE lines included, names starting with "lfhttpd_". */
     void (*metrics)(void *state, struct strbuf *b);
 };
+
+/* A message about req, to the error log of the block that answers it (nginx's error_log
+ * in a server or location; else the top-level one), if its level lets it through; the
+ * client's address and the request line are added, as nginx adds them. */
+void module_log(const struct request *req, enum log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Is a missing file written to req's error log (`log_not_found`)? */
+bool module_log_not_found(const struct request *req);
 
 /* --- for init and the block hook -------------------------------------------------------- */
 

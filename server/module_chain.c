@@ -216,6 +216,13 @@ bool module_chain_logs_request(const struct module_chain *c, const struct reques
     return false;
 }
 
+void module_chain_tick(const struct module_chain *c, int64_t now_ms)
+{
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->mods[i]->tick)
+            c->mods[i]->tick(c->state[i], now_ms);
+}
+
 void module_chain_log(const struct module_chain *c, const struct request *req,
                       const struct response *resp)
 {

@@ -98,6 +98,8 @@ void module_levels_free(struct module_chain *c);
  * `off` included), so that the top-level access log leaves it out, as nginx's inner
  * access_log replaces the outer ones? */
 bool module_chain_logs_request(const struct module_chain *c, const struct request *req);
+/* Run the tick hooks (module.h), now_ms being clock_now_ms(). */
+void module_chain_tick(const struct module_chain *c, int64_t now_ms);
 /* Run log hooks. */
 void module_chain_log(const struct module_chain *c, const struct request *req,
                       const struct response *resp);

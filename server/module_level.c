@@ -10,9 +10,12 @@
  */
 #include "module_level.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "rewrite.h"
 #include "site.h"
 #include "vars.h"
@@ -306,6 +310,32 @@ static int read_limits(struct level_build *b, struct module_level *l,
     return rc;
 }
 
+/* `error_log PATH [LEVEL];` of a server or location: opened now, as nginx opens its files
+ * at load (the level checked when read, config.c). */
+static int read_error_log(struct level_build *b, struct module_level *l,
+                          const struct conf_node *n)
+{
+    struct log_dest *d = calloc(1, sizeof(*d));
+    if (!d)
+        return conf_error(&b->r, n->line, "out of memory");
+    d->level = LOG_LEVEL_ERROR; /* nginx's default */
+    if (n->n_args == 2)
+        config_log_level(n->args[1], &d->level, &d->quiet);
+    const char *path = n->args[0];
+    if (strcmp(path, "stderr") == 0 || strcmp(path, "stdout") == 0)
+        d->fd = path[3] == 'e' ? 2 : 1;
+    else
+        d->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (d->fd < 0) {
+        int err = errno;
+        free(d);
+        return conf_error(&b->r, n->line, "error_log \"%s\": %s", path, strerror(err));
+    }
+    l->error_log = d;
+    l->error_log_own = true;
+    return 0;
+}
+
 static int read_core(struct level_build *b, struct module_level *l,
                      const struct module_level *outer, const struct site_location *loc,
                      const struct conf_node *first, char (*index_room)[256])
@@ -357,6 +387,12 @@ static int read_core(struct level_build *b, struct module_level *l,
     struct rewrite_prog *prog;
     rc |= rewrite_build(&b->r, first, l->context, &prog);
     l->rewrite = prog;
+    l->error_log = outer->error_log;
+    if ((n = find(first, l->context, CONFIG_ID_ERROR_LOG)))
+        rc |= read_error_log(b, l, n);
+    l->log_not_found = outer->log_not_found;
+    if ((n = find(first, l->context, CONFIG_ID_LOG_NOT_FOUND)))
+        l->log_not_found = strcmp(n->args[0], "on") == 0;
     l->class_index = outer->class_index;
     if ((n = find(first, l->context, CONFIG_ID_CLASS))) {
         l->class_index = 0;
@@ -436,6 +472,8 @@ static int build_top(struct level_build *b, struct module_level *l, char *err, s
         .keepalive_requests = b->cfg->keepalive_requests,
         .send_timeout_ms = b->cfg->send_timeout_ms,
     };
+    const struct conf_node *lnf = find(b->cfg->tree, CONF_TOP, CONFIG_ID_LOG_NOT_FOUND);
+    l->log_not_found = !lnf || strcmp(lnf->args[0], "on") == 0;
     int rc = l->root ? 0 : -1;
     rc |= read_error_pages(b, l, b->cfg->tree);
     rc |= read_modules(b, l, NULL, NULL, b->cfg->tree, NULL, err, len);
@@ -514,6 +552,11 @@ static void free_level(struct module_chain *c, struct module_level *l)
         vars_free((struct vars_value *)l->try_files[i]);
     vars_free((struct vars_value *)l->return_text);
     rewrite_free((struct rewrite_prog *)l->rewrite);
+    if (l->error_log_own) {
+        if (l->error_log->fd > 2)
+            close(l->error_log->fd);
+        free((void *)l->error_log);
+    }
     if (l->error_pages_own) {
         for (unsigned i = 0; i < l->n_error_pages; i++)
             if (l->error_pages[i].uri &&
@@ -550,6 +593,33 @@ void module_levels_free(struct module_chain *c)
 const void *module_settings(const struct request *req, unsigned index)
 {
     return req->level ? req->level->conf[index] : NULL;
+}
+
+void module_log(const struct request *req, enum log_level level, const char *fmt, ...)
+{
+    const struct log_dest *d = req->level ? req->level->error_log : NULL;
+    char msg[768], client[INET6_ADDRSTRLEN] = "-";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    const struct sockaddr *sa = req->peer;
+    if (sa && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, client, sizeof(client));
+    else if (sa && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, client,
+                  sizeof(client));
+    const struct http_request *h = req->http;
+    /* The request line, as $request: from the method to the version after the target. */
+    int line = h && h->method_name.len && h->target.len
+                   ? (int)(h->target.p + h->target.len + 9 - h->method_name.p) : 0;
+    log_msg_to(d, level, "%s, client: %s, request: \"%.*s\"", msg, client,
+               line > 0 && line < 512 ? line : 0, line > 0 ? h->method_name.p : "");
+}
+
+bool module_log_not_found(const struct request *req)
+{
+    return !req->level || req->level->log_not_found;
 }
 
 int module_block_read(const struct module_block *b, void *base)

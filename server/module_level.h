@@ -63,6 +63,11 @@ struct module_level {
     unsigned class_index; /* `class NAME;`: 1 + its place in cfg->classes; 0: not said */
     /* client_max_body_size, keepalive_timeout...: each inherited unless the block sets it */
     struct config_limits limits;
+    /* `error_log`: where the messages about its requests go, inherited; NULL: the
+     * top-level error log. error_log_own: this block's (closed and freed with it). */
+    const struct log_dest *error_log;
+    bool error_log_own;
+    bool log_not_found; /* `log_not_found`, inherited */
     void *conf[MODULE_CHAIN_MAX];     /* each module's block settings */
 };
 

@@ -59,6 +59,7 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .server_captures = &req->server_captures,
         .user_var = rewrite_var,
         .user_vars = req,
+        .upstream = req->upstream,
     };
 }
 
@@ -787,9 +788,9 @@ static bool handle(const struct module_chain *c, struct request *req, struct res
         return false;
     }
     if (!req->mount && req->root_fd < 0) { /* a root or alias missing at load */
-        log_error("\"%.*s\": %s \"%s\" does not exist: 404", (int)(req->path_len > 200 ? 200 :
-                  req->path_len), req->path, req->level->alias ? "alias" : "root",
-                  req->root_real);
+        module_log(req, LOG_LEVEL_ERROR, "\"%.*s\": %s \"%s\" does not exist: 404",
+                   (int)(req->path_len > 200 ? 200 : req->path_len), req->path,
+                   req->level->alias ? "alias" : "root", req->root_real);
         resp_error(resp, 404);
         return false;
     }

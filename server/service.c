@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "generation.h"
 
 #define ACCESS_LOG_FLUSH_MS 1000
 
@@ -27,6 +28,11 @@ static void service_tick(struct timer *t)
         svc->last_flush_ms = now;
         access_log_flush(&shared->access_log);
     }
+    /* The modules' work due by time: buffered access_log lines. */
+    struct generation *g = generation_acquire(&shared->current);
+    if (g->chain_ready)
+        module_chain_tick(&g->chain, now);
+    generation_release(g);
 }
 
 int service_init(struct service *svc, struct http_shared *shared, const char *name,

@@ -3,6 +3,7 @@
 #include "vars.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -12,6 +13,7 @@
 #include <strings.h>
 #include <sys/random.h>
 #include <time.h>
+#include "vars_upstream.h"
 
 enum var_id {
     VAR_LITERAL = 0,
@@ -43,6 +45,17 @@ enum var_id {
     VAR_REQUEST_TIME,
     VAR_REQUEST_LENGTH,
     VAR_CONNECTION_REQUESTS,
+    /* the proxy's tries (vars_upstream.h) */
+    VAR_UPSTREAM_ADDR,
+    VAR_UPSTREAM_STATUS,
+    VAR_UPSTREAM_RESPONSE_TIME,
+    VAR_UPSTREAM_CONNECT_TIME,
+    VAR_UPSTREAM_HEADER_TIME,
+    VAR_UPSTREAM_RESPONSE_LENGTH,
+    VAR_UPSTREAM_BYTES_RECEIVED,
+    VAR_UPSTREAM_BYTES_SENT,
+    VAR_UPSTREAM_CACHE_STATUS,
+    VAR_UPSTREAM_HTTP, /* $upstream_http_NAME: as $http_NAME's */
     VAR_HTTP,   /* $http_NAME: the part's name is NAME, '_' made '-' */
     VAR_COOKIE, /* $cookie_NAME */
     VAR_ARG,    /* $arg_NAME */
@@ -102,6 +115,27 @@ static const struct {
      "(decoded, if chunked) (in an access-log line; else empty)."},
     {"connection_requests", VAR_CONNECTION_REQUESTS, "The request's number on its connection, "
      "from 1 (in an access-log line; else empty)."},
+    /* the proxy's, one entry a try (the first, then each proxy_next_upstream makes) */
+    {"upstream_addr", VAR_UPSTREAM_ADDR, "The upstream servers tried, `HOST:PORT` each, "
+     "joined with `, ` (`127.0.0.1:8081, 127.0.0.1:8082`); the upstream's name when no "
+     "server was left; empty when not proxied, as every `$upstream_` variable."},
+    {"upstream_status", VAR_UPSTREAM_STATUS, "Each try's answer status (`502, 200`); 502, "
+     "or 504 after a timeout, for a try that got none."},
+    {"upstream_response_time", VAR_UPSTREAM_RESPONSE_TIME, "Each try's time, from its start "
+     "to the answer's end, in seconds with milliseconds (`0.004`); `-` while the answer "
+     "goes (in `add_header`)."},
+    {"upstream_connect_time", VAR_UPSTREAM_CONNECT_TIME, "Each try's time to connect "
+     "(`0.000` on a kept connection), seconds with milliseconds; `-` if it never did."},
+    {"upstream_header_time", VAR_UPSTREAM_HEADER_TIME, "Each try's time to the answer's "
+     "whole head, seconds with milliseconds; `-` without one."},
+    {"upstream_response_length", VAR_UPSTREAM_RESPONSE_LENGTH, "Each try's answer body "
+     "bytes as received (0 without an answer)."},
+    {"upstream_bytes_received", VAR_UPSTREAM_BYTES_RECEIVED, "Each try's bytes received "
+     "from the upstream, head and body."},
+    {"upstream_bytes_sent", VAR_UPSTREAM_BYTES_SENT, "Each try's bytes sent to the "
+     "upstream, request head and body."},
+    {"upstream_cache_status", VAR_UPSTREAM_CACHE_STATUS, "Never set, as nginx's without "
+     "`proxy_cache` (there is no cache): empty, `-` in a log line."},
 };
 
 /* Families of variables named by a prefix and what follows it, as nginx's. */
@@ -115,6 +149,8 @@ static const struct {
      "and every `X-Forwarded-For` with `, `; a field whose name holds `_` never, as nginx "
      "drops those."},
     {"cookie_", VAR_COOKIE, "The value of the cookie NAME, raw."},
+    {"upstream_http_", VAR_UPSTREAM_HTTP, "A field of the last upstream try's answer (NAME "
+     "as for `http_NAME`), its first, as nginx 1.22; empty without one."},
     {"arg_", VAR_ARG, "The value of the query parameter NAME, raw."},
 };
 
@@ -313,7 +349,8 @@ int vars_compile(const char *text, enum vars_context ctx, struct vars_value **ou
             char c = ref.arg[k];
             if (ref.id != VAR_CAPTURE_NAMED && c >= 'A' && c <= 'Z')
                 c = (char)(c + 32);
-            v->text[t++] = ref.id == VAR_HTTP && c == '_' ? '-' : c;
+            v->text[t++] = (ref.id == VAR_HTTP || ref.id == VAR_UPSTREAM_HTTP) && c == '_'
+                               ? '-' : c;
         }
         lit_start = t;
         i += ref.used;
@@ -765,6 +802,33 @@ __attribute__((noinline)) static void put_user(struct sink *s, const char *name,
         put(s, value, (size_t)n, esc, false);
 }
 
+static_assert(VAR_UPSTREAM_BYTES_SENT - VAR_UPSTREAM_ADDR == VARS_UPSTREAM_BYTES_SENT,
+              "the $upstream_* ids follow vars_upstream_field's order");
+
+/* An $upstream_* value of the proxy's tries: written here first (several tries' may be
+ * long). */
+__attribute__((noinline)) static void put_upstream(struct sink *s, enum var_id id,
+                                                   struct part_name nm,
+                                                   const struct vars_source *src, bool esc)
+{
+    if (id == VAR_UPSTREAM_HTTP) {
+        bool found;
+        struct http_slice v = vars_upstream_header(src->upstream, nm.p, nm.len, &found);
+        put(s, v.p, v.len, esc, false);
+        return;
+    }
+    if (id == VAR_UPSTREAM_CACHE_STATUS)
+        return;
+    char value[VARS_UPSTREAM_TRIES * 64];
+    long n = vars_upstream_format(src->upstream,
+                                  (enum vars_upstream_field)(id - VAR_UPSTREAM_ADDR), value,
+                                  sizeof(value));
+    if (n < 0)
+        s->failed = true;
+    else
+        put(s, value, (size_t)n, esc, false);
+}
+
 static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
                          const struct vars_source *src, bool esc)
 {
@@ -815,6 +879,16 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_REQUEST_TIME:
     case VAR_REQUEST_LENGTH:
     case VAR_CONNECTION_REQUESTS: v = log_var_of(id, src, tmp, sizeof(tmp)); break;
+    case VAR_UPSTREAM_ADDR:
+    case VAR_UPSTREAM_STATUS:
+    case VAR_UPSTREAM_RESPONSE_TIME:
+    case VAR_UPSTREAM_CONNECT_TIME:
+    case VAR_UPSTREAM_HEADER_TIME:
+    case VAR_UPSTREAM_RESPONSE_LENGTH:
+    case VAR_UPSTREAM_BYTES_RECEIVED:
+    case VAR_UPSTREAM_BYTES_SENT:
+    case VAR_UPSTREAM_CACHE_STATUS:
+    case VAR_UPSTREAM_HTTP: put_upstream(s, id, nm, src, esc); return;
     case VAR_HTTP: put_header(s, h, nm.p, nm.len, esc); return;
     case VAR_COOKIE: v = cookie_of(h, nm.p, nm.len); break;
     case VAR_ARG: v = arg_of(src->args ? *src->args : h ? h->query : v, nm.p, nm.len); break;

@@ -47,6 +47,11 @@
  *   $connection_requests  the request's number on its connection
  *   $remote_user     empty: basic authentication's user is not kept (nginx logs "-" too
  *                    without one)
+ *   $upstream_addr, $upstream_status, $upstream_response_time, $upstream_connect_time,
+ *   $upstream_header_time, $upstream_response_length, $upstream_bytes_received,
+ *   $upstream_bytes_sent   the proxy's tries, one entry each joined with ", "
+ *                    (vars_upstream.h); $upstream_http_NAME a field of the last try's
+ *                    answer; $upstream_cache_status never set (there is no cache)
  *   $1 .. $9         the groups of the regex location that matched (one digit: "$10" is
  *                    $1 then "0", as nginx's); without one, those of the server's regex
  *                    name that matched the Host; else empty
@@ -86,6 +91,8 @@ enum vars_context {
     VARS_LOG_JSON,
     VARS_LOG_NONE,
 };
+
+struct vars_upstream;
 
 /* What a value is expanded from: one request, as the module chain sees it. */
 struct vars_source {
@@ -128,6 +135,8 @@ struct vars_source {
     int64_t now_us;        /* when the answer went (the same clock) */
     uint64_t request_length;       /* $request_length */
     unsigned long conn_requests;   /* $connection_requests */
+    const struct vars_upstream *upstream; /* the proxy's tries (vars_upstream.h); NULL:
+                                             not proxied, $upstream_* empty */
 };
 
 /* Declare $name[0, len) as one that `set` gives a value: values compiled afterwards may

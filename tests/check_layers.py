@@ -21,7 +21,7 @@ import sys
 LAYERS = [
     ("base", ["clock", "lf_*", "http_parse", "http_upstream", "open_beneath", "out_seg",
               "regex"]),
-    ("text helpers", ["strbuf", "http_params", "vars"]),
+    ("text helpers", ["strbuf", "http_params", "vars", "vars_upstream"]),
     ("configuration", ["config", "directive", "log", "site", "upstream", "tls"]),
     ("responses", ["http_response"]),
     ("periodic tick", ["timer"]),

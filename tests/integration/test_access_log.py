@@ -5,8 +5,10 @@ sends raw requests, and reads the log files; one runs nginx on the same text and
 the lines."""
 import json
 import re
+import signal
 import socket
 import subprocess
+import time
 
 from conftest import BIN, Nginx, scaled, wait_until
 from proxy_harness import proxy, upstream  # noqa: F401 fixtures
@@ -241,14 +243,105 @@ def test_if_condition_writes_only_when_not_empty_and_not_zero(tmp_path, start_se
     assert lines(a, 2) == ["log=yes", "log=1"]
 
 
-def test_buffered_line_is_in_the_file_within_flush_time(tmp_path, start_server):
+def buffered(tmp_path, start_server, options, threads=1):
+    """A server whose one log, a.log, writes `$uri` with `options` (buffer=, flush=), on
+    `threads` threads (one: one buffer, so what is in the file is foreseeable)."""
     d = www(tmp_path)
     a = tmp_path / "a.log"
     s = start_server(d, conf=conf(
-        tmp_path, f"server {{ access_log {a} t buffer=32k flush=1s; }}",
-        top="access_log off;\nlog_format t '$uri';"))
+        tmp_path, f"server {{ access_log {a} t {options}; }}",
+        top=f"access_log off;\nthreads {threads};\nlog_format t '$uri';"))
+    return s, a
+
+
+def text_of(path):
+    return path.read_text() if path.exists() else ""
+
+
+def test_line_without_buffer_is_in_the_file_at_once(tmp_path, start_server):
+    s, a = buffered(tmp_path, start_server, "")
     get(s, "/")
-    assert wait_until(lambda: a.exists() and a.read_text() == "/\n", scaled(2))
+    assert wait_until(lambda: text_of(a) == "/\n", 0.5)
+
+
+def test_buffered_line_waits_for_flush_time(tmp_path, start_server):
+    """buffer= keeps the line; flush=1s writes it about a second after it came, though
+    the server has nothing else to do (nginx's timer; here the tick)."""
+    s, a = buffered(tmp_path, start_server, "buffer=32k flush=1s")
+    get(s, "/")
+    sent = time.monotonic()
+    time.sleep(0.6)
+    assert text_of(a) == ""
+    assert wait_until(lambda: text_of(a) == "/\n", scaled(3))
+    assert time.monotonic() - sent >= 0.9
+
+
+def test_buffered_lines_go_when_the_next_would_overflow(tmp_path, start_server):
+    """Lines of 4 bytes ("/xN\n") in a buffer of 10: the third does not fit, so the first
+    two are written then, and the third waits."""
+    s, a = buffered(tmp_path, start_server, "buffer=10")
+    for i in range(1, 4):
+        get(s, f"/x{i}")
+    assert wait_until(lambda: text_of(a) == "/x1\n/x2\n", scaled(2))
+    time.sleep(0.5)
+    assert text_of(a) == "/x1\n/x2\n"
+
+
+def test_buffered_lines_are_written_at_shutdown(tmp_path, start_server):
+    s, a = buffered(tmp_path, start_server, "buffer=64k", threads=4)
+    for i in range(20):
+        get(s, f"/n{i}")
+    time.sleep(0.3)
+    assert text_of(a) == ""
+    assert s.stop() == 0
+    assert sorted(text_of(a).splitlines()) == sorted(f"/n{i}" for i in range(20))
+
+
+def test_buffered_lines_are_written_at_reload(tmp_path, start_server):
+    """SIGHUP lets the old generation go once its requests are done: its lines are
+    written then, not kept (nor lost) until the buffer fills or the server stops."""
+    s, a = buffered(tmp_path, start_server, "buffer=64k", threads=4)
+    for i in range(20):
+        get(s, f"/n{i}")
+    time.sleep(0.3)
+    assert text_of(a) == ""
+    before = len(s.error_log())
+    s.proc.send_signal(signal.SIGHUP)
+    assert wait_until(lambda: "configuration reloaded" in s.error_log()[before:])
+    assert wait_until(lambda: len(text_of(a).splitlines()) == 20, scaled(3))
+    assert sorted(text_of(a).splitlines()) == sorted(f"/n{i}" for i in range(20))
+
+
+def test_buffered_line_of_a_replaced_configuration_meets_flush_time(tmp_path, start_server):
+    """After SIGHUP, an idle keep-alive connection still holds the old configuration (its
+    next request takes the new one): the old configuration's buffered line is written
+    within flush= all the same."""
+    s, a = buffered(tmp_path, start_server, "buffer=32k flush=1s")
+    c = s.connect()
+    c.send(b"GET /old HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert c.read_response()[0] == 404
+    before = len(s.error_log())
+    s.proc.send_signal(signal.SIGHUP)
+    assert wait_until(lambda: "configuration reloaded" in s.error_log()[before:])
+    assert wait_until(lambda: text_of(a) == "/old\n", scaled(3))
+    c.close()
+
+
+def test_flush_without_buffer_and_conflicting_buffers_are_refused(tmp_path):
+    """As nginx's -t: flush= needs buffer=, and two access_log of one file with different
+    buffers are an error, with the file and line."""
+    www(tmp_path)
+    for body, words in (
+            (f"server {{ access_log {tmp_path}/a.log combined flush=1s; }}",
+             "no buffer is defined for access_log"),
+            (f"server {{ access_log {tmp_path}/a.log combined buffer=4k;\n"
+             f"location / {{ access_log {tmp_path}/a.log combined buffer=8k; }} }}",
+             "already defined with conflicting parameters")):
+        path = tmp_path / "t.conf"
+        path.write_text(conf(tmp_path, body))
+        r = subprocess.run([BIN, "-t", "-c", str(path)], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 1 and words in r.stderr and f"{path}:" in r.stderr, r.stderr
 
 
 def test_combined_format_is_the_top_level_logs_line(tmp_path, start_server):
@@ -316,24 +409,6 @@ def test_same_log_format_gives_nginxs_line(tmp_path, start_server):
                 assert g == w
     finally:
         theirs.stop()
-
-
-def test_error_log_in_a_server_or_location_is_accepted_with_a_notice(tmp_path, start_server):
-    """nginx's per-block error_log: -t says the top-level error log is used, and messages
-    go there (the block's file is never made)."""
-    d = www(tmp_path)
-    srv, loc = tmp_path / "srv.err", tmp_path / "loc.err"
-    text = conf(tmp_path, f"server {{ error_log {srv} warn; "
-                f"location /x/ {{ error_log {loc}; }} }}\n")
-    path = tmp_path / "t.conf"
-    path.write_text(text)
-    r = subprocess.run([BIN, "-t", "-c", str(path)], capture_output=True, text=True,
-                       timeout=30)
-    assert r.returncode == 0, r.stderr
-    assert r.stderr.count("the top-level error log is used") == 2
-    s = start_server(d, conf=text)
-    assert get(s, "/x/f.txt") == 200
-    assert "listening on" in s.error_log() and not srv.exists() and not loc.exists()
 
 
 def test_top_level_access_log_with_a_format_is_nginxs(tmp_path, start_server):

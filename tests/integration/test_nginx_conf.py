@@ -257,7 +257,7 @@ NGINX_ONLY = ["daemon off;", "master_process on;", "load_module modules/x.so;",
               "working_directory /tmp;"]
 HTTP_NOOPS = ["tcp_nopush on;", "tcp_nodelay on;", "types_hash_max_size 2048;",
               "types_hash_bucket_size 64;", "server_names_hash_bucket_size 64;",
-              "server_names_hash_max_size 512;", "log_not_found off;"]
+              "server_names_hash_max_size 512;"]
 
 
 @pytest.mark.parametrize("stmt", NGINX_ONLY + HTTP_NOOPS)

@@ -18,6 +18,11 @@ def proxied(start_server, tmp_path):
     """(proxy, counter file): an upstream lfhttpd serving index.html (1 KiB) and big.bin
     (100 KiB), and a counted lfhttpd proxying every request to it. The proxy's own root is
     empty, so a 200 with the right body can only have come from the upstream."""
+    return start_proxied(start_server, tmp_path)
+
+
+def start_proxied(start_server, tmp_path, top="", location=""):
+    """proxied's, with `top` at the proxy's top level and `location` in its location."""
     if SANITIZED:
         pytest.skip("the sanitizers replace malloc, so there is nothing to count " + BY_DESIGN)
     lib = alloc_counter()
@@ -30,10 +35,11 @@ def proxied(start_server, tmp_path):
     own_root = tmp_path / "proxy-www"
     own_root.mkdir()
     counter = tmp_path / "allocs"
-    proxy = start_server(own_root, "access_log off;\nkeepalive_requests 0;\n"
+    proxy = start_server(own_root, "access_log off;\nkeepalive_requests 0;\n" + top +
                                    f"upstream up {{\n  server 127.0.0.1:{upstream.port};\n"
                                    "  keepalive 32;\n}\n"
-                                   "server {\n  location / { proxy_pass http://up; }\n}\n",
+                                   "server {\n  location / { proxy_pass http://up; "
+                                   + location + " }\n}\n",
                          env={"LD_PRELOAD": lib, "LFHTTPD_ALLOC_COUNTER": str(counter)})
     return proxy, counter
 
@@ -84,3 +90,23 @@ def test_streamed_proxied_responses_do_not_allocate_per_request(proxied, connect
     run(c, 2000, BIG_REQ, BIG, batch=10)
     after = allocations(counter)
     assert after - before < 50, f"{after - before} allocations over 2,000 proxied responses"
+
+
+def test_upstream_variables_in_the_log_and_a_header_do_not_allocate(start_server, tmp_path,
+                                                                    connect):
+    """Every $upstream_* variable in a buffered access log and in add_header: the tries'
+    record is the proxy state's, the values are written on the stack."""
+    proxy, counter = start_proxied(
+        start_server, tmp_path,
+        top="log_format up '$upstream_addr $upstream_status $upstream_response_time "
+            "$upstream_connect_time $upstream_header_time $upstream_response_length "
+            "$upstream_bytes_received $upstream_bytes_sent $upstream_http_content_type "
+            "$upstream_cache_status';\n",
+        location=f"access_log {tmp_path}/up.log up buffer=64k flush=1s; "
+                 "add_header X-Up \"$upstream_addr $upstream_status\";")
+    c = connect(proxy, timeout=10)
+    run(c, 500)
+    before = allocations(counter)
+    run(c, 10_000)
+    after = allocations(counter)
+    assert after - before < 50, f"{after - before} allocations over 10,000 proxied requests"

@@ -9,6 +9,7 @@
 
 #include "mod_headers.h"
 #include "vars.h"
+#include "vars_upstream.h"
 
 /* A parsed request for the text of a head, kept in static storage between calls. */
 static struct http_request parsed;
@@ -456,6 +457,61 @@ TEST(proxy_host_and_port_are_the_proxys_and_empty_otherwise)
     s.proxy_host = (struct http_slice){"app", 3};
     s.proxy_port = (struct http_slice){"3000", 4};
     CHECK(expands_to("$proxy_host:$proxy_port", VARS_HEADER, &s, "app:3000"));
+}
+
+/* Two tries: the first refused (no connection, no head), the second answered. */
+static struct vars_upstream two_tries(void)
+{
+    static const char head[] = "HTTP/1.1 200 OK\r\nX-A: one\r\nx-a: two\r\n"
+                               "X_B:  under \r\n\r\n";
+    struct vars_upstream u = {.n = 2, .head = head, .head_len = sizeof(head) - 1};
+    u.tries[0] = (struct vars_upstream_try){.addr = "127.0.0.1:1", .status = 502,
+                                            .connect_us = -1, .header_us = -1,
+                                            .response_us = 300};
+    u.tries[1] = (struct vars_upstream_try){.addr = "[::1]:2", .status = 200,
+                                            .connect_us = 1000, .header_us = 4500,
+                                            .response_us = 1234567, .bytes_sent = 90,
+                                            .bytes_received = 130, .response_length = 10};
+    return u;
+}
+
+TEST(upstream_tries_are_joined_with_a_comma_as_nginx)
+{
+    struct vars_source s = source(GET_HOST, "/");
+    struct vars_upstream u = two_tries();
+    s.upstream = &u;
+    CHECK(expands_to("$upstream_addr|$upstream_status", VARS_HEADER, &s,
+                     "127.0.0.1:1, [::1]:2|502, 200"));
+    CHECK(expands_to("$upstream_response_length $upstream_bytes_received $upstream_bytes_sent",
+                     VARS_HEADER, &s, "0, 10 0, 130 0, 90"));
+    CHECK(expands_to("[$upstream_cache_status]", VARS_HEADER, &s, "[]")); /* no cache */
+}
+
+TEST(upstream_times_are_seconds_with_milliseconds_and_a_dash_when_not_reached)
+{
+    struct vars_source s = source(GET_HOST, "/");
+    struct vars_upstream u = two_tries();
+    s.upstream = &u;
+    CHECK(expands_to("$upstream_connect_time|$upstream_header_time|$upstream_response_time",
+                     VARS_HEADER, &s, "-, 0.001|-, 0.004|0.000, 1.234"));
+}
+
+TEST(upstream_http_is_the_first_field_of_the_name)
+{
+    struct vars_source s = source(GET_HOST, "/");
+    struct vars_upstream u = two_tries();
+    s.upstream = &u;
+    CHECK(expands_to("[$upstream_http_x_a][$upstream_http_x_b][$upstream_http_none]",
+                     VARS_HEADER, &s, "[one][under][]"));
+}
+
+TEST(upstream_variables_without_a_try_are_empty_and_a_dash_in_a_log)
+{
+    struct vars_source s = source(GET_HOST, "/");
+    CHECK(expands_to("[$upstream_addr][$upstream_status][$upstream_cache_status]",
+                     VARS_HEADER, &s, "[][][]"));
+    CHECK(expands_to("$upstream_addr $upstream_response_time $upstream_cache_status",
+                     VARS_LOG_DEFAULT, &s, "- - -"));
 }
 
 /* --- the connection and the server ------------------------------------------------------ */
