@@ -1309,7 +1309,8 @@ static const struct conf_name http_version_names[] = {{"1.0", 10}, {"1.1", 11}, 
 #define SETTING(field) CONF_AT(struct gzip_state, field)
 #define BLOCK_SETTING(field) CONF_AT(struct gzip_conf, field)
 #define EVERY_BLOCK (CONF_TOP | CONF_SERVER | CONF_LOCATION)
-#define NGINX_LFHTTPD(n, l) "nginx's `" n "` in a file with `http { }`, else `" l "`"
+/* The default of a file with nginx's http { } block (nginx's), and of one without. */
+#define NGINX_LFHTTPD(n, l) "(" n " in a file with http { }, else " l ")"
 
 static const struct conf_directive gzip_directives[] = {
     {"gzip", CONF_FLAG, EVERY_BLOCK, BLOCK_SETTING(on[CODING_GZIP]),
@@ -1321,7 +1322,7 @@ static const struct conf_directive gzip_directives[] = {
         "gzip family has nginx's defaults (compression off); without, lfhttpd's."},
     {"gzip_types", CONF_LIST, EVERY_BLOCK, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
      .set = set_types, .usage = "TYPE...",
-     .dflt = NGINX_LFHTTPD("text/html", "text/* and the types below"),
+     .dflt = NGINX_LFHTTPD("text/html", "text/* and the common text types"),
      .doc = "Types compressed besides text/html (nginx's, in a file with `http { }`) or "
         "else besides text/*, application/javascript, application/json, application/xml and "
         "image/svg+xml (`type/subtype`, `type/*`, or `*` for all); for all three codings. A "
