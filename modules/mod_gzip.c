@@ -9,7 +9,8 @@
  *
  *   files    responses that carry an open file (resp_file_fd, mod_static's): 200 whole
  *            files, and the 304 and 206 answers about them;
- *   memory   200 responses whose body is all memory (in-process handlers).
+ *   memory   200, 403 and 404 responses whose body is all memory (in-process handlers,
+ *            the server's own error pages), nginx's statuses.
  *
  * A response is negotiable when its type is compressible and its size is in
  * [gzip_min_length, gzip_max_length] (a file over the maximum still is when a fresh
@@ -1214,7 +1215,7 @@ static void gzip_filter(void *state, const struct request *req, struct response 
     int status = resp_status(resp);
     if (resp_file_fd(resp) >= 0 && (status == 200 || status == 304 || status == 206))
         filter_file(g, c, req, resp);
-    else if (resp_file_fd(resp) < 0 && status == 200)
+    else if (resp_file_fd(resp) < 0 && (status == 200 || status == 403 || status == 404))
         filter_memory(g, c, req, resp);
 }
 

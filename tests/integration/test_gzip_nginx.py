@@ -208,6 +208,15 @@ def test_a_client_that_does_not_accept_gzip_gets_the_identity(daemons):
     assert identity(both(daemons, "/on/a.html", headers=()))
 
 
+def test_the_servers_own_404_page_is_compressed(daemons):
+    """Each server's page is its own: status, Content-Encoding and Vary are compared."""
+    (theirs, (ours, ports)) = daemons
+    seen = [observe(p, "/vary/missing.html") for p in (theirs.ports[0], ports[0])]
+    for s in seen:
+        assert s["status"] == 404 and s["content-encoding"] == "gzip", s
+        assert b"404 Not Found" in s["body"] and s["vary"] == "Accept-Encoding", s
+
+
 # ------------------------------------------------------------------- gzip_types
 
 
