@@ -402,3 +402,93 @@ def test_brotli_on_in_a_location_with_gzip_off_offers_br_alone(ours_only):
     assert seen["content-encoding"] == "br", seen
     seen = observe(port, "/other/a.html")
     assert identity(seen), seen
+
+
+# ------------------------------------------------------------------- proxied answers
+
+PROXY_SITE = """\
+    gzip on;
+    server {
+        listen 127.0.0.1:{port0};
+        location /on/ { proxy_pass http://127.0.0.1:UP; }
+        location /off/ { proxy_pass http://127.0.0.1:UP; gzip off; }
+        location /css/ { proxy_pass http://127.0.0.1:UP; gzip_types text/css; }
+        location /min/ { proxy_pass http://127.0.0.1:UP; gzip_min_length 20000; }
+        location /expired/ { proxy_pass http://127.0.0.1:UP; gzip_proxied expired; }
+        location /no-cache/ { proxy_pass http://127.0.0.1:UP; gzip_proxied no-cache; }
+    }
+"""
+
+NGINX_PROXY = "proxy_http_version 1.1;\n        proxy_buffering off;\n"
+
+
+def generated(size):
+    """_big's body: byte i is i % 251."""
+    return bytes(i % 251 for i in range(size))
+
+
+@pytest.fixture(scope="module")
+def proxied(tmp_path_factory):
+    from proxy_harness import Upstream
+    up = Upstream()
+    text = PROXY_SITE.replace("UP", str(up.ports[0]))
+    nginx_text = text.replace("proxy_pass http://127.0.0.1:%d;" % up.ports[0],
+                              "proxy_pass http://127.0.0.1:%d;\n        %s"
+                              % (up.ports[0], NGINX_PROXY))
+    theirs = ours = None
+    try:
+        theirs = Nginx(tmp_path_factory.mktemp("nginx-proxy"), None, nginx_text, http=True)
+        ours = start_lfhttpd(tmp_path_factory.mktemp("lfhttpd-proxy"), text)
+        yield theirs, ours
+    finally:
+        if theirs:
+            theirs.stop()
+        if ours:
+            check_clean_exit(ours[0])
+        up.stop()
+
+
+def big(path, size=10000, type="text/html", *fields):
+    extra = "".join(f"&h={f}" for f in fields)
+    return f"{path}_big?mb={size / 1048576}&type={type}{extra}"
+
+
+def test_proxied_answer_is_compressed_where_gzip_is_on(proxied):
+    assert gzipped(both(proxied, big("/on/")), generated(10000))
+
+
+def test_proxied_answer_is_not_compressed_in_a_location_with_gzip_off(proxied):
+    assert identity(both(proxied, big("/off/")), generated(10000))
+
+
+def test_proxied_answer_of_a_type_a_location_adds_is_compressed(proxied):
+    assert gzipped(both(proxied, big("/css/", type="text/css")), generated(10000))
+    assert identity(both(proxied, big("/on/", type="text/css")), generated(10000))
+
+
+def test_proxied_answer_shorter_than_the_locations_min_length_is_not_compressed(proxied):
+    assert identity(both(proxied, big("/min/")), generated(10000))
+
+
+def test_gzip_proxied_expired_compresses_an_upstream_answer_already_expired(proxied):
+    past = "Expires:Thu,%2001%20Jan%201970%2000:00:01%20GMT"
+    assert gzipped(both(proxied, big("/expired/", 10000, "text/html", past),
+                        headers=(AE, VIA)), generated(10000))
+
+
+def test_gzip_proxied_expired_refuses_an_upstream_answer_expiring_later(proxied):
+    later = "Expires:Thu,%2031%20Dec%202037%2023:55:55%20GMT"
+    assert identity(both(proxied, big("/expired/", 10000, "text/html", later),
+                         headers=(AE, VIA)), generated(10000))
+
+
+def test_gzip_proxied_expired_refuses_an_upstream_answer_with_cache_control(proxied):
+    cc = "Cache-Control:max-age=60"
+    assert identity(both(proxied, big("/expired/", 10000, "text/html", cc),
+                         headers=(AE, VIA)), generated(10000))
+
+
+def test_gzip_proxied_no_cache_compresses_an_upstream_answer_saying_no_cache(proxied):
+    cc = "Cache-Control:private,%20no-cache"
+    assert gzipped(both(proxied, big("/no-cache/", 10000, "text/html", cc),
+                        headers=(AE, VIA)), generated(10000))
