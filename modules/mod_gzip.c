@@ -137,6 +137,7 @@ struct gzip_conf {
     bool types_own, disable_own;  /* this block's (freed with it), not inherited */
     bool html_only;   /* the base set is nginx's text/html, not lfhttpd's (see type_decide) */
     unsigned offered; /* the codings compressed on the fly: CODING_BIT()s, from on[] */
+    bool asks; /* some setting tests the request (request_allows); lfhttpd's defaults none */
     unsigned long id; /* this block's, never reused (see type_compressible) */
 };
 
@@ -749,9 +750,9 @@ static bool user_agent_msie6(struct http_slice ua)
 }
 
 /* The request's side of the choice, as nginx's: gzip_http_version, gzip_disable and, for a
- * request that came through a proxy (it has Via), gzip_proxied. Accept-Encoding is
- * weighed after (request_choice). */
-static bool request_allows(const struct gzip_conf *c, const struct request *req,
+ * request that came through a proxy (it has Via), gzip_proxied. Asked once Accept-Encoding
+ * has chosen a coding (request_choice), so that a request for the identity pays nothing. */
+static inline bool request_allows(const struct gzip_conf *c, const struct request *req,
                            const struct response *resp)
 {
     const struct http_request *h = req->http;
@@ -759,7 +760,10 @@ static bool request_allows(const struct gzip_conf *c, const struct request *req,
         return false;
     if (c->msie6 > 0 && user_agent_msie6(h->user_agent))
         return false;
-    if (http_find_header(h, "via") && !proxied_allows(c->proxied, h, resp))
+    if (!c->asks)
+        return true;
+    bool any = (c->proxied & (PROXIED_ANY | PROXIED_OFF)) == PROXIED_ANY;
+    if (!any && http_find_header(h, "via") && !proxied_allows(c->proxied, h, resp))
         return false;
     for (unsigned i = 0; c->disable && h->user_agent.p && i < c->disable->n; i++)
         if (regex_match(&c->disable->re[i], h->user_agent.p, h->user_agent.len, NULL, NULL,
@@ -883,8 +887,9 @@ static unsigned file_offers(const struct gzip_state *g, const struct gzip_conf *
         return 0;
     unsigned offers = size <= g->max_length ? c->offered : 0;
     unsigned side = c->static_mode != STATIC_OFF ? c->offered | CODING_BIT(CODING_GZIP) : 0;
-    for (unsigned k = 0; k < CODING_COUNT; k++)
-        if ((side & ~offers & CODING_BIT(k)) && sidecar_fresh(req, f, k))
+    unsigned more = side & ~offers; /* usually none: a file within gzip_max_length */
+    for (unsigned k = 0; more && k < CODING_COUNT; k++)
+        if ((more & CODING_BIT(k)) && sidecar_fresh(req, f, k))
             offers |= CODING_BIT(k);
     return offers;
 }
@@ -1053,10 +1058,10 @@ static void filter_file(const struct gzip_state *g, const struct gzip_conf *c,
         goto out;
     if (c->vary)
         vary_add(resp);
-    if (ranged || !request_allows(c, req, resp))
+    if (ranged)
         goto out;
     enum gzip_choice ch = request_choice(req->http, offered);
-    if (choice_is_coded(ch))
+    if (choice_is_coded(ch) && request_allows(c, req, resp))
         answer_coded(g, c, req, resp, &f, gzip_choice_coding(ch));
 out:
     for (unsigned k = 0; k < CODING_COUNT; k++)
@@ -1085,10 +1090,8 @@ static void filter_memory(const struct gzip_state *g, const struct gzip_conf *c,
         return;
     if (c->vary)
         vary_add(resp);
-    if (!request_allows(c, req, resp))
-        return;
     enum gzip_choice ch = request_choice(req->http, c->offered);
-    if (!choice_is_coded(ch))
+    if (!choice_is_coded(ch) || !request_allows(c, req, resp))
         return;
     enum content_coding coding = gzip_choice_coding(ch);
     char *out;
@@ -1173,10 +1176,8 @@ static void filter_stream(const struct gzip_state *g, const struct gzip_conf *c,
         return;
     if (c->vary)
         vary_add(resp);
-    if (!request_allows(c, req, resp))
-        return;
     enum gzip_choice ch = request_choice(req->http, offered);
-    if (!choice_is_coded(ch))
+    if (!choice_is_coded(ch) || !request_allows(c, req, resp))
         return;
     enum content_coding coding = gzip_choice_coding(ch);
     const char *etag = resp_header_get(resp, "ETag", &len);
@@ -1454,6 +1455,8 @@ static void conf_resolve(struct gzip_conf *c)
         if (on > 0)
             c->offered |= CODING_BIT(k);
     }
+    c->asks = c->http_version > 10 || c->msie6 > 0 || (c->disable && c->disable->n) ||
+              (c->proxied & (PROXIED_ANY | PROXIED_OFF)) != PROXIED_ANY;
     c->id = atomic_fetch_add(&conf_ids, 1) + 1;
 }
 
