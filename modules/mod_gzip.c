@@ -762,8 +762,7 @@ static inline bool request_allows(const struct gzip_conf *c, const struct reques
         return false;
     if (!c->asks)
         return true;
-    bool any = (c->proxied & (PROXIED_ANY | PROXIED_OFF)) == PROXIED_ANY;
-    if (!any && http_find_header(h, "via") && !proxied_allows(c->proxied, h, resp))
+    if (http_find_header(h, "via") && !proxied_allows(c->proxied, h, resp))
         return false;
     for (unsigned i = 0; c->disable && h->user_agent.p && i < c->disable->n; i++)
         if (regex_match(&c->disable->re[i], h->user_agent.p, h->user_agent.len, NULL, NULL,
