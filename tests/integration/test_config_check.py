@@ -347,8 +347,8 @@ def test_gzip_buffers_passes_with_a_notice_that_it_has_no_meaning(tmp_path, bloc
 
 @pytest.mark.parametrize("statement,message", [
     ("gzip_proxied sometimes", 'invalid value "sometimes"'),
-    ("gzip_static maybe", "gzip_static"),
-    ("gzip_http_version 2.0", "gzip_http_version"),
+    ("gzip_static maybe", 'gzip_static: expected "off", "on" or "always", not "maybe"'),
+    ("gzip_http_version 2.0", 'gzip_http_version: expected "1.0" or "1.1", not "2.0"'),
     ('gzip_disable "(unclosed"', "missing closing parenthesis"),
 ])
 def test_bad_gzip_setting_in_a_location_is_an_error_naming_the_line(tmp_path, statement,
