@@ -1009,6 +1009,10 @@ static void answer_coded(const struct gzip_state *g, const struct gzip_conf *con
         resp_body_clear(resp);
         return;
     }
+    if (resp_status(resp) != 200 && !f->type && served_name(req, f)) /* a sidecar's 304 */
+        f->type = module_content_type(req, f->name, f->fd, &f->st);
+    if (resp_status(resp) != 200 && !f->type)
+        return; /* no type to send the variant with: mod_static's answer stands */
     int vfd;
     uint64_t vlen;
     if (file_variant(g, conf, req, f, c, &vfd, &vlen) < 0)
@@ -1053,6 +1057,10 @@ static void filter_file(const struct gzip_state *g, const struct gzip_conf *c,
         goto out;
     }
     unsigned offered = file_offers(g, c, req, resp, &f);
+    /* nginx's gzip_static (a file with http { }): NAME.gz whatever the type and size */
+    if (!offered && c->static_mode == STATIC_ON && c->html_only &&
+        sidecar_fresh(req, &f, CODING_GZIP))
+        offered = CODING_BIT(CODING_GZIP);
     if (!offered)
         goto out;
     if (c->vary)

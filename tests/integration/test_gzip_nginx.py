@@ -26,6 +26,7 @@ SITE = """\
         text/plain txt;
         text/css css;
         image/png png;
+        application/javascript js;
     }
     gzip on;
     server {
@@ -47,6 +48,7 @@ SITE = """\
         location /static/ { gzip_static on; }
         location /static-only/ { gzip off; gzip_static on; }
         location /always/ { gzip_static always; }
+        location /always-as-is/ { alias ROOT/always/; }
         location /nested/ {
             gzip off;
             location /nested/on/ { gzip on; }
@@ -86,11 +88,13 @@ def tree(tmp_path_factory):
         (p / "small.html").write_bytes(b"<p>tiny</p>\n")  # 12 bytes: under 20
         (p / "short.html").write_bytes(b"<p>" + b"x" * 60 + b"</p>\n")  # 68: over 20
         (p / "big.html").write_bytes(HTML * 3)  # over 6000
+        (p / "app.js").write_bytes(HTML)
     for d in ("static", "static-only", "always", "plain"):
-        side = root / d / "a.html.gz"
-        side.write_bytes(gzip.compress(SIDECAR))
-        t = os.stat(root / d / "a.html").st_mtime + 1  # not older than the file
-        os.utime(side, (t, t))
+        for name in ("a.html", "app.js", "small.html"):
+            side = root / d / (name + ".gz")
+            side.write_bytes(gzip.compress(SIDECAR))
+            t = os.stat(root / d / name).st_mtime + 1  # not older than the file
+            os.utime(side, (t, t))
     return root
 
 
@@ -350,8 +354,29 @@ def test_gzip_static_on_sends_the_sidecar_with_gzip_off(daemons):
     assert gzipped(both(daemons, "/static-only/a.html"), SIDECAR)
 
 
+def test_gzip_static_sends_the_sidecar_of_a_type_gzip_types_does_not_list(daemons):
+    assert gzipped(both(daemons, "/static/app.js"), SIDECAR)
+    assert identity(both(daemons, "/on/app.js"))
+
+
+def test_gzip_static_sends_the_sidecar_of_a_file_under_gzip_min_length(daemons):
+    assert gzipped(both(daemons, "/static/small.html"), SIDECAR)
+
+
 def test_gzip_static_always_sends_the_sidecar_to_every_client(daemons):
     assert gzipped(both(daemons, "/always/a.html", headers=()), SIDECAR)
+
+
+def test_gzip_static_always_sends_the_sidecar_to_a_client_holding_the_files_etag(daemons):
+    """The identity's ETag (from a location that sends the file as it is) does not stand
+    for the sidecar: 200, not 304."""
+    (theirs, (ours, ports)) = daemons
+    seen = []
+    for port in (theirs.ports[0], ports[0]):
+        _, fields, _ = exchange(port, "/always-as-is/a.html")
+        seen.append(observe(port, "/always/a.html",
+                            headers=(("If-None-Match", fields["etag"]),)))
+    assert seen[0] == seen[1] and gzipped(seen[0], SIDECAR), seen
 
 
 def test_no_sidecar_is_sent_by_default(daemons):
