@@ -1350,8 +1350,9 @@ static const struct conf_directive gzip_directives[] = {
      .doc = "A sidecar `NAME.gz` (and `NAME.br`, `NAME.zst` for the codings on) beside NAME, "
         "not older than it, is sent as it is for its coding (at any size), to clients that "
         "accept it; `NAME.gz` also with `gzip off`. `always`: `NAME.gz` to every client, "
-        "whatever it accepts. Looked for where the file would be compressed (its type in "
-        "`gzip_types`, its size from `gzip_min_length`)."},
+        "whatever it accepts. In a file with `http { }` looked for beside any file, as nginx's; "
+        "else only where the file would be compressed (its type in `gzip_types`, its size "
+        "from `gzip_min_length`)."},
     {"gzip_comp_level", CONF_COUNT, EVERY_BLOCK, .min = 1, .max = 9,
      BLOCK_SETTING(level[CODING_GZIP]), .dflt = NGINX_LFHTTPD("1", "6"),
      .doc = "gzip's level, 1 to 9."},
