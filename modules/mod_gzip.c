@@ -4,6 +4,13 @@
  * has its own ETag suffix (-gzip, -br, -zstd), sidecar (.gz, .br, .zst) and cache entries.
  * The encoders are in mod_gzip_coding.c.
  *
+ * Settings are per block (the top level, each server and location: gzip_block), merged as
+ * nginx merges, with nginx's defaults in a file with an `http { }` block and lfhttpd's
+ * otherwise (conf_defaults). `gzip off` turns off br and zstd too unless a block says
+ * `brotli on` or `zstd on`. Once Accept-Encoding has chosen a coding, nginx's tests of the
+ * request apply (request_allows): gzip_http_version, gzip_disable, and gzip_proxied for a
+ * request with Via.
+ *
  * The filter runs on every finished response. It touches GET and HEAD answers of a
  * compressible media type with no Content-Encoding yet, of two kinds:
  *
