@@ -1016,3 +1016,17 @@ def test_cached_variants_in_a_location_of_its_own_settings_do_not_allocate_per_r
     run(5000)
     after = allocations(counter)
     assert after - before < 50, f"{after - before} allocations over 5,000 requests"
+
+
+def test_gzip_off_still_sends_a_fresh_gz_sidecar_with_gzip_static_on(start_server, site,
+                                                                    connect):
+    """gzip_static is its own switch, as nginx's: `gzip off` stops compressing, not the
+    sidecars."""
+    side = b"the sidecar's text\n" * 40
+    (site / "a.txt.gz").write_bytes(gzip.compress(side))
+    t = os.stat(site / "a.txt").st_mtime + 1
+    os.utime(site / "a.txt.gz", (t, t))
+    s = start_server(site, "gzip off;\ngzip_static on;\n")
+    st, h, body, raw = gz(s, connect, "/a.txt")
+    assert st == 200, raw
+    assert_gzip(h, body, raw, side)
