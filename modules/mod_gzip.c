@@ -15,7 +15,8 @@
  * compressible media type with no Content-Encoding yet, of two kinds:
  *
  *   files    responses that carry an open file (resp_file_fd, mod_static's): 200 whole
- *            files, and the 304 and 206 answers about them;
+ *            files, the 304 and 206 answers about them, and error pages from files (403
+ *            and 404, compressed with their status kept and no conditionals);
  *   memory   200, 403 and 404 responses whose body is all memory (in-process handlers,
  *            the server's own error pages), nginx's statuses.
  *
@@ -881,7 +882,10 @@ static unsigned file_offers(const struct gzip_state *g, const struct gzip_conf *
     if (size < c->min_length)
         return 0;
     size_t len;
-    const char *ct = resp_status(resp) == 200 ? resp_header_get(resp, "Content-Type", &len) : NULL;
+    int status = resp_status(resp);
+    const char *ct = status == 200 || status == 403 || status == 404
+                         ? resp_header_get(resp, "Content-Type", &len)
+                         : NULL;
     if (!ct) { /* 304 and 206 say nothing or multipart/byteranges: ask who knows types */
         if (!served_name(req, f))
             return 0;
@@ -997,6 +1001,9 @@ static void answer_coded(const struct gzip_state *g, const struct gzip_conf *con
     char etag[160];
     bool has_etag = variant_etag(resp, c, etag, sizeof(etag));
     const char *tag = has_etag ? etag : "";
+    int status = resp_status(resp);
+    if (status == 403 || status == 404) /* an error page: no conditionals, its status kept */
+        goto send;
     if (h->if_match.len && !http_etag_list_matches(h->if_match, tag, false)) {
         resp_error(resp, 412);
         if (conf->vary)
@@ -1016,15 +1023,16 @@ static void answer_coded(const struct gzip_state *g, const struct gzip_conf *con
         resp_body_clear(resp);
         return;
     }
-    if (resp_status(resp) != 200 && !f->type && served_name(req, f)) /* a sidecar's 304 */
+    if (status != 200 && !f->type && served_name(req, f)) /* a sidecar's 304 */
         f->type = module_content_type(req, f->name, f->fd, &f->st);
-    if (resp_status(resp) != 200 && !f->type)
+    if (status != 200 && !f->type)
         return; /* no type to send the variant with: mod_static's answer stands */
+send:;
     int vfd;
     uint64_t vlen;
     if (file_variant(g, conf, req, f, c, &vfd, &vlen) < 0)
         return; /* mod_static's answer stands: identity (a 304 of it stays a 304) */
-    if (resp_status(resp) != 200) {
+    if (status == 304 || status == 206) {
         resp_set_status(resp, 200);
         resp_header_set(resp, "Content-Type", f->type);
     }
@@ -1054,7 +1062,8 @@ static void filter_file(const struct gzip_state *g, const struct gzip_conf *c,
         return;
     if (!S_ISREG(f.st.st_mode))
         return;
-    if (resp_status(resp) == 200 && !whole_file(resp, &f.st))
+    int status = resp_status(resp);
+    if ((status == 200 || status == 403 || status == 404) && !whole_file(resp, &f.st))
         return;
     /* Range requests get the identity: mod_static's 206 (or its 200 if it ignored them). */
     bool ranged = resp_status(resp) == 206 || req->http->range.len;
@@ -1228,7 +1237,8 @@ static void gzip_filter(void *state, const struct request *req, struct response 
         resp_header_get(resp, "Content-Encoding", &len))
         return;
     int status = resp_status(resp);
-    if (resp_file_fd(resp) >= 0 && (status == 200 || status == 304 || status == 206))
+    if (resp_file_fd(resp) >= 0 && (status == 200 || status == 304 || status == 206 ||
+                                     status == 403 || status == 404))
         filter_file(g, c, req, resp);
     else if (resp_file_fd(resp) < 0 && (status == 200 || status == 403 || status == 404))
         filter_memory(g, c, req, resp);

@@ -49,6 +49,7 @@ SITE = """\
         location /static-only/ { gzip off; gzip_static on; }
         location /always/ { gzip_static always; }
         location /always-as-is/ { alias ROOT/always/; }
+        location /errpage/ { error_page 404 /errpage/404.html; }
         location /nested/ {
             gzip off;
             location /nested/on/ { gzip on; }
@@ -72,7 +73,7 @@ shutdown_timeout 5s;
 
 DIRS = ["on", "off", "types", "star", "min", "vary", "proxied-any", "proxied-no-etag",
         "proxied-expired", "proxied-auth", "disable", "msie", "v10", "static", "static-only",
-        "always", "nested", "nested/on", "loc-on", "other", "plain"]
+        "always", "nested", "nested/on", "loc-on", "other", "plain", "errpage"]
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +90,7 @@ def tree(tmp_path_factory):
         (p / "short.html").write_bytes(b"<p>" + b"x" * 60 + b"</p>\n")  # 68: over 20
         (p / "big.html").write_bytes(HTML * 3)  # over 6000
         (p / "app.js").write_bytes(HTML)
+        (p / "404.html").write_bytes(b"<html>" + b"not here. " * 50 + b"</html>\n")
     for d in ("static", "static-only", "always", "plain"):
         for name in ("a.html", "app.js", "small.html"):
             side = root / d / (name + ".gz")
@@ -219,6 +221,12 @@ def test_the_servers_own_404_page_is_compressed(daemons):
     for s in seen:
         assert s["status"] == 404 and s["content-encoding"] == "gzip", s
         assert b"404 Not Found" in s["body"] and s["vary"] == "Accept-Encoding", s
+
+
+def test_an_error_page_served_from_a_file_is_compressed_with_its_status(daemons):
+    seen = both(daemons, "/errpage/missing.html")
+    assert seen["status"] == 404 and seen["content-encoding"] == "gzip", seen
+    assert seen["body"] == b"<html>" + b"not here. " * 50 + b"</html>\n"
 
 
 # ------------------------------------------------------------------- gzip_types
