@@ -4,12 +4,21 @@
  * has its own ETag suffix (-gzip, -br, -zstd), sidecar (.gz, .br, .zst) and cache entries.
  * The encoders are in mod_gzip_coding.c.
  *
+ * Settings are per block (the top level, each server and location: gzip_block), merged as
+ * nginx merges, with nginx's defaults in a file with an `http { }` block and lfhttpd's
+ * otherwise (conf_defaults). `gzip off` turns off br and zstd too unless a block says
+ * `brotli on` or `zstd on`. Once Accept-Encoding has chosen a coding, nginx's tests of the
+ * request apply (request_allows): gzip_http_version, gzip_disable, and gzip_proxied for a
+ * request with Via.
+ *
  * The filter runs on every finished response. It touches GET and HEAD answers of a
  * compressible media type with no Content-Encoding yet, of two kinds:
  *
  *   files    responses that carry an open file (resp_file_fd, mod_static's): 200 whole
- *            files, and the 304 and 206 answers about them;
- *   memory   200 responses whose body is all memory (in-process handlers).
+ *            files, the 304 and 206 answers about them, and error pages from files (403
+ *            and 404, compressed with their status kept and no conditionals);
+ *   memory   200, 403 and 404 responses whose body is all memory (in-process handlers,
+ *            the server's own error pages), nginx's statuses.
  *
  * A response is negotiable when its type is compressible and its size is in
  * [gzip_min_length, gzip_max_length] (a file over the maximum still is when a fresh
@@ -59,7 +68,9 @@
  */
 #include "mod_gzip.h"
 
+#include <assert.h>
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -75,31 +86,80 @@
 #include <unistd.h>
 
 #include "http_params.h"
+#include "regex.h"
 #include "log.h"
 #include "module.h"
 #include "strbuf.h"
 
 #define GZIP_TYPES_MAX 64
 #define GZIP_TYPE_LEN 128
+#define GZIP_DISABLE_MAX 16 /* regexes of one gzip_disable */
 #define GZIP_CACHE_ENTRIES_MAX 4096 /* descriptors the cache may hold, at most */
 #define GZIP_NAME_CAP (REQUEST_PATH_MAX + 260)
 
+/* `gzip_types`: what a block compresses besides its base set (text/html; or lfhttpd's). */
+struct gzip_types {
+    bool any; /* `*` */
+    unsigned n;
+    char t[GZIP_TYPES_MAX][GZIP_TYPE_LEN]; /* lowercase; may end in a slash-star */
+};
+
+/* `gzip_disable`'s regexes, matched without case against User-Agent. */
+struct gzip_disable {
+    unsigned n;
+    struct regex re[GZIP_DISABLE_MAX];
+};
+
+enum { STATIC_OFF = 0, STATIC_ON = 1, STATIC_ALWAYS = 2 }; /* gzip_static */
+
+/* gzip_proxied: which answers to a request with Via are compressed (nginx's words). */
+enum {
+    PROXIED_OFF = 1u << 0,
+    PROXIED_EXPIRED = 1u << 1,
+    PROXIED_NO_CACHE = 1u << 2,
+    PROXIED_NO_STORE = 1u << 3,
+    PROXIED_PRIVATE = 1u << 4,
+    PROXIED_NO_LM = 1u << 5,
+    PROXIED_NO_ETAG = 1u << 6,
+    PROXIED_AUTH = 1u << 7,
+    PROXIED_ANY = 1u << 8,
+};
+
+/* The settings of one block (the top level, a server, a location). While a block is read,
+ * -1 (0 for http_version and proxied, NULL for the lists, UINT64_MAX for min_length) is
+ * "not said"; merge() then takes the outer block's, and at the top level the defaults,
+ * which are nginx's in a file with an `http { }` block and lfhttpd's otherwise. */
+struct gzip_conf {
+    /* gzip, brotli, zstd: on|off. brotli and zstd left unsaid (-1, even after the merge)
+     * follow gzip: `gzip off` turns off every coding the block does not switch on itself. */
+    int8_t on[CODING_COUNT];
+    int8_t static_mode;  /* gzip_static: STATIC_* */
+    int8_t vary;         /* gzip_vary */
+    int8_t msie6;        /* gzip_disable msie6 (merged apart from the regexes, as nginx) */
+    uint8_t http_version; /* gzip_http_version: 10 or 11 */
+    unsigned proxied;     /* gzip_proxied: PROXIED_* bits */
+    int level[CODING_COUNT]; /* gzip_comp_level 1-9, brotli_comp_level 0-11, zstd_ 1-19 */
+    uint64_t min_length;     /* gzip_min_length: shorter bodies are sent as they are */
+    struct gzip_types *types;     /* gzip_types */
+    struct gzip_disable *disable; /* gzip_disable's regexes */
+    bool types_own, disable_own;  /* this block's (freed with it), not inherited */
+    bool html_only;   /* the base set is nginx's text/html, not lfhttpd's (see type_decide) */
+    unsigned offered; /* the codings compressed on the fly: CODING_BIT()s, from on[] */
+    bool asks; /* some setting tests the request (request_allows); lfhttpd's defaults none */
+    unsigned long id; /* this block's, never reused (see type_compressible) */
+};
+
 struct gzip_state {
-    bool on[CODING_COUNT];    /* gzip, brotli, zstd: on|off */
-    int level[CODING_COUNT];  /* gzip_comp_level 1-9, brotli_comp_level 0-11, zstd_ 1-19 */
-    bool use_static;          /* gzip_static: serve fresh NAME.gz, .br, .zst sidecars */
-    uint64_t min_length;      /* gzip_min_length: smaller bodies are sent as they are */
+    struct gzip_conf top;     /* first: the table's per-block lines point into it at the top */
+    unsigned index;           /* in the chain: for module_settings() */
     uint64_t max_length;      /* gzip_max_length: larger ones are not compressed here */
     uint64_t cache_bytes;     /* gzip_cache_size; 0: no cache */
     struct gzip_cache *cache; /* NULL when off */
     unsigned max_compressions; /* gzip_max_compressions; 0: not said (half the threads) */
     unsigned cpu_per_s_ms;     /* gzip_cpu_per_second; 0: no budget */
     struct gzip_gate *gate;    /* both bounds: every compression passes it */
-    unsigned long id;         /* this configuration's, never reused (see type_compressible) */
-    bool any_type;            /* `gzip_types *` */
-    unsigned n_types;
-    char types[GZIP_TYPES_MAX][GZIP_TYPE_LEN]; /* gzip_types, lowercase; may end in a slash-star */
 };
+static_assert(offsetof(struct gzip_state, top) == 0, "the per-block lines read the top into top");
 
 /* --- Accept-Encoding ------------------------------------------------------------------ */
 
@@ -525,9 +585,9 @@ static const char *gate_refusal(enum gzip_gate_result r)
  * type_decide; most responses in a row have the same type, so each thread remembers its
  * last answer (per configuration: a state's address may be reused after a reload, its
  * id is not). */
-static bool type_decide(const struct gzip_state *g, const char *v, size_t len);
+static bool type_decide(const struct gzip_conf *g, const char *v, size_t len);
 
-static bool type_compressible(const struct gzip_state *g, const char *v, size_t len)
+static bool type_compressible(const struct gzip_conf *g, const char *v, size_t len)
 {
     static _Thread_local struct {
         unsigned long id;
@@ -547,7 +607,9 @@ static bool type_compressible(const struct gzip_state *g, const char *v, size_t 
     return yes;
 }
 
-static bool type_decide(const struct gzip_state *g, const char *v, size_t len)
+/* nginx's base set is text/html alone (a file with `http { }`); lfhttpd's is every text/ type
+ * and the common text formats that do not say text/. gzip_types adds to it, `*` is any type. */
+static bool type_decide(const struct gzip_conf *g, const char *v, size_t len)
 {
     static const char *const defaults[] = {"application/javascript", "application/json",
                                            "application/xml", "image/svg+xml"};
@@ -564,13 +626,16 @@ static bool type_decide(const struct gzip_state *g, const char *v, size_t len)
     t[n] = '\0';
     if (n == 0)
         return false;
-    if (g->any_type || strncmp(t, "text/", 5) == 0)
+    if (g->html_only ? strcmp(t, "text/html") == 0 : strncmp(t, "text/", 5) == 0)
         return true;
-    for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
+    for (size_t i = 0; !g->html_only && i < sizeof(defaults) / sizeof(defaults[0]); i++)
         if (strcmp(t, defaults[i]) == 0)
             return true;
-    for (unsigned i = 0; i < g->n_types; i++) {
-        const char *c = g->types[i];
+    const struct gzip_types *ty = g->types;
+    if (ty && ty->any)
+        return true;
+    for (unsigned i = 0; ty && i < ty->n; i++) {
+        const char *c = ty->t[i];
         size_t cl = strlen(c);
         if (strcmp(t, c) == 0 || (cl >= 2 && strcmp(c + cl - 2, "/*") == 0 &&
                                   strncmp(t, c, cl - 1) == 0))
@@ -642,14 +707,76 @@ static void mark_coded(struct response *r, enum content_coding c, const char *et
     resp_header_set(r, "Content-Encoding", coding_name(c));
 }
 
-/* The codings switched on, as CODING_BIT()s. */
-static unsigned codings_on(const struct gzip_state *g)
+/* --- nginx's tests of the request (its ngx_http_gzip_ok, Accept-Encoding aside) ------- */
+
+/* Does the response (to a request with Via) pass gzip_proxied? In nginx's order: a
+ * response with Expires is judged by it alone (`expired`: compressed when already past),
+ * one with Cache-Control by its no-cache, no-store and private; else `no_last_modified`
+ * and `no_etag` refuse a response that has the field, and what is left is compressed. */
+static bool proxied_allows(unsigned p, const struct http_request *h, const struct response *r)
 {
-    unsigned m = 0;
-    for (unsigned c = 0; c < CODING_COUNT; c++)
-        if (g->on[c])
-            m |= CODING_BIT(c);
-    return m;
+    if (p & PROXIED_OFF)
+        return false;
+    if (p & PROXIED_ANY)
+        return true;
+    if ((p & PROXIED_AUTH) && http_find_header(h, "authorization"))
+        return true;
+    size_t len;
+    const char *v = resp_header_get(r, "Expires", &len);
+    if (v) {
+        int64_t expires, date;
+        size_t dlen;
+        const char *d = resp_header_get(r, "Date", &dlen);
+        if (!(p & PROXIED_EXPIRED) || http_date_parse((struct http_slice){v, len}, &expires) < 0)
+            return false;
+        if (!d)
+            date = (int64_t)time(NULL);
+        else if (http_date_parse((struct http_slice){d, dlen}, &date) < 0)
+            return false;
+        return expires < date;
+    }
+    v = resp_header_get(r, "Cache-Control", &len);
+    if (v)
+        return ((p & PROXIED_NO_CACHE) && list_has(v, len, "no-cache")) ||
+               ((p & PROXIED_NO_STORE) && list_has(v, len, "no-store")) ||
+               ((p & PROXIED_PRIVATE) && list_has(v, len, "private"));
+    if ((p & PROXIED_NO_LM) && resp_header_get(r, "Last-Modified", &len))
+        return false;
+    return !((p & PROXIED_NO_ETAG) && resp_header_get(r, "ETag", &len));
+}
+
+/* nginx's "msie6": MSIE 4, 5 and 6 (6 unless "SV1" follows), but not Opera posing as one. */
+static bool user_agent_msie6(struct http_slice ua)
+{
+    const char *end = ua.p + ua.len;
+    const char *m = ua.len ? memmem(ua.p, ua.len, "MSIE ", 5) : NULL;
+    if (!m || m + 7 >= end || m[6] != '.' || memmem(ua.p, ua.len, "Opera", 5))
+        return false;
+    if (m[5] == '4' || m[5] == '5')
+        return true;
+    return m[5] == '6' && !memmem(m + 8, (size_t)(end - (m + 8)), "SV1", 3);
+}
+
+/* The request's side of the choice, as nginx's: gzip_http_version, gzip_disable and, for a
+ * request that came through a proxy (it has Via), gzip_proxied. Asked once Accept-Encoding
+ * has chosen a coding (request_choice), so that a request for the identity pays nothing. */
+static inline bool request_allows(const struct gzip_conf *c, const struct request *req,
+                           const struct response *resp)
+{
+    const struct http_request *h = req->http;
+    if (c->http_version == 11 && h->version_minor < 1)
+        return false;
+    if (c->msie6 > 0 && user_agent_msie6(h->user_agent))
+        return false;
+    if (!c->asks)
+        return true;
+    if (http_find_header(h, "via") && !proxied_allows(c->proxied, h, resp))
+        return false;
+    for (unsigned i = 0; c->disable && h->user_agent.p && i < c->disable->n; i++)
+        if (regex_match(&c->disable->re[i], h->user_agent.p, h->user_agent.len, NULL, NULL,
+                        0) != REGEX_NOMATCH)
+            return false; /* a match, or a regex over its limits: not compressed, as nginx */
+    return true;
 }
 
 /* --- file responses --------------------------------------------------------------------- */
@@ -745,15 +872,20 @@ static bool whole_file(const struct response *r, const struct stat *st)
 }
 
 /* The codings the file can be sent in (CODING_BIT()s; 0: it is not negotiable): every one
- * switched on, or for a file over gzip_max_length those with a fresh sidecar. */
-static unsigned file_offers(const struct gzip_state *g, const struct request *req,
-                            const struct response *resp, struct file_ctx *f)
+ * compressed on the fly (c->offered), up to gzip_max_length, and with gzip_static those
+ * of a fresh sidecar (gzip's even with `gzip off`, as nginx's gzip_static). */
+static unsigned file_offers(const struct gzip_state *g, const struct gzip_conf *c,
+                            const struct request *req, const struct response *resp,
+                            struct file_ctx *f)
 {
     uint64_t size = (uint64_t)f->st.st_size;
-    if (size < g->min_length)
+    if (size < c->min_length)
         return 0;
     size_t len;
-    const char *ct = resp_status(resp) == 200 ? resp_header_get(resp, "Content-Type", &len) : NULL;
+    int status = resp_status(resp);
+    const char *ct = status == 200 || status == 403 || status == 404
+                         ? resp_header_get(resp, "Content-Type", &len)
+                         : NULL;
     if (!ct) { /* 304 and 206 say nothing or multipart/byteranges: ask who knows types */
         if (!served_name(req, f))
             return 0;
@@ -761,16 +893,15 @@ static unsigned file_offers(const struct gzip_state *g, const struct request *re
         ct = f->type;
         len = strlen(ct);
     }
-    if (!type_compressible(g, ct, len))
+    if (!type_compressible(c, ct, len))
         return 0;
-    unsigned on = codings_on(g);
-    if (size <= g->max_length)
-        return on;
-    unsigned with_sidecar = 0;
-    for (unsigned c = 0; g->use_static && c < CODING_COUNT; c++)
-        if ((on & CODING_BIT(c)) && sidecar_fresh(req, f, c))
-            with_sidecar |= CODING_BIT(c);
-    return with_sidecar;
+    unsigned offers = size <= g->max_length ? c->offered : 0;
+    unsigned side = c->static_mode != STATIC_OFF ? c->offered | CODING_BIT(CODING_GZIP) : 0;
+    unsigned more = side & ~offers; /* usually none: a file within gzip_max_length */
+    for (unsigned k = 0; more && k < CODING_COUNT; k++)
+        if ((more & CODING_BIT(k)) && sidecar_fresh(req, f, k))
+            offers |= CODING_BIT(k);
+    return offers;
 }
 
 static int64_t mtime_ns(const struct stat *st)
@@ -801,9 +932,9 @@ static void gate_give(const struct gzip_state *g, int64_t cpu0)
 
 /* Compress the file (or take it from the cache). -EBUSY: not now (another thread is making
  * this variant, or a bound on compression work is reached): the identity goes instead. */
-static int compressed_variant(const struct gzip_state *g, const struct request *req,
-                              struct file_ctx *f, enum content_coding c, int *fd,
-                              uint64_t *len)
+static int compressed_variant(const struct gzip_state *g, const struct gzip_conf *conf,
+                              const struct request *req, struct file_ctx *f,
+                              enum content_coding c, int *fd, uint64_t *len)
 {
     struct gzip_file_id id = {f->st.st_dev, f->st.st_ino, mtime_ns(&f->st),
                               (uint64_t)f->st.st_size, c};
@@ -824,7 +955,7 @@ static int compressed_variant(const struct gzip_state *g, const struct request *
         return -EBUSY;
     }
     log_debug("%s: compressing %s", coding_name(c), req->path);
-    int rc = coding_compress_file(c, f->fd, id.size, g->level[c], fd, len);
+    int rc = coding_compress_file(c, f->fd, id.size, conf->level[c], fd, len);
     gate_give(g, cpu0);
     struct stat after;
     if (rc == 0 && (fstat(f->fd, &after) < 0 || mtime_ns(&after) != id.mtime_ns ||
@@ -845,32 +976,38 @@ static int compressed_variant(const struct gzip_state *g, const struct request *
 }
 
 /* The file's variant in coding c: a descriptor (the caller's) and its length. */
-static int file_variant(const struct gzip_state *g, const struct request *req,
-                        struct file_ctx *f, enum content_coding c, int *fd, uint64_t *len)
+static int file_variant(const struct gzip_state *g, const struct gzip_conf *conf,
+                        const struct request *req, struct file_ctx *f, enum content_coding c,
+                        int *fd, uint64_t *len)
 {
-    if (g->use_static && sidecar_fresh(req, f, c)) {
+    if (conf->static_mode != STATIC_OFF && sidecar_fresh(req, f, c)) {
         *fd = f->side_fd[c];
         *len = (uint64_t)f->side_st[c].st_size;
         f->side_fd[c] = -1;
         return 0;
     }
-    if ((uint64_t)f->st.st_size > g->max_length)
+    if ((uint64_t)f->st.st_size > g->max_length || !(conf->offered & CODING_BIT(c)))
         return -EFBIG;
-    return compressed_variant(g, req, f, c, fd, len);
+    return compressed_variant(g, conf, req, f, c, fd, len);
 }
 
 /* Coding c was chosen for a file that mod_static answered 200 or 304 about, judging by the
  * identity ETag: judge again by the variant's, then send the variant. */
-static void answer_coded(const struct gzip_state *g, const struct request *req,
-                         struct response *resp, struct file_ctx *f, enum content_coding c)
+static void answer_coded(const struct gzip_state *g, const struct gzip_conf *conf,
+                         const struct request *req, struct response *resp, struct file_ctx *f,
+                         enum content_coding c)
 {
     const struct http_request *h = req->http;
     char etag[160];
     bool has_etag = variant_etag(resp, c, etag, sizeof(etag));
     const char *tag = has_etag ? etag : "";
+    int status = resp_status(resp);
+    if (status == 403 || status == 404) /* an error page: no conditionals, its status kept */
+        goto send;
     if (h->if_match.len && !http_etag_list_matches(h->if_match, tag, false)) {
         resp_error(resp, 412);
-        vary_add(resp);
+        if (conf->vary)
+            vary_add(resp);
         return;
     }
     bool not_modified = resp_status(resp) == 304; /* If-Modified-Since: the same for all */
@@ -886,11 +1023,16 @@ static void answer_coded(const struct gzip_state *g, const struct request *req,
         resp_body_clear(resp);
         return;
     }
+    if (status != 200 && !f->type && served_name(req, f)) /* a sidecar's 304 */
+        f->type = module_content_type(req, f->name, f->fd, &f->st);
+    if (status != 200 && !f->type)
+        return; /* no type to send the variant with: mod_static's answer stands */
+send:;
     int vfd;
     uint64_t vlen;
-    if (file_variant(g, req, f, c, &vfd, &vlen) < 0)
+    if (file_variant(g, conf, req, f, c, &vfd, &vlen) < 0)
         return; /* mod_static's answer stands: identity (a 304 of it stays a 304) */
-    if (resp_status(resp) != 200) {
+    if (status == 304 || status == 206) {
         resp_set_status(resp, 200);
         resp_header_set(resp, "Content-Type", f->type);
     }
@@ -901,17 +1043,17 @@ static void answer_coded(const struct gzip_state *g, const struct request *req,
     resp_body_file(resp, vfd, 0, vlen);
 }
 
-static void filter_file(const struct gzip_state *g, const struct request *req,
-                        struct response *resp)
+static void filter_file(const struct gzip_state *g, const struct gzip_conf *c,
+                        const struct request *req, struct response *resp)
 {
     /* Not zeroed as a whole: name is kilobytes, written only when looked up. */
     struct file_ctx f;
     f.fd = resp_file_fd(resp);
     f.type = NULL;
     f.name_state = 0;
-    for (unsigned c = 0; c < CODING_COUNT; c++) {
-        f.side_state[c] = 0;
-        f.side_fd[c] = -1;
+    for (unsigned k = 0; k < CODING_COUNT; k++) {
+        f.side_state[k] = 0;
+        f.side_fd[k] = -1;
     }
     const struct stat *st = resp_file_stat(resp);
     if (st) /* what mod_static's ETag was made from (its open-file cache's) */
@@ -920,28 +1062,40 @@ static void filter_file(const struct gzip_state *g, const struct request *req,
         return;
     if (!S_ISREG(f.st.st_mode))
         return;
-    if (resp_status(resp) == 200 && !whole_file(resp, &f.st))
+    int status = resp_status(resp);
+    if ((status == 200 || status == 403 || status == 404) && !whole_file(resp, &f.st))
         return;
-    unsigned offered = file_offers(g, req, resp, &f);
+    /* Range requests get the identity: mod_static's 206 (or its 200 if it ignored them). */
+    bool ranged = resp_status(resp) == 206 || req->http->range.len;
+    /* gzip_static always: NAME.gz to every client, whatever it accepts (no Vary, as nginx) */
+    if (c->static_mode == STATIC_ALWAYS && !ranged && sidecar_fresh(req, &f, CODING_GZIP)) {
+        answer_coded(g, c, req, resp, &f, CODING_GZIP);
+        goto out;
+    }
+    unsigned offered = file_offers(g, c, req, resp, &f);
+    /* nginx's gzip_static (a file with http { }): NAME.gz whatever the type and size */
+    if (!offered && c->static_mode == STATIC_ON && c->html_only &&
+        sidecar_fresh(req, &f, CODING_GZIP))
+        offered = CODING_BIT(CODING_GZIP);
     if (!offered)
         goto out;
-    vary_add(resp);
-    /* Range requests get the identity: mod_static's 206 (or its 200 if it ignored them). */
-    if (resp_status(resp) == 206 || req->http->range.len)
+    if (c->vary)
+        vary_add(resp);
+    if (ranged)
         goto out;
     enum gzip_choice ch = request_choice(req->http, offered);
-    if (choice_is_coded(ch))
-        answer_coded(g, req, resp, &f, gzip_choice_coding(ch));
+    if (choice_is_coded(ch) && request_allows(c, req, resp))
+        answer_coded(g, c, req, resp, &f, gzip_choice_coding(ch));
 out:
-    for (unsigned c = 0; c < CODING_COUNT; c++)
-        if (f.side_fd[c] >= 0)
-            close(f.side_fd[c]);
+    for (unsigned k = 0; k < CODING_COUNT; k++)
+        if (f.side_fd[k] >= 0)
+            close(f.side_fd[k]);
 }
 
 /* --- memory responses ------------------------------------------------------------------- */
 
-static void filter_memory(const struct gzip_state *g, const struct request *req,
-                          struct response *resp)
+static void filter_memory(const struct gzip_state *g, const struct gzip_conf *c,
+                          const struct request *req, struct response *resp)
 {
     struct iovec iov[RESP_MAX_SEGS];
     unsigned n;
@@ -954,27 +1108,28 @@ static void filter_memory(const struct gzip_state *g, const struct request *req,
     size_t len;
     uint64_t length = resp_content_length(resp);
     const char *ct = resp_header_get(resp, "Content-Type", &len);
-    if (!ct || !type_compressible(g, ct, len) || length < g->min_length ||
+    if (!c->offered || !ct || !type_compressible(c, ct, len) || length < c->min_length ||
         length > g->max_length)
         return;
-    vary_add(resp);
-    enum gzip_choice ch = request_choice(req->http, codings_on(g));
-    if (!choice_is_coded(ch))
+    if (c->vary)
+        vary_add(resp);
+    enum gzip_choice ch = request_choice(req->http, c->offered);
+    if (!choice_is_coded(ch) || !request_allows(c, req, resp))
         return;
-    enum content_coding c = gzip_choice_coding(ch);
+    enum content_coding coding = gzip_choice_coding(ch);
     char *out;
     size_t out_len;
     int64_t cpu0;
-    if (gate_take(g, req, c, &cpu0) < 0)
+    if (gate_take(g, req, coding, &cpu0) < 0)
         return; /* the body goes as it is */
-    int rc = coding_compress_iov(c, iov, n, g->level[c], &out, &out_len);
+    int rc = coding_compress_iov(coding, iov, n, c->level[coding], &out, &out_len);
     gate_give(g, cpu0);
     if (rc < 0)
         return;
     resp_body_clear(resp); /* the handler's memory, if it lent some, is released */
     resp_body_owned(resp, out, out_len, free, out);
     char etag[160];
-    mark_coded(resp, c, variant_etag(resp, c, etag, sizeof(etag)) ? etag : NULL);
+    mark_coded(resp, coding, variant_etag(resp, coding, etag, sizeof(etag)) ? etag : NULL);
 }
 
 /* --- streamed responses ---------------------------------------------------------------- */
@@ -1025,14 +1180,12 @@ static const struct resp_body_filter_ops stream_coding = {
  * and allows transforms (Cache-Control: no-transform), and its length, if known, is in
  * bounds, when gzip is on. The statuses nginx compresses: 200, 403, 404. The ETag becomes weak: the bytes
  * differ. */
-static void filter_stream(const struct gzip_state *g, const struct request *req,
-                          struct response *resp)
+static void filter_stream(const struct gzip_state *g, const struct gzip_conf *c,
+                          const struct request *req, struct response *resp)
 {
     size_t len;
     int status = resp_status(resp);
-    /* `gzip off` leaves streams alone, as it always did (and as nginx's does): with it on,
-     * every coding switched on is offered. */
-    unsigned offered = g->on[CODING_GZIP] ? codings_on(g) : 0;
+    unsigned offered = c->offered;
     if (!offered || (status != 200 && status != 403 && status != 404))
         return;
     const char *cc = resp_header_get(resp, "Cache-Control", &len);
@@ -1041,22 +1194,24 @@ static void filter_stream(const struct gzip_state *g, const struct request *req,
     size_t ct_len;
     const char *ct = resp_header_get(resp, "Content-Type", &ct_len);
     uint64_t length = resp_length_is_known(resp) ? resp_content_length(resp) : UINT64_MAX;
-    if (!ct || !type_compressible(g, ct, ct_len) ||
-        (length != UINT64_MAX && (length < g->min_length || length > g->max_length)))
+    if (!ct || !type_compressible(c, ct, ct_len) ||
+        (length != UINT64_MAX && (length < c->min_length || length > g->max_length)))
         return;
-    vary_add(resp);
+    if (c->vary)
+        vary_add(resp);
     enum gzip_choice ch = request_choice(req->http, offered);
-    if (!choice_is_coded(ch))
+    if (!choice_is_coded(ch) || !request_allows(c, req, resp))
         return;
-    enum content_coding c = gzip_choice_coding(ch);
+    enum content_coding coding = gzip_choice_coding(ch);
     const char *etag = resp_header_get(resp, "ETag", &len);
     if (etag && len >= 2 && etag[0] == '"' && len < 250) {
         char weak[256];
         snprintf(weak, sizeof(weak), "W/%.*s", (int)len, etag);
         resp_header_set(resp, "ETag", weak);
     }
-    mark_coded(resp, c, NULL);
-    resp_stream_filter(resp, &stream_coding, NULL, (unsigned)c | (unsigned)g->level[c] << 8);
+    mark_coded(resp, coding, NULL);
+    resp_stream_filter(resp, &stream_coding, NULL,
+                       (unsigned)coding | (unsigned)c->level[coding] << 8);
 }
 
 /* --- the module ------------------------------------------------------------------------- */
@@ -1064,35 +1219,50 @@ static void filter_stream(const struct gzip_state *g, const struct request *req,
 static void gzip_filter(void *state, const struct request *req, struct response *resp)
 {
     const struct gzip_state *g = state;
+    const struct gzip_conf *c = module_settings(req, g->index);
+    if (!c) /* a request placed in no block */
+        c = &g->top;
     const struct http_request *h = req->http;
     size_t len;
     if (resp_is_stream_head(resp)) {
         if (!resp_failed(resp) &&
             (h->method == HTTP_METHOD_GET || h->method == HTTP_METHOD_HEAD) &&
             !resp_header_get(resp, "Content-Encoding", &len))
-            filter_stream(g, req, resp);
+            filter_stream(g, c, req, resp);
         return;
     }
-    if (!codings_on(g) || resp_is_stream(resp) || resp_failed(resp) ||
+    if ((!c->offered && c->static_mode == STATIC_OFF) || resp_is_stream(resp) ||
+        resp_failed(resp) ||
         (h->method != HTTP_METHOD_GET && h->method != HTTP_METHOD_HEAD) ||
         resp_header_get(resp, "Content-Encoding", &len))
         return;
     int status = resp_status(resp);
-    if (resp_file_fd(resp) >= 0 && (status == 200 || status == 304 || status == 206))
-        filter_file(g, req, resp);
-    else if (resp_file_fd(resp) < 0 && status == 200)
-        filter_memory(g, req, resp);
+    if (resp_file_fd(resp) >= 0 && (status == 200 || status == 304 || status == 206 ||
+                                     status == 403 || status == 404))
+        filter_file(g, c, req, resp);
+    else if (resp_file_fd(resp) < 0 && (status == 200 || status == 403 || status == 404))
+        filter_memory(g, c, req, resp);
 }
 
-/* `gzip_types TYPE...;`: type/subtype, type/ followed by a star, or a star (any type). */
+/* --- the directives ---------------------------------------------------------------------- */
+
+/* `gzip_types TYPE...;`: type/subtype, type/ followed by a star, or a star (any type). A
+ * block's list replaces the outer block's, as nginx merges it. */
 static int set_types(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
-    struct gzip_state *g = base;
+    struct gzip_conf *g = base;
     (void)ctx;
+    if (!g->types_own) {
+        g->types = calloc(1, sizeof(*g->types));
+        if (!g->types)
+            return snprintf(msg, len, "out of memory"), -1;
+        g->types_own = true;
+    }
+    struct gzip_types *ty = g->types;
     for (unsigned i = 0; i < n->n_args; i++) {
         const char *a = n->args[i];
         if (strcmp(a, "*") == 0) {
-            g->any_type = true;
+            ty->any = true;
             continue;
         }
         const char *slash = strchr(a, '/');
@@ -1101,55 +1271,145 @@ static int set_types(void *base, const struct conf_node *n, void *ctx, char *msg
             alen >= GZIP_TYPE_LEN || strpbrk(a, " \t;,"))
             return snprintf(msg, len, "invalid media type \"%s\" (type/subtype, type/* or *)",
                             a), -1;
-        if (g->n_types == GZIP_TYPES_MAX)
+        if (ty->n == GZIP_TYPES_MAX)
             return snprintf(msg, len, "more than %d types", GZIP_TYPES_MAX), -1;
         for (size_t k = 0; k <= alen; k++)
-            g->types[g->n_types][k] = (char)tolower((unsigned char)a[k]);
-        g->n_types++;
+            ty->t[ty->n][k] = (char)tolower((unsigned char)a[k]);
+        ty->n++;
     }
     return 0;
 }
 
+/* `gzip_disable REGEX|msie6...;`: regexes compiled without case, as nginx's. */
+static int set_disable(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    struct gzip_conf *g = base;
+    (void)ctx;
+    if (!g->disable_own) {
+        g->disable = calloc(1, sizeof(*g->disable));
+        if (!g->disable)
+            return snprintf(msg, len, "out of memory"), -1;
+        g->disable_own = true;
+    }
+    struct gzip_disable *d = g->disable;
+    for (unsigned i = 0; i < n->n_args; i++) {
+        if (strcmp(n->args[i], "msie6") == 0) {
+            g->msie6 = 1;
+            continue;
+        }
+        if (d->n == GZIP_DISABLE_MAX)
+            return snprintf(msg, len, "more than %d regexes", GZIP_DISABLE_MAX), -1;
+        char why[160];
+        if (regex_compile(&d->re[d->n], n->args[i], REGEX_CASELESS, why, sizeof(why)) < 0)
+            return snprintf(msg, len, "\"%s\": %s", n->args[i], why), -1;
+        d->n++;
+    }
+    return 0;
+}
+
+/* `gzip_proxied off|expired|no-cache|no-store|private|no_last_modified|no_etag|auth|any...` */
+static int set_proxied(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    static const struct conf_name names[] = {
+        {"off", PROXIED_OFF},           {"expired", PROXIED_EXPIRED},
+        {"no-cache", PROXIED_NO_CACHE}, {"no-store", PROXIED_NO_STORE},
+        {"private", PROXIED_PRIVATE},   {"no_last_modified", PROXIED_NO_LM},
+        {"no_etag", PROXIED_NO_ETAG},   {"auth", PROXIED_AUTH},
+        {"any", PROXIED_ANY},           {NULL, 0}};
+    struct gzip_conf *g = base;
+    (void)ctx;
+    for (unsigned i = 0; i < n->n_args; i++) {
+        int v;
+        if (conf_name_value(names, n->args[i], &v) < 0)
+            return snprintf(msg, len, "invalid value \"%s\" (off, expired, no-cache, no-store, "
+                            "private, no_last_modified, no_etag, auth, any)", n->args[i]), -1;
+        g->proxied |= (unsigned)v;
+    }
+    return 0;
+}
+
+static const struct conf_name static_names[] = {
+    {"off", STATIC_OFF}, {"on", STATIC_ON}, {"always", STATIC_ALWAYS}, {NULL, 0}};
+static const struct conf_name http_version_names[] = {{"1.0", 10}, {"1.1", 11}, {NULL, 0}};
+
 #define SETTING(field) CONF_AT(struct gzip_state, field)
+#define BLOCK_SETTING(field) CONF_AT(struct gzip_conf, field)
+#define EVERY_BLOCK (CONF_TOP | CONF_SERVER | CONF_LOCATION)
+/* The default of a file with nginx's http { } block (nginx's), and of one without. */
+#define NGINX_LFHTTPD(n, l) "(" n " in a file with http { }, else " l ")"
 
 static const struct conf_directive gzip_directives[] = {
-    {"gzip", CONF_FLAG, CONF_TOP, SETTING(on[CODING_GZIP]),
-     .dflt = "on",
-     .doc = "Compression with gzip, negotiated with `Accept-Encoding` q-values among the codings "
-        "switched on (on a tie the server prefers br, then zstd, then gzip)."},
-    {"gzip_types", CONF_LIST, CONF_TOP, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
+    {"gzip", CONF_FLAG, EVERY_BLOCK, BLOCK_SETTING(on[CODING_GZIP]),
+     .dflt = NGINX_LFHTTPD("off", "on"),
+     .doc = "Compression, in every coding the block does not switch off (`brotli`, `zstd`), "
+        "negotiated with `Accept-Encoding` q-values (on a tie the server prefers br, then "
+        "zstd, then gzip). `gzip off` turns off br and zstd too, unless the block (or one "
+        "around it) says `brotli on` or `zstd on`. In a file with nginx's `http { }` the "
+        "gzip family has nginx's defaults (compression off); without, lfhttpd's."},
+    {"gzip_types", CONF_LIST, EVERY_BLOCK, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
      .set = set_types, .usage = "TYPE...",
-     .doc = "Types compressed besides text/*, application/javascript, application/json, "
-        "application/xml and image/svg+xml (`type/subtype`, `type/*`, or `*` for all); for "
-        "all three codings."},
-    {"gzip_min_length", CONF_SIZE, CONF_TOP, SETTING(min_length),
-     .dflt = "256",
-     .doc = "Responses shorter than this are sent as they are."},
+     .dflt = NGINX_LFHTTPD("text/html", "text/* and the common text types"),
+     .doc = "Types compressed besides text/html (nginx's, in a file with `http { }`) or "
+        "else besides text/*, application/javascript, application/json, application/xml and "
+        "image/svg+xml (`type/subtype`, `type/*`, or `*` for all); for all three codings. A "
+        "block's list replaces the outer block's."},
+    {"gzip_min_length", CONF_SIZE, EVERY_BLOCK, BLOCK_SETTING(min_length),
+     .dflt = NGINX_LFHTTPD("20", "256"),
+     .doc = "Responses shorter than this are sent as they are (by their Content-Length; a "
+        "stream of unknown length is compressed)."},
     {"gzip_max_length", CONF_SIZE, CONF_TOP, .max = 1ull << 30, SETTING(max_length),
      .dflt = "16m",
      .doc = "Files and handler bodies up to this are compressed (files once per version and "
         "coding, kept in the cache); larger ones are sent as they are."},
-    {"gzip_static", CONF_FLAG, CONF_TOP, SETTING(use_static),
-     .dflt = "on",
-     .doc = "A sidecar `NAME.gz`, `NAME.br` or `NAME.zst` beside NAME, not older than it, is "
-        "sent as it is for its coding (at any size)."},
-    {"gzip_comp_level", CONF_COUNT, CONF_TOP, .min = 1, .max = 9, SETTING(level[CODING_GZIP]),
-     .dflt = "6",
+    {"gzip_static", CONF_ENUM, EVERY_BLOCK, .names = static_names,
+     BLOCK_SETTING(static_mode), .usage = "on|off|always",
+     .dflt = NGINX_LFHTTPD("off", "on"),
+     .doc = "A sidecar `NAME.gz` (and `NAME.br`, `NAME.zst` for the codings on) beside NAME, "
+        "not older than it, is sent as it is for its coding (at any size), to clients that "
+        "accept it; `NAME.gz` also with `gzip off`. `always`: `NAME.gz` to every client, "
+        "whatever it accepts. In a file with `http { }` looked for beside any file, as nginx's; "
+        "else only where the file would be compressed (its type in `gzip_types`, its size "
+        "from `gzip_min_length`)."},
+    {"gzip_comp_level", CONF_COUNT, EVERY_BLOCK, .min = 1, .max = 9,
+     BLOCK_SETTING(level[CODING_GZIP]), .dflt = NGINX_LFHTTPD("1", "6"),
      .doc = "gzip's level, 1 to 9."},
-    {"brotli", CONF_FLAG, CONF_TOP, SETTING(on[CODING_BR]),
-     .dflt = "on",
-     .doc = "Compression with Brotli (`br`)."},
-    {"brotli_comp_level", CONF_COUNT, CONF_TOP, .min = 0, .max = 11, SETTING(level[CODING_BR]),
-     .dflt = "6",
+    {"gzip_vary", CONF_FLAG, EVERY_BLOCK, BLOCK_SETTING(vary),
+     .dflt = NGINX_LFHTTPD("off", "on"),
+     .doc = "`Vary: Accept-Encoding` on every response that could be compressed (its type and "
+        "size are), compressed or not (304 and 206 of files too)."},
+    {"gzip_proxied", CONF_LIST, EVERY_BLOCK, .min_args = 1, .max_args = 9, .set = set_proxied,
+     .usage = "off|expired|no-cache|no-store|private|no_last_modified|no_etag|auth|any...",
+     .dflt = NGINX_LFHTTPD("off", "any"),
+     .doc = "For a request with `Via` (one a proxy passed on), as nginx: `off` none, `any` "
+        "all; else an answer with `Expires` is compressed when `expired` and that date is "
+        "past, one with `Cache-Control` when it says `no-cache`, `no-store` or `private` and "
+        "that word is listed, a request with `Authorization` when `auth`; and an answer "
+        "with neither Expires nor Cache-Control unless `no_last_modified` and it has "
+        "`Last-Modified`, or `no_etag` and it has `ETag`."},
+    {"gzip_disable", CONF_LIST, EVERY_BLOCK, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
+     .set = set_disable, .usage = "REGEX|msie6...",
+     .dflt = "(none)",
+     .doc = "No compression for a User-Agent that a REGEX matches (without case); `msie6`: "
+        "MSIE 4 to 6 (6 without SV1), as nginx's. A block's regexes replace the outer "
+        "block's; `msie6` is inherited apart, as in nginx."},
+    {"gzip_http_version", CONF_ENUM, EVERY_BLOCK, .names = http_version_names,
+     BLOCK_SETTING(http_version), .usage = "1.0|1.1",
+     .dflt = NGINX_LFHTTPD("1.1", "1.0"),
+     .doc = "The lowest HTTP version whose requests get compressed answers."},
+    {"brotli", CONF_FLAG, EVERY_BLOCK, BLOCK_SETTING(on[CODING_BR]),
+     .dflt = "(as gzip)",
+     .doc = "Compression with Brotli (`br`), besides gzip; unsaid, it follows `gzip`."},
+    {"brotli_comp_level", CONF_COUNT, EVERY_BLOCK, .min = 0, .max = 11,
+     BLOCK_SETTING(level[CODING_BR]), .dflt = "6",
      .doc = "Brotli's level, 0 to 11, for files and for handler bodies (compressed on every "
         "response). Level 11 saves another 7-16% for 22-44 times gzip 6's CPU: make `.br` "
         "sidecars ahead (`brotli -q 11`) instead."},
-    {"zstd", CONF_FLAG, CONF_TOP, SETTING(on[CODING_ZSTD]),
-     .dflt = "on",
-     .doc = "Compression with Zstandard (`zstd`), its window kept within 8 MiB (RFC 9659), which "
-        "browsers require."},
-    {"zstd_comp_level", CONF_COUNT, CONF_TOP, .min = 1, .max = 19, SETTING(level[CODING_ZSTD]),
-     .dflt = "6",
+    {"zstd", CONF_FLAG, EVERY_BLOCK, BLOCK_SETTING(on[CODING_ZSTD]),
+     .dflt = "(as gzip)",
+     .doc = "Compression with Zstandard (`zstd`), besides gzip, its window kept within 8 MiB "
+        "(RFC 9659), which browsers require; unsaid, it follows `gzip`."},
+    {"zstd_comp_level", CONF_COUNT, EVERY_BLOCK, .min = 1, .max = 19,
+     BLOCK_SETTING(level[CODING_ZSTD]), .dflt = "6",
      .doc = "Zstandard's level, 1 to 19."},
     {"gzip_cache_size", CONF_SIZE, CONF_TOP, SETTING(cache_bytes),
      .dflt = "64m",
@@ -1169,6 +1429,130 @@ static const struct conf_directive gzip_directives[] = {
         "budget."},
     {.name = NULL},
 };
+
+/* --- the settings of each block ---------------------------------------------------------- */
+
+static atomic_ulong conf_ids; /* 0 is no block's */
+
+/* Every setting not said (what a block's statements are read over). */
+static void conf_unset(struct gzip_conf *c)
+{
+    *c = (struct gzip_conf){.static_mode = -1, .vary = -1, .msie6 = -1,
+                            .min_length = UINT64_MAX};
+    for (unsigned k = 0; k < CODING_COUNT; k++)
+        c->on[k] = -1, c->level[k] = -1;
+}
+
+/* What a block leaves unsaid, from the block around it (as nginx's merge). */
+static void conf_merge(struct gzip_conf *c, const struct gzip_conf *o)
+{
+    for (unsigned k = 0; k < CODING_COUNT; k++) {
+        if (c->on[k] < 0)
+            c->on[k] = o->on[k];
+        if (c->level[k] < 0)
+            c->level[k] = o->level[k];
+    }
+    if (c->static_mode < 0)
+        c->static_mode = o->static_mode;
+    if (c->vary < 0)
+        c->vary = o->vary;
+    if (c->msie6 < 0)
+        c->msie6 = o->msie6;
+    if (!c->http_version)
+        c->http_version = o->http_version;
+    if (!c->proxied)
+        c->proxied = o->proxied;
+    if (c->min_length == UINT64_MAX)
+        c->min_length = o->min_length;
+    if (!c->types_own)
+        c->types = o->types;
+    if (!c->disable_own)
+        c->disable = o->disable;
+    c->html_only = o->html_only;
+}
+
+/* The codings compressed on the fly: gzip's switch, and brotli's and zstd's where said. */
+static void conf_resolve(struct gzip_conf *c)
+{
+    c->offered = 0;
+    for (unsigned k = 0; k < CODING_COUNT; k++) {
+        int on = c->on[k] >= 0 ? c->on[k] : c->on[CODING_GZIP];
+        if (on > 0)
+            c->offered |= CODING_BIT(k);
+    }
+    c->asks = c->http_version > 10 || c->msie6 > 0 || (c->disable && c->disable->n) ||
+              (c->proxied & (PROXIED_ANY | PROXIED_OFF)) != PROXIED_ANY;
+    c->id = atomic_fetch_add(&conf_ids, 1) + 1;
+}
+
+/* The top level's defaults: nginx's in a file with `http { }` (ngx_http_gzip_filter_module
+ * and the core module's gzip_* directives), else lfhttpd's, which compress. */
+static void conf_defaults(struct gzip_conf *c, bool nginx)
+{
+    /* Levels at about gzip 6's speed (see conf/lfhttpd.conf): br 6 is also nginx's brotli
+     * module's default; zstd 6 gives about gzip 6's bytes, where zstd's own default, 3,
+     * gives some 5% more. nginx's gzip level is 1. */
+    const struct gzip_conf d = {
+        .on = {[CODING_GZIP] = !nginx, [CODING_BR] = -1, [CODING_ZSTD] = -1},
+        .level = {[CODING_GZIP] = nginx ? 1 : 6, [CODING_BR] = 6, [CODING_ZSTD] = 6},
+        .static_mode = nginx ? STATIC_OFF : STATIC_ON,
+        .vary = !nginx,
+        .msie6 = 0,
+        .http_version = nginx ? 11 : 10,
+        .proxied = nginx ? PROXIED_OFF : PROXIED_ANY,
+        .min_length = nginx ? 20 : 256,
+        .html_only = nginx,
+    };
+    conf_merge(c, &d);
+}
+
+static void conf_free(struct gzip_conf *c)
+{
+    if (c->types_own)
+        free(c->types);
+    if (c->disable_own) {
+        for (unsigned i = 0; i < c->disable->n; i++)
+            regex_free(&c->disable->re[i]);
+        free(c->disable);
+    }
+    c->types_own = c->disable_own = false;
+}
+
+/* A server's or location's settings: its own over the outer block's. A block without any of
+ * the module's directives shares the outer block's. The top level's are init's. */
+static void *gzip_block(void *state, const struct module_block *b)
+{
+    struct gzip_state *g = state;
+    if (b->context == CONF_TOP)
+        return &g->top;
+    if (b->outer && !module_block_has(b))
+        return (void *)b->outer;
+    struct gzip_conf *c = malloc(sizeof(*c));
+    if (!c) {
+        module_error(b->mi, b->node, "out of memory");
+        return NULL;
+    }
+    conf_unset(c);
+    if (module_block_read(b, c) < 0) {
+        conf_free(c);
+        free(c);
+        return NULL;
+    }
+    conf_merge(c, b->outer ? b->outer : &g->top);
+    conf_resolve(c);
+    return c;
+}
+
+static void gzip_block_free(void *state, void *settings)
+{
+    struct gzip_state *g = state;
+    if (settings == &g->top)
+        return;
+    conf_free(settings);
+    free(settings);
+}
+
+/* --- the module -------------------------------------------------------------------------- */
 
 /* The cache holds one descriptor per variant: keep it to a fraction of the limit. */
 static unsigned cache_max_entries(void)
@@ -1214,36 +1598,31 @@ static int make_bounds(struct module_init *mi, struct gzip_state *g)
 
 static int gzip_init(struct module_init *mi, void **state)
 {
-    static atomic_ulong states;
     struct gzip_state *g = calloc(1, sizeof(*g));
     if (!g)
         return module_error(mi, NULL, "out of memory");
-    g->id = atomic_fetch_add(&states, 1) + 1; /* 0 is no configuration's */
-    /* Levels at about gzip 6's speed (see conf/lfhttpd.conf): br 6 is also nginx's brotli
-     * module's default; zstd 6 gives about gzip 6's bytes, where zstd's own default, 3,
-     * gives some 5% more. */
-    g->on[CODING_GZIP] = g->on[CODING_BR] = g->on[CODING_ZSTD] = true;
-    g->level[CODING_GZIP] = 6;
-    g->level[CODING_BR] = 6;
-    g->level[CODING_ZSTD] = 6;
-    g->use_static = true;
-    g->min_length = 256;
+    g->index = mi->index;
+    conf_unset(&g->top);
     g->max_length = 16 << 20;
     g->cache_bytes = 64 << 20;
     g->cpu_per_s_ms = 500; /* half a CPU, averaged, for compressions */
-    if (module_read_directives(mi, g) < 0)
+    if (module_read_directives(mi, g) < 0) /* the top level's, into g->top and the rest */
         goto fail;
-    if (g->min_length > g->max_length) {
+    conf_defaults(&g->top, mi->cfg->http_block);
+    conf_resolve(&g->top);
+    if (g->top.min_length > g->max_length) {
         const struct conf_node *where = module_directive(mi, "gzip_min_length");
         module_error(mi, where ? where : module_directive(mi, "gzip_max_length"),
                      "gzip_min_length is larger than gzip_max_length");
         goto fail;
     }
-    if (codings_on(g) && make_bounds(mi, g) < 0)
+    /* Made whether the top level compresses or not: a server or location may. */
+    if (make_bounds(mi, g) < 0)
         goto fail;
     *state = g;
     return 0;
 fail:
+    conf_free(&g->top);
     free(g);
     return -1;
 }
@@ -1255,6 +1634,7 @@ static void gzip_fini(void *state)
         return;
     gzip_cache_destroy(g->cache);
     gzip_gate_destroy(g->gate);
+    conf_free(&g->top);
     free(g);
 }
 
@@ -1296,5 +1676,7 @@ const struct module mod_gzip = {
     .init = gzip_init,
     .fini = gzip_fini,
     .filter = gzip_filter,
+    .block = gzip_block,
+    .block_free = gzip_block_free,
     .metrics = gzip_metrics,
 };

@@ -1400,32 +1400,13 @@ static const struct conf_directive core_directives[] = {
     /* nginx's per-block settings that are the whole server's here: a site configuration
      * that sets them in a server or location runs, and -t says the top level's hold. */
 #define NOTE_WHOLE_SERVER(what) what " is the whole server's here: the top level's value holds"
-    {"gzip", CONF_FLAG, SITE | LOC, .set = note_nginx_only, .dflt = "(the top level's)",
-     .doc = NOTE_WHOLE_SERVER("compression")},
-    {"gzip_types", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
-     .set = note_nginx_only, .usage = "TYPE...", .dflt = "(the top level's)",
-     .doc = NOTE_WHOLE_SERVER("the list of compressed types")},
-    {"gzip_min_length", CONF_SIZE, SITE | LOC, .set = note_nginx_only, .usage = "SIZE",
-     .dflt = "(the top level's)", .doc = NOTE_WHOLE_SERVER("the smallest compressed size")},
-    {"gzip_comp_level", CONF_COUNT, SITE | LOC, .set = note_nginx_only, .usage = "1..9",
-     .dflt = "(the top level's)", .doc = NOTE_WHOLE_SERVER("the compression level")},
-    {"gzip_static", CONF_FLAG, SITE | LOC, .set = note_nginx_only, .dflt = "(the top level's)",
-     .doc = NOTE_WHOLE_SERVER("the use of NAME.gz sidecars")},
     {"types", CONF_BLOCK, SITE | LOC, .min_args = 0, .max_args = 0, .set = note_nginx_only,
      .usage = "{ TYPE EXT...; ... }", .dflt = "(the top level's)",
      .doc = NOTE_WHOLE_SERVER("the type map")},
-    {"gzip_vary", CONF_FLAG, TOP | SITE | LOC, .set = note_nginx_only, .dflt = "on",
-     .doc = "Every response that could be compressed gets `Vary: Accept-Encoding`, "
-            "compressed or not (nginx's `gzip_vary on`)."},
-    {"gzip_proxied", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = 9,
-     .set = note_nginx_only, .usage = "off | any | expired ...", .dflt = "any",
-     .doc = "Proxied answers are compressed as any other (nginx's `gzip_proxied any`)."},
-    {"gzip_disable", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
-     .set = note_nginx_only, .usage = "REGEX...", .dflt = "(none)",
-     .doc = "No client is told apart by its User-Agent: `Accept-Encoding` alone decides."},
-    {"gzip_http_version", CONF_STRING, TOP | SITE | LOC, .set = note_nginx_only,
-     .usage = "1.0 | 1.1", .dflt = "1.0",
-     .doc = "HTTP/1.0 clients get compressed answers too (nginx's `gzip_http_version 1.0`)."},
+    {"gzip_buffers", CONF_LIST, TOP | SITE | LOC, .min_args = 2, .max_args = 2,
+     .set = note_nginx_only, .usage = "NUMBER SIZE",
+     .doc = "Compressed bytes go out as they are made (a stream's at most 16 KiB at a "
+            "time), or from the cache of compressed files: there are no buffers to size."},
 #undef NOTE_WHOLE_SERVER
     {.name = NULL},
 };
@@ -1685,8 +1666,8 @@ static bool main_only(const char *name)
 }
 
 /* `http { ... }`: its statements take its place at the top level, which is nginx's main
- * and http in one. */
-static void lift_http(struct conf_reader *r, struct conf_node **link)
+ * and http in one. Returns whether there was one. */
+static bool lift_http(struct conf_reader *r, struct conf_node **link)
 {
     const struct conf_node *first = NULL;
     unsigned first_line = 0;
@@ -1715,6 +1696,7 @@ static void lift_http(struct conf_reader *r, struct conf_node **link)
         n->children = n->next = NULL;
         conf_tree_free(n);
     }
+    return first != NULL;
 }
 
 /* worker_processes and worker_connections in lfhttpd's terms, said at -t. */
@@ -1781,7 +1763,7 @@ int config_load(struct config *cfg, const char *path, config_known_fn known, cha
     char dir[CONFIG_PATH_MAX];
     config_dir(path, dir, sizeof(dir));
     include_expand(&r, dir, &cfg->tree, 0);
-    lift_http(&r, &cfg->tree);
+    cfg->http_block = lift_http(&r, &cfg->tree);
     struct core_read cr = {&r, core_directives, known};
     r.ctx = &cr;
     conf_read_block(&r, core_directives, known, cfg->tree, cfg);

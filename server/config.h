@@ -138,6 +138,8 @@ struct config {
     unsigned rlimit_nofile;   /* `worker_rlimit_nofile`: descriptors; 0: the hard limit */
     char pid_file[CONFIG_PATH_MAX]; /* `pid`: written at start, removed at exit; "" none */
     unsigned worker_connections;    /* events' `worker_connections`; 0: not said */
+    bool http_block; /* the file has nginx's `http { }`: nginx's defaults where lfhttpd's
+                      * differ (compression: mod_gzip.c) */
     /* Notices, one "FILE:LINE: message" a line: what nginx's directives do here (printed
      * by -t, logged at start). */
     char notes[8192];

@@ -275,7 +275,8 @@ def test_handler_body_is_compressed_in_the_chosen_coding(start_server, site, con
 @pytest.mark.parametrize("conf,ae,coding", [
     ("brotli off;\n", "br, zstd, gzip", "zstd"),
     ("zstd off;\n", "zstd, gzip", "gzip"),
-    ("gzip off;\n", "gzip, br", "br"),
+    ("gzip off;\nbrotli on;\n", "gzip, br", "br"),
+    ("gzip off;\n", "gzip, br", "identity"),
     ("brotli off;\nzstd off;\n", "br, zstd", "identity"),
 ])
 def test_a_coding_switched_off_is_never_chosen(start_server, site, connect, conf, ae, coding):

@@ -300,8 +300,7 @@ def test_class_max_connections_503_is_the_same_answer(start_server, docroot):
 
 # ---------------------------------------------------------------- nginx's per-block settings
 
-PER_BLOCK = ["gzip on", "gzip_types text/css", "gzip_min_length 100",
-             "gzip_comp_level 5", "gzip_static on", "types { text/x-foo foo; }"]
+PER_BLOCK = ["types { text/x-foo foo; }"]
 
 
 @pytest.mark.parametrize("block", ["server", "location"])
@@ -356,14 +355,41 @@ def test_invalid_connection_setting_in_a_location_is_refused_with_its_line(tmp_p
     assert f"{conf}:5: {says}" in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("statement", ["gzip_vary on", "gzip_proxied any",
-                                       'gzip_disable "msie6"', "gzip_http_version 1.1"])
+GZIP_PER_BLOCK = ["gzip on", "gzip_types text/css", "gzip_min_length 100", "gzip_comp_level 5",
+                  "gzip_static always", "gzip_vary on", "gzip_proxied expired no-cache auth",
+                  'gzip_disable "msie6" "^curl"', "gzip_http_version 1.1", "brotli off",
+                  "zstd_comp_level 3"]
+
+
+@pytest.mark.parametrize("statement", GZIP_PER_BLOCK)
 @pytest.mark.parametrize("block", ["top", "server", "location"])
-def test_nginx_gzip_setting_lfhttpd_has_no_choice_for_passes_with_a_notice(tmp_path, statement,
-                                                                            block):
+def test_nginx_gzip_setting_in_any_block_passes_without_a_notice(tmp_path, statement, block):
+    text = {"top": f"{statement};\n", "server": f"server {{\n{statement};\n}}\n",
+            "location": f"server {{\nlocation / {{\n{statement};\n}}\n}}\n"}[block]
+    r, conf = check(tmp_path, text)
+    assert r.returncode == 0, r.stderr
+    assert "accepted, not used" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("block", ["top", "server", "location"])
+def test_gzip_buffers_passes_with_a_notice_that_it_has_no_meaning(tmp_path, block):
+    statement = "gzip_buffers 16 8k"
     text = {"top": f"{statement};\n", "server": f"server {{\n{statement};\n}}\n",
             "location": f"server {{\nlocation / {{\n{statement};\n}}\n}}\n"}[block]
     r, conf = check(tmp_path, text)
     line = {"top": 3, "server": 4, "location": 5}[block]
     assert r.returncode == 0, r.stderr
-    assert f"notice: {conf}:{line}: {statement.split()[0]}: accepted, not used: " in r.stderr
+    assert f"notice: {conf}:{line}: gzip_buffers: accepted, not used: " in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("statement,message", [
+    ("gzip_proxied sometimes", 'invalid value "sometimes"'),
+    ("gzip_static maybe", 'gzip_static: expected "off", "on" or "always", not "maybe"'),
+    ("gzip_http_version 2.0", 'gzip_http_version: expected "1.0" or "1.1", not "2.0"'),
+    ('gzip_disable "(unclosed"', "missing closing parenthesis"),
+])
+def test_bad_gzip_setting_in_a_location_is_an_error_naming_the_line(tmp_path, statement,
+                                                                     message):
+    r, conf = check(tmp_path, f"server {{\nlocation / {{\n{statement};\n}}\n}}\n")
+    assert r.returncode != 0, r.stderr
+    assert f"{conf}:5:" in r.stderr and message in r.stderr, r.stderr

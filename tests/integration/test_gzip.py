@@ -573,7 +573,9 @@ def test_concurrent_requests_for_one_file_compress_it_once(start_server, docroot
 # Brotli at level 11 takes about a second of CPU on this megabyte of noise: long enough for
 # other requests to come while it runs. No CPU budget: these tests are about the others.
 # One thread group: a request never lands in a group whose threads are all compressing.
-SLOW = "gzip off;\nzstd off;\nbrotli_comp_level 11;\ngzip_cpu_per_second 0;\ngroups 1;\n"
+# br alone: `gzip off` would take it away too, unless said.
+SLOW = ("gzip off;\nbrotli on;\nzstd off;\nbrotli_comp_level 11;\ngzip_cpu_per_second 0;\n"
+        "groups 1;\n")
 BIG = 1_000_000
 
 
@@ -973,3 +975,58 @@ def test_concurrent_clients_of_many_files_share_a_small_gzip_cache(start_server,
         t.join()
     assert not errors, errors
     assert sum(compressions(s, p) for p in files) > len(files)  # some were evicted
+
+
+# ---------------------------------------------------------------- settings per block
+
+
+def test_cached_variants_in_a_location_of_its_own_settings_do_not_allocate_per_request(
+        start_server, docroot, tmp_path, connect):
+    """Keep-alive requests for a file whose gzip variant is cached, in a location with its
+    own gzip settings (types, a User-Agent regex, Vary, Via rules): reading the block's
+    settings, testing the request and taking the variant from the cache allocate nothing."""
+    from conftest import BY_DESIGN, SANITIZED
+    from test_allocations import alloc_counter, allocations
+    if SANITIZED:
+        pytest.skip("the sanitizers replace malloc, so there is nothing to count " + BY_DESIGN)
+    lib = alloc_counter()
+    (docroot / "page.html").write_bytes(TEXT)
+    counter = tmp_path / "allocs"
+    s = start_server(docroot, "access_log off;\nkeepalive_requests 0;\n"
+                     "server {\n"
+                     "  location / {\n"
+                     "    gzip_types text/css; gzip_disable msie6 \"^curl/\"; gzip_vary on;\n"
+                     "    gzip_proxied expired no_etag; gzip_comp_level 5;\n"
+                     "  }\n"
+                     "}\n",
+                     env={"LD_PRELOAD": lib, "LFHTTPD_ALLOC_COUNTER": str(counter)})
+    req = (b"GET /page.html HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n"
+           b"User-Agent: Mozilla/5.0 (X11; Linux x86_64)\r\n\r\n")
+    c = connect(s, timeout=10)
+
+    def run(n, batch=100):
+        for _ in range(n // batch):
+            c.send(req * batch)
+            for _ in range(batch):
+                st, h, body, raw = c.read_response()
+                assert st == 200 and h.get("content-encoding") == "gzip", raw
+
+    run(500)
+    before = allocations(counter)
+    run(5000)
+    after = allocations(counter)
+    assert after - before < 50, f"{after - before} allocations over 5,000 requests"
+
+
+def test_gzip_off_still_sends_a_fresh_gz_sidecar_with_gzip_static_on(start_server, site,
+                                                                    connect):
+    """gzip_static is its own switch, as nginx's: `gzip off` stops compressing, not the
+    sidecars."""
+    side = b"the sidecar's text\n" * 40
+    (site / "a.txt.gz").write_bytes(gzip.compress(side))
+    t = os.stat(site / "a.txt").st_mtime + 1
+    os.utime(site / "a.txt.gz", (t, t))
+    s = start_server(site, "gzip off;\ngzip_static on;\n")
+    st, h, body, raw = gz(s, connect, "/a.txt")
+    assert st == 200, raw
+    assert_gzip(h, body, raw, side)
