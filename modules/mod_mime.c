@@ -44,6 +44,7 @@
 
 #define MIME_TYPES_DEFAULT "/etc/mime.types"
 #define MIME_DEFAULT_TYPE "application/octet-stream"
+#define NGINX_DEFAULT_TYPE "text/plain" /* nginx's default_type, for a file with http { } */
 #define MIME_CHARSET "; charset=utf-8"
 #define MIME_EXT_MAX 48           /* bytes, NUL included: longer extensions match nothing */
 #define MIME_TYPE_MAX 160         /* bytes, NUL and charset included */
@@ -627,9 +628,11 @@ static const struct conf_directive mime_directives[] = {
         "and nginx); a few types browsers are strict about always win (html, css, js/mjs as "
         "`text/javascript`, json, svg, wasm, woff2...). `off`: the built-in list alone."},
     {"mime_magic", CONF_FLAG, CONF_TOP, SETTING(magic),
-     .dflt = "on",
+     .dflt = "on (off in a file with nginx's `http { }`)",
      .doc = "A file with no extension or an unknown one is identified by its content with "
-        "libmagic (its first 8 KiB), cached per file version."},
+        "libmagic (its first 8 KiB), cached per file version. nginx has no such step: a "
+        "file with nginx's `http { }` block gets `default_type` instead unless it says "
+        "`mime_magic on`."},
     {"types", CONF_BLOCK, CONF_TOP, CONF_REPEATS, .min_args = 0, .max_args = 0,
      .set = conf_set_later, .usage = "{ TYPE EXT...; ... }",
      .doc = "nginx's type map (`include mime.types;` reads nginx's file): each `TYPE EXT...;` "
@@ -639,7 +642,7 @@ static const struct conf_directive mime_directives[] = {
         "extensions it does not name. At the top level (nginx's http) only."},
     {"default_type", CONF_STRING, CONF_TOP | CONF_SERVER | CONF_LOCATION, .usage = "TYPE",
      SETTING(default_type),
-     .dflt = "application/octet-stream",
+     .dflt = "application/octet-stream (nginx's text/plain in a file with `http { }`)",
      .doc = "The type of files no extension or sniffing names, and of `return` texts."},
     {.name = NULL},
 };
@@ -749,8 +752,12 @@ static int mime_init(struct module_init *mi, void **state)
     ms->types_max = SIZE_MAX;
     ms->index = mi->index;
 
-    struct mime_settings set = {
-        .types_file = MIME_TYPES_DEFAULT, .magic = true, .default_type = MIME_DEFAULT_TYPE};
+    /* A file with nginx's `http { }` gets nginx's defaults: no sniffing, text/plain. */
+    bool nginx = mi->cfg->http_block;
+    struct mime_settings set = {.types_file = MIME_TYPES_DEFAULT, .magic = !nginx,
+                                .default_type = MIME_DEFAULT_TYPE};
+    if (nginx)
+        snprintf(set.default_type, sizeof(set.default_type), "%s", NGINX_DEFAULT_TYPE);
     if (module_read_directives(mi, &set) < 0)
         goto fail;
     if (!media_type_valid(set.default_type, true)) {

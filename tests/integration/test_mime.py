@@ -364,3 +364,44 @@ def test_concurrent_sniffing_of_many_files_shares_the_libmagic_handle_pool(start
         assert sniffs(server, docroot / f"file{i}") == 1, i
     opened = re.findall(r"mime: libmagic handle (\d+) opened", server.error_log())
     assert 1 <= len(opened) <= 4, opened
+
+
+# ---------------------------------------------------------------- nginx's http { } defaults
+
+def _nginx_and_ours(tmp_path, start_server, http_text):
+    """The same `http { }` text run by nginx and by lfhttpd: (nginx's port, lfhttpd)."""
+    from conftest import Nginx, free_port, with_ports
+    theirs = Nginx(tmp_path / "nginx", None, http_text, http=True)
+    port = free_port()
+    ours = start_server(None, conf="error_log stderr info;\naccess_log off;\nhttp {\n" +
+                        with_ports(http_text, [port]) + "}\n")
+    return theirs, ours
+
+
+@pytest.mark.parametrize("default_type, want", [("", "text/plain"),
+                                                ("default_type application/octet-stream;",
+                                                 "application/octet-stream")])
+def test_a_file_with_an_http_block_types_unknown_files_by_default_type_as_nginx(
+        tmp_path, start_server, connect, default_type, want):
+    """With nginx's `http { }`, a file whose extension says nothing gets default_type
+    (nginx's text/plain unless the file sets it), not what its content looks like: a PNG
+    named `blob` and a text named `README` are typed alike by nginx and by lfhttpd."""
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "blob").write_bytes(PNG)
+    (root / "README").write_bytes(TEXT)
+    text = (f"    {default_type}\n    server {{\n        listen 127.0.0.1:{{port0}};\n"
+            f"        root {root};\n    }}\n")
+    theirs, ours = _nginx_and_ours(tmp_path, start_server, text)
+    try:
+        for path in ("/blob", "/README"):
+            c = connect(ours)
+            c.send(f"GET {path} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+            st, headers, _, _ = c.read_response()
+            import urllib.request
+            with urllib.request.urlopen(f"http://127.0.0.1:{theirs.port}{path}") as r:
+                nginx_type = r.headers.get("Content-Type")
+            assert nginx_type.split(";")[0] == want
+            assert st == 200 and headers.get("content-type").split(";")[0] == want, path
+    finally:
+        theirs.stop()
