@@ -266,6 +266,45 @@ static const struct level_root *alias_root(struct level_build *b, struct module_
     return open_root(b, dir, alias->line, "alias", true);
 }
 
+/* root or alias with variables (or an alias in a regex location): compiled, and the
+ * directory its literal text begins with opened as the anchor that every file it names
+ * stays beneath ("/srv" of "/srv/$host", "/" of "$dir"). A `..` that a variable brings is
+ * refused per request (module_route.c), and the anchor's descriptor keeps anything else,
+ * a symlink included, from leading out of it. */
+static int read_root_value(struct level_build *b, struct module_level *l,
+                           const struct conf_node *n, const char *text, const char *what)
+{
+    char msg[256];
+    struct vars_value *v;
+    if (strstr(text, "$realpath_root") || strstr(text, "${realpath_root}"))
+        return conf_error(&b->r, n->line, "the $realpath_root variable cannot be used in "
+                          "the \"%s\" directive", what);
+    if (vars_compile(text, VARS_RAW, &v, msg, sizeof(msg)) < 0)
+        return conf_error(&b->r, n->line, "%s \"%s\": %s", what, text, msg);
+    const char *dollar = strchr(text, '$');
+    size_t lit = dollar ? (size_t)(dollar - text) : strlen(text);
+    size_t anchor = 0;
+    for (size_t i = 0; i < lit; i++)
+        if (text[i] == '/')
+            anchor = i;
+    char dir[PATH_MAX];
+    if (anchor >= sizeof(dir)) {
+        vars_free(v);
+        return conf_error(&b->r, n->line, "%s \"%s\": too long", what, text);
+    }
+    if (anchor == 0 && text[0] == '/')
+        snprintf(dir, sizeof(dir), "/");
+    else if (anchor == 0)
+        snprintf(dir, sizeof(dir), "%s", text[0] == '$' ? "/" : ".");
+    else
+        snprintf(dir, sizeof(dir), "%.*s", (int)anchor, text);
+    l->root = open_root(b, dir, n->line, what, true);
+    l->root_value = v;
+    l->root_value_own = true;
+    l->root_anchor_len = anchor;
+    return l->root ? 0 : -1;
+}
+
 static int read_core(struct level_build *b, struct module_level *l,
                      const struct module_level *outer, const struct site_location *loc,
                      const struct conf_node *first, char (*index_room)[256])
@@ -275,6 +314,11 @@ static int read_core(struct level_build *b, struct module_level *l,
     l->alias = outer->alias;
     l->alias_prefix_len = outer->alias_prefix_len;
     l->alias_file = outer->alias_file;
+    l->root_text = outer->root_text;
+    l->root_text_len = outer->root_text_len;
+    l->root_value = outer->root_value;
+    l->root_anchor_len = outer->root_anchor_len;
+    l->alias_whole = outer->alias_whole;
     l->index = outer->index;
     l->n_index = outer->n_index;
     const struct conf_node *root = find(first, l->context, CONFIG_ID_ROOT),
@@ -289,18 +333,36 @@ static int read_core(struct level_build *b, struct module_level *l,
     if (root && alias)
         return conf_error(&b->r, alias->line, "alias: the location has a root too (%s:%u)",
                           conf_line_file(root->line, b->r.file), conf_line_no(root->line));
-    if (root || alias)
+    if (root || alias) {
         l->alias_file = NULL;
-    if (root) {
+        l->root_value = NULL;
+        l->alias_whole = false;
+        const char *text = (root ? root : alias)->args[0];
+        l->root_text = text;
+        l->root_text_len = strlen(text);
+        if (root && l->root_text_len > 1 && text[l->root_text_len - 1] == '/')
+            l->root_text_len--; /* nginx's root drops one trailing '/', its alias not */
+    }
+    if (root && strchr(root->args[0], '$')) {
+        char text[PATH_MAX];
+        snprintf(text, sizeof(text), "%.*s", (int)l->root_text_len, root->args[0]);
+        rc |= read_root_value(b, l, root, text, "root");
+        l->alias = false;
+    } else if (root) {
         l->root = open_root(b, root->args[0], root->line, "root", true);
         l->alias = false;
         rc |= l->root ? 0 : -1;
     }
-    if (alias) {
-        if (loc->match != SITE_PREFIX && loc->match != SITE_PREFIX_STOP &&
-            loc->match != SITE_EXACT)
-            return conf_error(&b->r, alias->line, "alias: only in a prefix or exact location "
-                              "(a regex location would need captures)");
+    bool regex_loc = loc && (loc->match == SITE_REGEX || loc->match == SITE_REGEX_ICASE);
+    if (alias && loc->match == SITE_NAMED)
+        return conf_error(&b->r, alias->line, "the \"alias\" directive cannot be used inside "
+                          "the named location");
+    if (alias && (regex_loc || strchr(alias->args[0], '$'))) {
+        rc |= read_root_value(b, l, alias, alias->args[0], "alias");
+        l->alias = true;
+        l->alias_whole = regex_loc;
+        l->alias_prefix_len = regex_loc ? 0 : loc->pattern_len;
+    } else if (alias) {
         l->root = alias_root(b, l, alias);
         l->alias = true;
         l->alias_prefix_len = loc->pattern_len;
@@ -384,6 +446,10 @@ static int build_top(struct level_build *b, struct module_level *l, char *err, s
     } else {
         l->root = open_root(b, b->cfg->root, root ? root->line : 0, "root", false);
     }
+    l->root_text = b->cfg->root;
+    l->root_text_len = strlen(b->cfg->root);
+    if (l->root_text_len > 1 && b->cfg->root[l->root_text_len - 1] == '/')
+        l->root_text_len--;
     l->index = b->cfg->index;
     l->n_index = b->cfg->n_index;
     l->relative_redirect = !b->cfg->absolute_redirect;
@@ -464,6 +530,8 @@ static void free_level(struct module_chain *c, struct module_level *l)
     for (unsigned i = 0; i < l->n_try; i++)
         vars_free((struct vars_value *)l->try_files[i]);
     vars_free((struct vars_value *)l->return_text);
+    if (l->root_value_own)
+        vars_free((struct vars_value *)l->root_value);
     rewrite_free((struct rewrite_prog *)l->rewrite);
     if (l->error_pages_own) {
         for (unsigned i = 0; i < l->n_error_pages; i++)

@@ -19,6 +19,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -35,6 +36,8 @@
 #include "vars.h"
 
 #define ROUTE_REDIRECTS_MAX 10
+
+static long route_path_var(const void *request, int which, char *out, size_t cap);
 
 void module_vars_source(const struct request *req, struct vars_source *src)
 {
@@ -59,6 +62,7 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .server_captures = &req->server_captures,
         .user_var = rewrite_var,
         .user_vars = req,
+        .path_var = route_path_var,
     };
 }
 
@@ -147,6 +151,131 @@ static bool clean_path(const char *p, size_t n)
             return false;
     }
     return true;
+}
+
+/* nginx's $request_filename for the request's block: its root (a root or alias with
+ * variables expanded now) and the part of the path beneath it: the path, or under an
+ * alias what follows the location's prefix, or nothing (an alias in a regex location, or
+ * `alias FILE`, name the file whole). *root_len: the root's bytes. -1: it does not fit, or
+ * the path is not beneath the alias's prefix. */
+static long map_uri(const struct request *req, char *out, size_t cap, size_t *root_len)
+{
+    const struct module_level *l = req->level;
+    size_t n;
+    if (l->root_value) {
+        struct vars_source src;
+        module_vars_source(req, &src);
+        src.path_var = NULL; /* a root made of $document_root is nginx's loop: empty */
+        long e = vars_expand(l->root_value, &src, out, cap);
+        if (e < 0)
+            return -1;
+        n = (size_t)e;
+    } else {
+        n = l->root_text_len;
+        if (n >= cap)
+            return -1;
+        memcpy(out, l->root_text, n);
+    }
+    *root_len = n;
+    const char *rest = req->path;
+    size_t rl = req->path_len;
+    if (l->alias_whole || (l->alias && l->alias_file)) {
+        out[n] = '\0';
+        return (long)n;
+    }
+    if (l->alias) {
+        if (rl < l->alias_prefix_len)
+            return -1;
+        rest += l->alias_prefix_len;
+        rl -= l->alias_prefix_len;
+    }
+    if (n + rl >= cap)
+        return -1;
+    memcpy(out + n, rest, rl);
+    out[n + rl] = '\0';
+    return (long)(n + rl);
+}
+
+/* A root or alias with variables: the file it names, written into the request's file
+ * room, beneath the anchor (the directory the value's literal text begins with, whose
+ * descriptor the request holds). nginx opens whatever the expansion says, so a `..` that a
+ * Host, an argument or a capture brings leads it anywhere; here a file whose name holds a
+ * dot segment or a NUL is no file (404), and open_beneath keeps the rest, symlinks
+ * included, beneath the anchor. Under an alias in a prefix location, what follows the
+ * prefix must start a new segment, as for an alias without variables. */
+static bool value_file(struct request *req)
+{
+    const struct module_level *l = req->level;
+    char *room = req->file_room;
+    size_t root_len;
+    if (!room)
+        return false;
+    long n = map_uri(req, room, REQUEST_FILE_MAX, &root_len);
+    if (n < 0 || (size_t)n < l->root_anchor_len)
+        return false;
+    if (l->alias && !l->alias_whole && (size_t)n > root_len && root_len &&
+        room[root_len - 1] != '/' && room[root_len] != '/')
+        return false; /* `location /d { alias /x/$v; }` and /d../etc */
+    char *file = room + l->root_anchor_len;
+    size_t fl = (size_t)n - l->root_anchor_len;
+    if (fl == 0) {
+        file = room;
+        file[0] = '/';
+        file[1] = '\0';
+        fl = 1;
+    }
+    if (!clean_path(file, fl))
+        return false;
+    req->file = file;
+    req->file_len = fl;
+    return true;
+}
+
+/* The file the request's block names, for the handler to open beneath req->root_fd:
+ * the path itself under a root without variables, else alias_file's or value_file's.
+ * False: none (404). */
+static bool level_file(struct request *req)
+{
+    const struct module_level *l = req->level;
+    if (l->root_value)
+        return value_file(req);
+    if (l->alias)
+        return alias_file(req);
+    req->file = req->path;
+    req->file_len = req->path_len;
+    return true;
+}
+
+/* $document_root, $realpath_root, $request_filename (vars.h), for the block the request
+ * is in now. */
+static long route_path_var(const void *request, int which, char *out, size_t cap)
+{
+    const struct request *req = request;
+    if (!req->level)
+        return 0;
+    size_t root_len;
+    char buf[REQUEST_FILE_MAX];
+    long n = map_uri(req, buf, sizeof(buf), &root_len);
+    if (n < 0)
+        return 0;
+    if (which == VARS_REQUEST_FILENAME) {
+        if ((size_t)n >= cap)
+            return -1;
+        memcpy(out, buf, (size_t)n + 1);
+        return n;
+    }
+    buf[root_len] = '\0';
+    if (which == VARS_REALPATH_ROOT) {
+        char real[PATH_MAX];
+        if (!realpath(buf, real))
+            return 0;
+        root_len = strlen(real);
+        memcpy(buf, real, root_len + 1);
+    }
+    if (root_len >= cap)
+        return -1;
+    memcpy(out, buf, root_len + 1);
+    return (long)root_len;
 }
 
 /* Keep the captures' bytes through a change of path, as nginx's keep the text they were
@@ -251,9 +380,8 @@ static enum try_result try_files(const struct module_chain *c, struct request *r
         struct request probe = *req;
         probe.path = buf;
         probe.path_len = (size_t)n;
-        probe.file = buf;
-        probe.file_len = (size_t)n;
-        if (l->alias && !alias_file(&probe))
+        use_level(&probe, l);
+        if (!level_file(&probe))
             continue;
         if (!file_exists(c, &probe, probe.file, dir))
             continue;
@@ -261,6 +389,8 @@ static enum try_result try_files(const struct module_chain *c, struct request *r
         if (!same && !set_path(req, buf, (size_t)n))
             return TRY_FAILED;
         use_level(req, l);
+        if (!level_file(req))
+            return TRY_FAILED;
         return TRY_FOUND;
     }
     long n = vars_expand(l->try_files[l->n_try - 1], &src, buf, sizeof(buf) - 1);
@@ -430,7 +560,7 @@ static int place(const struct module_chain *c, struct request *req,
             case REWRITE_ERROR: return 500;
             }
         }
-        if (l->alias && !alias_file(req)) {
+        if (!level_file(req)) {
             req->try_status = 404; /* answered after access, with its error_page */
             return 0;
         }
