@@ -893,7 +893,10 @@ static const struct conf_directive core_directives[] = {
     {"root", CONF_PATH, TOP, CFG(root), .usage = "DIR", .dflt = "www", .doc = DOC_ROOT,
      .id = CONFIG_ID_ROOT},
     {"root", CONF_PATH, SITE | LOC, .set = conf_set_later, .usage = "DIR",
-     .dflt = "(the outer block's)", .doc = DOC_ROOT,
+     .dflt = "(the outer block's)",
+     .doc = DOC_ROOT " In a server or location DIR may hold variables (`root /srv/$host;`): "
+            "the file is opened beneath the directory its literal text begins with (`/srv`), "
+            "and a `.` or `..` segment a variable brings names no file (404).",
      .id = CONFIG_ID_ROOT},
     /* HTTPS (tls.c reads them, with the sites) */
     {"ssl_certificate", CONF_PATH, TOP | SITE, CONF_REPEATS, .set = conf_set_later,
@@ -933,9 +936,10 @@ static const struct conf_directive core_directives[] = {
      .doc = "Files are served from DIR + what follows the location's prefix: "
             "`/downloads/a.txt` in `location /downloads/ { alias /data/; }` is `/data/a.txt`. "
             "What follows must start a new segment (`location /d { alias /x/; }` answers "
-            "`/d../etc` with 404, where nginx serves `/x/../etc`). Only in a prefix or `=` "
-            "location, not in regex locations (nginx needs captures there, which are not "
-            "supported); not with `root` in the same location. A FILE instead of a DIR is "
+            "`/d../etc` with 404, where nginx serves `/x/../etc`). In a regex location it "
+            "names the whole file (`location ~ ^/u/(\\w+)/(.*)$ { alias "
+            "/home/$1/public/$2; }`); with variables, as `root`'s. Not with `root` in the "
+            "same location. A FILE instead of a DIR is "
             "served for the location's path itself (`location = /favicon.ico { alias "
             "/srv/fav.ico; }`), nothing beneath it.",
      .id = CONFIG_ID_ALIAS},
