@@ -372,6 +372,8 @@ static int read_core(struct level_build *b, struct module_level *l,
     l->internal = loc && find(first, l->context, CONFIG_ID_INTERNAL);
     if ((n = find(first, l->context, CONFIG_ID_INDEX)))
         rc |= read_index(b, l, n, index_room);
+    if (l->in_if) /* its rewrite module's statements run in the location's list */
+        goto settings;
     if ((n = find(first, l->context, CONFIG_ID_TRY_FILES)))
         rc |= read_try_files(b, l, n);
     if ((n = find(first, l->context, CONFIG_ID_RETURN)))
@@ -379,6 +381,7 @@ static int read_core(struct level_build *b, struct module_level *l,
     struct rewrite_prog *prog;
     rc |= rewrite_build(&b->r, first, l->context, &prog);
     l->rewrite = prog;
+settings:
     l->class_index = outer->class_index;
     if ((n = find(first, l->context, CONFIG_ID_CLASS))) {
         l->class_index = 0;
@@ -426,6 +429,50 @@ static int read_modules(struct level_build *b, struct module_level *l,
         if (!l->conf[i])
             rc = -1;
     }
+    return rc;
+}
+
+/* Is the statement n one that some table (the core's, a module's) takes in a location? */
+static bool known_in_location(const struct module_chain *c, const struct conf_node *n)
+{
+    if (conf_table_find(config_core_directives(), n->name, CONF_LOCATION))
+        return true;
+    for (unsigned i = 0; i < c->n; i++) {
+        const struct conf_directive *d = conf_table_find(c->mods[i]->directives, n->name,
+                                                         CONF_LOCATION);
+        if (d && (d->contexts & CONF_LOCATION))
+            return true;
+    }
+    return false;
+}
+
+/* An `if` in a location is nginx's implicit location: a level of its own, inside the
+ * location's, whose settings (root, error_page, each module's: add_header, expires,
+ * proxy_pass, access_log...) are the request's while its condition holds; the rewrite
+ * module's statements in it run in the location's list (rewrite.c). What a location does
+ * not pass on (try_files, return) is not the `if`'s either, as nginx's; its handler (a
+ * proxy_pass) is, unless the `if` has its own. */
+static int build_if(struct level_build *b, struct module_level *loc_level,
+                    const struct site_location *loc, const struct conf_node *n,
+                    char (*index_room)[LEVEL_INDEX_MAX][256], char *err, size_t err_len)
+{
+    struct module_chain *c = b->c;
+    struct module_level *l = &c->levels[c->n_levels];
+    int rc = 0;
+    for (const struct conf_node *s = n->children; s; s = s->next)
+        if (rewrite_if_takes(s->name) && !known_in_location(c, s))
+            rc |= conf_error(&b->r, s->line, "unknown directive \"%s\"", s->name);
+    l->context = CONF_LOCATION;
+    l->line = n->line;
+    l->outer = loc_level;
+    l->in_if = true;
+    rc |= read_core(b, l, loc_level, loc, n->children, index_room[c->n_levels]);
+    c->n_levels++;
+    rc |= read_modules(b, l, loc_level, n, n->children, NULL, err, err_len);
+    if (!l->mount)
+        l->mount = loc_level->mount;
+    l->class_index = loc_level->class_index;
+    rewrite_set_if_level((struct rewrite_prog *)loc_level->rewrite, n, l);
     return rc;
 }
 
@@ -477,7 +524,12 @@ int module_levels_build(struct module_chain *c, const struct config *cfg, char *
     struct site_set *set = c->sites;
     unsigned n = 1 + set->n_servers;
     for (unsigned i = 0; i < set->n_servers; i++)
-        n += set->servers[i].n_locations;
+        for (unsigned k = 0; k < set->servers[i].n_locations; k++) {
+            n++;
+            for (const struct conf_node *s = set->servers[i].locations[k].first; s;
+                 s = s->next)
+                n += core_id(s, CONF_LOCATION) == CONFIG_ID_IF; /* its implicit location */
+        }
     c->levels = calloc(n, sizeof(*c->levels));
     c->roots = calloc(n, sizeof(*c->roots));
     /* Index lists a block sets: one room per level. */
@@ -510,6 +562,9 @@ int module_levels_build(struct module_chain *c, const struct config *cfg, char *
             c->n_levels++;
             rc |= read_modules(&b, ll, outer, loc->node, loc->first, loc, err, err_len);
             loc->level = ll;
+            for (const struct conf_node *f = loc->first; f; f = f->next)
+                if (core_id(f, CONF_LOCATION) == CONFIG_ID_IF)
+                    rc |= build_if(&b, ll, loc, f, index_room, err, err_len);
         }
     }
     return rc || b.r.errors ? -1 : 0;

@@ -70,6 +70,7 @@ struct module_level {
      * its path without that slash is redirected (301) to it. */
     bool slash_redirect;
     bool internal; /* `internal`: only internal redirects reach the location */
+    bool in_if;    /* an `if` block's in a location (nginx's implicit location) */
     const struct module_level *outer; /* a location's enclosing block: server or location */
     unsigned class_index; /* `class NAME;`: 1 + its place in cfg->classes; 0: not said */
     void *conf[MODULE_CHAIN_MAX];     /* each module's block settings */

@@ -554,7 +554,10 @@ static int place(const struct module_chain *c, struct request *req,
          * no location matches (nginx skips the server's null location). */
         if (loc && l->rewrite) {
             switch (rewrite_run(l->rewrite, req, true, l->return_status, l->return_text)) {
-            case REWRITE_GO_ON: use_level(req, l); break; /* the path may be new */
+            case REWRITE_GO_ON: /* the path may be new; a true `if` gave its settings */
+                l = req->level;
+                use_level(req, l);
+                break;
             case REWRITE_SEARCH: req->first_level = NULL; continue;
             case REWRITE_RETURN: return 0;
             case REWRITE_ERROR: return 500;

@@ -26,6 +26,16 @@ int rewrite_build(struct conf_reader *r, const struct conf_node *first, unsigned
                   struct rewrite_prog **out);
 void rewrite_free(struct rewrite_prog *p);
 
+/* Does nginx take the directive `name` inside a location's `if` (besides the rewrite
+ * module's own)? */
+bool rewrite_if_takes(const char *name);
+
+/* The `if` statement node of p (a location's list) gets level: the settings of its block,
+ * which become the request's when its condition holds, as nginx's implicit location. */
+struct module_level;
+void rewrite_set_if_level(struct rewrite_prog *p, const struct conf_node *node,
+                          const struct module_level *level);
+
 /* $NAME of a `set` (the request's value) or of a `map` (made now) for request (a struct
  * request), into out: its length, or -1 when it does not fit cap. Empty when not set. */
 long rewrite_var(const void *request, const char *name, size_t len, char *out, size_t cap);
