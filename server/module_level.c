@@ -432,18 +432,24 @@ static int read_modules(struct level_build *b, struct module_level *l,
     return rc;
 }
 
-/* Is the statement n one that some table (the core's, a module's) takes in a location? */
-static bool known_in_location(const struct module_chain *c, const struct conf_node *n)
+/* The statement n inside a location's `if`, checked as in the location itself: a
+ * directive of some table (the core's, a module's) that may stand in a location. */
+static int check_in_location(struct level_build *b, const struct conf_node *n)
 {
-    if (conf_table_find(config_core_directives(), n->name, CONF_LOCATION))
-        return true;
-    for (unsigned i = 0; i < c->n; i++) {
-        const struct conf_directive *d = conf_table_find(c->mods[i]->directives, n->name,
+    const struct module_chain *c = b->c;
+    const struct conf_directive *d = conf_table_find(config_core_directives(), n->name,
+                                                     CONF_LOCATION);
+    for (unsigned i = 0; i < c->n && !(d && (d->contexts & CONF_LOCATION)); i++) {
+        const struct conf_directive *m = conf_table_find(c->mods[i]->directives, n->name,
                                                          CONF_LOCATION);
-        if (d && (d->contexts & CONF_LOCATION))
-            return true;
+        d = m && (!d || (m->contexts & CONF_LOCATION)) ? m : d;
     }
-    return false;
+    if (!d)
+        return conf_error(&b->r, n->line, "unknown directive \"%s\"", n->name);
+    if (!(d->contexts & CONF_LOCATION))
+        return conf_error(&b->r, n->line, "\"%s\" directive is not allowed in a location "
+                          "block", n->name);
+    return 0;
 }
 
 /* An `if` in a location is nginx's implicit location: a level of its own, inside the
@@ -460,8 +466,8 @@ static int build_if(struct level_build *b, struct module_level *loc_level,
     struct module_level *l = &c->levels[c->n_levels];
     int rc = 0;
     for (const struct conf_node *s = n->children; s; s = s->next)
-        if (rewrite_if_takes(s->name) && !known_in_location(c, s))
-            rc |= conf_error(&b->r, s->line, "unknown directive \"%s\"", s->name);
+        if (rewrite_if_takes(s->name))
+            rc |= check_in_location(b, s);
     l->context = CONF_LOCATION;
     l->line = n->line;
     l->outer = loc_level;

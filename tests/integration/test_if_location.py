@@ -52,6 +52,12 @@ server {
             proxy_pass http://127.0.0.1:{port1};
         }
     }
+    location /pi/ {
+        proxy_pass http://127.0.0.1:{port1};
+        if ($arg_x) {
+            add_header X-Pi yes;
+        }
+    }
     location /ep/ {
         if ($arg_e) {
             error_page 404 /custom404.txt;
@@ -215,6 +221,10 @@ def test_proxy_pass_in_if_proxies_when_it_holds(daemons):
 
 def test_location_with_proxy_pass_in_if_serves_files_otherwise(daemons):
     same(daemons, "/p/f.txt", 200, "site/p/f.txt\n")
+
+
+def test_proxy_pass_of_the_location_holds_in_a_true_if(daemons):
+    same(daemons, "/pi/a?x=1", 200, "upstream /pi/a?x=1\n", x_pi="yes")
 
 
 def test_error_page_in_if(daemons):
