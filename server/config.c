@@ -1002,8 +1002,13 @@ static const struct conf_directive core_directives[] = {
             "others) when CONDITION holds, as nginx's: `($var)` (neither empty nor `0`), "
             "`($var = TEXT)`, `!=`, `~ REGEX`, `~*` (without case), `!~`, `!~*` (a match's "
             "groups are `$1`..`$9` after it), `-f PATH`, `-d`, `-e`, `-x` and their `!` "
-            "(PATH a file system path, variables expanded). Other directives inside `if` "
-            "are refused at load.",
+            "(PATH a file system path, variables expanded: `-f $request_filename`). In a "
+            "location, `if` is nginx's implicit location: its other directives (`add_header`, "
+            "`expires`, `root`, `error_page`, `proxy_pass` without a URI part, `access_log`, "
+            "`gzip`...) are the request's settings once CONDITION holds, the last true "
+            "`if`'s alone, and the location's `try_files` and `return` are not. What nginx "
+            "refuses inside `if` (`alias`, `try_files`, `index`...; in a server, all but "
+            "`rewrite`, `return`, `set` and `break`) is refused at load.",
      .id = CONFIG_ID_IF},
     {"set", CONF_LIST, SITE | LOC, CONF_REPEATS, .min_args = 2, .max_args = 2,
      .set = declare_set, .usage = "$NAME VALUE",
