@@ -615,8 +615,10 @@ static int route_from(const struct module_chain *c, struct request *req,
     int status = 0;
     const struct module_level *sl = req->site ? req->site->level : NULL;
     enum rewrite_result rw = REWRITE_GO_ON;
-    if (sl && sl->rewrite && !named) /* nginx's server rewrite phase */
+    if (sl && sl->rewrite && !named) { /* nginx's server rewrite phase, in its settings */
+        use_level(req, sl);
         rw = rewrite_run(sl->rewrite, req, false, sl->return_status, sl->return_text);
+    }
     if (rw == REWRITE_ERROR) {
         use_level(req, sl);
         req->first_level = req->level;

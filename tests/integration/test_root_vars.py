@@ -55,6 +55,21 @@ server {
         alias ROOT/files/;
         return 200 "$document_root|$request_filename\n";
     }
+    location /dlx {
+        alias ROOT/files/$arg_d;
+    }
+}
+server {
+    listen 127.0.0.1:{port0};
+    server_name plain.test;
+    default_type text/plain;
+    root ROOT/plain/;
+    if (!-e $request_filename) {
+        rewrite ^ /fallback.txt last;
+    }
+    location = /roots {
+        return 200 "$document_root|$request_filename\n";
+    }
 }
 """
 
@@ -66,11 +81,16 @@ FILES = [
     "vhosts/other.test/arg/f.txt",
     "home/alice/public/a.txt", "home/alice/public/sub/b.txt",
     "files/a.txt", "files/x/arg.txt",
-    "secret.txt", "vhosts/secret.txt", "arg/secret.txt",
+    "secret.txt", "vhosts/secret.txt", "arg/secret.txt", "files/xyz.txt",
+    "plain/page.txt", "plain/fallback.txt", "plain/roots",
 ]
 
 # nginx's open follows a `..` wherever it leads; ours names no file with one (404).
 DOTS = "a `..` that a variable brings names no file here"
+# nginx's alias in a prefix location without a trailing slash lets the rest of the path
+# continue the alias's last name; ours, with variables or not, only a rest that starts a
+# new segment.
+ALIAS_REST = "an alias is continued only by a rest that starts with '/'"
 # nginx follows a symlink anywhere (disable_symlinks off); ours stays beneath the root's
 # literal directory (open_beneath).
 SYMLINK = "a symlink out of the root's literal directory is not followed here"
@@ -222,6 +242,16 @@ def test_alias_argument_naming_a_subdirectory_is_served(daemons):
     same(daemons, "/dl/arg.txt?d=x", status=200, body="files/x/arg.txt")
 
 
+def test_alias_with_variables_is_continued_by_a_new_segment(daemons):
+    same(daemons, "/dlx/xyz.txt?d=x", status=404)  # ROOT/files/x/xyz.txt: none
+
+
+def test_alias_with_variables_is_not_continued_by_the_rest_of_a_name(daemons):
+    (ns, _, nb), (ls, _, lb) = both(daemons, "/dlxyz.txt?d=x")
+    assert (ns, nb) == (200, "files/xyz.txt\n"), ALIAS_REST  # nginx: ROOT/files/x + yz.txt
+    assert ls == 404
+
+
 def test_symlinked_host_directory_inside_the_root_is_served(daemons):
     same(daemons, "/page.txt", "link.test", 200, "vhosts/example.test/page.txt")
 
@@ -270,6 +300,18 @@ def test_document_root_realpath_root_and_request_filename(daemons, tree):
 def test_alias_document_root_and_request_filename(daemons, tree):
     same(daemons, "/aliasroots/z.txt", status=200,
          body=f"{tree}/files/|{tree}/files/z.txt")
+
+
+def test_root_s_trailing_slash_is_not_in_document_root(daemons, tree):
+    same(daemons, "/roots", "plain.test", 200, f"{tree}/plain|{tree}/plain/roots")
+
+
+def test_server_if_reads_the_server_s_request_filename(daemons):
+    same(daemons, "/page.txt", "plain.test", 200, "plain/page.txt")
+
+
+def test_server_if_rewrites_a_missing_file(daemons):
+    same(daemons, "/gone.txt", "plain.test", 200, "plain/fallback.txt")
 
 
 def test_if_file_request_filename_holds_for_a_file(daemons, tree):
