@@ -11,6 +11,7 @@ nginx and never by lfhttpd.
 import os
 import socket
 import subprocess
+import time
 
 import pytest
 
@@ -347,3 +348,36 @@ def test_realpath_root_in_root_is_refused_at_load(tmp_path):
     r = subprocess.run([BIN, "-t", "-c", str(conf)], capture_output=True, text=True)
     assert r.returncode != 0
     assert f"{conf}:3" in r.stderr and "$realpath_root" in r.stderr
+
+
+# --------------------------------------------------------------- in a log line
+
+
+def test_log_format_with_document_root_and_request_filename_gives_nginx_s_line(tree,
+                                                                                tmp_path):
+    fmt = "log_format roots '$document_root $realpath_root $request_filename';\n"
+    server = ("server {\n    listen 127.0.0.1:{port0};\n    root ROOT/vhosts/$host;\n"
+              "    access_log LOG roots;\n}\n").replace("ROOT", tree)
+    theirs_log, ours_log = tmp_path / "nginx.log", tmp_path / "ours.log"
+    theirs = Nginx(tmp_path / "nginx", None,
+                   fmt + server.replace("LOG", str(theirs_log)), http=True)
+    ours = None
+    try:
+        port = free_port()
+        ours = Server(tmp_path / "ours", None,
+                      conf="threads 2;\nerror_log stderr debug;\naccess_log off;\n" + fmt +
+                      with_ports(server.replace("LOG", str(ours_log)), [port]))
+        for p in (theirs.port, port):
+            assert exchange(p, "/page.txt", "link.test")[0] == 200
+        want = f"{tree}/vhosts/link.test {tree}/vhosts/example.test " \
+               f"{tree}/vhosts/link.test/page.txt\n"
+        for log in (theirs_log, ours_log):
+            deadline = time.monotonic() + scaled(5)
+            while not (log.exists() and log.read_text()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert theirs_log.read_text() == want
+        assert ours_log.read_text() == want
+    finally:
+        theirs.stop()
+        if ours:
+            check_clean_exit(ours)
