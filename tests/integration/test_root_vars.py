@@ -59,6 +59,10 @@ server {
     location /dlx {
         alias ROOT/files/$arg_d;
     }
+    location /dlt/ {
+        alias ROOT/files/;
+        try_files $uri =404;
+    }
 }
 server {
     listen 127.0.0.1:{port0};
@@ -330,6 +334,10 @@ def test_try_files_beneath_a_root_with_variables_finds_the_file(daemons):
 
 def test_try_files_beneath_a_root_with_variables_falls_back(daemons):
     same(daemons, "/try/gone.txt", status=200, body="vhosts/example.test/try/fallback.txt")
+
+
+def test_try_files_beneath_an_alias_serves_the_alias_s_file(daemons):
+    same(daemons, "/dlt/a.txt", status=200, body="files/a.txt")
 
 
 def test_add_header_with_document_root_and_request_filename(daemons, tree):
