@@ -118,6 +118,9 @@ struct request {
     const struct vars_value *return_text;
     bool return_args; /* a rewrite's redirect: the request's arguments follow its URL */
     int try_status;
+    /* try_files found a file beneath an alias in a regex location: the file is the alias
+     * and the path after it (nginx's add_uri_to_alias) */
+    bool alias_add_path;
     const char *slash_to; /* with return_status 301: the location the path lacked a '/' of */
     bool internal;        /* an error page's internal redirect: `internal` locations answer */
     const struct server *server;

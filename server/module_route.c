@@ -179,11 +179,11 @@ static long map_uri(const struct request *req, char *out, size_t cap, size_t *ro
     *root_len = n;
     const char *rest = req->path;
     size_t rl = req->path_len;
-    if (l->alias_whole || (l->alias && l->alias_file)) {
+    if ((l->alias_whole && !req->alias_add_path) || (l->alias && l->alias_file)) {
         out[n] = '\0';
         return (long)n;
     }
-    if (l->alias) {
+    if (l->alias && !l->alias_whole) {
         if (rl < l->alias_prefix_len)
             return -1;
         rest += l->alias_prefix_len;
@@ -370,24 +370,30 @@ static enum try_result try_files(const struct module_chain *c, struct request *r
     char buf[REQUEST_PATH_MAX];
     for (unsigned i = 0; i + 1 < l->n_try; i++) {
         long n = vars_expand(l->try_files[i], &src, buf, sizeof(buf));
-        if (n <= 0 || (size_t)n >= sizeof(buf))
+        /* Beneath an alias in a regex location the candidate follows the alias, as
+         * nginx's: "" names the alias itself. */
+        bool whole = l->alias_whole;
+        if (n < 0 || (n == 0 && !whole) || (size_t)n >= sizeof(buf))
             continue;
         bool dir = l->try_dir[i]; /* written with a trailing '/', which was taken off */
         buf[n] = '\0';
-        if (!clean_path(buf, (size_t)n))
+        if (n && !clean_path(buf, (size_t)n))
             continue;
         /* The candidate's file, beneath the root or the alias, as the handler will open it. */
         struct request probe = *req;
         probe.path = buf;
         probe.path_len = (size_t)n;
+        probe.alias_add_path = whole && n;
         use_level(&probe, l);
         if (!level_file(&probe))
             continue;
         if (!file_exists(c, &probe, probe.file, dir))
             continue;
         bool same = (size_t)n == req->path_len && memcmp(buf, req->path, (size_t)n) == 0;
-        if (!same && !set_path(req, buf, (size_t)n))
+        bool keep = whole && (n == 0 || dir); /* nginx: the path stays, the alias names */
+        if (!same && !keep && !set_path(req, buf, (size_t)n))
             return TRY_FAILED;
+        req->alias_add_path = whole && !keep;
         use_level(req, l);
         if (!level_file(req))
             return TRY_FAILED;
@@ -535,6 +541,7 @@ static int place(const struct module_chain *c, struct request *req,
     const struct site_server *s = req->site;
     for (unsigned hops = 0; hops <= ROUTE_REDIRECTS_MAX; hops++) {
         const struct site_location *loc = named;
+        req->alias_add_path = false;
         if (!loc && location_for(c, req, s, &loc) < 0)
             return 500;
         bool searched = !named;

@@ -30,6 +30,18 @@ server {
     location ~ ^/u/(\w+)/(.*)$ {
         alias ROOT/home/$1/public/$2;
     }
+    location ~ ^/tu/(\w+)/(.*)$ {
+        alias ROOT/home/$1/public/$2;
+        try_files $uri =404;
+    }
+    location ~ ^/te/(\w+)/(.*)$ {
+        alias ROOT/home/$1/public/$2;
+        try_files "" =404;
+    }
+    location ~ ^/tw/(\w+)(/.*)$ {
+        alias ROOT/home/$1;
+        try_files $2 =404;
+    }
     location ~ ^/fixed/ {
         alias ROOT/files/a.txt;
     }
@@ -288,6 +300,18 @@ def test_alias_with_captures_reaches_a_subdirectory(daemons):
 
 def test_alias_with_captures_of_an_unknown_user_is_404(daemons):
     same(daemons, "/u/bob/a.txt", status=404)
+
+
+def test_try_files_beneath_a_regex_alias_puts_the_candidate_after_the_alias(daemons):
+    same(daemons, "/tu/alice/a.txt", status=404)  # ROOT/home/alice/public/a.txt/tu/alice/a.txt
+
+
+def test_try_files_empty_candidate_beneath_a_regex_alias_is_the_alias(daemons):
+    same(daemons, "/te/alice/a.txt", status=200, body="home/alice/public/a.txt")
+
+
+def test_try_files_capture_candidate_beneath_a_regex_alias_is_served(daemons):
+    same(daemons, "/tw/alice/public/sub/b.txt", status=200, body="home/alice/public/sub/b.txt")
 
 
 def test_alias_in_a_regex_location_without_captures_names_one_file(daemons):
