@@ -224,6 +224,12 @@ static bool value_file(struct request *req)
         file[1] = '\0';
         fl = 1;
     }
+    size_t k = 1; /* "/srv/" and "/a": one '/' of two, as the kernel reads "//" */
+    for (size_t i = 1; i < fl; i++)
+        if (file[i] != '/' || file[k - 1] != '/')
+            file[k++] = file[i];
+    file[k] = '\0';
+    fl = k;
     if (!clean_path(file, fl))
         return false;
     req->file = file;

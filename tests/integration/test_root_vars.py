@@ -95,7 +95,7 @@ FILES = [
     "vhosts/example.test/iff/f.txt", "vhosts/example.test/try/fallback.txt",
     "vhosts/example.test/try/here.txt", "vhosts/example.test/hdr/f.txt",
     "vhosts/other.test/page.txt", "vhosts/example.test/arg/f.txt",
-    "vhosts/other.test/arg/f.txt",
+    "vhosts/other.test/arg/f.txt", "vhosts/arg/f.txt",
     "home/alice/public/a.txt", "home/alice/public/sub/b.txt",
     "files/a.txt", "files/x/arg.txt",
     "secret.txt", "vhosts/secret.txt", "arg/secret.txt", "files/xyz.txt",
@@ -214,6 +214,10 @@ def test_root_with_host_is_case_folded_as_host_is(daemons):
 
 def test_root_with_an_argument_serves_the_argument_s_directory(daemons):
     same(daemons, "/arg/f.txt?site=other.test", status=200, body="vhosts/other.test/arg/f.txt")
+
+
+def test_root_with_an_empty_argument_doubles_a_slash_that_names_the_same_file(daemons):
+    same(daemons, "/arg/f.txt", status=200, body="vhosts/arg/f.txt")
 
 
 # --------------------------------------------------------------- escapes
