@@ -854,7 +854,10 @@ static const struct conf_name log_formats[] = {{"combined", 0}, {"json", 1}, {NU
 /* The documentation of a directive that stands on several lines of the table. */
 #define DOC_ROOT "The document root: files are served from DIR + path, and nothing outside it " \
     "is ever served. With server blocks, a missing default `www` is no error (nginx does not " \
-    "check its default root either). The `-r` flag overrides the top level's."
+    "check its default root either). The `-r` flag overrides the top level's. DIR may hold " \
+    "variables (`root /srv/$host;`): the file is opened beneath the directory its literal " \
+    "text begins with (`/srv`), and a `.` or `..` segment a variable brings names no file " \
+    "(404)."
 #define DOC_INDEX "Files tried, in order, for a directory (the shipped `conf/lfhttpd.conf` " \
     "sets `index.html index.htm`); several on one line, not repeated."
 #define DOC_THREADS "Threads of the class (the top level's: of the default class); 0 = one " \
@@ -894,9 +897,7 @@ static const struct conf_directive core_directives[] = {
      .id = CONFIG_ID_ROOT},
     {"root", CONF_PATH, SITE | LOC, .set = conf_set_later, .usage = "DIR",
      .dflt = "(the outer block's)",
-     .doc = DOC_ROOT " In a server or location DIR may hold variables (`root /srv/$host;`): "
-            "the file is opened beneath the directory its literal text begins with (`/srv`), "
-            "and a `.` or `..` segment a variable brings names no file (404).",
+     .doc = DOC_ROOT,
      .id = CONFIG_ID_ROOT},
     /* HTTPS (tls.c reads them, with the sites) */
     {"ssl_certificate", CONF_PATH, TOP | SITE, CONF_REPEATS, .set = conf_set_later,

@@ -271,16 +271,16 @@ static const struct level_root *alias_root(struct level_build *b, struct module_
  * stays beneath ("/srv" of "/srv/$host", "/" of "$dir"). A `..` that a variable brings is
  * refused per request (module_route.c), and the anchor's descriptor keeps anything else,
  * a symlink included, from leading out of it. */
-static int read_root_value(struct level_build *b, struct module_level *l,
-                           const struct conf_node *n, const char *text, const char *what)
+static int read_root_value(struct level_build *b, struct module_level *l, unsigned line,
+                           const char *text, const char *what)
 {
     char msg[256];
     struct vars_value *v;
     if (strstr(text, "$realpath_root") || strstr(text, "${realpath_root}"))
-        return conf_error(&b->r, n->line, "the $realpath_root variable cannot be used in "
+        return conf_error(&b->r, line, "the $realpath_root variable cannot be used in "
                           "the \"%s\" directive", what);
     if (vars_compile(text, VARS_RAW, &v, msg, sizeof(msg)) < 0)
-        return conf_error(&b->r, n->line, "%s \"%s\": %s", what, text, msg);
+        return conf_error(&b->r, line, "%s \"%s\": %s", what, text, msg);
     const char *dollar = strchr(text, '$');
     size_t lit = dollar ? (size_t)(dollar - text) : strlen(text);
     size_t anchor = 0;
@@ -290,7 +290,7 @@ static int read_root_value(struct level_build *b, struct module_level *l,
     char dir[PATH_MAX];
     if (anchor >= sizeof(dir)) {
         vars_free(v);
-        return conf_error(&b->r, n->line, "%s \"%s\": too long", what, text);
+        return conf_error(&b->r, line, "%s \"%s\": too long", what, text);
     }
     if (anchor == 0 && text[0] == '/')
         snprintf(dir, sizeof(dir), "/");
@@ -298,7 +298,7 @@ static int read_root_value(struct level_build *b, struct module_level *l,
         snprintf(dir, sizeof(dir), "%s", text[0] == '$' ? "/" : ".");
     else
         snprintf(dir, sizeof(dir), "%.*s", (int)anchor, text);
-    l->root = open_root(b, dir, n->line, what, true);
+    l->root = open_root(b, dir, line, what, true);
     l->root_value = v;
     l->root_value_own = true;
     l->root_anchor_len = anchor;
@@ -346,7 +346,7 @@ static int read_core(struct level_build *b, struct module_level *l,
     if (root && strchr(root->args[0], '$')) {
         char text[PATH_MAX];
         snprintf(text, sizeof(text), "%.*s", (int)l->root_text_len, root->args[0]);
-        rc |= read_root_value(b, l, root, text, "root");
+        rc |= read_root_value(b, l, root->line, text, "root");
         l->alias = false;
     } else if (root) {
         l->root = open_root(b, root->args[0], root->line, "root", true);
@@ -358,7 +358,7 @@ static int read_core(struct level_build *b, struct module_level *l,
         return conf_error(&b->r, alias->line, "the \"alias\" directive cannot be used inside "
                           "the named location");
     if (alias && (regex_loc || strchr(alias->args[0], '$'))) {
-        rc |= read_root_value(b, l, alias, alias->args[0], "alias");
+        rc |= read_root_value(b, l, alias->line, alias->args[0], "alias");
         l->alias = true;
         l->alias_whole = regex_loc;
         l->alias_prefix_len = regex_loc ? 0 : loc->pattern_len;
@@ -487,7 +487,16 @@ static int build_top(struct level_build *b, struct module_level *l, char *err, s
 {
     l->context = CONF_TOP;
     const struct conf_node *root = find(b->cfg->tree, CONF_TOP, CONFIG_ID_ROOT);
-    if (!root && find(b->cfg->tree, CONF_TOP, CONFIG_ID_SERVER) &&
+    l->root_text = b->cfg->root;
+    l->root_text_len = strlen(b->cfg->root);
+    if (l->root_text_len > 1 && b->cfg->root[l->root_text_len - 1] == '/')
+        l->root_text_len--;
+    int rv = 0;
+    if (strchr(b->cfg->root, '$')) {
+        char text[PATH_MAX];
+        snprintf(text, sizeof(text), "%.*s", (int)l->root_text_len, b->cfg->root);
+        rv = read_root_value(b, l, root ? root->line : 0, text, "root");
+    } else if (!root && find(b->cfg->tree, CONF_TOP, CONFIG_ID_SERVER) &&
         access(b->cfg->root, F_OK) < 0) {
         /* The default root, missing, under servers that may all have their own: a root
          * that opens nothing (nginx does not check its default root either). */
@@ -499,14 +508,10 @@ static int build_top(struct level_build *b, struct module_level *l, char *err, s
     } else {
         l->root = open_root(b, b->cfg->root, root ? root->line : 0, "root", false);
     }
-    l->root_text = b->cfg->root;
-    l->root_text_len = strlen(b->cfg->root);
-    if (l->root_text_len > 1 && b->cfg->root[l->root_text_len - 1] == '/')
-        l->root_text_len--;
     l->index = b->cfg->index;
     l->n_index = b->cfg->n_index;
     l->relative_redirect = !b->cfg->absolute_redirect;
-    int rc = l->root ? 0 : -1;
+    int rc = l->root && rv == 0 ? 0 : -1;
     rc |= read_error_pages(b, l, b->cfg->tree);
     rc |= read_modules(b, l, NULL, NULL, b->cfg->tree, NULL, err, len);
     return rc;

@@ -644,6 +644,8 @@ static int route_from(const struct module_chain *c, struct request *req,
     } else if (!req->site) {
         use_level(req, &c->levels[0]);
         req->first_level = req->level;
+        if (!level_file(req)) /* a root with variables that names no file */
+            req->try_status = 404;
     } else if (req->site->level->return_status && !named) {
         use_level(req, req->site->level); /* the server's `return`: before any location */
         req->first_level = req->level;

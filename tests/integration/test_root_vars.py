@@ -417,3 +417,50 @@ def test_log_format_with_document_root_and_request_filename_gives_nginx_s_line(t
         theirs.stop()
         if ours:
             check_clean_exit(ours)
+
+
+# --------------------------------------------------------------- the top level's root
+
+
+def top_level_pair(tree, tmp_path, text):
+    """nginx and lfhttpd on `text` (at nginx's http level, lfhttpd's top level), with
+    {port0}: (nginx, lfhttpd, lfhttpd's port)."""
+    text = text.replace("ROOT", tree)
+    theirs = Nginx(tmp_path / "nginx", None, "default_type text/plain;\n" + text, http=True)
+    try:
+        port = free_port()
+        ours = Server(tmp_path / "ours", None,
+                      conf="threads 2;\nerror_log stderr debug;\naccess_log off;\n"
+                      "default_type text/plain;\n" + with_ports(text, [port]))
+    except BaseException:
+        theirs.stop()
+        raise
+    return theirs, ours, port
+
+
+def test_top_level_root_with_host_serves_each_server_s_host(tree, tmp_path):
+    theirs, ours, port = top_level_pair(
+        tree, tmp_path, "root ROOT/vhosts/$host;\nserver {\n    listen 127.0.0.1:{port0};\n}\n")
+    try:
+        for host, want in (("example.test", "vhosts/example.test/page.txt\n"),
+                           ("other.test", "vhosts/other.test/page.txt\n")):
+            for p in (theirs.port, port):
+                st, _, body = exchange(p, "/page.txt", host)
+                assert (st, body) == (200, want), (p, host)
+        for p in (theirs.port, port):
+            assert exchange(p, "/secret.txt", "..")[0] in (400, 404)
+    finally:
+        theirs.stop()
+        check_clean_exit(ours)
+
+
+def test_top_level_root_with_host_without_server_blocks(tree, tmp_path):
+    ours = Server(tmp_path / "ours", None,
+                  conf="listen 127.0.0.1:0;\nthreads 2;\nerror_log stderr debug;\n"
+                  f"access_log off;\ndefault_type text/plain;\nroot {tree}/vhosts/$host;\n")
+    try:
+        assert exchange(ours.port, "/page.txt", "other.test")[::2] == \
+            (200, "vhosts/other.test/page.txt\n")
+        assert exchange(ours.port, "/secret.txt", "..")[0] == 404
+    finally:
+        check_clean_exit(ours)
