@@ -226,8 +226,7 @@ static const char *const location_if[] = {
     "access_log", "add_header", "add_header_inherit", "add_trailer", "add_trailer_inherit",
     "charset", "error_page", "expires", "fastcgi_pass", "grpc_pass", "gzip", "limit_rate",
     "limit_rate_after", "memcached_pass", "override_charset", "post_action", "proxy_pass",
-    "rewrite_log", "root", "scgi_pass", "sendfile", "source_charset", "ssi",
-    "uninitialized_variable_warn", "uwsgi_pass",
+    "root", "scgi_pass", "sendfile", "source_charset", "ssi", "uwsgi_pass",
 };
 
 bool rewrite_if_takes(const char *name)
@@ -251,8 +250,8 @@ static int if_statement(struct conf_reader *r, const struct conf_node *s, unsign
         *id == CONFIG_ID_SET)
         return 0;
     if (strcmp(s->name, "rewrite_log") == 0 ||
-        strcmp(s->name, "uninitialized_variable_warn") == 0)
-        return 1; /* the rewrite module's, in either `if` */
+        strcmp(s->name, "uninitialized_variable_warn") == 0) /* nginx's, in either `if` */
+        return conf_error(r, s->line, "unknown directive \"%s\"", s->name);
     if (context == CONF_LOCATION && rewrite_if_takes(s->name))
         return 1;
     return conf_error(r, s->line, "\"%s\" directive is not allowed inside if%s", s->name,
