@@ -10,6 +10,9 @@
  * "?args" has the request's appended after '&'. `last` ends the list and searches the
  * location again; `break` ends it and serves the new path in this location; without a
  * flag the list goes on, and a location whose path changed is searched again at its end.
+ * An `if` whose condition holds runs its block's statements in the list's order; in a
+ * location it also makes its block's settings the request's (req->level: nginx's implicit
+ * location, built by module_level.c), and the list goes on after it.
  */
 #ifndef LFHTTPD_REWRITE_H
 #define LFHTTPD_REWRITE_H
