@@ -432,8 +432,8 @@ static int resolve_pass(struct proxy_state *st, struct proxy_conf *c, const stru
         memcpy(c->uri, slash, c->uri_len + 1);
         if (!b->prefix_location)
             return module_error(b->mi, where, "proxy_pass cannot have a URI part in a "
-                                "location given by a regular expression, or in a named "
-                                "location");
+                                "location given by a regular expression, or inside a "
+                                "named location, or inside an \"if\"");
     }
     if (b->prefix_location) {
         c->prefix_len = strlen(b->pattern);

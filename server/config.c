@@ -894,7 +894,10 @@ static const struct conf_name log_formats[] = {{"combined", 0}, {"json", 1}, {NU
 /* The documentation of a directive that stands on several lines of the table. */
 #define DOC_ROOT "The document root: files are served from DIR + path, and nothing outside it " \
     "is ever served. With server blocks, a missing default `www` is no error (nginx does not " \
-    "check its default root either). The `-r` flag overrides the top level's."
+    "check its default root either). The `-r` flag overrides the top level's. DIR may hold " \
+    "variables (`root /srv/$host;`): the file is opened beneath the directory its literal " \
+    "text begins with (`/srv`), and a `.` or `..` segment a variable brings names no file " \
+    "(404)."
 #define DOC_INDEX "Files tried, in order, for a directory (the shipped `conf/lfhttpd.conf` " \
     "sets `index.html index.htm`); several on one line, not repeated."
 #define DOC_THREADS "Threads of the class (the top level's: of the default class); 0 = one " \
@@ -936,7 +939,8 @@ static const struct conf_directive core_directives[] = {
     {"root", CONF_PATH, TOP, CFG(root), .usage = "DIR", .dflt = "www", .doc = DOC_ROOT,
      .id = CONFIG_ID_ROOT},
     {"root", CONF_PATH, SITE | LOC, .set = conf_set_later, .usage = "DIR",
-     .dflt = "(the outer block's)", .doc = DOC_ROOT,
+     .dflt = "(the outer block's)",
+     .doc = DOC_ROOT,
      .id = CONFIG_ID_ROOT},
     /* HTTPS (tls.c reads them, with the sites) */
     {"ssl_certificate", CONF_PATH, TOP | SITE, CONF_REPEATS, .set = conf_set_later,
@@ -980,9 +984,10 @@ static const struct conf_directive core_directives[] = {
      .doc = "Files are served from DIR + what follows the location's prefix: "
             "`/downloads/a.txt` in `location /downloads/ { alias /data/; }` is `/data/a.txt`. "
             "What follows must start a new segment (`location /d { alias /x/; }` answers "
-            "`/d../etc` with 404, where nginx serves `/x/../etc`). Only in a prefix or `=` "
-            "location, not in regex locations (nginx needs captures there, which are not "
-            "supported); not with `root` in the same location. A FILE instead of a DIR is "
+            "`/d../etc` with 404, where nginx serves `/x/../etc`). In a regex location it "
+            "names the whole file (`location ~ ^/u/(\\w+)/(.*)$ { alias "
+            "/home/$1/public/$2; }`); with variables, as `root`'s. Not with `root` in the "
+            "same location. A FILE instead of a DIR is "
             "served for the location's path itself (`location = /favicon.ico { alias "
             "/srv/fav.ico; }`), nothing beneath it.",
      .id = CONFIG_ID_ALIAS},
@@ -1045,8 +1050,13 @@ static const struct conf_directive core_directives[] = {
             "others) when CONDITION holds, as nginx's: `($var)` (neither empty nor `0`), "
             "`($var = TEXT)`, `!=`, `~ REGEX`, `~*` (without case), `!~`, `!~*` (a match's "
             "groups are `$1`..`$9` after it), `-f PATH`, `-d`, `-e`, `-x` and their `!` "
-            "(PATH a file system path, variables expanded). Other directives inside `if` "
-            "are refused at load.",
+            "(PATH a file system path, variables expanded: `-f $request_filename`). In a "
+            "location, `if` is nginx's implicit location: its other directives (`add_header`, "
+            "`expires`, `root`, `error_page`, `proxy_pass` without a URI part, `access_log`, "
+            "`gzip`...) are the request's settings once CONDITION holds, the last true "
+            "`if`'s alone, and the location's `try_files` and `return` are not. What nginx "
+            "refuses inside `if` (`alias`, `try_files`, `index`...; in a server, all but "
+            "`rewrite`, `return`, `set` and `break`) is refused at load.",
      .id = CONFIG_ID_IF},
     {"set", CONF_LIST, SITE | LOC, CONF_REPEATS, .min_args = 2, .max_args = 2,
      .set = declare_set, .usage = "$NAME VALUE",

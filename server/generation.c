@@ -94,8 +94,9 @@ static int load_config(struct config *cfg, const struct generation_source *o, ch
     }
     /* With server blocks, a top-level root is needed only if the file says one: each
      * server may have its own (nginx does not check its default root either). */
-    bool optional = !o->root && !config_next(cfg, "root", NULL) &&
-                    config_next(cfg, "server", NULL);
+    bool optional = (!o->root && !config_next(cfg, "root", NULL) &&
+                     config_next(cfg, "server", NULL)) ||
+                    strchr(cfg->root, '$'); /* a root with variables: per request */
     if (!optional && check_root(cfg, o, err, len) < 0)
         return -1;
     if (cfg->threads == 0) {
@@ -121,8 +122,13 @@ struct generation *generation_build(const struct generation_source *o, unsigned 
         goto fail;
     }
     const struct config *cfg = &g->cfg;
-    g->root_fd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if ((g->root_fd < 0 || !realpath(cfg->root, g->root_real)) && !o->root &&
+    /* A root with variables is opened per request, beneath the directory its literal text
+     * begins with (module_level.c), not here. */
+    bool root_vars = strchr(cfg->root, '$') != NULL;
+    g->root_fd = root_vars ? -1 : open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root_vars) {
+        snprintf(g->root_real, sizeof(g->root_real), "%s", cfg->root);
+    } else if ((g->root_fd < 0 || !realpath(cfg->root, g->root_real)) && !o->root &&
         !config_next(cfg, "root", NULL) && config_next(cfg, "server", NULL)) {
         snprintf(g->root_real, sizeof(g->root_real), "%s", cfg->root); /* see load_config */
     } else if (g->root_fd < 0 || !realpath(cfg->root, g->root_real)) {

@@ -164,9 +164,10 @@ static bool asks_server_options(const struct http_request *h)
  * log hooks afterwards. Returns 0, or the status of an error to answer instead. "OPTIONS *"
  * is not routed: no module answers it. */
 static int route(struct conn *c, const struct http_request *h, struct request *r, char *path,
-                 char id[VARS_REQUEST_ID_SIZE], int64_t now_s)
+                 char id[VARS_REQUEST_ID_SIZE], char file[REQUEST_FILE_MAX], int64_t now_s)
 {
     http_request_init(c, h, r, path, id, now_s);
+    r->file_room = file;
     if (h->method == HTTP_METHOD_UNKNOWN)
         return 501;
     if (h->method == HTTP_METHOD_CONNECT)
@@ -377,9 +378,9 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     size_t head_at = *pos;
     *pos += head_len;
 
-    char path[REQUEST_PATH_MAX], id[VARS_REQUEST_ID_SIZE];
+    char path[REQUEST_PATH_MAX], id[VARS_REQUEST_ID_SIZE], file[REQUEST_FILE_MAX];
     struct request r;
-    int routed = route(c, req, &r, path, id, now_s);
+    int routed = route(c, req, &r, path, id, file, now_s);
     r.start_us = t0_us;
     r.conn_requests = hc(c)->requests;
     r.request_length = head_len + (req->framing == HTTP_BODY_LENGTH ? req->content_length : 0);
@@ -455,9 +456,9 @@ static void serve_collected(struct conn *c)
     int rc = http_parse_request(k->data, k->head_len, &c->gen->limits, &req);
     resp_init(&resp);
     resp.head_only = req.method == HTTP_METHOD_HEAD;
-    char path[REQUEST_PATH_MAX], id[VARS_REQUEST_ID_SIZE];
+    char path[REQUEST_PATH_MAX], id[VARS_REQUEST_ID_SIZE], file[REQUEST_FILE_MAX];
     struct request r;
-    int status = rc > 0 ? route(c, &req, &r, path, id, now_s) : 500;
+    int status = rc > 0 ? route(c, &req, &r, path, id, file, now_s) : 500;
     resp.keep_alive = rc > 0 && keep_alive_allowed(c, &req); /* the same block as before */
     r.start_us = t0_us;
     r.conn_requests = hc(c)->requests;

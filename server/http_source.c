@@ -317,6 +317,7 @@ void http_source_save_request(struct http_source *s, const struct request *r, ch
     s->saved.path = path;
     s->saved.file = path;
     s->saved.file_len = r->path_len;
+    s->saved.file_room = NULL; /* the frame's: gone when the answer goes on later */
     /* The captures are offsets into what they matched: the path, kept above, and the Host
      * of a `server_name ~RE`, in the head: the copies, since the answer's filters read them
      * in a later event, when the thread's buffers hold another request. */

@@ -53,6 +53,7 @@ enum mod_result {
 #define REQUEST_PATH_MAX 8192
 #define REQUEST_VARS_MAX 16     /* variables `set` per request */
 #define REQUEST_VARS_BYTES 1024 /* their values, together */
+#define REQUEST_FILE_MAX 4096   /* a file named by a root or alias with variables */
 
 /* How many mounts (module_mount_add, module_block_mount) a configuration may make, all
  * modules together: a module that keeps one record per mount may size its table by it. */
@@ -98,6 +99,9 @@ struct request {
     bool has_args;                /* the URI had "?..." (visible ASCII, else %XX-encoded) */
     const char *file;             /* the path beneath the root ("/..."): path, or what */
     size_t file_len;              /* follows the location's prefix under `alias` */
+    /* REQUEST_FILE_MAX bytes in the frame that made the request, where a root or alias
+     * with variables writes the file it names (NULL: such a root serves nothing). */
+    char *file_room;
     const struct module_mount *mount; /* the mount the path falls under, or NULL */
     /* The whole request body, when the mount asked for it (wants_body); else NULL (a body
      * is skipped). */
@@ -118,6 +122,9 @@ struct request {
     const struct vars_value *return_text;
     bool return_args; /* a rewrite's redirect: the request's arguments follow its URL */
     int try_status;
+    /* try_files found a file beneath an alias in a regex location: the file is the alias
+     * and the path after it (nginx's add_uri_to_alias) */
+    bool alias_add_path;
     const char *slash_to; /* with return_status 301: the location the path lacked a '/' of */
     bool internal;        /* an error page's internal redirect: `internal` locations answer */
     const struct server *server;

@@ -336,6 +336,45 @@ static int read_error_log(struct level_build *b, struct module_level *l,
     return 0;
 }
 
+/* root or alias with variables (or an alias in a regex location): compiled, and the
+ * directory its literal text begins with opened as the anchor that every file it names
+ * stays beneath ("/srv" of "/srv/$host", "/" of "$dir"). A `..` that a variable brings is
+ * refused per request (module_route.c), and the anchor's descriptor keeps anything else,
+ * a symlink included, from leading out of it. */
+static int read_root_value(struct level_build *b, struct module_level *l, unsigned line,
+                           const char *text, const char *what)
+{
+    char msg[256];
+    struct vars_value *v;
+    if (strstr(text, "$realpath_root") || strstr(text, "${realpath_root}"))
+        return conf_error(&b->r, line, "the $realpath_root variable cannot be used in "
+                          "the \"%s\" directive", what);
+    if (vars_compile(text, VARS_RAW, &v, msg, sizeof(msg)) < 0)
+        return conf_error(&b->r, line, "%s \"%s\": %s", what, text, msg);
+    const char *dollar = strchr(text, '$');
+    size_t lit = dollar ? (size_t)(dollar - text) : strlen(text);
+    size_t anchor = 0;
+    for (size_t i = 0; i < lit; i++)
+        if (text[i] == '/')
+            anchor = i;
+    char dir[PATH_MAX];
+    if (anchor >= sizeof(dir)) {
+        vars_free(v);
+        return conf_error(&b->r, line, "%s \"%s\": too long", what, text);
+    }
+    if (anchor == 0 && text[0] == '/')
+        snprintf(dir, sizeof(dir), "/");
+    else if (anchor == 0)
+        snprintf(dir, sizeof(dir), "%s", text[0] == '$' ? "/" : ".");
+    else
+        snprintf(dir, sizeof(dir), "%.*s", (int)anchor, text);
+    l->root = open_root(b, dir, line, what, true);
+    l->root_value = v;
+    l->root_value_own = true;
+    l->root_anchor_len = anchor;
+    return l->root ? 0 : -1;
+}
+
 static int read_core(struct level_build *b, struct module_level *l,
                      const struct module_level *outer, const struct site_location *loc,
                      const struct conf_node *first, char (*index_room)[256])
@@ -345,6 +384,11 @@ static int read_core(struct level_build *b, struct module_level *l,
     l->alias = outer->alias;
     l->alias_prefix_len = outer->alias_prefix_len;
     l->alias_file = outer->alias_file;
+    l->root_text = outer->root_text;
+    l->root_text_len = outer->root_text_len;
+    l->root_value = outer->root_value;
+    l->root_anchor_len = outer->root_anchor_len;
+    l->alias_whole = outer->alias_whole;
     l->index = outer->index;
     l->n_index = outer->n_index;
     const struct conf_node *root = find(first, l->context, CONFIG_ID_ROOT),
@@ -359,18 +403,36 @@ static int read_core(struct level_build *b, struct module_level *l,
     if (root && alias)
         return conf_error(&b->r, alias->line, "alias: the location has a root too (%s:%u)",
                           conf_line_file(root->line, b->r.file), conf_line_no(root->line));
-    if (root || alias)
+    if (root || alias) {
         l->alias_file = NULL;
-    if (root) {
+        l->root_value = NULL;
+        l->alias_whole = false;
+        const char *text = (root ? root : alias)->args[0];
+        l->root_text = text;
+        l->root_text_len = strlen(text);
+        if (root && l->root_text_len > 1 && text[l->root_text_len - 1] == '/')
+            l->root_text_len--; /* nginx's root drops one trailing '/', its alias not */
+    }
+    if (root && strchr(root->args[0], '$')) {
+        char text[PATH_MAX];
+        snprintf(text, sizeof(text), "%.*s", (int)l->root_text_len, root->args[0]);
+        rc |= read_root_value(b, l, root->line, text, "root");
+        l->alias = false;
+    } else if (root) {
         l->root = open_root(b, root->args[0], root->line, "root", true);
         l->alias = false;
         rc |= l->root ? 0 : -1;
     }
-    if (alias) {
-        if (loc->match != SITE_PREFIX && loc->match != SITE_PREFIX_STOP &&
-            loc->match != SITE_EXACT)
-            return conf_error(&b->r, alias->line, "alias: only in a prefix or exact location "
-                              "(a regex location would need captures)");
+    bool regex_loc = loc && (loc->match == SITE_REGEX || loc->match == SITE_REGEX_ICASE);
+    if (alias && loc->match == SITE_NAMED)
+        return conf_error(&b->r, alias->line, "the \"alias\" directive cannot be used inside "
+                          "the named location");
+    if (alias && (regex_loc || strchr(alias->args[0], '$'))) {
+        rc |= read_root_value(b, l, alias->line, alias->args[0], "alias");
+        l->alias = true;
+        l->alias_whole = regex_loc;
+        l->alias_prefix_len = regex_loc ? 0 : loc->pattern_len;
+    } else if (alias) {
         l->root = alias_root(b, l, alias);
         l->alias = true;
         l->alias_prefix_len = loc->pattern_len;
@@ -380,6 +442,8 @@ static int read_core(struct level_build *b, struct module_level *l,
     l->internal = loc && find(first, l->context, CONFIG_ID_INTERNAL);
     if ((n = find(first, l->context, CONFIG_ID_INDEX)))
         rc |= read_index(b, l, n, index_room);
+    if (l->in_if) /* its rewrite module's statements run in the location's list */
+        goto settings;
     if ((n = find(first, l->context, CONFIG_ID_TRY_FILES)))
         rc |= read_try_files(b, l, n);
     if ((n = find(first, l->context, CONFIG_ID_RETURN)))
@@ -387,6 +451,7 @@ static int read_core(struct level_build *b, struct module_level *l,
     struct rewrite_prog *prog;
     rc |= rewrite_build(&b->r, first, l->context, &prog);
     l->rewrite = prog;
+settings:
     l->error_log = outer->error_log;
     if ((n = find(first, l->context, CONFIG_ID_ERROR_LOG)))
         rc |= read_error_log(b, l, n);
@@ -444,12 +509,71 @@ static int read_modules(struct level_build *b, struct module_level *l,
     return rc;
 }
 
+/* The statement n inside a location's `if`, checked as in the location itself: a
+ * directive of some table (the core's, a module's) that may stand in a location. */
+static int check_in_location(struct level_build *b, const struct conf_node *n)
+{
+    const struct module_chain *c = b->c;
+    const struct conf_directive *d = conf_table_find(config_core_directives(), n->name,
+                                                     CONF_LOCATION);
+    for (unsigned i = 0; i < c->n && !(d && (d->contexts & CONF_LOCATION)); i++) {
+        const struct conf_directive *m = conf_table_find(c->mods[i]->directives, n->name,
+                                                         CONF_LOCATION);
+        d = m && (!d || (m->contexts & CONF_LOCATION)) ? m : d;
+    }
+    if (!d)
+        return conf_error(&b->r, n->line, "unknown directive \"%s\"", n->name);
+    if (!(d->contexts & CONF_LOCATION))
+        return conf_error(&b->r, n->line, "\"%s\" directive is not allowed in a location "
+                          "block", n->name);
+    return 0;
+}
+
+/* An `if` in a location is nginx's implicit location: a level of its own, inside the
+ * location's, whose settings (root, error_page, each module's: add_header, expires,
+ * proxy_pass, access_log...) are the request's while its condition holds; the rewrite
+ * module's statements in it run in the location's list (rewrite.c). What a location does
+ * not pass on (try_files, return) is not the `if`'s either, as nginx's; its handler (a
+ * proxy_pass) is, unless the `if` has its own. */
+static int build_if(struct level_build *b, struct module_level *loc_level,
+                    const struct site_location *loc, const struct conf_node *n,
+                    char (*index_room)[LEVEL_INDEX_MAX][256], char *err, size_t err_len)
+{
+    struct module_chain *c = b->c;
+    struct module_level *l = &c->levels[c->n_levels];
+    int rc = 0;
+    for (const struct conf_node *s = n->children; s; s = s->next)
+        if (rewrite_if_takes(s->name))
+            rc |= check_in_location(b, s);
+    l->context = CONF_LOCATION;
+    l->line = n->line;
+    l->outer = loc_level;
+    l->in_if = true;
+    rc |= read_core(b, l, loc_level, loc, n->children, index_room[c->n_levels]);
+    c->n_levels++;
+    rc |= read_modules(b, l, loc_level, n, n->children, NULL, err, err_len);
+    if (!l->mount)
+        l->mount = loc_level->mount;
+    l->class_index = loc_level->class_index;
+    rewrite_set_if_level((struct rewrite_prog *)loc_level->rewrite, n, l);
+    return rc;
+}
+
 /* The top level: the configuration's root (the -r flag's, when given) and index. */
 static int build_top(struct level_build *b, struct module_level *l, char *err, size_t len)
 {
     l->context = CONF_TOP;
     const struct conf_node *root = find(b->cfg->tree, CONF_TOP, CONFIG_ID_ROOT);
-    if (!root && find(b->cfg->tree, CONF_TOP, CONFIG_ID_SERVER) &&
+    l->root_text = b->cfg->root;
+    l->root_text_len = strlen(b->cfg->root);
+    if (l->root_text_len > 1 && b->cfg->root[l->root_text_len - 1] == '/')
+        l->root_text_len--;
+    int rv = 0;
+    if (strchr(b->cfg->root, '$')) {
+        char text[PATH_MAX];
+        snprintf(text, sizeof(text), "%.*s", (int)l->root_text_len, b->cfg->root);
+        rv = read_root_value(b, l, root ? root->line : 0, text, "root");
+    } else if (!root && find(b->cfg->tree, CONF_TOP, CONFIG_ID_SERVER) &&
         access(b->cfg->root, F_OK) < 0) {
         /* The default root, missing, under servers that may all have their own: a root
          * that opens nothing (nginx does not check its default root either). */
@@ -474,7 +598,7 @@ static int build_top(struct level_build *b, struct module_level *l, char *err, s
     };
     const struct conf_node *lnf = find(b->cfg->tree, CONF_TOP, CONFIG_ID_LOG_NOT_FOUND);
     l->log_not_found = !lnf || strcmp(lnf->args[0], "on") == 0;
-    int rc = l->root ? 0 : -1;
+    int rc = l->root && rv == 0 ? 0 : -1;
     rc |= read_error_pages(b, l, b->cfg->tree);
     rc |= read_modules(b, l, NULL, NULL, b->cfg->tree, NULL, err, len);
     return rc;
@@ -498,7 +622,12 @@ int module_levels_build(struct module_chain *c, const struct config *cfg, char *
     struct site_set *set = c->sites;
     unsigned n = 1 + set->n_servers;
     for (unsigned i = 0; i < set->n_servers; i++)
-        n += set->servers[i].n_locations;
+        for (unsigned k = 0; k < set->servers[i].n_locations; k++) {
+            n++;
+            for (const struct conf_node *s = set->servers[i].locations[k].first; s;
+                 s = s->next)
+                n += core_id(s, CONF_LOCATION) == CONFIG_ID_IF; /* its implicit location */
+        }
     c->levels = calloc(n, sizeof(*c->levels));
     c->roots = calloc(n, sizeof(*c->roots));
     /* Index lists a block sets: one room per level. */
@@ -531,6 +660,9 @@ int module_levels_build(struct module_chain *c, const struct config *cfg, char *
             c->n_levels++;
             rc |= read_modules(&b, ll, outer, loc->node, loc->first, loc, err, err_len);
             loc->level = ll;
+            for (const struct conf_node *f = loc->first; f; f = f->next)
+                if (core_id(f, CONF_LOCATION) == CONFIG_ID_IF)
+                    rc |= build_if(&b, ll, loc, f, index_room, err, err_len);
         }
     }
     return rc || b.r.errors ? -1 : 0;
@@ -551,6 +683,8 @@ static void free_level(struct module_chain *c, struct module_level *l)
     for (unsigned i = 0; i < l->n_try; i++)
         vars_free((struct vars_value *)l->try_files[i]);
     vars_free((struct vars_value *)l->return_text);
+    if (l->root_value_own)
+        vars_free((struct vars_value *)l->root_value);
     rewrite_free((struct rewrite_prog *)l->rewrite);
     if (l->error_log_own) {
         if (l->error_log->fd > 2)

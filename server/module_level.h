@@ -41,6 +41,18 @@ struct module_level {
     bool alias;               /* root is an `alias`: the location's prefix is replaced */
     size_t alias_prefix_len;  /* the prefix that `alias` replaces */
     const char *alias_file;   /* `alias FILE`: "/NAME" beneath root, for the prefix alone */
+    /* root or alias as written (a root's one trailing '/' taken off, as nginx): the
+     * $document_root of a root without variables. */
+    const char *root_text;
+    size_t root_text_len;
+    /* root or alias with variables, or an alias in a regex location (nginx's: its
+     * expansion names the whole file): expanded per request, and `root` above is then the
+     * directory its literal text begins with (the anchor), opened at load, which the file
+     * must stay beneath. NULL: root_text is the root. */
+    const struct vars_value *root_value;
+    size_t root_anchor_len; /* the anchor's bytes of the expansion ("/srv" of "/srv/$host") */
+    bool alias_whole;       /* an alias in a regex location: the expansion is the file */
+    bool root_value_own;    /* root_value is this block's (freed with it), not inherited */
     const char (*index)[256]; /* index file names, inherited */
     unsigned n_index;         /* how many */
     const struct vars_value *try_files[LEVEL_TRY_MAX]; /* not inherited, as nginx */
@@ -59,6 +71,7 @@ struct module_level {
      * its path without that slash is redirected (301) to it. */
     bool slash_redirect;
     bool internal; /* `internal`: only internal redirects reach the location */
+    bool in_if;    /* an `if` block's in a location (nginx's implicit location) */
     const struct module_level *outer; /* a location's enclosing block: server or location */
     unsigned class_index; /* `class NAME;`: 1 + its place in cfg->classes; 0: not said */
     /* client_max_body_size, keepalive_timeout...: each inherited unless the block sets it */

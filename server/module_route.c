@@ -19,6 +19,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -35,6 +36,8 @@
 #include "vars.h"
 
 #define ROUTE_REDIRECTS_MAX 10
+
+static long route_path_var(const void *request, int which, char *out, size_t cap);
 
 void module_vars_source(const struct request *req, struct vars_source *src)
 {
@@ -60,6 +63,7 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .user_var = rewrite_var,
         .user_vars = req,
         .upstream = req->upstream,
+        .path_var = route_path_var,
     };
 }
 
@@ -161,6 +165,137 @@ static bool clean_path(const char *p, size_t n)
     return true;
 }
 
+/* nginx's $request_filename for the request's block: its root (a root or alias with
+ * variables expanded now) and the part of the path beneath it: the path, or under an
+ * alias what follows the location's prefix, or nothing (an alias in a regex location, or
+ * `alias FILE`, name the file whole). *root_len: the root's bytes. -1: it does not fit, or
+ * the path is not beneath the alias's prefix. */
+static long map_uri(const struct request *req, char *out, size_t cap, size_t *root_len)
+{
+    const struct module_level *l = req->level;
+    size_t n;
+    if (l->root_value) {
+        struct vars_source src;
+        module_vars_source(req, &src);
+        src.path_var = NULL; /* a root made of $document_root is nginx's loop: empty */
+        long e = vars_expand(l->root_value, &src, out, cap);
+        if (e < 0)
+            return -1;
+        n = (size_t)e;
+    } else {
+        n = l->root_text_len;
+        if (n >= cap)
+            return -1;
+        memcpy(out, l->root_text, n);
+    }
+    *root_len = n;
+    const char *rest = req->path;
+    size_t rl = req->path_len;
+    if ((l->alias_whole && !req->alias_add_path) || (l->alias && l->alias_file)) {
+        out[n] = '\0';
+        return (long)n;
+    }
+    if (l->alias && !l->alias_whole) {
+        if (rl < l->alias_prefix_len)
+            return -1;
+        rest += l->alias_prefix_len;
+        rl -= l->alias_prefix_len;
+    }
+    if (n + rl >= cap)
+        return -1;
+    memcpy(out + n, rest, rl);
+    out[n + rl] = '\0';
+    return (long)(n + rl);
+}
+
+/* A root or alias with variables: the file it names, written into the request's file
+ * room, beneath the anchor (the directory the value's literal text begins with, whose
+ * descriptor the request holds). nginx opens whatever the expansion says, so a `..` that a
+ * Host, an argument or a capture brings leads it anywhere; here a file whose name holds a
+ * dot segment or a NUL is no file (404), and open_beneath keeps the rest, symlinks
+ * included, beneath the anchor. Under an alias in a prefix location, what follows the
+ * prefix must start a new segment, as for an alias without variables. */
+static bool value_file(struct request *req)
+{
+    const struct module_level *l = req->level;
+    char *room = req->file_room;
+    size_t root_len;
+    if (!room)
+        return false;
+    long n = map_uri(req, room, REQUEST_FILE_MAX, &root_len);
+    if (n < 0 || (size_t)n < l->root_anchor_len)
+        return false;
+    if (l->alias && !l->alias_whole && (size_t)n > root_len && root_len &&
+        room[root_len - 1] != '/' && room[root_len] != '/')
+        return false; /* `location /d { alias /x/$v; }` and /d../etc */
+    char *file = room + l->root_anchor_len;
+    size_t fl = (size_t)n - l->root_anchor_len;
+    if (fl == 0) {
+        file = room;
+        file[0] = '/';
+        file[1] = '\0';
+        fl = 1;
+    }
+    size_t k = 1; /* "/srv/" and "/a": one '/' of two, as the kernel reads "//" */
+    for (size_t i = 1; i < fl; i++)
+        if (file[i] != '/' || file[k - 1] != '/')
+            file[k++] = file[i];
+    file[k] = '\0';
+    fl = k;
+    if (!clean_path(file, fl))
+        return false;
+    req->file = file;
+    req->file_len = fl;
+    return true;
+}
+
+/* The file the request's block names, for the handler to open beneath req->root_fd:
+ * the path itself under a root without variables, else alias_file's or value_file's.
+ * False: none (404). */
+static bool level_file(struct request *req)
+{
+    const struct module_level *l = req->level;
+    if (l->root_value)
+        return value_file(req);
+    if (l->alias)
+        return alias_file(req);
+    req->file = req->path;
+    req->file_len = req->path_len;
+    return true;
+}
+
+/* $document_root, $realpath_root, $request_filename (vars.h), for the block the request
+ * is in now. */
+static long route_path_var(const void *request, int which, char *out, size_t cap)
+{
+    const struct request *req = request;
+    if (!req->level)
+        return 0;
+    size_t root_len;
+    char buf[REQUEST_FILE_MAX];
+    long n = map_uri(req, buf, sizeof(buf), &root_len);
+    if (n < 0)
+        return 0;
+    if (which == VARS_REQUEST_FILENAME) {
+        if ((size_t)n >= cap)
+            return -1;
+        memcpy(out, buf, (size_t)n + 1);
+        return n;
+    }
+    buf[root_len] = '\0';
+    if (which == VARS_REALPATH_ROOT) {
+        char real[PATH_MAX];
+        if (!realpath(buf, real))
+            return 0;
+        root_len = strlen(real);
+        memcpy(buf, real, root_len + 1);
+    }
+    if (root_len >= cap)
+        return -1;
+    memcpy(out, buf, root_len + 1);
+    return (long)root_len;
+}
+
 /* Keep the captures' bytes through a change of path, as nginx's keep the text they were
  * taken from: they move to the end of the path's buffer, above `floor` (where the new path
  * and its arguments end at most). Returns where they begin (REQUEST_PATH_MAX: nothing
@@ -253,29 +388,34 @@ static enum try_result try_files(const struct module_chain *c, struct request *r
     char buf[REQUEST_PATH_MAX];
     for (unsigned i = 0; i + 1 < l->n_try; i++) {
         long n = vars_expand(l->try_files[i], &src, buf, sizeof(buf));
-        if (n <= 0 || (size_t)n >= sizeof(buf))
+        /* Beneath an alias in a regex location the candidate follows the alias, as
+         * nginx's: "" names the alias itself. */
+        bool whole = l->alias_whole;
+        if (n < 0 || (n == 0 && !whole) || (size_t)n >= sizeof(buf))
             continue;
         bool dir = l->try_dir[i]; /* written with a trailing '/', which was taken off */
         buf[n] = '\0';
         n = (long)merge_slashes(buf, (size_t)n); /* `$uri/index.html` of "/" (nginx's file
                                                     system takes "//" as "/") */
-        if (!clean_path(buf, (size_t)n))
+        if (n && !clean_path(buf, (size_t)n))
             continue;
         /* The candidate's file, beneath the root or the alias, as the handler will open it. */
         struct request probe = *req;
         probe.path = buf;
         probe.path_len = (size_t)n;
-        probe.file = buf;
-        probe.file_len = (size_t)n;
-        if (l->alias && !alias_file(&probe))
+        probe.alias_add_path = whole && n;
+        use_level(&probe, l);
+        if (!level_file(&probe))
             continue;
         if (!file_exists(c, &probe, probe.file, dir))
             continue;
         bool same = (size_t)n == req->path_len && memcmp(buf, req->path, (size_t)n) == 0;
-        if (!same && !set_path(req, buf, (size_t)n))
+        bool keep = whole && (n == 0 || dir); /* nginx: the path stays, the alias names */
+        if (!same && !keep && !set_path(req, buf, (size_t)n))
             return TRY_FAILED;
+        req->alias_add_path = whole && !keep;
         use_level(req, l);
-        if (l->alias && !alias_file(req)) /* the file the probe found, beneath the alias */
+        if (!level_file(req))
             return TRY_FAILED;
         return TRY_FOUND;
     }
@@ -431,6 +571,7 @@ static int place(const struct module_chain *c, struct request *req,
     const struct site_server *s = req->site;
     for (unsigned hops = 0; hops <= ROUTE_REDIRECTS_MAX; hops++) {
         const struct site_location *loc = named;
+        req->alias_add_path = false;
         if (!loc && location_for(c, req, s, &loc) < 0)
             return 500;
         bool searched = !named;
@@ -452,13 +593,16 @@ static int place(const struct module_chain *c, struct request *req,
          * no location matches (nginx skips the server's null location). */
         if (loc && l->rewrite) {
             switch (rewrite_run(l->rewrite, req, true, l->return_status, l->return_text)) {
-            case REWRITE_GO_ON: use_level(req, l); break; /* the path may be new */
+            case REWRITE_GO_ON: /* the path may be new; a true `if` gave its settings */
+                l = req->level;
+                use_level(req, l);
+                break;
             case REWRITE_SEARCH: req->first_level = NULL; continue;
             case REWRITE_RETURN: return 0;
             case REWRITE_ERROR: return 500;
             }
         }
-        if (l->alias && !alias_file(req)) {
+        if (!level_file(req)) {
             req->try_status = 404; /* answered after access, with its error_page */
             return 0;
         }
@@ -512,8 +656,10 @@ static int route_from(const struct module_chain *c, struct request *req,
     int status = 0;
     const struct module_level *sl = req->site ? req->site->level : NULL;
     enum rewrite_result rw = REWRITE_GO_ON;
-    if (sl && sl->rewrite && !named) /* nginx's server rewrite phase */
+    if (sl && sl->rewrite && !named) { /* nginx's server rewrite phase, in its settings */
+        use_level(req, sl);
         rw = rewrite_run(sl->rewrite, req, false, sl->return_status, sl->return_text);
+    }
     if (rw == REWRITE_ERROR) {
         use_level(req, sl);
         req->first_level = req->level;
@@ -527,6 +673,8 @@ static int route_from(const struct module_chain *c, struct request *req,
         use_level(req, &c->levels[0]);
         req->first_level = req->level;
         note_body_limit(req, req->level);
+        if (!level_file(req)) /* a root with variables that names no file */
+            req->try_status = 404;
     } else if (req->site->level->return_status && !named) {
         use_level(req, req->site->level); /* the server's `return`: before any location */
         req->first_level = req->level;

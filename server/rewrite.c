@@ -45,6 +45,10 @@ struct rewrite_step {
     struct rewrite_cond cond;   /* `if` */
     struct rewrite_prog *body;  /* `if`: its block */
     const char *name;           /* `set`: the variable, without '$' */
+    const struct conf_node *node;       /* `if`: its statement */
+    const struct module_level *level;   /* `if` in a location: its block's settings, the
+                                           request's while the condition holds (NULL in a
+                                           server) */
 };
 
 struct rewrite_prog {
@@ -205,6 +209,7 @@ static int read_cond(struct conf_reader *r, const struct conf_node *n, struct re
 static int read_if(struct conf_reader *r, const struct conf_node *n, unsigned context,
                    struct rewrite_step *s)
 {
+    s->node = n;
     if (read_cond(r, n, &s->cond) < 0)
         return -1;
     if (build(r, n->children, context, true, &s->body) < 0)
@@ -214,8 +219,27 @@ static int read_if(struct conf_reader *r, const struct conf_node *n, unsigned co
     return s->body ? 0 : conf_error(r, n->line, "out of memory");
 }
 
-/* Inside an `if`: what nginx's rewrite module says there; another directive nginx takes
- * inside `if` is refused, said so. */
+/* What nginx takes inside a location's `if` (its NGX_HTTP_LIF_CONF directives): the
+ * rewrite module's run in order here; the others are the `if` block's settings, which a
+ * level of their own holds (module_level.c). */
+static const char *const location_if[] = {
+    "access_log", "add_header", "add_header_inherit", "add_trailer", "add_trailer_inherit",
+    "charset", "error_page", "expires", "fastcgi_pass", "grpc_pass", "gzip", "limit_rate",
+    "limit_rate_after", "memcached_pass", "override_charset", "post_action", "proxy_pass",
+    "root", "scgi_pass", "sendfile", "source_charset", "ssi", "uwsgi_pass",
+};
+
+bool rewrite_if_takes(const char *name)
+{
+    for (size_t i = 0; i < sizeof(location_if) / sizeof(location_if[0]); i++)
+        if (strcmp(name, location_if[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Inside an `if`: 0 for a statement of the rewrite module (a step), 1 for another that
+ * nginx takes in a location's `if` (the block's settings: no step), else refused as nginx
+ * refuses it (a server's `if` takes the rewrite module's alone). */
 static int if_statement(struct conf_reader *r, const struct conf_node *s, unsigned context,
                         enum config_core_id *id)
 {
@@ -225,8 +249,14 @@ static int if_statement(struct conf_reader *r, const struct conf_node *s, unsign
     if (*id == CONFIG_ID_REWRITE || *id == CONFIG_ID_BREAK || *id == CONFIG_ID_RETURN ||
         *id == CONFIG_ID_SET)
         return 0;
-    return conf_error(r, s->line, "\"%s\" inside if is not supported (rewrite, return, set "
-                      "and break are)", s->name);
+    if (strcmp(s->name, "rewrite_log") == 0 ||
+        strcmp(s->name, "uninitialized_variable_warn") == 0) /* nginx's, in either `if` */
+        return conf_error(r, s->line, "unknown directive \"%s\"", s->name);
+    if (context == CONF_LOCATION && rewrite_if_takes(s->name))
+        return 1;
+    return conf_error(r, s->line, "\"%s\" directive is not allowed inside if%s", s->name,
+                      context == CONF_LOCATION ? "" : " in a server (rewrite, return, set, "
+                      "break)");
 }
 
 int rewrite_build(struct conf_reader *r, const struct conf_node *first, unsigned context,
@@ -257,8 +287,9 @@ static int build(struct conf_reader *r, const struct conf_node *first, unsigned 
     for (const struct conf_node *s = first; s; s = s->next) {
         enum config_core_id id;
         if (in_if) {
-            if (if_statement(r, s, context, &id) < 0) {
-                rc = -1;
+            int k = if_statement(r, s, context, &id);
+            if (k != 0) {
+                rc |= k < 0 ? -1 : 0;
                 continue;
             }
         } else {
@@ -294,6 +325,14 @@ static int build(struct conf_reader *r, const struct conf_node *first, unsigned 
     }
     *out = p;
     return 0;
+}
+
+void rewrite_set_if_level(struct rewrite_prog *p, const struct conf_node *node,
+                          const struct module_level *level)
+{
+    for (unsigned i = 0; p && i < p->n; i++)
+        if (p->steps[i].op == OP_IF && p->steps[i].node == node)
+            p->steps[i].level = level;
 }
 
 void rewrite_free(struct rewrite_prog *p)
@@ -676,6 +715,8 @@ static enum run_end run(const struct rewrite_prog *p, struct request *req, bool 
                 return RUN_ERROR;
             if (!t)
                 continue;
+            if (s->level) /* nginx's implicit location: its settings hold from now on */
+                req->level = s->level;
             enum run_end e = run(s->body, req, in_location, return_status, return_text,
                                  changed);
             if (e != RUN_ON)

@@ -10,6 +10,9 @@
  * "?args" has the request's appended after '&'. `last` ends the list and searches the
  * location again; `break` ends it and serves the new path in this location; without a
  * flag the list goes on, and a location whose path changed is searched again at its end.
+ * An `if` whose condition holds runs its block's statements in the list's order; in a
+ * location it also makes its block's settings the request's (req->level: nginx's implicit
+ * location, built by module_level.c), and the list goes on after it.
  */
 #ifndef LFHTTPD_REWRITE_H
 #define LFHTTPD_REWRITE_H
@@ -25,6 +28,16 @@ struct rewrite_prog; /* one block's list, read-only once built */
 int rewrite_build(struct conf_reader *r, const struct conf_node *first, unsigned context,
                   struct rewrite_prog **out);
 void rewrite_free(struct rewrite_prog *p);
+
+/* Does nginx take the directive `name` inside a location's `if` (besides the rewrite
+ * module's own)? */
+bool rewrite_if_takes(const char *name);
+
+/* The `if` statement node of p (a location's list) gets level: the settings of its block,
+ * which become the request's when its condition holds, as nginx's implicit location. */
+struct module_level;
+void rewrite_set_if_level(struct rewrite_prog *p, const struct conf_node *node,
+                          const struct module_level *level);
 
 /* $NAME of a `set` (the request's value) or of a `map` (made now) for request (a struct
  * request), into out: its length, or -1 when it does not fit cap. Empty when not set. */

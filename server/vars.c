@@ -56,6 +56,9 @@ enum var_id {
     VAR_UPSTREAM_BYTES_SENT,
     VAR_UPSTREAM_CACHE_STATUS,
     VAR_UPSTREAM_HTTP, /* $upstream_http_NAME: as $http_NAME's */
+    VAR_DOCUMENT_ROOT,
+    VAR_REALPATH_ROOT,
+    VAR_REQUEST_FILENAME,
     VAR_HTTP,   /* $http_NAME: the part's name is NAME, '_' made '-' */
     VAR_COOKIE, /* $cookie_NAME */
     VAR_ARG,    /* $arg_NAME */
@@ -136,6 +139,13 @@ static const struct {
      "upstream, request head and body."},
     {"upstream_cache_status", VAR_UPSTREAM_CACHE_STATUS, "Never set, as nginx's without "
      "`proxy_cache` (there is no cache): empty, `-` in a log line."},
+    {"document_root", VAR_DOCUMENT_ROOT, "The `root` or `alias` that serves the request, "
+     "its variables expanded (a root's trailing `/` left out, as nginx's)."},
+    {"realpath_root", VAR_REALPATH_ROOT, "The real path of `$document_root` (symlinks "
+     "resolved); empty when it does not exist."},
+    {"request_filename", VAR_REQUEST_FILENAME, "The file the request names: the root and "
+     "the path, or the alias and what follows the location's prefix (in a regex location, "
+     "the alias alone), as nginx's."},
 };
 
 /* Families of variables named by a prefix and what follows it, as nginx's. */
@@ -829,6 +839,20 @@ __attribute__((noinline)) static void put_upstream(struct sink *s, enum var_id i
         put(s, value, (size_t)n, esc, false);
 }
 
+/* $document_root, $realpath_root, $request_filename: the request's file, asked of the
+ * router. */
+__attribute__((noinline)) static void put_path(struct sink *s, enum vars_path which,
+                                               const struct vars_source *src, bool esc)
+{
+    char value[4096];
+    long n = src->path_var ? src->path_var(src->user_vars, (int)which, value, sizeof(value))
+                           : 0;
+    if (n < 0)
+        s->failed = true;
+    else if (n > 0)
+        put(s, value, (size_t)n, esc, false);
+}
+
 static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
                          const struct vars_source *src, bool esc)
 {
@@ -906,6 +930,9 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_USER:
         put_user(s, nm.p, nm.len, src, esc);
         return;
+    case VAR_DOCUMENT_ROOT: put_path(s, VARS_DOCUMENT_ROOT, src, esc); return;
+    case VAR_REALPATH_ROOT: put_path(s, VARS_REALPATH_ROOT, src, esc); return;
+    case VAR_REQUEST_FILENAME: put_path(s, VARS_REQUEST_FILENAME, src, esc); return;
     case VAR_LITERAL: break;
     }
     put(s, v.p, v.len, esc, false);

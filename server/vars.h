@@ -52,6 +52,11 @@
  *   $upstream_bytes_sent   the proxy's tries, one entry each joined with ", "
  *                    (vars_upstream.h); $upstream_http_NAME a field of the last try's
  *                    answer; $upstream_cache_status never set (there is no cache)
+ *   $document_root   the root (or alias) that serves the request, variables expanded
+ *   $realpath_root   its real path (symlinks resolved)
+ *   $request_filename  the file the path names there: the root and the path, or the alias
+ *                    and what follows the location's prefix (of a regex location, the
+ *                    alias alone)
  *   $1 .. $9         the groups of the regex location that matched (one digit: "$10" is
  *                    $1 then "0", as nginx's); without one, those of the server's regex
  *                    name that matched the Host; else empty
@@ -78,6 +83,8 @@
 
 #include "http_parse.h"
 #include "regex.h"
+
+enum vars_path { VARS_DOCUMENT_ROOT, VARS_REALPATH_ROOT, VARS_REQUEST_FILENAME };
 
 enum vars_context {
     VARS_HEADER,
@@ -125,6 +132,9 @@ struct vars_source {
     long (*user_var)(const struct vars_source *src, const char *name, size_t len, char *out,
                      size_t cap); /* the value's length in out, or -1: too long */
     const void *user_vars;
+    /* $document_root, $realpath_root, $request_filename of the request user_vars (which
+     * names one of enum vars_path), written into out; NULL: all empty. */
+    long (*path_var)(const void *user_vars, int which, char *out, size_t cap);
     /* The answer, for a value expanded after it (an access-log line); without one
      * (answered false) $status, $body_bytes_sent and $bytes_sent are empty. */
     bool answered;

@@ -26,8 +26,8 @@
  *
  * What it checks, beyond "no crash, no sanitizer report, no leak":
  *   - module_chain_route returns 0 or a 4xx/5xx status; the response's status is 100..599;
- *   - req->file points into the path buffer or is "/"; req->level is one of the chain's
- *     levels, before and after answering;
+ *   - req->file points into the path buffer or the file room, or is "/"; req->level is
+ *     one of the chain's levels, before and after answering;
  *   - every file a body refers to is one of the tree's own (same st_dev and st_ino), or a
  *     memfd the server made (a directory listing) that does not hold the secret; no
  *     in-memory body holds the secret unless the request itself named it;
@@ -315,6 +315,7 @@ static void check_request(const struct module_chain *c, const struct request *r)
 {
     REQUIRE(r->level >= c->levels && r->level < c->levels + c->n_levels);
     REQUIRE((r->file >= r->path && r->file < r->path + REQUEST_PATH_MAX) ||
+            (r->file >= r->file_room && r->file < r->file_room + REQUEST_FILE_MAX) ||
             strcmp(r->file, "/") == 0);
 }
 
@@ -336,7 +337,7 @@ static struct answer serve(struct generation *g, const struct probe *p)
     if (h.method == HTTP_METHOD_UNKNOWN || h.method == HTTP_METHOD_CONNECT ||
         (h.method == HTTP_METHOD_OPTIONS && h.target.len == 1 && h.target.p[0] == '*'))
         return a; /* answered before routing */
-    static char path[REQUEST_PATH_MAX];
+    static char path[REQUEST_PATH_MAX], file_room[REQUEST_FILE_MAX];
     long n = http_path_normalize(h.path, path, sizeof(path));
     if (n < 0)
         return a;
@@ -358,6 +359,7 @@ static struct answer serve(struct generation *g, const struct probe *p)
         .has_args = h.has_query,
         .file = path,
         .file_len = (size_t)n,
+        .file_room = file_room,
         .level = g->chain.levels,
         .server = &server,
         .chain = &g->chain,

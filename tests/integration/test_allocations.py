@@ -227,3 +227,47 @@ def test_custom_access_log_in_a_location_does_not_allocate_per_request(start_ser
     after = allocations(counter)
     assert after - before < 50, f"{after - before} allocations over 5,000 requests"
     assert log.read_text().count("\n") >= 2 * 5500 - 200  # the lines were written
+
+
+def test_variable_roots_and_if_settings_do_not_allocate_per_request(start_server, docroot,
+                                                                     tmp_path, connect):
+    """`root` with $host, an `if (-f $request_filename)` whose block adds a header, and an
+    alias built from a regex location's captures: the file is written in the request's
+    file room in the frame, the tests' names on the stack, so a request allocates
+    nothing."""
+    if SANITIZED:
+        pytest.skip("the sanitizers replace malloc, so there is nothing to count " + BY_DESIGN)
+    lib = alloc_counter()
+    (docroot / "t" / "files").mkdir(parents=True)
+    (docroot / "t" / "files" / "page.html").write_bytes(b"x" * 1024)
+    (docroot / "home" / "ann").mkdir(parents=True)
+    (docroot / "home" / "ann" / "page.html").write_bytes(b"x" * 1024)
+    counter = tmp_path / "allocs"
+    s = start_server(docroot, "access_log off;\nkeepalive_requests 0;\n"
+                     "server {\n"
+                     f"  root {docroot}/$host;\n"
+                     "  location /files/ {\n"
+                     "    if (-f $request_filename) { add_header X-Found $document_root; }\n"
+                     "  }\n"
+                     "  location ~ ^/u/(\\w+)/(.*)$ {\n"
+                     f"    alias {docroot}/home/$1/$2;\n"
+                     "  }\n"
+                     "}\n",
+                     env={"LD_PRELOAD": lib, "LFHTTPD_ALLOC_COUNTER": str(counter)})
+    reqs = [b"GET /files/page.html HTTP/1.1\r\nHost: t\r\n\r\n",
+            b"GET /u/ann/page.html HTTP/1.1\r\nHost: t\r\n\r\n"]
+    c = connect(s, timeout=10)
+
+    def run_rooted(n, batch=100):
+        for _ in range(n // batch):
+            c.send(b"".join(reqs) * (batch // 2))
+            for i in range(batch):
+                st, h, body, _ = c.read_response()
+                assert st == 200 and len(body) == 1024
+                assert i % 2 or h.get("x-found") == f"{docroot}/t"
+
+    run_rooted(500)
+    before = allocations(counter)
+    run_rooted(5000)
+    after = allocations(counter)
+    assert after - before < 50, f"{after - before} allocations over 5,000 requests"
