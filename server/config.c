@@ -949,7 +949,7 @@ static const struct conf_directive core_directives[] = {
     {"index", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = CONFIG_MAX_INDEX,
      .set = conf_set_later, .usage = "FILE...", .dflt = "(the outer block's)", .doc = DOC_INDEX,
      .id = CONFIG_ID_INDEX},
-    {"server_name", CONF_LIST, SITE, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
+    {"server_name", CONF_LIST, SITE, CONF_REPEATS, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
      .set = conf_set_later, .usage = "NAME...", .dflt = "\"\"",
      .doc = "Exact names, `*.example.org` (a leading wildcard at any depth), "
             "`.example.org` (which also takes `example.org`), `www.example.*` (a trailing "

@@ -49,9 +49,10 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .local_fd = req->local_fd,
         .https = req->https,
         .server_name = first && first->kind == SITE_NAME_EXACT ? first->text : NULL,
-        /* $server_name as written: "*.x" and "x.*" are kept as ".x" and "x." */
+        /* $server_name as written: "*.x" and "x.*" are kept as ".x" and "x."; ".x" is
+         * "x", as nginx's */
         .name_before = first && first->kind == SITE_NAME_LEADING && !first->bare_too ? "*" : "",
-        .name = first ? first->text : "",
+        .name = first ? first->text + (first->bare_too ? 1 : 0) : "",
         .name_after = first && first->kind == SITE_NAME_TRAILING ? "*" : "",
         .args = &req->args,
         .request_id = req->request_id,

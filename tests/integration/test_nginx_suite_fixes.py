@@ -1,0 +1,82 @@
+"""Behaviours nginx's own test suite (nginx-tests) found different, against nginx.
+
+Each test runs one `http { }` text, as written, by nginx and by lfhttpd, sends the same
+request to both, and compares what the behaviour is about. The server blocks listen on
+{port0}; ROOT is a directory of the test's files.
+"""
+import socket
+
+import pytest
+
+from conftest import Nginx, Server, free_port, with_ports, scaled
+
+LFHTTPD_TOP = "threads 2;\nerror_log stderr debug;\nshutdown_timeout 5s;\n"
+
+
+def start_lfhttpd(dirpath, text):
+    for attempt in range(3):  # a port picked may be taken before lfhttpd binds it
+        port = free_port()
+        try:
+            conf = LFHTTPD_TOP + "http {\n" + with_ports(text, [port]) + "}\n"
+            return Server(dirpath / f"lf{attempt}", None, conf=conf)
+        except RuntimeError as e:
+            if "in use" not in str(e) or attempt == 2:
+                raise
+
+
+def ask(port, request):
+    """The raw request's answer: (status, {lowercase name: value}, body)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=scaled(10)) as s:
+        s.sendall(request.encode("latin-1"))
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip()
+               for k, _, v in (line.partition(":") for line in lines[1:])}
+    return int(lines[0].split(" ")[1]), headers, body
+
+
+@pytest.fixture
+def both(tmp_path, nginx):
+    """both(text, request) -> (nginx's answer, lfhttpd's answer), each as ask() gives."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "index.html").write_text("index\n")
+    (root / "dir").mkdir()
+    (root / "dir" / "index.html").write_text("dir index\n")
+    started = []
+
+    def run(text, request):
+        text = text.replace("ROOT", str(root))
+        theirs = nginx(None, text, http=True)
+        ours = start_lfhttpd(tmp_path, text)
+        started.append(ours)
+        return ask(theirs.port, request), ask(ours.port, request)
+
+    yield run
+    for s in started:
+        s.stop()
+
+
+def get(target, host="localhost", extra=""):
+    return f"GET {target} HTTP/1.0\r\nHost: {host}\r\n{extra}\r\n"
+
+
+def test_server_name_repeated_in_a_server_adds_names(both):
+    text = """server { listen 127.0.0.1:{port0}; server_name default; return 204; }
+    server { listen 127.0.0.1:{port0}; server_name one.test; server_name two.test;
+             add_header X-Server $server_name always; return 204; }"""
+    theirs, ours = both(text, get("/", host="two.test"))
+    assert theirs[1]["x-server"] == "one.test"
+    assert ours[1]["x-server"] == theirs[1]["x-server"]
+
+
+def test_server_name_variable_of_a_dot_name_has_no_leading_dot(both):
+    text = """server { listen 127.0.0.1:{port0}; server_name default; return 204; }
+    server { listen 127.0.0.1:{port0}; server_name .dot.test;
+             add_header X-Server $server_name always; return 204; }"""
+    theirs, ours = both(text, get("/", host="www.dot.test"))
+    assert theirs[1]["x-server"] == "dot.test"
+    assert ours[1]["x-server"] == theirs[1]["x-server"]
