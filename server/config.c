@@ -1159,6 +1159,14 @@ static const struct conf_directive core_directives[] = {
     {"absolute_redirect", CONF_FLAG, SITE | LOC, .set = check_flag, .dflt = "(the outer block's)",
      .doc = DOC_ABSOLUTE_REDIRECT,
      .id = CONFIG_ID_ABSOLUTE_REDIRECT},
+    {"server_name_in_redirect", CONF_FLAG, TOP | SITE | LOC, .set = check_flag, .dflt = "off",
+     .doc = "`on`: an absolute redirect (`absolute_redirect`) names the server's first name, "
+            "not the request's Host, as nginx's.",
+     .id = CONFIG_ID_SERVER_NAME_IN_REDIRECT},
+    {"port_in_redirect", CONF_FLAG, TOP | SITE | LOC, .set = check_flag, .dflt = "on",
+     .doc = "`off`: an absolute redirect (`absolute_redirect`) names no port, whatever the "
+            "port the connection came in on, as nginx's.",
+     .id = CONFIG_ID_PORT_IN_REDIRECT},
     {"class", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 1, .max_args = 1, .set = set_class,
      .usage = "NAME",
      .doc = "A service class: a Leader/Followers group of its own, with its threads, handle "

@@ -266,6 +266,21 @@ static const struct level_root *alias_root(struct level_build *b, struct module_
     return open_root(b, dir, alias->line, "alias", true);
 }
 
+/* server_name_in_redirect and port_in_redirect: the block's own, else the outer block's
+ * (outer NULL: the top level, whose defaults are nginx's, off and on). */
+static void redirect_flags(struct module_level *l, const struct module_level *outer,
+                           const struct conf_node *first)
+{
+    l->name_in_redirect = outer && outer->name_in_redirect;
+    l->no_port_in_redirect = outer && outer->no_port_in_redirect;
+    const struct conf_node *n = find(first, l->context, CONFIG_ID_SERVER_NAME_IN_REDIRECT),
+                           *p = find(first, l->context, CONFIG_ID_PORT_IN_REDIRECT);
+    if (n)
+        l->name_in_redirect = strcmp(n->args[0], "on") == 0;
+    if (p)
+        l->no_port_in_redirect = strcmp(p->args[0], "off") == 0;
+}
+
 static int read_core(struct level_build *b, struct module_level *l,
                      const struct module_level *outer, const struct site_location *loc,
                      const struct conf_node *first, char (*index_room)[256])
@@ -284,6 +299,7 @@ static int read_core(struct level_build *b, struct module_level *l,
                                           CONFIG_ID_ABSOLUTE_REDIRECT);
     if (ar)
         l->relative_redirect = strcmp(ar->args[0], "off") == 0;
+    redirect_flags(l, outer, first);
     if (alias && !loc)
         return -1; /* not in a location: reported where it stands */
     if (root && alias)
@@ -387,6 +403,7 @@ static int build_top(struct level_build *b, struct module_level *l, char *err, s
     l->index = b->cfg->index;
     l->n_index = b->cfg->n_index;
     l->relative_redirect = !b->cfg->absolute_redirect;
+    redirect_flags(l, NULL, b->cfg->tree);
     int rc = l->root ? 0 : -1;
     rc |= read_error_pages(b, l, b->cfg->tree);
     rc |= read_modules(b, l, NULL, NULL, b->cfg->tree, NULL, err, len);

@@ -46,6 +46,8 @@ struct module_level {
     bool try_dir[LEVEL_TRY_MAX]; /* written with a trailing '/': a directory is wanted */
     unsigned n_try;              /* try_files entries; 0: none */
     bool relative_redirect; /* absolute_redirect off */
+    bool name_in_redirect;  /* server_name_in_redirect on */
+    bool no_port_in_redirect; /* port_in_redirect off */
     int return_status; /* `return`: 0 none */
     const struct vars_value *return_text; /* its URL or text, or NULL */
     /* `rewrite`, `break` and `return` in order (rewrite.h); NULL: none but `return` */

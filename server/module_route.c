@@ -533,14 +533,17 @@ int module_chain_route(const struct module_chain *c, struct request *req)
 
 /* --- redirects ---------------------------------------------------------------------------- */
 
-/* The host a redirect names: the request's Host (validated by the parser as an authority),
- * lowercased, without port or trailing dot; else the server's first name; else the
- * address the connection came in on. */
+/* The host a redirect names: the server's first name with server_name_in_redirect on;
+ * else the request's Host (validated by the parser as an authority), lowercased, without
+ * port or trailing dot; else (no Host) the server's first name; else, or when the Host is
+ * empty without its dot, the address the connection came in on, as nginx's. */
 static size_t redirect_host(const struct request *req, char *out, size_t cap)
 {
     struct http_slice h = req->http ? req->http->host : (struct http_slice){NULL, 0};
+    const struct site_server *s = req->site;
+    bool by_name = req->level && req->level->name_in_redirect;
     size_t n = 0;
-    if (h.len) {
+    if (h.len && !by_name) {
         const char *end = h.p[0] == '[' ? memchr(h.p, ']', h.len) : NULL;
         const char *colon = memchr(end ? end : h.p, ':', h.len - (size_t)((end ? end : h.p) - h.p));
         n = colon ? (size_t)(colon - h.p) : h.len;
@@ -550,10 +553,10 @@ static size_t redirect_host(const struct request *req, char *out, size_t cap)
             return 0;
         for (size_t i = 0; i < n; i++)
             out[i] = (char)(h.p[i] >= 'A' && h.p[i] <= 'Z' ? h.p[i] + 32 : h.p[i]);
-        return n;
+        if (n)
+            return n;
     }
-    const struct site_server *s = req->site;
-    if (s && s->n_names && s->names[0].kind == SITE_NAME_EXACT && s->names[0].len &&
+    if ((!h.len || by_name) && s && s->n_names && s->names[0].kind == SITE_NAME_EXACT && s->names[0].len &&
         s->names[0].len < cap) {
         memcpy(out, s->names[0].text, s->names[0].len);
         return s->names[0].len;
@@ -598,7 +601,7 @@ size_t module_redirect_base(const struct request *req, char *out, size_t cap)
     memcpy(out, req->https ? "https://" : "http://", sl);
     memcpy(out + sl, host, hl);
     char *p = out + sl + hl;
-    unsigned port = local_port(req->local);
+    unsigned port = req->level && req->level->no_port_in_redirect ? 0 : local_port(req->local);
     if (port && port != (req->https ? 443 : 80)) {
         *p++ = ':';
         p = http_fmt_u64(p, port);
@@ -624,7 +627,7 @@ void module_redirect(const struct request *req, struct response *resp, int statu
         return;
     }
     host[hl] = '\0';
-    unsigned port = local_port(req->local);
+    unsigned port = req->level && req->level->no_port_in_redirect ? 0 : local_port(req->local);
     char port_text[8] = "";
     if (port && port != (req->https ? 443 : 80))
         snprintf(port_text, sizeof(port_text), ":%u", port);

@@ -80,3 +80,22 @@ def test_server_name_variable_of_a_dot_name_has_no_leading_dot(both):
     theirs, ours = both(text, get("/", host="www.dot.test"))
     assert theirs[1]["x-server"] == "dot.test"
     assert ours[1]["x-server"] == theirs[1]["x-server"]
+
+
+REDIRECTS = """server { listen 127.0.0.1:{port0}; server_name main.test;
+    location /r { return 301 /to; }
+    location /named { server_name_in_redirect on; return 301 /to; }
+    location /noport { port_in_redirect off; return 301 /to; } }"""
+
+
+def test_server_name_in_redirect_on_names_the_server_not_the_host(both):
+    theirs, ours = both(REDIRECTS, get("/named", host="other.test"))
+    assert theirs[1]["location"].startswith("http://main.test:")
+    assert ours[1]["location"].split(":")[:2] == theirs[1]["location"].split(":")[:2]
+
+
+def test_port_in_redirect_off_leaves_the_port_out(both):
+    theirs, ours = both(REDIRECTS, get("/noport", host="other.test"))
+    assert theirs[1]["location"] == "http://other.test/to"
+    assert ours[1]["location"] == theirs[1]["location"]
+
