@@ -99,3 +99,20 @@ def test_port_in_redirect_off_leaves_the_port_out(both):
     assert theirs[1]["location"] == "http://other.test/to"
     assert ours[1]["location"] == theirs[1]["location"]
 
+
+
+HOSTS = """server { listen 127.0.0.1:{port0}; server_name x;
+    location / { return 200 "host=$host"; } }"""
+
+
+def test_host_with_an_empty_port_is_the_host_alone(both):
+    theirs, ours = both(HOSTS, get("/", host="example.test:"))
+    assert theirs[0] == 200 and theirs[2] == b"host=example.test"
+    assert (ours[0], ours[2]) == (theirs[0], theirs[2])
+
+
+@pytest.mark.parametrize("host", [".", "a..example.test", "[ab..cd::1]"])
+def test_host_with_an_empty_label_is_400(both, host):
+    theirs, ours = both(HOSTS, get("/", host=host))
+    assert theirs[0] == 400
+    assert ours[0] == 400
