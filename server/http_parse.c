@@ -277,7 +277,7 @@ static bool valid_port(struct http_slice s)
 /* uri-host [ ":" port ]; the port is required for CONNECT's authority-form. */
 static bool valid_authority(struct http_slice s, bool need_port)
 {
-    if (s.len == 0 || empty_label(s)) return false;
+    if (s.len == 0) return false;
     size_t host_len;
     if (s.p[0] == '[') {
         const char *close = memchr(s.p, ']', s.len);
