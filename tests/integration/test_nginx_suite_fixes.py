@@ -116,3 +116,36 @@ def test_host_with_an_empty_label_is_400(both, host):
     theirs, ours = both(HOSTS, get("/", host=host))
     assert theirs[0] == 400
     assert ours[0] == 400
+
+
+IMS = """server { listen 127.0.0.1:{port0}; server_name x; root ROOT;
+    location /exact/ { if_modified_since exact; alias ROOT/; }
+    location /before/ { if_modified_since before; alias ROOT/; }
+    location /off/ { if_modified_since off; alias ROOT/; } }"""
+
+
+def last_modified_plus(both_root_file, seconds):
+    import email.utils
+    import os
+    return email.utils.formatdate(os.stat(both_root_file).st_mtime // 1 + seconds, usegmt=True)
+
+
+def test_if_modified_since_exact_answers_a_later_date_in_full(both, tmp_path):
+    ims = last_modified_plus(tmp_path / "root" / "index.html", 1)
+    theirs, ours = both(IMS, get("/exact/index.html", extra=f"If-Modified-Since: {ims}\r\n"))
+    assert theirs[0] == 200
+    assert ours[0] == theirs[0]
+
+
+def test_if_modified_since_before_takes_a_date_in_the_future(both):
+    ims = "Tue, 19 Jan 2038 03:14:07 GMT"
+    theirs, ours = both(IMS, get("/before/index.html", extra=f"If-Modified-Since: {ims}\r\n"))
+    assert theirs[0] == 304
+    assert ours[0] == theirs[0]
+
+
+def test_if_modified_since_off_ignores_the_files_own_date(both, tmp_path):
+    ims = last_modified_plus(tmp_path / "root" / "index.html", 0)
+    theirs, ours = both(IMS, get("/off/index.html", extra=f"If-Modified-Since: {ims}\r\n"))
+    assert theirs[0] == 200
+    assert ours[0] == theirs[0]
