@@ -4,7 +4,10 @@ Each test runs one `http { }` text, as written, by nginx and by lfhttpd, sends t
 request to both, and compares what the behaviour is about. The server blocks listen on
 {port0}; ROOT is a directory of the test's files.
 """
+import email.utils
+import os
 import socket
+from datetime import timedelta
 
 import pytest
 
@@ -149,3 +152,30 @@ def test_if_modified_since_off_ignores_the_files_own_date(both, tmp_path):
     theirs, ours = both(IMS, get("/off/index.html", extra=f"If-Modified-Since: {ims}\r\n"))
     assert theirs[0] == 200
     assert ours[0] == theirs[0]
+
+
+EXPIRES = """server { listen 127.0.0.1:{port0}; server_name x; root ROOT;
+    location /daily/ { expires @15h30m33s; alias ROOT/; }
+    location /modified/ { expires modified 1h; alias ROOT/; }
+    location /var/ { expires $arg_e; alias ROOT/; } }"""
+
+
+def test_expires_at_a_time_of_day_is_its_next_occurrence(both):
+    theirs, ours = both(EXPIRES, get("/daily/index.html"))
+    assert theirs[1]["expires"].endswith("GMT") and theirs[1]["cache-control"] != "no-cache"
+    assert ours[1]["expires"] == theirs[1]["expires"]
+
+
+def test_expires_modified_counts_from_the_files_date(both, tmp_path):
+    os.utime(tmp_path / "root" / "index.html", (1000000000, 1000000000))  # 2001
+    theirs, ours = both(EXPIRES, get("/modified/index.html"))
+    assert theirs[1]["cache-control"] == "no-cache"  # an hour after 2001 is past
+    lm = email.utils.parsedate_to_datetime(theirs[1]["last-modified"])
+    assert email.utils.parsedate_to_datetime(theirs[1]["expires"]) - lm == timedelta(hours=1)
+    assert ours[1]["expires"] == theirs[1]["expires"]
+
+
+def test_expires_with_a_variable_reads_it_per_request(both):
+    theirs, ours = both(EXPIRES, get("/var/index.html?e=2h"))
+    assert theirs[1]["cache-control"] == "max-age=7200"
+    assert ours[1]["cache-control"] == theirs[1]["cache-control"]
