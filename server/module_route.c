@@ -829,6 +829,7 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
     const struct site_location *named = NULL;
     int rc = 0;
     bool page_refused = false; /* the page's own access rules answered: their 401 or 403 */
+    bool page_redirects = false; /* the page answered a redirect: it goes as it is */
     if (buf[0] == '@') {
         named = req->site ? site_named_location(req->site, buf) : NULL;
         rc = named ? 0 : 404;
@@ -839,7 +840,14 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
         rc = route_from(c, &r, named);
     if (!rc) {
         page_refused = handle(c, &r, resp);
-        if (!page_refused && (resp->streaming || (resp->status != 200 && !own))) {
+        /* A redirect the page answers (its `return 302 URL`, a directory's missing slash)
+         * is sent with its own status and Location, as nginx sends a special response of
+         * the page's (the first request's Location is gone with its answer). */
+        size_t ll;
+        page_redirects = !page_refused && !resp->streaming && resp->status >= 300 &&
+                         resp->status < 400 && resp_header_get(resp, "Location", &ll);
+        if (!page_refused && !page_redirects &&
+            (resp->streaming || (resp->status != 200 && !own))) {
             resp_file_close(resp);
             resp_body_clear(resp);
             rc = answer;
@@ -847,7 +855,7 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
     }
     if (rc)
         resp_error(resp, answer);
-    else if (!own && answer != 200 && !page_refused)
+    else if (!own && answer != 200 && !page_refused && !page_redirects)
         resp_set_status(resp, answer);
     if (challenge[0] && answer == 401 && !page_refused)
         resp_header(resp, "WWW-Authenticate", challenge);

@@ -179,3 +179,21 @@ def test_expires_with_a_variable_reads_it_per_request(both):
     theirs, ours = both(EXPIRES, get("/var/index.html?e=2h"))
     assert theirs[1]["cache-control"] == "max-age=7200"
     assert ours[1]["cache-control"] == theirs[1]["cache-control"]
+
+
+ERROR_PAGES = """server { listen 127.0.0.1:{port0}; server_name x; root ROOT;
+    location /first { error_page 302 /page; return 302 "first"; }
+    location /page { return 302 "http://example.com/"; }
+    location /missing { error_page 404 /dir; return 404; } }"""
+
+
+def test_error_page_that_redirects_sends_its_own_location(both):
+    theirs, ours = both(ERROR_PAGES, get("/first"))
+    assert (theirs[0], theirs[1]["location"]) == (302, "http://example.com/")
+    assert (ours[0], ours[1].get("location")) == (theirs[0], theirs[1]["location"])
+
+
+def test_error_page_to_a_directory_without_its_slash_is_its_301(both):
+    theirs, ours = both(ERROR_PAGES, get("/missing"))
+    assert theirs[0] == 301 and theirs[1]["location"].endswith("/dir/")
+    assert ours[0] == 301 and ours[1].get("location", "").endswith("/dir/")
