@@ -366,7 +366,8 @@ static int set_index(void *base, const struct conf_node *n, void *ctx, char *msg
     (void)ctx;
     for (unsigned i = 0; i < n->n_args; i++) {
         const char *a = n->args[i];
-        if (strlen(a) >= sizeof(cfg->index[0]) || strchr(a, '/') || a[0] == '\0')
+        if (strlen(a) >= sizeof(cfg->index[0]) || a[0] == '\0' ||
+            (a[0] != '/' && strchr(a, '/'))) /* "/URI" is an absolute one */
             return snprintf(msg, len, "invalid index file name \"%s\"", a), -1;
         snprintf(cfg->index[i], sizeof(cfg->index[i]), "%s", a);
     }
@@ -856,7 +857,11 @@ static const struct conf_name log_formats[] = {{"combined", 0}, {"json", 1}, {NU
     "is ever served. With server blocks, a missing default `www` is no error (nginx does not " \
     "check its default root either). The `-r` flag overrides the top level's."
 #define DOC_INDEX "Files tried, in order, for a directory (the shipped `conf/lfhttpd.conf` " \
-    "sets `index.html index.htm`); several on one line, not repeated."
+    "sets `index.html index.htm`); several on one line, not repeated. In a server's " \
+    "location without a handler, as nginx's: the first that exists is an internal " \
+    "redirect (`$uri` becomes `/dir/index.html`, and the location is searched again); a " \
+    "name starting with `/` is a URI redirected to as it is (last in the list); names may " \
+    "hold variables."
 #define DOC_THREADS "Threads of the class (the top level's: of the default class); 0 = one " \
     "per CPU core. The `-n` flag overrides the top level's."
 #define DOC_GROUPS "The threads split into N thread groups (as evenly as they go), each with " \

@@ -231,18 +231,30 @@ static int read_error_pages(struct level_build *b, struct module_level *l,
     return 0;
 }
 
+/* The index names with variables, compiled; each owned by l. */
+static int compile_index(struct level_build *b, struct module_level *l, unsigned line)
+{
+    memset(l->index_values, 0, sizeof(l->index_values));
+    l->index_values_own = true;
+    for (unsigned i = 0; i < l->n_index; i++)
+        if (strchr(l->index[i], '$') &&
+            compile(b, line, l->index[i], VARS_RAW, &l->index_values[i]) < 0)
+            return -1;
+    return 0;
+}
+
 static int read_index(struct level_build *b, struct module_level *l, const struct conf_node *n,
                       char (*own)[256])
 {
     for (unsigned i = 0; i < n->n_args; i++) {
         const char *a = n->args[i];
-        if (strlen(a) >= 256 || strchr(a, '/') || a[0] == '\0')
+        if (strlen(a) >= 256 || a[0] == '\0' || (a[0] != '/' && strchr(a, '/')))
             return conf_error(&b->r, n->line, "invalid index file name \"%s\"", a);
         snprintf(own[i], 256, "%s", a);
     }
     l->index = (const char (*)[256])own;
     l->n_index = n->n_args;
-    return 0;
+    return compile_index(b, l, n->line);
 }
 
 /* The core's settings of a server or location block, over those of outer. */
@@ -292,6 +304,7 @@ static int read_core(struct level_build *b, struct module_level *l,
     l->alias_file = outer->alias_file;
     l->index = outer->index;
     l->n_index = outer->n_index;
+    memcpy(l->index_values, outer->index_values, sizeof(l->index_values));
     const struct conf_node *root = find(first, l->context, CONFIG_ID_ROOT),
                            *alias = find(first, l->context, CONFIG_ID_ALIAS);
     l->relative_redirect = outer->relative_redirect;
@@ -402,6 +415,9 @@ static int build_top(struct level_build *b, struct module_level *l, char *err, s
     }
     l->index = b->cfg->index;
     l->n_index = b->cfg->n_index;
+    const struct conf_node *ix = find(b->cfg->tree, CONF_TOP, CONFIG_ID_INDEX);
+    if (compile_index(b, l, ix ? ix->line : 0) < 0)
+        return -1;
     l->relative_redirect = !b->cfg->absolute_redirect;
     redirect_flags(l, NULL, b->cfg->tree);
     int rc = l->root ? 0 : -1;
@@ -480,6 +496,8 @@ static void free_level(struct module_chain *c, struct module_level *l)
     }
     for (unsigned i = 0; i < l->n_try; i++)
         vars_free((struct vars_value *)l->try_files[i]);
+    for (unsigned i = 0; l->index_values_own && i < LEVEL_INDEX_MAX; i++)
+        vars_free((struct vars_value *)l->index_values[i]);
     vars_free((struct vars_value *)l->return_text);
     rewrite_free((struct rewrite_prog *)l->rewrite);
     if (l->error_pages_own) {

@@ -42,6 +42,10 @@ struct module_level {
     const char *alias_file;   /* `alias FILE`: "/NAME" beneath root, for the prefix alone */
     const char (*index)[256]; /* index file names, inherited */
     unsigned n_index;         /* how many */
+    /* index names with variables, compiled (NULL: the name as written); inherited with
+     * index, freed by the level that owns them */
+    const struct vars_value *index_values[LEVEL_INDEX_MAX];
+    bool index_values_own;
     const struct vars_value *try_files[LEVEL_TRY_MAX]; /* not inherited, as nginx */
     bool try_dir[LEVEL_TRY_MAX]; /* written with a trailing '/': a directory is wanted */
     unsigned n_try;              /* try_files entries; 0: none */

@@ -281,6 +281,50 @@ static enum try_result try_files(const struct module_chain *c, struct request *r
     return set_path(req, buf, (size_t)n) ? TRY_REDIRECT : TRY_FAILED;
 }
 
+/* `index`, as nginx's index module: a GET, HEAD or POST for a directory ("/d/") of a
+ * location without a handler of its own redirects internally to the first index name
+ * whose file exists ("/d/index.html"), or to an absolute one ("/index.html") as it is,
+ * and the location is searched again. Names may hold variables. False: no redirect (the
+ * handler answers the directory: a listing, 403 or 404). */
+static bool index_redirect(const struct module_chain *c, struct request *req,
+                           const struct module_level *l)
+{
+    enum http_method m = req->http->method;
+    if (!req->path_len || req->path[req->path_len - 1] != '/' || l->mount ||
+        (m != HTTP_METHOD_GET && m != HTTP_METHOD_HEAD && m != HTTP_METHOD_POST))
+        return false;
+    struct vars_source src;
+    module_vars_source(req, &src);
+    char buf[REQUEST_PATH_MAX];
+    for (unsigned i = 0; i < l->n_index; i++) {
+        const char *name = l->index[i];
+        size_t nl = strlen(name);
+        char expanded[256];
+        if (l->index_values[i]) {
+            long n = vars_expand(l->index_values[i], &src, expanded, sizeof(expanded));
+            if (n <= 0 || (size_t)n >= sizeof(expanded))
+                continue;
+            name = expanded, nl = (size_t)n;
+        }
+        if (name[0] == '/')
+            return set_path(req, name, nl);
+        if (memchr(name, '/', nl) || req->path_len + nl >= sizeof(buf))
+            continue;
+        memcpy(buf, req->path, req->path_len);
+        memcpy(buf + req->path_len, name, nl);
+        buf[req->path_len + nl] = '\0';
+        struct request probe = *req;
+        probe.path = buf;
+        probe.file = buf;
+        probe.path_len = probe.file_len = req->path_len + nl;
+        if (l->alias && !alias_file(&probe))
+            continue;
+        if (file_exists(c, &probe, probe.file, false))
+            return set_path(req, buf, probe.path_len);
+    }
+    return false;
+}
+
 /* The top level's settings answer a request the sites do not place (no server blocks,
  * or an address none of them listens on: a class's, or one given by -l). */
 static const struct site_server *server_for(const struct module_chain *c,
@@ -440,11 +484,17 @@ static int place(const struct module_chain *c, struct request *req,
             req->return_text = l->return_text;
             return 0;
         }
-        if (!l->n_try)
+        if (!l->n_try) {
+            if (index_redirect(c, req, l))
+                continue;
             return 0;
+        }
         int status = 0;
         switch (try_files(c, req, l, &named, &status)) {
-        case TRY_FOUND: return 0;
+        case TRY_FOUND:
+            if (index_redirect(c, req, l))
+                continue;
+            return 0;
         case TRY_STATUS: req->try_status = status; return 0;
         case TRY_NAMED: continue;
         case TRY_REDIRECT: continue;

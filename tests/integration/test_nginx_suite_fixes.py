@@ -197,3 +197,35 @@ def test_error_page_to_a_directory_without_its_slash_is_its_301(both):
     theirs, ours = both(ERROR_PAGES, get("/missing"))
     assert theirs[0] == 301 and theirs[1]["location"].endswith("/dir/")
     assert ours[0] == 301 and ours[1].get("location", "").endswith("/dir/")
+
+
+INDEX = """server { listen 127.0.0.1:{port0}; server_name x; root ROOT;
+    add_header X-URI $uri always;
+    location / { }
+    location /abs/ { index /dir/index.html; }
+    location /var/ { alias ROOT/; index $arg_n.html; }
+    location /loop/ { index /loop/; } }"""
+
+
+def test_index_file_is_an_internal_redirect_that_sets_uri(both):
+    theirs, ours = both(INDEX, get("/"))
+    assert (theirs[0], theirs[1]["x-uri"], theirs[2]) == (200, "/index.html", b"index\n")
+    assert (ours[0], ours[1].get("x-uri"), ours[2]) == (theirs[0], theirs[1]["x-uri"], theirs[2])
+
+
+def test_index_name_that_is_an_absolute_uri_is_redirected_to(both):
+    theirs, ours = both(INDEX, get("/abs/"))
+    assert (theirs[0], theirs[1]["x-uri"], theirs[2]) == (200, "/dir/index.html", b"dir index\n")
+    assert (ours[0], ours[1].get("x-uri"), ours[2]) == (theirs[0], theirs[1]["x-uri"], theirs[2])
+
+
+def test_index_name_with_a_variable_is_read_per_request(both):
+    theirs, ours = both(INDEX, get("/var/?n=index"))
+    assert (theirs[0], theirs[1]["x-uri"]) == (200, "/var/index.html")
+    assert (ours[0], ours[1].get("x-uri")) == (theirs[0], theirs[1]["x-uri"])
+
+
+def test_index_that_redirects_to_its_own_directory_is_a_500(both):
+    theirs, ours = both(INDEX, get("/loop/"))
+    assert theirs[0] == 500
+    assert ours[0] == 500
