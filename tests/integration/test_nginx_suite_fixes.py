@@ -229,3 +229,12 @@ def test_index_that_redirects_to_its_own_directory_is_a_500(both):
     theirs, ours = both(INDEX, get("/loop/"))
     assert theirs[0] == 500
     assert ours[0] == 500
+
+
+def test_map_key_named_server_is_a_key(both):
+    text = """map $arg_k $v { default none; server named-server; }
+    server { listen 127.0.0.1:{port0}; server_name x;
+             location / { return 200 "v=$v"; } }"""
+    theirs, ours = both(text, get("/?k=server"))
+    assert (theirs[0], theirs[2]) == (200, b"v=named-server")
+    assert (ours[0], ours[2]) == (theirs[0], theirs[2])
