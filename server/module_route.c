@@ -11,8 +11,9 @@
  * search at most ROUTE_REDIRECTS_MAX times, then 500 (nginx allows 10 too). A finished
  * response whose status has an `error_page` in its block is answered again, once, by an
  * internal redirect to the page's URI (a GET, as nginx's), with the original status (or
- * =ANSWER): an error while serving the error page gives the plain error, and a refusal by
- * the page's location's access rules (401, 403) is the answer, as nginx's.
+ * =ANSWER): an error the page answers (its `return 405`, its missing file) is the answer,
+ * with its plain error, a redirect it answers goes as it is, and a refusal by the page's
+ * location's access rules (401, 403) is the answer, as nginx's.
  */
 #include "module_chain.h"
 
@@ -771,10 +772,11 @@ static void answer_return(struct request *req, struct response *resp)
             resp_error(resp, status);
         return;
     }
-    if (!v) {
+    if (!v && (status < 200 || status >= 300 || status == 204)) {
         resp_error(resp, status);
         return;
     }
+    /* a text, or none for a 2xx: as nginx, `return 200;` is an empty body */
     resp_start(resp, status);
     if (!resp->no_length) {
         /* The block's default_type, as nginx types a returned text. */
@@ -880,6 +882,7 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
     int rc = 0;
     bool page_refused = false; /* the page's own access rules answered: their 401 or 403 */
     bool page_redirects = false; /* the page answered a redirect: it goes as it is */
+    int page_status = 0;         /* the page answered an error of its own: this one */
     if (buf[0] == '@') {
         named = req->site ? site_named_location(req->site, buf) : NULL;
         rc = named ? 0 : 404;
@@ -896,15 +899,20 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
         size_t ll;
         page_redirects = !page_refused && !resp->streaming && resp->status >= 300 &&
                          resp->status < 400 && resp_header_get(resp, "Location", &ll);
+        /* The page's own error (its `return 405`, its file missing) is the answer, as
+         * nginx's special response of the page; a stream gives the first answer's plain
+         * error; another answer (a 204) is sent with the first answer's status. */
         if (!page_refused && !page_redirects &&
-            (resp->streaming || (resp->status != 200 && !own))) {
+            (resp->streaming || (resp->status >= 400 && !own))) {
+            page_status = resp->streaming ? answer : resp->status;
             resp_file_close(resp);
             resp_body_clear(resp);
-            rc = answer;
         }
     }
     if (rc)
         resp_error(resp, answer);
+    else if (page_status)
+        resp_error(resp, page_status);
     else if (!own && answer != 200 && !page_refused && !page_redirects)
         resp_set_status(resp, answer);
     if (challenge[0] && answer == 401 && !page_refused)

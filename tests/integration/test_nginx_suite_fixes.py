@@ -238,3 +238,36 @@ def test_map_key_named_server_is_a_key(both):
     theirs, ours = both(text, get("/?k=server"))
     assert (theirs[0], theirs[2]) == (200, b"v=named-server")
     assert (ours[0], ours[2]) == (theirs[0], theirs[2])
+
+
+RETURNS = """server { listen 127.0.0.1:{port0}; server_name x; root ROOT;
+    location /return200 { return 200; }
+    location /return405 { return 405; }
+    location /return204 { return 204; }
+    location /e404 { error_page 404 /return405; return 404; }
+    location /e500 { error_page 500 /missing.html; return 500; }
+    location /e405 { error_page 405 /return204; return 405; } }"""
+
+
+def test_return_of_a_2xx_without_text_has_an_empty_body(both):
+    theirs, ours = both(RETURNS, get("/return200"))
+    assert (theirs[0], theirs[2]) == (200, b"")
+    assert (ours[0], ours[2]) == (theirs[0], theirs[2])
+
+
+def test_error_page_that_answers_an_error_of_its_own_sends_that_status(both):
+    theirs, ours = both(RETURNS, get("/e404"))
+    assert theirs[0] == 405
+    assert ours[0] == theirs[0]
+
+
+def test_error_page_whose_file_is_missing_is_that_404(both):
+    theirs, ours = both(RETURNS, get("/e500"))
+    assert theirs[0] == 404
+    assert ours[0] == theirs[0]
+
+
+def test_error_page_that_answers_a_204_sends_it_with_the_first_status(both):
+    theirs, ours = both(RETURNS, get("/e405"))
+    assert (theirs[0], theirs[1].get("content-length"), theirs[2]) == (405, "0", b"")
+    assert (ours[0], ours[1].get("content-length"), ours[2]) == (405, "0", b"")
