@@ -271,3 +271,11 @@ def test_error_page_that_answers_a_204_sends_it_with_the_first_status(both):
     theirs, ours = both(RETURNS, get("/e405"))
     assert (theirs[0], theirs[1].get("content-length"), theirs[2]) == (405, "0", b"")
     assert (ours[0], ours[1].get("content-length"), ours[2]) == (405, "0", b"")
+
+
+def test_if_executable_is_true_of_a_directory(both):
+    text = """server { listen 127.0.0.1:{port0}; server_name x;
+        location / { if (-x ROOT/$arg_c) { return 204; } return 404; } }"""
+    theirs, ours = both(text, get("/?c=dir"))
+    assert theirs[0] == 204
+    assert ours[0] == theirs[0]
