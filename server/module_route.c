@@ -16,6 +16,7 @@
  * location's access rules (401, 403) is the answer, as nginx's.
  */
 #include "module_chain.h"
+#include "strbuf.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -753,14 +754,21 @@ static void answer_return(struct request *req, struct response *resp)
         }
         buf[n] = '\0';
     }
-    if (req->slash_to) {
-        int w = req->args.len ? snprintf(buf, sizeof(buf), "%s?%.*s", req->slash_to,
-                                         (int)req->args.len, req->args.p)
-                              : snprintf(buf, sizeof(buf), "%s", req->slash_to);
-        if (w < 0 || (size_t)w >= sizeof(buf))
+    if (req->slash_to) { /* the location's name, as written: percent-encoded, as nginx's */
+        struct strbuf b = STRBUF_INIT(sizeof(buf) - 1);
+        strbuf_url_path(&b, req->slash_to, strlen(req->slash_to));
+        if (req->args.len) {
+            strbuf_add(&b, "?", 1);
+            strbuf_add(&b, req->args.p, req->args.len);
+        }
+        if (b.failed) {
             resp_error(resp, 414);
-        else
+        } else {
+            memcpy(buf, b.p, b.len);
+            buf[b.len] = '\0';
             module_redirect(req, resp, status, buf);
+        }
+        free(b.p);
         return;
     }
     bool redirect = status == 301 || status == 302 || status == 303 || status == 307 ||

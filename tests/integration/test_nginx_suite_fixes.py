@@ -279,3 +279,11 @@ def test_if_executable_is_true_of_a_directory(both):
     theirs, ours = both(text, get("/?c=dir"))
     assert theirs[0] == 204
     assert ours[0] == theirs[0]
+
+
+def test_proxied_locations_slash_redirect_percent_encodes_its_name(both):
+    text = """server { listen 127.0.0.1:{port0}; server_name x; absolute_redirect off;
+        location "/a b/" { proxy_pass http://127.0.0.1:{port0}/; } }"""
+    theirs, ours = both(text, get("/a%20b"))
+    assert (theirs[0], theirs[1]["location"]) == (301, "/a%20b/")
+    assert (ours[0], ours[1].get("location")) == (theirs[0], theirs[1]["location"])
