@@ -220,7 +220,8 @@ static const struct conf_directive headers_directives[] = {
         "`Last-Modified` replace the response's own (an empty value removes it), as in "
         "nginx. A block with any `add_header` has exactly its own list (an outer list is "
         "never joined)."},
-    {"expires", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, CONF_ONCE, .min_args = 1, .max_args = 2,
+    {"expires", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, CONF_ONCE, .min_args = 1,
+     .max_args = 2,
      .set = set_expires, .usage = "[modified] TIME|@TIME|epoch|max|off",
      .dflt = "off",
      .doc = "On the same statuses as `add_header` (no `always`): `Expires` now + TIME and "

@@ -608,8 +608,8 @@ static size_t redirect_host(const struct request *req, char *out, size_t cap)
         if (n)
             return n;
     }
-    if ((!h.len || by_name) && s && s->n_names && s->names[0].kind == SITE_NAME_EXACT && s->names[0].len &&
-        s->names[0].len < cap) {
+    if ((!h.len || by_name) && s && s->n_names && s->names[0].kind == SITE_NAME_EXACT &&
+        s->names[0].len && s->names[0].len < cap) {
         memcpy(out, s->names[0].text, s->names[0].len);
         return s->names[0].len;
     }
