@@ -287,3 +287,14 @@ def test_proxied_locations_slash_redirect_percent_encodes_its_name(both):
     theirs, ours = both(text, get("/a%20b"))
     assert (theirs[0], theirs[1]["location"]) == (301, "/a%20b/")
     assert (ours[0], ours[1].get("location")) == (theirs[0], theirs[1]["location"])
+
+
+CAPTURES = """server { listen 127.0.0.1:{port0}; server_name default; return 204; }
+    server { listen 127.0.0.1:{port0}; server_name ~^(?<sub>[a-z]+)\\.(\\w+)\\.test$;
+             location / { return 200 "$sub $2"; } }"""
+
+
+def test_server_name_regex_captures_are_of_the_lowercased_host(both):
+    theirs, ours = both(CAPTURES, get("/", host="SHOP.CAP.TEST"))
+    assert (theirs[0], theirs[2]) == (200, b"shop cap")
+    assert (ours[0], ours[2]) == (theirs[0], theirs[2])
