@@ -298,3 +298,14 @@ def test_server_name_regex_captures_are_of_the_lowercased_host(both):
     theirs, ours = both(CAPTURES, get("/", host="SHOP.CAP.TEST"))
     assert (theirs[0], theirs[2]) == (200, b"shop cap")
     assert (ours[0], ours[2]) == (theirs[0], theirs[2])
+
+
+def test_expect_100_continue_with_an_empty_body_is_answered_100_first(both):
+    text = """server { listen 127.0.0.1:{port0}; server_name x;
+        location / { proxy_pass http://127.0.0.1:{port0}/local; }
+        location /local { return 204; } }"""
+    request = ("POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 0\r\n"
+               "Connection: close\r\n\r\n")
+    theirs, ours = both(text, request)
+    assert theirs[0] == 100
+    assert ours[0] == 100
