@@ -283,11 +283,14 @@ static enum try_result try_files(const struct module_chain *c, struct request *r
     return set_path(req, buf, (size_t)n) ? TRY_REDIRECT : TRY_FAILED;
 }
 
+static bool prefix_matches(const struct module_mount *m, const char *path, size_t len);
+
 /* `index`, as nginx's index module: a GET, HEAD or POST for a directory ("/d/") of a
- * location without a handler of its own redirects internally to the first index name
- * whose file exists ("/d/index.html"), or to an absolute one ("/index.html") as it is,
- * and the location is searched again. Names may hold variables. False: no redirect (the
- * handler answers the directory: a listing, 403 or 404). */
+ * location without a handler (its own, or a top-level `handler PREFIX`) redirects
+ * internally to the first index name whose file exists ("/d/index.html"), or to an
+ * absolute one ("/index.html") as it is, and the location is searched again. Names may
+ * hold variables. False: no redirect (the handler answers the directory: a listing, 403
+ * or 404). */
 static bool index_redirect(const struct module_chain *c, struct request *req,
                            const struct module_level *l)
 {
@@ -295,6 +298,9 @@ static bool index_redirect(const struct module_chain *c, struct request *req,
     if (!req->path_len || req->path[req->path_len - 1] != '/' || l->mount ||
         (m != HTTP_METHOD_GET && m != HTTP_METHOD_HEAD && m != HTTP_METHOD_POST))
         return false;
+    for (unsigned i = 0; i < c->n_mounts; i++)
+        if (!c->mounts[i].level_only && prefix_matches(&c->mounts[i], req->path, req->path_len))
+            return false; /* the handler answers the directory's own path */
     struct vars_source src;
     module_vars_source(req, &src);
     char buf[REQUEST_PATH_MAX];

@@ -11,16 +11,16 @@ from datetime import timedelta
 
 import pytest
 
-from conftest import Nginx, Server, free_port, with_ports, scaled
+from conftest import Nginx, Server, free_port, with_ports, scaled, wait_until
 
 LFHTTPD_TOP = "threads 2;\nerror_log stderr debug;\nshutdown_timeout 5s;\n"
 
 
-def start_lfhttpd(dirpath, text):
+def start_lfhttpd(dirpath, text, top=""):
     for attempt in range(3):  # a port picked may be taken before lfhttpd binds it
         port = free_port()
         try:
-            conf = LFHTTPD_TOP + "http {\n" + with_ports(text, [port]) + "}\n"
+            conf = LFHTTPD_TOP + top + "http {\n" + with_ports(text, [port]) + "}\n"
             return Server(dirpath / f"lf{attempt}", None, conf=conf)
         except RuntimeError as e:
             if "in use" not in str(e) or attempt == 2:
@@ -309,3 +309,21 @@ def test_expect_100_continue_with_an_empty_body_is_answered_100_first(both):
     theirs, ours = both(text, request)
     assert theirs[0] == 100
     assert ours[0] == 100
+
+
+def test_index_leaves_a_top_level_handlers_directory_to_the_handler(tmp_path):
+    """lfhttpd's own `handler PREFIX NAME` (no nginx counterpart): a directory under its
+    prefix is the handler's to answer, so the index does not redirect it (its $uri stays)."""
+    root = tmp_path / "root"
+    (root / "h").mkdir(parents=True)
+    (root / "h" / "index.html").write_text("file\n")
+    log = tmp_path / "uri.log"
+    s = start_lfhttpd(tmp_path, f"""log_format u '$uri';
+        server {{ listen 127.0.0.1:{{port0}}; root {root}; access_log {log} u;
+                 location / {{ }} }}""", top="handler /h/ hello;\n")
+    try:
+        status, _, body = ask(s.port, get("/h/"))
+        assert (status, body) == (200, b"Hello, world!\n")
+        assert wait_until(lambda: log.exists() and log.read_text() == "/h/\n", scaled(5))
+    finally:
+        s.stop()
