@@ -1,4 +1,4 @@
-/* mod_headers.c — `add_header NAME VALUE [always];` and `expires TIME|epoch|max|off;`, with
+/* mod_headers.c — `add_header NAME VALUE [always];` and `expires [modified] TIME|...;`, with
  * nginx's semantics (ngx_http_headers_module), checked against nginx 1.22:
  *
  *   - Both act only on the statuses 200, 201, 204, 206, 301, 302, 303, 304, 307 and 308;
@@ -8,6 +8,9 @@
  *     `Cache-Control: no-cache`. epoch: `Expires: Thu, 01 Jan 1970 00:00:01 GMT`, no-cache.
  *     max: `Expires: Thu, 31 Dec 2037 23:55:55 GMT`, max-age=315360000. Any Expires or
  *     Cache-Control the response already has is replaced, not repeated.
+ *   - expires @TIME: the next TIME of day (the server's time zone); expires modified TIME:
+ *     Last-Modified + TIME, max-age counted from now (no Last-Modified: from now); a value
+ *     with variables is parsed per request, and one that does not parse sets nothing.
  *   - add_header runs after expires, in file order, and appends (so `expires 1h;
  *     add_header Cache-Control private;` sends two Cache-Control lines, as nginx does). A
  *     value that expands to "" adds nothing. ETag and Last-Modified replace the response's
@@ -30,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "module.h"
 
@@ -46,9 +50,11 @@ void headers_conf_merge(struct headers_conf *inner, const struct headers_conf *o
         inner->n_adds = outer->n_adds;
         inner->adds_owned = false;
     }
-    if (inner->expires == HEADERS_EXPIRES_UNSET) {
+    if (inner->expires == HEADERS_EXPIRES_UNSET && !inner->expires_value) {
         inner->expires = outer->expires;
         inner->expires_s = outer->expires_s;
+        inner->expires_value = outer->expires_value;
+        inner->expires_value_owned = false;
     }
     if (inner->server_tokens < 0)
         inner->server_tokens = outer->server_tokens;
@@ -63,6 +69,9 @@ void headers_conf_free(struct headers_conf *c)
     }
     c->adds = NULL;
     c->n_adds = 0;
+    if (c->expires_value_owned)
+        vars_free(c->expires_value);
+    c->expires_value = NULL;
 }
 
 /* One unit of an nginx time, largest first: each may appear once, in this order. */
@@ -112,6 +121,32 @@ int headers_parse_time(const char *s, int64_t *out_s)
     if (!any)
         return -1;
     *out_s = negative ? -total : total;
+    return 0;
+}
+
+int headers_parse_expires(const char *s, bool modified, enum headers_expires *kind,
+                          int64_t *out_s, const char **why)
+{
+    *why = "a time such as 30d, 12h, -1, @15h30m, or epoch, max, off; at most 68 years";
+    if (!modified && strcmp(s, "off") == 0)
+        return *kind = HEADERS_EXPIRES_OFF, 0;
+    if (!modified && strcmp(s, "epoch") == 0)
+        return *kind = HEADERS_EXPIRES_EPOCH, 0;
+    if (!modified && strcmp(s, "max") == 0)
+        return *kind = HEADERS_EXPIRES_MAX, 0;
+    *kind = modified ? HEADERS_EXPIRES_MODIFIED : HEADERS_EXPIRES_TIME;
+    if (*s == '@') {
+        if (modified)
+            return *why = "a time of day (@) cannot follow \"modified\"", -1;
+        *kind = HEADERS_EXPIRES_DAILY;
+        s++;
+    } else if (*s == '+') {
+        s++;
+    }
+    if (*s == '\0' || headers_parse_time(s, out_s) < 0)
+        return -1;
+    if (*kind == HEADERS_EXPIRES_DAILY && (*out_s < 0 || *out_s > 86400))
+        return *why = "a time of day (@) is under 24 hours", -1;
     return 0;
 }
 
@@ -167,23 +202,26 @@ static int set_server_tokens(void *base, const struct conf_node *n, void *ctx, c
     return 0;
 }
 
-/* `expires TIME|epoch|max|off;` */
+/* `expires [modified] TIME|@TIME|epoch|max|off;`, or a value with variables. */
 static int set_expires(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
     (void)ctx;
     struct headers_conf *c = base;
-    const char *a = n->args[0];
-    if (strcmp(a, "off") == 0)
-        c->expires = HEADERS_EXPIRES_OFF;
-    else if (strcmp(a, "epoch") == 0)
-        c->expires = HEADERS_EXPIRES_EPOCH;
-    else if (strcmp(a, "max") == 0)
-        c->expires = HEADERS_EXPIRES_MAX;
-    else if (headers_parse_time(a, &c->expires_s) == 0)
-        c->expires = HEADERS_EXPIRES_TIME;
-    else
-        return snprintf(msg, len, "invalid value \"%s\" (a time such as 30d, 12h, -1, or "
-                        "epoch, max, off; at most 68 years)", a), -1;
+    bool modified = n->n_args == 2;
+    if (modified && strcmp(n->args[0], "modified") != 0)
+        return snprintf(msg, len, "invalid value \"%s\" (two values: modified TIME)",
+                        n->args[0]), -1;
+    const char *a = n->args[modified];
+    if (strchr(a, '$')) {
+        if (vars_compile(a, VARS_HEADER, &c->expires_value, msg, len) < 0)
+            return -1;
+        c->expires_value_owned = true;
+        c->expires = modified ? HEADERS_EXPIRES_MODIFIED : HEADERS_EXPIRES_UNSET;
+        return 0;
+    }
+    const char *why;
+    if (headers_parse_expires(a, modified, &c->expires, &c->expires_s, &why) < 0)
+        return snprintf(msg, len, "invalid value \"%s\" (%s)", a, why), -1;
     return 0;
 }
 
@@ -202,15 +240,19 @@ static const struct conf_directive headers_directives[] = {
      .doc = "`off`: this block's answers, errors included, say `Server: lfhttpd` without the "
         "version (nginx's `server_tokens` per block); `on` under a top-level `off` leaves "
         "`Server: lfhttpd`. An upstream's `Server` passed by `proxy_pass_header` is kept."},
-    {"expires", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, CONF_ONCE, .min_args = 1, .max_args = 1,
-     .set = set_expires, .usage = "TIME|epoch|max|off",
+    {"expires", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, CONF_ONCE, .min_args = 1,
+     .max_args = 2,
+     .set = set_expires, .usage = "[modified] TIME|@TIME|epoch|max|off",
      .dflt = "off",
      .doc = "On the same statuses as `add_header` (no `always`): `Expires` now + TIME and "
         "`Cache-Control: max-age=TIME`, replacing any the response has; TIME in nginx's form "
         "(`30d`, `12h`, `1y`, `1d12h`; `y` 365 days, `M` 30 days; at most 68 years); 0: "
         "`max-age=0`; negative: an `Expires` in the past and `no-cache`; `epoch`: `Thu, 01 "
         "Jan 1970 00:00:01 GMT` and `no-cache`; `max`: `Thu, 31 Dec 2037 23:55:55 GMT` and "
-        "`max-age=315360000`."},
+        "`max-age=315360000`. `@TIME`: the next time of day TIME (server's time zone); "
+        "`modified TIME`: the file's `Last-Modified` + TIME (its max-age from now; past: "
+        "`no-cache`). A value with variables is read per request, as nginx's (one that is "
+        "no value adds nothing)."},
     {.name = NULL},
 };
 
@@ -226,25 +268,82 @@ static bool safe_status(int status)
     }
 }
 
-static void set_expiry(const struct headers_conf *c, int64_t now_s, struct response *resp)
+/* The next time of day `at` (seconds past local midnight) after now, as nginx's
+ * ngx_next_time; -1 if the clock cannot say. */
+static int64_t next_time_of_day(int64_t now_s, int64_t at)
+{
+    time_t now = (time_t)now_s;
+    struct tm tm;
+    if (!localtime_r(&now, &tm))
+        return -1;
+    tm.tm_hour = (int)(at / 3600);
+    tm.tm_min = (int)(at % 3600 / 60);
+    tm.tm_sec = (int)(at % 60);
+    time_t next = mktime(&tm);
+    if (next != -1 && next > now)
+        return next;
+    tm.tm_mday++; /* mktime normalizes the day past the month's end */
+    next = mktime(&tm);
+    return next;
+}
+
+/* The response's Last-Modified as seconds, or -1 without one. */
+static int64_t last_modified_of(const struct response *resp)
+{
+    size_t len;
+    const char *lm = resp_header_get(resp, "Last-Modified", &len);
+    int64_t t;
+    if (!lm || http_date_parse((struct http_slice){lm, len}, &t) < 0)
+        return -1;
+    return t;
+}
+
+static void set_expiry(enum headers_expires kind, int64_t s, int64_t now_s,
+                       struct response *resp)
 {
     char date[30], cc[40];
     const char *expires = date;
-    if (c->expires == HEADERS_EXPIRES_EPOCH) {
+    int64_t at, max_age;
+    if (kind == HEADERS_EXPIRES_EPOCH) {
         expires = EXPIRES_EPOCH_DATE;
         strcpy(cc, "no-cache");
-    } else if (c->expires == HEADERS_EXPIRES_MAX) {
+    } else if (kind == HEADERS_EXPIRES_MAX) {
         expires = EXPIRES_MAX_DATE;
         strcpy(cc, "max-age=315360000");
     } else {
-        http_date_format(now_s + c->expires_s, date);
-        if (c->expires_s < 0)
+        int64_t lm = kind == HEADERS_EXPIRES_MODIFIED ? last_modified_of(resp) : -1;
+        if (kind == HEADERS_EXPIRES_DAILY)
+            at = next_time_of_day(now_s, s), max_age = at - now_s;
+        else if (lm >= 0)
+            at = lm + s, max_age = at - now_s;
+        else
+            at = now_s + s, max_age = s;
+        http_date_format(at, date);
+        if (s < 0 || max_age < 0)
             strcpy(cc, "no-cache");
         else
-            *http_fmt_u64(stpcpy(cc, "max-age="), (uint64_t)c->expires_s) = '\0';
+            *http_fmt_u64(stpcpy(cc, "max-age="), (uint64_t)max_age) = '\0';
     }
     resp_header_set(resp, "Expires", expires);
     resp_header_set(resp, "Cache-Control", cc);
+}
+
+/* The expiry of c for this request: its value, or its variable's read now. False: none. */
+static bool expiry_of(const struct headers_conf *c, const struct vars_source *src,
+                      enum headers_expires *kind, int64_t *s)
+{
+    *kind = c->expires;
+    *s = c->expires_s;
+    if (c->expires_value) {
+        char value[64];
+        const char *why;
+        long n = vars_expand(c->expires_value, src, value, sizeof(value));
+        if (n <= 0 || (size_t)n >= sizeof(value) ||
+            headers_parse_expires(value, c->expires == HEADERS_EXPIRES_MODIFIED, kind, s,
+                                  &why) < 0)
+            return false;
+    }
+    return *kind != HEADERS_EXPIRES_UNSET && *kind != HEADERS_EXPIRES_OFF;
 }
 
 static void add_one(const struct headers_add *a, const struct vars_source *src,
@@ -277,8 +376,10 @@ void headers_apply(const struct headers_conf *c, const struct vars_source *src, 
 {
     server_tokens_apply(c, resp);
     bool safe = safe_status(resp_status(resp));
-    if (safe && c->expires != HEADERS_EXPIRES_UNSET && c->expires != HEADERS_EXPIRES_OFF)
-        set_expiry(c, now_s, resp);
+    enum headers_expires kind;
+    int64_t s;
+    if (safe && expiry_of(c, src, &kind, &s))
+        set_expiry(kind, s, now_s, resp);
     for (unsigned i = 0; i < c->n_adds; i++)
         if (safe || c->adds[i].always)
             add_one(&c->adds[i], src, resp);
@@ -295,7 +396,8 @@ static void headers_filter(void *state, const struct request *req, struct respon
     const struct headers_module *m = state;
     const struct headers_conf *c = module_settings(req, m->index);
     if (!c || (resp_is_stream(resp) && !resp_is_upstream_head(resp)) ||
-        (c->n_adds == 0 && c->expires <= HEADERS_EXPIRES_OFF && c->server_tokens != 0))
+        (c->n_adds == 0 && c->expires <= HEADERS_EXPIRES_OFF && !c->expires_value &&
+         c->server_tokens != 0))
         return;
     struct vars_source src;
     module_vars_source(req, &src);

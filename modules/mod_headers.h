@@ -1,6 +1,6 @@
 /* mod_headers.h — `add_header` and `expires`, nginx's ngx_http_headers_module.
  *
- * The settings of one level (today the top level; a server or a location later) are a
+ * The settings of one level (the top level, a server, a location) are a
  * struct headers_conf, filled by reading that level's statements with the module's own
  * table: conf_read_owned(reader, mod_headers.directives, block->children, &conf). The
  * setters use only base (never the reader's ctx), so any block's reader may apply them.
@@ -30,6 +30,8 @@ enum headers_expires {
     HEADERS_EXPIRES_EPOCH,     /* Expires: 1 Jan 1970 00:00:01, Cache-Control: no-cache */
     HEADERS_EXPIRES_MAX,       /* Expires: 31 Dec 2037 23:55:55, max-age=315360000 */
     HEADERS_EXPIRES_TIME,      /* now + expires_s (negative: in the past, no-cache) */
+    HEADERS_EXPIRES_MODIFIED,  /* Last-Modified + expires_s (without one: as TIME) */
+    HEADERS_EXPIRES_DAILY,     /* `@TIME`: the next expires_s past local midnight */
 };
 
 struct headers_add {
@@ -46,6 +48,10 @@ struct headers_conf {
     enum headers_expires expires;
     int64_t expires_s; /* HEADERS_EXPIRES_TIME: seconds from now, may be negative */
     int8_t server_tokens; /* a server's or location's `server_tokens`: -1 unset, 0 off, 1 on */
+    /* `expires [modified] $VALUE`: parsed per request (expires is then UNSET when it is
+     * the time alone, MODIFIED when it follows `modified`); NULL: none */
+    struct vars_value *expires_value;
+    bool expires_value_owned;
 };
 
 /* Inherit from outer what inner does not set (see the top of this file). */
@@ -56,6 +62,12 @@ void headers_conf_free(struct headers_conf *c);
  * (units y=365d, M=30d, w, d, h, m, s, largest first, each once; no unit: seconds).
  * Returns 0, or -1 if it is not one or is beyond 68 years either way. */
 int headers_parse_time(const char *s, int64_t *out_s);
+
+/* One value of `expires` (after `modified`, when modified): epoch, max, off, [+|-]TIME,
+ * or @TIME (a time of day, under 24 hours; not after `modified`). Sets *kind and *out_s;
+ * returns 0, or -1 with the reason in *why. */
+int headers_parse_expires(const char *s, bool modified, enum headers_expires *kind,
+                          int64_t *out_s, const char **why);
 
 /* Apply c to a finished response: expires, then every add_header, on the statuses nginx
  * uses (200, 201, 204, 206, 301, 302, 303, 304, 307, 308) or any with `always`. */

@@ -49,6 +49,15 @@
 struct static_state {
     struct file_cache *cache; /* NULL: open_file_cache off */
     uint64_t mem_max;         /* open_file_cache_mem_max: files up to it kept in memory */
+    unsigned index;           /* in the chain: for module_settings() */
+};
+
+/* if_modified_since: how an If-Modified-Since date is compared with the file's. */
+enum static_ims {
+    STATIC_IMS_UNSET, /* not set anywhere: RFC 9110's rule (see check_preconditions) */
+    STATIC_IMS_OFF,   /* ignored */
+    STATIC_IMS_EXACT, /* 304 when it is the file's date exactly */
+    STATIC_IMS_BEFORE /* 304 when the file is not newer than it */
 };
 
 
@@ -86,7 +95,7 @@ static void make_validators(const struct stat *sb, struct file_validators *v)
  * server's clock; an If-Modified-Since later than it is no date the client can have had
  * from us, so it is ignored (RFC 9110 section 13.1.3), and the file sent whole. */
 static int check_preconditions(const struct http_request *h, const struct file_validators *v,
-                               int64_t now_s)
+                               int64_t now_s, enum static_ims ims)
 {
     int64_t t;
     if (h->if_match.len) {
@@ -99,9 +108,11 @@ static int check_preconditions(const struct http_request *h, const struct file_v
     if (h->if_none_match.len) {
         if (http_etag_list_matches(h->if_none_match, v->etag, true))
             return 304;
-    } else if (h->if_modified_since.len && http_date_parse(h->if_modified_since, &t) == 0 &&
-               t <= now_s) {
-        if (v->mtime_s <= t)
+    } else if (ims != STATIC_IMS_OFF && h->if_modified_since.len &&
+               http_date_parse(h->if_modified_since, &t) == 0) {
+        if (ims == STATIC_IMS_EXACT ? v->mtime_s == t
+            : ims == STATIC_IMS_BEFORE ? v->mtime_s <= t
+            : t <= now_s && v->mtime_s <= t)
             return 304;
     }
     return 0;
@@ -157,6 +168,7 @@ struct file_view {
     const char *type; /* NULL: asked for when needed (after the preconditions) */
     const char *name; /* for the type */
     const char *data; /* the whole file in memory (a cache entry's), or NULL */
+    enum static_ims ims; /* the location's if_modified_since */
 };
 
 static void serve_file(const struct request *req, struct response *resp,
@@ -166,7 +178,7 @@ static void serve_file(const struct request *req, struct response *resp,
     const struct file_validators *v = f->v;
     uint64_t size = (uint64_t)f->st->st_size;
 
-    int pre = check_preconditions(h, v, req->now_s);
+    int pre = check_preconditions(h, v, req->now_s, f->ims);
     if (pre == 304) {
         resp_start(resp, 304);
         add_file_headers(resp, v);
@@ -225,10 +237,10 @@ static void release_entry(void *entry)
 
 /* Answer from e, a reference the response now holds: the core gives it back once sent. */
 static void serve_entry(const struct request *req, struct response *resp,
-                        struct file_cache_entry *e)
+                        struct file_cache_entry *e, enum static_ims ims)
 {
     resp_file_shared(resp, e->fd, &e->st, release_entry, e);
-    struct file_view f = {e->fd, &e->st, &e->v, e->type, NULL, e->data};
+    struct file_view f = {e->fd, &e->st, &e->v, e->type, NULL, e->data, ims};
     serve_file(req, resp, &f);
 }
 
@@ -287,7 +299,7 @@ static bool entry_current(const struct request *req, const struct file_cache_ent
 
 /* Answer from the cache if it holds rel, still current. False: not answered. */
 static bool serve_cached(struct file_cache *cache, const struct request *req,
-                         struct response *resp, const char *key)
+                         struct response *resp, const char *key, enum static_ims ims)
 {
     int64_t now = file_cache_now_ms();
     struct file_cache_entry *e;
@@ -302,7 +314,7 @@ static bool serve_cached(struct file_cache *cache, const struct request *req,
         }
         file_cache_validated(e, now);
     }
-    serve_entry(req, resp, e);
+    serve_entry(req, resp, e, ims);
     return true;
 }
 
@@ -336,6 +348,9 @@ static char *read_small(const struct static_state *s, int fd, const struct stat 
 
 /* A regular file opened for this request (fd, the caller's until now): answer with it,
  * through a new cache entry for key when the cache is on. name: for its media type. */
+struct static_settings;
+static enum static_ims ims_of(const struct static_state *s, const struct request *req);
+
 static void serve_opened(struct static_state *s, const struct request *req,
                          struct response *resp, int fd, const struct stat *sb,
                          const char *name, const char *key, unsigned variant)
@@ -347,13 +362,13 @@ static void serve_opened(struct static_state *s, const struct request *req,
         e->variant = variant;
         e->data = read_small(s, fd, sb);
         file_cache_insert(s->cache, e, file_cache_now_ms());
-        serve_entry(req, resp, e);
+        serve_entry(req, resp, e, ims_of(s, req));
         return;
     }
     struct file_validators v;
     make_validators(sb, &v);
     resp_file_own(resp, fd); /* the core closes it once the response is sent */
-    struct file_view f = {fd, sb, &v, NULL, name, NULL};
+    struct file_view f = {fd, sb, &v, NULL, name, NULL, ims_of(s, req)};
     serve_file(req, resp, &f);
 }
 
@@ -477,7 +492,7 @@ static enum mod_result static_handle(void *state, const struct request *req,
         resp_error(resp, 414);
         return MOD_HANDLED;
     }
-    if (s->cache && serve_cached(s->cache, req, resp, key))
+    if (s->cache && serve_cached(s->cache, req, resp, key, ims_of(s, req)))
         return MOD_HANDLED;
     int fd = open_file(req, req->root_fd, rel);
     if (fd < 0) {
@@ -515,8 +530,10 @@ static enum mod_result static_handle(void *state, const struct request *req,
 
 /* --- configuration ---------------------------------------------------------------------- */
 
-/* What the directives set, before the cache is built from it. */
+/* What the directives set, before the cache is built from it (at the top level), and a
+ * block's if_modified_since (the block hook's settings). */
 struct static_settings {
+    enum static_ims ims;   /* if_modified_since */
     bool cache;            /* open_file_cache */
     unsigned max;          /* open_file_cache_max */
     unsigned valid_ms;     /* open_file_cache_valid */
@@ -525,6 +542,9 @@ struct static_settings {
 };
 
 #define SETTING(field) CONF_AT(struct static_settings, field)
+
+static const struct conf_name ims_names[] = {
+    {"off", STATIC_IMS_OFF}, {"exact", STATIC_IMS_EXACT}, {"before", STATIC_IMS_BEFORE}, {NULL}};
 
 static const struct conf_directive static_directives[] = {
     {"open_file_cache", CONF_FLAG, CONF_TOP, SETTING(cache),
@@ -547,8 +567,47 @@ static const struct conf_directive static_directives[] = {
      .dflt = "4k",
      .doc = "Files up to this size are read into their entry once and leave with the response "
         "head in a single write; 0: off (sent with `sendfile`, as nginx sends them)."},
+    {"if_modified_since", CONF_ENUM, CONF_TOP | CONF_SERVER | CONF_LOCATION,
+     .names = ims_names, SETTING(ims), .dflt = "(RFC 9110's rule)",
+     .doc = "How a file's date answers an `If-Modified-Since` (without `If-None-Match`): "
+        "`exact` 304 when the dates are equal, `before` when the file is not newer, `off` "
+        "never, as nginx's. Unset, the rule is RFC 9110's: `before`, with a date later than "
+        "the server's clock ignored. nginx's default is `exact`."},
     {.name = NULL},
 };
+
+/* The request's location's if_modified_since. */
+static enum static_ims ims_of(const struct static_state *s, const struct request *req)
+{
+    const struct static_settings *set = module_settings(req, s->index);
+    return set ? set->ims : STATIC_IMS_UNSET;
+}
+
+/* A block's if_modified_since, else the outer block's. */
+static void *static_block(void *state, const struct module_block *b)
+{
+    (void)state;
+    if (b->outer && !module_block_has(b))
+        return (void *)b->outer;
+    struct static_settings *set = calloc(1, sizeof(*set));
+    if (!set) {
+        module_error(b->mi, NULL, "out of memory");
+        return NULL;
+    }
+    if (module_block_read(b, set) < 0) {
+        free(set);
+        return NULL;
+    }
+    if (set->ims == STATIC_IMS_UNSET && b->outer)
+        set->ims = ((const struct static_settings *)b->outer)->ims;
+    return set;
+}
+
+static void static_block_free(void *state, void *settings)
+{
+    (void)state;
+    free(settings);
+}
 
 /* Each entry holds a descriptor: half the limit at most, so that a large maximum cannot
  * leave no descriptors for connections. (Past the limit nothing breaks: accept sheds with
@@ -577,6 +636,7 @@ static int static_init(struct module_init *mi, void **state)
     if (!s)
         return module_error(mi, NULL, "out of memory");
     s->mem_max = set.mem_max;
+    s->index = mi->index;
     if (set.cache) {
         unsigned bound = descriptor_bound(set.max);
         if (bound < set.max)
@@ -642,6 +702,8 @@ const struct module mod_static = {
     .init = static_init,
     .fini = static_fini,
     .handle = static_handle,
+    .block = static_block,
+    .block_free = static_block_free,
     .file_exists = static_file_exists,
     .metrics = static_metrics,
 };

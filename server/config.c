@@ -366,7 +366,8 @@ static int set_index(void *base, const struct conf_node *n, void *ctx, char *msg
     (void)ctx;
     for (unsigned i = 0; i < n->n_args; i++) {
         const char *a = n->args[i];
-        if (strlen(a) >= sizeof(cfg->index[0]) || strchr(a, '/') || a[0] == '\0')
+        if (strlen(a) >= sizeof(cfg->index[0]) || a[0] == '\0' ||
+            (a[0] != '/' && strchr(a, '/'))) /* "/URI" is an absolute one */
             return snprintf(msg, len, "invalid index file name \"%s\"", a), -1;
         snprintf(cfg->index[i], sizeof(cfg->index[i]), "%s", a);
     }
@@ -899,7 +900,11 @@ static const struct conf_name log_formats[] = {{"combined", 0}, {"json", 1}, {NU
     "text begins with (`/srv`), and a `.` or `..` segment a variable brings names no file " \
     "(404)."
 #define DOC_INDEX "Files tried, in order, for a directory (the shipped `conf/lfhttpd.conf` " \
-    "sets `index.html index.htm`); several on one line, not repeated."
+    "sets `index.html index.htm`); several on one line, not repeated. In a server's " \
+    "location without a handler, as nginx's: the first that exists is an internal " \
+    "redirect (`$uri` becomes `/dir/index.html`, and the location is searched again); a " \
+    "name starting with `/` is a URI redirected to as it is (last in the list); names may " \
+    "hold variables."
 #define DOC_THREADS "Threads of the class (the top level's: of the default class); 0 = one " \
     "per CPU core. The `-n` flag overrides the top level's."
 #define DOC_GROUPS "The threads split into N thread groups (as evenly as they go), each with " \
@@ -1001,7 +1006,7 @@ static const struct conf_directive core_directives[] = {
     {"index", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = CONFIG_MAX_INDEX,
      .set = conf_set_later, .usage = "FILE...", .dflt = "(the outer block's)", .doc = DOC_INDEX,
      .id = CONFIG_ID_INDEX},
-    {"server_name", CONF_LIST, SITE, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
+    {"server_name", CONF_LIST, SITE, CONF_REPEATS, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
      .set = conf_set_later, .usage = "NAME...", .dflt = "\"\"",
      .doc = "Exact names, `*.example.org` (a leading wildcard at any depth), "
             "`.example.org` (which also takes `example.org`), `www.example.*` (a trailing "
@@ -1221,6 +1226,14 @@ static const struct conf_directive core_directives[] = {
     {"absolute_redirect", CONF_FLAG, SITE | LOC, .set = check_flag, .dflt = "(the outer block's)",
      .doc = DOC_ABSOLUTE_REDIRECT,
      .id = CONFIG_ID_ABSOLUTE_REDIRECT},
+    {"server_name_in_redirect", CONF_FLAG, TOP | SITE | LOC, .set = check_flag, .dflt = "off",
+     .doc = "`on`: an absolute redirect (`absolute_redirect`) names the server's first name, "
+            "not the request's Host, as nginx's.",
+     .id = CONFIG_ID_SERVER_NAME_IN_REDIRECT},
+    {"port_in_redirect", CONF_FLAG, TOP | SITE | LOC, .set = check_flag, .dflt = "on",
+     .doc = "`off`: an absolute redirect (`absolute_redirect`) names no port, whatever the "
+            "port the connection came in on, as nginx's.",
+     .id = CONFIG_ID_PORT_IN_REDIRECT},
     {"class", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 1, .max_args = 1, .set = set_class,
      .usage = "NAME",
      .doc = "A service class: a Leader/Followers group of its own, with its threads, handle "
@@ -1334,6 +1347,14 @@ static const struct conf_directive core_directives[] = {
      .doc = "lfhttpd stays in the directory it was started in (relative paths are relative "
             "to it)."},
     /* nginx's http directives that mean nothing here, or another name of lfhttpd's */
+    {"client_body_temp_path", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = 4,
+     .set = note_nginx_only, .usage = "DIR [LEVEL...]",
+     .doc = "Request bodies are held in memory (see `max_body_memory`), never written to "
+            "files: there is no directory to use."},
+    {"proxy_temp_path", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = 4,
+     .set = note_nginx_only, .usage = "DIR [LEVEL...]",
+     .doc = "A proxied answer streams to the client through memory, never a file: there is "
+            "no directory to use."},
     {"tcp_nopush", CONF_FLAG, TOP | SITE | LOC, .set = note_nginx_only,
      .doc = "A response's head leaves with the first part of its body already (one `writev`, "
             "or the head before `sendfile` with `MSG_MORE`); there is nothing to set."},

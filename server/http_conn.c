@@ -255,12 +255,19 @@ static bool body_in_buffer(struct conn *c, char *buf, size_t *pos, size_t len,
     return true;
 }
 
+static void send_continue(struct conn *c)
+{
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    ssize_t w = conn_write(c, cont, sizeof(cont) - 1);
+    (void)w; /* 25 bytes into an idle socket: they go, or the client sends anyway */
+}
+
 /* Start collecting a body on the connection: `have` bytes of head + body so far. A body
  * whose buffer would take the server past max_body_memory is refused with 503 (and
  * Retry-After) before the client sends it, if it waits for 100 Continue: collected bodies
  * are consumed from memory, so spooling them elsewhere would not bound memory. */
 static void start_collect(struct conn *c, const char *have, size_t n, size_t head_len,
-                          bool send_continue)
+                          bool wait_continue)
 {
     size_t cap = hc(c)->body_mode == REQ_BODY_LENGTH ? head_len + (size_t)hc(c)->body_left
                                                   : n + 65536;
@@ -283,11 +290,8 @@ static void start_collect(struct conn *c, const char *have, size_t n, size_t hea
         hc(c)->body_left -= k->body_len;
     body_progress(c, k->body_len);
     hc(c)->collect = k;
-    if (send_continue) {
-        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        ssize_t w = conn_write(c, cont, sizeof(cont) - 1);
-        (void)w; /* 25 bytes into an idle socket: they go, or the client sends anyway */
-    }
+    if (wait_continue)
+        send_continue(c);
     conn_wait(c, CONN_BODY, EPOLLIN, body_deadline(c));
 }
 
@@ -403,6 +407,9 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     status = status ? status : routed;
     bool wants_body = !status && hc(c)->body_mode != REQ_BODY_NONE && r.mount &&
                       r.mount->wants_body;
+    if (!status && req->expect_continue && req->framing == HTTP_BODY_LENGTH &&
+        req->content_length == 0 && r.mount && r.mount->wants_body)
+        send_continue(c); /* nothing to wait for, but the client asked: as nginx answers */
     if (wants_body && hc(c)->body_mode == REQ_BODY_LENGTH && hc(c)->body_left > collect_limit(c)) {
         status = 413; /* too large to hold, though max_body_size would let it be skipped */
         body_error = true;

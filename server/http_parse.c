@@ -214,10 +214,17 @@ static bool is_unreserved_or_sub_delim(unsigned char c)
     return in_class(c, CL_REG);
 }
 
+/* Two dots in a row, or a name that is one dot (empty once its trailing dot is gone): RFC
+ * 3986 lets them through, nginx answers them 400, and so does lfhttpd. */
+static bool empty_label(struct http_slice s)
+{
+    return (s.len == 1 && s.p[0] == '.') || memmem(s.p, s.len, "..", 2) != NULL;
+}
+
 /* reg-name, which also covers IPv4address. Empty is not allowed: http URIs need a host. */
 static bool valid_reg_name(struct http_slice s)
 {
-    if (s.len == 0) return false;
+    if (s.len == 0 || empty_label(s)) return false;
     for (size_t i = 0; i < s.len; i++) {
         if (is_unreserved_or_sub_delim(s.p[i])) continue;
         if (s.p[i] != '%') return false;
@@ -244,7 +251,7 @@ static bool valid_ipvfuture(struct http_slice s)
 static bool valid_ip_literal(struct http_slice s)
 {
     if (s.len > 0 && (s.p[0] == 'v' || s.p[0] == 'V')) return valid_ipvfuture(s);
-    if (s.len < 2 || s.len > 45) return false;
+    if (s.len < 2 || s.len > 45 || empty_label(s)) return false;
     bool colon = false;
     for (size_t i = 0; i < s.len; i++) {
         if (s.p[i] == ':')
@@ -255,9 +262,10 @@ static bool valid_ip_literal(struct http_slice s)
     return colon;
 }
 
+/* port = *DIGIT: "host:" is the host alone (RFC 3986, and nginx's Host). */
 static bool valid_port(struct http_slice s)
 {
-    if (s.len == 0 || s.len > 5) return false;
+    if (s.len > 5) return false;
     unsigned port = 0; /* five digits cannot overflow it */
     for (size_t i = 0; i < s.len; i++) {
         if (!is_digit(s.p[i])) return false;
@@ -283,6 +291,7 @@ static bool valid_authority(struct http_slice s, bool need_port)
     }
     if (host_len == s.len) return !need_port;
     if (s.p[host_len] != ':') return false;
+    if (need_port && host_len + 1 == s.len) return false; /* CONNECT names a port */
     return valid_port(slice(s.p + host_len + 1, s.len - host_len - 1));
 }
 

@@ -208,7 +208,7 @@ static void shut_down(struct server *srv, const sigset_t *sigs)
         int sig = sigtimedwait(sigs, NULL, &tick);
         if (sig == SIGCHLD)
             reap_children();
-        if (sig == SIGTERM || sig == SIGINT) {
+        if (sig == SIGTERM || sig == SIGINT || sig == SIGQUIT) {
             log_info("second signal: closing %u connections now", atomic_load(&srv->http.n_conns));
             break;
         }
@@ -338,6 +338,7 @@ int main(int argc, char **argv)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGQUIT); /* nginx's graceful shutdown (`nginx -s quit`) */
     sigaddset(&sigs, SIGHUP);
     sigaddset(&sigs, SIGUSR1);
     sigaddset(&sigs, SIGCHLD); /* CGI scripts: reaped here, so none is left a zombie */
@@ -367,8 +368,8 @@ int main(int argc, char **argv)
             drain(&srv, &opts, &sigs);
             break;
         }
-        if (sig == SIGINT) { /* from a terminal: whoever waits there wants no delay */
-            log_info("SIGINT: shutting down");
+        if (sig == SIGINT || sig == SIGQUIT) { /* a terminal, or nginx's tools: no delay */
+            log_info("%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGQUIT");
             break;
         }
         serve_signal(&srv, &opts, sig);

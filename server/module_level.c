@@ -236,18 +236,30 @@ static int read_error_pages(struct level_build *b, struct module_level *l,
     return 0;
 }
 
+/* The index names with variables, compiled; each owned by l. */
+static int compile_index(struct level_build *b, struct module_level *l, unsigned line)
+{
+    memset(l->index_values, 0, sizeof(l->index_values));
+    l->index_values_own = true;
+    for (unsigned i = 0; i < l->n_index; i++)
+        if (strchr(l->index[i], '$') &&
+            compile(b, line, l->index[i], VARS_RAW, &l->index_values[i]) < 0)
+            return -1;
+    return 0;
+}
+
 static int read_index(struct level_build *b, struct module_level *l, const struct conf_node *n,
                       char (*own)[256])
 {
     for (unsigned i = 0; i < n->n_args; i++) {
         const char *a = n->args[i];
-        if (strlen(a) >= 256 || strchr(a, '/') || a[0] == '\0')
+        if (strlen(a) >= 256 || a[0] == '\0' || (a[0] != '/' && strchr(a, '/')))
             return conf_error(&b->r, n->line, "invalid index file name \"%s\"", a);
         snprintf(own[i], 256, "%s", a);
     }
     l->index = (const char (*)[256])own;
     l->n_index = n->n_args;
-    return 0;
+    return compile_index(b, l, n->line);
 }
 
 /* The core's settings of a server or location block, over those of outer. */
@@ -375,6 +387,21 @@ static int read_root_value(struct level_build *b, struct module_level *l, unsign
     return l->root ? 0 : -1;
 }
 
+/* server_name_in_redirect and port_in_redirect: the block's own, else the outer block's
+ * (outer NULL: the top level, whose defaults are nginx's, off and on). */
+static void redirect_flags(struct module_level *l, const struct module_level *outer,
+                           const struct conf_node *first)
+{
+    l->name_in_redirect = outer && outer->name_in_redirect;
+    l->no_port_in_redirect = outer && outer->no_port_in_redirect;
+    const struct conf_node *n = find(first, l->context, CONFIG_ID_SERVER_NAME_IN_REDIRECT),
+                           *p = find(first, l->context, CONFIG_ID_PORT_IN_REDIRECT);
+    if (n)
+        l->name_in_redirect = strcmp(n->args[0], "on") == 0;
+    if (p)
+        l->no_port_in_redirect = strcmp(p->args[0], "off") == 0;
+}
+
 static int read_core(struct level_build *b, struct module_level *l,
                      const struct module_level *outer, const struct site_location *loc,
                      const struct conf_node *first, char (*index_room)[256])
@@ -391,6 +418,7 @@ static int read_core(struct level_build *b, struct module_level *l,
     l->alias_whole = outer->alias_whole;
     l->index = outer->index;
     l->n_index = outer->n_index;
+    memcpy(l->index_values, outer->index_values, sizeof(l->index_values));
     const struct conf_node *root = find(first, l->context, CONFIG_ID_ROOT),
                            *alias = find(first, l->context, CONFIG_ID_ALIAS);
     l->relative_redirect = outer->relative_redirect;
@@ -398,6 +426,7 @@ static int read_core(struct level_build *b, struct module_level *l,
                                           CONFIG_ID_ABSOLUTE_REDIRECT);
     if (ar)
         l->relative_redirect = strcmp(ar->args[0], "off") == 0;
+    redirect_flags(l, outer, first);
     if (alias && !loc)
         return -1; /* not in a location: reported where it stands */
     if (root && alias)
@@ -587,6 +616,9 @@ static int build_top(struct level_build *b, struct module_level *l, char *err, s
     }
     l->index = b->cfg->index;
     l->n_index = b->cfg->n_index;
+    const struct conf_node *ix = find(b->cfg->tree, CONF_TOP, CONFIG_ID_INDEX);
+    if (compile_index(b, l, ix ? ix->line : 0) < 0)
+        return -1;
     l->relative_redirect = !b->cfg->absolute_redirect;
     l->limits = (struct config_limits){
         .max_body_size = b->cfg->max_body_size,
@@ -598,6 +630,7 @@ static int build_top(struct level_build *b, struct module_level *l, char *err, s
     };
     const struct conf_node *lnf = find(b->cfg->tree, CONF_TOP, CONFIG_ID_LOG_NOT_FOUND);
     l->log_not_found = !lnf || strcmp(lnf->args[0], "on") == 0;
+    redirect_flags(l, NULL, b->cfg->tree);
     int rc = l->root && rv == 0 ? 0 : -1;
     rc |= read_error_pages(b, l, b->cfg->tree);
     rc |= read_modules(b, l, NULL, NULL, b->cfg->tree, NULL, err, len);
@@ -682,6 +715,8 @@ static void free_level(struct module_chain *c, struct module_level *l)
     }
     for (unsigned i = 0; i < l->n_try; i++)
         vars_free((struct vars_value *)l->try_files[i]);
+    for (unsigned i = 0; l->index_values_own && i < LEVEL_INDEX_MAX; i++)
+        vars_free((struct vars_value *)l->index_values[i]);
     vars_free((struct vars_value *)l->return_text);
     if (l->root_value_own)
         vars_free((struct vars_value *)l->root_value);

@@ -55,10 +55,16 @@ struct module_level {
     bool root_value_own;    /* root_value is this block's (freed with it), not inherited */
     const char (*index)[256]; /* index file names, inherited */
     unsigned n_index;         /* how many */
+    /* index names with variables, compiled (NULL: the name as written); inherited with
+     * index, freed by the level that owns them */
+    const struct vars_value *index_values[LEVEL_INDEX_MAX];
+    bool index_values_own;
     const struct vars_value *try_files[LEVEL_TRY_MAX]; /* not inherited, as nginx */
     bool try_dir[LEVEL_TRY_MAX]; /* written with a trailing '/': a directory is wanted */
     unsigned n_try;              /* try_files entries; 0: none */
     bool relative_redirect; /* absolute_redirect off */
+    bool name_in_redirect;  /* server_name_in_redirect on */
+    bool no_port_in_redirect; /* port_in_redirect off */
     int return_status; /* `return`: 0 none */
     const struct vars_value *return_text; /* its URL or text, or NULL */
     /* `rewrite`, `break` and `return` in order (rewrite.h); NULL: none but `return` */

@@ -11,10 +11,12 @@
  * search at most ROUTE_REDIRECTS_MAX times, then 500 (nginx allows 10 too). A finished
  * response whose status has an `error_page` in its block is answered again, once, by an
  * internal redirect to the page's URI (a GET, as nginx's), with the original status (or
- * =ANSWER): an error while serving the error page gives the plain error, and a refusal by
- * the page's location's access rules (401, 403) is the answer, as nginx's.
+ * =ANSWER): an error the page answers (its `return 405`, its missing file) is the answer,
+ * with its plain error, a redirect it answers goes as it is, and a refusal by the page's
+ * location's access rules (401, 403) is the answer, as nginx's.
  */
 #include "module_chain.h"
+#include "strbuf.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -52,9 +54,10 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .local_fd = req->local_fd,
         .https = req->https,
         .server_name = first && first->kind == SITE_NAME_EXACT ? first->text : NULL,
-        /* $server_name as written: "*.x" and "x.*" are kept as ".x" and "x." */
+        /* $server_name as written: "*.x" and "x.*" are kept as ".x" and "x."; ".x" is
+         * "x", as nginx's */
         .name_before = first && first->kind == SITE_NAME_LEADING && !first->bare_too ? "*" : "",
-        .name = first ? first->text : "",
+        .name = first ? first->text + (first->bare_too ? 1 : 0) : "",
         .name_after = first && first->kind == SITE_NAME_TRAILING ? "*" : "",
         .args = &req->args,
         .request_id = req->request_id,
@@ -436,6 +439,56 @@ static enum try_result try_files(const struct module_chain *c, struct request *r
     return set_path(req, buf, (size_t)n) ? TRY_REDIRECT : TRY_FAILED;
 }
 
+static bool prefix_matches(const struct module_mount *m, const char *path, size_t len);
+
+/* `index`, as nginx's index module: a GET, HEAD or POST for a directory ("/d/") of a
+ * location without a handler (its own, or a top-level `handler PREFIX`) redirects
+ * internally to the first index name whose file exists ("/d/index.html"), or to an
+ * absolute one ("/index.html") as it is, and the location is searched again. Names may
+ * hold variables. False: no redirect (the handler answers the directory: a listing, 403
+ * or 404). */
+static bool index_redirect(const struct module_chain *c, struct request *req,
+                           const struct module_level *l)
+{
+    enum http_method m = req->http->method;
+    if (!req->path_len || req->path[req->path_len - 1] != '/' || l->mount ||
+        (m != HTTP_METHOD_GET && m != HTTP_METHOD_HEAD && m != HTTP_METHOD_POST))
+        return false;
+    for (unsigned i = 0; i < c->n_mounts; i++)
+        if (!c->mounts[i].level_only && prefix_matches(&c->mounts[i], req->path, req->path_len))
+            return false; /* the handler answers the directory's own path */
+    struct vars_source src;
+    module_vars_source(req, &src);
+    char buf[REQUEST_PATH_MAX];
+    for (unsigned i = 0; i < l->n_index; i++) {
+        const char *name = l->index[i];
+        size_t nl = strlen(name);
+        char expanded[256];
+        if (l->index_values[i]) {
+            long n = vars_expand(l->index_values[i], &src, expanded, sizeof(expanded));
+            if (n <= 0 || (size_t)n >= sizeof(expanded))
+                continue;
+            name = expanded, nl = (size_t)n;
+        }
+        if (name[0] == '/')
+            return set_path(req, name, nl);
+        if (memchr(name, '/', nl) || req->path_len + nl >= sizeof(buf))
+            continue;
+        memcpy(buf, req->path, req->path_len);
+        memcpy(buf + req->path_len, name, nl);
+        buf[req->path_len + nl] = '\0';
+        struct request probe = *req;
+        probe.path = buf;
+        probe.file = buf;
+        probe.path_len = probe.file_len = req->path_len + nl;
+        if (l->alias && !alias_file(&probe))
+            continue;
+        if (file_exists(c, &probe, probe.file, false))
+            return set_path(req, buf, probe.path_len);
+    }
+    return false;
+}
+
 /* The top level's settings answer a request the sites do not place (no server blocks,
  * or an address none of them listens on: a class's, or one given by -l). */
 static const struct site_server *server_for(const struct module_chain *c,
@@ -611,11 +664,17 @@ static int place(const struct module_chain *c, struct request *req,
             req->return_text = l->return_text;
             return 0;
         }
-        if (!l->n_try)
+        if (!l->n_try) {
+            if (index_redirect(c, req, l))
+                continue;
             return 0;
+        }
         int status = 0;
         switch (try_files(c, req, l, &named, &status)) {
-        case TRY_FOUND: return 0;
+        case TRY_FOUND:
+            if (index_redirect(c, req, l))
+                continue;
+            return 0;
         case TRY_STATUS: req->try_status = status; return 0;
         case TRY_NAMED: continue;
         case TRY_REDIRECT: continue;
@@ -722,14 +781,17 @@ int module_chain_route(const struct module_chain *c, struct request *req)
 
 /* --- redirects ---------------------------------------------------------------------------- */
 
-/* The host a redirect names: the request's Host (validated by the parser as an authority),
- * lowercased, without port or trailing dot; else the server's first name; else the
- * address the connection came in on. */
+/* The host a redirect names: the server's first name with server_name_in_redirect on;
+ * else the request's Host (validated by the parser as an authority), lowercased, without
+ * port or trailing dot; else (no Host) the server's first name; else, or when the Host is
+ * empty without its dot, the address the connection came in on, as nginx's. */
 static size_t redirect_host(const struct request *req, char *out, size_t cap)
 {
     struct http_slice h = req->http ? req->http->host : (struct http_slice){NULL, 0};
+    const struct site_server *s = req->site;
+    bool by_name = req->level && req->level->name_in_redirect;
     size_t n = 0;
-    if (h.len) {
+    if (h.len && !by_name) {
         const char *end = h.p[0] == '[' ? memchr(h.p, ']', h.len) : NULL;
         const char *colon = memchr(end ? end : h.p, ':', h.len - (size_t)((end ? end : h.p) - h.p));
         n = colon ? (size_t)(colon - h.p) : h.len;
@@ -739,11 +801,11 @@ static size_t redirect_host(const struct request *req, char *out, size_t cap)
             return 0;
         for (size_t i = 0; i < n; i++)
             out[i] = (char)(h.p[i] >= 'A' && h.p[i] <= 'Z' ? h.p[i] + 32 : h.p[i]);
-        return n;
+        if (n)
+            return n;
     }
-    const struct site_server *s = req->site;
-    if (s && s->n_names && s->names[0].kind == SITE_NAME_EXACT && s->names[0].len &&
-        s->names[0].len < cap) {
+    if ((!h.len || by_name) && s && s->n_names && s->names[0].kind == SITE_NAME_EXACT &&
+        s->names[0].len && s->names[0].len < cap) {
         memcpy(out, s->names[0].text, s->names[0].len);
         return s->names[0].len;
     }
@@ -787,7 +849,7 @@ size_t module_redirect_base(const struct request *req, char *out, size_t cap)
     memcpy(out, req->https ? "https://" : "http://", sl);
     memcpy(out + sl, host, hl);
     char *p = out + sl + hl;
-    unsigned port = local_port(req->local);
+    unsigned port = req->level && req->level->no_port_in_redirect ? 0 : local_port(req->local);
     if (port && port != (req->https ? 443 : 80)) {
         *p++ = ':';
         p = http_fmt_u64(p, port);
@@ -813,7 +875,7 @@ void module_redirect(const struct request *req, struct response *resp, int statu
         return;
     }
     host[hl] = '\0';
-    unsigned port = local_port(req->local);
+    unsigned port = req->level && req->level->no_port_in_redirect ? 0 : local_port(req->local);
     char port_text[8] = "";
     if (port && port != (req->https ? 443 : 80))
         snprintf(port_text, sizeof(port_text), ":%u", port);
@@ -888,14 +950,21 @@ static void answer_return(struct request *req, struct response *resp)
         }
         buf[n] = '\0';
     }
-    if (req->slash_to) {
-        int w = req->args.len ? snprintf(buf, sizeof(buf), "%s?%.*s", req->slash_to,
-                                         (int)req->args.len, req->args.p)
-                              : snprintf(buf, sizeof(buf), "%s", req->slash_to);
-        if (w < 0 || (size_t)w >= sizeof(buf))
+    if (req->slash_to) { /* the location's name, as written: percent-encoded, as nginx's */
+        struct strbuf b = STRBUF_INIT(sizeof(buf) - 1);
+        strbuf_url_path(&b, req->slash_to, strlen(req->slash_to));
+        if (req->args.len) {
+            strbuf_add(&b, "?", 1);
+            strbuf_add(&b, req->args.p, req->args.len);
+        }
+        if (b.failed) {
             resp_error(resp, 414);
-        else
+        } else {
+            memcpy(buf, b.p, b.len);
+            buf[b.len] = '\0';
             module_redirect(req, resp, status, buf);
+        }
+        free(b.p);
         return;
     }
     bool redirect = status == 301 || status == 302 || status == 303 || status == 307 ||
@@ -907,10 +976,11 @@ static void answer_return(struct request *req, struct response *resp)
             resp_error(resp, status);
         return;
     }
-    if (!v) {
+    if (!v && (status < 200 || status >= 300 || status == 204)) {
         resp_error(resp, status);
         return;
     }
+    /* a text, or none for a 2xx: as nginx, `return 200;` is an empty body */
     resp_start(resp, status);
     if (!resp->no_length) {
         /* The block's default_type, as nginx types a returned text. */
@@ -1015,6 +1085,8 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
     const struct site_location *named = NULL;
     int rc = 0;
     bool page_refused = false; /* the page's own access rules answered: their 401 or 403 */
+    bool page_redirects = false; /* the page answered a redirect: it goes as it is */
+    int page_status = 0;         /* the page answered an error of its own: this one */
     if (buf[0] == '@') {
         named = req->site ? site_named_location(req->site, buf) : NULL;
         rc = named ? 0 : 404;
@@ -1025,15 +1097,27 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
         rc = route_from(c, &r, named);
     if (!rc) {
         page_refused = handle(c, &r, resp);
-        if (!page_refused && (resp->streaming || (resp->status != 200 && !own))) {
+        /* A redirect the page answers (its `return 302 URL`, a directory's missing slash)
+         * is sent with its own status and Location, as nginx sends a special response of
+         * the page's (the first request's Location is gone with its answer). */
+        size_t ll;
+        page_redirects = !page_refused && !resp->streaming && resp->status >= 300 &&
+                         resp->status < 400 && resp_header_get(resp, "Location", &ll);
+        /* The page's own error (its `return 405`, its file missing) is the answer, as
+         * nginx's special response of the page; a stream gives the first answer's plain
+         * error; another answer (a 204) is sent with the first answer's status. */
+        if (!page_refused && !page_redirects &&
+            (resp->streaming || (resp->status >= 400 && !own))) {
+            page_status = resp->streaming ? answer : resp->status;
             resp_file_close(resp);
             resp_body_clear(resp);
-            rc = answer;
         }
     }
     if (rc)
         resp_error(resp, answer);
-    else if (!own && answer != 200 && !page_refused)
+    else if (page_status)
+        resp_error(resp, page_status);
+    else if (!own && answer != 200 && !page_refused && !page_redirects)
         resp_set_status(resp, answer);
     if (challenge[0] && answer == 401 && !page_refused)
         resp_header(resp, "WWW-Authenticate", challenge);

@@ -418,7 +418,7 @@ static bool file_test(enum cond_kind kind, const char *path)
     switch (kind) {
     case COND_FILE: return S_ISREG(st.st_mode);
     case COND_DIR: return S_ISDIR(st.st_mode);
-    case COND_EXEC: return !S_ISDIR(st.st_mode) && (st.st_mode & 0111);
+    case COND_EXEC: return (st.st_mode & S_IXUSR) != 0; /* a directory too, as nginx's */
     default: return true;
     }
 }

@@ -31,8 +31,10 @@ static void check_placement(const struct conf_node *first, unsigned context,
             }
             inner = CONF_LOCATION;
         }
-        /* An upstream block's `server` lines are its servers (upstream.c reads them). */
-        if (n->is_block && strcmp(n->name, "upstream") != 0)
+        /* An upstream block's `server` lines are its servers (upstream.c reads them); a
+         * map's and a types block's lines are keys, whatever their words. */
+        if (n->is_block && strcmp(n->name, "upstream") != 0 && strcmp(n->name, "map") != 0 &&
+            strcmp(n->name, "types") != 0)
             check_placement(n->children, inner, r);
     }
 }

@@ -916,16 +916,21 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_HTTP: put_header(s, h, nm.p, nm.len, esc); return;
     case VAR_COOKIE: v = cookie_of(h, nm.p, nm.len); break;
     case VAR_ARG: v = arg_of(src->args ? *src->args : h ? h->query : v, nm.p, nm.len); break;
+    /* A server name's captures are of the Host lowercased, as nginx matches it. */
     case VAR_CAPTURE: {
         const struct regex_captures *c = src->captures;
         c = c && c->n ? c : src->server_captures;
         v.p = regex_group(c, (unsigned)(nm.p[0] - '0'), &v.len);
-        break;
+        put(s, v.p, v.len, esc, c && c == src->server_captures);
+        return;
     }
     case VAR_CAPTURE_NAMED:
         v.p = regex_group_named(src->captures, nm.p, nm.len, &v.len);
-        if (v.len == 0)
+        if (v.len == 0) {
             v.p = regex_group_named(src->server_captures, nm.p, nm.len, &v.len);
+            put(s, v.p, v.len, esc, true);
+            return;
+        }
         break;
     case VAR_USER:
         put_user(s, nm.p, nm.len, src, esc);

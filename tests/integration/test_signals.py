@@ -1,6 +1,7 @@
 """Signals an operator sends and the logs they act on: SIGUSR1 reopens the log files
 (logrotate), SIGHUP reloads the configuration, a second SIGTERM ends a graceful shutdown
-at once; `error_log FILE` and `access_log stderr` write where they say."""
+at once, SIGQUIT shuts down as nginx's; `error_log FILE` and `access_log stderr` write where
+they say."""
 import os
 import signal
 import socket
@@ -87,6 +88,18 @@ def test_second_sigterm_ends_a_graceful_shutdown_at_once(start_server, docroot):
         assert "second signal: closing 1 connections now" in s.error_log(), s.error_log()
     finally:
         sock.close()
+
+
+def test_sigquit_shuts_down_gracefully_as_nginx_quit_does(start_server, docroot):
+    """nginx's graceful shutdown signal (what `nginx -s quit` and nginx's own test suite
+    send): the server stops as on SIGINT, exit 0, without dying of the signal."""
+    (docroot / "f.txt").write_text("f")
+    s = start_server(docroot)
+    assert fetch(s, "/f.txt") == 200
+    s.proc.send_signal(signal.SIGQUIT)
+    s.proc.wait(timeout=scaled(10))
+    assert s.proc.returncode == 0, s.error_log()
+    assert "SIGQUIT: shutting down" in s.error_log()
 
 
 def test_error_log_file_is_written_and_reopened_on_sigusr1(launch, docroot, tmp_path):

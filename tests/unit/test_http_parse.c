@@ -913,7 +913,8 @@ TEST(valid_host_forms_are_accepted)
 {
     const char *hosts[] = {"example.com", "example.com:8080", "127.0.0.1",     "[::1]",
                            "[::1]:80",    "[v1.fe80::a+b]",   "xn--bcher-kva", "a%41b",
-                           "under_score", "localhost:65535"};
+                           "under_score", "localhost:65535",
+                           "a:" /* port = *DIGIT */};
     for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++) {
         char s[128];
         snprintf(s, sizeof s, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", hosts[i]);
@@ -925,9 +926,10 @@ TEST(valid_host_forms_are_accepted)
 
 TEST(invalid_host_forms_are_400)
 {
-    const char *hosts[] = {"a b",     "a/b", "a@b",   "a:",   "a:x",
-                           "a:65536", ":80", "[::1",  "[]",   "[::1]x",
-                           "[g::1]",  "a%4", "a:1:2", "a\"b", "exa\x80mple"};
+    const char *hosts[] = {"a b",     "a/b", "a@b",   "a:x",  "a:65536",
+                           ":80",     "[::1", "[]",   "[::1]x", "[g::1]",
+                           "a%4",     "a:1:2", "a\"b", "exa\x80mple",
+                           ".", "..a", "a..b:80", "[a..b::1]"};
     for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++) {
         char s[128];
         snprintf(s, sizeof s, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", hosts[i]);
