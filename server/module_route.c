@@ -264,6 +264,14 @@ static bool level_file(struct request *req)
         return alias_file(req);
     req->file = req->path;
     req->file_len = req->path_len;
+    /* A path a rewrite made with "//" ("$1/index.html" of "/"): the file is what the
+     * kernel reads, one '/' of each run, as for nginx; $uri keeps it as it is. */
+    if (req->file_room && req->path_len < REQUEST_FILE_MAX &&
+        memmem(req->path, req->path_len, "//", 2)) {
+        memcpy(req->file_room, req->path, req->path_len);
+        req->file = req->file_room;
+        req->file_len = merge_slashes(req->file_room, req->path_len);
+    }
     return true;
 }
 

@@ -450,3 +450,34 @@ server {{
         s.stop()
     assert want == 401
     assert got == want
+
+
+def test_rewrite_to_a_path_with_a_double_slash_serves_the_file_as_nginx(tmp_path):
+    """A Rails/Puma site's `if (-f $request_filename/index.html) { rewrite (.*)
+    $1/index.html break; }`: for "/" the rewrite makes "//index.html", whose file nginx's
+    file system reads as "/index.html"."""
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "index.html").write_text("root index\n")
+    text = f"""
+server {{
+    listen 127.0.0.1:{{port0}};
+    root {root};
+    location / {{
+        if (-f $request_filename/index.html) {{ rewrite (.*) $1/index.html break; }}
+        return 418;
+    }}
+}}
+"""
+    n = Nginx(tmp_path / "nginx", None, text, http=True)
+    try:
+        want = get(n.port, "/")[:2]
+    finally:
+        n.stop()
+    s = lfhttpd(tmp_path, text)
+    try:
+        got = get(s.port, "/")[:2]
+    finally:
+        s.stop()
+    assert want == (200, b"root index\n")
+    assert got == want
