@@ -401,6 +401,7 @@ static void headers_filter(void *state, const struct request *req, struct respon
         return;
     struct vars_source src;
     module_vars_source(req, &src);
+    module_vars_answer(&src, resp);
     headers_apply(c, &src, req->now_s, resp);
 }
 

@@ -444,6 +444,7 @@ static void log_log(void *state, const struct request *req, const struct respons
         return;
     struct vars_source src;
     module_vars_source(req, &src);
+    module_vars_answer(&src, resp);
     src.answered = true;
     src.status = resp->status;
     src.body_bytes = resp->head_only || resp->no_length ? 0 : resp->content_length;

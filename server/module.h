@@ -313,6 +313,8 @@ size_t module_redirect_base(const struct request *req, char *out, size_t cap);
 struct vars_source;
 /* The variables' source for a request (vars.h). */
 void module_vars_source(const struct request *req, struct vars_source *src);
+/* The same, and the answer's fields for $sent_http_NAME. */
+void module_vars_answer(struct vars_source *src, const struct response *resp);
 
 /* The index file names of the block that answers req (`index`), in order: the i-th, or
  * NULL past the last. */

@@ -41,6 +41,25 @@
 
 static long route_path_var(const void *request, int which, char *out, size_t cap);
 
+/* $sent_http_NAME: the answer's field, NAME lowercased with '-' (vars.c). */
+static struct http_slice sent_field(const void *response, const char *name, size_t len)
+{
+    char z[128];
+    size_t n = 0;
+    if (len >= sizeof(z))
+        return (struct http_slice){"", 0};
+    memcpy(z, name, len);
+    z[len] = '\0';
+    const char *v = resp_header_get(response, z, &n);
+    return v ? (struct http_slice){v, n} : (struct http_slice){"", 0};
+}
+
+void module_vars_answer(struct vars_source *src, const struct response *resp)
+{
+    src->sent_field = sent_field;
+    src->response = resp;
+}
+
 void module_vars_source(const struct request *req, struct vars_source *src)
 {
     const struct site_server *s = req->site;

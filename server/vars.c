@@ -60,6 +60,7 @@ enum var_id {
     VAR_REALPATH_ROOT,
     VAR_REQUEST_FILENAME,
     VAR_HTTP,   /* $http_NAME: the part's name is NAME, '_' made '-' */
+    VAR_SENT_HTTP, /* $sent_http_NAME: a field of the answer, as $http_NAME's */
     VAR_COOKIE, /* $cookie_NAME */
     VAR_ARG,    /* $arg_NAME */
     VAR_CAPTURE,       /* $1..$9: the part's name is the digit */
@@ -159,6 +160,10 @@ static const struct {
      "and every `X-Forwarded-For` with `, `; a field whose name holds `_` never, as nginx "
      "drops those."},
     {"cookie_", VAR_COOKIE, "The value of the cookie NAME, raw."},
+    {"sent_http_", VAR_SENT_HTTP, "A field of the answer (NAME as for `http_NAME`), its "
+     "first, as it stands where the value is read: in `add_header`, `expires` and `map`s "
+     "they read, the fields before those directives' own; in a log line, all of them. "
+     "Empty elsewhere, as nginx's before the answer."},
     {"upstream_http_", VAR_UPSTREAM_HTTP, "A field of the last upstream try's answer (NAME "
      "as for `http_NAME`), its first, as nginx 1.22; empty without one."},
     {"arg_", VAR_ARG, "The value of the query parameter NAME, raw."},
@@ -359,8 +364,8 @@ int vars_compile(const char *text, enum vars_context ctx, struct vars_value **ou
             char c = ref.arg[k];
             if (ref.id != VAR_CAPTURE_NAMED && c >= 'A' && c <= 'Z')
                 c = (char)(c + 32);
-            v->text[t++] = (ref.id == VAR_HTTP || ref.id == VAR_UPSTREAM_HTTP) && c == '_'
-                               ? '-' : c;
+            v->text[t++] = (ref.id == VAR_HTTP || ref.id == VAR_UPSTREAM_HTTP ||
+                            ref.id == VAR_SENT_HTTP) && c == '_' ? '-' : c;
         }
         lit_start = t;
         i += ref.used;
@@ -914,6 +919,10 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_UPSTREAM_CACHE_STATUS:
     case VAR_UPSTREAM_HTTP: put_upstream(s, id, nm, src, esc); return;
     case VAR_HTTP: put_header(s, h, nm.p, nm.len, esc); return;
+    case VAR_SENT_HTTP:
+        if (src->sent_field && src->response)
+            v = src->sent_field(src->response, nm.p, nm.len);
+        break;
     case VAR_COOKIE: v = cookie_of(h, nm.p, nm.len); break;
     case VAR_ARG: v = arg_of(src->args ? *src->args : h ? h->query : v, nm.p, nm.len); break;
     /* A server name's captures are of the Host lowercased, as nginx matches it. */

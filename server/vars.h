@@ -135,6 +135,11 @@ struct vars_source {
     /* $document_root, $realpath_root, $request_filename of the request user_vars (which
      * names one of enum vars_path), written into out; NULL: all empty. */
     long (*path_var)(const void *user_vars, int which, char *out, size_t cap);
+    /* $sent_http_NAME: the field NAME ("content-type") of the answer `response`, as it is
+     * when the value is expanded (in add_header, expires, an access-log line); NULL: all
+     * empty. */
+    struct http_slice (*sent_field)(const void *response, const char *name, size_t len);
+    const void *response;
     /* The answer, for a value expanded after it (an access-log line); without one
      * (answered false) $status, $body_bytes_sent and $bytes_sent are empty. */
     bool answered;

@@ -481,3 +481,55 @@ server {{
         s.stop()
     assert want == (200, b"root index\n")
     assert got == want
+
+
+def expiry_of(port, path):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=scaled(10))
+    c.request("GET", path, headers={"Host": "site.test"})
+    r = c.getresponse()
+    r.read()
+    c.close()
+    return r.status, r.getheader("Cache-Control"), r.getheader("X-Type")
+
+
+def test_map_of_sent_http_content_type_sets_expires_by_type_as_nginx(tmp_path):
+    """The snippet many sites copy: `map $sent_http_content_type $expires { ... }` and
+    `expires $expires;`, the answer's own type choosing its caching; and
+    $sent_http_content_type in add_header. (Types that are not text: lfhttpd's text types
+    carry `; charset=utf-8`, nginx's only with `charset`, a documented difference.)"""
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "a.pdf").write_bytes(b"%PDF-1.4\n")
+    (root / "a.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (root / "a.json").write_text("{}\n")
+    (root / "a.zip").write_bytes(b"PK\x03\x04")
+    text = f"""
+types {{ application/pdf pdf; image/png png; application/json json; application/zip zip; }}
+map $sent_http_content_type $expires {{
+    default off;
+    application/pdf epoch;
+    application/json max;
+    ~image/ 1h;
+}}
+server {{
+    listen 127.0.0.1:{{port0}};
+    root {root};
+    expires $expires;
+    add_header X-Type "$sent_http_content_type";
+}}
+"""
+    paths = ["/a.pdf", "/a.json", "/a.png", "/a.zip"]
+    n = Nginx(tmp_path / "nginx", None, text, http=True)
+    try:
+        want = [expiry_of(n.port, p) for p in paths]
+    finally:
+        n.stop()
+    s = lfhttpd(tmp_path, text)
+    try:
+        got = [expiry_of(s.port, p) for p in paths]
+    finally:
+        s.stop()
+    assert want == [(200, "no-cache", "application/pdf"),
+                    (200, "max-age=315360000", "application/json"),
+                    (200, "max-age=3600", "image/png"), (200, None, "application/zip")]
+    assert got == want
