@@ -425,11 +425,14 @@ static int check_block_error_log(void *base, const struct conf_node *n, void *ct
                                  size_t len)
 {
     (void)base;
-    (void)ctx;
+    struct core_read *cr = ctx;
     enum log_level level;
     bool above;
-    if (strcmp(n->args[0], "off") == 0)
-        return snprintf(msg, len, "the error log cannot be off; use a level instead"), -1;
+    if (strcmp(n->args[0], "off") == 0 && n->n_args == 1) {
+        conf_notice(cr->r, n->line, "error_log off: nginx would write a file named \"off\"; "
+                    "here the block's messages about its requests are not written");
+        return 0;
+    }
     if (n->n_args == 2 && config_log_level(n->args[1], &level, &above) < 0)
         return snprintf(msg, len, "invalid level \"%s\" (debug, info, notice, warn, error, "
                         "crit, alert, emerg)", n->args[1]), -1;
@@ -1380,6 +1383,14 @@ static const struct conf_directive core_directives[] = {
     {"charset", CONF_STRING, TOP | SITE | LOC, .set = set_charset, .usage = "utf-8|off",
      .doc = "Text types always carry `; charset=utf-8` here (nginx's `charset utf-8`); "
             "`utf-8` is accepted as that, `off` with a notice, other charsets are refused."},
+    {"gunzip", CONF_FLAG, TOP | SITE | LOC, .set = note_nginx_only,
+     .doc = "Answers are not decompressed here: a gzip answer from an upstream goes as it "
+            "came, also to a client that did not ask for gzip (nginx's `gunzip on` "
+            "decompresses it for such a client). An upstream that honours the forwarded "
+            "`Accept-Encoding` never sends one."},
+    {"gunzip_buffers", CONF_LIST, TOP | SITE | LOC, .min_args = 2, .max_args = 2,
+     .set = note_nginx_only, .usage = "NUMBER SIZE",
+     .doc = "Answers are not decompressed here (see `gunzip`)."},
     {"types_hash_max_size", CONF_STRING, TOP | SITE | LOC, .set = note_nginx_only,
      .usage = "SIZE", .doc = "The type table grows as it needs; there is nothing to size."},
     {"types_hash_bucket_size", CONF_STRING, TOP | SITE | LOC, .set = note_nginx_only,

@@ -334,11 +334,15 @@ static int read_error_log(struct level_build *b, struct module_level *l,
     if (n->n_args == 2)
         config_log_level(n->args[1], &d->level, &d->quiet);
     const char *path = n->args[0];
-    if (strcmp(path, "stderr") == 0 || strcmp(path, "stdout") == 0)
+    bool off = strcmp(path, "off") == 0 && n->n_args == 1;
+    if (off) { /* nothing written (config.c) */
+        d->fd = -1;
+        d->quiet = true;
+    } else if (strcmp(path, "stderr") == 0 || strcmp(path, "stdout") == 0)
         d->fd = path[3] == 'e' ? 2 : 1;
     else
         d->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (d->fd < 0) {
+    if (d->fd < 0 && !off) {
         int err = errno;
         free(d);
         return conf_error(&b->r, n->line, "error_log \"%s\": %s", path, strerror(err));

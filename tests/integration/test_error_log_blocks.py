@@ -139,3 +139,32 @@ def test_an_error_log_that_cannot_be_opened_is_a_config_error(tmp_path, tree):
     assert r.returncode == 1, r.stderr
     assert f"{conf}:4: error_log \"{tmp_path}/missing/dir/x.err\": No such file" in r.stderr, \
         r.stderr
+
+
+def test_error_log_off_in_a_server_writes_its_requests_messages_nowhere(tmp_path, tree,
+                                                                        start_server):
+    """`error_log off;` in a server (nginx would write a file named "off"; sites write it
+    to silence a server): accepted with a notice, and a missing file's line is written
+    neither in the top-level log nor anywhere else; another server's still is."""
+    import subprocess
+    from conftest import BIN
+    text = ("listen 127.0.0.1:0;\nerror_log stderr info;\naccess_log off;\n"
+            "server { server_name quiet; error_log off; }\nserver { server_name loud; }\n")
+    conf = tmp_path / "t.conf"
+    conf.write_text(text)
+    r = subprocess.run([BIN, "-t", "-c", str(conf)], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0 and f"{conf}:4: error_log off: nginx would write a file" in \
+        r.stderr, r.stderr
+    s = start_server(tree, conf=text)
+    import socket
+    for host in ("quiet", "loud"):
+        with socket.create_connection((s.host, s.port), timeout=scaled(5)) as c:
+            c.sendall(f"GET /missing-{host} HTTP/1.1\r\nHost: {host}\r\n"
+                      "Connection: close\r\n\r\n".encode())
+            while c.recv(65536):
+                pass
+    assert wait_until(lambda: "/missing-loud" in s.error_log(), scaled(3))
+    assert "/missing-quiet" not in s.error_log()
+    import os
+    assert not os.path.exists("off")  # no file of that name where the server runs

@@ -533,3 +533,10 @@ server {{
                     (200, "max-age=315360000", "application/json"),
                     (200, "max-age=3600", "image/png"), (200, None, "application/zip")]
     assert got == want
+
+
+def test_gunzip_is_accepted_with_a_notice_that_answers_are_not_decompressed(tmp_path):
+    r, conf = lfhttpd_check(tmp_path, "server {\n    listen 127.0.0.1:0;\n"
+                                      "    location / { gunzip on; }\n}\n")
+    assert r.returncode == 0, r.stderr
+    assert f"{conf}:3: gunzip: accepted, not used: Answers are not decompressed" in r.stderr
