@@ -745,18 +745,6 @@ static bool proxied_allows(unsigned p, const struct http_request *h, const struc
     return !((p & PROXIED_NO_ETAG) && resp_header_get(r, "ETag", &len));
 }
 
-/* nginx's "msie6": MSIE 4, 5 and 6 (6 unless "SV1" follows), but not Opera posing as one. */
-static bool user_agent_msie6(struct http_slice ua)
-{
-    const char *end = ua.p + ua.len;
-    const char *m = ua.len ? memmem(ua.p, ua.len, "MSIE ", 5) : NULL;
-    if (!m || m + 7 >= end || m[6] != '.' || memmem(ua.p, ua.len, "Opera", 5))
-        return false;
-    if (m[5] == '4' || m[5] == '5')
-        return true;
-    return m[5] == '6' && !memmem(m + 8, (size_t)(end - (m + 8)), "SV1", 3);
-}
-
 /* The request's side of the choice, as nginx's: gzip_http_version, gzip_disable and, for a
  * request that came through a proxy (it has Via), gzip_proxied. Asked once Accept-Encoding
  * has chosen a coding (request_choice), so that a request for the identity pays nothing. */
@@ -766,7 +754,7 @@ static inline bool request_allows(const struct gzip_conf *c, const struct reques
     const struct http_request *h = req->http;
     if (c->http_version == 11 && h->version_minor < 1)
         return false;
-    if (c->msie6 > 0 && user_agent_msie6(h->user_agent))
+    if (c->msie6 > 0 && http_user_agent_msie6(h->user_agent))
         return false;
     if (!c->asks)
         return true;

@@ -48,6 +48,8 @@ void config_defaults(struct config *cfg)
     cfg->max_parked_size = (uint64_t)256 << 20;
     cfg->shutdown_timeout_ms = 10000;
     cfg->keepalive_requests = 10000;
+    cfg->keepalive_time_ms = 3600000; /* nginx's 1h */
+    cfg->keepalive_disable = CONFIG_KA_DISABLE_MSIE6;
     snprintf(cfg->access_log, sizeof(cfg->access_log), "stdout");
     snprintf(cfg->error_log, sizeof(cfg->error_log), "stderr");
     cfg->error_level = LOG_LEVEL_INFO;
@@ -714,6 +716,31 @@ int config_parse_keepalive(const struct conf_node *n, unsigned *timeout_ms, unsi
     return 0;
 }
 
+int config_parse_keepalive_disable(const struct conf_node *n, uint8_t *bits, char *msg,
+                                   size_t len)
+{
+    *bits = 0;
+    for (unsigned i = 0; i < n->n_args; i++) {
+        const char *a = n->args[i];
+        if (strcmp(a, "msie6") == 0)
+            *bits |= CONFIG_KA_DISABLE_MSIE6;
+        else if (strcmp(a, "safari") == 0)
+            *bits |= CONFIG_KA_DISABLE_SAFARI;
+        else if (strcmp(a, "none") != 0 || n->n_args > 1)
+            return snprintf(msg, len, "invalid value \"%s\" (none, or msie6 and safari)", a),
+                   -1;
+    }
+    return 0;
+}
+
+static int set_keepalive_disable(void *base, const struct conf_node *n, void *ctx, char *msg,
+                                 size_t len)
+{
+    struct config *cfg = base;
+    (void)ctx;
+    return config_parse_keepalive_disable(n, &cfg->keepalive_disable, msg, len);
+}
+
 /* `keepalive_timeout TIMEOUT [HEADER_TIMEOUT]`, nginx's two values. */
 static int set_keepalive_timeout(void *base, const struct conf_node *n, void *ctx, char *msg,
                                  size_t len)
@@ -1181,6 +1208,13 @@ static const struct conf_directive core_directives[] = {
             "graceful shutdown starts; 0: at once."},
     {"keepalive_requests", CONF_COUNT, TOP, .max = 4000000000u, CFG(keepalive_requests),
      .dflt = "10000", .doc = "Requests per connection before it is closed (0 = no limit)."},
+    {"keepalive_time", CONF_DURATION, TOP, CFG(keepalive_time_ms), .dflt = "1h",
+     .doc = "A request that comes this long after its connection was opened is the "
+            "connection's last (nginx's), whatever `keepalive_requests` allows."},
+    {"keepalive_disable", CONF_LIST, TOP, .min_args = 1, .max_args = 2,
+     .set = set_keepalive_disable, .usage = "none | msie6 | safari ...", .dflt = "msie6",
+     .doc = "Browsers whose requests close their connection, as nginx's: `msie6`, MSIE 6 and "
+            "older on a POST; `safari`, Safari on Mac OS X; `none`."},
     {"access_log", CONF_LIST, TOP, CONF_REPEATS, .min_args = 1, .max_args = 5,
      .set = set_access_log, .usage = "PATH|stdout|stderr|off [FORMAT [OPTION...]]",
      .dflt = "stdout",
@@ -1431,6 +1465,14 @@ static const struct conf_directive core_directives[] = {
      .usage = "NUMBER", .dflt = "(the outer block's)", .id = CONFIG_ID_KEEPALIVE_REQUESTS,
      .doc = "A request this block answers closes its connection when it is the connection's "
             "Nth or later (0: no limit)."},
+    {"keepalive_time", CONF_DURATION, SITE | LOC, .set = conf_set_later, .usage = "TIME",
+     .dflt = "(the outer block's)", .id = CONFIG_ID_KEEPALIVE_TIME,
+     .doc = "A request this block answers, this long or more after its connection was "
+            "opened, closes the connection."},
+    {"keepalive_disable", CONF_LIST, SITE | LOC, .min_args = 1, .max_args = 2,
+     .set = conf_set_later, .usage = "none | msie6 | safari ...",
+     .dflt = "(the outer block's)", .id = CONFIG_ID_KEEPALIVE_DISABLE,
+     .doc = "The browsers whose requests this block answers close their connection."},
     {"send_timeout", CONF_DURATION, SITE | LOC, .set = conf_set_later, .usage = "TIME",
      .dflt = "(the outer block's)", .id = CONFIG_ID_SEND_TIMEOUT,
      .doc = "How long a response of this block may wait for the client to read more."},

@@ -76,6 +76,17 @@ struct config_limits {
     unsigned keepalive_header_s;     /* "Keep-Alive: timeout=N"; 0: none */
     unsigned keepalive_requests;     /* requests a connection serves; 0: no limit */
     unsigned send_timeout_ms;        /* a response the client stops reading */
+    unsigned keepalive_time_ms;      /* keepalive_time: a connection's life for keep-alive */
+    uint8_t keepalive_disable;       /* enum config_keepalive_disable bits */
+    bool say_keep_alive;             /* a file with nginx's `http { }`: every kept HTTP/1.1
+                                        answer says "Connection: keep-alive", as nginx's */
+};
+
+/* keepalive_disable: the browsers whose requests close their connection (nginx's: MSIE 6
+ * and older on a POST, Safari on Mac OS X). */
+enum config_keepalive_disable {
+    CONFIG_KA_DISABLE_MSIE6 = 1,
+    CONFIG_KA_DISABLE_SAFARI = 2,
 };
 
 struct config {
@@ -119,6 +130,8 @@ struct config {
      * before the graceful shutdown starts; 0: at once. */
     unsigned shutdown_delay_ms;
     unsigned keepalive_requests; /* 0 = unlimited */
+    unsigned keepalive_time_ms;  /* keepalive_time */
+    uint8_t keepalive_disable;   /* enum config_keepalive_disable bits */
 
     char access_log[CONFIG_PATH_MAX]; /* path, "stdout", "stderr", or "off" */
     bool access_log_json;             /* JSON lines instead of Combined Log Format */
@@ -199,6 +212,8 @@ enum config_core_id {
     CONFIG_ID_KEEPALIVE_TIMEOUT,
     CONFIG_ID_KEEPALIVE_REQUESTS,
     CONFIG_ID_SEND_TIMEOUT,
+    CONFIG_ID_KEEPALIVE_TIME,
+    CONFIG_ID_KEEPALIVE_DISABLE,
     CONFIG_ID_ERROR_LOG,     /* in a server or location */
     CONFIG_ID_LOG_NOT_FOUND,
 };
@@ -209,6 +224,9 @@ const struct conf_node *config_next(const struct config *cfg, const char *name,
 
 /* `keepalive_timeout TIMEOUT [HEADER_TIMEOUT]` (n's words): nginx's two values. Returns 0,
  * or -1 with the reason in msg. */
+/* `keepalive_disable none | msie6 | safari ...` into enum config_keepalive_disable bits. */
+int config_parse_keepalive_disable(const struct conf_node *n, uint8_t *bits, char *msg,
+                                   size_t len);
 int config_parse_keepalive(const struct conf_node *n, unsigned *timeout_ms, unsigned *header_s,
                            char *msg, size_t len);
 

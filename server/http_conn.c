@@ -199,6 +199,7 @@ static void respond(struct conn *c, const struct http_request *h, struct request
             return; /* the head comes later, from the stream: finished and logged there */
     }
     resp->keep_alive_header_s = hc(c)->limits->keepalive_header_s;
+    resp->say_keep_alive = hc(c)->limits->say_keep_alive;
     resp_finish(resp, h->version_minor == 0);
     if (!module_chain_logs_request(&c->gen->chain, r))
         log_access(c, http_request_line(h), h, resp, r->now_s, r->request_id);
@@ -354,7 +355,12 @@ static bool keep_alive_allowed(const struct conn *c, const struct http_request *
     return req->keep_alive && !atomic_load_explicit(&sh->stopping, memory_order_relaxed) &&
            !atomic_load_explicit(&sh->draining, memory_order_relaxed) &&
            lim->keepalive_timeout_ms != 0 &&
-           (lim->keepalive_requests == 0 || hc_const(c)->requests < lim->keepalive_requests);
+           (lim->keepalive_requests == 0 || hc_const(c)->requests < lim->keepalive_requests) &&
+           clock_now_ms() - hc_const(c)->opened_ms <= (int64_t)lim->keepalive_time_ms &&
+           !(lim->keepalive_disable & CONFIG_KA_DISABLE_MSIE6 &&
+             req->method == HTTP_METHOD_POST && http_user_agent_msie6(req->user_agent)) &&
+           !(lim->keepalive_disable & CONFIG_KA_DISABLE_SAFARI &&
+             http_user_agent_safari(req->user_agent));
 }
 
 /* Answer one complete request whose head is buf[*pos .. *pos + head_len). Advances *pos
@@ -387,6 +393,7 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     int routed = route(c, req, &r, path, id, file, now_s);
     r.start_us = t0_us;
     r.conn_requests = hc(c)->requests;
+    r.conn_opened_ms = hc(c)->opened_ms;
     r.request_length = head_len + (req->framing == HTTP_BODY_LENGTH ? req->content_length : 0);
     hc(c)->limits = &r.level->limits; /* the block that answers: its location's */
     resp.keep_alive = keep_alive_allowed(c, req);
@@ -469,6 +476,7 @@ static void serve_collected(struct conn *c)
     resp.keep_alive = rc > 0 && keep_alive_allowed(c, &req); /* the same block as before */
     r.start_us = t0_us;
     r.conn_requests = hc(c)->requests;
+    r.conn_opened_ms = hc(c)->opened_ms;
     r.request_length = k->head_len + k->body_len;
     r.body = k->data + k->head_len;
     r.body_len = k->body_len;
@@ -835,6 +843,7 @@ struct conn *http_conn_open(struct http_service *svc, struct lf_group *group,
     if (!c)
         return NULL;
     hc(c)->home = &svc->pool;
+    hc(c)->opened_ms = clock_now_ms();
     generation_hold(gen);
     c->gen = gen;
     hc(c)->limits = module_chain_default_limits(&gen->chain, local);

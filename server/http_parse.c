@@ -1359,3 +1359,20 @@ bool http_etag_list_matches(struct http_slice list, const char *etag, bool weak)
     }
     return false;
 }
+
+bool http_user_agent_msie6(struct http_slice ua)
+{
+    const char *end = ua.p + ua.len;
+    const char *m = ua.len ? memmem(ua.p, ua.len, "MSIE ", 5) : NULL;
+    if (!m || m + 7 >= end || m[6] != '.' || memmem(ua.p, ua.len, "Opera", 5))
+        return false;
+    if (m[5] == '4' || m[5] == '5')
+        return true;
+    return m[5] == '6' && !memmem(m + 8, (size_t)(end - (m + 8)), "SV1", 3);
+}
+
+bool http_user_agent_safari(struct http_slice ua)
+{
+    return ua.len && !memmem(ua.p, ua.len, "Chrome/", 7) && memmem(ua.p, ua.len, "Safari/", 7) &&
+           memmem(ua.p, ua.len, "Mac OS X", 8);
+}

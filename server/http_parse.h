@@ -156,6 +156,12 @@ bool http_is_token(struct http_slice s);
 /* 1*DIGIT that fits in 64 bits: no sign, no spaces. */
 bool http_parse_u64(struct http_slice s, uint64_t *v);
 
+/* nginx's browser tests on a User-Agent, for keepalive_disable and gzip_disable: "msie6" is
+ * MSIE 4, 5 and 6 (6 unless "SV1" follows), not Opera posing as one; "safari" is Safari on
+ * Mac OS X (or iOS), not Chrome. */
+bool http_user_agent_msie6(struct http_slice ua);
+bool http_user_agent_safari(struct http_slice ua);
+
 /* --- chunked transfer coding (RFC 9112 section 7.1), incremental --------------------- */
 
 struct http_chunked {

@@ -767,6 +767,7 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
         resp.chunked = px->src.chunked = true;
     }
     resp.keep_alive_header_s = hc(px->src.c)->limits->keepalive_header_s;
+    resp.say_keep_alive = hc(px->src.c)->limits->say_keep_alive;
     resp_finish(&resp, px->src.http10);
     px->src.head_sent = true;
     px->phase = resp.status == 101 ? PHASE_TUNNEL : PHASE_BODY;

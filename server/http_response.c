@@ -158,6 +158,7 @@ void resp_init(struct response *r)
     r->head_only = false;
     r->keep_alive = false;
     r->keep_alive_header_s = 0;
+    r->say_keep_alive = false;
     r->release = NULL;
     r->release_ctx = NULL;
     r->streaming = false;
@@ -543,7 +544,7 @@ void resp_finish(struct response *r, bool http10)
         note_line(r, r->head_len);
         memcpy(r->head + r->head_len, "Connection: close\r\n", 19);
         r->head_len += 19;
-    } else if (http10) {
+    } else if (http10 || r->say_keep_alive) {
         note_line(r, r->head_len);
         memcpy(r->head + r->head_len, "Connection: keep-alive\r\n", 24);
         r->head_len += 24;

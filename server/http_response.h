@@ -86,6 +86,7 @@ struct response {
     bool head_only;    /* HEAD: every header as for GET, no body bytes */
     bool keep_alive;   /* the connection stays open after this response */
     unsigned keep_alive_header_s; /* with keep_alive: "Keep-Alive: timeout=N" (0: none) */
+    bool say_keep_alive; /* with keep_alive: "Connection: keep-alive" in HTTP/1.1 too */
     bool no_length;    /* 1xx, 204, 304: no Content-Length and no body */
     bool overflow;     /* a header or segment did not fit: finish turns this into a 500 */
     uint64_t content_length;

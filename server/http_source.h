@@ -91,6 +91,7 @@ struct http_conn {
     struct conn c;               /* first: a conn of a service's pool is an http_conn */
     uint8_t body_mode;           /* enum req_body: a request body still being skipped */
     uint32_t requests;           /* requests served on this connection */
+    int64_t opened_ms;           /* clock_now_ms() at accept: keepalive_time, $connection_time */
     uint64_t body_left;          /* REQ_BODY_LENGTH: bytes still to skip */
     int64_t body_due_us;         /* the body's deadline by client_body_min_rate (clock_now_ms
                                     scale, in microseconds): extended by each byte received */

@@ -315,6 +315,12 @@ static int read_limits(struct level_build *b, struct module_level *l,
                           sizeof(m->keepalive_requests));
     if ((n = find(first, l->context, CONFIG_ID_SEND_TIMEOUT)))
         rc |= read_number(b, l->context, n, &m->send_timeout_ms, sizeof(m->send_timeout_ms));
+    if ((n = find(first, l->context, CONFIG_ID_KEEPALIVE_TIME)))
+        rc |= read_number(b, l->context, n, &m->keepalive_time_ms,
+                          sizeof(m->keepalive_time_ms));
+    if ((n = find(first, l->context, CONFIG_ID_KEEPALIVE_DISABLE)) &&
+        config_parse_keepalive_disable(n, &m->keepalive_disable, msg, sizeof(msg)) < 0)
+        rc |= conf_error(&b->r, n->line, "keepalive_disable: %s", msg);
     if ((n = find(first, l->context, CONFIG_ID_KEEPALIVE_TIMEOUT)) &&
         config_parse_keepalive(n, &m->keepalive_timeout_ms, &m->keepalive_header_s, msg,
                                sizeof(msg)) < 0)
@@ -631,6 +637,9 @@ static int build_top(struct level_build *b, struct module_level *l, char *err, s
         .keepalive_header_s = b->cfg->keepalive_header_s,
         .keepalive_requests = b->cfg->keepalive_requests,
         .send_timeout_ms = b->cfg->send_timeout_ms,
+        .keepalive_time_ms = b->cfg->keepalive_time_ms,
+        .keepalive_disable = b->cfg->keepalive_disable,
+        .say_keep_alive = b->cfg->http_block,
     };
     const struct conf_node *lnf = find(b->cfg->tree, CONF_TOP, CONFIG_ID_LOG_NOT_FOUND);
     l->log_not_found = !lnf || strcmp(lnf->args[0], "on") == 0;

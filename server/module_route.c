@@ -82,6 +82,8 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .request_id = req->request_id,
         .captures = &req->captures,
         .server_captures = &req->server_captures,
+        .conn_requests = req->conn_requests,
+        .conn_opened_ms = req->conn_opened_ms,
         .user_var = rewrite_var,
         .user_vars = req,
         .upstream = req->upstream,

@@ -2,6 +2,8 @@
  * See vars.h for the variables and the escaping. */
 #include "vars.h"
 
+#include "clock.h"
+
 #include <arpa/inet.h>
 #include <assert.h>
 #include <netinet/in.h>
@@ -45,6 +47,7 @@ enum var_id {
     VAR_REQUEST_TIME,
     VAR_REQUEST_LENGTH,
     VAR_CONNECTION_REQUESTS,
+    VAR_CONNECTION_TIME,
     /* the proxy's tries (vars_upstream.h) */
     VAR_UPSTREAM_ADDR,
     VAR_UPSTREAM_STATUS,
@@ -117,8 +120,10 @@ static const struct {
      "(its head read) to the answer (in an access-log line; else empty)."},
     {"request_length", VAR_REQUEST_LENGTH, "The request's bytes: its head, and its body's "
      "(decoded, if chunked) (in an access-log line; else empty)."},
+    {"connection_time", VAR_CONNECTION_TIME, "Seconds, with milliseconds, since the "
+     "request's connection was accepted (`1.204`), as nginx's."},
     {"connection_requests", VAR_CONNECTION_REQUESTS, "The request's number on its connection, "
-     "from 1 (in an access-log line; else empty)."},
+     "from 1."},
     /* the proxy's, one entry a try (the first, then each proxy_next_upstream makes) */
     {"upstream_addr", VAR_UPSTREAM_ADDR, "The upstream servers tried, `HOST:PORT` each, "
      "joined with `, ` (`127.0.0.1:8081, 127.0.0.1:8082`); the upstream's name when no "
@@ -788,11 +793,22 @@ static struct http_slice log_var_of(enum var_id id, const struct vars_source *sr
         break;
     }
     case VAR_REQUEST_LENGTH:
-    case VAR_CONNECTION_REQUESTS:
         if (src->answered)
-            v.len = decimal(tmp, cap, id == VAR_REQUEST_LENGTH ? src->request_length
-                                                                : src->conn_requests, 1);
+            v.len = decimal(tmp, cap, src->request_length, 1);
         break;
+    case VAR_CONNECTION_REQUESTS:
+        if (src->conn_requests)
+            v.len = decimal(tmp, cap, src->conn_requests, 1);
+        break;
+    case VAR_CONNECTION_TIME: {
+        int64_t ms = src->conn_opened_ms ? clock_now_ms() - src->conn_opened_ms : -1;
+        if (ms >= 0 && cap > 24) {
+            v.len = decimal(tmp, cap, (uint64_t)(ms / 1000), 1);
+            tmp[v.len++] = '.';
+            v.len += decimal(tmp + v.len, cap - v.len, (uint64_t)(ms % 1000), 3);
+        }
+        break;
+    }
     default: break;
     }
     return v;
@@ -907,7 +923,8 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_REMOTE_USER:
     case VAR_REQUEST_TIME:
     case VAR_REQUEST_LENGTH:
-    case VAR_CONNECTION_REQUESTS: v = log_var_of(id, src, tmp, sizeof(tmp)); break;
+    case VAR_CONNECTION_REQUESTS:
+    case VAR_CONNECTION_TIME: v = log_var_of(id, src, tmp, sizeof(tmp)); break;
     case VAR_UPSTREAM_ADDR:
     case VAR_UPSTREAM_STATUS:
     case VAR_UPSTREAM_RESPONSE_TIME:

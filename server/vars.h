@@ -149,7 +149,9 @@ struct vars_source {
     int64_t start_us;      /* when the request began (clock_now_us), for $request_time */
     int64_t now_us;        /* when the answer went (the same clock) */
     uint64_t request_length;       /* $request_length */
-    unsigned long conn_requests;   /* $connection_requests */
+    unsigned long conn_requests;   /* $connection_requests (0: not known, empty) */
+    int64_t conn_opened_ms;        /* $connection_time: the connection's accept (clock_now_ms);
+                                      0: not known, empty */
     const struct vars_upstream *upstream; /* the proxy's tries (vars_upstream.h); NULL:
                                              not proxied, $upstream_* empty */
 };
