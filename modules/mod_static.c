@@ -544,7 +544,7 @@ struct static_settings {
 #define SETTING(field) CONF_AT(struct static_settings, field)
 
 static const struct conf_name ims_names[] = {
-    {"off", STATIC_IMS_OFF}, {"exact", STATIC_IMS_EXACT}, {"before", STATIC_IMS_BEFORE}, {NULL}};
+    {"off", STATIC_IMS_OFF}, {"exact", STATIC_IMS_EXACT}, {"before", STATIC_IMS_BEFORE}, {NULL, 0}};
 
 static const struct conf_directive static_directives[] = {
     {"open_file_cache", CONF_FLAG, CONF_TOP, SETTING(cache),
