@@ -1362,9 +1362,11 @@ bool http_etag_list_matches(struct http_slice list, const char *etag, bool weak)
 
 bool http_user_agent_msie6(struct http_slice ua)
 {
-    const char *end = ua.p + ua.len;
     const char *m = ua.len ? memmem(ua.p, ua.len, "MSIE ", 5) : NULL;
-    if (!m || m + 7 >= end || m[6] != '.' || memmem(ua.p, ua.len, "Opera", 5))
+    if (!m)
+        return false; /* ua.p may be NULL: no User-Agent */
+    const char *end = ua.p + ua.len;
+    if (m + 7 >= end || m[6] != '.' || memmem(ua.p, ua.len, "Opera", 5))
         return false;
     if (m[5] == '4' || m[5] == '5')
         return true;

@@ -2002,3 +2002,34 @@ TEST(etag_list_star_matches_and_malformed_matches_nothing)
     CHECK(!tags("a", "\"a\"", true));
     CHECK(!tags("\"a", "\"a\"", true));
 }
+
+static bool msie6(const char *ua)
+{
+    return http_user_agent_msie6((struct http_slice){ua, ua ? strlen(ua) : 0});
+}
+
+TEST(user_agent_msie6_is_msie_4_to_6_not_opera_nor_6_with_sv1)
+{
+    CHECK(msie6("Mozilla/4.0 (compatible; MSIE 5.0)"));
+    CHECK(msie6("Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1)"));
+    CHECK(!msie6("Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1; SV1)"));
+    CHECK(!msie6("Mozilla/4.0 (compatible; MSIE 7.0)"));
+    CHECK(!msie6("Opera/9.0 (compatible; MSIE 5.0)"));
+    CHECK(!msie6("MSIE 5"));
+}
+
+TEST(user_agent_tests_take_a_request_without_a_user_agent)
+{
+    CHECK(!msie6(NULL)); /* no User-Agent: an empty slice with no bytes behind it */
+    CHECK(!http_user_agent_safari((struct http_slice){NULL, 0}));
+}
+
+TEST(user_agent_safari_is_safari_on_mac_os_x_not_chrome)
+{
+    struct http_slice s = {"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_7) Safari/7534.48.3", 0};
+    s.len = strlen(s.p);
+    CHECK(http_user_agent_safari(s));
+    struct http_slice c = {"Mozilla/5.0 (Macintosh; Intel Mac OS X) Chrome/120 Safari/537.36", 0};
+    c.len = strlen(c.p);
+    CHECK(!http_user_agent_safari(c));
+}
