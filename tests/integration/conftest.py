@@ -196,11 +196,11 @@ class Server:
         return f"http://{host}:{self.port}"
 
     def error_log(self):
-        with open(self.err_path) as f:
+        with open(self.err_path, errors="backslashreplace") as f:
             return f.read()
 
     def stdout(self):
-        with open(self.out_path) as f:
+        with open(self.out_path, errors="backslashreplace") as f:
             return f.read()
 
     def access_log(self):
@@ -255,13 +255,13 @@ class Launched(Server):
 
     def error_log(self):
         try:
-            with open(self.log_path) as f:
+            with open(self.log_path, errors="backslashreplace") as f:
                 return f.read()
         except FileNotFoundError:
             return ""
 
     def stderr(self):
-        with open(self.err_path) as f:
+        with open(self.err_path, errors="backslashreplace") as f:
             return f.read()
 
 
@@ -550,7 +550,7 @@ class Nginx:
 
     def log(self):
         try:
-            with open(os.path.join(self.dir, "error.log")) as f:
+            with open(os.path.join(self.dir, "error.log"), errors="backslashreplace") as f:
                 return f.read()
         except FileNotFoundError:
             return ""
