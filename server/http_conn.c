@@ -371,7 +371,7 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
 {
     int64_t t0_us = clock_now_us();
     struct http_service *svc = http_service_of(c); /* c may be gone once the response is sent */
-                                               if (svc->shared->n_services > 1) {
+    if (svc->shared->n_services > 1) {
         struct http_service *to = request_class(c, req);
         if (to != svc) {
             hand_off(c, to, buf + *pos, len - *pos);
