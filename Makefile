@@ -255,8 +255,11 @@ test-fresh:
 
 # libFuzzer targets (clang), each run for FUZZ_SECONDS from its seed corpus
 # (tests/fuzz/corpus/NAME) and its growing corpus in build/fuzz/. The server's objects are
-# built once with fuzzer instrumentation and linked into every target.
+# built once with fuzzer instrumentation and linked into every target. FUZZ_SEED fixes
+# libFuzzer's random seed (CI sets one, so that a run explores the same inputs each time
+# and a find is one a run by hand repeats); unset, each run picks its own.
 FUZZ_SECONDS ?= 10
+FUZZ_SEED ?=
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_OBJ := $(patsubst %.c,build/fuzz/obj/%.o,$(SERVER_SRC))
@@ -269,7 +272,7 @@ fuzz:
 	  echo "  FUZZ  $$name ($(FUZZ_SECONDS) s)"; \
 	  clang $(FUZZ_FLAGS) $(STD) $(INC) -o build/fuzz/$$name $$src $(FUZZ_OBJ) $(LDLIBS) || exit 1; \
 	  mkdir -p build/fuzz/corpus-$$name; \
-	  build/fuzz/$$name -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  build/fuzz/$$name -max_total_time=$(FUZZ_SECONDS) $(if $(FUZZ_SEED),-seed=$(FUZZ_SEED)) -print_final_stats=1 \
 	    build/fuzz/corpus-$$name $$(ls -d tests/fuzz/corpus/$$name 2>/dev/null) 2>&1 | \
 	    grep -E "^(stat::number_of_executed_units|stat::peak_rss|#[0-9]+.*DONE)|ERROR|SUMMARY|^FAIL" ; \
 	  [ $${PIPESTATUS[0]} -eq 0 ] || exit 1; \
