@@ -52,6 +52,18 @@
 #define MIME_CACHE_SETS 1024      /* times MIME_CACHE_WAYS: 4096 files remembered */
 #define MIME_CACHE_WAYS 4
 #define MIME_MAGIC_TYPES_MAX 1024 /* types libmagic may add to the table's: a bound */
+#define MIME_CHARSET_NAME_MAX 40  /* bytes, NUL included */
+#define MIME_CHARSET_TYPES_MAX 15 /* charset_types' words (text/html is added) */
+#define MIME_CHARSET_TYPE_LEN 96  /* bytes, NUL included */
+
+/* What a block (the top level, a server, a location) sets. */
+struct mime_block {
+    const char *default_type; /* interned: the state's */
+    char charset[MIME_CHARSET_NAME_MAX]; /* "" off (a file with `http { }` only) */
+    bool types_any;                      /* charset_types * */
+    unsigned n_types;
+    char types[MIME_CHARSET_TYPES_MAX + 1][MIME_CHARSET_TYPE_LEN]; /* charset_types */
+};
 
 static_assert((MIME_CACHE_SETS & (MIME_CACHE_SETS - 1)) == 0, "sets are indexed by a mask");
 
@@ -369,6 +381,8 @@ struct mime_state {
     const char *default_type;     /* interned */
     unsigned index;               /* in the chain: for module_settings() */
     bool magic;                   /* mime_magic on */
+    bool nginx;                   /* the file has nginx's `http { }`: types carry no charset, */
+                                  /* the `charset` filter adds it as nginx's does */
     pthread_mutex_t pool_lock;    /* guards idle and n_handles */
     struct magic_handle *idle;    /* handles no thread is using */
     unsigned n_handles;           /* opened, idle or not */
@@ -376,11 +390,12 @@ struct mime_state {
 };
 
 /* The interned form of a media type, with the charset added to text types that carry no
- * parameter. NULL when out of memory, or types is full. */
+ * parameter (not in a file with `http { }`: there the charset filter decides, per block).
+ * NULL when out of memory, or types is full. */
 static const char *mime_intern(struct mime_state *ms, const char *type)
 {
     char buf[MIME_TYPE_MAX];
-    bool add = !strchr(type, ';') && media_type_is_text(type);
+    bool add = !ms->nginx && !strchr(type, ';') && media_type_is_text(type);
     int n = snprintf(buf, sizeof(buf), "%s%s", type, add ? MIME_CHARSET : "");
     if (n < 0 || (size_t)n >= sizeof(buf))
         return NULL;
@@ -606,8 +621,73 @@ static const char *mime_content_type(void *state, const struct request *req, con
 {
     struct mime_state *ms = state;
     const char *type = mime_by_name_or_content(ms, path, fd, st);
-    const char *block_default = req ? module_settings(req, ms->index) : NULL;
-    return type == ms->default_type && block_default ? block_default : type;
+    const struct mime_block *mb = req ? module_settings(req, ms->index) : NULL;
+    return type == ms->default_type && mb ? mb->default_type : type;
+}
+
+/* --- charset: nginx's charset filter, in a file with `http { }` ----------------------- */
+
+/* Does the media type (a header value: "type/sub; params", any case) stand in the list? */
+static bool charset_type_listed(const struct mime_block *mb, const char *v, size_t len)
+{
+    if (mb->types_any)
+        return true;
+    size_t n = 0;
+    while (n < len && v[n] != ';' && v[n] != ' ' && v[n] != '\t')
+        n++;
+    for (unsigned i = 0; i < mb->n_types; i++)
+        if (strlen(mb->types[i]) == n && strncasecmp(mb->types[i], v, n) == 0)
+            return true;
+    return false;
+}
+
+/* Does a Content-Type value name its charset already? */
+static bool has_charset_param(const char *v, size_t len)
+{
+    static const char key[] = "charset=";
+    for (const char *p = memchr(v, ';', len); p; p = memchr(p + 1, ';', len - (size_t)(p + 1 - v))) {
+        const char *q = p + 1;
+        while (q < v + len && (*q == ' ' || *q == '\t'))
+            q++;
+        if ((size_t)(v + len - q) >= sizeof(key) - 1 && strncasecmp(q, key, sizeof(key) - 1) == 0)
+            return true;
+        if (p + 1 >= v + len)
+            break;
+    }
+    return false;
+}
+
+/* nginx's charset filter: an answer of a listed type that names no charset gets the
+ * block's, whoever made it (a file, `return`, an error page, an upstream). */
+static void mime_filter(void *state, const struct request *req, struct response *resp)
+{
+    const struct mime_state *ms = state;
+    if (!ms->nginx)
+        return; /* lfhttpd's own files: text types are interned with their charset */
+    const struct mime_block *mb = module_settings(req, ms->index);
+    if (!mb)
+        return;
+    if (resp_is_builtin_page(resp)) { /* the core's error page: text/html, as nginx's */
+        char page[sizeof("text/html; charset=") + MIME_CHARSET_NAME_MAX];
+        snprintf(page, sizeof(page), "text/html%s%s", mb->charset[0] ? "; charset=" : "",
+                 mb->charset);
+        resp_header_set(resp, "Content-Type", page);
+        return;
+    }
+    if (!mb->charset[0])
+        return;
+    size_t len;
+    const char *v = resp_header_get(resp, "Content-Type", &len);
+    while (v && len && (*v == ' ' || *v == '\t'))
+        v++, len--;
+    while (v && len && (v[len - 1] == ' ' || v[len - 1] == '\t'))
+        len--;
+    if (!v || !len || has_charset_param(v, len) || !charset_type_listed(mb, v, len))
+        return;
+    char buf[MIME_TYPE_MAX + sizeof("; charset=") + MIME_CHARSET_NAME_MAX];
+    int n = snprintf(buf, sizeof(buf), "%.*s; charset=%s", (int)len, v, mb->charset);
+    if (n > 0 && (size_t)n < sizeof(buf))
+        resp_header_set(resp, "Content-Type", buf);
 }
 
 /* --- init and fini -------------------------------------------------------------------- */
@@ -617,7 +697,61 @@ struct mime_settings {
     char types_file[CONFIG_PATH_MAX];   /* mime_types: a file of the mime.types form, or off */
     bool magic;                         /* mime_magic: sniff files without a known extension */
     char default_type[CONFIG_PATH_MAX]; /* default_type: for the rest */
+    char charset[MIME_CHARSET_NAME_MAX]; /* charset: "off", a name; "" not said */
+    const struct conf_node *charset_types; /* charset_types: its statement; NULL not said */
 };
+
+/* `charset NAME|off`: a file with `http { }` takes any name, as nginx (a label: answers are
+ * not recoded); lfhttpd's own files carry utf-8 on text types always. */
+static int set_charset(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    struct mime_settings *set = base;
+    const struct module_init *mi = ctx;
+    const char *v = n->args[0];
+    if (strchr(v, '$'))
+        return snprintf(msg, len, "\"%s\": a charset from a variable is not supported; "
+                        "name it", v), -1;
+    size_t vl = strlen(v);
+    bool token = vl > 0 && vl < MIME_CHARSET_NAME_MAX;
+    for (size_t i = 0; token && i < vl; i++)
+        token = is_tchar(v[i]);
+    if (!token)
+        return snprintf(msg, len, "\"%s\" is not a charset name", v), -1;
+    if (!mi->cfg->http_block && strcasecmp(v, "utf-8") != 0 && strcmp(v, "off") != 0)
+        return snprintf(msg, len, "\"%s\": only utf-8 (text types always carry "
+                        "\"; charset=utf-8\" in a file without nginx's http { }; any charset "
+                        "in one with it)", v), -1;
+    snprintf(set->charset, sizeof(set->charset), "%s", v);
+    return 0;
+}
+
+static int set_charset_types(void *base, const struct conf_node *n, void *ctx, char *msg,
+                             size_t len)
+{
+    struct mime_settings *set = base;
+    (void)ctx;
+    if (n->n_args > MIME_CHARSET_TYPES_MAX)
+        return snprintf(msg, len, "at most %d types", MIME_CHARSET_TYPES_MAX), -1;
+    for (unsigned i = 0; i < n->n_args; i++)
+        if (strcmp(n->args[i], "*") != 0 &&
+            (!media_type_valid(n->args[i], false) || strlen(n->args[i]) >= MIME_CHARSET_TYPE_LEN))
+            return snprintf(msg, len, "\"%s\" is not a media type", n->args[i]), -1;
+    set->charset_types = n;
+    return 0;
+}
+
+/* `source_charset`, `override_charset`: answers are never recoded here. */
+static int set_recode(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    (void)base;
+    (void)ctx;
+    if (strcmp(n->name, "override_charset") == 0 && strcmp(n->args[0], "off") == 0)
+        return 0;
+    if (strcmp(n->name, "source_charset") == 0)
+        return 0; /* the charset an answer is in: with nothing recoded, a label only */
+    return snprintf(msg, len, "on: answers are not recoded here (nginx's charset_map "
+                    "tables); the charset names what they are"), -1;
+}
 
 #define SETTING(field) CONF_AT(struct mime_settings, field)
 
@@ -644,6 +778,25 @@ static const struct conf_directive mime_directives[] = {
      SETTING(default_type),
      .dflt = "application/octet-stream (nginx's text/plain in a file with `http { }`)",
      .doc = "The type of files no extension or sniffing names, and of `return` texts."},
+    {"charset", CONF_STRING, CONF_TOP | CONF_SERVER | CONF_LOCATION, .usage = "NAME|off",
+     .set = set_charset, .dflt = "off (lfhttpd's own files: utf-8 on text types)",
+     .doc = "In a file with nginx's `http { }`, as nginx: an answer whose type `charset_types` "
+        "lists and that names no charset gets `; charset=NAME`, whoever made it (files, "
+        "`return`, upstreams). Answers are never recoded (nginx's `charset_map`). In a file "
+        "without it, text types always carry `; charset=utf-8`: `utf-8` and `off` are "
+        "accepted, other names refused."},
+    {"charset_types", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, .min_args = 1,
+     .max_args = CONFIG_MAX_ARGS, .usage = "TYPE...|*", .set = set_charset_types,
+     .dflt = "text/html text/xml text/plain text/vnd.wap.wml application/javascript "
+        "application/rss+xml",
+     .doc = "The types `charset` labels, text/html always among them (nginx's list); `*` is "
+        "every type. A file with `http { }` only."},
+    {"source_charset", CONF_STRING, CONF_TOP | CONF_SERVER | CONF_LOCATION, .usage = "NAME",
+     .set = set_recode, .doc = "Accepted: answers are not recoded here, so the charset they "
+        "are in is the one `charset` names."},
+    {"override_charset", CONF_FLAG, CONF_TOP | CONF_SERVER | CONF_LOCATION, .set = set_recode,
+     .dflt = "off", .doc = "`off` only: an answer that names its charset keeps it (`on` would "
+        "recode it)."},
     {.name = NULL},
 };
 
@@ -754,6 +907,7 @@ static int mime_init(struct module_init *mi, void **state)
 
     /* A file with nginx's `http { }` gets nginx's defaults: no sniffing, text/plain. */
     bool nginx = mi->cfg->http_block;
+    ms->nginx = nginx;
     struct mime_settings set = {.types_file = MIME_TYPES_DEFAULT, .magic = !nginx,
                                 .default_type = MIME_DEFAULT_TYPE};
     if (nginx)
@@ -781,25 +935,70 @@ fail:
     return -1;
 }
 
-/* A server's or location's default_type (the top level's is the state's): a string of
- * its own, or the outer block's. */
+/* A block's settings: its default_type (a string of its own, or the outer block's) and
+ * charset, each inherited when the block does not say it, as nginx merges them. */
 static void *mime_block(void *state, const struct module_block *b)
 {
     struct mime_state *ms = state;
-    if (b->outer && !module_block_has(b))
-        return (void *)b->outer;
+    const struct mime_block *outer = b->outer;
+    if (outer && !module_block_has(b))
+        return (void *)outer;
     struct mime_settings set = {.default_type = ""};
     if (b->context != CONF_TOP && module_block_read(b, &set) < 0)
         return NULL;
-    const char *type = set.default_type[0] ? set.default_type : ms->default_type;
+    if (b->context == CONF_TOP && module_read_directives(b->mi, &set) < 0)
+        return NULL;
+    const char *type = set.default_type[0] ? set.default_type
+                       : outer                ? outer->default_type
+                                              : ms->default_type;
     if (!media_type_valid(type, true)) {
         module_error(b->mi, b->first, "default_type: \"%s\" is not a media type", type);
         return NULL;
     }
-    const char *interned = mime_intern(ms, type); /* the state's: freed with it */
-    if (!interned)
+    struct mime_block *mb = calloc(1, sizeof(*mb));
+    if (!mb) {
         module_error(b->mi, NULL, "out of memory");
-    return (void *)interned;
+        return NULL;
+    }
+    mb->default_type = mime_intern(ms, type); /* the state's: freed with it */
+    if (!mb->default_type) {
+        free(mb);
+        module_error(b->mi, NULL, "out of memory");
+        return NULL;
+    }
+    /* charset: off unless said, in a file with http { }; lfhttpd's files ignore it here */
+    if (set.charset[0])
+        snprintf(mb->charset, sizeof(mb->charset), "%s",
+                 strcmp(set.charset, "off") == 0 ? "" : set.charset);
+    else if (outer)
+        memcpy(mb->charset, outer->charset, sizeof(mb->charset));
+    if (set.charset_types) {
+        const struct conf_node *n = set.charset_types;
+        mb->n_types = 1;
+        snprintf(mb->types[0], sizeof(mb->types[0]), "text/html");
+        for (unsigned i = 0; i < n->n_args && mb->n_types < MIME_CHARSET_TYPES_MAX + 1; i++)
+            if (strcmp(n->args[i], "*") == 0)
+                mb->types_any = true;
+            else
+                snprintf(mb->types[mb->n_types++], sizeof(mb->types[0]), "%s", n->args[i]);
+    } else if (outer) {
+        mb->types_any = outer->types_any;
+        mb->n_types = outer->n_types;
+        memcpy(mb->types, outer->types, sizeof(mb->types));
+    } else {
+        static const char *const dflt[] = {"text/html", "text/xml", "text/plain",
+                                           "text/vnd.wap.wml", "application/javascript",
+                                           "application/rss+xml"};
+        for (size_t i = 0; i < sizeof(dflt) / sizeof(dflt[0]); i++)
+            snprintf(mb->types[mb->n_types++], sizeof(mb->types[0]), "%s", dflt[i]);
+    }
+    return mb;
+}
+
+static void mime_block_free(void *state, void *settings)
+{
+    (void)state;
+    free(settings);
 }
 
 const struct module mod_mime = {
@@ -808,5 +1007,7 @@ const struct module mod_mime = {
     .init = mime_init,
     .fini = mime_fini,
     .content_type = mime_content_type,
+    .filter = mime_filter,
     .block = mime_block,
+    .block_free = mime_block_free,
 };

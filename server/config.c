@@ -835,23 +835,6 @@ static int note_nginx_only(void *base, const struct conf_node *n, void *ctx, cha
     return 0;
 }
 
-/* `charset`: lfhttpd's text types carry utf-8 always (nginx's `charset utf-8`). */
-static int set_charset(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
-{
-    struct core_read *cr = ctx;
-    (void)base;
-    const char *v = n->args[0];
-    if (strcasecmp(v, "utf-8") == 0)
-        return 0;
-    if (strcmp(v, "off") == 0) {
-        conf_notice(cr->r, n->line, "charset off: accepted, not used: text types carry "
-                    "\"; charset=utf-8\" here always");
-        return 0;
-    }
-    return snprintf(msg, len, "\"%s\": only utf-8 (text types always carry "
-                    "\"; charset=utf-8\" here)", v), -1;
-}
-
 #define EVENTS CONF_EVENTS
 #define NOTE_EVENTS "nginx's event loop; lfhttpd's is epoll always, each thread taking " \
     "what is ready as Leader/Followers"
@@ -1414,9 +1397,6 @@ static const struct conf_directive core_directives[] = {
     {"autoindex_localtime", CONF_FLAG, TOP | SITE | LOC, .set = note_nginx_only,
      .doc = "The directory listing is lfhttpd's own: its times are in UTC, marked `Z` "
             "(nginx's `autoindex_localtime off`)."},
-    {"charset", CONF_STRING, TOP | SITE | LOC, .set = set_charset, .usage = "utf-8|off",
-     .doc = "Text types always carry `; charset=utf-8` here (nginx's `charset utf-8`); "
-            "`utf-8` is accepted as that, `off` with a notice, other charsets are refused."},
     {"gunzip", CONF_FLAG, TOP | SITE | LOC, .set = note_nginx_only,
      .doc = "Answers are not decompressed here: a gzip answer from an upstream goes as it "
             "came, also to a client that did not ask for gzip (nginx's `gunzip on` "

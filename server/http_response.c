@@ -170,6 +170,7 @@ void resp_init(struct response *r)
     r->length_known = false;
     r->no_length = false;
     r->overflow = false;
+    r->builtin_page = false;
     r->content_length = 0;
     r->n_segs = 0;
     r->head_len = 0;
@@ -339,6 +340,7 @@ void resp_start(struct response *r, int status)
 {
     r->status = status;
     r->no_length = status < 200 || status == 204 || status == 304;
+    r->builtin_page = false;
     r->overflow = false;
     r->content_length = 0;
     r->n_segs = 0;
@@ -513,6 +515,7 @@ void resp_error(struct response *r, int status)
     if (r->no_length)
         return;
     resp_header(r, "Content-Type", "text/html; charset=utf-8");
+    r->builtin_page = true;
     char *body = resp_scratch(r, 512);
     int n = snprintf(body, 512,
                      "<!DOCTYPE html>\n<html><head><title>%d %s</title></head>\n"

@@ -89,6 +89,7 @@ struct response {
     bool say_keep_alive; /* with keep_alive: "Connection: keep-alive" in HTTP/1.1 too */
     bool no_length;    /* 1xx, 204, 304: no Content-Length and no body */
     bool overflow;     /* a header or segment did not fit: finish turns this into a 500 */
+    bool builtin_page; /* the body is resp_error's own page (until resp_start) */
     uint64_t content_length;
 
     size_t head_len;
@@ -287,6 +288,12 @@ static inline bool resp_is_stream_head(const struct response *r)
     return r->stream_head;
 }
 /* Something did not fit (a header, a segment, memory): the response becomes a 500. */
+/* Is the body resp_error's own page (its type "text/html; charset=utf-8" the core's)? */
+static inline bool resp_is_builtin_page(const struct response *r)
+{
+    return r->builtin_page;
+}
+
 static inline bool resp_failed(const struct response *r)
 {
     return r->overflow;

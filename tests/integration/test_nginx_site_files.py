@@ -251,7 +251,7 @@ def test_charset_utf8_is_accepted_as_what_text_types_carry(tmp_path):
 def test_charset_other_than_utf8_is_refused_naming_the_line(tmp_path):
     r, conf = lfhttpd_check(tmp_path, "server {\n    listen 127.0.0.1:0;\n    charset koi8-r;\n}\n")
     assert r.returncode == 1
-    assert f"{conf}:3: charset" in r.stderr and "only utf-8" in r.stderr
+    assert f"{conf}:3: mime: charset" in r.stderr and "only utf-8" in r.stderr
 
 
 def test_proxy_store_on_is_refused_naming_the_line(tmp_path):
