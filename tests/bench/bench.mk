@@ -5,6 +5,8 @@
 #                         strategies (about 6 minutes; 11 with the L/F grid, once lfhttpd
 #                         knows `groups` and `reactivation`): about 43 (48) minutes in all
 #   make bench QUICK=1    2 rounds of 2 s, 1 for the variants (about seven minutes)
+#   make bench PIN=1      each load workload also pinned (servers on half the CPUs, the
+#                         load generator on the rest), in the same rounds: twice as long
 #   make bench BENCH_ARGS="--only small_ka,gzip --rounds 3"
 #   make bench-strategies [QUICK=1] [STRATEGY_ARGS="--only small_ka --rounds 5"]
 # `make bench` ends with the comparison of concurrency strategies (bench_strategies.py).
@@ -21,7 +23,7 @@ BENCH_PKGS  := wrk:wrk ab:apache2-utils nginx:nginx-light lighttpd:lighttpd \
 .PHONY: bench bench-strategies bench-deps bench-build bench-clean
 
 bench: bench-deps bench-build build/tests/alloc_counter.so
-	$(PYTHON) tests/bench/bench.py --bin $(BENCH_OUT)/lfhttpd --ceiling $(BENCH_OUT)/ceiling $(if $(QUICK),--quick) $(BENCH_ARGS)
+	$(PYTHON) tests/bench/bench.py --bin $(BENCH_OUT)/lfhttpd --ceiling $(BENCH_OUT)/ceiling $(if $(QUICK),--quick) $(if $(PIN),--pin) $(BENCH_ARGS)
 	$(PYTHON) tests/bench/bench_strategies.py --bin $(BENCH_OUT)/lfhttpd \
 	  --alloc-lib build/tests/alloc_counter.so $(if $(QUICK),--quick)
 

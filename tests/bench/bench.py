@@ -23,6 +23,7 @@ same run are what to compare.
 Standard library only.
 """
 import argparse
+import copy
 import csv
 import datetime
 import gzip
@@ -181,6 +182,7 @@ class Workload:
         # A path fetched every second during the run from the servers of the variant's
         # own instances (a metrics scrape): each fetch that is not a 200 is an error.
         self.scrape = scrape
+        self.pinned = False  # a pinned twin (--pin): servers and load on their own cores
 
     def command(self, url, duration, ab_requests):
         """The exact load-generator command for this workload against url."""
@@ -809,10 +811,25 @@ def run_load(server, wl, opts, record=True):
     cmd = wl.command(server.url, opts.duration if record else opts.warmup, opts.ab_requests)
     pids = server.pids()
     up_pids = server.upstream.pids() if getattr(server, "upstream", None) else []
+    if wl.pinned:
+        server_cpus, load_cpus = pin_split()
+        pin_pids(pids, server_cpus)
+        pin_pids(up_pids, load_cpus)
+        cmd = ["taskset", "-c", cpu_list(load_cpus)] + cmd
+    try:
+        return run_load_measured(server, wl, opts, record, cmd, pids, up_pids)
+    finally:
+        if wl.pinned:  # the free-running twin and every other row: all CPUs again
+            every = sorted(os.sched_getaffinity(0))
+            pin_pids(pids + up_pids, every)
+
+
+def run_load_measured(server, wl, opts, record, cmd, pids, up_pids):
+    """run_load's measured part: the load generator's command, the server CPU around it."""
     up_before = cpu_ticks(up_pids)
     before = cpu_ticks(pids)
     timeout = (opts.duration if record else opts.warmup) + 60
-    if server.upstream and record:
+    if getattr(server, "upstream", None) and record:
         # Connections closed just before the run would read like ones closed at its start
         # (whole seconds): a pause keeps them out of the count after it.
         time.sleep(TIME_WAIT_QUIET)
@@ -1225,6 +1242,61 @@ GOALS = [
 ]
 
 
+# --- the pinned mode (make bench PIN=1) ---------------------------------------------------
+# Rounds on a 2-core machine move by 30% from one run to the next when servers and the load
+# generator share every core. With --pin, every load workload gets a twin (KEY_pin) measured
+# in the same rounds with the server's threads (all of them, every server alike) on one set
+# of cores and the load generator and the proxies' upstream on the other; both are reported
+# side by side, and a goal is judged met only when it holds in both.
+PIN_SUFFIX = "_pin"
+
+
+def pin_split():
+    """(server CPUs, load CPUs): the first half of the CPUs this process may use, the rest."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise RuntimeError("--pin needs at least 2 CPUs (this process may use %d)" % len(cpus))
+    half = len(cpus) // 2
+    return cpus[:half], cpus[half:]
+
+
+def cpu_list(cpus):
+    return ",".join(str(c) for c in cpus)
+
+
+def pin_pids(pids, cpus):
+    """Every thread of each process on cpus (taskset -a: threads made later inherit it)."""
+    for pid in pids:
+        subprocess.run(["taskset", "-a", "-p", "-c", cpu_list(cpus), str(pid)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def add_pinned_twins(workloads, goals):
+    """The pinned twin of each load workload (wrk, ab) and of each goal on one."""
+    twins = []
+    for wl in workloads:
+        twins.append(wl)
+        if wl.tool not in ("wrk", "ab"):
+            continue
+        t = copy.copy(wl)
+        t.key, t.pinned = wl.key + PIN_SUFFIX, True
+        t.title, t.label = wl.title + " (pinned)", wl.label + ", pinned"
+        t.plot_label = wl.plot_label + ", pinned"
+        t.part_of = wl.part_of and wl.part_of + PIN_SUFFIX
+        twins.append(t)
+    keys = {w.key for w in twins}
+    goals_out = []
+    for g in goals:
+        goals_out.append(g)
+        what, wk, key, reference, factor, *rest = g
+        if wk + PIN_SUFFIX not in keys:
+            continue
+        ref = (reference[0] + PIN_SUFFIX, reference[1]) if isinstance(reference, tuple) \
+            else reference
+        goals_out.append((what + " (pinned)", wk + PIN_SUFFIX, key, ref, factor, *rest))
+    return twins, goals_out
+
+
 def reference_name(reference):
     """How the goals table names a reference: a server, or "server, workload label"."""
     if not isinstance(reference, tuple):
@@ -1503,7 +1575,12 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
         "Machine: %d cores (`nproc`), %s, Linux %s. The load generator (wrk or ab, one "
         "thread) runs on the same cores and takes about one of them; the machine is shared "
         "and noisy, so requests per server CPU-second is the steadiest figure." % (
-            machine["nproc"], machine["cpu"], machine["kernel"]),
+            machine["nproc"], machine["cpu"], machine["kernel"]) + (
+            " Rows marked \"pinned\" (`make bench PIN=1`) are the same workloads in the "
+            "same rounds with every server's threads on CPU %s and the load generator (and "
+            "a proxy's upstream) on CPU %s (`taskset`); a goal counts as met only when it "
+            "holds both free-running and pinned." % machine["pinned"]
+            if machine.get("pinned") else ""),
         "",
         "Servers: %s (%d threads); %s (%d workers); %s (single process, event loop); "
         "%s (%d threads). Load: %s; %s. Configurations: `tests/bench/*.conf.in`; the "
@@ -1914,6 +1991,11 @@ def run(opts):
     log("%d rounds of %d s per workload, servers interleaved in each round, the order "
         "rotated from round to round." % (
         opts.rounds, opts.duration))
+    if opts.pin:
+        server_cpus, load_cpus = pin_split()
+        machine["pinned"] = (cpu_list(server_cpus), cpu_list(load_cpus))
+        log("Pinned twins (KEY_pin rows): servers on CPU %s, load generator and upstream on "
+            "CPU %s." % machine["pinned"])
     make_docroot()
     make_upstream_docroot()
     if any(w.variant in TLS_VARIANTS for w in WORKLOADS if not opts.only or w.key in opts.only):
@@ -1938,6 +2020,7 @@ def count_lines(path):
 
 
 def parse_args(argv):
+    global WORKLOADS, GOALS  # --pin adds the pinned twins
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--bin", default=os.path.join(OUT, "lfhttpd"), help="lfhttpd binary")
     p.add_argument("--ceiling", default=os.path.join(OUT, "ceiling"),
@@ -1952,9 +2035,15 @@ def parse_args(argv):
     p.add_argument("--mem-rounds", type=int, help="rounds of the memory workload "
                    "(default 3, quick 1)")
     p.add_argument("--ab-requests", type=int, default=20000, help="ab -n (default 20000)")
+    p.add_argument("--pin", action="store_true", help="also measure each load workload "
+                   "pinned (PIN=1): the servers' threads on the first half of the CPUs, the "
+                   "load generator (and a proxy's upstream) on the rest, in the same rounds")
     p.add_argument("--only", help="comma-separated workloads: " +
                    ",".join(w.key for w in WORKLOADS))
     o = p.parse_args(argv)
+    if o.pin:
+        pin_split()  # fails early on a machine of one CPU
+        WORKLOADS, GOALS = add_pinned_twins(WORKLOADS, GOALS)
     o.bin = os.path.abspath(o.bin)  # servers run in their own directories
     o.ceiling = os.path.abspath(o.ceiling)
     o.rounds = o.rounds or (2 if o.quick else 5)
@@ -1962,6 +2051,8 @@ def parse_args(argv):
     o.warmup = o.warmup if o.warmup is not None else (0 if o.quick else 1)
     o.mem_rounds = o.mem_rounds or (1 if o.quick else 3)
     o.only = set(o.only.split(",")) if o.only else None
+    if o.only and o.pin:  # naming a workload names its pinned twin too
+        o.only |= {k + PIN_SUFFIX for k in o.only}
     if o.only and o.only - {w.key for w in WORKLOADS}:
         p.error("unknown workload in --only: %s" % ", ".join(o.only - {w.key for w in WORKLOADS}))
     if o.only:  # a workload's second figure comes with it (https_hs: https_hs_ab)
