@@ -41,7 +41,7 @@ static void check_load(const uint8_t *data, size_t len)
     REQUIRE(write(fd, data, len) == (ssize_t)len);
     char path[64], err[1024];
     snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-    struct htpasswd *h = htpasswd_load(path, err, sizeof(err));
+    struct htpasswd *h = htpasswd_load(path, err, sizeof(err), NULL, 0);
     size_t lines = 1;
     for (size_t i = 0; i < len; i++)
         lines += data[i] == '\n';
