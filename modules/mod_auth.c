@@ -176,7 +176,9 @@ const struct conf_directive auth_directives[] = {
         "a line that is not NAME:HASH (skipped) and a user listed again (the first line "
         "counts) are accepted as nginx accepts them, with a warning at load naming the "
         "file's line (once a kind a file; `-t` shows them). A file with no user is a "
-        "configuration error."},
+        "configuration error. A name with variables (`$arg_f`) is read at each request, "
+        "as nginx reads every user file: one that does not exist answers 403, one that "
+        "cannot be read 500."},
     {.name = NULL},
 };
 
