@@ -253,23 +253,28 @@ static void notice(struct notes *n, enum note which, unsigned line, const char *
     va_end(ap);
 }
 
-/* One line a kind: "PATH:LINE: what (N more lines so in the file)\n". */
+/* One line a kind: "PATH:LINE: what (and N more lines of this kind in the file)\n"; a
+ * line that does not fit whole is left out. */
 static void write_notes(const struct notes *n, const char *path, char *out, size_t len)
 {
     size_t at = 0;
-    if (len)
-        out[0] = '\0';
-    for (unsigned i = 0; i < NOTE_COUNT && out; i++) {
-        if (!n->count[i] || at >= len)
+    if (!out || !len)
+        return;
+    out[0] = '\0';
+    for (unsigned i = 0; i < NOTE_COUNT; i++) {
+        if (!n->count[i])
             continue;
-        int w;
+        char more[80] = "";
         if (n->count[i] > 1)
-            w = snprintf(out + at, len - at, "%s:%u: %s (and %u more line%s of this kind in "
-                         "the file)\n", path, n->line[i], n->what[i], n->count[i] - 1,
-                         n->count[i] > 2 ? "s" : "");
-        else
-            w = snprintf(out + at, len - at, "%s:%u: %s\n", path, n->line[i], n->what[i]);
-        at = w < 0 ? len : at + (size_t)w;
+            snprintf(more, sizeof(more), " (and %u more line%s of this kind in the file)",
+                     n->count[i] - 1, n->count[i] > 2 ? "s" : "");
+        int w = snprintf(out + at, len - at, "%s:%u: %s%s\n", path, n->line[i], n->what[i],
+                         more);
+        if (w < 0 || (size_t)w >= len - at) {
+            out[at] = '\0';
+            break;
+        }
+        at += (size_t)w;
     }
 }
 
