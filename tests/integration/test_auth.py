@@ -418,7 +418,7 @@ def every_kind_requests():
     out += [basic("apr1bad", ""), basic("apr1bad", "x"), basic("md5bad", ""),
             basic("sshabad", "1"), basic("shabad", "foo"), basic("nocolon", ""),
             basic("twice", "first"), basic("twice", "second"), basic("nobody", "x"),
-            basic("bare", "pw-bare"), basic("comment", "pw-comment:Comment Field")]
+            basic("comment", "pw-comment:Comment Field")]
     return out
 
 
