@@ -20,6 +20,7 @@
 #include "mod_auth.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -35,6 +36,7 @@
 
 #define AUTH_CACHE_SETS 256
 #define AUTH_CACHE_WAYS 4
+#define AUTH_NOTES_MAX 4096 /* a user file's notes: a line a kind, a dozen kinds */
 #define AUTH_TOKEN_MAX (4 * ((HTPASSWD_SECRET_MAX + 2) / 3)) /* base64 of the longest */
 
 /* --- directives ---------------------------------------------------------------------- */
@@ -133,6 +135,17 @@ static int set_user_file(void *base, const struct conf_node *n, void *ctx, char 
         return snprintf(msg, len, "the path is empty or too long"), -1;
     memcpy(s->user_file, n->args[0], pl + 1);
     s->user_file_line = n->line;
+    if (!strchr(s->user_file, '$'))
+        return 0;
+    char why[256];
+    if (vars_compile(s->user_file, VARS_RAW, &s->user_file_var, why, sizeof(why)) < 0)
+        return snprintf(msg, len, "%s", why), -1;
+    s->owns_user_file_var = true;
+    if (vars_is_constant(s->user_file_var)) {
+        vars_free(s->user_file_var);
+        s->user_file_var = NULL;
+        s->owns_user_file_var = false;
+    }
     return 0;
 }
 
@@ -156,11 +169,16 @@ const struct conf_directive auth_directives[] = {
         "quietly ask nothing)."},
     {"auth_basic_user_file", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, .min_args = 1, .max_args = 1,
      .set = set_user_file, .usage = "PATH",
-     .doc = "An `htpasswd` file of bcrypt (`htpasswd -B`) or SHA-256/512 crypt (`-2`, `-5`) "
-        "lines, read at start and reload; `#` comments and blank lines allowed. Apache MD5 "
-        "(`$apr1$`, htpasswd's default), `{SHA}`, crypt DES, plain text, a user listed "
-        "twice, or a file with no user: a configuration error naming the file's line (`-t` "
-        "reports it)."},
+     .doc = "An `htpasswd` file, read at start and reload; `#` comments and blank lines "
+        "allowed. The hashes nginx takes: bcrypt (`htpasswd -B`), SHA-256/512 crypt (`-2`, "
+        "`-5`), Apache MD5 (`$apr1$`, htpasswd's default), MD5-crypt (`$1$`), DES crypt, "
+        "`{SHA}`, `{SSHA}`, `{PLAIN}`. The weak ones, a malformed hash (never matches: 401), "
+        "a line that is not NAME:HASH (skipped) and a user listed again (the first line "
+        "counts) are accepted as nginx accepts them, with a warning at load naming the "
+        "file's line (once a kind a file; `-t` shows them). A file with no user is a "
+        "configuration error. A name with variables (`$arg_f`) is read at each request, "
+        "as nginx reads every user file: one that does not exist answers 403, one that "
+        "cannot be read 500."},
     {.name = NULL},
 };
 
@@ -186,6 +204,7 @@ void auth_settings_merge(struct auth_settings *s, const struct auth_settings *ou
     if (!s->user_file[0]) {
         memcpy(s->user_file, outer->user_file, sizeof(s->user_file));
         s->user_file_line = outer->user_file_line;
+        s->user_file_var = outer->user_file_var; /* the outer block's, not freed here */
     }
 }
 
@@ -242,8 +261,10 @@ static void make_challenge(struct auth_settings *s)
 }
 
 int auth_settings_load(struct auth_settings *s, const char *conf_file, char *err,
-                       size_t err_len)
+                       size_t err_len, char *warn, size_t warn_len)
 {
+    if (warn && warn_len)
+        warn[0] = '\0';
     if (!s->basic_set || s->basic_off)
         return 0;
     if (!s->user_file[0]) {
@@ -251,11 +272,16 @@ int auth_settings_load(struct auth_settings *s, const char *conf_file, char *err
                  conf_file, s->basic_line, s->realm);
         return -1;
     }
+    s->basic_on = true;
+    make_challenge(s);
+    if (s->user_file_var)
+        return 0; /* read at each request */
     char why[1024];
-    s->users = htpasswd_load(s->user_file, why, sizeof(why));
+    s->users = htpasswd_load(s->user_file, why, sizeof(why), warn, warn_len);
     if (!s->users) {
-        snprintf(err, err_len, "%s:%u: auth: auth_basic_user_file: %s", conf_file,
-                 s->user_file_line, why);
+        snprintf(err, err_len, "%s:%u: auth: auth_basic_user_file: %s",
+                 conf_line_file(s->user_file_line, conf_file),
+                 conf_line_no(s->user_file_line), why);
         return -1;
     }
     s->cache = cache_create();
@@ -263,10 +289,9 @@ int auth_settings_load(struct auth_settings *s, const char *conf_file, char *err
         htpasswd_free(s->users);
         s->users = NULL;
         snprintf(err, err_len, "%s:%u: auth: auth_basic_user_file: out of memory or randomness",
-                 conf_file, s->user_file_line);
+                 conf_line_file(s->user_file_line, conf_file), conf_line_no(s->user_file_line));
         return -1;
     }
-    make_challenge(s);
     return 0;
 }
 
@@ -274,8 +299,12 @@ void auth_settings_free(struct auth_settings *s)
 {
     htpasswd_free(s->users);
     cache_destroy(s->cache);
+    if (s->owns_user_file_var)
+        vars_free(s->user_file_var);
     s->users = NULL;
     s->cache = NULL;
+    s->user_file_var = NULL;
+    s->owns_user_file_var = false;
 }
 
 /* --- the credential cache ------------------------------------------------------------ */
@@ -413,7 +442,10 @@ static bool address_allowed(const struct auth_settings *s, const struct sockaddr
     return true;
 }
 
+/* The credentials of value against users (the file read at load, or this request's).
+ * The credential cache serves the file read at load only: it knows no file name. */
 static enum mod_result check_credentials(const struct auth_settings *s,
+                                         const struct htpasswd *users,
                                          const struct request *req, struct response *resp,
                                          struct http_slice value)
 {
@@ -425,6 +457,17 @@ static enum mod_result check_credentials(const struct auth_settings *s,
     const unsigned char *colon = n > 0 ? memchr(cred, ':', (size_t)n) : NULL;
     if (!colon)
         return refuse(s, resp);
+    if (users != s->users) {
+        size_t ulen = (size_t)(colon - cred);
+        enum htpasswd_result r = htpasswd_check(users, (const char *)cred, ulen,
+                                                (const char *)colon + 1, (size_t)n - ulen - 1);
+        if (r == HTPASSWD_NO_USER || r == HTPASSWD_MISMATCH)
+            log_refusal(s, req, cred, ulen, r);
+        explicit_bzero(cred, sizeof(cred));
+        if (r == HTPASSWD_FAILED)
+            return MOD_ERROR;
+        return r == HTPASSWD_OK ? MOD_DECLINED : refuse(s, resp);
+    }
     uint64_t a, b;
     if (keyed_hash64(s->cache->hash_a, cred, (size_t)n, &a) < 0 ||
         keyed_hash64(s->cache->hash_b, cred, (size_t)n, &b) < 0) {
@@ -434,7 +477,7 @@ static enum mod_result check_credentials(const struct auth_settings *s,
     if (cache_hit(s->cache, a, b, req->now_s))
         return MOD_DECLINED;
     size_t ulen = (size_t)(colon - cred);
-    enum htpasswd_result r = htpasswd_check(s->users, (const char *)cred, ulen,
+    enum htpasswd_result r = htpasswd_check(users, (const char *)cred, ulen,
                                             (const char *)colon + 1, (size_t)n - ulen - 1);
     if (r == HTPASSWD_NO_USER || r == HTPASSWD_MISMATCH)
         log_refusal(s, req, cred, ulen, r);
@@ -463,10 +506,43 @@ static const struct http_header *authorization(const struct request *req, bool *
     return found;
 }
 
+/* A user file named with variables: expanded and read for this request, as nginx does at
+ * every request (relative to the working directory, as a plain path is). A file that does
+ * not exist is 403 and any other failure to read it 500, as nginx answers; a file that
+ * reads but holds no user lets no one in (401). */
+static enum mod_result check_with_file_of_request(const struct auth_settings *s,
+                                                  const struct request *req,
+                                                  struct response *resp,
+                                                  struct http_slice value)
+{
+    struct vars_source src;
+    module_vars_source(req, &src);
+    char path[CONFIG_PATH_MAX], why[1024];
+    long n = vars_expand(s->user_file_var, &src, path, sizeof(path));
+    if (n < 0) {
+        module_log(req, LOG_LEVEL_ERROR, "auth: auth_basic_user_file: the file name is "
+                   "longer than %d bytes", CONFIG_PATH_MAX - 1);
+        return MOD_ERROR;
+    }
+    struct htpasswd *users = htpasswd_load(n ? path : ".", why, sizeof(why), NULL, 0);
+    if (!users) {
+        int e = errno;
+        module_log(req, LOG_LEVEL_ERROR, "auth: auth_basic_user_file: %s", why);
+        if (e == ENOENT) {
+            resp_error(resp, 403);
+            return MOD_HANDLED;
+        }
+        return e == EINVAL ? refuse(s, resp) : MOD_ERROR;
+    }
+    enum mod_result r = check_credentials(s, users, req, resp, value);
+    htpasswd_free(users);
+    return r;
+}
+
 enum mod_result auth_check(const struct auth_settings *s, const struct request *req,
                            struct response *resp)
 {
-    if (!s->users && s->n_rules == 0)
+    if (!s->basic_on && s->n_rules == 0)
         return MOD_DECLINED;
     bool twice;
     const struct http_header *field = authorization(req, &twice);
@@ -479,18 +555,49 @@ enum mod_result auth_check(const struct auth_settings *s, const struct request *
         resp_error(resp, 403);
         return MOD_HANDLED;
     }
-    if (!s->users)
+    if (!s->basic_on)
         return MOD_DECLINED;
     if (!field)
         return refuse(s, resp);
-    return check_credentials(s, req, resp, field->value);
+    if (!s->user_file_var)
+        return check_credentials(s, s->users, req, resp, field->value);
+    return check_with_file_of_request(s, req, resp, field->value);
 }
 
 /* --- the module: settings per block ------------------------------------------------- */
 
 struct auth_module {
     unsigned index; /* in the chain: for module_settings() */
+    /* The user files whose notes were said in this load: once a file, however many
+     * blocks read it. */
+    char **warned;
+    size_t n_warned;
 };
+
+/* Say the user file's notes (weak hashes, skipped lines: htpasswd.h) as warnings, each
+ * behind the directive's FILE:LINE, unless this load has said that file's already. */
+static void warn_once(struct auth_module *m, const struct auth_settings *s,
+                      const char *conf_file, const char *notes)
+{
+    if (!notes[0])
+        return;
+    for (size_t i = 0; i < m->n_warned; i++)
+        if (strcmp(m->warned[i], s->user_file) == 0)
+            return;
+    char **w = realloc(m->warned, (m->n_warned + 1) * sizeof(*w));
+    if (w) {
+        m->warned = w;
+        w[m->n_warned] = strdup(s->user_file);
+        m->n_warned += w[m->n_warned] != NULL;
+    }
+    for (const char *p = notes; *p;) {
+        size_t n = strcspn(p, "\n");
+        log_warn("%s:%u: auth: auth_basic_user_file: %.*s",
+                 conf_line_file(s->user_file_line, conf_file),
+                 conf_line_no(s->user_file_line), (int)n, p);
+        p += n + (p[n] == '\n');
+    }
+}
 
 static int auth_init(struct module_init *mi, void **state)
 {
@@ -498,20 +605,25 @@ static int auth_init(struct module_init *mi, void **state)
     if (!m)
         return module_error(mi, NULL, "out of memory");
     m->index = mi->index;
+    m->warned = NULL;
+    m->n_warned = 0;
     *state = m;
     return 0;
 }
 
 static void auth_fini(void *state)
 {
-    free(state);
+    struct auth_module *m = state;
+    for (size_t i = 0; i < m->n_warned; i++)
+        free(m->warned[i]);
+    free(m->warned);
+    free(m);
 }
 
 /* A block's settings: read, merged with the outer block's, loaded (its user file read).
  * A block without any of the module's directives shares its outer block's. */
 static void *auth_block(void *state, const struct module_block *b)
 {
-    (void)state;
     if (b->outer && !module_block_has(b))
         return (void *)b->outer;
     struct auth_settings *s = malloc(sizeof(*s));
@@ -525,10 +637,18 @@ static void *auth_block(void *state, const struct module_block *b)
         goto fail;
     if (b->outer)
         auth_settings_merge(s, b->outer);
-    if (auth_settings_load(s, b->mi->cfg->file, err, sizeof(err)) < 0) {
-        config_error_append(b->mi->err, b->mi->err_len, "%s", err);
+    char *notes = malloc(AUTH_NOTES_MAX);
+    if (!notes) {
+        module_error(b->mi, NULL, "out of memory");
         goto fail;
     }
+    if (auth_settings_load(s, b->mi->cfg->file, err, sizeof(err), notes, AUTH_NOTES_MAX) < 0) {
+        config_error_append(b->mi->err, b->mi->err_len, "%s", err);
+        free(notes);
+        goto fail;
+    }
+    warn_once(state, s, b->mi->cfg->file, notes);
+    free(notes);
     return s;
 fail:
     free(s);

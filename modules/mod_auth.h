@@ -26,6 +26,7 @@
 #include "directive.h"
 #include "htpasswd.h"
 #include "module.h"
+#include "vars.h"
 
 #define AUTH_RULES_MAX 64
 #define AUTH_REALM_MAX 256
@@ -50,6 +51,11 @@ struct auth_settings {
     unsigned basic_line;
     char user_file[CONFIG_PATH_MAX]; /* "" when not given */
     unsigned user_file_line;
+    /* A user file named with variables (`$arg_f`): read at each request, as nginx reads
+     * it, and not at load; NULL for a plain path. Owned by the block that sets it. */
+    struct vars_value *user_file_var;
+    bool owns_user_file_var;
+    bool basic_on; /* auth_basic asks for credentials here (made by auth_settings_load) */
     /* Made by auth_settings_load */
     struct htpasswd *users;      /* NULL: no authentication here */
     struct auth_cache *cache;
@@ -67,9 +73,11 @@ void auth_settings_merge(struct auth_settings *s, const struct auth_settings *ou
 
 /* Read the user file and prepare the answer, for settings read (and merged). conf_file
  * names the configuration for messages. Returns 0, or -1 with "CONF:LINE: message" in err;
- * an auth_basic REALM without a user file is an error (nginx would quietly not ask). */
+ * an auth_basic REALM without a user file is an error (nginx would quietly not ask). What
+ * the user file's load noticed (htpasswd_load's warn: weak or malformed hashes, skipped
+ * lines) goes to warn (may be NULL), "PATH:LINE: message" a line. */
 int auth_settings_load(struct auth_settings *s, const char *conf_file, char *err,
-                       size_t err_len);
+                       size_t err_len, char *warn, size_t warn_len);
 void auth_settings_free(struct auth_settings *s);
 
 /* The access decision for one request: MOD_DECLINED (go on), or MOD_HANDLED with a 403,

@@ -7,12 +7,12 @@
  *
  * What it checks, beyond "no crash, no sanitizer report, no leak, no descriptor left open":
  *   - a load returns a table of at least one user and at most one per line, or NULL with a
- *     message that names the file;
+ *     message that names the file; each line of its warnings names the file too;
  *   - the decoder returns -1 or a length of exactly 3/4 of the input less the padding, never
  *     writes past the room it is given, and accepts only what re-encodes to the same text
  *     (strict: one spelling per byte string).
  * Passwords are not verified here: a bcrypt verification costs milliseconds, and the
- * verification is libxcrypt's (tests/unit/test_htpasswd.c checks the calls).
+ * verification is libxcrypt's and OpenSSL's (tests/unit/test_htpasswd.c checks the calls).
  * Links: modules/htpasswd.c, modules/mod_auth.c and the server objects they refer to; built
  * and run by `make fuzz`.
  */
@@ -39,14 +39,17 @@ static void check_load(const uint8_t *data, size_t len)
     int fd = memfd_create("htpasswd", MFD_CLOEXEC);
     REQUIRE(fd >= 0);
     REQUIRE(write(fd, data, len) == (ssize_t)len);
-    char path[64], err[1024];
+    char path[64], err[1024], warn[4096];
     snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-    struct htpasswd *h = htpasswd_load(path, err, sizeof(err));
+    struct htpasswd *h = htpasswd_load(path, err, sizeof(err), warn, sizeof(warn));
     size_t lines = 1;
     for (size_t i = 0; i < len; i++)
         lines += data[i] == '\n';
     if (h) {
         REQUIRE(htpasswd_count(h) >= 1 && htpasswd_count(h) <= lines);
+        REQUIRE(memchr(warn, '\0', sizeof(warn)));
+        for (const char *p = warn; *p; p = strchr(p, '\n') + 1)
+            REQUIRE(strncmp(p, path, strlen(path)) == 0 && strchr(p, '\n'));
         htpasswd_free(h);
     } else {
         REQUIRE(memchr(err, '\0', sizeof(err)) && strncmp(err, path, strlen(path)) == 0);

@@ -1,9 +1,11 @@
 """Access control (mod_auth) through the real binary: allow/deny by address and CIDR
 (IPv4, IPv6, all; first match wins; 403), then HTTP Basic authentication against htpasswd
-files made by Apache's htpasswd (bcrypt, SHA-256 and SHA-512 crypt), and a comparison with
-nginx on the same directives and requests.
+files made by Apache's htpasswd (bcrypt, SHA-256 and SHA-512 crypt; and every weaker kind
+nginx takes: Apache MD5, MD5-crypt, DES, {SHA}, {SSHA}, {PLAIN}), and a comparison with
+nginx on the same directives, files and requests.
 """
 import base64
+import hashlib
 import socket
 import subprocess
 import time
@@ -171,21 +173,51 @@ def test_verified_credentials_are_remembered(start_server, docroot, tmp_path):
     assert time.monotonic() - t0 < 2 * first
 
 
-@pytest.mark.parametrize("line,why", [
-    ("dave:$apr1$f70r3BWu$U0TnOJynS3l97q29e.VjM0", "$apr1$"),
-    ("erin:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g=", "{SHA}"),
-    ("frank:plain", "not a bcrypt"),
-], ids=["apr1", "sha1", "plain"])
-def test_refused_hash_kind_fails_the_check_naming_both_files(tmp_path, docroot, line, why):
+def check_config(tmp_path, docroot, users_text):
+    """`lfhttpd -t` on a configuration whose user file (line 3) holds users_text."""
     users = tmp_path / "users"
-    users.write_text("# staff\n" + line + "\n")
+    users.write_text(users_text)
     conf = tmp_path / "c.conf"
     conf.write_text(f'root "{docroot}";\nauth_basic "x";\nauth_basic_user_file "{users}";\n')
     p = subprocess.run([BIN, "-t", "-c", str(conf)],
                        capture_output=True, text=True, timeout=scaled(10))
-    assert p.returncode != 0
-    assert f"{conf}:3: auth: auth_basic_user_file: {users}:2: " in p.stderr
-    assert why in p.stderr
+    return p, conf, users
+
+
+@pytest.mark.parametrize("line,why", [
+    ("dave:$apr1$f70r3BWu$U0TnOJynS3l97q29e.VjM0", "user 'dave' has an Apache MD5 ($apr1$)"),
+    ("erin:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g=", "user 'erin' has an {SHA} (unsalted SHA-1)"),
+    ("frank:plain", "user 'frank' has a hash of no known kind"),
+    ("gina:$apr1$", "user 'gina' has a malformed Apache MD5"),
+    ("hal", "not NAME:HASH"),
+], ids=["apr1", "sha1", "plain", "malformed", "no_colon"])
+def test_weak_or_odd_line_is_a_warning_of_the_check_naming_both_files(tmp_path, docroot,
+                                                                       line, why):
+    p, conf, users = check_config(tmp_path, docroot, "# staff\n" + line + "\nok:{PLAIN}x\n")
+    assert p.returncode == 0, p.stderr
+    assert "[warn] " + f"{conf}:3: auth: auth_basic_user_file: {users}:2: " + why in p.stderr
+
+
+def test_many_weak_lines_make_one_warning_a_kind(tmp_path, docroot):
+    text = "".join(f"u{i}:{{SHA}}W6ph5Mm5Pz8GgiULbPgzG37mj9g=\n" for i in range(50))
+    p, conf, users = check_config(tmp_path, docroot, text)
+    assert p.returncode == 0
+    assert p.stderr.count("[warn]") == 1
+    assert f"{users}:1: user 'u0' has an {{SHA}}" in p.stderr
+    assert "and 49 more lines of this kind" in p.stderr
+
+
+def test_user_file_read_by_several_blocks_is_warned_about_once(tmp_path, docroot):
+    users = tmp_path / "users"
+    users.write_text("dave:{PLAIN}x\n")
+    conf = tmp_path / "c.conf"
+    conf.write_text(f'root "{docroot}";\nauth_basic_user_file "{users}";\n'
+                    'server {\n  listen 127.0.0.1:8;\n  auth_basic "S";\n'
+                    '  location /a/ { auth_basic "A"; }\n  location /b/ { auth_basic "B"; }\n}\n')
+    p = subprocess.run([BIN, "-t", "-c", str(conf)],
+                       capture_output=True, text=True, timeout=scaled(10))
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.count("user 'dave' has a {PLAIN}") == 1
 
 
 @pytest.mark.parametrize("text", ["", "# nobody\n"], ids=["empty", "only_comments"])
@@ -327,3 +359,94 @@ def test_stray_padding_is_where_we_are_stricter_than_nginx(start_server, nginx, 
     for value in (basic("alice", "secret") + "=", basic("bob", "hunter2").rstrip("=")):
         assert answer(theirs, ["Authorization: " + value], None)[0] == 200
         assert answer(ours, ["Authorization: " + value], None)[0] == 401
+
+
+# --- every kind of hash nginx takes, in nginx and here ----------------------------------------
+
+def ssha(password, salt):
+    """{SSHA} as OpenLDAP's slappasswd writes it: base64 of SHA-1(password salt), salt."""
+    return "{SSHA}" + base64.b64encode(hashlib.sha1(password + salt).digest() + salt).decode()
+
+
+def openssl_passwd(*args):
+    return subprocess.run(["openssl", "passwd", *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def htpasswd_line(flags, user, password):
+    return subprocess.run(["htpasswd", "-nb", *flags.split(), user, password], check=True,
+                          capture_output=True, text=True).stdout.splitlines()[0]
+
+
+@pytest.fixture
+def every_kind(tmp_path):
+    """A user file with a line of every kind nginx reads, made by the tools that make them;
+    the malformed hashes and odd lines nginx's own tests use; a user listed twice."""
+    lines = [
+        htpasswd_line("-B -C 4", "bcrypt", "pw-bcrypt"),
+        htpasswd_line("-5", "sha512", "pw-sha512"),
+        htpasswd_line("-m", "apr1", "pw-apr1"),
+        "apr1ssl:" + openssl_passwd("-apr1", "-salt", "saltsalt", "pw-apr1ssl"),
+        "md5:" + openssl_passwd("-1", "pw-md5"),
+        htpasswd_line("-d", "des", "pw-des"),
+        htpasswd_line("-s", "sha", "pw-sha"),
+        "ssha:" + ssha(b"pw-ssha", b"\x00salt\xfe"),
+        "plain:{PLAIN}pw-plain",
+        htpasswd_line("-p", "bare", "pw-bare"),
+        "apr1bad:$apr1$",
+        "md5bad:$1$",
+        "sshabad:{SSHA}_____wQadOA1e+/f+T+H3eCQQhRzYWx0",
+        "shabad:{SHA}Zm9vCg==",
+        "nocolon",
+        "twice:{PLAIN}first",
+        "twice:{PLAIN}second",
+        "comment:{PLAIN}pw-comment:Comment Field",
+    ]
+    path = tmp_path / "every-kind"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+EVERY_KIND_USERS = ["bcrypt", "sha512", "apr1", "apr1ssl", "md5", "des", "sha", "ssha",
+                    "plain", "bare", "comment"]
+
+
+def every_kind_requests():
+    out = []
+    for u in EVERY_KIND_USERS:
+        out += [basic(u, "pw-" + u), basic(u, "pw-" + u + "x"), basic(u, "")]
+    out += [basic("apr1bad", ""), basic("apr1bad", "x"), basic("md5bad", ""),
+            basic("sshabad", "1"), basic("shabad", "foo"), basic("nocolon", ""),
+            basic("twice", "first"), basic("twice", "second"), basic("nobody", "x"),
+            basic("comment", "pw-comment:Comment Field")]
+    return out
+
+
+def test_every_hash_kind_answers_as_nginx(start_server, nginx, docroot, every_kind):
+    (docroot / "index.html").write_text("inside\n")
+    text = AUTH.format(every_kind)
+    ours, theirs = start_server(docroot, text), nginx(docroot, text)
+    answers = {}
+    for value in every_kind_requests():
+        mine = answer(ours, ["Authorization: " + value], None)
+        assert mine == answer(theirs, ["Authorization: " + value], None), \
+            base64.b64decode(value.split()[1])
+        answers[base64.b64decode(value.split()[1]).decode("latin-1")] = mine[0]
+    # and the comparison is not of two servers that refuse everything
+    assert [answers[f"{u}:pw-{u}"] for u in EVERY_KIND_USERS if u != "bare"] == [200] * 10
+    assert answers["twice:first"] == 200 and answers["twice:second"] == 401
+    assert answers["apr1bad:"] == 401 and answers["bare:pw-bare"] == 401
+
+
+@pytest.mark.parametrize("query", ["?f=users", "?f=nothere", "", "?f=users&x=1"],
+                         ids=["file", "missing_file", "empty_name", "file_more_args"])
+def test_user_file_named_by_a_variable_answers_as_nginx(start_server, nginx, docroot, tmp_path,
+                                                        query):
+    (docroot / "index.html").write_text("inside\n")
+    (tmp_path / "users").write_text("alice:" + openssl_passwd("-apr1", "secret") + "\n")
+    text = AUTH.format(str(tmp_path) + "/$arg_f")
+    ours, theirs = start_server(docroot, text), nginx(docroot, text)
+    for headers in ([], [f"Authorization: {basic('alice', 'secret')}"],
+                    [f"Authorization: {basic('alice', 'wrong')}"]):
+        assert request(ours.host, ours.port, headers, path="/" + query)[0] == \
+            request(theirs.host, theirs.port, headers, path="/" + query)[0], headers
