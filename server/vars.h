@@ -154,6 +154,8 @@ struct vars_source {
                                       0: not known, empty */
     const struct vars_upstream *upstream; /* the proxy's tries (vars_upstream.h); NULL:
                                              not proxied, $upstream_* empty */
+    /* $limit_req_status, $limit_conn_status: enum request_limit_status (module.h) */
+    unsigned char limit_req_status, limit_conn_status;
 };
 
 /* Declare $name[0, len) as one that `set` gives a value: values compiled afterwards may
