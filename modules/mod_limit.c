@@ -277,10 +277,17 @@ static int64_t excess_now(const struct limit_zone *z, const struct limit_node *n
     return e < 0 ? 0 : e;
 }
 
-/* Check (count false) or count (count true) one request against rule, *excess the key's
- * excess with it: 0, 1 when over the burst (not counted), -1 when no node could be made. */
+/* What req_account does with a request. */
+enum req_mode {
+    REQ_CHECK,      /* is it within the burst? */
+    REQ_CHECK_COUNT, /* that, and if so count it, under one lock: the last limit */
+    REQ_COUNT,      /* count it (the others, once the last let it through) */
+};
+
+/* One request against rule, *excess the key's excess with it: 0, 1 when over the burst
+ * (not counted), -1 when no node could be made. */
 static int req_account(const struct limit_rule *rule, const char *key, size_t len,
-                       int64_t now_ms, bool count, int64_t *excess)
+                       int64_t now_ms, enum req_mode mode, int64_t *excess)
 {
     const struct limit_zone *z = rule->zone;
     uint64_t h = key_hash(z->seed, key, len);
@@ -291,13 +298,13 @@ static int req_account(const struct limit_rule *rule, const char *key, size_t le
     struct limit_node *n = node_find(s, h, key, len);
     if (n) {
         *excess = excess_now(z, n, now_ms);
-        if (!count && (uint64_t)*excess > rule->burst)
+        if (mode != REQ_COUNT && (uint64_t)*excess > rule->burst) {
             rc = 1;
-        else if (count) {
+        } else if (mode != REQ_CHECK) {
             n->excess = *excess;
             n->last_ms = now_ms;
         }
-    } else if (count) {
+    } else if (mode != REQ_CHECK) {
         req_expire(z, s, now_ms);
         n = node_add(s, h, key, len);
         if (n)
@@ -332,54 +339,61 @@ static enum mod_result req_refuse(const struct limit_conf *c, struct request *re
 }
 
 /* Every limit_req of the block must let the request through; only then is it counted in
- * each (a refused request counts in none, as nginx's). */
+ * each (a refused request counts in none, as nginx's). The last limit with a key checks and
+ * counts under one lock, so that requests racing for one key are counted one by one. */
 static enum mod_result req_limit(const struct limit_conf *c, struct request *req,
                                  struct response *resp)
 {
     char key[LIMIT_KEY_MAX];
+    long lens[LIMIT_RULES_MAX];
     int64_t now_ms = req->start_us / 1000, e;
-    bool dry = c->req_dry == LIMIT_DRY_ON, any = false;
+    bool dry = c->req_dry == LIMIT_DRY_ON;
+    int last = -1;
     for (unsigned i = 0; i < c->n_reqs; i++) {
-        const struct limit_rule *r = &c->reqs[i];
-        long n = key_of(r->zone, req, key);
-        if (n < 0) {
+        lens[i] = key_of(c->reqs[i].zone, req, key);
+        if (lens[i] < 0) {
             module_log(req, LOG_LEVEL_ERROR, "the value of the key of zone \"%s\" is more "
-                       "than %d bytes", r->zone->name, LIMIT_KEY_MAX - 1);
+                       "than %d bytes", c->reqs[i].zone->name, LIMIT_KEY_MAX - 1);
             return MOD_ERROR;
         }
-        if (n == 0)
-            continue;
-        any = true;
-        if (req_account(r, key, (size_t)n, now_ms, false, &e) == 1) {
-            module_log(req, level_of(c->req_log, false),
-                       "limiting requests%s, excess: %llu.%03llu by zone \"%s\"",
-                       dry ? ", dry run" : "", (unsigned long long)(e / 1000),
-                       (unsigned long long)(e % 1000), r->zone->name);
-            return req_refuse(c, req, resp);
-        }
+        if (lens[i] > 0)
+            last = (int)i;
     }
-    if (!any)
+    if (last < 0)
         return MOD_DECLINED;
     uint64_t delay_ms = 0;
     int64_t delay_excess = 0;
     const struct limit_rule *delayer = NULL;
-    for (unsigned i = 0; i < c->n_reqs; i++) {
-        const struct limit_rule *r = &c->reqs[i];
-        long n = key_of(r->zone, req, key);
-        if (n <= 0)
-            continue;
-        if (req_account(r, key, (size_t)n, now_ms, true, &e) < 0) {
-            module_log(req, LOG_LEVEL_ERROR, "could not allocate node in limit_req zone \"%s\"",
-                       r->zone->name);
-            return req_refuse(c, req, resp);
-        }
-        if ((uint64_t)e <= r->delay)
-            continue;
-        uint64_t ms = ((uint64_t)e - r->delay) * 1000 / r->zone->rate;
-        if (!delayer || ms > delay_ms) {
-            delay_ms = ms;
-            delay_excess = e;
-            delayer = r;
+    for (int pass = 0; pass < 2; pass++) {
+        /* pass 0: check each, the last counted too; pass 1: count the others */
+        for (int i = 0; i <= last; i++) {
+            const struct limit_rule *r = &c->reqs[i];
+            if (lens[i] == 0 || (pass == 1 && i == last))
+                continue;
+            if (c->n_reqs > 1) /* with one limit, the buffer still holds its key */
+                key_of(r->zone, req, key);
+            enum req_mode mode = pass ? REQ_COUNT : i == last ? REQ_CHECK_COUNT : REQ_CHECK;
+            int rc = req_account(r, key, (size_t)lens[i], now_ms, mode, &e);
+            if (rc > 0) {
+                module_log(req, level_of(c->req_log, false),
+                           "limiting requests%s, excess: %llu.%03llu by zone \"%s\"",
+                           dry ? ", dry run" : "", (unsigned long long)(e / 1000),
+                           (unsigned long long)(e % 1000), r->zone->name);
+                return req_refuse(c, req, resp);
+            }
+            if (rc < 0) {
+                module_log(req, LOG_LEVEL_ERROR, "could not allocate node in limit_req zone "
+                           "\"%s\"", r->zone->name);
+                return req_refuse(c, req, resp);
+            }
+            if (mode == REQ_CHECK || (uint64_t)e <= r->delay)
+                continue;
+            uint64_t ms = ((uint64_t)e - r->delay) * 1000 / r->zone->rate;
+            if (!delayer || ms > delay_ms) {
+                delay_ms = ms;
+                delay_excess = e;
+                delayer = r;
+            }
         }
     }
     if (!delayer) {
