@@ -30,6 +30,8 @@ limit_req_zone $binary_remote_addr zone=half:1m rate=2r/s;
 limit_req_zone $http_x_key zone=bykey:1m rate=1r/m;
 limit_req_zone $binary_remote_addr zone=dry:1m rate=1r/m;
 limit_req_zone $binary_remote_addr zone=page:1m rate=1r/m;
+limit_req_zone $binary_remote_addr zone=wide:1m rate=1r/m;
+limit_req_zone $binary_remote_addr zone=narrow:1m rate=1r/m;
 limit_conn_zone $binary_remote_addr zone=addr:1m;
 limit_conn_zone $binary_remote_addr zone=dryaddr:1m;
 server {
@@ -61,10 +63,16 @@ server {
     }
     location /page/ {
         limit_req zone=page;
-        error_page 503 /sorry.txt;
+        error_page 503 /page/sorry.txt;
+    }
+    location /two/ {
+        limit_req zone=wide burst=5 nodelay;
+        limit_req zone=narrow burst=1 nodelay;
         try_files /ok.txt =404;
     }
-    location = /sorry.txt {
+    location /wide/ {
+        limit_req zone=wide burst=5 nodelay;
+        try_files /ok.txt =404;
     }
     location /conn/ {
         limit_conn addr 2;
@@ -97,7 +105,9 @@ def both(tmp_path):
     """(nginx, lfhttpd) on SITE, each with fresh zones, with one upstream."""
     docroot = tmp_path / "www"
     docroot.mkdir()
-    (docroot / "sorry.txt").write_text("sorry\n")
+    (docroot / "page").mkdir()
+    (docroot / "page" / "sorry.txt").write_text("sorry\n")
+    (docroot / "page" / "ok.txt").write_text("ok\n")
     (docroot / "ok.txt").write_text("ok\n")
     up = Upstream()
     started = []
@@ -211,10 +221,26 @@ def test_refusal_is_logged_with_its_zone(both):
         assert wait_until(lambda: 'by zone "other"' in p.log(), scaled(5)), p.kind
 
 
-def test_error_page_answers_a_refused_request(both):
-    theirs, ours = (burst(p, "/page/x", 2) for p in both[:2])
+def test_error_page_answers_a_refused_request_without_limiting_it_again(both):
+    # The page is in the refusing location: its request is not counted again.
+    theirs, ours = (burst(p, "/page/ok.txt", 2) for p in both[:2])
     assert sorted((a[0], a[2]) for a in theirs) == [(200, b"ok\n"), (503, b"sorry\n")], theirs
     assert sorted((a[0], a[2]) for a in ours) == sorted((a[0], a[2]) for a in theirs)
+
+
+def test_several_limit_req_in_a_block_all_apply(both):
+    theirs, ours = (burst(p, "/two/x", 5) for p in both[:2])
+    assert statuses(theirs) == [200, 200, 503, 503, 503], theirs
+    assert statuses(ours) == statuses(theirs)
+
+
+def test_request_refused_by_one_limit_counts_in_none(both):
+    # /two/ passes 2 (narrow's burst), refuses 3: wide counted the 2 only, so /wide/
+    # (the same zone, burst 5) has 4 left of its 6.
+    for p in both[:2]:
+        burst(p, "/two/x", 5)
+        answers = burst(p, "/wide/x", 6)
+        assert statuses(answers) == [200] * 4 + [503] * 2, (p.kind, answers)
 
 
 def test_location_without_limit_req_inherits_the_servers(both):
