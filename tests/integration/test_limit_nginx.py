@@ -31,7 +31,7 @@ limit_req_zone $http_x_key zone=bykey:1m rate=1r/m;
 limit_req_zone $binary_remote_addr zone=dry:1m rate=1r/m;
 limit_req_zone $binary_remote_addr zone=page:1m rate=1r/m;
 limit_req_zone $binary_remote_addr zone=wide:1m rate=1r/m;
-limit_req_zone $binary_remote_addr zone=narrow:1m rate=1r/m;
+limit_req_zone $remote_addr zone=narrow:1m rate=1r/m;
 limit_conn_zone $binary_remote_addr zone=addr:1m;
 limit_conn_zone $binary_remote_addr zone=dryaddr:1m;
 server {
@@ -90,6 +90,10 @@ server {
     limit_req zone=one;
     add_header X-Limit-Req "$limit_req_status" always;
     location /inherits/ {
+        try_files /ok.txt =404;
+    }
+    location /status-only/ {
+        limit_req_status 429;
         try_files /ok.txt =404;
     }
     location /own/ {
@@ -246,6 +250,12 @@ def test_request_refused_by_one_limit_counts_in_none(both):
 def test_location_without_limit_req_inherits_the_servers(both):
     theirs, ours = (burst(p, "/inherits/x", 3, port_index=1) for p in both[:2])
     assert statuses(theirs) == [200, 503, 503], theirs
+    assert statuses(ours) == statuses(theirs)
+
+
+def test_location_with_only_limit_req_status_keeps_the_servers_limit_req(both):
+    theirs, ours = (burst(p, "/status-only/x", 2, port_index=1) for p in both[:2])
+    assert statuses(theirs) == [200, 429], theirs
     assert statuses(ours) == statuses(theirs)
 
 
