@@ -25,6 +25,9 @@
  *   $scheme          "http"
  *   $remote_addr     the client's address
  *   $remote_port     the client's port
+ *   $binary_remote_addr  the client's address as its 4 (IPv4) or 16 (IPv6) bytes
+ *   $limit_req_status, $limit_conn_status  what limit_req and limit_conn made of the
+ *                    request (PASSED, DELAYED, REJECTED, *_DRY_RUN; empty: not limited)
  *   $server_addr     the address the connection came in on (asked of the socket, once per
  *                    expansion, when the listener is a wildcard one)
  *   $server_port     the port the connection came in on
