@@ -18,8 +18,9 @@
  * not added), as in nginx. An empty key is not limited.
  *
  * limit_conn counts the requests of a key being answered; the count is taken here and let
- * go by the log hook, which the core runs once the answer has gone (a stream's, a proxied
- * one's, at its end). A request over N is refused.
+ * go by the log hook, which the core runs once the answer is handed to the connection (a
+ * stream's, a proxied one's, at its end; a file's when its sending starts, where nginx
+ * counts it until the last byte). A request over N is refused.
  *
  * The state: a zone is a table split into stripes, each with its own lock, LRU list and
  * bucket array, the stripe chosen by the key's hash (seeded at random per zone). Requests
@@ -714,7 +715,8 @@ static const struct conf_directive limit_directives[] = {
      .set = set_limit_conn, .usage = "ZONE NUMBER",
      .doc = "At most NUMBER requests of one key of the zone answered at once; one more is "
         "refused with `limit_conn_status`. A request counts from its placing to the end of "
-        "its answer. Repeatable; a block with any `limit_conn` has only its own."},
+        "its answer (a proxied or CGI one), or until its answer is handed over to be sent "
+        "(a file). Repeatable; a block with any `limit_conn` has only its own."},
     {"limit_conn_status", CONF_COUNT, LIMIT_BLOCKS, CONF_ONCE, .min = 400, .max = 599,
      CONF_AT(struct limit_conf, conn_status), .usage = "CODE", .dflt = "503",
      .doc = "The status of a request refused by `limit_conn`."},

@@ -366,3 +366,19 @@ def test_limit_req_status_is_written_to_the_access_log(start_server, docroot, tm
             c.read_response(timeout=scaled(10))
     assert wait_until(lambda: log.exists() and log.read_text().count("\n") == 2, scaled(5))
     assert log.read_text().splitlines() == ["200 PASSED", "503 REJECTED"]
+
+
+def test_reload_starts_the_zones_afresh(tmp_path):
+    # lfhttpd's own: nginx keeps a zone whose definition a reload leaves unchanged.
+    docroot = tmp_path / "www"
+    docroot.mkdir()
+    (docroot / "ok.txt").write_text("ok\n")
+    text = SITE.split("server {")[0] + ("server {\n    listen 127.0.0.1:{port0};\n    root ROOT;\n"
+                                        "    limit_req zone=one;\n}\n")
+    p = Proxy(tmp_path / "lfhttpd", text, None, docroot, kind="lfhttpd")
+    try:
+        assert statuses(burst(p, "/ok.txt", 2)) == [200, 503]
+        p.reload(text)
+        assert statuses(burst(p, "/ok.txt", 2)) == [200, 503]
+    finally:
+        p.stop()
