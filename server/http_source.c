@@ -89,12 +89,20 @@ void http_request_init(struct conn *c, const struct http_request *h, struct requ
 
 void http_log_unparsed(struct conn *c, const struct response *resp, int64_t now_s)
 {
+    http_log_unparsed_marked(c, resp, now_s, NULL);
+}
+
+void http_log_unparsed_marked(struct conn *c, const struct response *resp, int64_t now_s,
+                              const struct request_marks *marks)
+{
     struct http_request empty;
     memset(&empty, 0, sizeof(empty));
     char path[1], id[VARS_REQUEST_ID_SIZE];
     struct request r;
     http_request_init(c, &empty, &r, path, id, now_s);
     r.start_us = clock_now_us();
+    if (marks)
+        r.marks = *marks;
     module_chain_log(&c->gen->chain, &r, resp);
 }
 
@@ -222,6 +230,7 @@ void http_source_init(struct http_source *s, const struct http_source_ops *ops,
     s->keep_alive = resp->keep_alive;
     s->http10 = h->version_minor == 0;
     s->has_saved = false;
+    s->saved.marks = r->marks; /* even unsaved: the log hooks let go of what it holds */
     s->filter = NULL;
     s->filter_state = NULL;
     s->request_id[0] = '\0';
@@ -465,7 +474,7 @@ static void source_log(struct http_source *s)
     if (s->has_saved) /* the log hooks see the request as it was answered */
         module_chain_log(&c->gen->chain, &s->saved, &resp);
     else
-        http_log_unparsed(c, &resp, now_s);
+        http_log_unparsed_marked(c, &resp, now_s, &s->saved.marks); /* limits let go */
     if (s->filter)
         s->filter->free(s->filter_state);
     s->filter = NULL;

@@ -154,6 +154,10 @@ void http_request_init(struct conn *c, const struct http_request *h, struct requ
 /* Run the modules' log hooks for a response whose request is not at hand (not parsed):
  * they see an empty request (no fields, method unknown, path ""). */
 void http_log_unparsed(struct conn *c, const struct response *resp, int64_t now_s);
+/* The same, with what the preaccess hooks left on the request (its limit_conn counters,
+ * which the log hooks let go). */
+void http_log_unparsed_marked(struct conn *c, const struct response *resp, int64_t now_s,
+                              const struct request_marks *marks);
 
 /* Send resp's head, and its body if `body` (not for HEAD, 204 or 304: the caller decides),
  * as conn_send does; then resp lets go of its file (unless parked with it) and memory. */

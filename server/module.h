@@ -9,6 +9,8 @@
  * table in module_chain.c:
  *
  *   rewrite  every module, in order; may change the path
+ *   preaccess every module, in order, once per request (not again for an error page): the
+ *            first that returns MOD_HANDLED has answered (limit_req's, limit_conn's 503)
  *   access   every module, in order; the first that returns MOD_HANDLED has answered
  *            (a refusal) and no handler runs
  *   handle   if the path falls under a mount (the longest prefix wins), only the module
@@ -68,6 +70,26 @@ struct vars_value;     /* a compiled text with variables (vars.h) */
 struct vars_upstream;  /* a proxied request's tries (vars_upstream.h) */
 
 /* --- the request ------------------------------------------------------------------------ */
+
+/* $limit_req_status and $limit_conn_status (0: not limited, the variable is empty). */
+enum request_limit_status {
+    REQUEST_LIMIT_NONE = 0,
+    REQUEST_LIMIT_PASSED,
+    REQUEST_LIMIT_DELAYED,
+    REQUEST_LIMIT_REJECTED,
+    REQUEST_LIMIT_DELAYED_DRY_RUN,
+    REQUEST_LIMIT_REJECTED_DRY_RUN,
+};
+
+#define REQUEST_HELD_MAX 8 /* limit_conn counters one request may hold */
+
+struct request_marks {
+    bool preaccess_done;  /* the preaccess hooks have run (not again for an error page) */
+    uint8_t limit_req;    /* enum request_limit_status */
+    uint8_t limit_conn;   /* enum request_limit_status */
+    uint8_t n_held;       /* of held: */
+    void *held[REQUEST_HELD_MAX]; /* the limiting module's counters, let go by its log hook */
+};
 
 struct request {
     /* The parsed head: method, target, fields, as slices into the request buffer. */
@@ -132,6 +154,9 @@ struct request {
     const struct module_chain *chain;
     /* A proxied request's tries, for $upstream_* (vars_upstream.h): the proxy's; NULL. */
     const struct vars_upstream *upstream;
+    /* What the preaccess hooks (limit_req, limit_conn) left on the request; copies of it
+     * (an error page's, a source's saved one) keep it, so they run once per request. */
+    struct request_marks marks;
     /* From here on, a request starts with only the counts cleared (http_request_init):
      * $1..$9 and $name, the groups of the regex location that matched, as offsets into
      * the path it matched (n = 0 when the location is not a regex one). A try_files or an
@@ -212,6 +237,11 @@ struct module {
     void (*fini)(void *state);
     /* May change req->path (and path_len); MOD_HANDLED has nothing more to say. */
     enum mod_result (*rewrite)(void *state, struct request *req);
+    /* nginx's preaccess phase (limit_req, limit_conn): once per request, before every
+     * access hook, with the settings of the block the path first matched; it may mark the
+     * request (req->marks) and refuse: MOD_HANDLED with the refusal in resp (to which an
+     * error_page applies), and no handler runs. */
+    enum mod_result (*preaccess)(void *state, struct request *req, struct response *resp);
     /* May refuse: MOD_HANDLED with the refusal in resp, and no handler runs. */
     enum mod_result (*access)(void *state, const struct request *req, struct response *resp);
     /* Answers: MOD_HANDLED with resp filled, MOD_DECLINED, or MOD_ERROR (500). */

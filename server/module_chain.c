@@ -8,9 +8,11 @@
 #include "module_figures.h"
 
 /* The modules, in the order the chain calls them. A new module is one line here and one
- * in the table below. mod_auth comes first: access hooks run before any handler anyway,
- * but first in the table its refusal (403, 401) is decided before any other module's
- * access hook could answer, as nginx's access phase comes before content. */
+ * in the table below. mod_auth comes first of the access hooks: access hooks run before any
+ * handler anyway, but first in the table its refusal (403, 401) is decided before any other
+ * module's access hook could answer, as nginx's access phase comes before content. mod_limit
+ * has only a preaccess hook, which the chain calls before every access hook. */
+extern const struct module mod_limit;    /* limit_req, limit_conn (nginx's preaccess phase) */
 extern const struct module mod_auth;     /* allow/deny, then HTTP Basic authentication */
 extern const struct module mod_mime;     /* content types: extension table, then libmagic */
 extern const struct module mod_dirlist;  /* listings of directories without an index file */
@@ -24,9 +26,8 @@ extern const struct module mod_headers;  /* add_header, expires: after gzip, on 
 extern const struct module mod_log;      /* log_format, a server's or location's access_log */
 
 static const struct module *const module_table[] = {
-    &mod_auth,    &mod_mime,  &mod_dirlist, &mod_static,  &mod_handlers,
-    &mod_metrics, &mod_cgi,   &mod_proxy,   &mod_gzip,    &mod_headers,
-    &mod_log,
+    &mod_limit,    &mod_auth,  &mod_mime,  &mod_dirlist, &mod_static, &mod_handlers,
+    &mod_metrics,  &mod_cgi,   &mod_proxy, &mod_gzip,    &mod_headers, &mod_log,
 };
 
 #define MODULE_COUNT (sizeof(module_table) / sizeof(module_table[0]))

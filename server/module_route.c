@@ -88,6 +88,8 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .user_vars = req,
         .upstream = req->upstream,
         .path_var = route_path_var,
+        .limit_req_status = req->marks.limit_req,
+        .limit_conn_status = req->marks.limit_conn,
     };
 }
 
@@ -947,6 +949,26 @@ static bool refused(const struct module_chain *c, struct request *req,
     return answered;
 }
 
+/* The preaccess hooks, once per request, with the settings of the block the path first
+ * matched: true if one answered (a limit's refusal, to which error_page applies). */
+static bool limited(const struct module_chain *c, struct request *req, struct response *resp)
+{
+    req->marks.preaccess_done = true;
+    const struct module_level *was = req->level;
+    req->level = req->first_level;
+    bool answered = false;
+    for (unsigned i = 0; i < c->n && !answered; i++) {
+        if (!c->mods[i]->preaccess)
+            continue;
+        enum mod_result r = c->mods[i]->preaccess(c->state[i], req, resp);
+        if (r == MOD_ERROR)
+            resp_error(resp, 500);
+        answered = r != MOD_DECLINED;
+    }
+    req->level = was;
+    return answered;
+}
+
 /* A rewrite's redirect to url[0, n): the request's arguments after '?', or after '&' when
  * the URL has its own, as nginx's. Returns the new length, or -1 if it does not fit cap
  * (with a NUL). */
@@ -1026,6 +1048,8 @@ static bool handle(const struct module_chain *c, struct request *req, struct res
         answer_return(req, resp);
         return false;
     }
+    if (!req->marks.preaccess_done && limited(c, req, resp))
+        return false;
     if (refused(c, req, req->first_level, resp))
         return true;
     if (req->level != req->first_level && refused(c, req, req->level, resp))

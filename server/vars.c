@@ -26,6 +26,9 @@ enum var_id {
     VAR_SCHEME,
     VAR_HTTPS,
     VAR_REMOTE_ADDR,
+    VAR_BINARY_REMOTE_ADDR,
+    VAR_LIMIT_REQ_STATUS,
+    VAR_LIMIT_CONN_STATUS,
     VAR_REQUEST_METHOD,
     VAR_SERVER_PORT,
     VAR_REMOTE_PORT,
@@ -90,6 +93,13 @@ static const struct {
     {"scheme", VAR_SCHEME, "`http`, or `https` on a TLS address."},
     {"https", VAR_HTTPS, "`on` on a TLS connection, else empty."},
     {"remote_addr", VAR_REMOTE_ADDR, "The client's address."},
+    {"binary_remote_addr", VAR_BINARY_REMOTE_ADDR, "The client's address in binary form: 4 "
+     "bytes for IPv4, 16 for IPv6 (the usual key of `limit_req_zone` and `limit_conn_zone`)."},
+    {"limit_req_status", VAR_LIMIT_REQ_STATUS, "What `limit_req` made of the request: "
+     "`PASSED`, `DELAYED`, `REJECTED`, `DELAYED_DRY_RUN` or `REJECTED_DRY_RUN`; empty when "
+     "no limit applied."},
+    {"limit_conn_status", VAR_LIMIT_CONN_STATUS, "What `limit_conn` made of the request: "
+     "`PASSED`, `REJECTED` or `REJECTED_DRY_RUN`; empty when no limit applied."},
     {"request_method", VAR_REQUEST_METHOD, "The request's method."},
     {"server_port", VAR_SERVER_PORT, "The port the connection came in on."},
     {"remote_port", VAR_REMOTE_PORT, "The client's port."},
@@ -521,6 +531,27 @@ static size_t remote_addr_of(const struct sockaddr *sa, char *tmp, size_t cap)
     return inet_ntop(sa->sa_family, a, tmp, (socklen_t)cap) ? strlen(tmp) : 0;
 }
 
+/* $binary_remote_addr: the address's own bytes (none for a Unix socket). */
+static struct http_slice binary_addr_of(const struct sockaddr *sa)
+{
+    if (sa && sa->sa_family == AF_INET)
+        return (struct http_slice){
+            (const char *)&((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4};
+    if (sa && sa->sa_family == AF_INET6)
+        return (struct http_slice){
+            (const char *)&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16};
+    return (struct http_slice){"", 0};
+}
+
+/* $limit_req_status, $limit_conn_status: enum request_limit_status (module.h) by name. */
+static struct http_slice limit_status_of(unsigned status)
+{
+    static const char *const names[] = {"", "PASSED", "DELAYED", "REJECTED",
+                                        "DELAYED_DRY_RUN", "REJECTED_DRY_RUN"};
+    const char *n = status < sizeof(names) / sizeof(names[0]) ? names[status] : "";
+    return (struct http_slice){n, strlen(n)};
+}
+
 /* v in decimal, at least `width` digits (zeros before), in tmp; its length (0: no room).
  * Numbers are written for every logged request: printf's cost is not needed here. */
 static size_t decimal(char *tmp, size_t cap, uint64_t v, unsigned width)
@@ -896,6 +927,9 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
         break;
     case VAR_HTTPS: v = src->https ? (struct http_slice){"on", 2} : v; break;
     case VAR_REMOTE_ADDR: v.len = remote_addr_of(src->peer, tmp, sizeof(tmp)); break;
+    case VAR_BINARY_REMOTE_ADDR: v = binary_addr_of(src->peer); break;
+    case VAR_LIMIT_REQ_STATUS: v = limit_status_of(src->limit_req_status); break;
+    case VAR_LIMIT_CONN_STATUS: v = limit_status_of(src->limit_conn_status); break;
     case VAR_REMOTE_PORT: v.len = port_of(src->peer, tmp, sizeof(tmp)); break;
     case VAR_REQUEST_METHOD: v = h ? h->method_name : v; break;
     case VAR_SERVER_PORT: v.len = port_of(src->local, tmp, sizeof(tmp)); break;

@@ -25,6 +25,9 @@
  *   $scheme          "http"
  *   $remote_addr     the client's address
  *   $remote_port     the client's port
+ *   $binary_remote_addr  the client's address as its 4 (IPv4) or 16 (IPv6) bytes
+ *   $limit_req_status, $limit_conn_status  what limit_req and limit_conn made of the
+ *                    request (PASSED, DELAYED, REJECTED, *_DRY_RUN; empty: not limited)
  *   $server_addr     the address the connection came in on (asked of the socket, once per
  *                    expansion, when the listener is a wildcard one)
  *   $server_port     the port the connection came in on
@@ -154,6 +157,8 @@ struct vars_source {
                                       0: not known, empty */
     const struct vars_upstream *upstream; /* the proxy's tries (vars_upstream.h); NULL:
                                              not proxied, $upstream_* empty */
+    /* $limit_req_status, $limit_conn_status: enum request_limit_status (module.h) */
+    unsigned char limit_req_status, limit_conn_status;
 };
 
 /* Declare $name[0, len) as one that `set` gives a value: values compiled afterwards may

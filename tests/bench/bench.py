@@ -72,7 +72,12 @@ COLD_CONNS = 4            # gzip cold: connections fetching them (each file once
 # runs the workload).
 OWN_INSTANCES = {"nomem": ("lfhttpd",), "metrics": ("lfhttpd",), "copy": ("lfhttpd", "nginx"),
                  "sites": ("lfhttpd", "nginx"), "rewrite": ("lfhttpd", "nginx"),
-                 "proxy": ("lfhttpd", "nginx")}
+                 "proxy": ("lfhttpd", "nginx"), "limit": ("lfhttpd", "nginx")}
+# The "limit" variant: lfhttpd and nginx as "main", with a limit_req zone keyed by the
+# client's address whose rate (ten million a second) the load never reaches, applied to
+# every request: what the preaccess check costs, beside small_ka in the same run.
+LIMIT_LINES = ("limit_req_zone $binary_remote_addr zone=bench:10m rate=10000000r/s;\n"
+               "    limit_req zone=bench burst=1000 nodelay;")
 # The "sites" variant: lfhttpd and nginx serve the server blocks of sites.conf.in (two
 # servers, twelve locations), the same text in both, in place of @SITES@.
 SITES_TEMPLATE = "sites.conf.in"
@@ -239,6 +244,11 @@ WORKLOADS = [
              variant="metrics", variant_of="small_ka", plot_label="1 KiB c100, metrics",
              scrape="/metrics",
              skip={"lighttpd": "unchanged: see 1 KiB c100", "h2o": "unchanged: see 1 KiB c100"}),
+    Workload("limit_req_ka", "1 KiB file, keep-alive, 100 connections, lfhttpd and nginx "
+             "with a limit_req zone whose rate is never reached", "1 KiB c100, limit_req",
+             variant="limit", variant_of="small_ka", plot_label="1 KiB c100, limit_req",
+             skip={"lighttpd": "no nginx limit_req in this comparison",
+                   "h2o": "no nginx limit_req in this comparison"}),
     Workload("c1000", "1 KiB file, keep-alive, 1000 connections", "1 KiB c1000",
              conns=1000, ceiling=True),
     # 100 connections x 16 requests in flight: wrk's one thread, not the number of
@@ -514,6 +524,7 @@ class Server:
                   "ACCESS_LOG_DIRECTIVE": self._access_log_directive(),
                   "MEM_MAX": "0" if self.variant == "nomem" else "4k",
                   "METRICS": "handler /metrics metrics;" if self.variant == "metrics" else "",
+                  "LIMIT": LIMIT_LINES if self.variant == "limit" else "",
                   "SENDFILE": "off" if self.variant == "copy" else "on",
                   "LISTEN_OPTIONS": NGINX_LISTEN_OPTIONS + (" ssl" if self.tls else ""),
                   "LISTEN_SSL": " ssl" if self.tls else "",
@@ -1549,6 +1560,8 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
                 else " (lfhttpd started with `handler /metrics metrics;`, /metrics fetched "
                 "every second on a keep-alive connection during the run)"
                 if wl.variant == "metrics"
+                else " (lfhttpd and nginx with a limit_req zone of rate 10000000r/s on "
+                "every request)" if wl.variant == "limit"
                 else " (lfhttpd and nginx started with sendfile off)" if wl.variant == "copy"
                 else " (lfhttpd and nginx serving the server and location blocks of "
                 "tests/bench/sites.conf.in)" if wl.variant == "sites"
