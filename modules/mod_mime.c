@@ -770,10 +770,11 @@ static const struct conf_directive mime_directives[] = {
     {"types", CONF_BLOCK, CONF_TOP, CONF_REPEATS, .min_args = 0, .max_args = 0,
      .set = conf_set_later, .usage = "{ TYPE EXT...; ... }",
      .doc = "nginx's type map (`include mime.types;` reads nginx's file): each `TYPE EXT...;` "
-        "maps the extensions to TYPE over every other layer, the strict built-ins too, a "
-        "later line winning. Where nginx's `types` replaces its built-in map, here it "
-        "overrides entries of the built-in list and `mime_types`, which stay for the "
-        "extensions it does not name. At the top level (nginx's http) only."},
+        "maps the extensions to TYPE, a later line winning. In a file with nginx's "
+        "`http { }`, the `types` blocks are the whole map, as nginx's replace its built-in "
+        "one (with a `mime_types` file only if one is named); in lfhttpd's own files they "
+        "override entries of the built-in list and `mime_types`, which stay for the "
+        "extensions they do not name. At the top level (nginx's http) only."},
     {"default_type", CONF_STRING, CONF_TOP | CONF_SERVER | CONF_LOCATION, .usage = "TYPE",
      SETTING(default_type),
      .dflt = "application/octet-stream (nginx's text/plain in a file with `http { }`)",
@@ -848,10 +849,33 @@ static int mime_add_types_blocks(struct module_init *mi, struct mime_state *ms)
     return rc;
 }
 
-/* The extension table: built-ins, the file, the strict built-ins, the types blocks. */
+/* nginx's way with a named mime_types: the file, then the types blocks. */
+static int mime_build_nginx_file(struct module_init *mi, struct mime_state *ms, const char *path,
+                                 const struct conf_node *where)
+{
+    if (strcmp(path, "off") != 0) {
+        FILE *f = fopen(path, "re");
+        if (!f)
+            return module_error(mi, where, "mime_types \"%s\": %s", path, strerror(errno));
+        int rc = mime_load_types(ms, f);
+        fclose(f);
+        if (rc < 0)
+            return module_error(mi, where, "mime_types \"%s\": out of memory", path);
+    }
+    return mime_add_types_blocks(mi, ms);
+}
+
+/* The extension table: built-ins, the file, the strict built-ins, the types blocks. In a
+ * file with nginx's `http { }` that has `types` blocks, those alone (and a `mime_types`
+ * it names), as nginx's `types` replaces its built-in map. */
 static int mime_build_table(struct module_init *mi, struct mime_state *ms, const char *path)
 {
     const struct conf_node *where = module_directive(mi, "mime_types");
+    if (ms->nginx && module_directive(mi, "types")) {
+        if (where)
+            return mime_build_nginx_file(mi, ms, path, where);
+        return mime_add_types_blocks(mi, ms);
+    }
     if (mime_add_builtins(ms, mime_base, sizeof(mime_base) / sizeof(mime_base[0])) < 0)
         return module_error(mi, NULL, "out of memory");
     if (strcmp(path, "off") != 0) {
