@@ -35,6 +35,7 @@
 #include "module_level.h"
 #include "rewrite.h"
 #include "site.h"
+#include "tls.h"
 #include "vars.h"
 
 #define ROUTE_REDIRECTS_MAX 10
@@ -88,6 +89,8 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .user_vars = req,
         .upstream = req->upstream,
         .path_var = route_path_var,
+        .tls = req->tls,
+        .tls_var = tls_var,
     };
 }
 
@@ -805,6 +808,14 @@ const struct config_limits *module_chain_default_limits(const struct module_chai
 int module_chain_route(const struct module_chain *c, struct request *req)
 {
     req->site = server_for(c, req);
+    /* The client certificate, checked as nginx does once the request's head is read (the
+     * handshake accepted whatever came): 495 or 496, answered as a 400. */
+    int refused = req->tls ? tls_client_refused(req->tls) : 0;
+    if (refused) {
+        use_level(req, req->site ? req->site->level : &c->levels[0]);
+        req->first_level = req->level;
+        return refused;
+    }
     return route_from(c, req, NULL);
 }
 
