@@ -1048,8 +1048,9 @@ static const struct conf_directive core_directives[] = {
      .doc = "An OpenSSL configuration command (`SSL_CONF_cmd`, as `openssl` names them: "
             "`Options`, `Ciphersuites`...), applied after the other ssl_* settings; a block's "
             "own replace the outer ones. An unknown name or value is refused at load. Of a "
-            "block chosen by SNI, the settings OpenSSL keeps per connection (`Options`, "
-            "`Ciphersuites`) are those of the address's default server."},
+            "block chosen by SNI, the settings OpenSSL copies into a connection when it "
+            "starts (`Groups`, `SignatureAlgorithms`) are those of the address's default "
+            "server."},
     {"ssl_stapling", CONF_FLAG, TOP | SITE, .set = conf_set_later, .dflt = "off",
      .doc = "Send the OCSP response of `ssl_stapling_file` to a client that asks for the "
             "certificate's status. No responder is ever asked: without a file, nothing is "

@@ -361,8 +361,11 @@ def test_ssl_password_file_opens_an_encrypted_key_with_a_later_line(ca, serve):
 def test_encrypted_key_without_ssl_password_file_is_refused_at_its_line(ca, tmp_path):
     text_ = with_ports(TOP + enc_block(ca), [free_port()])
     r, conf = check(tmp_path, text_)
+    key = ca.path("server.enc.key")
     assert r.returncode == 1
-    assert f"{conf}:{line_of(text_, 'ssl_certificate_key')}: ssl_certificate_key" in r.stderr
+    assert f"{conf}:{line_of(text_, 'ssl_certificate_key')}: ssl_certificate_key \"{key}\": " \
+        in r.stderr
+    assert "does not match" not in r.stderr
 
 
 def test_ssl_password_file_without_the_passphrase_is_refused(ca, tmp_path):
