@@ -94,6 +94,7 @@ const char *http_status_text(int status)
     case 414: return "URI Too Long";
     case 416: return "Range Not Satisfiable";
     case 417: return "Expectation Failed";
+    case 421: return "Misdirected Request";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 501: return "Not Implemented";

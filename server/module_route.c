@@ -811,7 +811,8 @@ int module_chain_route(const struct module_chain *c, struct request *req)
     /* The client certificate, checked as nginx does once the request's head is read (the
      * handshake accepted whatever came): 495 or 496, answered as a 400 by the server's
      * settings (its add_header ... always, its error_page), before any location. */
-    int refused = req->tls ? tls_client_refused(req->tls) : 0;
+    struct http_slice host = req->http ? req->http->host : (struct http_slice){NULL, 0};
+    int refused = req->tls ? tls_client_refused(req->tls, req->site, host) : 0;
     if (refused) {
         use_level(req, req->site ? req->site->level : &c->levels[0]);
         req->first_level = req->level;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <openssl/core_names.h>
@@ -61,7 +62,9 @@ struct tls_block {
 struct tls_set {
     const struct site_set *sites;
     const struct config *cfg;
-    SSL_CTX **server_ctx; /* per server of the sites (NULL: not on a TLS address) */
+    SSL_CTX **server_ctx; /* per server of the sites (NULL: not on a TLS address, or
+                             without a certificate: the default server's serves it) */
+    int *verify;          /* per server: its ssl_verify_client (enum tls_verify) */
     unsigned n_servers;
     SSL_CTX *top_ctx;     /* without servers: the top level's */
 };
@@ -159,6 +162,8 @@ static int local_index = -1;
 static int groups_index = -1;
 /* A context's struct tls_block, freed with it. */
 static int block_index = -1;
+/* A connection's tls_set (set at accept), for the request's server's settings. */
+static int set_index = -1;
 static pthread_once_t index_once = PTHREAD_ONCE_INIT;
 
 static void block_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
@@ -180,6 +185,7 @@ static void index_make(void)
     local_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
     groups_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL);
     block_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, block_free);
+    set_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
 }
 
 /* The SNI host name of a ClientHello, as OpenSSL will accept it (RFC 6066 section 3: one
@@ -319,6 +325,7 @@ int tls_accept(const struct tls_set *t, const struct sockaddr *local, void **ssl
         return -1;
     }
     SSL_set_ex_data(s, local_index, (void *)local);
+    SSL_set_ex_data(s, set_index, (void *)t);
     *ssl = s;
     return 1;
 }
@@ -335,19 +342,49 @@ static bool unknown_issuer(long rc)
            rc == X509_V_ERR_CERT_UNTRUSTED || rc == X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE;
 }
 
-int tls_client_refused(const void *ssl)
+/* Does the request's Host (lowercased, without its port or trailing dot) name the SNI
+ * name? */
+static bool host_is(struct http_slice host, const char *sni)
+{
+    size_t n = host.len;
+    if (n && host.p[0] == '[') {
+        const char *end = memchr(host.p, ']', n);
+        n = end ? (size_t)(end - host.p) + 1 : n;
+    } else {
+        const char *colon = memchr(host.p, ':', n);
+        n = colon ? (size_t)(colon - host.p) : n;
+    }
+    if (n && host.p[n - 1] == '.')
+        n--;
+    return strlen(sni) == n && strncasecmp(host.p, sni, n) == 0;
+}
+
+int tls_client_refused(const void *ssl, const struct site_server *srv, struct http_slice host)
 {
     SSL *s = (SSL *)ssl;
+    const struct tls_set *t = SSL_get_ex_data(s, set_index);
     const struct tls_block *blk = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(s), block_index);
-    if (!blk || blk->verify == VERIFY_OFF)
+    int verify = blk ? (int)blk->verify : VERIFY_OFF;
+    if (t && t->verify && srv && t->sites && srv >= t->sites->servers &&
+        srv < t->sites->servers + t->n_servers)
+        verify = t->verify[srv - t->sites->servers];
+    if (verify == VERIFY_OFF)
         return 0;
+    /* The certificate was asked for by the server the client's SNI named: a request for
+     * another name, to a server that checks certificates, is misdirected (nginx's 421). */
+    const char *sni = SSL_get_servername(s, TLSEXT_NAMETYPE_host_name);
+    if (sni && host.len && !host_is(host, sni)) {
+        log_info("client attempted to request the server name different from the one that "
+                 "was negotiated");
+        return 421;
+    }
     long rc = SSL_get_verify_result(s);
-    if (rc != X509_V_OK && (blk->verify != VERIFY_OPTIONAL_NO_CA || !unknown_issuer(rc))) {
+    if (rc != X509_V_OK && (verify != VERIFY_OPTIONAL_NO_CA || !unknown_issuer(rc))) {
         log_info("client SSL certificate verify error: (%ld:%s)", rc,
                  X509_verify_cert_error_string(rc));
         return 495;
     }
-    if (blk->verify == VERIFY_ON && !SSL_get0_peer_certificate(s)) {
+    if (verify == VERIFY_ON && !SSL_get0_peer_certificate(s)) {
         log_info("client sent no required SSL certificate");
         return 496;
     }
@@ -879,21 +916,27 @@ static int verify_accept(int ok, X509_STORE_CTX *x)
     return 1;
 }
 
+/* ssl_verify_client's value, or -1 (said). */
+static int verify_mode(struct build *b, const struct tls_conf *c)
+{
+    static const char *const names[] = {"off", "on", "optional", "optional_no_ca"};
+    if (!c->verify)
+        return VERIFY_OFF;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(c->verify->args[0], names[i]) == 0)
+            return i;
+    return conf_error(&b->r, c->verify->line, "ssl_verify_client: \"%s\" is not on, off, "
+                      "optional or optional_no_ca", c->verify->args[0]);
+}
+
 static int set_verify(struct build *b, SSL_CTX *ctx, const struct tls_conf *c,
                       struct tls_block *blk)
 {
     char why[256];
-    static const char *const names[] = {"off", "on", "optional", "optional_no_ca"};
-    blk->verify = VERIFY_OFF;
-    if (c->verify) {
-        unsigned i = 0;
-        while (i < 4 && strcmp(c->verify->args[0], names[i]) != 0)
-            i++;
-        if (i == 4)
-            return conf_error(&b->r, c->verify->line, "ssl_verify_client: \"%s\" is not on, "
-                              "off, optional or optional_no_ca", c->verify->args[0]);
-        blk->verify = (enum tls_verify)i;
-    }
+    int mode = verify_mode(b, c);
+    if (mode < 0)
+        return -1;
+    blk->verify = (enum tls_verify)mode;
     unsigned depth = 1;
     if (c->depth) {
         char *end;
@@ -1110,6 +1153,20 @@ static const struct site_addr *tls_addr_of(const struct site_set *sites,
     return NULL;
 }
 
+/* A TLS address whose default server s is (the one it starts its connections with, which
+ * must have a certificate), or NULL. */
+static const struct site_addr *default_of(const struct site_set *sites,
+                                          const struct site_server *s)
+{
+    for (unsigned i = 0; i < sites->n_addrs; i++) {
+        const struct site_addr *a = &sites->addrs[i];
+        if (a->listen.ssl && a->n_servers &&
+            (a->default_server ? a->default_server : a->servers[0]) == s)
+            return a;
+    }
+    return NULL;
+}
+
 static bool any_ssl(const struct config *cfg, const struct site_set *sites)
 {
     if (sites && sites->n_servers) {
@@ -1158,7 +1215,8 @@ static void check_session_caches(struct build *b, const struct tls_set *t,
         long want = cache_sessions(t->server_ctx[d - sites->servers]);
         for (unsigned k = 0; k < a->n_servers; k++) {
             const struct site_server *s = a->servers[k];
-            if (s == d || cache_sessions(t->server_ctx[s - sites->servers]) == want)
+            if (s == d || !t->server_ctx[s - sites->servers] ||
+                cache_sessions(t->server_ctx[s - sites->servers]) == want)
                 continue;
             struct tls_conf c = *top, dc = *top;
             read_conf(s->first, &c);
@@ -1205,21 +1263,27 @@ int tls_set_build(const struct config *cfg, const struct site_set *sites,
     } else {
         t->n_servers = sites->n_servers;
         t->server_ctx = calloc(sites->n_servers, sizeof(*t->server_ctx));
-        if (!t->server_ctx)
+        t->verify = calloc(sites->n_servers, sizeof(*t->verify));
+        if (!t->server_ctx || !t->verify)
             conf_error(&b.r, 0, "out of memory");
-        for (unsigned i = 0; t->server_ctx && i < sites->n_servers; i++) {
+        for (unsigned i = 0; t->server_ctx && t->verify && i < sites->n_servers; i++) {
             const struct site_server *s = &sites->servers[i];
             const struct site_addr *a = tls_addr_of(sites, s);
             if (!a)
                 continue;
             struct tls_conf c = top;
             read_conf(s->first, &c);
-            if (!c.n_cert) {
+            int mode = verify_mode(&b, &c);
+            t->verify[i] = mode < 0 ? VERIFY_OFF : mode;
+            const struct site_addr *d = default_of(sites, s);
+            if (!c.n_cert && d) {
                 conf_error(&b.r, s->node->line, "no \"ssl_certificate\" for the server of "
-                           "\"listen %s ssl\"", a->listen.text);
+                           "\"listen %s ssl\"", d->listen.text);
                 continue;
             }
-            t->server_ctx[i] = ctx_make(&b, &c, t, s, s->node->line);
+            /* Without one, as nginx: SNI naming it keeps the default server's context. */
+            if (c.n_cert)
+                t->server_ctx[i] = ctx_make(&b, &c, t, s, s->node->line);
         }
         if (!b.r.errors)
             check_session_caches(&b, t, &top);
@@ -1239,6 +1303,7 @@ void tls_set_free(struct tls_set *t)
     for (unsigned i = 0; i < t->n_servers; i++)
         SSL_CTX_free(t->server_ctx[i]);
     free(t->server_ctx);
+    free(t->verify);
     SSL_CTX_free(t->top_ctx);
     free(t);
 }

@@ -42,11 +42,13 @@ void tls_set_free(struct tls_set *t);
  * SSL object in *ssl (an SSL *, for conn_tls_attach), -1 when it could not be made. */
 int tls_accept(const struct tls_set *t, const struct sockaddr *local, void **ssl);
 
-/* The client certificate of a connection's TLS state (an SSL *), against its server
- * block's ssl_verify_client, as nginx checks it when a request comes: 0 (no check, or it
- * passed), 495 (it did not verify; under optional_no_ca only an unknown issuer is let
- * through) or 496 (`on` and none was sent). Both are answered as a 400 (http_response.h). */
-int tls_client_refused(const void *ssl);
+/* The client certificate of a connection's TLS state (an SSL *), against the
+ * ssl_verify_client of the request's server srv (NULL: the connection's), as nginx checks
+ * it when a request comes: 0 (no check, or it passed), 421 (the Host is not the name the
+ * client's SNI gave, and srv checks certificates), 495 (it did not verify; under
+ * optional_no_ca only an unknown issuer is let through) or 496 (`on` and none was sent).
+ * 495 and 496 are answered as a 400 (http_response.c). */
+int tls_client_refused(const void *ssl, const struct site_server *srv, struct http_slice host);
 
 /* The $ssl_* variable `which` (enum vars_tls) of a connection's TLS state, into out:
  * vars_source's tls_var. */

@@ -29,6 +29,8 @@ VARS = ("$ssl_client_verify|$ssl_client_s_dn|$ssl_client_i_dn|$ssl_client_serial
         "$ssl_client_fingerprint|$ssl_client_v_start|$ssl_client_v_end|$ssl_client_v_remain|"
         "$ssl_server_name|$https|$ssl_protocol|$ssl_session_reused")
 
+LOCAL = b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+
 CA_CNF = """\
 [ca]
 default_ca = ca_default
@@ -243,7 +245,7 @@ def test_verified_certificate_variables(ca, serve):
 def test_handshake_completes_without_the_certificate_asked_for(ca, serve):
     """nginx's way: the handshake goes through; the refusal is the request's."""
     port, _ = serve(server_block(ca, verify_lines(ca, "on")))
-    r = s_client(port, sni="localhost")
+    r = s_client(port, sni="localhost", request=LOCAL)
     assert "Acceptable client certificate CA names" in text(r)
     assert b"HTTP/1.1 400 " in r.stdout
 
@@ -290,9 +292,9 @@ def test_session_is_not_resumed_after_a_reload_changes_the_trusted_ca(ca, serve,
     port, s = serve(server_block(ca, verify_lines(ca, "on")))
     sess = str(tmp_path / "s.sess")
     cert = ("-cert", ca.path("alice.crt"), "-key", ca.path("alice.key"))
-    r = s_client(port, "-sess_out", sess, *cert, sni="localhost")
+    r = s_client(port, "-sess_out", sess, *cert, sni="localhost", request=LOCAL)
     assert b"\r\n\r\nSUCCESS|" in r.stdout
-    r = s_client(port, "-sess_in", sess, *cert, sni="localhost")
+    r = s_client(port, "-sess_in", sess, *cert, sni="localhost", request=LOCAL)
     assert "\nReused, TLS" in text(r)
     with open(s.conf_path, "w") as f:
         f.write(with_ports(TOP + server_block(ca, verify_lines(ca, "on").replace(
@@ -300,7 +302,7 @@ def test_session_is_not_resumed_after_a_reload_changes_the_trusted_ca(ca, serve,
     before = len(s.error_log())
     s.proc.send_signal(signal.SIGHUP)
     assert wait_until(lambda: "configuration reloaded" in s.error_log()[before:], scaled(10))
-    r = s_client(port, "-sess_in", sess, *cert, sni="localhost")
+    r = s_client(port, "-sess_in", sess, *cert, sni="localhost", request=LOCAL)
     assert "\nNew, TLS" in text(r)
     assert b"HTTP/1.1 400 " in r.stdout
 
@@ -313,6 +315,39 @@ def test_ssl_session_reused_is_r_on_a_resumed_session(ca, serve, tmp_path):
     assert reused.search(r.stdout).group(1) == b"."
     r = s_client(port, "-sess_in", sess, sni="localhost")
     assert reused.search(r.stdout).group(1) == b"r"
+
+
+@pytest.mark.parametrize("on", ["nginx", "lfhttpd"])
+def test_host_other_than_the_sni_name_of_a_checking_server_is_421(ca, serve, on):
+    """The certificate was asked for by the server the SNI name chose: a request naming
+    another host, to a server that checks certificates, is misdirected (to one that does
+    not check, it is answered)."""
+    port, _ = serve(two_blocks(ca), on)
+    cert = ("-cert", ca.path("alice.crt"), "-key", ca.path("alice.key"))
+    r = s_client(port, "-quiet", *cert, sni="b.test",
+                 request=b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+    assert b"HTTP/1.1 200 OK\r\n" in r.stdout
+    r = s_client(port, "-quiet", *cert, sni="a.test",
+                 request=b"GET / HTTP/1.1\r\nHost: b.test\r\nConnection: close\r\n\r\n")
+    assert b"HTTP/1.1 421 Misdirected Request\r\n" in r.stdout
+    r = s_client(port, "-quiet", *cert, sni="b.test",
+                 request=b"GET / HTTP/1.1\r\nHost: B.test.:443\r\nConnection: close\r\n\r\n")
+    assert b"HTTP/1.1 200 OK\r\n" in r.stdout
+
+
+@pytest.mark.parametrize("on", ["nginx", "lfhttpd"])
+def test_server_without_a_certificate_chosen_by_sni_checks_with_its_own_settings(
+        ca, serve, on):
+    """A server on the address with no certificate of its own: the default server's
+    certificate is sent (which asked for none), and the chosen server's `on` refuses the
+    request, as nginx's."""
+    blocks = (server_block(ca, "", name="a.test", default=True) +
+              "server {\n    listen 127.0.0.1:{port0} ssl;\n    server_name c.test;\n"
+              "    ssl_verify_client on;\n    ssl_client_certificate " + ca.path("ca.crt") +
+              ";\n    location / { return 200 \"c\"; }\n}\n")
+    port, _ = serve(blocks, on)
+    assert curl(ca, port, "none", name="c.test")[0] == 400
+    assert curl(ca, port, "none", name="a.test")[0] == 200
 
 
 # ------------------------------------------------------------------- variables elsewhere
