@@ -1022,8 +1022,10 @@ static const struct conf_directive core_directives[] = {
             "comes, as nginx's; a request then gets a 400 (\"The SSL certificate error\") "
             "when the certificate did not verify, and with `on` when none was sent (\"No "
             "required SSL certificate was sent\"), and the connection is closed. "
-            "`optional_no_ca` lets a certificate of an unknown issuer through. The block "
-            "the client's SNI name chose is the one whose settings apply."},
+            "`optional_no_ca` lets a certificate of an unknown issuer through. The "
+            "certificate is asked for by the server the client's SNI names; the request's "
+            "server (by Host) checks it, and a Host other than the SNI name, to a server "
+            "that checks, is answered 421, as nginx's."},
     {"ssl_client_certificate", CONF_PATH, TOP | SITE, .set = conf_set_later, .usage = "FILE",
      .dflt = "(none)",
      .doc = "PEM certificates of the issuers trusted for client certificates; their names "

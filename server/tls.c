@@ -485,6 +485,15 @@ static long client_var(SSL *s, int which, char *out, size_t cap)
         return bio ? bio_out(bio, out, cap,
                              X509_NAME_print_ex(bio, name, 0, XN_FLAG_RFC2253) >= 0) : 0;
     }
+    case VARS_SSL_CLIENT_S_DN_LEGACY:
+    case VARS_SSL_CLIENT_I_DN_LEGACY: {
+        char *v = X509_NAME_oneline(which == VARS_SSL_CLIENT_S_DN_LEGACY
+                                        ? X509_get_subject_name(cert)
+                                        : X509_get_issuer_name(cert), NULL, 0);
+        long n = v ? copy_out(out, cap, v, strlen(v)) : 0;
+        OPENSSL_free(v);
+        return n;
+    }
     case VARS_SSL_CLIENT_SERIAL: {
         BIO *bio = BIO_new(BIO_s_mem());
         return bio ? bio_out(bio, out, cap,

@@ -79,6 +79,8 @@ enum var_id {
     VAR_SSL_CLIENT_V_START,
     VAR_SSL_CLIENT_V_END,
     VAR_SSL_CLIENT_V_REMAIN,
+    VAR_SSL_CLIENT_S_DN_LEGACY,
+    VAR_SSL_CLIENT_I_DN_LEGACY,
     VAR_DOCUMENT_ROOT,
     VAR_REALPATH_ROOT,
     VAR_REQUEST_FILENAME,
@@ -141,6 +143,10 @@ static const struct {
     {"ssl_client_v_end", VAR_SSL_CLIENT_V_END, "The client certificate's end date."},
     {"ssl_client_v_remain", VAR_SSL_CLIENT_V_REMAIN, "Days until the client certificate "
      "expires (0 once it has)."},
+    {"ssl_client_s_dn_legacy", VAR_SSL_CLIENT_S_DN_LEGACY, "The client certificate's "
+     "subject in OpenSSL's older form (`/C=US/O=Example/CN=alice`)."},
+    {"ssl_client_i_dn_legacy", VAR_SSL_CLIENT_I_DN_LEGACY, "The client certificate's issuer "
+     "in OpenSSL's older form."},
     {"request_method", VAR_REQUEST_METHOD, "The request's method."},
     {"server_port", VAR_SERVER_PORT, "The port the connection came in on."},
     {"remote_port", VAR_REMOTE_PORT, "The client's port."},
@@ -925,7 +931,7 @@ __attribute__((noinline)) static void put_path(struct sink *s, enum vars_path wh
         put(s, value, (size_t)n, esc, false);
 }
 
-static_assert(VAR_SSL_CLIENT_V_REMAIN - VAR_SSL_PROTOCOL == VARS_SSL_CLIENT_V_REMAIN,
+static_assert(VAR_SSL_CLIENT_I_DN_LEGACY - VAR_SSL_PROTOCOL == VARS_SSL_CLIENT_I_DN_LEGACY,
               "vars_tls follows the $ssl_ ids");
 
 /* $ssl_*: the connection's, asked of the TLS layer. */
@@ -1047,7 +1053,9 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_SSL_CLIENT_RAW_CERT:
     case VAR_SSL_CLIENT_V_START:
     case VAR_SSL_CLIENT_V_END:
-    case VAR_SSL_CLIENT_V_REMAIN: put_tls(s, id, src, esc); return;
+    case VAR_SSL_CLIENT_V_REMAIN:
+    case VAR_SSL_CLIENT_S_DN_LEGACY:
+    case VAR_SSL_CLIENT_I_DN_LEGACY: put_tls(s, id, src, esc); return;
     case VAR_DOCUMENT_ROOT: put_path(s, VARS_DOCUMENT_ROOT, src, esc); return;
     case VAR_REALPATH_ROOT: put_path(s, VARS_REALPATH_ROOT, src, esc); return;
     case VAR_REQUEST_FILENAME: put_path(s, VARS_REQUEST_FILENAME, src, esc); return;

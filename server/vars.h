@@ -107,6 +107,8 @@ enum vars_tls {
     VARS_SSL_CLIENT_V_START,
     VARS_SSL_CLIENT_V_END,
     VARS_SSL_CLIENT_V_REMAIN,
+    VARS_SSL_CLIENT_S_DN_LEGACY,
+    VARS_SSL_CLIENT_I_DN_LEGACY,
 };
 
 enum vars_context {

@@ -27,7 +27,8 @@ CLIENTS = ("alice", "mallory", "eve", "none")
 
 VARS = ("$ssl_client_verify|$ssl_client_s_dn|$ssl_client_i_dn|$ssl_client_serial|"
         "$ssl_client_fingerprint|$ssl_client_v_start|$ssl_client_v_end|$ssl_client_v_remain|"
-        "$ssl_server_name|$https|$ssl_protocol|$ssl_session_reused")
+        "$ssl_server_name|$https|$ssl_protocol|$ssl_session_reused|"
+        "$ssl_client_s_dn_legacy|$ssl_client_i_dn_legacy")
 
 LOCAL = b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
 
@@ -310,7 +311,7 @@ def test_session_is_not_resumed_after_a_reload_changes_the_trusted_ca(ca, serve,
 def test_ssl_session_reused_is_r_on_a_resumed_session(ca, serve, tmp_path):
     port, _ = serve(server_block(ca, ""))
     sess = str(tmp_path / "s.sess")
-    reused = re.compile(rb"\|on\|TLSv1\.[23]\|([r.])\n")
+    reused = re.compile(rb"\|on\|TLSv1\.[23]\|([r.])\|")
     r = s_client(port, "-sess_out", sess, sni="localhost")
     assert reused.search(r.stdout).group(1) == b"."
     r = s_client(port, "-sess_in", sess, sni="localhost")
