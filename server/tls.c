@@ -812,15 +812,18 @@ static int load_certs(struct build *b, SSL_CTX *ctx, const struct tls_conf *c,
 
 static int set_certs(struct build *b, SSL_CTX *ctx, const struct tls_conf *c)
 {
-    static __thread struct passwords pw; /* 4 KiB; a configuration loads on one thread */
-    int rc = read_passwords(b, c->password_file, &pw);
+    struct passwords *pw = calloc(1, sizeof(*pw));
+    if (!pw)
+        return conf_error(&b->r, c->n_cert ? c->cert[0]->line : 0, "out of memory");
+    int rc = read_passwords(b, c->password_file, pw);
     if (rc == 0) {
         SSL_CTX_set_default_passwd_cb(ctx, password_cb);
-        SSL_CTX_set_default_passwd_cb_userdata(ctx, &pw);
-        rc = load_certs(b, ctx, c, &pw);
+        SSL_CTX_set_default_passwd_cb_userdata(ctx, pw);
+        rc = load_certs(b, ctx, c, pw);
     }
-    OPENSSL_cleanse(&pw, sizeof(pw));
     SSL_CTX_set_default_passwd_cb_userdata(ctx, NULL);
+    OPENSSL_cleanse(pw, sizeof(*pw));
+    free(pw);
     return rc;
 }
 
