@@ -1179,6 +1179,16 @@ static const struct site_addr *default_of(const struct site_set *sites,
     return NULL;
 }
 
+/* Does a server name a certificate of its own? */
+static bool any_server_cert(const struct site_set *sites)
+{
+    for (unsigned i = 0; sites && i < sites->n_servers; i++)
+        for (const struct conf_node *n = sites->servers[i].first; n; n = n->next)
+            if (strcmp(n->name, "ssl_certificate") == 0)
+                return true;
+    return false;
+}
+
 static bool any_ssl(const struct config *cfg, const struct site_set *sites)
 {
     if (sites && sites->n_servers) {
@@ -1248,7 +1258,9 @@ int tls_set_build(const struct config *cfg, const struct site_set *sites,
                   struct tls_set **out, char *err, size_t len)
 {
     *out = NULL;
-    if (!any_ssl(cfg, sites))
+    bool tls = any_ssl(cfg, sites);
+    if (!tls && !(sites && sites->n_servers && config_next(cfg, "ssl_certificate", NULL)) &&
+        !any_server_cert(sites))
         return 0;
     pthread_once(&index_once, index_make);
     /* The notices join the file's (config.c's): the configuration owns their room. */
@@ -1281,8 +1293,15 @@ int tls_set_build(const struct config *cfg, const struct site_set *sites,
         for (unsigned i = 0; t->server_ctx && t->verify && i < sites->n_servers; i++) {
             const struct site_server *s = &sites->servers[i];
             const struct site_addr *a = tls_addr_of(sites, s);
-            if (!a)
+            if (!a) {
+                /* Not served over TLS, but its certificates, keys and passwords are read
+                 * and checked all the same, as nginx does. */
+                struct tls_conf c = top;
+                read_conf(s->first, &c);
+                if (c.n_cert)
+                    SSL_CTX_free(ctx_make(&b, &c, t, s, s->node->line));
                 continue;
+            }
             struct tls_conf c = top;
             read_conf(s->first, &c);
             int mode = verify_mode(&b, &c);
@@ -1300,9 +1319,9 @@ int tls_set_build(const struct config *cfg, const struct site_set *sites,
         if (!b.r.errors)
             check_session_caches(&b, t, &top);
     }
-    if (b.r.errors) {
+    if (b.r.errors || !tls) {
         tls_set_free(t);
-        return -1;
+        return b.r.errors ? -1 : 0;
     }
     *out = t;
     return 0;

@@ -470,3 +470,12 @@ def test_http2_on_is_accepted_with_a_notice(ca, tmp_path):
     r, conf = check(tmp_path, text_)
     assert r.returncode == 0, r.stderr
     assert f"{conf}:{line_of(text_, 'http2')}: http2: accepted, not used" in r.stderr
+
+
+def test_certificate_of_a_server_not_listening_with_ssl_is_checked_at_load(ca, tmp_path):
+    """nginx reads a server's certificates, keys and password file whether or not it listens
+    with `ssl`: a key that does not open is refused at load all the same."""
+    text_ = with_ports(TOP + enc_block(ca).replace(" ssl;\n", ";\n", 1), [free_port()])
+    r, conf = check(tmp_path, text_)
+    assert r.returncode == 1
+    assert f"{conf}:{line_of(text_, 'ssl_certificate_key')}: ssl_certificate_key" in r.stderr
