@@ -525,6 +525,16 @@ static long client_var(SSL *s, int which, char *out, size_t cap)
     }
 }
 
+/* A group's name as nginx writes it: OpenSSL's short name of its NID, else its TLS name,
+ * else its number in hex. */
+static int group_out(SSL *s, int nid, char *out, size_t cap)
+{
+    const char *name = (nid & TLSEXT_nid_unknown) ? SSL_group_to_name(s, nid)
+                                                  : OBJ_nid2sn(nid);
+    int n = name ? snprintf(out, cap, "%s", name) : snprintf(out, cap, "0x%04x", nid & 0xffff);
+    return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
 long tls_var(const void *ssl, int which, char *out, size_t cap)
 {
     SSL *s = (SSL *)ssl;
@@ -562,14 +572,23 @@ long tls_var(const void *ssl, int which, char *out, size_t cap)
     }
     case VARS_SSL_CURVE: {
         int nid = SSL_get_negotiated_group(s);
-        if (nid == NID_undef)
+        return nid == NID_undef ? 0 : group_out(s, nid, out, cap);
+    }
+    case VARS_SSL_CURVES: {
+        int groups[64];
+        int n = SSL_get1_groups(s, NULL);
+        if (n <= 0 || n > 64 || SSL_get1_groups(s, groups) != n)
             return 0;
-        const char *name = (nid & TLSEXT_nid_unknown) ? SSL_group_to_name(s, nid)
-                                                      : OBJ_nid2sn(nid);
-        if (name)
-            return copy_out(out, cap, name, strlen(name));
-        int n = snprintf(out, cap, "0x%04x", nid & 0xffff);
-        return n < 0 || (size_t)n >= cap ? -1 : n;
+        size_t k = 0;
+        for (int i = 0; i < n; i++) {
+            int w = group_out(s, groups[i], out + k + (k > 0), cap - k - (k > 0));
+            if (w < 0)
+                return -1;
+            if (k)
+                out[k++] = ':';
+            k += (size_t)w;
+        }
+        return (long)k;
     }
     case VARS_SSL_SERVER_NAME: {
         const char *v = SSL_get_servername(s, TLSEXT_NAMETYPE_host_name);

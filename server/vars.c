@@ -64,6 +64,7 @@ enum var_id {
     VAR_SSL_CIPHER,
     VAR_SSL_CIPHERS,
     VAR_SSL_CURVE,
+    VAR_SSL_CURVES,
     VAR_SSL_SERVER_NAME,
     VAR_SSL_SESSION_REUSED,
     VAR_SSL_SESSION_ID,
@@ -119,6 +120,7 @@ static const struct {
     {"ssl_ciphers", VAR_SSL_CIPHERS, "The suites the client offered, joined with `:`, an "
      "unknown one as `0x` and its hex."},
     {"ssl_curve", VAR_SSL_CURVE, "The key exchange's group (`X25519`, `prime256v1`)."},
+    {"ssl_curves", VAR_SSL_CURVES, "The groups the client offered, joined with `:`."},
     {"ssl_server_name", VAR_SSL_SERVER_NAME, "The name the client sent by SNI."},
     {"ssl_session_reused", VAR_SSL_SESSION_REUSED, "`r` when the session was resumed, "
      "else `.`."},
@@ -1039,6 +1041,7 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_SSL_CIPHER:
     case VAR_SSL_CIPHERS:
     case VAR_SSL_CURVE:
+    case VAR_SSL_CURVES:
     case VAR_SSL_SERVER_NAME:
     case VAR_SSL_SESSION_REUSED:
     case VAR_SSL_SESSION_ID:

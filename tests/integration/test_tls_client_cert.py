@@ -29,6 +29,7 @@ VARS = ("$ssl_client_verify|$ssl_client_s_dn|$ssl_client_i_dn|$ssl_client_serial
         "$ssl_client_fingerprint|$ssl_client_v_start|$ssl_client_v_end|$ssl_client_v_remain|"
         "$ssl_server_name|$https|$ssl_protocol|$ssl_session_reused|"
         "$ssl_client_s_dn_legacy|$ssl_client_i_dn_legacy|$ssl_cipher|$ssl_ciphers|$ssl_curve|"
+        "$ssl_curves|"
         "$ssl_early_data")
 
 LOCAL = b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
