@@ -12,6 +12,7 @@ verify, and with `ssl_verify_client on` a 400 "No required SSL certificate was s
 none came. The differential tests run one configuration on nginx (nginx-light) and on
 lfhttpd and compare the status and the variables echoed by `return 200`.
 """
+import json
 import os
 import re
 import signal
@@ -20,6 +21,7 @@ import time
 
 import pytest
 
+from proxy_harness import upstream  # noqa: F401 fixture
 from conftest import BIN, free_port, scaled, wait_until, with_ports
 from tls_harness import line_of, openssl, s_client, text
 
@@ -374,6 +376,21 @@ def test_ssl_variables_in_map_if_add_header_and_log_format(ca, serve, tmp_path):
     assert wait_until(lambda: log.exists() and len(log.read_text().splitlines()) == 2)
     first = log.read_text().splitlines()[0].split(" ")
     assert first[0].startswith("TLSv1.") and first[2:] == ["2A", "ok"]
+
+
+def test_ssl_variables_in_proxy_set_header(ca, serve, upstream):
+    """The upstream is told who the client is, as sites behind nginx are."""
+    u = upstream()
+    port, _ = serve(server_block(ca, verify_lines(ca, "on")).replace(
+        "    location / {", f"    location /app {{\n        proxy_pass http://127.0.0.1:{u.ports[0]};\n"
+        "        proxy_set_header X-Client-DN $ssl_client_s_dn;\n"
+        "        proxy_set_header X-Client-Verify $ssl_client_verify;\n    }\n"
+        "    location / {", 1))
+    status, body = curl(ca, port, "alice", "/app")
+    assert status == 200
+    headers = {k.lower(): v for k, v in json.loads(body)["headers"]}
+    assert headers["x-client-dn"] == "CN=alice,O=Example\\, Inc.,C=US"
+    assert headers["x-client-verify"] == "SUCCESS"
 
 
 # ------------------------------------------------------------------- directives
