@@ -64,6 +64,12 @@ class Ca:
         self.leaf("alice", "/C=US/O=Example, Inc./CN=alice", "ca", "0x2A")
         self.leaf("mallory", "/CN=mallory", "ca", "0x2B")
         self.leaf("eve", "/CN=eve", "other", "0x2C")
+        # a chain: carol under an intermediate CA under the test CA
+        self.leaf("inter", "/CN=Intermediate CA", "ca", "0x30",
+                  "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign")
+        self.leaf("carol", "/CN=carol", "inter", "0x31")
+        with open(p("chain.crt"), "w") as f:
+            f.write(open(p("inter.crt")).read() + open(p("ca.crt")).read())
         with open(p("index.txt"), "w"):
             pass
         with open(p("crlnumber"), "w") as f:
@@ -253,6 +259,18 @@ def test_handshake_completes_without_the_certificate_asked_for(ca, serve):
     r = s_client(port, sni="localhost", request=LOCAL)
     assert "Acceptable client certificate CA names" in text(r)
     assert b"HTTP/1.1 400 " in r.stdout
+
+
+@pytest.mark.parametrize("depth", [0, 1])
+@pytest.mark.parametrize("on", ["nginx", "lfhttpd"])
+def test_ssl_verify_depth_bounds_the_client_chain(ca, serve, on, depth):
+    """carol's certificate is under an intermediate CA under the root: refused at depth 0,
+    taken at depth 1 (the default: one intermediate)."""
+    port, _ = serve(server_block(ca, "    ssl_verify_client on;\n"
+                                     f"    ssl_client_certificate {ca.path('chain.crt')};\n"
+                                     f"    ssl_verify_depth {depth};\n"), on)
+    status, body = curl(ca, port, "carol")
+    assert status == (400 if depth == 0 else 200)
 
 
 # ------------------------------------------------------------------- a block chosen by SNI
