@@ -1035,8 +1035,8 @@ static const struct conf_directive core_directives[] = {
      .doc = "PEM certificates trusted for client certificates, not named to the client."},
     {"ssl_verify_depth", CONF_STRING, TOP | SITE, .set = conf_set_later, .usage = "N",
      .dflt = "1",
-     .doc = "How many issuers a client certificate's chain may have above it (1: the "
-            "certificate and its CA)."},
+     .doc = "How many intermediate CAs a client certificate's chain may have between it "
+            "and a trusted root (0: issued by the root itself)."},
     {"ssl_crl", CONF_PATH, TOP | SITE, .set = conf_set_later, .usage = "FILE",
      .dflt = "(none)",
      .doc = "PEM certificate revocation lists: a revoked client certificate does not "
