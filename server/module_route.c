@@ -1181,9 +1181,12 @@ void module_chain_answer(const struct module_chain *c, struct request *req,
                          struct response *resp)
 {
     handle(c, req, resp);
+    /* nginx's 495 and 496 go out as a 400, but their error_page is theirs, not 400's */
+    int error = resp->status;
+    if (error == 400 && (req->return_status == 495 || req->return_status == 496))
+        error = req->return_status;
     const struct level_error_page *p;
-    if (!resp->streaming && resp->status >= 300 &&
-        (p = error_page_for(req->level, resp->status)))
+    if (!resp->streaming && resp->status >= 300 && (p = error_page_for(req->level, error)))
         answer_error_page(c, req, resp, p);
     for (unsigned i = 0; i < c->n; i++)
         if (c->mods[i]->filter)

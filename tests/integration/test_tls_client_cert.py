@@ -242,6 +242,16 @@ def test_no_certificate_under_on_is_400_no_required_ssl_certificate_and_closes(c
     assert b"<title>400 No required SSL certificate was sent</title>" in body
 
 
+@pytest.mark.parametrize("on", ["nginx", "lfhttpd"])
+def test_error_page_of_496_answers_a_missing_certificate_with_status_400(ca, serve, docroot, on):
+    """error_page 495 and 496 are theirs (not 400's); the answer's status stays 400."""
+    (docroot / "nocert.html").write_text("please send a certificate\n")
+    port, _ = serve(server_block(ca, verify_lines(ca, "on") +
+                                 f"    root {docroot};\n    error_page 496 /nocert.html;\n"
+                                 "    location = /nocert.html { }\n"), on)
+    assert curl(ca, port, "none") == (400, b"please send a certificate\n")
+
+
 def test_verified_certificate_variables(ca, serve):
     """RFC 2253 names (the comma escaped), the serial in uppercase hex, SUCCESS."""
     port, _ = serve(server_block(ca, verify_lines(ca, "on")))
