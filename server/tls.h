@@ -5,7 +5,9 @@
  * An address is a TLS one when a `listen ADDR ssl` names it (in any server, or at the top
  * level without servers). Each server on such an address gets an SSL_CTX with its
  * certificates (its own ssl_* directives, else the top level's, each inherited on its
- * own as in nginx). A connection starts with the context of its address's default server;
+ * own as in nginx); one without certificates that is not its address's default server
+ * is served with the default server's context, and the certificates of a server not on a
+ * TLS address are loaded and checked all the same, as nginx's. A connection starts with the context of its address's default server;
  * the client's SNI, read from the ClientHello before any session is looked up, then picks
  * the server by the Host rules (site.h) and its context.
  *
@@ -14,8 +16,13 @@
  * stays readable for at least ssl_session_timeout; a reload keeps them), and by session
  * ID through OpenSSL's session cache (one per address's default context, shared by the
  * threads under OpenSSL's lock). Either way a session belongs to the server that made it
- * (a session ID context made from its certificate files and names): offered to another
- * server of the address, it gets a full handshake with that server's certificate.
+ * (a session ID context made from its certificate files, names and client-certificate
+ * settings): offered to another server of the address, or after a reload that changed how
+ * client certificates are checked, it gets a full handshake.
+ *
+ * Client certificates (ssl_verify_client): asked for in the handshake by the server the
+ * SNI chose and accepted whatever they are; tls_client_refused says, per request, what
+ * nginx answers then. Variables: tls_var.
  *
  * Checked at load, each with FILE:LINE: a TLS server without a certificate, a certificate
  * or key that cannot be read or does not match, unknown protocols, ciphers or curves.
