@@ -998,6 +998,62 @@ static const struct conf_directive core_directives[] = {
      .dflt = "auto",
      .doc = "OpenSSL 3's default groups with `auto` (X25519, P-256, X448, P-521, P-384, "
             "ffdhe2048 to 8192), or a list."},
+    {"ssl_verify_client", CONF_STRING, TOP | SITE, .set = conf_set_later,
+     .usage = "on | off | optional | optional_no_ca", .dflt = "off",
+     .doc = "Ask the client for a certificate and check it against `ssl_client_certificate` "
+            "and `ssl_trusted_certificate` (and `ssl_crl`). The handshake completes whatever "
+            "comes, as nginx's; a request then gets a 400 (\"The SSL certificate error\") "
+            "when the certificate did not verify, and with `on` when none was sent (\"No "
+            "required SSL certificate was sent\"), and the connection is closed (`error_page "
+            "495` and `496` answer them instead, still with 400). "
+            "`optional_no_ca` lets a certificate of an unknown issuer through. The "
+            "certificate is asked for by the server the client's SNI names; the request's "
+            "server (by Host) checks it, and a Host other than the SNI name, to a server "
+            "that checks, is answered 421, as nginx's."},
+    {"ssl_client_certificate", CONF_PATH, TOP | SITE, .set = conf_set_later, .usage = "FILE",
+     .dflt = "(none)",
+     .doc = "PEM certificates of the issuers trusted for client certificates; their names "
+            "are sent to the client as the accepted issuers."},
+    {"ssl_trusted_certificate", CONF_PATH, TOP | SITE, .set = conf_set_later, .usage = "FILE",
+     .dflt = "(none)",
+     .doc = "PEM certificates trusted for client certificates, not named to the client."},
+    {"ssl_verify_depth", CONF_STRING, TOP | SITE, .set = conf_set_later, .usage = "N",
+     .dflt = "1",
+     .doc = "How many intermediate CAs a client certificate's chain may have between it "
+            "and a trusted root (0: issued by the root itself)."},
+    {"ssl_crl", CONF_PATH, TOP | SITE, .set = conf_set_later, .usage = "FILE",
+     .dflt = "(none)",
+     .doc = "PEM certificate revocation lists: a revoked client certificate does not "
+            "verify, and a CRL is then needed for every issuer in the chain."},
+    {"ssl_password_file", CONF_PATH, TOP | SITE, .set = conf_set_later, .usage = "FILE",
+     .dflt = "(none)",
+     .doc = "Passphrases of encrypted `ssl_certificate_key` files, one a line, tried in "
+            "order on each key. Without it an encrypted key is refused at load."},
+    {"ssl_conf_command", CONF_LIST, TOP | SITE, CONF_REPEATS, .min_args = 2, .max_args = 2,
+     .set = conf_set_later, .usage = "NAME VALUE",
+     .doc = "An OpenSSL configuration command (`SSL_CONF_cmd`, as `openssl` names them: "
+            "`Options`, `Ciphersuites`...), applied after the other ssl_* settings; a block's "
+            "own replace the outer ones. An unknown name or value is refused at load. Of a "
+            "block chosen by SNI, the settings OpenSSL copies into a connection when it "
+            "starts (`Groups`, `SignatureAlgorithms`) are those of the address's default "
+            "server."},
+    {"ssl_stapling", CONF_FLAG, TOP | SITE, .set = conf_set_later, .dflt = "off",
+     .doc = "Send the OCSP response of `ssl_stapling_file` to a client that asks for the "
+            "certificate's status. No responder is ever asked: without a file, nothing is "
+            "stapled (a notice at `-t`)."},
+    {"ssl_stapling_file", CONF_PATH, TOP | SITE, .set = conf_set_later, .usage = "FILE",
+     .dflt = "(none)",
+     .doc = "A DER OCSP response (`openssl ocsp -respout`), stapled as it is with "
+            "`ssl_stapling on`; checked at load to be one."},
+    {"ssl_stapling_verify", CONF_FLAG, TOP | SITE, .set = note_nginx_only,
+     .doc = "The response of `ssl_stapling_file` is stapled as it is, unchecked (nginx's "
+            "default `off`); no responder is asked."},
+    {"ssl_stapling_responder", CONF_STRING, TOP | SITE, .set = note_nginx_only,
+     .usage = "URL",
+     .doc = "No OCSP responder is asked here: stapling serves `ssl_stapling_file` only."},
+    {"http2", CONF_FLAG, TOP | SITE, .set = note_nginx_only,
+     .doc = "HTTP/1.1 is spoken, and TLS clients are offered `http/1.1` by ALPN (as "
+            "`listen ... http2`)."},
     {"alias", CONF_PATH, LOC, .set = conf_set_later, .usage = "DIR",
      .doc = "Files are served from DIR + what follows the location's prefix: "
             "`/downloads/a.txt` in `location /downloads/ { alias /data/; }` is `/data/a.txt`. "

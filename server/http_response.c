@@ -94,6 +94,7 @@ const char *http_status_text(int status)
     case 414: return "URI Too Long";
     case 416: return "Range Not Satisfiable";
     case 417: return "Expectation Failed";
+    case 421: return "Misdirected Request";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 501: return "Not Implemented";
@@ -509,8 +510,33 @@ int resp_body_copy(struct response *r, const char *p, size_t len)
     return resp_body_mem(r, dst, len);
 }
 
+/* nginx's 495 and 496: a client certificate that did not verify, or none where one is
+ * required; answered as a 400 with their own words, and the connection closed. */
+static void cert_error(struct response *r, int status)
+{
+    static const char bad[] = "<html>\r\n<head><title>400 The SSL certificate error</title>"
+                              "</head>\r\n<body>\r\n<center><h1>400 Bad Request</h1>"
+                              "</center>\r\n<center>The SSL certificate error</center>\r\n"
+                              "</body>\r\n</html>\r\n";
+    static const char none[] = "<html>\r\n<head><title>400 No required SSL certificate was "
+                               "sent</title></head>\r\n<body>\r\n<center><h1>400 Bad "
+                               "Request</h1></center>\r\n<center>No required SSL "
+                               "certificate was sent</center>\r\n</body>\r\n</html>\r\n";
+    resp_start(r, 400);
+    r->keep_alive = false;
+    resp_header(r, "Content-Type", "text/html");
+    if (status == 495)
+        resp_body_mem(r, bad, sizeof(bad) - 1);
+    else
+        resp_body_mem(r, none, sizeof(none) - 1);
+}
+
 void resp_error(struct response *r, int status)
 {
+    if (status == 495 || status == 496) {
+        cert_error(r, status);
+        return;
+    }
     resp_start(r, status);
     if (r->no_length)
         return;

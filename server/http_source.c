@@ -74,6 +74,7 @@ void http_request_init(struct conn *c, const struct http_request *h, struct requ
     r->local = c->local;
     r->local_fd = c->h.fd;
     r->https = c->tls != NULL;
+    r->tls = c->tls;
     r->request_id = id;
     r->now_s = now_s;
     r->cfg = &c->gen->cfg;

@@ -102,6 +102,8 @@ struct request {
     const struct sockaddr *local; /* the address of the listener it came in on */
     int local_fd;                 /* the connection's socket: for $server_addr only */
     bool https;                   /* it came over TLS: $scheme, $https, redirects */
+    const void *tls;              /* its connection's TLS state (tls.h), NULL on a plain
+                                     one: $ssl_*, the client certificate's check */
     /* $request_id's 33 bytes (vars.h), in the frame that made the request, "" until the
      * first expansion makes it: copies of the request (internal redirects) share it. */
     char *request_id;

@@ -35,6 +35,7 @@
 #include "module_level.h"
 #include "rewrite.h"
 #include "site.h"
+#include "tls.h"
 #include "vars.h"
 
 #define ROUTE_REDIRECTS_MAX 10
@@ -90,6 +91,8 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .path_var = route_path_var,
         .limit_req_status = req->marks.limit_req,
         .limit_conn_status = req->marks.limit_conn,
+        .tls = req->tls,
+        .tls_var = tls_var,
     };
 }
 
@@ -807,6 +810,18 @@ const struct config_limits *module_chain_default_limits(const struct module_chai
 int module_chain_route(const struct module_chain *c, struct request *req)
 {
     req->site = server_for(c, req);
+    /* The client certificate, checked as nginx does once the request's head is read (the
+     * handshake accepted whatever came): 495 or 496, answered as a 400 by the server's
+     * settings (its add_header ... always, its error_page), before any location. */
+    struct http_slice host = req->http ? req->http->host : (struct http_slice){NULL, 0};
+    int refused = req->tls ? tls_client_refused(req->tls, req->site, host) : 0;
+    if (refused) {
+        use_level(req, req->site ? req->site->level : &c->levels[0]);
+        req->first_level = req->level;
+        req->return_status = refused;
+        req->return_text = NULL;
+        return 0;
+    }
     return route_from(c, req, NULL);
 }
 
@@ -1190,9 +1205,12 @@ void module_chain_answer(const struct module_chain *c, struct request *req,
                          struct response *resp)
 {
     handle(c, req, resp);
+    /* nginx's 495 and 496 go out as a 400, but their error_page is theirs, not 400's */
+    int error = resp->status;
+    if (error == 400 && (req->return_status == 495 || req->return_status == 496))
+        error = req->return_status;
     const struct level_error_page *p;
-    if (!resp->streaming && resp->status >= 300 &&
-        (p = error_page_for(req->level, resp->status)))
+    if (!resp->streaming && resp->status >= 300 && (p = error_page_for(req->level, error)))
         answer_error_page(c, req, resp, p);
     for (unsigned i = 0; i < c->n; i++)
         if (c->mods[i]->filter)

@@ -62,6 +62,29 @@ enum var_id {
     VAR_UPSTREAM_BYTES_SENT,
     VAR_UPSTREAM_CACHE_STATUS,
     VAR_UPSTREAM_HTTP, /* $upstream_http_NAME: as $http_NAME's */
+    /* the connection's TLS (vars_tls, in its order) */
+    VAR_SSL_PROTOCOL,
+    VAR_SSL_CIPHER,
+    VAR_SSL_CIPHERS,
+    VAR_SSL_CURVE,
+    VAR_SSL_CURVES,
+    VAR_SSL_SERVER_NAME,
+    VAR_SSL_SESSION_REUSED,
+    VAR_SSL_SESSION_ID,
+    VAR_SSL_EARLY_DATA,
+    VAR_SSL_CLIENT_VERIFY,
+    VAR_SSL_CLIENT_S_DN,
+    VAR_SSL_CLIENT_I_DN,
+    VAR_SSL_CLIENT_SERIAL,
+    VAR_SSL_CLIENT_FINGERPRINT,
+    VAR_SSL_CLIENT_CERT,
+    VAR_SSL_CLIENT_ESCAPED_CERT,
+    VAR_SSL_CLIENT_RAW_CERT,
+    VAR_SSL_CLIENT_V_START,
+    VAR_SSL_CLIENT_V_END,
+    VAR_SSL_CLIENT_V_REMAIN,
+    VAR_SSL_CLIENT_S_DN_LEGACY,
+    VAR_SSL_CLIENT_I_DN_LEGACY,
     VAR_DOCUMENT_ROOT,
     VAR_REALPATH_ROOT,
     VAR_REQUEST_FILENAME,
@@ -100,6 +123,42 @@ static const struct {
      "no limit applied."},
     {"limit_conn_status", VAR_LIMIT_CONN_STATUS, "What `limit_conn` made of the request: "
      "`PASSED`, `REJECTED` or `REJECTED_DRY_RUN`; empty when no limit applied."},
+    /* the connection's TLS, each empty on a plain connection */
+    {"ssl_protocol", VAR_SSL_PROTOCOL, "The TLS version (`TLSv1.3`)."},
+    {"ssl_cipher", VAR_SSL_CIPHER, "The cipher suite, OpenSSL's name "
+     "(`TLS_AES_256_GCM_SHA384`)."},
+    {"ssl_ciphers", VAR_SSL_CIPHERS, "The suites the client offered, joined with `:`, an "
+     "unknown one as `0x` and its hex."},
+    {"ssl_curve", VAR_SSL_CURVE, "The key exchange's group (`X25519`, `prime256v1`)."},
+    {"ssl_curves", VAR_SSL_CURVES, "The groups the client offered, joined with `:`."},
+    {"ssl_server_name", VAR_SSL_SERVER_NAME, "The name the client sent by SNI."},
+    {"ssl_session_reused", VAR_SSL_SESSION_REUSED, "`r` when the session was resumed, "
+     "else `.`."},
+    {"ssl_session_id", VAR_SSL_SESSION_ID, "The session's ID, lowercase hex."},
+    {"ssl_early_data", VAR_SSL_EARLY_DATA, "Empty: early data (0-RTT) is not accepted."},
+    {"ssl_client_verify", VAR_SSL_CLIENT_VERIFY, "The client certificate's check: "
+     "`SUCCESS`, `FAILED:REASON` (OpenSSL's words), or `NONE` without one."},
+    {"ssl_client_s_dn", VAR_SSL_CLIENT_S_DN, "The client certificate's subject, RFC 2253 "
+     "(`CN=alice,O=Example`)."},
+    {"ssl_client_i_dn", VAR_SSL_CLIENT_I_DN, "The client certificate's issuer, RFC 2253."},
+    {"ssl_client_serial", VAR_SSL_CLIENT_SERIAL, "The client certificate's serial number, "
+     "uppercase hex."},
+    {"ssl_client_fingerprint", VAR_SSL_CLIENT_FINGERPRINT, "The client certificate's SHA-1 "
+     "fingerprint, lowercase hex."},
+    {"ssl_client_cert", VAR_SSL_CLIENT_CERT, "The client certificate in PEM, each line but "
+     "the first begun with a tab, the last newline left out (deprecated, as in nginx)."},
+    {"ssl_client_escaped_cert", VAR_SSL_CLIENT_ESCAPED_CERT, "The client certificate in PEM, "
+     "percent-encoded as a URI component."},
+    {"ssl_client_raw_cert", VAR_SSL_CLIENT_RAW_CERT, "The client certificate in PEM."},
+    {"ssl_client_v_start", VAR_SSL_CLIENT_V_START, "The client certificate's start date "
+     "(`Nov 27 18:00:00 2026 GMT`)."},
+    {"ssl_client_v_end", VAR_SSL_CLIENT_V_END, "The client certificate's end date."},
+    {"ssl_client_v_remain", VAR_SSL_CLIENT_V_REMAIN, "Days until the client certificate "
+     "expires (0 once it has)."},
+    {"ssl_client_s_dn_legacy", VAR_SSL_CLIENT_S_DN_LEGACY, "The client certificate's "
+     "subject in OpenSSL's older form (`/C=US/O=Example/CN=alice`)."},
+    {"ssl_client_i_dn_legacy", VAR_SSL_CLIENT_I_DN_LEGACY, "The client certificate's issuer "
+     "in OpenSSL's older form."},
     {"request_method", VAR_REQUEST_METHOD, "The request's method."},
     {"server_port", VAR_SERVER_PORT, "The port the connection came in on."},
     {"remote_port", VAR_REMOTE_PORT, "The client's port."},
@@ -315,7 +374,7 @@ static int read_variable(const char *s, struct var_ref *ref, char *msg, size_t l
         ref->id = VAR_CAPTURE_NAMED, arg_at = 0;
     else if (var_lookup(name, n, &ref->id, &arg_at) < 0)
         return snprintf(msg, len, "unknown \"%.*s\" variable (known: uri, request_uri, args, "
-                        "arg_NAME, host, http_NAME, cookie_NAME, scheme, https, remote_addr, "
+                        "arg_NAME, host, http_NAME, cookie_NAME, scheme, https, ssl_*, remote_addr, "
                         "remote_port, server_addr, server_port, server_name, "
                         "request_method, request_id, proxy_host, proxy_port, "
                         "proxy_add_x_forwarded_for, status, body_bytes_sent, bytes_sent, "
@@ -905,6 +964,23 @@ __attribute__((noinline)) static void put_path(struct sink *s, enum vars_path wh
         put(s, value, (size_t)n, esc, false);
 }
 
+static_assert(VAR_SSL_CLIENT_I_DN_LEGACY - VAR_SSL_PROTOCOL == VARS_SSL_CLIENT_I_DN_LEGACY,
+              "vars_tls follows the $ssl_ ids");
+
+/* $ssl_*: the connection's, asked of the TLS layer. */
+__attribute__((noinline)) static void put_tls(struct sink *s, enum var_id id,
+                                              const struct vars_source *src, bool esc)
+{
+    char value[8192];
+    if (!src->tls || !src->tls_var)
+        return;
+    long n = src->tls_var(src->tls, (int)(id - VAR_SSL_PROTOCOL), value, sizeof(value));
+    if (n < 0)
+        s->failed = true;
+    else if (n > 0)
+        put(s, value, (size_t)n, esc, false);
+}
+
 static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
                          const struct vars_source *src, bool esc)
 {
@@ -995,6 +1071,28 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_USER:
         put_user(s, nm.p, nm.len, src, esc);
         return;
+    case VAR_SSL_PROTOCOL:
+    case VAR_SSL_CIPHER:
+    case VAR_SSL_CIPHERS:
+    case VAR_SSL_CURVE:
+    case VAR_SSL_CURVES:
+    case VAR_SSL_SERVER_NAME:
+    case VAR_SSL_SESSION_REUSED:
+    case VAR_SSL_SESSION_ID:
+    case VAR_SSL_EARLY_DATA:
+    case VAR_SSL_CLIENT_VERIFY:
+    case VAR_SSL_CLIENT_S_DN:
+    case VAR_SSL_CLIENT_I_DN:
+    case VAR_SSL_CLIENT_SERIAL:
+    case VAR_SSL_CLIENT_FINGERPRINT:
+    case VAR_SSL_CLIENT_CERT:
+    case VAR_SSL_CLIENT_ESCAPED_CERT:
+    case VAR_SSL_CLIENT_RAW_CERT:
+    case VAR_SSL_CLIENT_V_START:
+    case VAR_SSL_CLIENT_V_END:
+    case VAR_SSL_CLIENT_V_REMAIN:
+    case VAR_SSL_CLIENT_S_DN_LEGACY:
+    case VAR_SSL_CLIENT_I_DN_LEGACY: put_tls(s, id, src, esc); return;
     case VAR_DOCUMENT_ROOT: put_path(s, VARS_DOCUMENT_ROOT, src, esc); return;
     case VAR_REALPATH_ROOT: put_path(s, VARS_REALPATH_ROOT, src, esc); return;
     case VAR_REQUEST_FILENAME: put_path(s, VARS_REQUEST_FILENAME, src, esc); return;

@@ -89,6 +89,32 @@
 
 enum vars_path { VARS_DOCUMENT_ROOT, VARS_REALPATH_ROOT, VARS_REQUEST_FILENAME };
 
+/* The $ssl_* variables, in the order of their ids in vars.c; asked of vars_source.tls_var. */
+enum vars_tls {
+    VARS_SSL_PROTOCOL,
+    VARS_SSL_CIPHER,
+    VARS_SSL_CIPHERS,
+    VARS_SSL_CURVE,
+    VARS_SSL_CURVES,
+    VARS_SSL_SERVER_NAME,
+    VARS_SSL_SESSION_REUSED,
+    VARS_SSL_SESSION_ID,
+    VARS_SSL_EARLY_DATA,
+    VARS_SSL_CLIENT_VERIFY,
+    VARS_SSL_CLIENT_S_DN,
+    VARS_SSL_CLIENT_I_DN,
+    VARS_SSL_CLIENT_SERIAL,
+    VARS_SSL_CLIENT_FINGERPRINT,
+    VARS_SSL_CLIENT_CERT,
+    VARS_SSL_CLIENT_ESCAPED_CERT,
+    VARS_SSL_CLIENT_RAW_CERT,
+    VARS_SSL_CLIENT_V_START,
+    VARS_SSL_CLIENT_V_END,
+    VARS_SSL_CLIENT_V_REMAIN,
+    VARS_SSL_CLIENT_S_DN_LEGACY,
+    VARS_SSL_CLIENT_I_DN_LEGACY,
+};
+
 enum vars_context {
     VARS_HEADER,
     VARS_RAW,
@@ -138,6 +164,11 @@ struct vars_source {
     /* $document_root, $realpath_root, $request_filename of the request user_vars (which
      * names one of enum vars_path), written into out; NULL: all empty. */
     long (*path_var)(const void *user_vars, int which, char *out, size_t cap);
+    /* The $ssl_* variable `which` (enum vars_tls) of the connection's TLS state `tls`,
+     * written into out: its length, or -1 when it does not fit; NULL (or tls NULL): all
+     * empty, a plain connection. */
+    long (*tls_var)(const void *tls, int which, char *out, size_t cap);
+    const void *tls;
     /* $sent_http_NAME: the field NAME ("content-type") of the answer `response`, as it is
      * when the value is expanded (in add_header, expires, an access-log line); NULL: all
      * empty. */
