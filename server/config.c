@@ -464,7 +464,7 @@ static int set_error_log(void *base, const struct conf_node *n, void *ctx, char 
 
 /* --- service classes ------------------------------------------------------------- */
 
-static int parse_cidr(const char *text, struct config_cidr *c)
+int config_cidr_parse(const char *text, struct config_cidr *c)
 {
     char addr[64];
     const char *slash = strchr(text, '/');
@@ -555,7 +555,7 @@ static int set_match(void *base, const struct conf_node *n, void *ctx, char *msg
         for (size_t i = 0; v[i]; i++)
             h[i] = (char)tolower((unsigned char)v[i]), h[i + 1] = '\0';
     } else if (strcmp(kind, "addr") == 0) {
-        if (k->n_addrs == CONFIG_CLASS_RULES || parse_cidr(v, &k->addrs[k->n_addrs]) < 0)
+        if (k->n_addrs == CONFIG_CLASS_RULES || config_cidr_parse(v, &k->addrs[k->n_addrs]) < 0)
             return snprintf(msg, len, "invalid address or network \"%s\"", v), -1;
         k->n_addrs++;
     } else {

@@ -165,6 +165,8 @@ struct config {
     struct conf_node *tree; /* the whole file, for directives of later parts */
 };
 
+/* ADDR or ADDR/BITS, IPv4 or IPv6, into c: 0, or -1 when it is neither. */
+int config_cidr_parse(const char *text, struct config_cidr *c);
 /* Does the client address match the network? */
 bool config_cidr_match(const struct config_cidr *c, const struct sockaddr *sa);
 

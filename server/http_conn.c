@@ -132,11 +132,12 @@ static size_t skip_body(struct conn *c, char *buf, size_t len, int *err)
 }
 
 /* The access-log line of a response (req: NULL for a request that was not parsed). */
-static void log_access(struct conn *c, struct http_slice line, const struct http_request *req,
-                       const struct response *resp, int64_t now_s, char *request_id)
+static void log_access(struct conn *c, const struct sockaddr *peer, struct http_slice line,
+                       const struct http_request *req, const struct response *resp,
+                       int64_t now_s, char *request_id)
 {
     struct http_slice none = {NULL, 0};
-    http_log_access(c, line, req ? req->referer : none, req ? req->user_agent : none,
+    http_log_access(c, peer, line, req ? req->referer : none, req ? req->user_agent : none,
                          resp->status,
                          resp->head_only || resp->no_length ? 0 : resp->content_length, now_s,
                          request_id);
@@ -202,7 +203,7 @@ static void respond(struct conn *c, const struct http_request *h, struct request
     resp->say_keep_alive = hc(c)->limits->say_keep_alive;
     resp_finish(resp, h->version_minor == 0);
     if (!module_chain_logs_request(&c->gen->chain, r))
-        log_access(c, http_request_line(h), h, resp, r->now_s, r->request_id);
+        log_access(c, r->peer, http_request_line(h), h, resp, r->now_s, r->request_id);
     module_chain_log(&c->gen->chain, r, resp);
 }
 
@@ -217,7 +218,7 @@ static void answer_malformed(struct conn *c, int status, const char *buf, size_t
     if (status == 503) /* max_body_memory: the memory is back once other bodies are served */
         resp_header(&resp, "Retry-After", "1");
     resp_finish(&resp, false);
-    log_access(c, first_line(buf, len, 2048), NULL, &resp, now_s, NULL);
+    log_access(c, NULL, first_line(buf, len, 2048), NULL, &resp, now_s, NULL);
     http_log_unparsed(c, &resp, now_s);
     hc(c)->body_mode = REQ_BODY_NONE;
     http_send(c, &resp, NULL, 0);
@@ -329,7 +330,7 @@ static void hand_off(struct conn *c, struct http_service *to, const char *p, siz
         int64_t now_s;
         http_date_header(&now_s);
         const char *eol = memchr(p, '\r', n);
-        log_access(c, (struct http_slice){p, eol ? (size_t)(eol - p) : 0}, NULL, &resp, now_s,
+        log_access(c, NULL, (struct http_slice){p, eol ? (size_t)(eol - p) : 0}, NULL, &resp, now_s,
                    NULL);
         http_log_unparsed(c, &resp, now_s);
         hc(c)->body_mode = REQ_BODY_NONE;
@@ -725,7 +726,7 @@ static void answer_plain_on_tls(struct conn *c)
     resp_header(&resp, "Content-Type", "text/html");
     resp_body_mem(&resp, body, sizeof(body) - 1);
     resp_finish(&resp, false);
-    log_access(c, (struct http_slice){"-", 1}, NULL, &resp, now_s, NULL);
+    log_access(c, NULL, (struct http_slice){"-", 1}, NULL, &resp, now_s, NULL);
     http_send(c, &resp, NULL, 0);
 }
 

@@ -142,9 +142,11 @@ static inline struct http_slice http_request_line(const struct http_request *req
 /* Count one request served in `us` microseconds. */
 void http_stats_record(struct http_stats *st, int64_t us, int status, uint64_t bytes);
 
-/* Write one access-log line for connection c. request_id: the request's $request_id buffer
- * (33 bytes, made if empty), or NULL; the line carries it when access_log_request_id is on. */
-void http_log_access(struct conn *c, struct http_slice line, struct http_slice referer,
+/* Write one access-log line for connection c. peer: the request's client (its req->peer),
+ * or NULL for the connection's. request_id: the request's $request_id buffer (33 bytes,
+ * made if empty), or NULL; the line carries it when access_log_request_id is on. */
+void http_log_access(struct conn *c, const struct sockaddr *peer, struct http_slice line,
+                     struct http_slice referer,
                      struct http_slice user_agent, int status, uint64_t bytes, int64_t now_s,
                      char *request_id);
 /* What every module sees of a request on connection c, before its path is decoded: path is

@@ -11,6 +11,7 @@
  * in the table below. mod_auth comes first: access hooks run before any handler anyway,
  * but first in the table its refusal (403, 401) is decided before any other module's
  * access hook could answer, as nginx's access phase comes before content. */
+extern const struct module mod_realip;   /* the client's address from a trusted proxy */
 extern const struct module mod_auth;     /* allow/deny, then HTTP Basic authentication */
 extern const struct module mod_mime;     /* content types: extension table, then libmagic */
 extern const struct module mod_dirlist;  /* listings of directories without an index file */
@@ -24,7 +25,7 @@ extern const struct module mod_headers;  /* add_header, expires: after gzip, on 
 extern const struct module mod_log;      /* log_format, a server's or location's access_log */
 
 static const struct module *const module_table[] = {
-    &mod_auth,    &mod_mime,  &mod_dirlist, &mod_static,  &mod_handlers,
+    &mod_realip,  &mod_auth,    &mod_mime,  &mod_dirlist, &mod_static,  &mod_handlers,
     &mod_metrics, &mod_cgi,   &mod_proxy,   &mod_gzip,    &mod_headers,
     &mod_log,
 };

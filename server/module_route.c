@@ -69,6 +69,8 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .uri = req->path,
         .uri_len = req->path_len,
         .peer = req->peer,
+        .conn_peer = req->conn_peer,
+        .proxy_protocol = req->proxy_protocol,
         .local = req->local,
         .local_fd = req->local_fd,
         .https = req->https,
@@ -802,9 +804,38 @@ const struct config_limits *module_chain_default_limits(const struct module_chai
     return &(a->default_server ? a->default_server : a->servers[0])->level->limits;
 }
 
+void module_set_peer(struct request *req, const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET6)
+        req->real_peer.in6 = *(const struct sockaddr_in6 *)(const void *)sa;
+    else
+        req->real_peer.in = *(const struct sockaddr_in *)(const void *)sa;
+    req->peer = &req->real_peer.sa;
+    req->peer_replaced = true;
+}
+
+/* The post_read hooks some block asked for, with the settings of level l (nginx's post-read
+ * phase with the server's, its preaccess phase with the location's). False: one failed. */
+static bool post_read(const struct module_chain *c, struct request *req,
+                      const struct module_level *l)
+{
+    const struct module_level *was = req->level;
+    req->level = l;
+    bool ok = true;
+    for (unsigned k = 0; k < c->n_post_read_mods && ok; k++) {
+        unsigned i = c->post_read_mods[k];
+        ok = c->mods[i]->post_read(c->state[i], req) != MOD_ERROR;
+    }
+    req->level = was;
+    return ok;
+}
+
 int module_chain_route(const struct module_chain *c, struct request *req)
 {
     req->site = server_for(c, req);
+    if (c->n_post_read_mods &&
+        !post_read(c, req, req->site ? req->site->level : &c->levels[0]))
+        return 500;
     return route_from(c, req, NULL);
 }
 
@@ -1024,6 +1055,10 @@ static bool handle(const struct module_chain *c, struct request *req, struct res
 {
     if (req->return_status) {
         answer_return(req, resp);
+        return false;
+    }
+    if (c->n_post_read_mods && !post_read(c, req, req->level)) {
+        resp_error(resp, 500);
         return false;
     }
     if (refused(c, req, req->first_level, resp))
