@@ -58,6 +58,9 @@ struct http_shared {
      * and clients move to other copies before any connection is refused. */
     atomic_bool draining;
     atomic_uint n_conns;      /* open connections, every class's */
+    /* Connections accepted since start, and of those the ones served (not refused as over
+     * a limit): stub_status's "accepts" and "handled". */
+    atomic_ulong accepted, handled;
     /* Bytes of request bodies being collected (their buffers), every class's: at most
      * max_body_memory; beyond it a body that needs a buffer is refused with 503. */
     _Atomic uint64_t body_memory;

@@ -18,6 +18,7 @@ extern const struct module mod_dirlist;  /* listings of directories without an i
 extern const struct module mod_static;   /* files from the document root */
 extern const struct module mod_handlers; /* in-process handlers on prefixes: echo, hello, status */
 extern const struct module mod_metrics;  /* `handler PREFIX metrics;`: Prometheus's format */
+extern const struct module mod_stub_status; /* `stub_status;`: nginx's basic status page */
 extern const struct module mod_cgi;      /* CGI/1.1 scripts mounted on prefixes */
 extern const struct module mod_proxy;    /* proxy_pass: answers from upstream servers */
 extern const struct module mod_gzip;     /* compresses responses (a filter) */
@@ -26,7 +27,7 @@ extern const struct module mod_log;      /* log_format, a server's or location's
 
 static const struct module *const module_table[] = {
     &mod_realip,  &mod_auth,    &mod_mime,  &mod_dirlist, &mod_static,  &mod_handlers,
-    &mod_metrics, &mod_cgi,   &mod_proxy,   &mod_gzip,    &mod_headers,
+    &mod_metrics, &mod_stub_status, &mod_cgi,   &mod_proxy,   &mod_gzip,    &mod_headers,
     &mod_log,
 };
 

@@ -16,6 +16,7 @@
  * location's access rules (401, 403) is the answer, as nginx's.
  */
 #include "module_chain.h"
+#include "module_figures.h"
 #include "strbuf.h"
 
 #include <arpa/inet.h>
@@ -60,6 +61,16 @@ void module_vars_answer(struct vars_source *src, const struct response *resp)
     src->response = resp;
 }
 
+static void route_connections(const void *request, unsigned long long out[4])
+{
+    struct server_connections n;
+    module_server_connections(request, &n);
+    out[0] = n.active;
+    out[1] = n.reading;
+    out[2] = n.writing;
+    out[3] = n.waiting;
+}
+
 void module_vars_source(const struct request *req, struct vars_source *src)
 {
     const struct site_server *s = req->site;
@@ -70,6 +81,7 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .uri_len = req->path_len,
         .peer = req->peer,
         .conn_peer = req->conn_peer,
+        .connections = req->server ? route_connections : NULL,
         .proxy_protocol = req->proxy_protocol,
         .local = req->local,
         .local_fd = req->local_fd,

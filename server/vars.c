@@ -30,6 +30,10 @@ enum var_id {
     VAR_SERVER_PORT,
     VAR_REMOTE_PORT,
     VAR_BINARY_REMOTE_ADDR,
+    VAR_CONNECTIONS_ACTIVE,
+    VAR_CONNECTIONS_READING,
+    VAR_CONNECTIONS_WRITING,
+    VAR_CONNECTIONS_WAITING,
     VAR_REALIP_REMOTE_ADDR,
     VAR_REALIP_REMOTE_PORT,
     VAR_PROXY_PROTOCOL_ADDR,
@@ -103,6 +107,14 @@ static const struct {
      "an address without one)."},
     {"binary_remote_addr", VAR_BINARY_REMOTE_ADDR, "The client's address in binary: 4 bytes "
      "for IPv4, 16 for IPv6."},
+    {"connections_active", VAR_CONNECTIONS_ACTIVE, "Open connections now, as stub_status's "
+     "`Active connections`."},
+    {"connections_reading", VAR_CONNECTIONS_READING, "Connections reading a request head, as "
+     "stub_status's `Reading`."},
+    {"connections_writing", VAR_CONNECTIONS_WRITING, "Connections answering (the one asking "
+     "included), as stub_status's `Writing`."},
+    {"connections_waiting", VAR_CONNECTIONS_WAITING, "Idle connections, as stub_status's "
+     "`Waiting`."},
     {"realip_remote_addr", VAR_REALIP_REMOTE_ADDR, "The connection's own address, before "
      "`set_real_ip_from` replaced it."},
     {"realip_remote_port", VAR_REALIP_REMOTE_PORT, "The connection's own port, before "
@@ -932,6 +944,16 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_REMOTE_ADDR: v.len = remote_addr_of(src->peer, tmp, sizeof(tmp)); break;
     case VAR_REMOTE_PORT: v.len = port_of(src->peer, tmp, sizeof(tmp)); break;
     case VAR_BINARY_REMOTE_ADDR: v = binary_addr_of(src->peer); break;
+    case VAR_CONNECTIONS_ACTIVE:
+    case VAR_CONNECTIONS_READING:
+    case VAR_CONNECTIONS_WRITING:
+    case VAR_CONNECTIONS_WAITING:
+        if (src->connections) {
+            unsigned long long n[4];
+            src->connections(src->user_vars, n);
+            v.len = decimal(tmp, sizeof(tmp), n[id - VAR_CONNECTIONS_ACTIVE], 1);
+        }
+        break;
     case VAR_REALIP_REMOTE_ADDR:
         v.len = remote_addr_of(src->conn_peer ? src->conn_peer : src->peer, tmp, sizeof(tmp));
         break;

@@ -110,6 +110,8 @@ struct vars_source {
     const struct sockaddr *peer;  /* the client (NULL: $remote_addr is empty) */
     /* The connection's own address, for $realip_remote_addr (NULL: peer's). */
     const struct sockaddr *conn_peer;
+    /* $connections_active, _reading, _writing, _waiting into out[4] (NULL: empty). */
+    void (*connections)(const void *user_vars, unsigned long long out[4]);
     /* The connection's PROXY protocol header (NULL: $proxy_protocol_* are empty). */
     const struct proxy_protocol_addrs *proxy_protocol;
     const struct sockaddr *local; /* the listener's address (NULL: $server_port is empty) */
