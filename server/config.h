@@ -28,6 +28,9 @@ struct config_listen {
      * listen on the address too, and the kernel spreads the connections over all of them.
      * Without it the address is ours alone, even with one socket per thread group. */
     bool reuseport;
+    /* `listen ADDR proxy_protocol`: each connection starts with a PROXY protocol header
+     * (proxy_protocol.h), read before the TLS handshake and the first request. */
+    bool proxy_protocol;
 };
 
 enum log_level { LOG_LEVEL_ERROR = 0, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_DEBUG };

@@ -72,6 +72,7 @@ void http_request_init(struct conn *c, const struct http_request *h, struct requ
     r->http = h;
     r->path = path;
     r->peer = r->conn_peer = &c->peer.sa;
+    r->proxy_protocol = hc(c)->pp ? &hc(c)->pp->addrs : NULL;
     r->local = c->local;
     r->local_fd = c->h.fd;
     r->https = c->tls != NULL;

@@ -95,10 +95,12 @@ struct http_conn {
     uint8_t body_mode;           /* enum req_body: a request body still being skipped */
     uint32_t requests;           /* requests served on this connection */
     int64_t opened_ms;           /* clock_now_ms() at accept: keepalive_time, $connection_time */
-    uint64_t body_left;          /* REQ_BODY_LENGTH: bytes still to skip */
     int64_t body_due_us;         /* the body's deadline by client_body_min_rate (clock_now_ms
                                     scale, in microseconds): extended by each byte received */
-    struct http_chunked chunked; /* REQ_BODY_CHUNKED: decoder state */
+    union { /* the one body_mode uses */
+        uint64_t body_left;          /* REQ_BODY_LENGTH: bytes still to skip */
+        struct http_chunked chunked; /* REQ_BODY_CHUNKED: decoder state */
+    };
     struct http_collect *collect; /* a request body being read for a handler, or NULL */
     struct http_source *source;   /* a response that outlives its event, or NULL */
     struct conn_pool *home;       /* the class chosen at accept: requests no rule claims */
@@ -107,6 +109,17 @@ struct http_conn {
      * has moved the connection to a new generation, the default server's of the address.
      * They belong to c.gen's levels. */
     const struct config_limits *limits;
+    /* On a `listen ... proxy_protocol` address: the header's bytes while it arrives, then
+     * (shrunk to its addrs) what it said, for the requests; NULL elsewhere. */
+    struct http_proxy_header *pp;
+};
+
+/* A connection's PROXY protocol header (http_conn.c). */
+struct http_proxy_header {
+    struct proxy_protocol_addrs addrs; /* what it said, once done */
+    bool done;                         /* read whole: buf is gone */
+    uint16_t have;                     /* bytes of it in buf so far */
+    char buf[PROXY_PROTOCOL_MAX];
 };
 
 static_assert(sizeof(struct http_conn) <= 256, "an idle connection should stay small");

@@ -395,6 +395,7 @@ static int join_addr(struct site_set *set, const struct site_server *s,
     }
     g->listen.ssl |= l->addr.ssl; /* one server's `ssl` makes the address a TLS one */
     g->listen.reuseport |= l->addr.reuseport;
+    g->listen.proxy_protocol |= l->addr.proxy_protocol;
     if (g->n_servers && g->servers[g->n_servers - 1] == s)
         return conf_error(r, l->line, "listen: %s twice in one server", l->addr.text);
     g->servers[g->n_servers++] = s;
