@@ -323,7 +323,7 @@ static int parse_site_listen(const struct conf_node *n, struct site_listen *out,
                         "HTTP/1.1 only; TLS clients are offered http/1.1 by ALPN and use it");
         else if (!config_listen_param(&out->addr, n->args[i]))
             return conf_error(r, n->line, "listen: unsupported parameter \"%s\" (only "
-                              "default_server, ssl, reuseport and http2)", n->args[i]);
+                              "default_server, ssl, reuseport, proxy_protocol and http2)", n->args[i]);
     }
     return 0;
 }
