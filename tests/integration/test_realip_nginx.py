@@ -76,6 +76,16 @@ server {
         auth_basic_user_file ROOT/htpasswd;
         alias ROOT/www/;
     }
+    location /anyparent/ {
+        satisfy any;
+        location /anyparent/child/ {
+            allow 10.0.0.0/8;
+            deny all;
+            auth_basic "realip";
+            auth_basic_user_file ROOT/htpasswd;
+            alias ROOT/www/;
+        }
+    }
     location = /status { stub_status; }
     location = /conns {
         return 200 "$connections_active $connections_reading $connections_writing $connections_waiting\n";
@@ -275,6 +285,8 @@ SATISFY_ROWS = [
     ("any_no_rule_matches_denied_address", "/anynomatch/", [("X-Real-IP", "10.0.0.5")], 403,
      False),
     ("any_password_only_asks_it", "/anypassword/", [], 401, True),
+    ("any_inherited_by_a_nested_location", "/anyparent/child/", [("X-Real-IP", "10.0.0.5")],
+     200, False),
 ]
 
 
@@ -414,6 +426,13 @@ def test_proxy_header_before_the_tls_handshake(daemons):
     head = b"PROXY TCP4 192.0.2.9 198.51.100.2 7777 443\r\n"
     for port in (theirs[2], ours[2]):
         assert answer(raw(port, head, tls=True))[:2] == (200, "127.0.0.1|192.0.2.9|7777")
+
+
+def test_proxy_header_in_pieces_before_the_tls_handshake(daemons):
+    _, ours, _, _ = daemons
+    head = b"PROXY TCP4 192.0.2.9 198.51.100.2 7777 443\r\n"
+    data = raw(ours[2], head[:10], [head[10:]], pause=0.1, tls=True)
+    assert answer(data)[:2] == (200, "127.0.0.1|192.0.2.9|7777")
 
 
 # --- stub_status ---------------------------------------------------------------------------
