@@ -86,6 +86,12 @@ server {
             alias ROOT/www/;
         }
     }
+    location /proxied/ {
+        real_ip_header X-Forwarded-For;
+        proxy_set_header X-Real-IP $remote_addr;
+        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+        proxy_pass http://127.0.0.1:{port3}/;
+    }
     location = /status { stub_status; }
     location = /conns {
         return 200 "$connections_active $connections_reading $connections_writing $connections_waiting\n";
@@ -99,6 +105,12 @@ server {
     add_header X-Who "$remote_addr|$remote_port|$realip_remote_addr|$proxy_protocol_addr|$proxy_protocol_port|$proxy_protocol_server_addr|$proxy_protocol_server_port" always;
     location / { }
     location /other/ { set_real_ip_from 192.0.2.0/24; alias ROOT/www/; }
+}
+server {
+    listen 127.0.0.1:{port3};
+    location / {
+        return 200 "$http_x_real_ip|$http_x_forwarded_for\n";
+    }
 }
 server {
     listen 127.0.0.1:{port2} ssl proxy_protocol;
@@ -134,7 +146,7 @@ def site(tree):
 
 def start_lfhttpd(dirpath, tree):
     for attempt in range(3):  # a port picked may be taken before lfhttpd binds it
-        ports = [free_port() for _ in range(3)]
+        ports = [free_port() for _ in range(4)]
         try:
             return Server(dirpath / f"try{attempt}", None,
                           conf=LFHTTPD_TOP + "http {\n" + with_ports(site(tree), ports) +
@@ -312,6 +324,37 @@ def test_satisfy_as_nginx(daemons, name, path, headers, status, asks):
     assert (t[0], t[2] is not None) == (status, asks), "nginx answers otherwise"
     o = answer(get(ours[0], path, row_headers(headers)))
     assert (o[0], o[2] is not None) == (status, asks)
+
+
+@pytest.mark.parametrize("xff,upstream_sees", [
+    ("198.51.100.1, 203.0.113.9", b"203.0.113.9|198.51.100.1, 203.0.113.9, 203.0.113.9\n"),
+    (None, b"127.0.0.1|127.0.0.1\n"),
+])
+def test_proxy_passes_the_real_address_as_nginx(daemons, xff, upstream_sees):
+    theirs, ours, _, _ = daemons
+    headers = [("X-Forwarded-For", xff)] if xff else []
+    assert answer(get(theirs[0], "/proxied/", headers))[3] == upstream_sees, "nginx"
+    assert answer(get(ours[0], "/proxied/", headers))[3] == upstream_sees
+
+
+def test_cgi_sees_the_real_address(tmp_path):
+    cgi = tmp_path / "cgi"
+    cgi.mkdir()
+    script = cgi / "env.sh"
+    script.write_text('#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n'
+                      '%s|%s\\n" "$REMOTE_ADDR" "$REMOTE_PORT"\n')
+    script.chmod(0o755)
+    conf = (LFHTTPD_TOP + f'listen 127.0.0.1:0;\nroot "{tmp_path}";\n'
+            f'set_real_ip_from 127.0.0.1;\ncgi /cgi-bin/ "{cgi}";\n')
+    srv = Server(tmp_path / "srv", None, conf=conf)
+    def env(real_ip):  # HTTP/1.0: the script's answer unchunked
+        return answer(raw(srv.port, b"GET /cgi-bin/env.sh HTTP/1.0\r\nX-Real-IP: " +
+                          real_ip + b"\r\n\r\n"))[3]
+    try:
+        assert env(b"203.0.113.60") == b"203.0.113.60|\n"
+        assert env(b"203.0.113.61:4444") == b"203.0.113.61|4444\n"
+    finally:
+        check_clean_exit(srv)
 
 
 def test_access_log_writes_the_real_address(tree, tmp_path):
