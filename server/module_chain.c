@@ -142,6 +142,12 @@ static int chain_init(struct module_chain *c, const struct config *cfg, char *er
             c->log_mods[c->n_log_mods++] = (uint8_t)c->n;
         if (m->logs_request)
             c->logs_request_mods[c->n_logs_request_mods++] = (uint8_t)c->n;
+        if (m->rewrite)
+            c->rewrite_mods[c->n_rewrite_mods++] = (uint8_t)c->n;
+        if (m->access)
+            c->access_mods[c->n_access_mods++] = (uint8_t)c->n;
+        if (m->filter)
+            c->filter_mods[c->n_filter_mods++] = (uint8_t)c->n;
         c->n++;
     }
     if (!any && (!levels || module_levels_build(c, cfg, err, err_len) == 0))

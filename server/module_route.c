@@ -785,9 +785,10 @@ static int route_from(const struct module_chain *c, struct request *req,
     } else {
         status = place(c, req, named);
     }
-    for (unsigned i = 0; i < c->n; i++)
-        if (c->mods[i]->rewrite)
-            c->mods[i]->rewrite(c->state[i], req);
+    for (unsigned k = 0; k < c->n_rewrite_mods; k++) {
+        unsigned i = c->rewrite_mods[k];
+        c->mods[i]->rewrite(c->state[i], req);
+    }
     find_mount(c, req);
     return status;
 }
@@ -978,9 +979,8 @@ static bool refused(const struct module_chain *c, struct request *req,
     const struct module_level *was = req->level;
     req->level = l;
     bool answered = false;
-    for (unsigned i = 0; i < c->n && !answered; i++) {
-        if (!c->mods[i]->access)
-            continue;
+    for (unsigned k = 0; k < c->n_access_mods && !answered; k++) {
+        unsigned i = c->access_mods[k];
         enum mod_result r = c->mods[i]->access(c->state[i], req, resp);
         if (r == MOD_ERROR)
             resp_error(resp, 500);
@@ -1199,14 +1199,17 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
         resp_header(resp, "WWW-Authenticate", challenge);
     r.http = req->http; /* h is gone on return */
     *req = r; /* the filters and the log see the error page's request, as nginx's */
+    if (r.peer == &r.real_peer.sa) /* its own address, decided for the page: req's copy */
+        req->peer = &req->real_peer.sa;
 }
 
 void module_chain_filter(const struct module_chain *c, const struct request *req,
                          struct response *resp)
 {
-    for (unsigned i = 0; i < c->n; i++)
-        if (c->mods[i]->filter)
-            c->mods[i]->filter(c->state[i], req, resp);
+    for (unsigned k = 0; k < c->n_filter_mods; k++) {
+        unsigned i = c->filter_mods[k];
+        c->mods[i]->filter(c->state[i], req, resp);
+    }
 }
 
 void module_chain_answer(const struct module_chain *c, struct request *req,
@@ -1217,7 +1220,8 @@ void module_chain_answer(const struct module_chain *c, struct request *req,
     if (!resp->streaming && resp->status >= 300 &&
         (p = error_page_for(req->level, resp->status)))
         answer_error_page(c, req, resp, p);
-    for (unsigned i = 0; i < c->n; i++)
-        if (c->mods[i]->filter)
-            c->mods[i]->filter(c->state[i], req, resp);
+    for (unsigned k = 0; k < c->n_filter_mods; k++) {
+        unsigned i = c->filter_mods[k];
+        c->mods[i]->filter(c->state[i], req, resp);
+    }
 }

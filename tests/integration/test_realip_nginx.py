@@ -108,8 +108,15 @@ server {
 }
 server {
     listen 127.0.0.1:{port3};
+    root ROOT/www;
     location / {
         return 200 "$http_x_real_ip|$http_x_forwarded_for\n";
+    }
+    location /missing/ { error_page 404 /page/; }
+    location /page/ {
+        set_real_ip_from 127.0.0.1;
+        alias ROOT/www/;
+        add_header X-Who "$remote_addr|$realip_remote_addr" always;
     }
 }
 server {
@@ -335,6 +342,17 @@ def test_proxy_passes_the_real_address_as_nginx(daemons, xff, upstream_sees):
     headers = [("X-Forwarded-For", xff)] if xff else []
     assert answer(get(theirs[0], "/proxied/", headers))[3] == upstream_sees, "nginx"
     assert answer(get(ours[0], "/proxied/", headers))[3] == upstream_sees
+
+
+def test_error_pages_location_decides_the_address_as_nginx(daemons):
+    # the page's location trusts the connection, the first one did not: the answer and
+    # its filters see the address the page's location decided (nginx's preaccess phase
+    # runs again after the internal redirect)
+    theirs, ours, _, _ = daemons
+    for port in (theirs[3], ours[3]):
+        for _ in range(3):
+            t = answer(get(port, "/missing/x", [("X-Real-IP", "203.0.113.70")]))
+            assert t[:2] == (404, "203.0.113.70|127.0.0.1")
 
 
 def test_cgi_sees_the_real_address(tmp_path):
