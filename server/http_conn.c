@@ -751,7 +751,20 @@ static void proxy_header_broken(struct conn *c, const char *buf, size_t n)
         inet_ntop(AF_INET, &c->peer.v4.sin_addr, client, sizeof(client));
     else if (c->peer.sa.sa_family == AF_INET6)
         inet_ntop(AF_INET6, &c->peer.v6.sin6_addr, client, sizeof(client));
-    log_error("broken header: \"%s\" while reading PROXY protocol, client: %s", text, client);
+    char server[INET6_ADDRSTRLEN + 8] = "-"; /* the listener, as nginx names it */
+    const struct sockaddr *l = c->local;
+    if (l && l->sa_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)(const void *)l;
+        inet_ntop(AF_INET, &a->sin_addr, server, sizeof(server));
+        snprintf(server + strlen(server), 8, ":%u", ntohs(a->sin_port));
+    } else if (l && l->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)(const void *)l;
+        server[0] = '[';
+        inet_ntop(AF_INET6, &a->sin6_addr, server + 1, sizeof(server) - 8);
+        snprintf(server + strlen(server), 8, "]:%u", ntohs(a->sin6_port));
+    }
+    log_error("broken header: \"%s\" while reading PROXY protocol, client: %s, server: %s",
+              text, client, server);
     conn_close(c);
 }
 

@@ -447,10 +447,10 @@ BROKEN = [
 def test_broken_proxy_header_closes_and_logs_one_line(daemons, name, header):
     theirs, ours, nginx, lfhttpd = daemons
     for port, log in ((theirs[1], nginx.log), (ours[1], lfhttpd.error_log)):
-        before = log().count("while reading PROXY protocol")
+        line = f"while reading PROXY protocol, client: 127.0.0.1, server: 127.0.0.1:{port}"
+        before = log().count(line)
         assert raw(port, header + REQUEST) == b""
-        assert wait_until(lambda: log().count("while reading PROXY protocol") == before + 1,
-                          scaled(5)), log()[-2000:]
+        assert wait_until(lambda: log().count(line) == before + 1, scaled(5)), log()[-2000:]
 
 
 def test_header_in_pieces_is_read_whole(daemons):
