@@ -81,6 +81,9 @@ static void *stub_block(void *state, const struct module_block *b)
     (void)state;
     if (b->context != CONF_LOCATION)
         return (void *)&none;
+    char unused;
+    if (module_block_read(b, &unused) < 0) /* its form: at most one word */
+        return NULL;
     for (const struct conf_node *n = b->first; n; n = n->next)
         if (strcmp(n->name, "stub_status") == 0 && module_block_mount(b, n, NULL, false) < 0)
             return NULL;
@@ -89,7 +92,7 @@ static void *stub_block(void *state, const struct module_block *b)
 
 static const struct conf_directive stub_directives[] = {
     {"stub_status", CONF_LIST, CONF_LOCATION, .min_args = 0, .max_args = 1,
-     .set = conf_set_later, .usage = "",
+     .set = conf_set_later, .usage = "[on]",
      .doc = "The location answers nginx's basic status page (`Active connections`, "
         "`server accepts handled requests`, `Reading`/`Writing`/`Waiting`), as "
         "`text/plain`; GET and HEAD only. A word after it (nginx's old `stub_status on;`) is "

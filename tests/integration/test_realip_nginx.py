@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import Nginx, Server, check_clean_exit, free_port, scaled, wait_until, \
+from conftest import BIN, Nginx, Server, check_clean_exit, free_port, scaled, wait_until, \
     with_ports
 
 SITE = r"""
@@ -386,6 +386,24 @@ def test_access_log_writes_the_real_address(tree, tmp_path):
                           scaled(5))
     finally:
         check_clean_exit(srv)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("set_real_ip_from 10.0.0.0/99;", 'set_real_ip_from: invalid address "10.0.0.0/99"'),
+    ("set_real_ip_from no-such-host.invalid;",
+     'host not found in set_real_ip_from "no-such-host.invalid"'),
+    ("real_ip_recursive maybe;", 'real_ip_recursive: expected "on" or "off", not "maybe"'),
+    ("satisfy some;", 'satisfy: expected "all" or "any", not "some"'),
+    ("server { listen 127.0.0.1:0 proxy_protocol bogus; }",
+     'unsupported parameter "bogus"'),
+    ("server { location /s { stub_status a b; } }", "stub_status takes 0 to 1 values"),
+])
+def test_bad_statements_are_refused_naming_file_and_line(tmp_path, text, message):
+    conf = tmp_path / "bad.conf"
+    conf.write_text("listen 127.0.0.1:0;\n" + text + "\n")
+    r = subprocess.run([BIN, "-t", "-c", str(conf)], capture_output=True, text=True)
+    assert r.returncode == 1
+    assert f"{conf}:2: " in r.stderr and message in r.stderr, r.stderr
 
 
 # --- PROXY protocol ------------------------------------------------------------------------
