@@ -149,6 +149,10 @@ static int set_user_file(void *base, const struct conf_node *n, void *ctx, char 
     return 0;
 }
 
+static const struct conf_name satisfy_names[] = {
+    {"all", AUTH_SATISFY_ALL}, {"any", AUTH_SATISFY_ANY}, {NULL, 0},
+};
+
 const struct conf_directive auth_directives[] = {
     {"allow", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, CONF_REPEATS, .min_args = 1, .max_args = 1,
      .set = set_allow, .usage = "ADDR|CIDR|all",
@@ -179,6 +183,12 @@ const struct conf_directive auth_directives[] = {
         "configuration error. A name with variables (`$arg_f`) is read at each request, "
         "as nginx reads every user file: one that does not exist answers 403, one that "
         "cannot be read 500."},
+    {"satisfy", CONF_ENUM, CONF_TOP | CONF_SERVER | CONF_LOCATION, .names = satisfy_names,
+     CONF_AT(struct auth_settings, satisfy), .usage = "all|any", .dflt = "all",
+     .doc = "`all`: the request must pass both the `allow`/`deny` rules and `auth_basic`; "
+        "`any`: either suffices (a matching `allow`, or valid credentials). With `any` and "
+        "neither, the answer is 401 when `auth_basic` asks for a password (its challenge "
+        "sent), else 403, as nginx's."},
     {.name = NULL},
 };
 
@@ -187,6 +197,7 @@ const struct conf_directive auth_directives[] = {
 void auth_settings_init(struct auth_settings *s)
 {
     memset(s, 0, sizeof(*s));
+    s->satisfy = -1;
 }
 
 void auth_settings_merge(struct auth_settings *s, const struct auth_settings *outer)
@@ -201,6 +212,8 @@ void auth_settings_merge(struct auth_settings *s, const struct auth_settings *ou
         memcpy(s->realm, outer->realm, sizeof(s->realm));
         s->basic_line = outer->basic_line;
     }
+    if (s->satisfy < 0)
+        s->satisfy = outer->satisfy;
     if (!s->user_file[0]) {
         memcpy(s->user_file, outer->user_file, sizeof(s->user_file));
         s->user_file_line = outer->user_file_line;
@@ -433,13 +446,14 @@ static enum mod_result refuse(const struct auth_settings *s, struct response *re
     return MOD_HANDLED;
 }
 
-/* Rules: true if the client may go on. */
-static bool address_allowed(const struct auth_settings *s, const struct sockaddr *peer)
+/* Rules: the first that matches the client, or NULL. */
+static const struct auth_rule *address_rule(const struct auth_settings *s,
+                                            const struct sockaddr *peer)
 {
     for (unsigned i = 0; i < s->n_rules; i++)
         if (s->rules[i].all || config_cidr_match(&s->rules[i].cidr, peer))
-            return s->rules[i].allow;
-    return true;
+            return &s->rules[i];
+    return NULL;
 }
 
 /* The credentials of value against users (the file read at load, or this request's).
@@ -539,6 +553,16 @@ static enum mod_result check_with_file_of_request(const struct auth_settings *s,
     return r;
 }
 
+/* The credentials against the block's users: the file read at load, or the one its name
+ * with variables gives for this request. */
+static enum mod_result credentials_of(const struct auth_settings *s, const struct request *req,
+                                      struct response *resp, struct http_slice value)
+{
+    if (!s->user_file_var)
+        return check_credentials(s, s->users, req, resp, value);
+    return check_with_file_of_request(s, req, resp, value);
+}
+
 enum mod_result auth_check(const struct auth_settings *s, const struct request *req,
                            struct response *resp)
 {
@@ -550,18 +574,28 @@ enum mod_result auth_check(const struct auth_settings *s, const struct request *
         resp_error(resp, 400);
         return MOD_HANDLED;
     }
-    if (!address_allowed(s, req->peer)) {
-        module_log(req, LOG_LEVEL_ERROR, "auth: access forbidden by rule (403)");
-        resp_error(resp, 403);
-        return MOD_HANDLED;
+    const struct auth_rule *rule = address_rule(s, req->peer);
+    if (s->satisfy == AUTH_SATISFY_ANY) {
+        if (rule && rule->allow)
+            return MOD_DECLINED;
+        if (!s->basic_on && !rule) /* neither asks anything */
+            return MOD_DECLINED;
+        if (!s->basic_on)
+            goto forbidden;
+        /* the password decides: its 401 outranks the rules' 403, as in nginx */
+        return field ? credentials_of(s, req, resp, field->value) : refuse(s, resp);
     }
+    if (rule && !rule->allow)
+        goto forbidden;
     if (!s->basic_on)
         return MOD_DECLINED;
     if (!field)
         return refuse(s, resp);
-    if (!s->user_file_var)
-        return check_credentials(s, s->users, req, resp, field->value);
-    return check_with_file_of_request(s, req, resp, field->value);
+    return credentials_of(s, req, resp, field->value);
+forbidden:
+    module_log(req, LOG_LEVEL_ERROR, "auth: access forbidden by rule (403)");
+    resp_error(resp, 403);
+    return MOD_HANDLED;
 }
 
 /* --- the module: settings per block ------------------------------------------------- */

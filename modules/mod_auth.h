@@ -10,6 +10,11 @@
  *       charset="UTF-8"`. The realm is escaped (\" and \\) and may hold no control byte,
  *       so that it cannot break the header line.
  *
+ *   satisfy all|any;
+ *       all: both the rules and the password must let the request on; any: either does (an
+ *       `allow` rule that matches, or a valid password), as nginx's access phase: with
+ *       neither, 401 when a password is asked for, else 403.
+ *
  * The settings are one struct (struct auth_settings) read from one block's statements by
  * conf_read_owned with auth_directives, so that any block (the top level today; a server
  * or a location) can hold its own: read, merged with the outer block's as nginx merges
@@ -41,6 +46,8 @@ struct auth_rule {
 
 struct auth_cache;
 
+enum { AUTH_SATISFY_ALL = 0, AUTH_SATISFY_ANY = 1 };
+
 struct auth_settings {
     /* Read from the block (auth_directives) */
     struct auth_rule rules[AUTH_RULES_MAX]; /* allow and deny, in file order */
@@ -56,6 +63,7 @@ struct auth_settings {
     struct vars_value *user_file_var;
     bool owns_user_file_var;
     bool basic_on; /* auth_basic asks for credentials here (made by auth_settings_load) */
+    int satisfy;                     /* `satisfy`: AUTH_SATISFY_ALL or _ANY; -1 unset */
     /* Made by auth_settings_load */
     struct htpasswd *users;      /* NULL: no authentication here */
     struct auth_cache *cache;

@@ -454,7 +454,10 @@ int cgi_env_build(const struct request *req, const struct cgi_vars *v, struct cg
         env_end(&b);
     }
     env_put(&b, "QUERY_STRING", req->args.p, req->args.len);
-    snprintf(num, sizeof(num), "%u", addr_text(req->peer, addr, sizeof(addr), false));
+    unsigned port = addr_text(req->peer, addr, sizeof(addr), false);
+    num[0] = '\0'; /* no port: a real_ip_header that named none, as nginx's $remote_port */
+    if (port)
+        snprintf(num, sizeof(num), "%u", port);
     env_puts(&b, "REMOTE_ADDR", addr);
     env_puts(&b, "REMOTE_PORT", num);
     if (h->framing != HTTP_BODY_NONE) {

@@ -132,6 +132,8 @@ bool config_listen_param(struct config_listen *l, const char *word)
         l->ssl = true;
     else if (strcmp(word, "reuseport") == 0)
         l->reuseport = true;
+    else if (strcmp(word, "proxy_protocol") == 0)
+        l->proxy_protocol = true;
     else
         return false;
     return true;
@@ -357,7 +359,8 @@ static int set_listen(void *base, const struct conf_node *n, void *ctx, char *ms
         return -1;
     for (unsigned i = 1; i < n->n_args; i++)
         if (!config_listen_param(&cfg->listen[cfg->n_listen - 1], n->args[i]))
-            return snprintf(msg, len, "unsupported parameter \"%s\" (only ssl and reuseport)",
+            return snprintf(msg, len, "unsupported parameter \"%s\" (only ssl, reuseport and "
+                            "proxy_protocol)",
                             n->args[i]), -1;
     return 0;
 }
@@ -464,7 +467,7 @@ static int set_error_log(void *base, const struct conf_node *n, void *ctx, char 
 
 /* --- service classes ------------------------------------------------------------- */
 
-static int parse_cidr(const char *text, struct config_cidr *c)
+int config_cidr_parse(const char *text, struct config_cidr *c)
 {
     char addr[64];
     const char *slash = strchr(text, '/');
@@ -555,7 +558,7 @@ static int set_match(void *base, const struct conf_node *n, void *ctx, char *msg
         for (size_t i = 0; v[i]; i++)
             h[i] = (char)tolower((unsigned char)v[i]), h[i + 1] = '\0';
     } else if (strcmp(kind, "addr") == 0) {
-        if (k->n_addrs == CONFIG_CLASS_RULES || parse_cidr(v, &k->addrs[k->n_addrs]) < 0)
+        if (k->n_addrs == CONFIG_CLASS_RULES || config_cidr_parse(v, &k->addrs[k->n_addrs]) < 0)
             return snprintf(msg, len, "invalid address or network \"%s\"", v), -1;
         k->n_addrs++;
     } else {
@@ -774,7 +777,7 @@ static int check_site_listen(void *base, const struct conf_node *n, void *ctx, c
         if (strcmp(n->args[i], "default_server") != 0 && strcmp(n->args[i], "default") != 0 &&
             strcmp(n->args[i], "http2") != 0 && !config_listen_param(&l, n->args[i]))
             return snprintf(msg, len, "unsupported parameter \"%s\" (only default_server, "
-                            "ssl, reuseport and http2)", n->args[i]), -1;
+                            "ssl, reuseport, proxy_protocol and http2)", n->args[i]), -1;
     return 0;
 }
 
@@ -934,26 +937,30 @@ static const struct conf_name log_formats[] = {{"combined", 0}, {"json", 1}, {NU
     "when 80, as nginx. `off`: the `Location` is the path alone."
 
 static const struct conf_directive core_directives[] = {
-    {"listen", CONF_LIST, TOP, CONF_REPEATS, .min_args = 1, .max_args = 3, .set = set_listen,
-     .usage = "ADDR:PORT [ssl] [reuseport]", .dflt = "8080",
+    {"listen", CONF_LIST, TOP, CONF_REPEATS, .min_args = 1, .max_args = 4, .set = set_listen,
+     .usage = "ADDR:PORT [ssl] [reuseport] [proxy_protocol]", .dflt = "8080",
      .doc = "Where to accept connections; repeatable. `8080`, `127.0.0.1:8080`, `*:8080`, "
             "`[::]:8080`; port 0 picks a free port and logs it. `ssl`: connections on this "
             "address speak TLS. `reuseport`: other lfhttpd processes (same user, also with "
             "`reuseport`) may listen on the address too and the kernel spreads new "
             "connections over all of them; without it a second process on the address fails "
-            "with \"Address already in use\". The `-l` flag replaces the top level's lines."},
+            "with \"Address already in use\". `proxy_protocol`: each connection starts with "
+            "a PROXY protocol header (v1 or v2), read before the TLS handshake and the first "
+            "request within `client_header_timeout`; a missing or malformed one closes the "
+            "connection with an error-log line. The `-l` flag replaces the top level's lines."},
     {"listen", CONF_STRING, CLASS, CONF_REPEATS, .set = set_class_listen, .usage = "ADDR:PORT",
      .doc = "Connections accepted here belong to the class; an address belongs to one "
             "class only."},
-    {"listen", CONF_LIST, SITE, CONF_REPEATS, .min_args = 1, .max_args = 5,
+    {"listen", CONF_LIST, SITE, CONF_REPEATS, .min_args = 1, .max_args = 6,
      .set = check_site_listen,
-     .usage = "ADDR:PORT [default_server] [ssl] [reuseport] [http2]",
+     .usage = "ADDR:PORT [default_server] [ssl] [reuseport] [http2] [proxy_protocol]",
      .dflt = "(the top level's, else 8080)",
      .doc = "The addresses a server answers on; at most one `default_server` (or nginx's "
             "older `default`) per address. One server's `ssl` makes the address a TLS one "
             "for every server on it, and one server's `reuseport` shares the address's "
             "socket with other processes. `http2` is accepted with a notice at `-t`: HTTP/1.1 "
-            "is spoken, and TLS clients are offered `http/1.1` by ALPN."},
+            "is spoken, and TLS clients are offered `http/1.1` by ALPN. `proxy_protocol`: as "
+            "the top level's (one server's makes the address expect the header)."},
     {"root", CONF_PATH, TOP, CFG(root), .usage = "DIR", .dflt = "www", .doc = DOC_ROOT,
      .id = CONFIG_ID_ROOT},
     {"root", CONF_PATH, SITE | LOC, .set = conf_set_later, .usage = "DIR",
@@ -1623,6 +1630,7 @@ static void add_site_listens(struct config *cfg, struct conf_reader *r)
                 if (known) {
                     cfg->listen[i].ssl |= l.ssl;
                     cfg->listen[i].reuseport |= l.reuseport; /* one socket: shared or not */
+                    cfg->listen[i].proxy_protocol |= l.proxy_protocol;
                 }
             }
             for (unsigned k = 0; k < cfg->n_classes && !known; k++)

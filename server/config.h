@@ -28,6 +28,9 @@ struct config_listen {
      * listen on the address too, and the kernel spreads the connections over all of them.
      * Without it the address is ours alone, even with one socket per thread group. */
     bool reuseport;
+    /* `listen ADDR proxy_protocol`: each connection starts with a PROXY protocol header
+     * (proxy_protocol.h), read before the TLS handshake and the first request. */
+    bool proxy_protocol;
 };
 
 enum log_level { LOG_LEVEL_ERROR = 0, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_DEBUG };
@@ -165,6 +168,8 @@ struct config {
     struct conf_node *tree; /* the whole file, for directives of later parts */
 };
 
+/* ADDR or ADDR/BITS, IPv4 or IPv6, into c: 0, or -1 when it is neither. */
+int config_cidr_parse(const char *text, struct config_cidr *c);
 /* Does the client address match the network? */
 bool config_cidr_match(const struct config_cidr *c, const struct sockaddr *sa);
 

@@ -387,6 +387,19 @@ ssize_t conn_read(struct conn *c, void *buf, size_t len)
     return n;
 }
 
+ssize_t conn_peek_raw(struct conn *c, void *buf, size_t len)
+{
+    return recv(c->h.fd, buf, len, MSG_PEEK | MSG_DONTWAIT);
+}
+
+ssize_t conn_read_raw(struct conn *c, void *buf, size_t len)
+{
+    ssize_t n = recv(c->h.fd, buf, len, MSG_DONTWAIT);
+    if ((n >= 0 && (size_t)n < len) || (n < 0 && errno == EAGAIN))
+        c->rd_drained = true;
+    return n;
+}
+
 ssize_t conn_write(struct conn *c, const void *buf, size_t len)
 {
     if (c->tls)

@@ -153,6 +153,10 @@ void conn_set_wake_fd(struct conn *c, int fd, bool on_peer_close);
  * connection, SSL_read: -1 with EAGAIN when OpenSSL waits for the socket, 0 at the
  * client's close_notify or end of stream. */
 ssize_t conn_read(struct conn *c, void *buf, size_t len);
+/* The socket's own bytes, under TLS too (what comes before its handshake: a PROXY protocol
+ * header): looked at and left there, or taken (as conn_read notes a drained socket). */
+ssize_t conn_peek_raw(struct conn *c, void *buf, size_t len);
+ssize_t conn_read_raw(struct conn *c, void *buf, size_t len);
 /* A few bytes written at once if the socket takes them (a 100 Continue, a 408): send(),
  * or SSL_write on a TLS connection. -1 with EAGAIN when it would block. */
 ssize_t conn_write(struct conn *c, const void *buf, size_t len);

@@ -16,6 +16,7 @@
  * started to send because it waits for "100 Continue" is not asked for: the answer says
  * Connection: close instead.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -132,11 +133,12 @@ static size_t skip_body(struct conn *c, char *buf, size_t len, int *err)
 }
 
 /* The access-log line of a response (req: NULL for a request that was not parsed). */
-static void log_access(struct conn *c, struct http_slice line, const struct http_request *req,
-                       const struct response *resp, int64_t now_s, char *request_id)
+static void log_access(struct conn *c, const struct sockaddr *peer, struct http_slice line,
+                       const struct http_request *req, const struct response *resp,
+                       int64_t now_s, char *request_id)
 {
     struct http_slice none = {NULL, 0};
-    http_log_access(c, line, req ? req->referer : none, req ? req->user_agent : none,
+    http_log_access(c, peer, line, req ? req->referer : none, req ? req->user_agent : none,
                          resp->status,
                          resp->head_only || resp->no_length ? 0 : resp->content_length, now_s,
                          request_id);
@@ -202,7 +204,7 @@ static void respond(struct conn *c, const struct http_request *h, struct request
     resp->say_keep_alive = hc(c)->limits->say_keep_alive;
     resp_finish(resp, h->version_minor == 0);
     if (!module_chain_logs_request(&c->gen->chain, r))
-        log_access(c, http_request_line(h), h, resp, r->now_s, r->request_id);
+        log_access(c, r->peer, http_request_line(h), h, resp, r->now_s, r->request_id);
     module_chain_log(&c->gen->chain, r, resp);
 }
 
@@ -217,7 +219,7 @@ static void answer_malformed(struct conn *c, int status, const char *buf, size_t
     if (status == 503) /* max_body_memory: the memory is back once other bodies are served */
         resp_header(&resp, "Retry-After", "1");
     resp_finish(&resp, false);
-    log_access(c, first_line(buf, len, 2048), NULL, &resp, now_s, NULL);
+    log_access(c, NULL, first_line(buf, len, 2048), NULL, &resp, now_s, NULL);
     http_log_unparsed(c, &resp, now_s);
     hc(c)->body_mode = REQ_BODY_NONE;
     http_send(c, &resp, NULL, 0);
@@ -329,7 +331,7 @@ static void hand_off(struct conn *c, struct http_service *to, const char *p, siz
         int64_t now_s;
         http_date_header(&now_s);
         const char *eol = memchr(p, '\r', n);
-        log_access(c, (struct http_slice){p, eol ? (size_t)(eol - p) : 0}, NULL, &resp, now_s,
+        log_access(c, NULL, (struct http_slice){p, eol ? (size_t)(eol - p) : 0}, NULL, &resp, now_s,
                    NULL);
         http_log_unparsed(c, &resp, now_s);
         hc(c)->body_mode = REQ_BODY_NONE;
@@ -725,8 +727,86 @@ static void answer_plain_on_tls(struct conn *c)
     resp_header(&resp, "Content-Type", "text/html");
     resp_body_mem(&resp, body, sizeof(body) - 1);
     resp_finish(&resp, false);
-    log_access(c, (struct http_slice){"-", 1}, NULL, &resp, now_s, NULL);
+    log_access(c, NULL, (struct http_slice){"-", 1}, NULL, &resp, now_s, NULL);
     http_send(c, &resp, NULL, 0);
+}
+
+/* --- the PROXY protocol header ------------------------------------------------------------ */
+
+/* The header is not one: logged as nginx logs it (the bytes up to the first line's end,
+ * escaped), and the connection closed unanswered. */
+static void proxy_header_broken(struct conn *c, const char *buf, size_t n)
+{
+    char text[4 * 108 + 1], client[INET6_ADDRSTRLEN] = "-";
+    size_t t = 0;
+    for (size_t i = 0; i < n && i < 107 && buf[i] != '\r' && buf[i] != '\n'; i++) {
+        unsigned char b = (unsigned char)buf[i];
+        if (b < 0x20 || b > 0x7e || b == '"' || b == '\\')
+            t += (size_t)snprintf(text + t, sizeof(text) - t, "\\x%02X", b);
+        else
+            text[t++] = (char)b;
+    }
+    text[t] = '\0';
+    if (c->peer.sa.sa_family == AF_INET)
+        inet_ntop(AF_INET, &c->peer.v4.sin_addr, client, sizeof(client));
+    else if (c->peer.sa.sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &c->peer.v6.sin6_addr, client, sizeof(client));
+    char server[INET6_ADDRSTRLEN + 8] = "-"; /* the listener, as nginx names it */
+    const struct sockaddr *l = c->local;
+    if (l && l->sa_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)(const void *)l;
+        inet_ntop(AF_INET, &a->sin_addr, server, sizeof(server));
+        snprintf(server + strlen(server), 8, ":%u", ntohs(a->sin_port));
+    } else if (l && l->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)(const void *)l;
+        server[0] = '[';
+        inet_ntop(AF_INET6, &a->sin6_addr, server + 1, sizeof(server) - 8);
+        snprintf(server + strlen(server), 8, "]:%u", ntohs(a->sin6_port));
+    }
+    log_error("broken header: \"%s\" while reading PROXY protocol, client: %s, server: %s",
+              text, client, server);
+    conn_close(c);
+}
+
+static void proxy_header_done(struct conn *c);
+
+/* Read what has come of the header, without blocking and without taking a byte past it
+ * (the TLS handshake or the request reads those): what the socket holds is looked at; if
+ * the header ends in it, exactly the header is taken, else all of it is (it is all header)
+ * and the connection waits for more, until the deadline set at accept. */
+static void proxy_header_read(struct conn *c)
+{
+    struct http_proxy_header *pp = hc(c)->pp;
+    size_t room = sizeof(pp->buf) - pp->have;
+    ssize_t n = conn_peek_raw(c, pp->buf + pp->have, room);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        conn_close(c); /* gone before its header: nothing to say, as nginx at info level */
+        return;
+    }
+    if (n < 0) {
+        c->rd_drained = true;
+        conn_wait(c, CONN_NEW, EPOLLIN, atomic_load(&c->deadline_ms));
+        return;
+    }
+    size_t total = pp->have + (size_t)n;
+    long len = proxy_protocol_parse(pp->buf, total, &pp->addrs);
+    if (len < 0) {
+        proxy_header_broken(c, pp->buf, total);
+        return;
+    }
+    size_t take = len > 0 ? (size_t)len - pp->have : (size_t)n;
+    ssize_t got = conn_read_raw(c, pp->buf + pp->have, take);
+    if (got != (ssize_t)take) { /* what was seen a moment ago is there */
+        conn_close(c);
+        return;
+    }
+    pp->have = (uint16_t)(pp->have + take);
+    if (len == 0) {
+        c->rd_drained = (size_t)n < room; /* all the socket held was taken */
+        conn_wait(c, CONN_NEW, EPOLLIN, atomic_load(&c->deadline_ms));
+        return;
+    }
+    proxy_header_done(c);
 }
 
 /* The TLS handshake, as far as the socket allows; then the first request. Its deadline is
@@ -753,6 +833,20 @@ static void handshake(struct conn *c)
     }
 }
 
+/* The header is read: keep what it said, let the buffer go, and start the connection. */
+static void proxy_header_done(struct conn *c)
+{
+    struct http_proxy_header *pp = hc(c)->pp;
+    pp->done = true;
+    struct http_proxy_header *small = realloc(pp, offsetof(struct http_proxy_header, buf));
+    if (small)
+        hc(c)->pp = small;
+    if (c->tls)
+        handshake(c);
+    else
+        http_process(c);
+}
+
 /* The event handler of every HTTP connection. */
 static void http_conn_event(struct lf_handle *h, uint32_t events)
 {
@@ -771,6 +865,10 @@ static void http_conn_event(struct lf_handle *h, uint32_t events)
     }
     if (state == CONN_LINGER) {
         conn_linger_event(c);
+        return;
+    }
+    if (hc(c)->pp && !hc(c)->pp->done) {
+        proxy_header_read(c);
         return;
     }
     if (c->tls && !conn_tls_finished(c)) {
@@ -815,6 +913,8 @@ static void http_conn_closed(struct conn *c)
     hc(c)->collect = NULL;
     generation_release(c->gen);
     c->gen = NULL;
+    free(hc(c)->pp);
+    hc(c)->pp = NULL;
 }
 
 void http_service_init(struct http_service *svc, struct http_shared *shared,
@@ -856,12 +956,25 @@ struct conn *http_conn_open(struct http_service *svc, struct lf_group *group,
     }
     if (tls)
         conn_tls_attach(c, ssl);
+    int at = site_listen_match(gen->cfg.listen, gen->cfg.n_listen, local);
+    if (at >= 0 && gen->cfg.listen[at].proxy_protocol) {
+        hc(c)->pp = malloc(sizeof(*hc(c)->pp));
+        if (!hc(c)->pp) {
+            log_error("connection fd %d: no memory for its PROXY protocol header", fd);
+            conn_close(c);
+            return NULL;
+        }
+        hc(c)->pp->done = false;
+        hc(c)->pp->have = 0;
+    }
     return c;
 }
 
 void http_conn_start(struct conn *c)
 {
-    if (c->tls)
+    if (hc(c)->pp && !hc(c)->pp->done)
+        proxy_header_read(c);
+    else if (c->tls)
         handshake(c);
     else
         http_process(c);

@@ -36,13 +36,14 @@ void http_stats_record(struct http_stats *st, int64_t us, int status, uint64_t b
         atomic_fetch_add_explicit(&st->bytes_sent, bytes, memory_order_relaxed);
 }
 
-void http_log_access(struct conn *c, struct http_slice line, struct http_slice referer,
+void http_log_access(struct conn *c, const struct sockaddr *peer, struct http_slice line,
+                     struct http_slice referer,
                      struct http_slice user_agent, int status, uint64_t bytes, int64_t now_s,
                      char *request_id)
 {
     char fresh[33] = "";
     struct access_entry e = {
-        .peer = &c->peer.sa,
+        .peer = peer ? peer : &c->peer.sa,
         .request_line = line.p,
         .request_line_len = line.len,
         .status = status,
@@ -70,7 +71,8 @@ void http_request_init(struct conn *c, const struct http_request *h, struct requ
     r->vars.n = r->vars.used = 0;
     r->http = h;
     r->path = path;
-    r->peer = &c->peer.sa;
+    r->peer = r->conn_peer = &c->peer.sa;
+    r->proxy_protocol = hc(c)->pp ? &hc(c)->pp->addrs : NULL;
     r->local = c->local;
     r->local_fd = c->h.fd;
     r->https = c->tls != NULL;
@@ -273,6 +275,8 @@ size_t http_source_save_room(const struct request *r)
 static void request_copy(struct request *dst, const struct request *src)
 {
     memcpy(dst, src, offsetof(struct request, vars));
+    if (src->peer_replaced) /* the copy's own address, not the frame's */
+        dst->peer = &dst->real_peer.sa;
     dst->vars.n = src->vars.n;
     dst->vars.used = src->vars.used;
     memcpy(dst->vars.v, src->vars.v, src->vars.n * sizeof(src->vars.v[0]));
@@ -465,7 +469,7 @@ static void source_log(struct http_source *s)
     int64_t now_s;
     http_date_header(&now_s);
     if (!s->has_saved || !module_chain_logs_request(&c->gen->chain, &s->saved))
-        http_log_access(c, slice_of(s->request_line), slice_of(s->referer),
+        http_log_access(c, s->has_saved ? s->saved.peer : NULL, slice_of(s->request_line), slice_of(s->referer),
                         slice_of(s->user_agent), s->status, s->sent, now_s,
                         s->has_saved ? s->request_id : NULL);
     struct response resp; /* what the modules' log hooks need to know of it */

@@ -58,6 +58,9 @@ struct http_shared {
      * and clients move to other copies before any connection is refused. */
     atomic_bool draining;
     atomic_uint n_conns;      /* open connections, every class's */
+    /* Connections accepted since start, and of those the ones served (not refused as over
+     * a limit): stub_status's "accepts" and "handled". */
+    atomic_ulong accepted, handled;
     /* Bytes of request bodies being collected (their buffers), every class's: at most
      * max_body_memory; beyond it a body that needs a buffer is refused with 503. */
     _Atomic uint64_t body_memory;
@@ -92,10 +95,12 @@ struct http_conn {
     uint8_t body_mode;           /* enum req_body: a request body still being skipped */
     uint32_t requests;           /* requests served on this connection */
     int64_t opened_ms;           /* clock_now_ms() at accept: keepalive_time, $connection_time */
-    uint64_t body_left;          /* REQ_BODY_LENGTH: bytes still to skip */
     int64_t body_due_us;         /* the body's deadline by client_body_min_rate (clock_now_ms
                                     scale, in microseconds): extended by each byte received */
-    struct http_chunked chunked; /* REQ_BODY_CHUNKED: decoder state */
+    union { /* the one body_mode uses */
+        uint64_t body_left;          /* REQ_BODY_LENGTH: bytes still to skip */
+        struct http_chunked chunked; /* REQ_BODY_CHUNKED: decoder state */
+    };
     struct http_collect *collect; /* a request body being read for a handler, or NULL */
     struct http_source *source;   /* a response that outlives its event, or NULL */
     struct conn_pool *home;       /* the class chosen at accept: requests no rule claims */
@@ -104,6 +109,17 @@ struct http_conn {
      * has moved the connection to a new generation, the default server's of the address.
      * They belong to c.gen's levels. */
     const struct config_limits *limits;
+    /* On a `listen ... proxy_protocol` address: the header's bytes while it arrives, then
+     * (shrunk to its addrs) what it said, for the requests; NULL elsewhere. */
+    struct http_proxy_header *pp;
+};
+
+/* A connection's PROXY protocol header (http_conn.c). */
+struct http_proxy_header {
+    struct proxy_protocol_addrs addrs; /* what it said, once done */
+    bool done;                         /* read whole: buf is gone */
+    uint16_t have;                     /* bytes of it in buf so far */
+    char buf[PROXY_PROTOCOL_MAX];
 };
 
 static_assert(sizeof(struct http_conn) <= 256, "an idle connection should stay small");
@@ -142,9 +158,11 @@ static inline struct http_slice http_request_line(const struct http_request *req
 /* Count one request served in `us` microseconds. */
 void http_stats_record(struct http_stats *st, int64_t us, int status, uint64_t bytes);
 
-/* Write one access-log line for connection c. request_id: the request's $request_id buffer
- * (33 bytes, made if empty), or NULL; the line carries it when access_log_request_id is on. */
-void http_log_access(struct conn *c, struct http_slice line, struct http_slice referer,
+/* Write one access-log line for connection c. peer: the request's client (its req->peer),
+ * or NULL for the connection's. request_id: the request's $request_id buffer (33 bytes,
+ * made if empty), or NULL; the line carries it when access_log_request_id is on. */
+void http_log_access(struct conn *c, const struct sockaddr *peer, struct http_slice line,
+                     struct http_slice referer,
                      struct http_slice user_agent, int status, uint64_t bytes, int64_t now_s,
                      char *request_id);
 /* What every module sees of a request on connection c, before its path is decoded: path is

@@ -238,6 +238,7 @@ static void listener_event(struct lf_handle *h, uint32_t events)
             }
             break; /* EAGAIN, or the listener was shut down */
         }
+        atomic_fetch_add_explicit(&shared->accepted, 1, memory_order_relaxed);
         /* A connection from a listener of the default class may belong to a class by
          * its client's address. */
         struct http_service *to = svc;
@@ -261,6 +262,7 @@ static void listener_event(struct lf_handle *h, uint32_t events)
                                         (const struct sockaddr *)&l->addr.addr);
         if (!c)
             continue;
+        atomic_fetch_add_explicit(&shared->handled, 1, memory_order_relaxed);
         if (to != svc || !at_once) { /* another class's group (or its own thread) reads it */
             conn_wait(c, CONN_NEW, EPOLLIN, atomic_load(&c->deadline_ms));
             continue;

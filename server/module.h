@@ -32,6 +32,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -39,6 +40,7 @@
 #include "http_parse.h"
 #include "http_response.h"
 #include "open_beneath.h"
+#include "proxy_protocol.h"
 #include "regex.h"
 
 /* What a hook answers. */
@@ -98,7 +100,14 @@ struct request {
      * REQUEST_PATH_MAX that a rewrite hook may edit (then set path_len). */
     char *path;
     size_t path_len;
-    const struct sockaddr *peer;  /* the client's address */
+    /* The client's address: the connection's, or the one a trusted proxy named (the
+     * realip module's `set_real_ip_from`, decided once by a post_read hook) in real_peer
+     * below. Everything that asks who the client is reads this. */
+    const struct sockaddr *peer;
+    const struct sockaddr *conn_peer; /* the connection's own: $realip_remote_addr */
+    bool peer_replaced;               /* peer is real_peer, set by a post_read hook */
+    /* The connection's PROXY protocol header, or NULL on a listener without one. */
+    const struct proxy_protocol_addrs *proxy_protocol;
     const struct sockaddr *local; /* the address of the listener it came in on */
     int local_fd;                 /* the connection's socket: for $server_addr only */
     bool https;                   /* it came over TLS: $scheme, $https, redirects */
@@ -168,6 +177,9 @@ struct request {
     /* Those of the `server_name ~RE` that chose the server: $N when the location has none,
      * $name when the location's regex has no such group. */
     struct regex_captures server_captures;
+    /* Where a post_read hook writes the address peer then points to (not cleared at a
+     * request's start: written only when used). */
+    union request_addr real_peer;
     /* The values `set` gave, in the request's own bytes (rewrite.c): names point into the
      * configuration, values into buf. */
     struct request_vars {
@@ -237,6 +249,11 @@ struct module {
     int (*init)(struct module_init *mi, void **state);
     /* When the generation is let go: free the state init made. */
     void (*fini)(void *state);
+    /* Right after the request's head is read, with the server block's settings (req->level
+     * its level), and again once its location is found, before the access hooks, with the
+     * location's (nginx's post-read and preaccess phases): may set the client's address
+     * (req->peer, through module_set_peer). Returns MOD_DECLINED, or MOD_ERROR (500). */
+    enum mod_result (*post_read)(void *state, struct request *req);
     /* May change req->path (and path_len); MOD_HANDLED has nothing more to say. */
     enum mod_result (*rewrite)(void *state, struct request *req);
     /* nginx's preaccess phase (limit_req, limit_conn): once per request, before every
@@ -289,6 +306,10 @@ struct module {
  * client's address and the request line are added, as nginx adds them. */
 void module_log(const struct request *req, enum log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* For a post_read hook: the client is sa (AF_INET or AF_INET6) for the rest of the
+ * request: $remote_addr, the access log, the access rules, CGI and the proxy see it. */
+void module_set_peer(struct request *req, const struct sockaddr *sa);
+
 /* Is a missing file written to req's error log (`log_not_found`)? */
 bool module_log_not_found(const struct request *req);
 
@@ -318,6 +339,9 @@ int module_error(struct module_init *mi, const struct conf_node *where, const ch
 /* For a block hook: read the block's statements of this module (its .directives) into
  * base. Returns 0, or -1 after reporting every error. */
 int module_block_read(const struct module_block *b, void *base);
+/* For a block hook: a block needs the module's post_read hook; without this call from any
+ * block, the hook is never called. */
+void module_post_read_wanted(const struct module_block *b);
 /* For a block hook: does the block hold any statement of this module's directives? */
 bool module_block_has(const struct module_block *b);
 /* For a block hook of a location: this location's handler is the module, with data

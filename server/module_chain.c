@@ -10,8 +10,10 @@
 /* The modules, in the order the chain calls them. A new module is one line here and one
  * in the table below. mod_auth comes first of the access hooks: access hooks run before any
  * handler anyway, but first in the table its refusal (403, 401) is decided before any other
- * module's access hook could answer, as nginx's access phase comes before content. mod_limit
- * has only a preaccess hook, which the chain calls before every access hook. */
+ * module's access hook could answer, as nginx's access phase comes before content. mod_realip
+ * has only a post-read hook and mod_limit only a preaccess hook, which the chain calls
+ * before every access hook, in that order (nginx's phases). */
+extern const struct module mod_realip;   /* the client's address from a trusted proxy */
 extern const struct module mod_limit;    /* limit_req, limit_conn (nginx's preaccess phase) */
 extern const struct module mod_auth;     /* allow/deny, then HTTP Basic authentication */
 extern const struct module mod_mime;     /* content types: extension table, then libmagic */
@@ -19,6 +21,7 @@ extern const struct module mod_dirlist;  /* listings of directories without an i
 extern const struct module mod_static;   /* files from the document root */
 extern const struct module mod_handlers; /* in-process handlers on prefixes: echo, hello, status */
 extern const struct module mod_metrics;  /* `handler PREFIX metrics;`: Prometheus's format */
+extern const struct module mod_stub_status; /* `stub_status;`: nginx's basic status page */
 extern const struct module mod_cgi;      /* CGI/1.1 scripts mounted on prefixes */
 extern const struct module mod_proxy;    /* proxy_pass: answers from upstream servers */
 extern const struct module mod_gzip;     /* compresses responses (a filter) */
@@ -26,8 +29,9 @@ extern const struct module mod_headers;  /* add_header, expires: after gzip, on 
 extern const struct module mod_log;      /* log_format, a server's or location's access_log */
 
 static const struct module *const module_table[] = {
-    &mod_limit,    &mod_auth,  &mod_mime,  &mod_dirlist, &mod_static, &mod_handlers,
-    &mod_metrics,  &mod_cgi,   &mod_proxy, &mod_gzip,    &mod_headers, &mod_log,
+    &mod_realip,  &mod_limit,  &mod_auth,        &mod_mime, &mod_dirlist, &mod_static,
+    &mod_handlers, &mod_metrics, &mod_stub_status, &mod_cgi, &mod_proxy,   &mod_gzip,
+    &mod_headers, &mod_log,
 };
 
 #define MODULE_COUNT (sizeof(module_table) / sizeof(module_table[0]))
@@ -141,6 +145,12 @@ static int chain_init(struct module_chain *c, const struct config *cfg, char *er
             c->log_mods[c->n_log_mods++] = (uint8_t)c->n;
         if (m->logs_request)
             c->logs_request_mods[c->n_logs_request_mods++] = (uint8_t)c->n;
+        if (m->rewrite)
+            c->rewrite_mods[c->n_rewrite_mods++] = (uint8_t)c->n;
+        if (m->access)
+            c->access_mods[c->n_access_mods++] = (uint8_t)c->n;
+        if (m->filter)
+            c->filter_mods[c->n_filter_mods++] = (uint8_t)c->n;
         c->n++;
     }
     if (!any && (!levels || module_levels_build(c, cfg, err, err_len) == 0))

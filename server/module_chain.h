@@ -30,6 +30,13 @@ struct module_chain {
      * request runs, without a look at the modules that have none. */
     uint8_t log_mods[MODULE_CHAIN_MAX], n_log_mods;
     uint8_t logs_request_mods[MODULE_CHAIN_MAX], n_logs_request_mods;
+    /* Likewise the modules with a rewrite, an access and a filter hook. */
+    uint8_t rewrite_mods[MODULE_CHAIN_MAX], n_rewrite_mods;
+    uint8_t access_mods[MODULE_CHAIN_MAX], n_access_mods;
+    uint8_t filter_mods[MODULE_CHAIN_MAX], n_filter_mods;
+    /* The modules whose post_read hook some block asked for (module_post_read_wanted): none
+     * when no block configures one, and a request then pays nothing for the hook. */
+    uint8_t post_read_mods[MODULE_CHAIN_MAX], n_post_read_mods;
     struct module_mount mounts[MODULE_MOUNTS_MAX];
     unsigned n_mounts;
     /* Server and location blocks (module_level.c) */

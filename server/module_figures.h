@@ -54,6 +54,7 @@ struct server_metrics {
     uint64_t reloads_ok, reloads_refused; /* SIGHUPs whose configuration served, refused */
     double start_time_s; /* the Unix time the server started */
     uint64_t tls_handshakes, tls_resumed, tls_failed;
+    uint64_t accepted, handled; /* connections accepted, and served (not refused), since start */
     unsigned n_classes; /* the entries of classes[] that are filled */
     struct {
         char name[32];
@@ -66,6 +67,15 @@ struct server_metrics {
     } classes[SERVER_STATS_GROUPS];
 };
 void module_server_metrics(const struct request *req, struct server_metrics *out);
+
+/* The connections as nginx's stub_status counts them: open now; reading a request head;
+ * writing (a body being read, an answer being sent or made, and the request asking);
+ * waiting (the rest: idle between requests, or before the first byte). A walk of the
+ * connection lists under their locks: a status page's cost, not a request's. */
+struct server_connections {
+    uint64_t active, reading, writing, waiting;
+};
+void module_server_connections(const struct request *req, struct server_connections *out);
 
 /* Every module's upstream sets (their upstreams hooks), up to max into out; how many
  * there are. */

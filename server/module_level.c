@@ -830,6 +830,17 @@ bool module_block_has(const struct module_block *b)
     return false;
 }
 
+void module_post_read_wanted(const struct module_block *b)
+{
+    struct module_chain *c = b->mi->chain;
+    unsigned i = b->mi->index;
+    for (unsigned k = 0; k < c->n_post_read_mods; k++)
+        if (c->post_read_mods[k] == i)
+            return;
+    if (c->mods[i]->post_read)
+        c->post_read_mods[c->n_post_read_mods++] = (uint8_t)i;
+}
+
 void module_block_slash_redirect(const struct module_block *b)
 {
     size_t n = strlen(b->pattern);

@@ -16,6 +16,7 @@
  * location's access rules (401, 403) is the answer, as nginx's.
  */
 #include "module_chain.h"
+#include "module_figures.h"
 #include "strbuf.h"
 
 #include <arpa/inet.h>
@@ -61,6 +62,16 @@ void module_vars_answer(struct vars_source *src, const struct response *resp)
     src->response = resp;
 }
 
+static void route_connections(const void *request, unsigned long long out[4])
+{
+    struct server_connections n;
+    module_server_connections(request, &n);
+    out[0] = n.active;
+    out[1] = n.reading;
+    out[2] = n.writing;
+    out[3] = n.waiting;
+}
+
 void module_vars_source(const struct request *req, struct vars_source *src)
 {
     const struct site_server *s = req->site;
@@ -70,6 +81,9 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .uri = req->path,
         .uri_len = req->path_len,
         .peer = req->peer,
+        .conn_peer = req->conn_peer,
+        .connections = req->server ? route_connections : NULL,
+        .proxy_protocol = req->proxy_protocol,
         .local = req->local,
         .local_fd = req->local_fd,
         .https = req->https,
@@ -776,9 +790,10 @@ static int route_from(const struct module_chain *c, struct request *req,
     } else {
         status = place(c, req, named);
     }
-    for (unsigned i = 0; i < c->n; i++)
-        if (c->mods[i]->rewrite)
-            c->mods[i]->rewrite(c->state[i], req);
+    for (unsigned k = 0; k < c->n_rewrite_mods; k++) {
+        unsigned i = c->rewrite_mods[k];
+        c->mods[i]->rewrite(c->state[i], req);
+    }
     find_mount(c, req);
     return status;
 }
@@ -807,6 +822,32 @@ const struct config_limits *module_chain_default_limits(const struct module_chai
     return &(a->default_server ? a->default_server : a->servers[0])->level->limits;
 }
 
+void module_set_peer(struct request *req, const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET6)
+        req->real_peer.in6 = *(const struct sockaddr_in6 *)(const void *)sa;
+    else
+        req->real_peer.in = *(const struct sockaddr_in *)(const void *)sa;
+    req->peer = &req->real_peer.sa;
+    req->peer_replaced = true;
+}
+
+/* The post_read hooks some block asked for, with the settings of level l (nginx's post-read
+ * phase with the server's, its preaccess phase with the location's). False: one failed. */
+static bool post_read(const struct module_chain *c, struct request *req,
+                      const struct module_level *l)
+{
+    const struct module_level *was = req->level;
+    req->level = l;
+    bool ok = true;
+    for (unsigned k = 0; k < c->n_post_read_mods && ok; k++) {
+        unsigned i = c->post_read_mods[k];
+        ok = c->mods[i]->post_read(c->state[i], req) != MOD_ERROR;
+    }
+    req->level = was;
+    return ok;
+}
+
 int module_chain_route(const struct module_chain *c, struct request *req)
 {
     req->site = server_for(c, req);
@@ -822,6 +863,9 @@ int module_chain_route(const struct module_chain *c, struct request *req)
         req->return_text = NULL;
         return 0;
     }
+    if (c->n_post_read_mods &&
+        !post_read(c, req, req->site ? req->site->level : &c->levels[0]))
+        return 500;
     return route_from(c, req, NULL);
 }
 
@@ -952,9 +996,8 @@ static bool refused(const struct module_chain *c, struct request *req,
     const struct module_level *was = req->level;
     req->level = l;
     bool answered = false;
-    for (unsigned i = 0; i < c->n && !answered; i++) {
-        if (!c->mods[i]->access)
-            continue;
+    for (unsigned k = 0; k < c->n_access_mods && !answered; k++) {
+        unsigned i = c->access_mods[k];
         enum mod_result r = c->mods[i]->access(c->state[i], req, resp);
         if (r == MOD_ERROR)
             resp_error(resp, 500);
@@ -1061,6 +1104,10 @@ static bool handle(const struct module_chain *c, struct request *req, struct res
 {
     if (req->return_status) {
         answer_return(req, resp);
+        return false;
+    }
+    if (c->n_post_read_mods && !post_read(c, req, req->level)) {
+        resp_error(resp, 500);
         return false;
     }
     if (!req->marks.preaccess_done && limited(c, req, resp))
@@ -1191,14 +1238,17 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
         resp_header(resp, "WWW-Authenticate", challenge);
     r.http = req->http; /* h is gone on return */
     *req = r; /* the filters and the log see the error page's request, as nginx's */
+    if (r.peer == &r.real_peer.sa) /* its own address, decided for the page: req's copy */
+        req->peer = &req->real_peer.sa;
 }
 
 void module_chain_filter(const struct module_chain *c, const struct request *req,
                          struct response *resp)
 {
-    for (unsigned i = 0; i < c->n; i++)
-        if (c->mods[i]->filter)
-            c->mods[i]->filter(c->state[i], req, resp);
+    for (unsigned k = 0; k < c->n_filter_mods; k++) {
+        unsigned i = c->filter_mods[k];
+        c->mods[i]->filter(c->state[i], req, resp);
+    }
 }
 
 void module_chain_answer(const struct module_chain *c, struct request *req,
@@ -1212,7 +1262,8 @@ void module_chain_answer(const struct module_chain *c, struct request *req,
     const struct level_error_page *p;
     if (!resp->streaming && resp->status >= 300 && (p = error_page_for(req->level, error)))
         answer_error_page(c, req, resp, p);
-    for (unsigned i = 0; i < c->n; i++)
-        if (c->mods[i]->filter)
-            c->mods[i]->filter(c->state[i], req, resp);
+    for (unsigned k = 0; k < c->n_filter_mods; k++) {
+        unsigned i = c->filter_mods[k];
+        c->mods[i]->filter(c->state[i], req, resp);
+    }
 }

@@ -61,6 +61,8 @@ void module_server_metrics(const struct request *req, struct server_metrics *out
     out->generation = atomic_load_explicit(&srv->http.current.number, memory_order_relaxed);
     out->reloads_ok = load(&reloads_ok);
     out->reloads_refused = load(&reloads_refused);
+    out->accepted = load(&srv->http.accepted);
+    out->handled = load(&srv->http.handled);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     out->start_time_s = (double)now.tv_sec + now.tv_nsec / 1e9 -
@@ -74,4 +76,29 @@ void module_server_metrics(const struct request *req, struct server_metrics *out
         if (srv->svcs[i].n_groups)
             class_metrics(&srv->svcs[i], out, out->n_classes++);
     }
+}
+
+void module_server_connections(const struct request *req, struct server_connections *out)
+{
+    const struct server *srv = req->server;
+    memset(out, 0, sizeof(*out));
+    for (unsigned i = 0; i < srv->n_svcs; i++) {
+        const struct service *svc = &srv->svcs[i];
+        if (!svc->n_groups)
+            continue;
+        unsigned st[CONN_STATES];
+        conn_pool_count_states((struct conn_pool *)&svc->http.pool, st);
+        for (unsigned k = 0; k < CONN_STATES; k++)
+            out->active += st[k];
+        out->reading += st[CONN_HEAD];
+        out->writing += st[CONN_BODY] + st[CONN_SEND] + st[CONN_STREAM];
+    }
+    /* the request asking is being answered: its connection still shows the state it last
+     * waited in (new, idle, or a head in pieces) */
+    out->writing++;
+    if (out->active < out->writing)
+        out->active = out->writing;
+    if (out->reading + out->writing > out->active)
+        out->reading = out->active - out->writing;
+    out->waiting = out->active - out->reading - out->writing;
 }

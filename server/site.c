@@ -323,7 +323,7 @@ static int parse_site_listen(const struct conf_node *n, struct site_listen *out,
                         "HTTP/1.1 only; TLS clients are offered http/1.1 by ALPN and use it");
         else if (!config_listen_param(&out->addr, n->args[i]))
             return conf_error(r, n->line, "listen: unsupported parameter \"%s\" (only "
-                              "default_server, ssl, reuseport and http2)", n->args[i]);
+                              "default_server, ssl, reuseport, proxy_protocol and http2)", n->args[i]);
     }
     return 0;
 }
@@ -395,6 +395,7 @@ static int join_addr(struct site_set *set, const struct site_server *s,
     }
     g->listen.ssl |= l->addr.ssl; /* one server's `ssl` makes the address a TLS one */
     g->listen.reuseport |= l->addr.reuseport;
+    g->listen.proxy_protocol |= l->addr.proxy_protocol;
     if (g->n_servers && g->servers[g->n_servers - 1] == s)
         return conf_error(r, l->line, "listen: %s twice in one server", l->addr.text);
     g->servers[g->n_servers++] = s;

@@ -32,6 +32,16 @@ enum var_id {
     VAR_REQUEST_METHOD,
     VAR_SERVER_PORT,
     VAR_REMOTE_PORT,
+    VAR_CONNECTIONS_ACTIVE,
+    VAR_CONNECTIONS_READING,
+    VAR_CONNECTIONS_WRITING,
+    VAR_CONNECTIONS_WAITING,
+    VAR_REALIP_REMOTE_ADDR,
+    VAR_REALIP_REMOTE_PORT,
+    VAR_PROXY_PROTOCOL_ADDR,
+    VAR_PROXY_PROTOCOL_PORT,
+    VAR_PROXY_PROTOCOL_SERVER_ADDR,
+    VAR_PROXY_PROTOCOL_SERVER_PORT,
     VAR_SERVER_ADDR,
     VAR_SERVER_NAME,
     VAR_REQUEST_ID,
@@ -161,7 +171,28 @@ static const struct {
      "in OpenSSL's older form."},
     {"request_method", VAR_REQUEST_METHOD, "The request's method."},
     {"server_port", VAR_SERVER_PORT, "The port the connection came in on."},
-    {"remote_port", VAR_REMOTE_PORT, "The client's port."},
+    {"remote_port", VAR_REMOTE_PORT, "The client's port (empty when `real_ip_header` named "
+     "an address without one)."},
+    {"connections_active", VAR_CONNECTIONS_ACTIVE, "Open connections now, as stub_status's "
+     "`Active connections`."},
+    {"connections_reading", VAR_CONNECTIONS_READING, "Connections reading a request head, as "
+     "stub_status's `Reading`."},
+    {"connections_writing", VAR_CONNECTIONS_WRITING, "Connections answering (the one asking "
+     "included), as stub_status's `Writing`."},
+    {"connections_waiting", VAR_CONNECTIONS_WAITING, "Idle connections, as stub_status's "
+     "`Waiting`."},
+    {"realip_remote_addr", VAR_REALIP_REMOTE_ADDR, "The connection's own address, before "
+     "`set_real_ip_from` replaced it."},
+    {"realip_remote_port", VAR_REALIP_REMOTE_PORT, "The connection's own port, before "
+     "`set_real_ip_from` replaced it."},
+    {"proxy_protocol_addr", VAR_PROXY_PROTOCOL_ADDR, "The client's address from the PROXY "
+     "protocol header (`listen ... proxy_protocol`); else empty."},
+    {"proxy_protocol_port", VAR_PROXY_PROTOCOL_PORT, "The client's port from the PROXY "
+     "protocol header; else empty."},
+    {"proxy_protocol_server_addr", VAR_PROXY_PROTOCOL_SERVER_ADDR, "The server's address "
+     "from the PROXY protocol header; else empty."},
+    {"proxy_protocol_server_port", VAR_PROXY_PROTOCOL_SERVER_PORT, "The server's port from "
+     "the PROXY protocol header; else empty."},
     {"server_addr", VAR_SERVER_ADDR, "The local address the connection came in on."},
     {"server_name", VAR_SERVER_NAME, "The server block's first name, as written."},
     {"request_id", VAR_REQUEST_ID, "32 hex digits, random, made on first use, one per "
@@ -640,7 +671,7 @@ static size_t port_of(const struct sockaddr *sa, char *tmp, size_t cap)
         port = ntohs(((const struct sockaddr_in6 *)(const void *)sa)->sin6_port);
     else
         return 0;
-    return decimal(tmp, cap, port, 1);
+    return port ? decimal(tmp, cap, port, 1) : 0; /* 0: a real_ip_header without a port */
 }
 
 /* A listener on 0.0.0.0 or [::]: which address a connection came in on, only its socket
@@ -1007,6 +1038,36 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_LIMIT_REQ_STATUS: v = limit_status_of(src->limit_req_status); break;
     case VAR_LIMIT_CONN_STATUS: v = limit_status_of(src->limit_conn_status); break;
     case VAR_REMOTE_PORT: v.len = port_of(src->peer, tmp, sizeof(tmp)); break;
+    case VAR_CONNECTIONS_ACTIVE:
+    case VAR_CONNECTIONS_READING:
+    case VAR_CONNECTIONS_WRITING:
+    case VAR_CONNECTIONS_WAITING:
+        if (src->connections) {
+            unsigned long long n[4];
+            src->connections(src->user_vars, n);
+            v.len = decimal(tmp, sizeof(tmp), n[id - VAR_CONNECTIONS_ACTIVE], 1);
+        }
+        break;
+    case VAR_REALIP_REMOTE_ADDR:
+        v.len = remote_addr_of(src->conn_peer ? src->conn_peer : src->peer, tmp, sizeof(tmp));
+        break;
+    case VAR_REALIP_REMOTE_PORT:
+        v.len = port_of(src->conn_peer ? src->conn_peer : src->peer, tmp, sizeof(tmp));
+        break;
+    case VAR_PROXY_PROTOCOL_ADDR:
+    case VAR_PROXY_PROTOCOL_SERVER_ADDR:
+        if (src->proxy_protocol)
+            v.len = remote_addr_of(id == VAR_PROXY_PROTOCOL_ADDR ? &src->proxy_protocol->src.sa
+                                                                  : &src->proxy_protocol->dst.sa,
+                                   tmp, sizeof(tmp));
+        break;
+    case VAR_PROXY_PROTOCOL_PORT:
+    case VAR_PROXY_PROTOCOL_SERVER_PORT:
+        if (src->proxy_protocol)
+            v.len = port_of(id == VAR_PROXY_PROTOCOL_PORT ? &src->proxy_protocol->src.sa
+                                                          : &src->proxy_protocol->dst.sa,
+                            tmp, sizeof(tmp));
+        break;
     case VAR_REQUEST_METHOD: v = h ? h->method_name : v; break;
     case VAR_SERVER_PORT: v.len = port_of(src->local, tmp, sizeof(tmp)); break;
     case VAR_SERVER_ADDR: v.len = server_addr_of(src, tmp, sizeof(tmp)); break;

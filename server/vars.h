@@ -85,6 +85,7 @@
 #include <sys/socket.h>
 
 #include "http_parse.h"
+#include "proxy_protocol.h"
 #include "regex.h"
 
 enum vars_path { VARS_DOCUMENT_ROOT, VARS_REALPATH_ROOT, VARS_REQUEST_FILENAME };
@@ -136,6 +137,12 @@ struct vars_source {
     const char *uri; /* the decoded, normalized path */
     size_t uri_len;
     const struct sockaddr *peer;  /* the client (NULL: $remote_addr is empty) */
+    /* The connection's own address, for $realip_remote_addr (NULL: peer's). */
+    const struct sockaddr *conn_peer;
+    /* $connections_active, _reading, _writing, _waiting into out[4] (NULL: empty). */
+    void (*connections)(const void *user_vars, unsigned long long out[4]);
+    /* The connection's PROXY protocol header (NULL: $proxy_protocol_* are empty). */
+    const struct proxy_protocol_addrs *proxy_protocol;
     const struct sockaddr *local; /* the listener's address (NULL: $server_port is empty) */
     bool https;                   /* over TLS: $scheme https, $https on */
     int local_fd;                 /* the connection's socket, for $server_addr behind a

@@ -19,7 +19,7 @@ import sys
 
 # From the bottom up. A file may include headers of its own layer or of any layer below.
 LAYERS = [
-    ("base", ["clock", "lf_*", "http_parse", "http_upstream", "open_beneath", "out_seg",
+    ("base", ["clock", "lf_*", "http_parse", "proxy_protocol", "http_upstream", "open_beneath", "out_seg",
               "regex"]),
     ("text helpers", ["strbuf", "http_params", "vars", "vars_upstream"]),
     ("configuration", ["config", "directive", "log", "site", "upstream", "tls"]),

@@ -654,7 +654,7 @@ TEST(listen_parameter_other_than_default_server_ssl_reuseport_and_http2_is_refus
 {
     CHECK(refused_with("server {\n listen 8080 backlog=5;\n}\n",
                        "site.conf:2: listen: unsupported parameter \"backlog=5\" (only "
-                       "default_server, ssl, reuseport and http2)"));
+                       "default_server, ssl, reuseport, proxy_protocol and http2)"));
 }
 
 TEST(listen_reuseport_marks_only_its_address_shared)
