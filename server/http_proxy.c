@@ -96,6 +96,8 @@ struct conn_proxy {
     bool fresh_only;  /* a kept connection failed: the next one is new */
     bool tunnel_asked;
     bool up_reusable; /* the upstream's answer lets the connection be kept */
+    bool request_keeps; /* and so did the request sent (its version and Connection) */
+    bool intercepted;   /* proxy_intercept_errors took the upstream's answer */
     bool up_done, client_done; /* the tunnel's two ways: ended */
     bool attempt_done; /* upstream_done was called for the answer that ended */
     bool keep_up, failed; /* how the answer ended (proxy_finish), for proxy_done */
@@ -405,6 +407,38 @@ static void try_connected(struct conn_proxy *px)
  * then go on with the client's connection or close it. The upstream connection is let go
  * of (kept or closed) before anything is sent: a client that has its whole answer may ask
  * again at once, on another connection, and finds it kept. */
+/* The request as it was answered, again, with room for an error page's path and file: the
+ * page's answer may name them until it is sent. */
+struct proxy_page {
+    struct request r;
+    char path[REQUEST_PATH_MAX];
+    char file[REQUEST_FILE_MAX];
+};
+
+/* resp holds the error the client is owed (a 502, a 504, an upstream's error that
+ * proxy_intercept_errors takes): the error_page of the request's block for it answers
+ * instead, if it has one, as nginx's; else the plain error, with the location's add_header
+ * ... always. pg: room for the page's request, alive until resp is sent. */
+static void answer_error(struct conn_proxy *px, struct response *resp, struct proxy_page *pg)
+{
+    struct http_source *s = &px->src;
+    if (s->has_saved && module_chain_has_error_page(&s->saved, resp->status)) {
+        pg->r = s->saved;
+        memcpy(pg->path, s->saved.path, s->saved.path_len + 1);
+        if (pg->r.captures.subject == s->saved.path)
+            pg->r.captures.subject = pg->path;
+        pg->r.path = pg->path;
+        pg->r.file = pg->path;
+        pg->r.file_len = pg->r.path_len;
+        pg->r.file_room = pg->file;
+        if (module_chain_error_page(&s->c->gen->chain, &pg->r, resp)) {
+            s->status = resp->status;
+            return;
+        }
+    }
+    http_source_filter_head(s, resp, px->p);
+}
+
 static void proxy_finish_after(struct conn_proxy *px, int error_status, const char *failure,
                                struct response *tail)
 {
@@ -412,18 +446,22 @@ static void proxy_finish_after(struct conn_proxy *px, int error_status, const ch
     struct http_piece pc;
     struct response own;
     struct response *resp = tail ? tail : &own;
+    struct proxy_page page;
     if (!tail)
         resp_init(&own);
     try_end(px, 0);
     bool keep_alive = s->keep_alive;
     if (!s->head_sent) {
         s->status = error_status ? error_status : 502;
-        proxy_log(px, "proxy: %s: answered %d: %s",
-                  px->server ? px->server->text : px->up->name, s->status,
-                  failure ? failure : "no answer");
-        resp_error(resp, s->status);
-        /* the location's add_header ... always, as nginx */
-        http_source_filter_head(s, resp, px->p);
+        if (px->intercepted) { /* the upstream's own error, made in resp */
+            s->status = resp->status;
+        } else {
+            proxy_log(px, "proxy: %s: answered %d: %s",
+                      px->server ? px->server->text : px->up->name, s->status,
+                      failure ? failure : "no answer");
+            resp_error(resp, s->status);
+        }
+        answer_error(px, resp, &page);
         resp->head_only = s->head_only;
         resp->keep_alive = keep_alive;
         resp_finish(resp, s->http10);
@@ -708,6 +746,25 @@ static void tunnel_begin(struct conn_proxy *px, size_t used)
     }
 }
 
+/* proxy_intercept_errors: the upstream's error (uh, 300 or more) has an error_page, which
+ * answers instead, with the upstream's WWW-Authenticate if a 401 (as nginx keeps it). The
+ * upstream's body is not read: its connection closes. */
+static void intercept(struct conn_proxy *px, const struct http_response_head *uh,
+                      struct response *resp)
+{
+    body_release(px);
+    upstream_answered(px->server, clock_now_us() - px->attempt_us);
+    resp_error(resp, uh->status);
+    for (unsigned i = 0; uh->status == 401 && i < uh->n_headers; i++)
+        if (http_slice_eq(uh->headers[i].name, "www-authenticate"))
+            resp_header_n(resp, "WWW-Authenticate", 16, uh->headers[i].value.p,
+                          uh->headers[i].value.len);
+    px->up_reusable = false;
+    px->intercepted = true;
+    px->src.status = uh->status;
+    proxy_finish_after(px, uh->status, NULL, resp);
+}
+
 /* The upstream's final head is complete in head[0..used): make the client's response and
  * send it with whatever of the body came along. Returns as proxy_step's steps do: true to
  * go on reading, false when the event has handed the connection on. */
@@ -721,6 +778,11 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
     px->uvars.head_len = used;
     if (px->try_now)
         px->try_now->response_length += px->head_len - used;
+    if (px->p->intercept_errors && uh->status >= 300 && px->src.has_saved &&
+        module_chain_has_error_page(&px->src.saved, uh->status)) {
+        intercept(px, uh, &resp);
+        return false;
+    }
     if (px->p->ops->head(px->p->conf, px->src.has_saved ? &px->src.saved : NULL, uh, &resp) < 0 ||
         resp_failed(&resp)) {
         attempt_failed(px, FAIL_INVALID, "its head cannot be relayed (too large?)");
@@ -740,7 +802,7 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
     px->src.status = resp.status;
     px->framing = uh->framing;
     px->left = uh->content_length;
-    px->up_reusable = uh->keep_alive;
+    px->up_reusable = uh->keep_alive && px->request_keeps;
     http_chunked_init(&px->dechunk);
     resp.keep_alive = px->src.keep_alive;
     bool coded = resp.body_filter && !resp.no_length; /* (compressed: the length changes) */
@@ -1269,14 +1331,15 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     px->body = NULL;
     px->body_len = px->body_off = 0;
     px->tunnel_asked = false;
+    px->intercepted = false;
     px->up_done = px->client_done = false;
     px->attempt_done = false;
     px->uvars.n = 0;
     px->uvars.head = NULL;
     px->try_now = NULL;
 
-    long len = p->ops->request(p->conf, r, p->upstream->keepalive > 0, px->req,
-                               PROXY_REQ_MAX);
+    bool keeps = p->upstream->keepalive > 0;
+    long len = p->ops->request(p->conf, r, &keeps, px->req, PROXY_REQ_MAX);
     if (len < 0) {
         if (body_owner)
             http_collect_free(shared, body_owner);
@@ -1288,6 +1351,7 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
         return;
     }
     px->req_len = (size_t)len;
+    px->request_keeps = keeps;
     px->tunnel_asked = asks_upgrade(h);
     if (!keep_body(px, r, body_owner)) {
         if (s)

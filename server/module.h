@@ -354,9 +354,10 @@ enum {
 struct proxy_ops {
     /* Write the head of the request to the upstream, through its blank line, into
      * out[0..cap) (the core adds the body, req->body, after it): its length, or -1 if it
-     * does not fit. keep_alive: the connection will be kept for another request. Called
-     * once per request. */
-    long (*request)(const void *conf, const struct request *req, bool keep_alive, char *out,
+     * does not fit. *keep_alive: on entry, whether the upstream keeps connections; on
+     * return, whether the request written lets this one be kept. Called once per
+     * request. */
+    long (*request)(const void *conf, const struct request *req, bool *keep_alive, char *out,
                     size_t cap);
     /* Start resp from the upstream's head h (status, the fields to relay, rewritten as the
      * configuration says). req: the request as it was answered (a copy the core kept), or
@@ -375,6 +376,8 @@ struct proxy_params {
     unsigned connect_ms, send_ms, read_ms; /* proxy_connect_, _send_, _read_timeout */
     unsigned next_upstream;                /* PROXY_NEXT_* */
     unsigned tries;                        /* proxy_next_upstream_tries; 0: no limit */
+    bool intercept_errors; /* proxy_intercept_errors: an upstream's answer of 300 or more
+                              with an error_page gets the page */
 };
 
 #endif

@@ -7,10 +7,13 @@ A configuration text names its ports with placeholders: {port0}, {port1}... are 
 proxy's own listen ports (picked free here), {up0}, {up1}... the upstream app's, {dead0},
 {dead1}... ports nothing listens on, and ROOT the test's document root.
 
-nginx is given, in every location with proxy_pass, what it needs to behave as lfhttpd's
-defaults (HTTP/1.1 to the upstream, no "Connection: close" unless the request's own,
-X-Forwarded-* and X-Real-IP, streaming without a temporary file, upgrades passed through),
-unless the location sets the same header itself.
+Both are given, in every location with proxy_pass, the lines of a typical site that
+keeps upstream connections and passes WebSocket upgrades (HTTP/1.1 to the upstream, a
+Connection field only when the client asks for an upgrade, its Upgrade then), and nginx
+what it needs to behave as lfhttpd's defaults (X-Forwarded-* and X-Real-IP, streaming
+without a temporary file), unless the location sets the same itself. A test of the
+defaults themselves (HTTP/1.0, `Connection: close`, no tunnel) sets
+`proxy_http_version 1.0;` or those fields in its location.
 """
 import json
 import os
@@ -107,9 +110,13 @@ NGINX_HTTP = r"""
     }
 """
 
-NGINX_LOCATION = {
+SITE_LOCATION = {
     "Connection": "$proxy_connection",
     "Upgrade": "$proxy_upgrade",
+}
+
+NGINX_LOCATION = {
+    **SITE_LOCATION,
     "X-Forwarded-For": "$proxy_add_x_forwarded_for",
     "X-Real-IP": "$remote_addr",
     "X-Forwarded-Proto": "$scheme",
@@ -117,16 +124,23 @@ NGINX_LOCATION = {
 }
 
 
-def for_nginx(text):
-    """text with nginx's extra lines after each proxy_pass (see the module's docstring)."""
+def for_nginx(text, fields=None):
+    """text with the extra lines after each proxy_pass (see the module's docstring):
+    nginx's, or with fields=SITE_LOCATION the site's that both are given."""
+    fields = NGINX_LOCATION if fields is None else fields
     out, pos = [], 0
     for m in re.finditer(r"proxy_pass\s+[^;]+;", text):
         start = text.rfind("{", 0, m.start())
         end = text.find("}", m.end())
         block = text[start:end]
-        lines = ["proxy_http_version 1.1;", "proxy_buffering off;"]
-        lines += [f'proxy_set_header {name} "{value}";' for name, value in NGINX_LOCATION.items()
-                  if not re.search(r"proxy_set_header\s+" + name + r"\s", block, re.I)]
+        lines = ([] if "proxy_http_version" in block else ["proxy_http_version 1.1;"])
+        lines += ["proxy_buffering off;"] if fields is NGINX_LOCATION else []
+        # (a text with proxy_set_header lines of its own at the top level gets no
+        # location's: they would stop every location inheriting those)
+        top_level = fields is SITE_LOCATION and re.search(r"^proxy_set_header", text, re.M)
+        lines += [f'proxy_set_header {name} "{value}";' for name, value in fields.items()
+                  if not top_level
+                  and not re.search(r"proxy_set_header\s+" + name + r"\s", block, re.I)]
         out.append(text[pos:m.end()] + "\n" + "".join(f"        {x}\n" for x in lines))
         pos = m.end()
     return "".join(out) + text[pos:]
@@ -188,7 +202,7 @@ class Proxy:
     def lfhttpd_text(self, text):
         top = LFHTTPD_TOP.format(threads=self.threads, root=self.docroot,
                                  access=os.path.join(self.dir, "access.log"))
-        text = self.fill(text)
+        text = NGINX_HTTP + self.fill(for_nginx(text, SITE_LOCATION))
         for i, p in enumerate(self.ports):
             text = text.replace("{port%d}" % i, str(p))
         return top + text
