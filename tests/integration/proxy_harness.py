@@ -13,7 +13,8 @@ Connection field only when the client asks for an upgrade, its Upgrade then), an
 what it needs to behave as lfhttpd's defaults (X-Forwarded-* and X-Real-IP, streaming
 without a temporary file), unless the location sets the same itself. A test of the
 defaults themselves (HTTP/1.0, `Connection: close`, no tunnel) sets
-`proxy_http_version 1.0;` or those fields in its location.
+`proxy_http_version 1.0;` or those fields in its location, or is started with
+site_lines=False: then both run the text as it is.
 """
 import json
 import os
@@ -177,14 +178,15 @@ class Proxy:
     reload(text), peak_rss_kib(), log(); stopped by PID."""
 
     def __init__(self, dirpath, text, upstream, docroot, threads=2, reloads=False,
-                 kind=UNDER_TEST):
+                 kind=UNDER_TEST, site_lines=True):
         self.kind = kind
+        self.site_lines = site_lines
         self.dir = str(dirpath)
         self.upstream, self.docroot, self.threads = upstream, str(docroot), threads
         self.dead = [free_port() for _ in range(4)]
         self.host = "127.0.0.1"
         if kind == "nginx":
-            self.impl = BigNginx(dirpath, None, NGINX_HTTP + self.fill(for_nginx(text)),
+            self.impl = BigNginx(dirpath, None, self.nginx_text(text),
                                  http=True, master=reloads)
             self.ports = self.impl.ports
         else:
@@ -199,10 +201,14 @@ class Proxy:
             text = text.replace("{dead%d}" % i, str(p))
         return text.replace("ROOT", self.docroot)
 
+    def nginx_text(self, text):
+        return NGINX_HTTP + self.fill(for_nginx(text) if self.site_lines else text)
+
     def lfhttpd_text(self, text):
         top = LFHTTPD_TOP.format(threads=self.threads, root=self.docroot,
                                  access=os.path.join(self.dir, "access.log"))
-        text = NGINX_HTTP + self.fill(for_nginx(text, SITE_LOCATION))
+        text = NGINX_HTTP + self.fill(for_nginx(text, SITE_LOCATION) if self.site_lines
+                                      else text)
         for i, p in enumerate(self.ports):
             text = text.replace("{port%d}" % i, str(p))
         return top + text
@@ -222,7 +228,7 @@ class Proxy:
         """Replace the configuration and SIGHUP; returns once the proxy said it reloaded."""
         if self.kind == "nginx":
             conf = os.path.join(self.impl.dir, "nginx.conf")
-            body = NGINX_HTTP + self.fill(for_nginx(text))
+            body = self.nginx_text(text)
             for i, p in enumerate(self.ports):
                 body = body.replace("{port%d}" % i, str(p))
             with open(conf, "w") as f:

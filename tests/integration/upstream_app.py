@@ -42,7 +42,9 @@ any other path is echoed as JSON. Query parameters (all optional):
   _noclen           no Content-Length: size=B bytes (100) then close (close-delimited)
   _info             codes=100,103 interim responses before the JSON echo
   _upgrade          101; with Upgrade: websocket and Sec-WebSocket-Key a WebSocket echo
-                    (frames unmasked and sent back), else the raw bytes echoed back
+                    (frames unmasked and sent back), else the raw bytes echoed back;
+                    without an Upgrade field 426 (as a WebSocket server answers), framed,
+                    with Upgrade: websocket
   _extra            a 5-byte body "first" followed in the same write by a second,
                     unrequested response (body "smuggled"): a proxy must not reuse it
   _late             an answer without a body (to HEAD, or status=204 or 304), then
@@ -382,7 +384,12 @@ async def bad_chunk(c, kind, wait, status, fields):
 
 async def upgrade(c, headers):
     key = header(headers, "sec-websocket-key")
-    proto = header(headers, "upgrade") or "echo"
+    proto = header(headers, "upgrade")
+    if not proto:
+        body = b"Upgrade Required\n"
+        await c.write(head_bytes(426, [("Upgrade", "websocket"), ("Content-Length", len(body)),
+                                       ("Connection", "close")], "Upgrade Required") + body)
+        return
     fields = [("Connection", "Upgrade"), ("Upgrade", proto)]
     if key and proto.lower() == "websocket":
         accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
