@@ -331,11 +331,18 @@ static const struct conf_directive proxy_directives[] = {
     {"upstream", CONF_BLOCK, CONF_TOP, CONF_REPEATS, .min_args = 1, .max_args = 1,
      .set = set_upstream, .usage = "NAME { server ADDRESS [PARAMETERS]; ... }",
      .doc = "A named set of servers: `server ADDRESS [weight=N] [max_fails=N] "
-        "[fail_timeout=TIME] [backup] [down];` (IPv4, [IPv6], a host name resolved at load, "
-        "or unix:PATH; port 80 by default), `keepalive N;` (idle connections kept for the "
-        "next requests, N per thread group as nginx keeps N per worker process; without it "
-        "each request has a connection of its own and says `Connection: close`), "
-        "`least_conn;` (default: smooth weighted round-robin). A server that failed "
+        "[fail_timeout=TIME] [max_conns=N] [backup] [down];` (IPv4, [IPv6], a host name "
+        "resolved at load, or unix:PATH; port 80 by default; `resolve`, `service=`, "
+        "`slow_start=`, `route=` and `drain` are refused, as open-source nginx 1.22 refuses "
+        "them), `keepalive N;` (idle connections kept for the next requests, N per thread "
+        "group as nginx keeps N per worker process, when the location sends HTTP/1.1 and "
+        "`proxy_set_header Connection \"\"`), `keepalive_requests N;` (1000), "
+        "`keepalive_timeout TIME;` (60s idle), `keepalive_time TIME;` (1h), `zone NAME "
+        "[SIZE];` (accepted: the figures are shared already), and one method: "
+        "`least_conn;`, `ip_hash;`, `hash KEY [consistent];`, `random [two [least_conn]];` "
+        "(default: smooth weighted round-robin). `ip_hash` and `hash` choose the server "
+        "nginx's would for the same address or key and servers, and take no backup. A "
+        "server that failed "
         "`max_fails` times (default 1) within `fail_timeout` (10s) is out for "
         "`fail_timeout`; a set of one server never is, nor one with `fail_timeout=0` (nginx "
         "keeps that one out for under a second); backups serve when every other server "
@@ -653,6 +660,7 @@ static void proxy_block_free(void *state, void *settings)
         free(c->pass);
     if (c->implicit) {
         upstream_idle_close_all(c->implicit);
+        upstream_release(c->implicit);
         free(c->implicit);
     }
     free(c);
@@ -1140,8 +1148,10 @@ static int proxy_init(struct module_init *mi, void **state)
         .err_len = mi->err_len,
     };
     if (conf_read_owned(&r, upstream_directive, mi->cfg->tree, st) < 0) {
-        for (unsigned i = 0; i < st->n_ups; i++)
+        for (unsigned i = 0; i < st->n_ups; i++) {
+            upstream_release(st->ups[i]);
             free(st->ups[i]);
+        }
         free(st);
         return -1;
     }
@@ -1154,6 +1164,7 @@ static void proxy_fini(void *state)
     struct proxy_state *st = state;
     for (unsigned i = 0; i < st->n_ups; i++) {
         upstream_idle_close_all(st->ups[i]);
+        upstream_release(st->ups[i]);
         free(st->ups[i]);
     }
     free(st);

@@ -62,6 +62,7 @@
  * filters: room for the largest head twice, and its path. */
 #define PROXY_REQ_MAX (2 * CONN_BUF_SIZE + REQUEST_PATH_MAX)
 #define PROXY_RELAY 16384                /* read from the upstream at a time */
+#define PROXY_KEY_MAX 256 /* `hash`'s key expanded, at most (longer: round-robin) */
 #define PROXY_FREE_MAX 1024 /* states without buffers kept for reuse beyond those in use */
 /* A piece of the body is at most what one read brings (the first: what came with the head). */
 static_assert(PROXY_RELAY <= HTTP_SOURCE_PIECE && PROXY_HEAD_MAX <= HTTP_SOURCE_PIECE,
@@ -98,6 +99,8 @@ struct conn_proxy {
     bool up_reusable; /* the upstream's answer lets the connection be kept */
     bool request_keeps; /* and so did the request sent (its version and Connection) */
     bool intercepted;   /* proxy_intercept_errors took the upstream's answer */
+    struct upstream_choice choice; /* ip_hash's, hash's: where the next attempt's choice is */
+    unsigned char key[PROXY_KEY_MAX]; /* choice.key's bytes */
     bool up_done, client_done; /* the tunnel's two ways: ended */
     bool attempt_done; /* upstream_done was called for the answer that ended */
     bool keep_up, failed; /* how the answer ended (proxy_finish), for proxy_done */
@@ -338,13 +341,18 @@ static void proxy_detach(struct conn_proxy *px, bool keep_up, bool failed)
     if (px->server && !px->attempt_done)
         upstream_done(px->up, px->server, failed, clock_now_ms());
     px->src.c = NULL;
-    if (keep_up && px->h.fd >= 0 && px->up->keepalive > 0) {
+    int64_t now = clock_now_ms();
+    /* keepalive_requests and keepalive_time: a connection that has carried its last */
+    if (keep_up && px->h.fd >= 0 && px->up->keepalive > 0 &&
+        px->idle.requests + 1 < px->up->keepalive_requests &&
+        now - px->idle.born_ms < (int64_t)px->up->keepalive_time_ms) {
+        px->idle.requests++;
         if (!px->registered)
             idle_register(px, c->h.group);
         px->idle.server = px->server;
         px->idle.home = px->registered ? px->h.group : NULL;
         px->server = NULL;
-        if (upstream_idle_put(px->up, &px->idle, clock_now_ms()))
+        if (upstream_idle_put(px->up, &px->idle, now))
             return; /* another thread may have it now */
     }
     proxy_release(px);
@@ -525,6 +533,8 @@ static bool up_connect(struct conn_proxy *px)
     }
     px->h.fd = fd;
     px->registered = false;
+    px->idle.born_ms = clock_now_ms();
+    px->idle.requests = 0;
     if (connect(fd, (const struct sockaddr *)&s->addr, s->addr_len) == 0) {
         px->phase = PHASE_SEND;
         return true;
@@ -567,11 +577,15 @@ static void attempt_begin(struct conn_proxy *px, struct upstream_server *s)
         px->h.fd = kept->h.fd;
         px->registered = false;
         px->idle.since_ms = kept->idle.since_ms;
+        px->idle.born_ms = kept->idle.born_ms;
+        px->idle.requests = kept->idle.requests;
         kept->h.fd = -1;
         proxy_release(kept);
     }
     px->fresh_only = false;
-    if (px->h.fd >= 0 && idle_alive(px)) {
+    /* idle past the upstream's keepalive_timeout: closed, not used */
+    if (px->h.fd >= 0 && now - px->idle.since_ms <= (int64_t)px->up->keepalive_timeout_ms &&
+        idle_alive(px)) {
         px->reused = true;
         px->phase = PHASE_SEND;
     } else {
@@ -615,7 +629,7 @@ static void attempt_failed(struct conn_proxy *px, enum proxy_failure why, const 
     unsigned bit = why == FAIL_TIMEOUT ? PROXY_NEXT_TIMEOUT
                    : why == FAIL_INVALID ? PROXY_NEXT_INVALID : PROXY_NEXT_ERROR;
     if ((p->next_upstream & bit) && may_resend && (p->tries == 0 || px->attempts < p->tries)) {
-        struct upstream_server *s = upstream_pick(px->up, now, px->tried);
+        struct upstream_server *s = upstream_pick(px->up, now, px->tried, &px->choice);
         if (s) {
             attempt_begin(px, s);
             return;
@@ -931,7 +945,7 @@ static bool read_head(struct conn_proxy *px)
                 (idempotent(px->method) || (px->p->next_upstream & PROXY_NEXT_NON_IDEMPOTENT)) &&
                 (px->p->tries == 0 || px->attempts < px->p->tries)) {
                 uint64_t tried = px->tried | 1ull << (px->server - px->up->servers);
-                next = upstream_pick(px->up, clock_now_ms(), tried);
+                next = upstream_pick(px->up, clock_now_ms(), tried, &px->choice);
             }
             if (next) { /* this answer is an error, and another server may do better */
                 try_end(px, 0);
@@ -1283,6 +1297,36 @@ static bool proxy_answers(const struct response *resp)
     return resp->proxy != NULL;
 }
 
+/* The choice a request starts with: for ip_hash, the client's address's bytes (three of an
+ * IPv4 one, as nginx's), for hash, the key expanded into key[0..cap). */
+static struct upstream_choice choice_for(const struct upstream *u, const struct request *r,
+                                         unsigned char *key, size_t cap)
+{
+    struct upstream_choice ch = {.key = key};
+    if (u->balance == UPSTREAM_IP_HASH && r->peer) {
+        const struct sockaddr *sa = r->peer;
+        const void *bytes = NULL;
+        if (sa->sa_family == AF_INET) {
+            bytes = &((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+            ch.key_len = 3;
+        } else if (sa->sa_family == AF_INET6) {
+            bytes = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+            ch.key_len = 16;
+        } else { /* a unix socket's client: nginx's pseudo-address */
+            static const unsigned char pseudo[3] = {0, 0, 0};
+            bytes = pseudo;
+            ch.key_len = 3;
+        }
+        memcpy(key, bytes, ch.key_len);
+    } else if (u->balance == UPSTREAM_HASH && u->hash_key) {
+        struct vars_source src;
+        module_vars_source(r, &src);
+        long n = vars_expand(u->hash_key, &src, (char *)key, cap);
+        ch.key_len = n > 0 ? (size_t)n : 0;
+    }
+    return ch;
+}
+
 /* Start relaying the answer of an upstream server (resp->proxy) for request r: the last
  * act of the event. A collected body is sent on from where it lies (the proxy owns it). */
 static void proxy_start(struct conn *c, struct response *resp, const struct request *r,
@@ -1292,7 +1336,9 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     const struct http_request *h = r->http;
     struct http_shared *shared = http_service_of(c)->shared;
     int64_t now = clock_now_ms();
-    struct upstream_server *s = upstream_pick(p->upstream, now, 0);
+    unsigned char key[PROXY_KEY_MAX];
+    struct upstream_choice choice = choice_for(p->upstream, r, key, sizeof(key));
+    struct upstream_server *s = upstream_pick(p->upstream, now, 0, &choice);
     struct conn_proxy *px = NULL;
     if (s) {
         struct upstream_idle *idle = upstream_idle_take(p->upstream, s, c->h.group);
@@ -1332,6 +1378,9 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     px->body_len = px->body_off = 0;
     px->tunnel_asked = false;
     px->intercepted = false;
+    px->choice = choice;
+    memcpy(px->key, key, choice.key_len);
+    px->choice.key = px->key;
     px->up_done = px->client_done = false;
     px->attempt_done = false;
     px->uvars.n = 0;
