@@ -248,6 +248,8 @@ static int set_next(void *base, const struct conf_node *n, void *ctx, char *msg,
         {"error", PROXY_NEXT_ERROR},       {"timeout", PROXY_NEXT_TIMEOUT},
         {"invalid_header", PROXY_NEXT_INVALID}, {"http_502", PROXY_NEXT_502},
         {"http_503", PROXY_NEXT_503},      {"http_504", PROXY_NEXT_504},
+        {"http_500", PROXY_NEXT_500},      {"http_403", PROXY_NEXT_403},
+        {"http_404", PROXY_NEXT_404},      {"http_429", PROXY_NEXT_429},
         {"non_idempotent", PROXY_NEXT_NON_IDEMPOTENT}, {"off", 0}, {NULL, 0},
     };
     unsigned mask = 0;
@@ -255,7 +257,8 @@ static int set_next(void *base, const struct conf_node *n, void *ctx, char *msg,
         int v;
         if (conf_name_value(words, n->args[i], &v) < 0)
             return snprintf(msg, len, "invalid value \"%s\" (error, timeout, invalid_header, "
-                            "http_502, http_503, http_504, non_idempotent, off)", n->args[i]), -1;
+                            "http_500, http_502, http_503, http_504, http_403, http_404, "
+                            "http_429, non_idempotent, off)", n->args[i]), -1;
         if (v == 0 && n->n_args > 1)
             return snprintf(msg, len, "\"off\" stands alone"), -1;
         mask |= (unsigned)v;
@@ -358,8 +361,9 @@ static const struct conf_directive proxy_directives[] = {
      .doc = "A field of the request sent upstream (variables allowed; an empty value removes "
         "it), replacing the default of that name: `Host $proxy_host`, `X-Real-IP "
         "$remote_addr`, `X-Forwarded-For` (appended), `X-Forwarded-Proto $scheme`, "
-        "`X-Forwarded-Host` (the client's Host), `Connection close` (nginx's: set `Connection \"\"` "
-        "with `keepalive` and HTTP/1.1, and `Upgrade $http_upgrade` with `Connection "
+        "`X-Forwarded-Host` (the client's Host), `Connection close` (nginx's: set "
+        "`Connection \"\"` with `keepalive` and HTTP/1.1, and `Upgrade $http_upgrade` with "
+        "`Connection "
         "\"upgrade\"` for WebSocket). Host is never sent empty; the client's own Connection, "
         "Upgrade, Keep-Alive, TE and Expect never go."},
     {"proxy_hide_header", CONF_LIST, LOC, CONF_REPEATS, .min_args = 1, .max_args = 1,
@@ -384,14 +388,15 @@ static const struct conf_directive proxy_directives[] = {
      .doc = "The longest wait between two reads of the answer: no head within it is 504, a stall "
         "after the head cuts the client's connection. A WebSocket tunnel is closed after it "
         "without a byte either way."},
-    {"proxy_next_upstream", CONF_LIST, LOC, .min_args = 1, .max_args = 7, .set = set_next,
-     .usage = "error | timeout | invalid_header | http_502 | http_503 | http_504 | "
-              "non_idempotent | off ...",
+    {"proxy_next_upstream", CONF_LIST, LOC, .min_args = 1, .max_args = 11, .set = set_next,
+     .usage = "error | timeout | invalid_header | http_500 | http_502 | http_503 | http_504 | "
+              "http_403 | http_404 | http_429 | non_idempotent | off ...",
      .dflt = "error timeout",
      .doc = "When a failed attempt goes to the next server: `error`, `timeout`, `invalid_header` "
-        "(a head over 16 KiB, a status line that is not HTTP), `http_502`, `http_503`, "
-        "`http_504`, as in nginx; a request that is not idempotent (POST, LOCK, PATCH) and "
-        "was sent goes again only with `non_idempotent`; `off`: never."},
+        "(a head over 16 KiB, a status line that is not HTTP), `http_500`, `http_502`, "
+        "`http_503`, `http_504`, `http_403`, `http_404`, `http_429`, as in nginx; a request "
+        "that is not idempotent (POST, LOCK, PATCH) and was sent goes again only with "
+        "`non_idempotent`; `off`: never."},
     {"proxy_next_upstream_tries", CONF_COUNT, LOC, .max = 64,
      CONF_AT(struct proxy_conf, tries),
      .dflt = "0",

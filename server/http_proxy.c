@@ -939,7 +939,11 @@ static bool read_head(struct conn_proxy *px)
             }
             unsigned bit = uh.status == 502 ? PROXY_NEXT_502
                            : uh.status == 503 ? PROXY_NEXT_503
-                           : uh.status == 504 ? PROXY_NEXT_504 : 0;
+                           : uh.status == 504 ? PROXY_NEXT_504
+                           : uh.status == 500 ? PROXY_NEXT_500
+                           : uh.status == 403 ? PROXY_NEXT_403
+                           : uh.status == 404 ? PROXY_NEXT_404
+                           : uh.status == 429 ? PROXY_NEXT_429 : 0;
             struct upstream_server *next = NULL;
             if (bit && (px->p->next_upstream & bit) &&
                 (idempotent(px->method) || (px->p->next_upstream & PROXY_NEXT_NON_IDEMPOTENT)) &&

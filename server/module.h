@@ -349,6 +349,10 @@ enum {
     PROXY_NEXT_503 = 1u << 4,
     PROXY_NEXT_504 = 1u << 5,
     PROXY_NEXT_NON_IDEMPOTENT = 1u << 6, /* even a POST, LOCK or PATCH once it was sent */
+    PROXY_NEXT_500 = 1u << 7,
+    PROXY_NEXT_403 = 1u << 8,
+    PROXY_NEXT_404 = 1u << 9,
+    PROXY_NEXT_429 = 1u << 10,
 };
 
 struct proxy_ops {

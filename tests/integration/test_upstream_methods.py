@@ -53,6 +53,7 @@ upstream limited {
     server 127.0.0.1:{up0} max_conns=1;
     server 127.0.0.1:{up1};
 }
+upstream pair { server 127.0.0.1:{up0}; server 127.0.0.1:{up1}; }
 upstream short_lived {
     server 127.0.0.1:{up2};
     keepalive 4;
@@ -71,6 +72,10 @@ server {
     location /by_chance/ { proxy_pass http://by_chance; }
     location /limited/ { proxy_pass http://limited; }
     location /short_lived/ { proxy_pass http://short_lived; KEEP }
+    location /next_on_404/ {
+        proxy_pass http://pair;
+        proxy_next_upstream error timeout http_404;
+    }
 }
 """.replace("KEEP", KEEP)
 
@@ -198,6 +203,17 @@ def test_max_conns_sends_a_second_request_in_flight_elsewhere(proxies):
 def test_keepalive_requests_closes_an_upstream_connection_after_that_many(proxies):
     same(each(proxies, lambda p: [echo(p, f"/short_lived/r{i}")["seq"] for i in range(5)]),
          [1, 2, 1, 2, 1])
+
+
+def test_next_upstream_http_404_tries_the_other_server(proxies):
+    """Both servers answer 404: each is tried once, and the last 404 is the answer."""
+    def ask(p):
+        target = f"/next_on_404/{p.kind}?status=404"
+        status, _ = get(p, target)
+        tried = sorted(port_index(proxies, r["port"]) for r in proxies[1].requests()
+                       if r["target"] == target)
+        return status, tried
+    same(each(proxies, ask), (404, [0, 1]))
 
 
 # ------------------------------------------------------------------------ parameters
