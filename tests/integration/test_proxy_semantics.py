@@ -216,6 +216,13 @@ def test_a_websocket_gets_the_upstreams_refusal_where_they_are_not_forwarded(pro
     same(each(proxies, lambda p: websocket_echo(p, "/ws-plain/")), 426)
 
 
+def test_an_upstream_head_with_bare_lf_line_ends_is_relayed(proxies):
+    def ask(p):
+        status, fields, body = get(p, "/default/_lf")
+        return status, fields.get("x-lf"), body
+    same(each(proxies, ask), (200, ["yes"], b"lf"))
+
+
 # ------------------------------------------------------------------- error_page on a 502/504
 
 

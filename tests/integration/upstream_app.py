@@ -27,6 +27,8 @@ any other path is echoed as JSON. Query parameters (all optional):
   _close            at=start: close without a byte; at=head: half a status line, close;
                     at=body: Content-Length 1000, 100 bytes, close
   _garbage          a status line that is not HTTP
+  _lf               a head whose lines end with a bare LF (as some older servers write),
+                    X-Lf: yes, and the body "lf" framed by Content-Length
   _twocl            two different Content-Length fields
   _clte             Content-Length and Transfer-Encoding: chunked together
   _bighead          kb=N: a header field of N KiB (20)
@@ -293,6 +295,8 @@ async def respond(c, req, record):
         elif at == "body":
             await c.write(head_bytes(200, [("Content-Length", 1000)]) + b"b" * 100)
         return False
+    elif what == "_lf":
+        await c.write(b"HTTP/1.1 200 OK\nContent-Length: 2\nX-Lf: yes\n\nlf")
     elif what == "_garbage":
         await c.write(b"HTTP/1.1 2OO FINE\r\nContent-Length: 5\r\n\r\nhello")
     elif what == "_twocl":
