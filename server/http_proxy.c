@@ -954,7 +954,9 @@ static bool read_head(struct conn_proxy *px)
             if (next) { /* this answer is an error, and another server may do better */
                 try_end(px, 0);
                 up_close(px);
-                upstream_done(px->up, px->server, true, clock_now_ms());
+                /* a 403 or 404 is never the server's failure (nginx's rule) */
+                upstream_done(px->up, px->server,
+                              !(bit & (PROXY_NEXT_403 | PROXY_NEXT_404)), clock_now_ms());
                 px->tried |= 1ull << (px->server - px->up->servers);
                 attempt_begin(px, next);
                 return false;

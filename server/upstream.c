@@ -577,11 +577,14 @@ static unsigned randomly(struct upstream *u, int64_t now_ms, uint64_t tried)
         unsigned i = by_weight(u, random_next() % u->total_weight);
         if ((tried >> i & 1) || !eligible(&u->servers[i], now_ms))
             continue;
-        if (u->random_two) {
+        for (unsigned k = 0; u->random_two && k <= UPSTREAM_HASH_TRIES; k++) {
+            /* a second, other server; the lighter of the two (least_conn's measure) */
             unsigned j = by_weight(u, random_next() % u->total_weight);
-            if (j != i && !(tried >> j & 1) && eligible(&u->servers[j], now_ms) &&
-                lighter(&u->servers[j], &u->servers[i]))
+            if (j == i || (tried >> j & 1) || !eligible(&u->servers[j], now_ms))
+                continue;
+            if (lighter(&u->servers[j], &u->servers[i]))
                 i = j;
+            break;
         }
         if (available(&u->servers[i], now_ms))
             return i;

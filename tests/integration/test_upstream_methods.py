@@ -216,6 +216,33 @@ def test_next_upstream_http_404_tries_the_other_server(proxies):
     same(each(proxies, ask), (404, [0, 1]))
 
 
+def test_a_404_tried_again_elsewhere_does_not_take_a_server_out(proxies):
+    """nginx counts http_403 and http_404 as no failure: after both servers answered 404,
+    both still take requests (max_fails=1 would have taken them out for 10s)."""
+    def ask(p):
+        get(p, f"/next_on_404/{p.kind}-first?status=404")
+        return sorted({port_index(proxies, echo(p, f"/next_on_404/r{i}")["port"])
+                       for i in range(4)})
+    same(each(proxies, ask), [0, 1])
+
+
+def test_random_two_sends_the_next_request_to_the_server_not_busy(proxies):
+    def ask(p):
+        target = f"/by_chance/{p.kind}/_slow?head=1"
+        slow = threading.Thread(target=get, args=(p, target))
+        slow.start()
+        try:
+            time.sleep(scaled(0.3))
+            ports = {port_index(proxies, echo(p, f"/by_chance/r{i}")["port"])
+                     for i in range(4)}
+        finally:
+            slow.join()
+        busy = {port_index(proxies, r["port"]) for r in proxies[1].requests()
+                if r["target"] == target}
+        return len(busy), busy & ports
+    same(each(proxies, ask), (1, set()))
+
+
 # ------------------------------------------------------------------------ parameters
 
 
