@@ -99,6 +99,7 @@ struct conn_proxy {
     bool up_reusable; /* the upstream's answer lets the connection be kept */
     bool request_keeps; /* and so did the request sent (its version and Connection) */
     bool intercepted;   /* proxy_intercept_errors took the upstream's answer */
+    const struct http_response_head *intercepted_head; /* its head, while it is answered */
     struct upstream_choice choice; /* ip_hash's, hash's: where the next attempt's choice is */
     unsigned char key[PROXY_KEY_MAX]; /* choice.key's bytes */
     bool up_done, client_done; /* the tunnel's two ways: ended */
@@ -423,6 +424,24 @@ struct proxy_page {
     char file[REQUEST_FILE_MAX];
 };
 
+/* An intercepted 401 answered 401 keeps every challenge of the upstream's, as nginx: the
+ * error page kept the first; the others follow it. */
+static void add_challenges(struct conn_proxy *px, struct response *resp)
+{
+    const struct http_response_head *uh = px->intercepted_head;
+    if (!uh || uh->status != 401 || resp->status != 401)
+        return;
+    bool first = true;
+    for (unsigned i = 0; i < uh->n_headers; i++) {
+        if (!http_slice_eq(uh->headers[i].name, "www-authenticate"))
+            continue;
+        if (!first)
+            resp_header_n(resp, "WWW-Authenticate", 16, uh->headers[i].value.p,
+                          uh->headers[i].value.len);
+        first = false;
+    }
+}
+
 /* resp holds the error the client is owed (a 502, a 504, an upstream's error that
  * proxy_intercept_errors takes): the error_page of the request's block for it answers
  * instead, if it has one, as nginx's; else the plain error, with the location's add_header
@@ -441,6 +460,7 @@ static void answer_error(struct conn_proxy *px, struct response *resp, struct pr
         pg->r.file_room = pg->file;
         if (module_chain_error_page(&s->c->gen->chain, &pg->r, resp)) {
             s->status = resp->status;
+            add_challenges(px, resp);
             return;
         }
     }
@@ -770,11 +790,14 @@ static void intercept(struct conn_proxy *px, const struct http_response_head *uh
     upstream_answered(px->server, clock_now_us() - px->attempt_us);
     resp_error(resp, uh->status);
     for (unsigned i = 0; uh->status == 401 && i < uh->n_headers; i++)
-        if (http_slice_eq(uh->headers[i].name, "www-authenticate"))
+        if (http_slice_eq(uh->headers[i].name, "www-authenticate")) {
             resp_header_n(resp, "WWW-Authenticate", 16, uh->headers[i].value.p,
                           uh->headers[i].value.len);
+            break; /* the first; add_challenges the others, after the page */
+        }
     px->up_reusable = false;
     px->intercepted = true;
+    px->intercepted_head = uh;
     px->src.status = uh->status;
     proxy_finish_after(px, uh->status, NULL, resp);
 }
@@ -1384,6 +1407,7 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     px->body_len = px->body_off = 0;
     px->tunnel_asked = false;
     px->intercepted = false;
+    px->intercepted_head = NULL;
     px->choice = choice;
     memcpy(px->key, key, choice.key_len);
     px->choice.key = px->key;

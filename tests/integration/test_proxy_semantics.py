@@ -282,3 +282,14 @@ def test_intercepted_401_keeps_the_upstreams_challenge(proxies):
                                       "&h=WWW-Authenticate:Basic%20realm%3D%22up%22")
         return status, fields.get("www-authenticate"), body
     same(each(proxies, ask), (401, ['Basic realm="up"'], PAGE_401))
+
+
+def test_intercepted_401_keeps_every_challenge_of_the_upstreams(proxies):
+    """As nginx since 1.23.0 (its ticket #485); nginx 1.22 keeps the first alone."""
+    def ask(p):
+        status, fields, body = get(p, "/intercept/x?status=401&h=WWW-Authenticate:foo"
+                                      "&h=WWW-Authenticate:bar")
+        return status, fields.get("www-authenticate"), body
+    seen = each(proxies, ask)
+    assert seen.pop("nginx") in ((401, ["foo"], PAGE_401), (401, ["foo", "bar"], PAGE_401))
+    same(seen, (401, ["foo", "bar"], PAGE_401))
