@@ -13,11 +13,10 @@ import http.client
 import json
 import subprocess
 import threading
-import time
 
 import pytest
 
-from conftest import scaled
+from conftest import scaled, wait_until
 from proxy_harness import UNDER_TEST, Proxy, Upstream
 
 KEEP = "proxy_http_version 1.1; proxy_set_header Connection \"\";"
@@ -188,11 +187,13 @@ def test_max_conns_sends_a_second_request_in_flight_elsewhere(proxies):
     """While one slow request holds the server of max_conns=1, the next ones go to the
     other server."""
     def ask(p):
-        slow = threading.Thread(target=get, args=(p, "/limited/_slow?head=1"))
+        target = f"/limited/{p.kind}/_slow?head=1"
+        slow = threading.Thread(target=get, args=(p, target))
         ports = []
         slow.start()
         try:
-            time.sleep(scaled(0.3))
+            assert wait_until(lambda: any(r["target"] == target
+                                          for r in proxies[1].requests()), scaled(5))
             ports = [port_index(proxies, echo(p, f"/limited/r{i}")["port"]) for i in range(4)]
         finally:
             slow.join()
@@ -232,7 +233,8 @@ def test_random_two_sends_the_next_request_to_the_server_not_busy(proxies):
         slow = threading.Thread(target=get, args=(p, target))
         slow.start()
         try:
-            time.sleep(scaled(0.3))
+            assert wait_until(lambda: any(r["target"] == target
+                                          for r in proxies[1].requests()), scaled(5))
             ports = {port_index(proxies, echo(p, f"/by_chance/r{i}")["port"])
                      for i in range(4)}
         finally:
