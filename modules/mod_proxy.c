@@ -18,9 +18,11 @@
  * X-Forwarded-For appended, X-Forwarded-Proto, X-Forwarded-Host), then the client's fields
  * but those the set list names, Host, the hop-by-hop ones (Connection and the fields it
  * names, Keep-Alive, TE, Trailer, Transfer-Encoding, Upgrade, Proxy-*), Content-Length
- * and Expect (the body was read whole: it goes with one Content-Length); `Connection:
- * close` when the upstream keeps no connections; `Connection: upgrade` and the Upgrade
- * asked for when the client asks to switch protocols.
+ * and Expect (the body was read whole: it goes with one Content-Length). As nginx's, the
+ * request line says HTTP/1.0 unless proxy_http_version 1.1, and `Connection: close` goes
+ * unless proxy_set_header Connection says otherwise: a site keeps upstream connections with
+ * `Connection ""` and passes WebSocket with `Upgrade $http_upgrade` and `Connection
+ * "upgrade"`; the upstream's 101 to a client that asked for an upgrade makes a tunnel.
  *
  * The answer's head: the status line (its reason too, as nginx), the fields but the
  * hop-by-hop ones, Date and Server (lfhttpd's own unless proxy_pass_header names them),
@@ -60,7 +62,8 @@ struct proxy_state {
 
 /* A header the request gets: a default's value is made here, a configured one expanded. */
 enum proxy_default { DEF_NONE = 0, DEF_HOST, DEF_REAL_IP, DEF_FORWARDED_FOR, DEF_PROTO,
-                     DEF_FORWARDED_HOST };
+                     DEF_FORWARDED_HOST, DEF_CONNECTION };
+#define PROXY_DEFAULTS 6
 
 struct proxy_header {
     char name[64];
@@ -102,11 +105,13 @@ struct proxy_conf {
     unsigned next_upstream; /* PROXY_UNSET or PROXY_NEXT_* */
     unsigned tries;
     int redirect; /* -1 unset, 0 off, 1 default */
+    int http_minor; /* proxy_http_version: -1 unset, 0 (1.0, nginx's default) or 1 */
+    int intercept;  /* proxy_intercept_errors: -1 unset, 0 off, 1 on */
     /* What a request gets, made once the block is read: the defaults, then the configured
      * ones (replacing a default of the same name). */
-    struct proxy_header *effective[PROXY_HEADERS_MAX + 5];
+    struct proxy_header *effective[PROXY_HEADERS_MAX + PROXY_DEFAULTS];
     unsigned n_effective;
-    struct proxy_header defaults[5];
+    struct proxy_header defaults[PROXY_DEFAULTS];
 };
 
 /* --- setters ------------------------------------------------------------------------------ */
@@ -243,6 +248,8 @@ static int set_next(void *base, const struct conf_node *n, void *ctx, char *msg,
         {"error", PROXY_NEXT_ERROR},       {"timeout", PROXY_NEXT_TIMEOUT},
         {"invalid_header", PROXY_NEXT_INVALID}, {"http_502", PROXY_NEXT_502},
         {"http_503", PROXY_NEXT_503},      {"http_504", PROXY_NEXT_504},
+        {"http_500", PROXY_NEXT_500},      {"http_403", PROXY_NEXT_403},
+        {"http_404", PROXY_NEXT_404},      {"http_429", PROXY_NEXT_429},
         {"non_idempotent", PROXY_NEXT_NON_IDEMPOTENT}, {"off", 0}, {NULL, 0},
     };
     unsigned mask = 0;
@@ -250,7 +257,8 @@ static int set_next(void *base, const struct conf_node *n, void *ctx, char *msg,
         int v;
         if (conf_name_value(words, n->args[i], &v) < 0)
             return snprintf(msg, len, "invalid value \"%s\" (error, timeout, invalid_header, "
-                            "http_502, http_503, http_504, non_idempotent, off)", n->args[i]), -1;
+                            "http_500, http_502, http_503, http_504, http_403, http_404, "
+                            "http_429, non_idempotent, off)", n->args[i]), -1;
         if (v == 0 && n->n_args > 1)
             return snprintf(msg, len, "\"off\" stands alone"), -1;
         mask |= (unsigned)v;
@@ -272,18 +280,35 @@ static int set_redirect(void *base, const struct conf_node *n, void *ctx, char *
     return 0;
 }
 
+static int set_http_version(void *base, const struct conf_node *n, void *ctx, char *msg,
+                            size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    static const struct conf_name words[] = {{"1.0", 0}, {"1.1", 1}, {NULL, 0}};
+    if (conf_name_value(words, n->args[0], &c->http_minor) < 0)
+        return snprintf(msg, len, "invalid value \"%s\" (1.0 or 1.1)", n->args[0]), -1;
+    return 0;
+}
+
+static int set_intercept(void *base, const struct conf_node *n, void *ctx, char *msg,
+                         size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    static const struct conf_name words[] = {{"off", 0}, {"on", 1}, {NULL, 0}};
+    if (conf_name_value(words, n->args[0], &c->intercept) < 0)
+        return snprintf(msg, len, "invalid value \"%s\" (on or off)", n->args[0]), -1;
+    return 0;
+}
+
 /* Accepted for nginx configurations, with the only behaviour there is. */
 static int set_accepted(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
     (void)base;
     (void)ctx;
-    const char *name = n->name, *v = n->args[0];
-    if (strcmp(name, "proxy_http_version") == 0 && strcmp(v, "1.0") != 0 &&
-        strcmp(v, "1.1") != 0)
-        return snprintf(msg, len, "invalid value \"%s\" (1.0 or 1.1; upstreams are always "
-                        "spoken to in HTTP/1.1)", v), -1;
-    if (strcmp(name, "proxy_http_version") != 0 && strcmp(v, "on") != 0 &&
-        strcmp(v, "off") != 0)
+    const char *v = n->args[0];
+    if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
         return snprintf(msg, len, "invalid value \"%s\" (on or off)", v), -1;
     return 0;
 }
@@ -309,11 +334,18 @@ static const struct conf_directive proxy_directives[] = {
     {"upstream", CONF_BLOCK, CONF_TOP, CONF_REPEATS, .min_args = 1, .max_args = 1,
      .set = set_upstream, .usage = "NAME { server ADDRESS [PARAMETERS]; ... }",
      .doc = "A named set of servers: `server ADDRESS [weight=N] [max_fails=N] "
-        "[fail_timeout=TIME] [backup] [down];` (IPv4, [IPv6], a host name resolved at load, "
-        "or unix:PATH; port 80 by default), `keepalive N;` (idle connections kept for the "
-        "next requests, N per thread group as nginx keeps N per worker process; without it "
-        "each request has a connection of its own and says `Connection: close`), "
-        "`least_conn;` (default: smooth weighted round-robin). A server that failed "
+        "[fail_timeout=TIME] [max_conns=N] [backup] [down];` (IPv4, [IPv6], a host name "
+        "resolved at load, or unix:PATH; port 80 by default; `resolve`, `service=`, "
+        "`slow_start=`, `route=` and `drain` are refused, as open-source nginx 1.22 refuses "
+        "them), `keepalive N;` (idle connections kept for the next requests, N per thread "
+        "group as nginx keeps N per worker process, when the location sends HTTP/1.1 and "
+        "`proxy_set_header Connection \"\"`), `keepalive_requests N;` (1000), "
+        "`keepalive_timeout TIME;` (60s idle), `keepalive_time TIME;` (1h), `zone NAME "
+        "[SIZE];` (accepted: the figures are shared already), and one method: "
+        "`least_conn;`, `ip_hash;`, `hash KEY [consistent];`, `random [two [least_conn]];` "
+        "(default: smooth weighted round-robin). `ip_hash` and `hash` choose the server "
+        "nginx's would for the same address or key and servers, and take no backup. A "
+        "server that failed "
         "`max_fails` times (default 1) within `fail_timeout` (10s) is out for "
         "`fail_timeout`; a set of one server never is, nor one with `fail_timeout=0` (nginx "
         "keeps that one out for under a second); backups serve when every other server "
@@ -329,8 +361,11 @@ static const struct conf_directive proxy_directives[] = {
      .doc = "A field of the request sent upstream (variables allowed; an empty value removes "
         "it), replacing the default of that name: `Host $proxy_host`, `X-Real-IP "
         "$remote_addr`, `X-Forwarded-For` (appended), `X-Forwarded-Proto $scheme`, "
-        "`X-Forwarded-Host` (the client's Host). Host is never sent empty; `Connection` and "
-        "`Upgrade` are the proxy's own."},
+        "`X-Forwarded-Host` (the client's Host), `Connection close` (nginx's: set "
+        "`Connection \"\"` with `keepalive` and HTTP/1.1, and `Upgrade $http_upgrade` with "
+        "`Connection "
+        "\"upgrade\"` for WebSocket). Host is never sent empty; the client's own Connection, "
+        "Upgrade, Keep-Alive, TE and Expect never go."},
     {"proxy_hide_header", CONF_LIST, LOC, CONF_REPEATS, .min_args = 1, .max_args = 1,
      .set = set_hide, .usage = "NAME",
      .doc = "A field of the upstream's answer not passed to the client."},
@@ -353,14 +388,15 @@ static const struct conf_directive proxy_directives[] = {
      .doc = "The longest wait between two reads of the answer: no head within it is 504, a stall "
         "after the head cuts the client's connection. A WebSocket tunnel is closed after it "
         "without a byte either way."},
-    {"proxy_next_upstream", CONF_LIST, LOC, .min_args = 1, .max_args = 7, .set = set_next,
-     .usage = "error | timeout | invalid_header | http_502 | http_503 | http_504 | "
-              "non_idempotent | off ...",
+    {"proxy_next_upstream", CONF_LIST, LOC, .min_args = 1, .max_args = 11, .set = set_next,
+     .usage = "error | timeout | invalid_header | http_500 | http_502 | http_503 | http_504 | "
+              "http_403 | http_404 | http_429 | non_idempotent | off ...",
      .dflt = "error timeout",
      .doc = "When a failed attempt goes to the next server: `error`, `timeout`, `invalid_header` "
-        "(a head over 16 KiB, a status line that is not HTTP), `http_502`, `http_503`, "
-        "`http_504`, as in nginx; a request that is not idempotent (POST, LOCK, PATCH) and "
-        "was sent goes again only with `non_idempotent`; `off`: never."},
+        "(a head over 16 KiB, a status line that is not HTTP), `http_500`, `http_502`, "
+        "`http_503`, `http_504`, `http_403`, `http_404`, `http_429`, as in nginx; a request "
+        "that is not idempotent (POST, LOCK, PATCH) and was sent goes again only with "
+        "`non_idempotent`; `off`: never."},
     {"proxy_next_upstream_tries", CONF_COUNT, LOC, .max = 64,
      CONF_AT(struct proxy_conf, tries),
      .dflt = "0",
@@ -370,9 +406,18 @@ static const struct conf_directive proxy_directives[] = {
      .dflt = "default",
      .doc = "`default`: `Location` and `Refresh` naming the `proxy_pass` URL are rewritten to "
         "the location's prefix; `off`: passed as they are."},
-    {"proxy_http_version", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_accepted,
-     .usage = "1.0|1.1",
-     .doc = "Accepted for nginx's configurations: the request always goes as HTTP/1.1."},
+    {"proxy_http_version", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
+     .set = set_http_version, .usage = "1.0|1.1", .dflt = "1.0",
+     .doc = "The version of the request line sent upstream, as nginx's: 1.1 for `keepalive` "
+        "connections (with `proxy_set_header Connection \"\"`) and for WebSocket; a 1.0 "
+        "request's connection is not kept unless its Connection says keep-alive."},
+    {"proxy_intercept_errors", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
+     .set = set_intercept, .usage = "on|off", .dflt = "off",
+     .doc = "`on`: an upstream's answer of 300 or more for which the block has an "
+        "`error_page` is answered by that page instead (its body is not read, its "
+        "connection closed; a 401 keeps the upstream's `WWW-Authenticate`), as nginx's; "
+        "answers without a page pass as they are. The proxy's own 502 and 504 get their "
+        "`error_page` either way."},
     {"proxy_buffering", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_accepted,
      .usage = "on|off",
      .doc = "Accepted for nginx's configurations: answers stream to the client, never buffered "
@@ -500,13 +545,9 @@ static void make_effective(struct proxy_conf *c)
     default_header(c, 2, "X-Forwarded-For", DEF_FORWARDED_FOR);
     default_header(c, 3, "X-Forwarded-Proto", DEF_PROTO);
     default_header(c, 4, "X-Forwarded-Host", DEF_FORWARDED_HOST);
+    default_header(c, 5, "Connection", DEF_CONNECTION); /* nginx's "close" */
     for (unsigned i = 0; i < c->n_headers; i++) {
         struct proxy_header *h = &c->headers[i];
-        /* Connection and Upgrade are the proxy's to write (keep-alive, close, a tunnel):
-         * nginx's `proxy_set_header Upgrade $http_upgrade; ... Connection "upgrade"` lines
-         * and `Connection ""` are what it does anyway. */
-        if (strcasecmp(h->name, "connection") == 0 || strcasecmp(h->name, "upgrade") == 0)
-            continue;
         unsigned j = 0;
         while (j < c->n_effective && strcasecmp(c->effective[j]->name, h->name) != 0)
             j++;
@@ -529,6 +570,8 @@ static void *proxy_block(void *state, const struct module_block *b)
     c->connect_ms = c->send_ms = c->read_ms = PROXY_UNSET;
     c->next_upstream = c->tries = PROXY_UNSET;
     c->redirect = -1;
+    c->http_minor = -1;
+    c->intercept = -1;
     if (module_block_read(b, c) < 0)
         goto fail;
     if (outer) { /* inherit what this block leaves unset */
@@ -556,6 +599,10 @@ static void *proxy_block(void *state, const struct module_block *b)
             c->tries = outer->tries;
         if (c->redirect < 0)
             c->redirect = outer->redirect;
+        if (c->http_minor < 0)
+            c->http_minor = outer->http_minor;
+        if (c->intercept < 0)
+            c->intercept = outer->intercept;
     } else {
         if (c->connect_ms == PROXY_UNSET)
             c->connect_ms = PROXY_DEFAULT_TIMEOUT_MS;
@@ -569,6 +616,10 @@ static void *proxy_block(void *state, const struct module_block *b)
             c->tries = 0;
         if (c->redirect < 0)
             c->redirect = 1;
+        if (c->http_minor < 0)
+            c->http_minor = 0;
+        if (c->intercept < 0)
+            c->intercept = 0;
     }
     if (c->pass_line_text) {
         const struct conf_node *where = b->node;
@@ -589,6 +640,7 @@ static void *proxy_block(void *state, const struct module_block *b)
         .read_ms = c->read_ms,
         .next_upstream = c->next_upstream,
         .tries = c->tries,
+        .intercept_errors = c->intercept > 0,
     };
     return c;
 fail:
@@ -613,6 +665,7 @@ static void proxy_block_free(void *state, void *settings)
         free(c->pass);
     if (c->implicit) {
         upstream_idle_close_all(c->implicit);
+        upstream_release(c->implicit);
         free(c->implicit);
     }
     free(c);
@@ -771,6 +824,9 @@ static void put_default(struct out *o, const struct proxy_conf *c, const struct 
     case DEF_FORWARDED_HOST:
         put(o, h->host.p, h->host.len);
         break;
+    case DEF_CONNECTION:
+        puts_(o, "close");
+        break;
     case DEF_NONE:
         break;
     }
@@ -822,7 +878,20 @@ static void put_target(struct out *o, const struct proxy_conf *c, const struct r
     }
 }
 
-static long proxy_request(const void *conf, const struct request *req, bool keep_alive,
+/* May the connection that carries a request with this Connection value (v[0..n), what was
+ * sent, none if n is 0) be kept for another? As HTTP/1.x says of the request's side. */
+static bool request_keeps(int minor, const char *v, size_t n)
+{
+    struct http_slice rest = {v, n}, e;
+    bool close = false, keep = false;
+    while (http_list_next(&rest, &e)) {
+        close |= e.len == 5 && strncasecmp(e.p, "close", 5) == 0;
+        keep |= e.len == 10 && strncasecmp(e.p, "keep-alive", 10) == 0;
+    }
+    return !close && (minor > 0 || keep);
+}
+
+static long proxy_request(const void *conf, const struct request *req, bool *keep_alive,
                           char *out_buf, size_t cap)
 {
     const struct proxy_conf *c = conf;
@@ -831,7 +900,8 @@ static long proxy_request(const void *conf, const struct request *req, bool keep
     put(&o, h->method_name.p, h->method_name.len);
     puts_(&o, " ");
     put_target(&o, c, req);
-    puts_(&o, " HTTP/1.1\r\n");
+    puts_(&o, c->http_minor > 0 ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n");
+    size_t connection_at = 0, connection_len = 0; /* the Connection value sent, if any */
 
     char ip[64];
     size_t ip_len = addr_text(req->peer, ip, sizeof(ip));
@@ -865,15 +935,15 @@ static long proxy_request(const void *conf, const struct request *req, bool keep
             o.full = was_full;
             continue;
         }
+        if (!o.full && e->name_len == 10 && strcasecmp(e->name, "connection") == 0) {
+            connection_at = value_at;
+            connection_len = o.len - value_at;
+        }
         puts_(&o, "\r\n");
     }
-    bool tunnel = false;
-    struct http_slice upgrade = {NULL, 0};
     bool named = connection_names_others(h);
     for (unsigned i = 0; i < h->n_headers; i++) {
         const struct http_header *f = &h->headers[i];
-        if (name_is(f->name, "upgrade") && f->value.len && !upgrade.len)
-            upgrade = f->value; /* the first that names a protocol */
         if (hop_by_hop(f->name))
             continue;
         bool set = false;
@@ -887,10 +957,6 @@ static long proxy_request(const void *conf, const struct request *req, bool keep
         put(&o, f->value.p, f->value.len);
         puts_(&o, "\r\n");
     }
-    /* HTTP/1.0 has no Upgrade (RFC 9110 7.8: a server ignores it in a 1.0 request). */
-    if (upgrade.len && h->version_minor > 0 &&
-        connection_names(h, (struct http_slice){"upgrade", 7}))
-        tunnel = true;
     if (h->framing != HTTP_BODY_NONE) {
         char num[24];
         char *e = http_fmt_u64(num, req->body_len);
@@ -898,14 +964,9 @@ static long proxy_request(const void *conf, const struct request *req, bool keep
         put(&o, num, (size_t)(e - num));
         puts_(&o, "\r\n");
     }
-    if (tunnel) {
-        puts_(&o, "Connection: upgrade\r\nUpgrade: ");
-        put(&o, upgrade.p, upgrade.len);
-        puts_(&o, "\r\n");
-    } else if (!keep_alive) {
-        puts_(&o, "Connection: close\r\n");
-    }
     puts_(&o, "\r\n");
+    *keep_alive = *keep_alive && !o.full &&
+                  request_keeps(c->http_minor, out_buf + connection_at, connection_len);
     return o.full ? -1 : (long)o.len;
 }
 
@@ -1092,8 +1153,10 @@ static int proxy_init(struct module_init *mi, void **state)
         .err_len = mi->err_len,
     };
     if (conf_read_owned(&r, upstream_directive, mi->cfg->tree, st) < 0) {
-        for (unsigned i = 0; i < st->n_ups; i++)
+        for (unsigned i = 0; i < st->n_ups; i++) {
+            upstream_release(st->ups[i]);
             free(st->ups[i]);
+        }
         free(st);
         return -1;
     }
@@ -1106,6 +1169,7 @@ static void proxy_fini(void *state)
     struct proxy_state *st = state;
     for (unsigned i = 0; i < st->n_ups; i++) {
         upstream_idle_close_all(st->ups[i]);
+        upstream_release(st->ups[i]);
         free(st->ups[i]);
     }
     free(st);

@@ -62,6 +62,7 @@
  * filters: room for the largest head twice, and its path. */
 #define PROXY_REQ_MAX (2 * CONN_BUF_SIZE + REQUEST_PATH_MAX)
 #define PROXY_RELAY 16384                /* read from the upstream at a time */
+#define PROXY_KEY_MAX 256 /* `hash`'s key expanded, at most (longer: round-robin) */
 #define PROXY_FREE_MAX 1024 /* states without buffers kept for reuse beyond those in use */
 /* A piece of the body is at most what one read brings (the first: what came with the head). */
 static_assert(PROXY_RELAY <= HTTP_SOURCE_PIECE && PROXY_HEAD_MAX <= HTTP_SOURCE_PIECE,
@@ -96,6 +97,11 @@ struct conn_proxy {
     bool fresh_only;  /* a kept connection failed: the next one is new */
     bool tunnel_asked;
     bool up_reusable; /* the upstream's answer lets the connection be kept */
+    bool request_keeps; /* and so did the request sent (its version and Connection) */
+    bool intercepted;   /* proxy_intercept_errors took the upstream's answer */
+    const struct http_response_head *intercepted_head; /* its head, while it is answered */
+    struct upstream_choice choice; /* ip_hash's, hash's: where the next attempt's choice is */
+    unsigned char key[PROXY_KEY_MAX]; /* choice.key's bytes */
     bool up_done, client_done; /* the tunnel's two ways: ended */
     bool attempt_done; /* upstream_done was called for the answer that ended */
     bool keep_up, failed; /* how the answer ended (proxy_finish), for proxy_done */
@@ -336,13 +342,18 @@ static void proxy_detach(struct conn_proxy *px, bool keep_up, bool failed)
     if (px->server && !px->attempt_done)
         upstream_done(px->up, px->server, failed, clock_now_ms());
     px->src.c = NULL;
-    if (keep_up && px->h.fd >= 0 && px->up->keepalive > 0) {
+    int64_t now = clock_now_ms();
+    /* keepalive_requests and keepalive_time: a connection that has carried its last */
+    if (keep_up && px->h.fd >= 0 && px->up->keepalive > 0 &&
+        px->idle.requests + 1 < px->up->keepalive_requests &&
+        now - px->idle.born_ms < (int64_t)px->up->keepalive_time_ms) {
+        px->idle.requests++;
         if (!px->registered)
             idle_register(px, c->h.group);
         px->idle.server = px->server;
         px->idle.home = px->registered ? px->h.group : NULL;
         px->server = NULL;
-        if (upstream_idle_put(px->up, &px->idle, clock_now_ms()))
+        if (upstream_idle_put(px->up, &px->idle, now))
             return; /* another thread may have it now */
     }
     proxy_release(px);
@@ -405,6 +416,57 @@ static void try_connected(struct conn_proxy *px)
  * then go on with the client's connection or close it. The upstream connection is let go
  * of (kept or closed) before anything is sent: a client that has its whole answer may ask
  * again at once, on another connection, and finds it kept. */
+/* The request as it was answered, again, with room for an error page's path and file: the
+ * page's answer may name them until it is sent. */
+struct proxy_page {
+    struct request r;
+    char path[REQUEST_PATH_MAX];
+    char file[REQUEST_FILE_MAX];
+};
+
+/* An intercepted 401 answered 401 keeps every challenge of the upstream's, as nginx: the
+ * error page kept the first; the others follow it. */
+static void add_challenges(struct conn_proxy *px, struct response *resp)
+{
+    const struct http_response_head *uh = px->intercepted_head;
+    if (!uh || uh->status != 401 || resp->status != 401)
+        return;
+    bool first = true;
+    for (unsigned i = 0; i < uh->n_headers; i++) {
+        if (!http_slice_eq(uh->headers[i].name, "www-authenticate"))
+            continue;
+        if (!first)
+            resp_header_n(resp, "WWW-Authenticate", 16, uh->headers[i].value.p,
+                          uh->headers[i].value.len);
+        first = false;
+    }
+}
+
+/* resp holds the error the client is owed (a 502, a 504, an upstream's error that
+ * proxy_intercept_errors takes): the error_page of the request's block for it answers
+ * instead, if it has one, as nginx's; else the plain error, with the location's add_header
+ * ... always. pg: room for the page's request, alive until resp is sent. */
+static void answer_error(struct conn_proxy *px, struct response *resp, struct proxy_page *pg)
+{
+    struct http_source *s = &px->src;
+    if (s->has_saved && module_chain_has_error_page(&s->saved, resp->status)) {
+        pg->r = s->saved;
+        memcpy(pg->path, s->saved.path, s->saved.path_len + 1);
+        if (pg->r.captures.subject == s->saved.path)
+            pg->r.captures.subject = pg->path;
+        pg->r.path = pg->path;
+        pg->r.file = pg->path;
+        pg->r.file_len = pg->r.path_len;
+        pg->r.file_room = pg->file;
+        if (module_chain_error_page(&s->c->gen->chain, &pg->r, resp)) {
+            s->status = resp->status;
+            add_challenges(px, resp);
+            return;
+        }
+    }
+    http_source_filter_head(s, resp, px->p);
+}
+
 static void proxy_finish_after(struct conn_proxy *px, int error_status, const char *failure,
                                struct response *tail)
 {
@@ -412,18 +474,22 @@ static void proxy_finish_after(struct conn_proxy *px, int error_status, const ch
     struct http_piece pc;
     struct response own;
     struct response *resp = tail ? tail : &own;
+    struct proxy_page page;
     if (!tail)
         resp_init(&own);
     try_end(px, 0);
     bool keep_alive = s->keep_alive;
     if (!s->head_sent) {
         s->status = error_status ? error_status : 502;
-        proxy_log(px, "proxy: %s: answered %d: %s",
-                  px->server ? px->server->text : px->up->name, s->status,
-                  failure ? failure : "no answer");
-        resp_error(resp, s->status);
-        /* the location's add_header ... always, as nginx */
-        http_source_filter_head(s, resp, px->p);
+        if (px->intercepted) { /* the upstream's own error, made in resp */
+            s->status = resp->status;
+        } else {
+            proxy_log(px, "proxy: %s: answered %d: %s",
+                      px->server ? px->server->text : px->up->name, s->status,
+                      failure ? failure : "no answer");
+            resp_error(resp, s->status);
+        }
+        answer_error(px, resp, &page);
         resp->head_only = s->head_only;
         resp->keep_alive = keep_alive;
         resp_finish(resp, s->http10);
@@ -487,6 +553,8 @@ static bool up_connect(struct conn_proxy *px)
     }
     px->h.fd = fd;
     px->registered = false;
+    px->idle.born_ms = clock_now_ms();
+    px->idle.requests = 0;
     if (connect(fd, (const struct sockaddr *)&s->addr, s->addr_len) == 0) {
         px->phase = PHASE_SEND;
         return true;
@@ -529,11 +597,15 @@ static void attempt_begin(struct conn_proxy *px, struct upstream_server *s)
         px->h.fd = kept->h.fd;
         px->registered = false;
         px->idle.since_ms = kept->idle.since_ms;
+        px->idle.born_ms = kept->idle.born_ms;
+        px->idle.requests = kept->idle.requests;
         kept->h.fd = -1;
         proxy_release(kept);
     }
     px->fresh_only = false;
-    if (px->h.fd >= 0 && idle_alive(px)) {
+    /* idle past the upstream's keepalive_timeout: closed, not used */
+    if (px->h.fd >= 0 && now - px->idle.since_ms <= (int64_t)px->up->keepalive_timeout_ms &&
+        idle_alive(px)) {
         px->reused = true;
         px->phase = PHASE_SEND;
     } else {
@@ -577,7 +649,7 @@ static void attempt_failed(struct conn_proxy *px, enum proxy_failure why, const 
     unsigned bit = why == FAIL_TIMEOUT ? PROXY_NEXT_TIMEOUT
                    : why == FAIL_INVALID ? PROXY_NEXT_INVALID : PROXY_NEXT_ERROR;
     if ((p->next_upstream & bit) && may_resend && (p->tries == 0 || px->attempts < p->tries)) {
-        struct upstream_server *s = upstream_pick(px->up, now, px->tried);
+        struct upstream_server *s = upstream_pick(px->up, now, px->tried, &px->choice);
         if (s) {
             attempt_begin(px, s);
             return;
@@ -708,6 +780,28 @@ static void tunnel_begin(struct conn_proxy *px, size_t used)
     }
 }
 
+/* proxy_intercept_errors: the upstream's error (uh, 300 or more) has an error_page, which
+ * answers instead, with the upstream's WWW-Authenticate if a 401 (as nginx keeps it). The
+ * upstream's body is not read: its connection closes. */
+static void intercept(struct conn_proxy *px, const struct http_response_head *uh,
+                      struct response *resp)
+{
+    body_release(px);
+    upstream_answered(px->server, clock_now_us() - px->attempt_us);
+    resp_error(resp, uh->status);
+    for (unsigned i = 0; uh->status == 401 && i < uh->n_headers; i++)
+        if (http_slice_eq(uh->headers[i].name, "www-authenticate")) {
+            resp_header_n(resp, "WWW-Authenticate", 16, uh->headers[i].value.p,
+                          uh->headers[i].value.len);
+            break; /* the first; add_challenges the others, after the page */
+        }
+    px->up_reusable = false;
+    px->intercepted = true;
+    px->intercepted_head = uh;
+    px->src.status = uh->status;
+    proxy_finish_after(px, uh->status, NULL, resp);
+}
+
 /* The upstream's final head is complete in head[0..used): make the client's response and
  * send it with whatever of the body came along. Returns as proxy_step's steps do: true to
  * go on reading, false when the event has handed the connection on. */
@@ -721,6 +815,11 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
     px->uvars.head_len = used;
     if (px->try_now)
         px->try_now->response_length += px->head_len - used;
+    if (px->p->intercept_errors && uh->status >= 300 && px->src.has_saved &&
+        module_chain_has_error_page(&px->src.saved, uh->status)) {
+        intercept(px, uh, &resp);
+        return false;
+    }
     if (px->p->ops->head(px->p->conf, px->src.has_saved ? &px->src.saved : NULL, uh, &resp) < 0 ||
         resp_failed(&resp)) {
         attempt_failed(px, FAIL_INVALID, "its head cannot be relayed (too large?)");
@@ -740,7 +839,7 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
     px->src.status = resp.status;
     px->framing = uh->framing;
     px->left = uh->content_length;
-    px->up_reusable = uh->keep_alive;
+    px->up_reusable = uh->keep_alive && px->request_keeps;
     http_chunked_init(&px->dechunk);
     resp.keep_alive = px->src.keep_alive;
     bool coded = resp.body_filter && !resp.no_length; /* (compressed: the length changes) */
@@ -863,18 +962,24 @@ static bool read_head(struct conn_proxy *px)
             }
             unsigned bit = uh.status == 502 ? PROXY_NEXT_502
                            : uh.status == 503 ? PROXY_NEXT_503
-                           : uh.status == 504 ? PROXY_NEXT_504 : 0;
+                           : uh.status == 504 ? PROXY_NEXT_504
+                           : uh.status == 500 ? PROXY_NEXT_500
+                           : uh.status == 403 ? PROXY_NEXT_403
+                           : uh.status == 404 ? PROXY_NEXT_404
+                           : uh.status == 429 ? PROXY_NEXT_429 : 0;
             struct upstream_server *next = NULL;
             if (bit && (px->p->next_upstream & bit) &&
                 (idempotent(px->method) || (px->p->next_upstream & PROXY_NEXT_NON_IDEMPOTENT)) &&
                 (px->p->tries == 0 || px->attempts < px->p->tries)) {
                 uint64_t tried = px->tried | 1ull << (px->server - px->up->servers);
-                next = upstream_pick(px->up, clock_now_ms(), tried);
+                next = upstream_pick(px->up, clock_now_ms(), tried, &px->choice);
             }
             if (next) { /* this answer is an error, and another server may do better */
                 try_end(px, 0);
                 up_close(px);
-                upstream_done(px->up, px->server, true, clock_now_ms());
+                /* a 403 or 404 is never the server's failure (nginx's rule) */
+                upstream_done(px->up, px->server,
+                              !(bit & (PROXY_NEXT_403 | PROXY_NEXT_404)), clock_now_ms());
                 px->tried |= 1ull << (px->server - px->up->servers);
                 attempt_begin(px, next);
                 return false;
@@ -1221,6 +1326,36 @@ static bool proxy_answers(const struct response *resp)
     return resp->proxy != NULL;
 }
 
+/* The choice a request starts with: for ip_hash, the client's address's bytes (three of an
+ * IPv4 one, as nginx's), for hash, the key expanded into key[0..cap). */
+static struct upstream_choice choice_for(const struct upstream *u, const struct request *r,
+                                         unsigned char *key, size_t cap)
+{
+    struct upstream_choice ch = {.key = key};
+    if (u->balance == UPSTREAM_IP_HASH && r->peer) {
+        const struct sockaddr *sa = r->peer;
+        const void *bytes = NULL;
+        if (sa->sa_family == AF_INET) {
+            bytes = &((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+            ch.key_len = 3;
+        } else if (sa->sa_family == AF_INET6) {
+            bytes = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+            ch.key_len = 16;
+        } else { /* a unix socket's client: nginx's pseudo-address */
+            static const unsigned char pseudo[3] = {0, 0, 0};
+            bytes = pseudo;
+            ch.key_len = 3;
+        }
+        memcpy(key, bytes, ch.key_len);
+    } else if (u->balance == UPSTREAM_HASH && u->hash_key) {
+        struct vars_source src;
+        module_vars_source(r, &src);
+        long n = vars_expand(u->hash_key, &src, (char *)key, cap);
+        ch.key_len = n > 0 ? (size_t)n : 0;
+    }
+    return ch;
+}
+
 /* Start relaying the answer of an upstream server (resp->proxy) for request r: the last
  * act of the event. A collected body is sent on from where it lies (the proxy owns it). */
 static void proxy_start(struct conn *c, struct response *resp, const struct request *r,
@@ -1230,7 +1365,9 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     const struct http_request *h = r->http;
     struct http_shared *shared = http_service_of(c)->shared;
     int64_t now = clock_now_ms();
-    struct upstream_server *s = upstream_pick(p->upstream, now, 0);
+    unsigned char key[PROXY_KEY_MAX];
+    struct upstream_choice choice = choice_for(p->upstream, r, key, sizeof(key));
+    struct upstream_server *s = upstream_pick(p->upstream, now, 0, &choice);
     struct conn_proxy *px = NULL;
     if (s) {
         struct upstream_idle *idle = upstream_idle_take(p->upstream, s, c->h.group);
@@ -1269,14 +1406,19 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     px->body = NULL;
     px->body_len = px->body_off = 0;
     px->tunnel_asked = false;
+    px->intercepted = false;
+    px->intercepted_head = NULL;
+    px->choice = choice;
+    memcpy(px->key, key, choice.key_len);
+    px->choice.key = px->key;
     px->up_done = px->client_done = false;
     px->attempt_done = false;
     px->uvars.n = 0;
     px->uvars.head = NULL;
     px->try_now = NULL;
 
-    long len = p->ops->request(p->conf, r, p->upstream->keepalive > 0, px->req,
-                               PROXY_REQ_MAX);
+    bool keeps = p->upstream->keepalive > 0;
+    long len = p->ops->request(p->conf, r, &keeps, px->req, PROXY_REQ_MAX);
     if (len < 0) {
         if (body_owner)
             http_collect_free(shared, body_owner);
@@ -1288,6 +1430,7 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
         return;
     }
     px->req_len = (size_t)len;
+    px->request_keeps = keeps;
     px->tunnel_asked = asks_upgrade(h);
     if (!keep_body(px, r, body_owner)) {
         if (s)

@@ -23,6 +23,9 @@
  *    the close (section 6.3 item 4), which is not an error.
  *  - "HTTP/1.1 200" with no space and no reason is accepted: the line has ended, nothing
  *    about the framing depends on it.
+ *  - A line may end with a bare LF (section 2.2 lets a recipient take it for CRLF), as
+ *    nginx takes an upstream's: older backends answer so. A CR anywhere but before the
+ *    LF is still refused (a bare CR), and chunked bodies keep their CRLFs.
  */
 #include "http_upstream.h"
 
@@ -62,7 +65,8 @@ static int status_line_start(const char *p, size_t n)
         if (i == 5 && c != '1') return HTTP_UPSTREAM_BAD_VERSION;
         if (i == 9 && (c < '1' || c > '5')) return HTTP_UPSTREAM_BAD_STATUS;
     }
-    if (n > STATUS_SHAPE_LEN && p[STATUS_SHAPE_LEN] != ' ' && p[STATUS_SHAPE_LEN] != '\r')
+    if (n > STATUS_SHAPE_LEN && p[STATUS_SHAPE_LEN] != ' ' && p[STATUS_SHAPE_LEN] != '\r' &&
+        p[STATUS_SHAPE_LEN] != '\n')
         return HTTP_UPSTREAM_BAD_STATUS_LINE; /* a fourth digit, or anything else */
     return 0;
 }
@@ -204,6 +208,26 @@ static int finish_head(const struct resp_state *st, enum http_method method)
 
 /* --- the head ------------------------------------------------------------------------- */
 
+/* The line starting at *pos in buf[0..end): 1, *line without its CRLF or bare LF, *pos past
+ * the LF; 0 if it has not ended; -1 on a CR followed by a byte other than LF in a line
+ * that has not ended. A CR elsewhere in an ended line is left in *line. */
+static int head_line(const char *buf, size_t end, size_t *pos, struct http_slice *line)
+{
+    const char *p = buf + *pos;
+    size_t n = end - *pos;
+    const char *lf = memchr(p, '\n', n);
+    if (!lf) {
+        const char *cr = memchr(p, '\r', n);
+        return cr && cr + 1 < p + n ? -1 : 0;
+    }
+    size_t len = (size_t)(lf - p);
+    if (len > 0 && p[len - 1] == '\r')
+        len--;
+    *line = slice(p, len);
+    *pos = (size_t)(lf + 1 - buf);
+    return 1;
+}
+
 int http_parse_response(const char *buf, size_t len, const struct http_limits *lim,
                         enum http_method request_method, struct http_response_head *out)
 {
@@ -221,7 +245,7 @@ int http_parse_response(const char *buf, size_t len, const struct http_limits *l
     bool status_done = false;
     size_t pos = 0;
     struct http_slice line;
-    while ((rc = http_next_line(buf, end, &pos, &line)) > 0) {
+    while ((rc = head_line(buf, end, &pos, &line)) > 0) {
         /* a CR inside an ended line is a bare CR, as it is in a line still arriving */
         if (memchr(line.p, '\r', line.len) != NULL) return HTTP_UPSTREAM_BAD_LINE_END;
         if (!status_done) {

@@ -405,14 +405,19 @@ enum {
     PROXY_NEXT_503 = 1u << 4,
     PROXY_NEXT_504 = 1u << 5,
     PROXY_NEXT_NON_IDEMPOTENT = 1u << 6, /* even a POST, LOCK or PATCH once it was sent */
+    PROXY_NEXT_500 = 1u << 7,
+    PROXY_NEXT_403 = 1u << 8,
+    PROXY_NEXT_404 = 1u << 9,
+    PROXY_NEXT_429 = 1u << 10,
 };
 
 struct proxy_ops {
     /* Write the head of the request to the upstream, through its blank line, into
      * out[0..cap) (the core adds the body, req->body, after it): its length, or -1 if it
-     * does not fit. keep_alive: the connection will be kept for another request. Called
-     * once per request. */
-    long (*request)(const void *conf, const struct request *req, bool keep_alive, char *out,
+     * does not fit. *keep_alive: on entry, whether the upstream keeps connections; on
+     * return, whether the request written lets this one be kept. Called once per
+     * request. */
+    long (*request)(const void *conf, const struct request *req, bool *keep_alive, char *out,
                     size_t cap);
     /* Start resp from the upstream's head h (status, the fields to relay, rewritten as the
      * configuration says). req: the request as it was answered (a copy the core kept), or
@@ -431,6 +436,8 @@ struct proxy_params {
     unsigned connect_ms, send_ms, read_ms; /* proxy_connect_, _send_, _read_timeout */
     unsigned next_upstream;                /* PROXY_NEXT_* */
     unsigned tries;                        /* proxy_next_upstream_tries; 0: no limit */
+    bool intercept_errors; /* proxy_intercept_errors: an upstream's answer of 300 or more
+                              with an error_page gets the page */
 };
 
 #endif

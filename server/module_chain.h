@@ -80,6 +80,15 @@ void module_chain_answer(const struct module_chain *c, struct request *req,
 
 /* Run the filter hooks alone: on the head of a proxied answer, once it has arrived
  * (resp_is_upstream_head), with the request as it was answered. */
+/* An answer that failed after its handler (a proxy's 502 or 504, an upstream's error
+ * intercepted), resp holding that error: answered again by the error_page of req's block
+ * for resp->status, as module_chain_answer does, and filtered. req is a copy whose path
+ * has REQUEST_PATH_MAX bytes of room (and file_room REQUEST_FILE_MAX, or NULL). False, resp
+ * untouched, when the block has no page for it. */
+bool module_chain_error_page(const struct module_chain *c, struct request *req,
+                             struct response *resp);
+/* Has req's block an error_page for status? */
+bool module_chain_has_error_page(const struct request *req, int status);
 void module_chain_filter(const struct module_chain *c, const struct request *req,
                          struct response *resp);
 

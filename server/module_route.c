@@ -1242,6 +1242,22 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
         req->peer = &req->real_peer.sa;
 }
 
+bool module_chain_error_page(const struct module_chain *c, struct request *req,
+                             struct response *resp)
+{
+    const struct level_error_page *p = error_page_for(req->level, resp->status);
+    if (!p)
+        return false;
+    answer_error_page(c, req, resp, p);
+    module_chain_filter(c, req, resp);
+    return true;
+}
+
+bool module_chain_has_error_page(const struct request *req, int status)
+{
+    return error_page_for(req->level, status) != NULL;
+}
+
 void module_chain_filter(const struct module_chain *c, const struct request *req,
                          struct response *resp)
 {

@@ -8,7 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/un.h>
+#include <zlib.h>
+
+#define UPSTREAM_HASH_TRIES 20   /* then round-robin, as nginx's */
+#define UPSTREAM_CHASH_POINTS 160 /* points of the ring a unit of weight (nginx's) */
 
 /* --- addresses ---------------------------------------------------------------------------- */
 
@@ -119,13 +124,29 @@ static bool param(const char *arg, const char *name, const char **value)
     return true;
 }
 
+/* Parameters of NGINX Plus's (or of nginx's after 1.22) that nginx 1.22 refuses. */
+static bool plus_only(const char *a)
+{
+    static const char *const words[] = {"resolve", "drain", NULL};
+    static const char *const valued[] = {"service", "slow_start", "route", NULL};
+    const char *v;
+    for (int i = 0; words[i]; i++)
+        if (strcmp(a, words[i]) == 0)
+            return true;
+    for (int i = 0; valued[i]; i++)
+        if (param(a, valued[i], &v))
+            return true;
+    return false;
+}
+
 static int read_server(struct upstream *u, const struct conf_node *n, struct conf_reader *r)
 {
     struct upstream_server proto = {.weight = 1, .max_fails = 1, .fail_timeout_ms = 10000,
                                     .line = n->line};
     if (n->n_args < 1)
         return conf_error(r, n->line, "server: usage: server ADDRESS [weight=N] "
-                          "[max_fails=N] [fail_timeout=TIME] [backup] [down];");
+                          "[max_fails=N] [fail_timeout=TIME] [max_conns=N] [backup] [down];");
+    snprintf(proto.written, sizeof(proto.written), "%s", n->args[0]);
     for (unsigned i = 1; i < n->n_args; i++) {
         const char *a = n->args[i], *v;
         uint64_t x;
@@ -144,10 +165,20 @@ static int read_server(struct upstream *u, const struct conf_node *n, struct con
             if (strcmp(v, "0") == 0)
                 ms = 0; /* never out, as max_fails=0 (nginx's out for under a second) */
             proto.fail_timeout_ms = ms;
+        } else if (param(a, "max_conns", &v)) {
+            if (config_parse_count(v, &x) < 0 || x > 1000000)
+                return conf_error(r, n->line, "server: max_conns=%s: 0 to 1000000", v);
+            proto.max_conns = (unsigned)x;
         } else if (strcmp(a, "backup") == 0) {
+            if (u->balance != UPSTREAM_ROUND_ROBIN && u->balance != UPSTREAM_LEAST_CONN)
+                return conf_error(r, n->line, "server: balancing method does not support "
+                                  "parameter \"backup\"");
             proto.backup = true;
         } else if (strcmp(a, "down") == 0) {
             proto.down = true;
+        } else if (plus_only(a)) {
+            return conf_error(r, n->line, "server: invalid parameter \"%s\" (NGINX Plus's: "
+                              "open-source nginx 1.22 refuses it too)", a);
         } else {
             return conf_error(r, n->line, "server: unknown parameter \"%s\"", a);
         }
@@ -171,6 +202,7 @@ static int build_schedule(struct upstream *u, struct conf_reader *r)
         return conf_error(r, u->line, "upstream %s: the weights of its servers add up to "
                           "%ld, more than %d", u->name, total, UPSTREAM_SCHEDULE_MAX);
     u->n_schedule = 0;
+    u->total_weight = (unsigned)total;
     for (long step = 0; step < total; step++) {
         int best = -1;
         for (unsigned i = 0; i < u->n_servers; i++) {
@@ -186,6 +218,118 @@ static int build_schedule(struct upstream *u, struct conf_reader *r)
     return 0;
 }
 
+static int point_order(const void *a, const void *b)
+{
+    uint32_t x = ((const struct upstream_point *)a)->hash;
+    uint32_t y = ((const struct upstream_point *)b)->hash;
+    return x < y ? -1 : x > y;
+}
+
+/* `hash ... consistent`'s ring, as nginx's (Cache::Memcached::Fast's): for each primary,
+ * weight * 160 points, each the CRC-32 of HOST, a NUL, PORT (as the server was written;
+ * unix:PATH is the path, no port) and the previous point's four bytes (little-endian),
+ * sorted, a hash taken twice kept once. */
+static int build_ring(struct upstream *u, struct conf_reader *r)
+{
+    u->points = calloc(u->total_weight * UPSTREAM_CHASH_POINTS + 1, sizeof(*u->points));
+    if (!u->points)
+        return conf_error(r, u->line, "upstream %s: out of memory", u->name);
+    u->n_points = 0;
+    for (unsigned i = 0; i < u->n_servers; i++) {
+        const struct upstream_server *s = &u->servers[i];
+        if (s->backup)
+            continue;
+        const char *w = s->written, *host = w, *port = "";
+        size_t len = strlen(w), host_len = len, port_len = 0;
+        if (strncasecmp(w, "unix:", 5) == 0) {
+            host = w + 5;
+            host_len = len - 5;
+        } else {
+            for (size_t j = 0; j < len; j++) {
+                char ch = w[len - j - 1];
+                if (ch == ':') {
+                    host_len = len - j - 1;
+                    port = w + len - j;
+                    port_len = j;
+                    break;
+                }
+                if (ch < '0' || ch > '9')
+                    break;
+            }
+        }
+        uLong base = crc32(0L, Z_NULL, 0);
+        base = crc32(base, (const Bytef *)host, (uInt)host_len);
+        base = crc32(base, (const Bytef *)"", 1);
+        base = crc32(base, (const Bytef *)port, (uInt)port_len);
+        uint32_t prev = 0;
+        for (unsigned j = 0; j < s->weight * UPSTREAM_CHASH_POINTS; j++) {
+            unsigned char b[4] = {(unsigned char)prev, (unsigned char)(prev >> 8),
+                                  (unsigned char)(prev >> 16), (unsigned char)(prev >> 24)};
+            uint32_t h = (uint32_t)crc32(base, b, 4);
+            u->points[u->n_points++] = (struct upstream_point){h, (uint16_t)i};
+            prev = h;
+        }
+    }
+    qsort(u->points, u->n_points, sizeof(*u->points), point_order);
+    unsigned k = 0;
+    for (unsigned j = 1; j < u->n_points; j++)
+        if (u->points[k].hash != u->points[j].hash)
+            u->points[++k] = u->points[j];
+    u->n_points = u->n_points ? k + 1 : 0;
+    return 0;
+}
+
+static int read_balance(struct upstream *u, const struct conf_node *n, struct conf_reader *r,
+                        unsigned *balance_line)
+{
+    if (*balance_line)
+        return conf_error(r, n->line, "\"%s\": the balancing method is set already "
+                          "(line %u)", n->name, *balance_line);
+    *balance_line = n->line;
+    for (unsigned i = 0; i < u->n_servers; i++)
+        if (u->servers[i].backup && strcmp(n->name, "least_conn") != 0)
+            return conf_error(r, n->line, "\"%s\": balancing method does not support the "
+                              "backup server of line %u", n->name, u->servers[i].line);
+    if (strcmp(n->name, "least_conn") == 0 && n->n_args == 0) {
+        u->balance = UPSTREAM_LEAST_CONN;
+    } else if (strcmp(n->name, "ip_hash") == 0 && n->n_args == 0) {
+        u->balance = UPSTREAM_IP_HASH;
+    } else if (strcmp(n->name, "hash") == 0 && n->n_args >= 1 && n->n_args <= 2) {
+        if (n->n_args == 2 && strcmp(n->args[1], "consistent") != 0)
+            return conf_error(r, n->line, "hash: invalid parameter \"%s\" (consistent)",
+                              n->args[1]);
+        char why[256];
+        if (vars_compile(n->args[0], VARS_HEADER, &u->hash_key, why, sizeof(why)) < 0)
+            return conf_error(r, n->line, "hash: %s", why);
+        u->hash_consistent = n->n_args == 2;
+        u->balance = UPSTREAM_HASH;
+    } else if (strcmp(n->name, "random") == 0 && n->n_args <= 2) {
+        if ((n->n_args >= 1 && strcmp(n->args[0], "two") != 0) ||
+            (n->n_args == 2 && strcmp(n->args[1], "least_conn") != 0))
+            return conf_error(r, n->line, "random: usage: random [two [least_conn]]");
+        u->random_two = n->n_args >= 1;
+        u->balance = UPSTREAM_RANDOM;
+    } else {
+        return conf_error(r, n->line, "%s: invalid number of arguments", n->name);
+    }
+    return 0;
+}
+
+static bool balance_directive(const char *name)
+{
+    return strcmp(name, "least_conn") == 0 || strcmp(name, "ip_hash") == 0 ||
+           strcmp(name, "hash") == 0 || strcmp(name, "random") == 0;
+}
+
+static void read_duration(const struct conf_node *n, struct conf_reader *r, unsigned *out)
+{
+    unsigned ms;
+    if (n->n_args != 1 || config_parse_duration_ms(n->args[0], &ms) < 0 || ms == 0)
+        conf_error(r, n->line, "%s: a time, more than 0", n->name);
+    else
+        *out = ms;
+}
+
 int upstream_read(struct upstream *u, const struct conf_node *block, struct conf_reader *r)
 {
     memset(u, 0, sizeof(*u));
@@ -195,11 +339,30 @@ int upstream_read(struct upstream *u, const struct conf_node *block, struct conf
         return conf_error(r, block->line, "upstream: usage: upstream NAME { ... }");
     snprintf(u->name, sizeof(u->name), "%s", block->args[0]);
     unsigned before = r->errors;
-    bool keepalive = false, balance = false;
+    bool keepalive = false;
+    unsigned balance_line = 0;
+    u->keepalive_requests = 1000;
+    u->keepalive_timeout_ms = 60000;
+    u->keepalive_time_ms = 3600000;
     for (const struct conf_node *n = block->children; n; n = n->next) {
         uint64_t x = 0;
         if (strcmp(n->name, "server") == 0 && !n->is_block) {
             read_server(u, n, r);
+        } else if (balance_directive(n->name) && !n->is_block) {
+            read_balance(u, n, r, &balance_line);
+        } else if (strcmp(n->name, "keepalive_requests") == 0 && n->n_args == 1 &&
+                   !n->is_block) {
+            if (config_parse_count(n->args[0], &x) < 0 || x < 1 || x > 100000000)
+                conf_error(r, n->line, "keepalive_requests: %s: a count from 1", n->args[0]);
+            else
+                u->keepalive_requests = (unsigned)x;
+        } else if (strcmp(n->name, "keepalive_timeout") == 0 && !n->is_block) {
+            read_duration(n, r, &u->keepalive_timeout_ms);
+        } else if (strcmp(n->name, "keepalive_time") == 0 && !n->is_block) {
+            read_duration(n, r, &u->keepalive_time_ms);
+        } else if (strcmp(n->name, "zone") == 0 && n->n_args >= 1 && n->n_args <= 2 &&
+                   !n->is_block) {
+            /* accepted: the set's live figures are shared by every thread already */
         } else if (strcmp(n->name, "keepalive") == 0 && n->n_args == 1 && !n->is_block) {
             if (keepalive)
                 conf_error(r, n->line, "\"keepalive\" directive is duplicate");
@@ -208,21 +371,32 @@ int upstream_read(struct upstream *u, const struct conf_node *block, struct conf
             else
                 u->keepalive = (unsigned)x;
             keepalive = true;
-        } else if (strcmp(n->name, "least_conn") == 0 && n->n_args == 0 && !n->is_block) {
-            if (balance)
-                conf_error(r, n->line, "\"least_conn\" directive is duplicate");
-            u->balance = UPSTREAM_LEAST_CONN;
-            balance = true;
         } else {
             conf_error(r, n->line, "upstream %s: unknown directive \"%s\" (server, keepalive, "
-                       "least_conn)", u->name, n->name);
+                       "keepalive_requests, keepalive_timeout, keepalive_time, least_conn, "
+                       "ip_hash, hash, random, zone)", u->name, n->name);
         }
     }
     if (r->errors == before && u->n_servers == 0)
         conf_error(r, block->line, "upstream %s: no server", u->name);
     if (r->errors == before)
         build_schedule(u, r);
-    return r->errors > before ? -1 : 0;
+    if (r->errors == before && u->balance == UPSTREAM_HASH && u->hash_consistent)
+        build_ring(u, r);
+    if (r->errors > before) {
+        upstream_release(u);
+        return -1;
+    }
+    return 0;
+}
+
+void upstream_release(struct upstream *u)
+{
+    vars_free(u->hash_key);
+    u->hash_key = NULL;
+    free(u->points);
+    u->points = NULL;
+    u->n_points = 0;
 }
 
 int upstream_from_host(struct upstream *u, const char *hostport, unsigned line, char *msg,
@@ -231,8 +405,12 @@ int upstream_from_host(struct upstream *u, const char *hostport, unsigned line, 
     memset(u, 0, sizeof(*u));
     pthread_mutex_init(&u->idle_lock, NULL);
     u->line = line;
+    u->keepalive_requests = 1000;
+    u->keepalive_timeout_ms = 60000;
+    u->keepalive_time_ms = 3600000;
     struct upstream_server proto = {.weight = 1, .max_fails = 1, .fail_timeout_ms = 10000,
                                     .line = line};
+    snprintf(proto.written, sizeof(proto.written), "%s", hostport);
     if (add_addresses(u, &proto, hostport, msg, len) < 0)
         return -1;
     struct conf_reader r = {.file = "", .owner = "", .err = msg, .err_len = len};
@@ -252,6 +430,9 @@ bool upstream_server_out(const struct upstream_server *s, int64_t now_ms)
 static bool available(struct upstream_server *s, int64_t now_ms)
 {
     if (s->down)
+        return false;
+    if (s->max_conns &&
+        atomic_load_explicit(&s->active, memory_order_relaxed) >= s->max_conns)
         return false;
     long long until = atomic_load_explicit(&s->out_until_ms, memory_order_relaxed);
     if (until == 0)
@@ -276,13 +457,170 @@ static bool lighter(const struct upstream_server *a, const struct upstream_serve
     return la * b->weight < lb * a->weight;
 }
 
+/* Might s be chosen now (not down, not out, under max_conns)? Without claiming a trial. */
+static bool eligible(const struct upstream_server *s, int64_t now_ms)
+{
+    return !upstream_server_out(s, now_ms) &&
+           !(s->max_conns &&
+             atomic_load_explicit(&s->active, memory_order_relaxed) >= s->max_conns);
+}
+
+/* The primary that w (below the primaries' total weight) falls on: the primaries in
+ * order, each taking as many as its weight (nginx's walk). */
+static unsigned by_weight(const struct upstream *u, uint64_t w)
+{
+    unsigned last = 0;
+    for (unsigned i = 0; i < u->n_servers; i++) {
+        if (u->servers[i].backup)
+            continue;
+        if (w < u->servers[i].weight)
+            return i;
+        w -= u->servers[i].weight;
+        last = i;
+    }
+    return last;
+}
+
+/* ip_hash and hash (not consistent): nginx's values, hashed again while the server they
+ * name may not be tried. UINT_MAX: give up (round-robin then). */
+static unsigned hashed(struct upstream *u, struct upstream_choice *ch, int64_t now_ms,
+                       uint64_t tried)
+{
+    bool ip = u->balance == UPSTREAM_IP_HASH;
+    if (!ch->begun) {
+        ch->begun = true;
+        ch->hash = ip ? 89 : 0;
+        ch->rehash = ch->tries = 0;
+    }
+    while (ch->tries <= UPSTREAM_HASH_TRIES) {
+        if (ip) {
+            for (size_t k = 0; k < ch->key_len; k++)
+                ch->hash = (ch->hash * 113 + ch->key[k]) % 6271;
+        } else { /* Cache::Memcached's: ((crc32([REHASH] KEY) >> 16) & 0x7fff) + previous */
+            uLong c = crc32(0L, Z_NULL, 0);
+            if (ch->rehash > 0) {
+                char num[16];
+                int n = snprintf(num, sizeof(num), "%u", ch->rehash);
+                c = crc32(c, (const Bytef *)num, (uInt)n);
+            }
+            c = crc32(c, ch->key, (uInt)ch->key_len);
+            ch->hash += (c >> 16) & 0x7fff;
+            ch->rehash++;
+        }
+        unsigned i = by_weight(u, ch->hash % u->total_weight);
+        if (!(tried >> i & 1) && available(&u->servers[i], now_ms))
+            return i;
+        ch->tries++;
+    }
+    return UINT32_MAX;
+}
+
+/* The first point of the ring at or after hash (n_points: past the last, which wraps). */
+static unsigned ring_point(const struct upstream *u, uint32_t hash)
+{
+    unsigned i = 0, j = u->n_points;
+    while (i < j) {
+        unsigned k = (i + j) / 2;
+        if (hash > u->points[k].hash)
+            i = k + 1;
+        else if (hash < u->points[k].hash)
+            j = k;
+        else
+            return k;
+    }
+    return i;
+}
+
+/* hash ... consistent: the server of the point the key falls on, or of the next points
+ * while it may not be tried. Of several addresses of one name, the first that may. */
+static unsigned ring(struct upstream *u, struct upstream_choice *ch, int64_t now_ms,
+                     uint64_t tried)
+{
+    if (!ch->begun) {
+        ch->begun = true;
+        ch->tries = 0;
+        ch->hash = ring_point(u, (uint32_t)crc32(crc32(0L, Z_NULL, 0), ch->key,
+                                                 (uInt)ch->key_len));
+    }
+    while (ch->tries <= UPSTREAM_HASH_TRIES) {
+        const char *name = u->servers[u->points[ch->hash % u->n_points].server].written;
+        for (unsigned i = 0; i < u->n_servers; i++) {
+            struct upstream_server *s = &u->servers[i];
+            if (s->backup || (tried >> i & 1) || strcmp(s->written, name) != 0 ||
+                !eligible(s, now_ms))
+                continue;
+            if (available(s, now_ms))
+                return i;
+        }
+        ch->hash++;
+        ch->tries++;
+    }
+    return UINT32_MAX;
+}
+
+/* A thread's own pseudo-random numbers (xorshift), for `random`. */
+static uint32_t random_next(void)
+{
+    static _Thread_local uint32_t x;
+    if (x == 0)
+        x = (uint32_t)(uintptr_t)&x ^ 0x9e3779b9u;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return x;
+}
+
+/* random [two]: a server by weight; with two, the lighter of two (least_conn's measure). */
+static unsigned randomly(struct upstream *u, int64_t now_ms, uint64_t tried)
+{
+    for (unsigned t = 0; t <= UPSTREAM_HASH_TRIES; t++) {
+        unsigned i = by_weight(u, random_next() % u->total_weight);
+        if ((tried >> i & 1) || !eligible(&u->servers[i], now_ms))
+            continue;
+        for (unsigned k = 0; u->random_two && k <= UPSTREAM_HASH_TRIES; k++) {
+            /* a second, other server; the lighter of the two (least_conn's measure) */
+            unsigned j = by_weight(u, random_next() % u->total_weight);
+            if (j == i || (tried >> j & 1) || !eligible(&u->servers[j], now_ms))
+                continue;
+            if (lighter(&u->servers[j], &u->servers[i]))
+                i = j;
+            break;
+        }
+        if (available(&u->servers[i], now_ms))
+            return i;
+    }
+    return UINT32_MAX;
+}
+
+/* The hashing and random methods (nginx: fewer than two primaries, or an empty key, go
+ * round-robin; so does a choice that gave up). */
+static struct upstream_server *pick_method(struct upstream *u, int64_t now_ms, uint64_t tried,
+                                           struct upstream_choice *ch)
+{
+    unsigned primaries = 0;
+    for (unsigned i = 0; i < u->n_servers; i++)
+        primaries += !u->servers[i].backup;
+    if (primaries < 2 || u->total_weight == 0)
+        return NULL;
+    unsigned i;
+    if (u->balance == UPSTREAM_RANDOM)
+        i = randomly(u, now_ms, tried);
+    else if (!ch || ch->key_len == 0)
+        return NULL;
+    else if (u->balance == UPSTREAM_HASH && u->hash_consistent)
+        i = u->n_points ? ring(u, ch, now_ms, tried) : UINT32_MAX;
+    else
+        i = hashed(u, ch, now_ms, tried);
+    return i == UINT32_MAX ? NULL : take(&u->servers[i]);
+}
+
 static struct upstream_server *pick_primary(struct upstream *u, int64_t now_ms,
                                             uint64_t tried)
 {
     if (u->n_schedule == 0)
         return NULL;
     unsigned start = atomic_fetch_add_explicit(&u->next, 1, memory_order_relaxed);
-    if (u->balance == UPSTREAM_ROUND_ROBIN) {
+    if (u->balance != UPSTREAM_LEAST_CONN) {
         for (unsigned k = 0; k < u->n_schedule; k++) {
             unsigned i = u->schedule[(start + k) % u->n_schedule];
             if (!(tried >> i & 1) && available(&u->servers[i], now_ms))
@@ -304,9 +642,14 @@ static struct upstream_server *pick_primary(struct upstream *u, int64_t now_ms,
     return best ? take(best) : NULL;
 }
 
-struct upstream_server *upstream_pick(struct upstream *u, int64_t now_ms, uint64_t tried)
+struct upstream_server *upstream_pick(struct upstream *u, int64_t now_ms, uint64_t tried,
+                                      struct upstream_choice *ch)
 {
-    struct upstream_server *s = pick_primary(u, now_ms, tried);
+    struct upstream_server *s = NULL;
+    if (u->balance != UPSTREAM_ROUND_ROBIN && u->balance != UPSTREAM_LEAST_CONN)
+        s = pick_method(u, now_ms, tried, ch);
+    if (!s)
+        s = pick_primary(u, now_ms, tried);
     if (s)
         return s;
     for (unsigned i = 0; i < u->n_servers; i++) /* the backups, in file order */

@@ -12,7 +12,8 @@
  * Addresses: IPv4 or IPv6 with an optional port (80 when none), `unix:PATH`, or a host name
  * resolved once at load (each of its addresses a server of its own, as nginx does).
  * Parameters: weight=N (1..1000, default 1), max_fails=N (default 1; 0: never taken out),
- * fail_timeout=TIME (default 10s), backup, down.
+ * fail_timeout=TIME (default 10s), backup, down, max_conns=N (0: no limit). Refused as
+ * open-source nginx 1.22 refuses them: resolve, service=, slow_start=, route=, drain.
  *
  * Choosing. Weighted round-robin by default: the servers are taken in the order of a
  * smooth weighted schedule built at load (weights 2, 1 give A B A), a shared atomic counter
@@ -23,6 +24,14 @@
  * one server never takes it out (nginx's rule: there is nowhere else to go). The
  * backup servers are tried only when every primary one is out. When every server is out,
  * the choice fails at once (the proxy answers 502).
+ *
+ * nginx's other methods choose as nginx does, so that a key goes to the server nginx's
+ * would send it to: `ip_hash` (the first three bytes of an IPv4 client address, the
+ * sixteen of an IPv6 one), `hash KEY` (CRC-32 of the key, Cache::Memcached's scheme), `hash
+ * KEY consistent` (ketama: 160 points a unit of weight on a ring, each the CRC-32 of the
+ * server as written, a NUL, its port and the previous point) and `random [two
+ * [least_conn]]`. An unavailable server makes them hash again, up to 20 times, then fall
+ * back to round-robin, as nginx's. They take no backup servers (nginx refuses them).
  *
  * A set is built once per generation and read by every thread; the live figures (requests
  * in flight, failures, the time a server comes back) are atomics.
@@ -37,6 +46,7 @@
 #include <sys/socket.h>
 
 #include "directive.h"
+#include "vars.h"
 
 #define UPSTREAM_NAME_MAX 64
 #define UPSTREAM_SERVERS_MAX 64
@@ -52,6 +62,8 @@ struct upstream_server {
     unsigned fail_timeout_ms;
     bool backup;
     bool down;             /* `down`: never chosen */
+    unsigned max_conns;    /* max_conns=N: in flight at most (0: no limit) */
+    char written[128];     /* the server directive's address as written (hash consistent) */
     unsigned line;
     /* Live */
     atomic_uint active;      /* requests in flight */
@@ -62,7 +74,23 @@ struct upstream_server {
     atomic_ullong answered, answer_us; /* heads received, and the time they took in all */
 };
 
-enum upstream_balance { UPSTREAM_ROUND_ROBIN, UPSTREAM_LEAST_CONN };
+enum upstream_balance { UPSTREAM_ROUND_ROBIN, UPSTREAM_LEAST_CONN, UPSTREAM_IP_HASH,
+                        UPSTREAM_HASH, UPSTREAM_RANDOM };
+
+/* A point of `hash ... consistent`'s ring. */
+struct upstream_point {
+    uint32_t hash;
+    uint16_t server; /* the index of a server written so (any of a resolved name's) */
+};
+
+/* A request's choice, across its attempts: the key it hashes, and where hashing is. */
+struct upstream_choice {
+    const unsigned char *key; /* ip_hash: the address's bytes; hash: the key expanded */
+    size_t key_len;
+    uint64_t hash;            /* ip_hash's and hash's running value; consistent: the point */
+    unsigned rehash, tries;
+    bool begun;
+};
 
 /* An idle connection to one of the servers, kept for the next request (`keepalive N`).
  * The proxy embeds it in its own connection state and hands down how to watch, claim and
@@ -77,6 +105,8 @@ struct upstream_idle {
     struct upstream_server *server; /* the server it is connected to */
     const void *home;               /* where it is registered (the proxy's thread group) */
     int64_t since_ms;               /* idle since */
+    int64_t born_ms;                /* connected then (keepalive_time) */
+    unsigned requests;              /* carried so far (keepalive_requests) */
     /* Start watching it: called under the list's lock once it is listed. NULL: none. */
     void (*watch)(struct upstream_idle *idle);
     /* Stop the watch and own it, or false if its event is being handled. NULL: always. */
@@ -90,7 +120,16 @@ struct upstream {
     struct upstream_server servers[UPSTREAM_SERVERS_MAX];
     unsigned n_servers;
     unsigned keepalive;            /* idle connections kept, 0: none */
+    unsigned keepalive_requests;   /* requests a kept connection carries at most (1000) */
+    unsigned keepalive_timeout_ms; /* idle longer: closed, not reused (60s) */
+    unsigned keepalive_time_ms;    /* a connection older: not kept again (1h) */
     enum upstream_balance balance;
+    bool hash_consistent;          /* `hash KEY consistent` */
+    bool random_two;               /* `random two`: the lighter of two random servers */
+    struct vars_value *hash_key;   /* `hash`'s KEY, compiled (the proxy expands it); owned */
+    struct upstream_point *points; /* consistent hashing's ring, sorted; owned */
+    unsigned n_points;
+    unsigned total_weight;         /* of the primaries */
     uint8_t schedule[UPSTREAM_SCHEDULE_MAX]; /* primaries, smooth weighted order */
     unsigned n_schedule;
     atomic_uint next;              /* the round-robin position */
@@ -114,10 +153,15 @@ int upstream_read(struct upstream *u, const struct conf_node *block, struct conf
 int upstream_from_host(struct upstream *u, const char *hostport, unsigned line, char *msg,
                        size_t len);
 
+/* Let go of what u owns (not u itself, nor its idle connections). */
+void upstream_release(struct upstream *u);
+
 /* A server for the next attempt, skipping those in tried (a bit per index); NULL when
  * none may be tried (every one out, down or tried). Counts it in flight: end the attempt
- * with upstream_done. */
-struct upstream_server *upstream_pick(struct upstream *u, int64_t now_ms, uint64_t tried);
+ * with upstream_done. ch: the request's choice (its key set, begun false before the
+ * first), for the hashing methods; NULL for the others. */
+struct upstream_server *upstream_pick(struct upstream *u, int64_t now_ms, uint64_t tried,
+                                      struct upstream_choice *ch);
 
 /* An attempt ended: failed (could not connect, timed out, a broken answer) or not. */
 void upstream_done(struct upstream *u, struct upstream_server *s, bool failed,

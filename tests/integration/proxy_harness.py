@@ -7,10 +7,14 @@ A configuration text names its ports with placeholders: {port0}, {port1}... are 
 proxy's own listen ports (picked free here), {up0}, {up1}... the upstream app's, {dead0},
 {dead1}... ports nothing listens on, and ROOT the test's document root.
 
-nginx is given, in every location with proxy_pass, what it needs to behave as lfhttpd's
-defaults (HTTP/1.1 to the upstream, no "Connection: close" unless the request's own,
-X-Forwarded-* and X-Real-IP, streaming without a temporary file, upgrades passed through),
-unless the location sets the same header itself.
+Both are given, in every location with proxy_pass, the lines of a typical site that
+keeps upstream connections and passes WebSocket upgrades (HTTP/1.1 to the upstream, a
+Connection field only when the client asks for an upgrade, its Upgrade then), and nginx
+what it needs to behave as lfhttpd's defaults (X-Forwarded-* and X-Real-IP, streaming
+without a temporary file), unless the location sets the same itself. A test of the
+defaults themselves (HTTP/1.0, `Connection: close`, no tunnel) sets
+`proxy_http_version 1.0;` or those fields in its location, or is started with
+site_lines=False: then both run the text as it is.
 """
 import json
 import os
@@ -107,9 +111,13 @@ NGINX_HTTP = r"""
     }
 """
 
-NGINX_LOCATION = {
+SITE_LOCATION = {
     "Connection": "$proxy_connection",
     "Upgrade": "$proxy_upgrade",
+}
+
+NGINX_LOCATION = {
+    **SITE_LOCATION,
     "X-Forwarded-For": "$proxy_add_x_forwarded_for",
     "X-Real-IP": "$remote_addr",
     "X-Forwarded-Proto": "$scheme",
@@ -117,16 +125,23 @@ NGINX_LOCATION = {
 }
 
 
-def for_nginx(text):
-    """text with nginx's extra lines after each proxy_pass (see the module's docstring)."""
+def for_nginx(text, fields=None):
+    """text with the extra lines after each proxy_pass (see the module's docstring):
+    nginx's, or with fields=SITE_LOCATION the site's that both are given."""
+    fields = NGINX_LOCATION if fields is None else fields
     out, pos = [], 0
     for m in re.finditer(r"proxy_pass\s+[^;]+;", text):
         start = text.rfind("{", 0, m.start())
         end = text.find("}", m.end())
         block = text[start:end]
-        lines = ["proxy_http_version 1.1;", "proxy_buffering off;"]
-        lines += [f'proxy_set_header {name} "{value}";' for name, value in NGINX_LOCATION.items()
-                  if not re.search(r"proxy_set_header\s+" + name + r"\s", block, re.I)]
+        lines = ([] if "proxy_http_version" in block else ["proxy_http_version 1.1;"])
+        lines += ["proxy_buffering off;"] if fields is NGINX_LOCATION else []
+        # (a text with proxy_set_header lines of its own at the top level gets no
+        # location's: they would stop every location inheriting those)
+        top_level = fields is SITE_LOCATION and re.search(r"^proxy_set_header", text, re.M)
+        lines += [f'proxy_set_header {name} "{value}";' for name, value in fields.items()
+                  if not top_level
+                  and not re.search(r"proxy_set_header\s+" + name + r"\s", block, re.I)]
         out.append(text[pos:m.end()] + "\n" + "".join(f"        {x}\n" for x in lines))
         pos = m.end()
     return "".join(out) + text[pos:]
@@ -163,14 +178,15 @@ class Proxy:
     reload(text), peak_rss_kib(), log(); stopped by PID."""
 
     def __init__(self, dirpath, text, upstream, docroot, threads=2, reloads=False,
-                 kind=UNDER_TEST):
+                 kind=UNDER_TEST, site_lines=True):
         self.kind = kind
+        self.site_lines = site_lines
         self.dir = str(dirpath)
         self.upstream, self.docroot, self.threads = upstream, str(docroot), threads
         self.dead = [free_port() for _ in range(4)]
         self.host = "127.0.0.1"
         if kind == "nginx":
-            self.impl = BigNginx(dirpath, None, NGINX_HTTP + self.fill(for_nginx(text)),
+            self.impl = BigNginx(dirpath, None, self.nginx_text(text),
                                  http=True, master=reloads)
             self.ports = self.impl.ports
         else:
@@ -185,10 +201,14 @@ class Proxy:
             text = text.replace("{dead%d}" % i, str(p))
         return text.replace("ROOT", self.docroot)
 
+    def nginx_text(self, text):
+        return NGINX_HTTP + self.fill(for_nginx(text) if self.site_lines else text)
+
     def lfhttpd_text(self, text):
         top = LFHTTPD_TOP.format(threads=self.threads, root=self.docroot,
                                  access=os.path.join(self.dir, "access.log"))
-        text = self.fill(text)
+        text = NGINX_HTTP + self.fill(for_nginx(text, SITE_LOCATION) if self.site_lines
+                                      else text)
         for i, p in enumerate(self.ports):
             text = text.replace("{port%d}" % i, str(p))
         return top + text
@@ -208,7 +228,7 @@ class Proxy:
         """Replace the configuration and SIGHUP; returns once the proxy said it reloaded."""
         if self.kind == "nginx":
             conf = os.path.join(self.impl.dir, "nginx.conf")
-            body = NGINX_HTTP + self.fill(for_nginx(text))
+            body = self.nginx_text(text)
             for i, p in enumerate(self.ports):
                 body = body.replace("{port%d}" % i, str(p))
             with open(conf, "w") as f:

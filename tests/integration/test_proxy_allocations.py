@@ -39,6 +39,7 @@ def start_proxied(start_server, tmp_path, top="", location=""):
                                    f"upstream up {{\n  server 127.0.0.1:{upstream.port};\n"
                                    "  keepalive 32;\n}\n"
                                    "server {\n  location / { proxy_pass http://up; "
+                                   "proxy_http_version 1.1; proxy_set_header Connection \"\"; "
                                    + location + " }\n}\n",
                          env={"LD_PRELOAD": lib, "LFHTTPD_ALLOC_COUNTER": str(counter)})
     return proxy, counter

@@ -27,6 +27,8 @@ any other path is echoed as JSON. Query parameters (all optional):
   _close            at=start: close without a byte; at=head: half a status line, close;
                     at=body: Content-Length 1000, 100 bytes, close
   _garbage          a status line that is not HTTP
+  _lf               a head whose lines end with a bare LF (as some older servers write),
+                    X-Lf: yes, and the body "lf" framed by Content-Length
   _twocl            two different Content-Length fields
   _clte             Content-Length and Transfer-Encoding: chunked together
   _bighead          kb=N: a header field of N KiB (20)
@@ -42,7 +44,9 @@ any other path is echoed as JSON. Query parameters (all optional):
   _noclen           no Content-Length: size=B bytes (100) then close (close-delimited)
   _info             codes=100,103 interim responses before the JSON echo
   _upgrade          101; with Upgrade: websocket and Sec-WebSocket-Key a WebSocket echo
-                    (frames unmasked and sent back), else the raw bytes echoed back
+                    (frames unmasked and sent back), else the raw bytes echoed back;
+                    without an Upgrade field 426 (as a WebSocket server answers), framed,
+                    with Upgrade: websocket
   _extra            a 5-byte body "first" followed in the same write by a second,
                     unrequested response (body "smuggled"): a proxy must not reuse it
   _late             an answer without a body (to HEAD, or status=204 or 304), then
@@ -291,6 +295,8 @@ async def respond(c, req, record):
         elif at == "body":
             await c.write(head_bytes(200, [("Content-Length", 1000)]) + b"b" * 100)
         return False
+    elif what == "_lf":
+        await c.write(b"HTTP/1.1 200 OK\nContent-Length: 2\nX-Lf: yes\n\nlf")
     elif what == "_garbage":
         await c.write(b"HTTP/1.1 2OO FINE\r\nContent-Length: 5\r\n\r\nhello")
     elif what == "_twocl":
@@ -382,7 +388,12 @@ async def bad_chunk(c, kind, wait, status, fields):
 
 async def upgrade(c, headers):
     key = header(headers, "sec-websocket-key")
-    proto = header(headers, "upgrade") or "echo"
+    proto = header(headers, "upgrade")
+    if not proto:
+        body = b"Upgrade Required\n"
+        await c.write(head_bytes(426, [("Upgrade", "websocket"), ("Content-Length", len(body)),
+                                       ("Connection", "close")], "Upgrade Required") + body)
+        return
     fields = [("Connection", "Upgrade"), ("Upgrade", proto)]
     if key and proto.lower() == "websocket":
         accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()

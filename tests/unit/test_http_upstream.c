@@ -186,12 +186,17 @@ TEST(field_line_without_colon_or_name_is_refused)
     CHECK_EQ_INT(status(OK "Bad(Name): 1\r\n\r\n"), HTTP_UPSTREAM_BAD_FIELD);
 }
 
-TEST(bare_lf_is_refused_anywhere)
+TEST(a_bare_lf_ends_a_line_as_nginx_takes_it)
 {
-    CHECK_EQ_INT(status("HTTP/1.1 200 OK\nContent-Length: 0\r\n\r\n"),
-                 HTTP_UPSTREAM_BAD_LINE_END);
-    CHECK_EQ_INT(status(OK "Content-Length: 0\n\r\n"), HTTP_UPSTREAM_BAD_LINE_END);
-    CHECK_EQ_INT(status(OK "Content-Length: 0\r\n\n"), HTTP_UPSTREAM_BAD_LINE_END);
+    struct http_response_head head;
+    const char *lf_only = "HTTP/1.1 200 OK\nContent-Length: 2\nX-A: 1\n\nok";
+    CHECK_EQ_INT(parse(lf_only, &head), (int)strlen(lf_only) - 2);
+    CHECK_EQ_INT((int)head.n_headers, 2);
+    CHECK_EQ_INT((int)head.headers[1].value.len, 1);
+    CHECK_EQ_INT((int)head.content_length, 2);
+    const char *mixed = "HTTP/1.1 200\nContent-Length: 0\r\n\n";
+    CHECK_EQ_INT(status(mixed), (int)strlen(mixed));
+    CHECK_EQ_INT(status(OK "Content-Length: 0\n\r\n"), (int)strlen(OK) + 20);
 }
 
 TEST(bare_cr_is_refused_in_an_ended_or_unfinished_line)
@@ -613,7 +618,7 @@ TEST(a_refusal_found_in_a_prefix_is_the_refusal_of_the_whole)
         "HTTP/1.1 200 OK\r\nX-A: 1\r2\r\n\r\n",   "HTTP/2.0 200 OK\r\n\r\n",
         "HTTP/1.1 2000 OK\r\n\r\n",              "HTTP/1.1 200 OK\r\nA : 1\r\n\r\n",
         "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
-        "HTTP/1.1 200 OK\nX: 1\r\n\r\n",
+        "HTTP/1.1 200 OK\nX: 1\r2\n\r\n",
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         size_t n = strlen(bad[k]);

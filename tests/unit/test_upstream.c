@@ -35,7 +35,7 @@ static unsigned port_of(const struct upstream_server *s)
 static void picks(unsigned *out, unsigned n)
 {
     for (unsigned i = 0; i < n; i++) {
-        struct upstream_server *s = upstream_pick(&up, 1000, 0);
+        struct upstream_server *s = upstream_pick(&up, 1000, 0, NULL);
         out[i] = s ? port_of(s) : 0;
         if (s)
             upstream_done(&up, s, false, 1000);
@@ -106,8 +106,8 @@ TEST(an_upstream_without_servers_is_refused)
 
 TEST(an_unknown_directive_in_an_upstream_is_refused)
 {
-    CHECK_EQ_INT(read_text("upstream a {\n server 127.0.0.1;\n ip_hash;\n}\n"), -1);
-    CHECK(strstr(err, "up.conf:3: upstream a: unknown directive \"ip_hash\""));
+    CHECK_EQ_INT(read_text("upstream a {\n server 127.0.0.1;\n sticky cookie srv;\n}\n"), -1);
+    CHECK(strstr(err, "up.conf:3: upstream a: unknown directive \"sticky\""));
 }
 
 TEST(round_robin_follows_the_smooth_weighted_order)
@@ -127,11 +127,11 @@ TEST(least_conn_picks_the_server_with_fewest_requests_in_flight)
 {
     CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1; server 127.0.0.1:2; least_conn; }\n"),
                  0);
-    struct upstream_server *first = upstream_pick(&up, 1000, 0);
-    struct upstream_server *second = upstream_pick(&up, 1000, 0);
+    struct upstream_server *first = upstream_pick(&up, 1000, 0, NULL);
+    struct upstream_server *second = upstream_pick(&up, 1000, 0, NULL);
     CHECK(first != second); /* one in flight on the first: the other is lighter */
     upstream_done(&up, first, false, 1000);
-    struct upstream_server *third = upstream_pick(&up, 1000, 0);
+    struct upstream_server *third = upstream_pick(&up, 1000, 0, NULL);
     CHECK(third == first); /* the second still carries one */
     upstream_done(&up, second, false, 1000);
     upstream_done(&up, third, false, 1000);
@@ -145,7 +145,7 @@ TEST(least_conn_weighs_the_load)
     unsigned on1 = 0;
     struct upstream_server *held[4];
     for (int i = 0; i < 4; i++) { /* none ends: 3 go to the server of weight 3 */
-        held[i] = upstream_pick(&up, 1000, 0);
+        held[i] = upstream_pick(&up, 1000, 0, NULL);
         on1 += port_of(held[i]) == 1;
     }
     CHECK_EQ_INT(on1, 3);
@@ -180,7 +180,7 @@ TEST(after_fail_timeout_one_attempt_tries_the_server_again)
     /* At 2500 the first attempt that reaches it tries it; the one after does not. */
     struct upstream_server *x = NULL, *y = NULL;
     for (int i = 0; i < 4 && !x; i++) {
-        struct upstream_server *s = upstream_pick(&up, 2500, 0);
+        struct upstream_server *s = upstream_pick(&up, 2500, 0, NULL);
         if (s == a)
             x = s;
         else
@@ -188,7 +188,7 @@ TEST(after_fail_timeout_one_attempt_tries_the_server_again)
     }
     CHECK(x == a);
     for (int i = 0; i < 4; i++) {
-        y = upstream_pick(&up, 2600, 0);
+        y = upstream_pick(&up, 2600, 0, NULL);
         CHECK(y != a); /* its trial is in flight */
         upstream_done(&up, y, false, 2600);
     }
@@ -204,7 +204,7 @@ TEST(backups_serve_only_when_every_primary_is_out)
     picks(p, 3);
     CHECK_EQ_INT(p[0], 1);
     CHECK_EQ_INT(p[2], 1);
-    upstream_done(&up, upstream_pick(&up, 1000, 0), true, 1000); /* the primary out */
+    upstream_done(&up, upstream_pick(&up, 1000, 0, NULL), true, 1000); /* the primary out */
     picks(p, 3);
     CHECK_EQ_INT(p[0], 9);
     CHECK_EQ_INT(p[1], 9);
@@ -213,9 +213,9 @@ TEST(backups_serve_only_when_every_primary_is_out)
 TEST(every_server_out_or_tried_gives_no_server)
 {
     CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1; server 127.0.0.1:2 down; }\n"), 0);
-    CHECK(upstream_pick(&up, 1000, 1u) == NULL); /* the first tried, the second down */
-    upstream_done(&up, upstream_pick(&up, 1000, 0), true, 1000);
-    CHECK(upstream_pick(&up, 1000, 0) == NULL);
+    CHECK(upstream_pick(&up, 1000, 1u, NULL) == NULL); /* the first tried, the second down */
+    upstream_done(&up, upstream_pick(&up, 1000, 0, NULL), true, 1000);
+    CHECK(upstream_pick(&up, 1000, 0, NULL) == NULL);
 }
 
 TEST(a_proxy_pass_host_is_a_set_of_its_own)
@@ -224,16 +224,16 @@ TEST(a_proxy_pass_host_is_a_set_of_its_own)
     CHECK_EQ_INT(upstream_from_host(&up, "127.0.0.1:8081", 7, msg, sizeof(msg)), 0);
     CHECK_EQ_INT(up.n_servers, 1);
     CHECK_EQ_INT(port_of(&up.servers[0]), 8081);
-    CHECK(upstream_pick(&up, 1000, 0) == &up.servers[0]);
+    CHECK(upstream_pick(&up, 1000, 0, NULL) == &up.servers[0]);
 }
 
 TEST(a_lone_server_is_never_taken_out)
 {
     CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1 max_fails=1; }\n"), 0);
-    struct upstream_server *s = upstream_pick(&up, 1000, 0);
+    struct upstream_server *s = upstream_pick(&up, 1000, 0, NULL);
     upstream_done(&up, s, true, 1000);
     CHECK(!upstream_server_out(s, 1001));
-    CHECK(upstream_pick(&up, 1001, 0) == s);
+    CHECK(upstream_pick(&up, 1001, 0, NULL) == s);
 }
 
 static unsigned closed;
