@@ -94,12 +94,13 @@ UPSTREAM = "upstream"     # the upstream's variant name (an lfhttpd instance, ne
 # header to the upstream, so that its keep-alive pool is used, the pool's connections not
 # closed after 1000 requests, and the forwarding fields lfhttpd sends by default, so that
 # both send the upstream the same request.
-NGINX_PROXY = ('proxy_http_version 1.1;\n            proxy_set_header Connection "";\n'
-               '            proxy_set_header X-Real-IP $remote_addr;\n'
+# Both: what makes nginx's (and, as nginx's, lfhttpd's) `keepalive` pool work at all.
+PROXY_KEEPALIVE = 'proxy_http_version 1.1;\n            proxy_set_header Connection "";'
+UPSTREAM_KEEPALIVE = "keepalive_requests 1000000;"
+NGINX_PROXY = ('proxy_set_header X-Real-IP $remote_addr;\n'
                '            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n'
                '            proxy_set_header X-Forwarded-Proto $scheme;\n'
                '            proxy_set_header X-Forwarded-Host $http_host;')
-NGINX_UPSTREAM = "keepalive_requests 1000000;"
 # The HTTPS variants: "tls" (the https_* load workloads) and "memtls" (https_idle, fresh
 # servers): lfhttpd and nginx with the settings of tls.conf.in (the same text in both)
 # and `ssl` on their listen lines, lighttpd and h2o with the same in their own terms
@@ -421,8 +422,8 @@ def sites_block(kind, port, template=SITES_TEMPLATE, upstream_port=None, rundir=
     values = {"LISTEN": "listen %s;" % address,
               "LISTEN_DEFAULT": "listen %s%s default_server;" % (address, options),
               "DOCROOT": DOCROOT, "UPSTREAM_PORT": str(upstream_port), "RUNDIR": str(rundir),
-              "NGINX_PROXY": NGINX_PROXY if kind == "nginx" else "",
-              "NGINX_UPSTREAM": NGINX_UPSTREAM if kind == "nginx" else ""}
+              "PROXY_KEEPALIVE": PROXY_KEEPALIVE, "UPSTREAM_KEEPALIVE": UPSTREAM_KEEPALIVE,
+              "NGINX_PROXY": NGINX_PROXY if kind == "nginx" else ""}
     text = "".join(lines)
     for k, v in values.items():
         text = text.replace("@%s@" % k, v)
