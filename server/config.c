@@ -838,6 +838,31 @@ static int note_nginx_only(void *base, const struct conf_node *n, void *ctx, cha
     return 0;
 }
 
+/* `large_client_header_buffers N SIZE` at the top level: the head is read into one buffer
+ * here, of max_header_size bytes: N times SIZE, within its bounds (nginx's limits of a
+ * request line and of each field to SIZE are not kept apart), said at -t. */
+static int set_large_header_buffers(void *base, const struct conf_node *n, void *ctx, char *msg,
+                                    size_t len)
+{
+    struct core_read *cr = ctx;
+    struct config *cfg = base;
+    uint64_t count, size;
+    if (config_parse_count(n->args[0], &count) < 0 || count == 0)
+        return snprintf(msg, len, "invalid number \"%s\"", n->args[0]), -1;
+    if (config_parse_size(n->args[1], &size) < 0 || size == 0)
+        return snprintf(msg, len, "invalid size \"%s\"", n->args[1]), -1;
+    uint64_t total = count > CONFIG_MAX_HEADER_SIZE / size ? CONFIG_MAX_HEADER_SIZE : count * size;
+    if (total < 256)
+        total = 256;
+    if (total > CONFIG_MAX_HEADER_SIZE)
+        total = CONFIG_MAX_HEADER_SIZE;
+    cfg->max_header_size = (size_t)total;
+    conf_notice(cr->r, n->line, "large_client_header_buffers: the request head is read into "
+                "one buffer here: max_header_size %zu (nginx limits the request line and each "
+                "field to %s apart)", cfg->max_header_size, n->args[1]);
+    return 0;
+}
+
 #define EVENTS CONF_EVENTS
 #define NOTE_EVENTS "nginx's event loop; lfhttpd's is epoll always, each thread taking " \
     "what is ready as Leader/Followers"
@@ -1468,6 +1493,27 @@ static const struct conf_directive core_directives[] = {
     {"gunzip_buffers", CONF_LIST, TOP | SITE | LOC, .min_args = 2, .max_args = 2,
      .set = note_nginx_only, .usage = "NUMBER SIZE",
      .doc = "Answers are not decompressed here (see `gunzip`)."},
+    {"large_client_header_buffers", CONF_LIST, TOP, .min_args = 2, .max_args = 2,
+     .set = set_large_header_buffers, .usage = "NUMBER SIZE", .dflt = "4 8k",
+     .doc = "The request head is read into one buffer of `max_header_size` bytes: NUMBER "
+            "times SIZE, at least 256 and at most 16k (nginx limits the request line and each "
+            "field line to SIZE apart; here their sum is bounded, said at `-t`)."},
+    {"large_client_header_buffers", CONF_LIST, SITE, .min_args = 2, .max_args = 2,
+     .set = note_nginx_only, .usage = "NUMBER SIZE", .dflt = "(the top level's)",
+     .doc = "The head's buffer is the whole server's (`max_header_size` at the top level)."},
+    {"client_header_buffer_size", CONF_SIZE, TOP | SITE, .set = note_nginx_only,
+     .usage = "SIZE", .doc = "The head is read into one buffer of `max_header_size` bytes "
+            "(see `large_client_header_buffers`): there is no first, smaller one."},
+    {"connection_pool_size", CONF_SIZE, TOP | SITE, .set = note_nginx_only, .usage = "SIZE",
+     .doc = "nginx's memory pools: a connection here is a fixed structure and its buffers "
+            "are the thread's."},
+    {"request_pool_size", CONF_SIZE, TOP | SITE, .set = note_nginx_only, .usage = "SIZE",
+     .doc = "nginx's memory pools: a request here is read and answered in the thread's own "
+            "buffers."},
+    {"open_log_file_cache", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = 4,
+     .set = note_nginx_only, .usage = "max=N [inactive=TIME] [min_uses=N] [valid=TIME] | off",
+     .doc = "A log file is opened when the configuration is loaded (start, reload) and "
+            "kept: there are no descriptors to cache."},
     {"types_hash_max_size", CONF_STRING, TOP | SITE | LOC, .set = note_nginx_only,
      .usage = "SIZE", .doc = "The type table grows as it needs; there is nothing to size."},
     {"types_hash_bucket_size", CONF_STRING, TOP | SITE | LOC, .set = note_nginx_only,

@@ -540,3 +540,54 @@ def test_gunzip_is_accepted_with_a_notice_that_answers_are_not_decompressed(tmp_
                                       "    location / { gunzip on; }\n}\n")
     assert r.returncode == 0, r.stderr
     assert f"{conf}:3: gunzip: accepted, not used: Answers are not decompressed" in r.stderr
+
+
+def head_status(port, field_bytes):
+    """The status of a GET whose one extra field line holds field_bytes bytes of value."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=scaled(5))
+    try:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * field_bytes +
+                  b"\r\nConnection: close\r\n\r\n")
+        data = b""
+        while b"\r\n" not in data:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        return int(data.split(b" ", 2)[1])
+    finally:
+        s.close()
+
+
+def test_large_client_header_buffers_bounds_the_request_head(tmp_path):
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "index.html").write_text("x\n")
+    srv = lfhttpd(tmp_path, f"""
+http {{
+    large_client_header_buffers 2 1k;
+    server {{
+        listen 127.0.0.1:{{port0}};
+        root {tmp_path / "www"};
+    }}
+}}
+""")
+    try:
+        assert head_status(srv.port, 1500) == 200
+        assert head_status(srv.port, 2100) == 431
+    finally:
+        srv.stop()
+
+
+def test_nginx_buffer_and_pool_sizes_are_accepted_with_a_notice(tmp_path):
+    r, conf = lfhttpd_check(tmp_path, """http {
+    connection_pool_size 512;
+    request_pool_size 4k;
+    client_header_buffer_size 1k;
+    open_log_file_cache max=1000 inactive=20s;
+    server { listen 127.0.0.1:0; }
+}
+""")
+    assert r.returncode == 0, r.stderr
+    for line, name in ((2, "connection_pool_size"), (3, "request_pool_size"),
+                       (4, "client_header_buffer_size"), (5, "open_log_file_cache")):
+        assert f"{conf}:{line}: {name}: accepted, not used" in r.stderr, r.stderr
