@@ -172,6 +172,7 @@ void resp_init(struct response *r)
     r->no_length = false;
     r->overflow = false;
     r->builtin_page = false;
+    r->drop = false;
     r->content_length = 0;
     r->n_segs = 0;
     r->head_len = 0;
@@ -342,6 +343,7 @@ void resp_start(struct response *r, int status)
     r->status = status;
     r->no_length = status < 200 || status == 204 || status == 304;
     r->builtin_page = false;
+    r->drop = false;
     r->overflow = false;
     r->content_length = 0;
     r->n_segs = 0;

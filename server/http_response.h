@@ -90,6 +90,7 @@ struct response {
     bool no_length;    /* 1xx, 204, 304: no Content-Length and no body */
     bool overflow;     /* a header or segment did not fit: finish turns this into a 500 */
     bool builtin_page; /* the body is resp_error's own page (until resp_start) */
+    bool drop;         /* nginx's 444: the connection is closed, nothing sent */
     uint64_t content_length;
 
     size_t head_len;
@@ -288,6 +289,18 @@ static inline bool resp_is_stream_head(const struct response *r)
     return r->stream_head;
 }
 /* Something did not fit (a header, a segment, memory): the response becomes a 500. */
+/* nginx's `return 444`: the request is logged with its status, and its connection is
+ * closed without a byte of answer. */
+static inline void resp_drop(struct response *r)
+{
+    r->drop = true;
+}
+
+static inline bool resp_is_drop(const struct response *r)
+{
+    return r->drop;
+}
+
 /* Is the body resp_error's own page (its type "text/html; charset=utf-8" the core's)? */
 static inline bool resp_is_builtin_page(const struct response *r)
 {

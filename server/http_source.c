@@ -151,6 +151,10 @@ bool http_save_input(struct conn *c, const char *p, size_t n)
 
 bool http_send(struct conn *c, struct response *resp, const char *rest, size_t rest_len)
 {
+    if (resp_is_drop(resp)) { /* return 444 */
+        conn_close(c);
+        return false;
+    }
     enum send_result sr = http_send_response(c, resp, !resp->head_only && !resp->no_length);
     if (sr == SEND_ERROR) {
         conn_close(c);

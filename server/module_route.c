@@ -1045,6 +1045,11 @@ static long redirect_args(const struct request *req, char *url, size_t n, size_t
 static void answer_return(struct request *req, struct response *resp)
 {
     int status = req->return_status;
+    if (status == 444) { /* nginx's: close the connection, answer nothing */
+        resp_start(resp, 444);
+        resp_drop(resp);
+        return;
+    }
     const struct vars_value *v = req->return_text;
     char buf[4096];
     long n = 0;

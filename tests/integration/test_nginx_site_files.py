@@ -591,3 +591,41 @@ def test_nginx_buffer_and_pool_sizes_are_accepted_with_a_notice(tmp_path):
     for line, name in ((2, "connection_pool_size"), (3, "request_pool_size"),
                        (4, "client_header_buffer_size"), (5, "open_log_file_cache")):
         assert f"{conf}:{line}: {name}: accepted, not used" in r.stderr, r.stderr
+
+
+def first_bytes(port, request):
+    """What the server sends back before it closes (b"" when it answers nothing)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=scaled(5))
+    try:
+        s.sendall(request)
+        data = b""
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                return data
+            data += chunk
+    except ConnectionResetError:
+        return data
+    finally:
+        s.close()
+
+
+def test_return_444_closes_the_connection_without_an_answer_as_nginx(tmp_path):
+    text = """
+server {
+    listen 127.0.0.1:{port0};
+    location / { return 444; }
+    location /if { if ($arg_drop) { return 444; } return 200 "kept\\n"; }
+}
+"""
+    theirs = Nginx(tmp_path / "nginx", None, text, http=True)
+    ours = lfhttpd(tmp_path, "http {\n" + text + "}\n")
+    try:
+        for port in (theirs.port, ours.port):
+            assert first_bytes(port, b"GET / HTTP/1.1\r\nHost: t\r\n\r\n") == b""
+            assert first_bytes(port, b"GET /if?drop=1 HTTP/1.1\r\nHost: t\r\n\r\n") == b""
+            kept = first_bytes(port, b"GET /if HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            assert kept.startswith(b"HTTP/1.1 200") and kept.endswith(b"kept\n")
+    finally:
+        theirs.stop()
+        ours.stop()
