@@ -363,12 +363,11 @@ static enum rewrite_result redirect(const struct rewrite_step *s, struct request
 
 /* The replacement becomes the path: its "?args" and the request's after them (unless it
  * ended with '?'), as nginx's. */
-static bool rewrite_path(const struct rewrite_step *s, struct request *req)
+static bool rewrite_path(const struct rewrite_step *s, struct request *req,
+                         const struct vars_source *src)
 {
-    struct vars_source src;
-    module_vars_source(req, &src);
     char buf[REQUEST_PATH_MAX + 8];
-    long n = vars_expand(s->replacement, &src, buf, sizeof(buf));
+    long n = vars_expand(s->replacement, src, buf, sizeof(buf));
     if (n <= 0)
         return false;
     size_t len = (size_t)n;
@@ -424,12 +423,11 @@ static bool file_test(enum cond_kind kind, const char *path)
 }
 
 /* 1 true, 0 false, -1 an error (a value too long, a regex over its limits). */
-static int test(const struct rewrite_cond *c, struct request *req)
+static int test(const struct rewrite_cond *c, struct request *req,
+                const struct vars_source *src)
 {
-    struct vars_source src;
-    module_vars_source(req, &src);
     char left[REQUEST_PATH_MAX];
-    long n = vars_expand(c->left, &src, left, sizeof(left));
+    long n = vars_expand(c->left, src, left, sizeof(left));
     if (n < 0)
         return -1;
     bool yes;
@@ -437,7 +435,7 @@ static int test(const struct rewrite_cond *c, struct request *req)
         yes = n > 0 && !(n == 1 && left[0] == '0');
     } else if (c->kind == COND_EQ) {
         char right[REQUEST_PATH_MAX];
-        long m = vars_expand(c->right, &src, right, sizeof(right));
+        long m = vars_expand(c->right, src, right, sizeof(right));
         if (m < 0)
             return -1;
         yes = m == n && memcmp(left, right, (size_t)n) == 0;
@@ -668,7 +666,8 @@ long rewrite_var(const struct vars_source *src, const char *name, size_t len, ch
 
 /* `set`: the value is expanded into the request's own bytes (a new value of a name takes
  * its place in the list; the old bytes stay until the request ends). False: no room. */
-static bool set_var(const struct rewrite_step *s, struct request *req)
+static bool set_var(const struct rewrite_step *s, struct request *req,
+                    const struct vars_source *src)
 {
     struct request_vars *rv = &req->vars;
     unsigned i = 0;
@@ -676,9 +675,7 @@ static bool set_var(const struct rewrite_step *s, struct request *req)
         i++;
     if (i == REQUEST_VARS_MAX)
         return false;
-    struct vars_source src;
-    module_vars_source(req, &src);
-    long n = vars_expand(s->replacement, &src, rv->buf + rv->used,
+    long n = vars_expand(s->replacement, src, rv->buf + rv->used,
                          sizeof(rv->buf) - rv->used);
     if (n < 0)
         return false;
@@ -691,12 +688,16 @@ static bool set_var(const struct rewrite_step *s, struct request *req)
     return true;
 }
 
+/* src: the request's variables, made once for the whole run (module_vars_source); its
+ * path is brought up to date before each statement, as a rewrite may have changed it. */
 static enum run_end run(const struct rewrite_prog *p, struct request *req, bool in_location,
                         int return_status, const struct vars_value *return_text,
-                        bool *changed)
+                        bool *changed, struct vars_source *src)
 {
     for (unsigned i = 0; i < p->n; i++) {
         const struct rewrite_step *s = &p->steps[i];
+        src->uri = req->path;
+        src->uri_len = req->path_len;
         if (s->op == OP_BREAK)
             return RUN_STOP;
         if (s->op == OP_RETURN) {
@@ -705,12 +706,12 @@ static enum run_end run(const struct rewrite_prog *p, struct request *req, bool 
             return RUN_RETURN;
         }
         if (s->op == OP_SET) {
-            if (!set_var(s, req))
+            if (!set_var(s, req, src))
                 return RUN_ERROR;
             continue;
         }
         if (s->op == OP_IF) {
-            int t = test(&s->cond, req);
+            int t = test(&s->cond, req, src);
             if (t < 0)
                 return RUN_ERROR;
             if (!t)
@@ -718,7 +719,7 @@ static enum run_end run(const struct rewrite_prog *p, struct request *req, bool 
             if (s->level) /* nginx's implicit location: its settings hold from now on */
                 req->level = s->level;
             enum run_end e = run(s->body, req, in_location, return_status, return_text,
-                                 changed);
+                                 changed, src);
             if (e != RUN_ON)
                 return e;
             continue;
@@ -734,7 +735,7 @@ static enum run_end run(const struct rewrite_prog *p, struct request *req, bool 
             redirect(s, req);
             return RUN_RETURN;
         }
-        if (!rewrite_path(s, req))
+        if (!rewrite_path(s, req, src))
             return RUN_ERROR;
         if (s->flag == FLAG_LAST)
             return in_location ? RUN_SEARCH : RUN_STOP;
@@ -750,7 +751,9 @@ enum rewrite_result rewrite_run(const struct rewrite_prog *p, struct request *re
                                 const struct vars_value *return_text)
 {
     bool changed = false;
-    switch (run(p, req, in_location, return_status, return_text, &changed)) {
+    struct vars_source src;
+    module_vars_source(req, &src);
+    switch (run(p, req, in_location, return_status, return_text, &changed, &src)) {
     case RUN_SEARCH: return REWRITE_SEARCH;
     case RUN_RETURN: return REWRITE_RETURN;
     case RUN_ERROR: return REWRITE_ERROR;
