@@ -141,13 +141,12 @@ struct request {
     /* Those of the `server_name ~RE` that chose the server: $N when the location has none,
      * $name when the location's regex has no such group. */
     struct regex_captures server_captures;
-    /* The values `set` gave, in the request's own bytes (rewrite.c): names point into the
-     * configuration, values into buf. */
+    /* The values `set` gave, in the request's own bytes (rewrite.c): each by its name's
+     * index (vars_declare), its value in buf. */
     struct request_vars {
         unsigned n, used;
         struct {
-            const char *name;
-            uint16_t off, len;
+            uint16_t user, off, len;
         } v[REQUEST_VARS_MAX];
         char buf[REQUEST_VARS_BYTES];
     } vars;

@@ -44,7 +44,7 @@ struct rewrite_step {
     int status;                 /* `return` in an `if`: its code */
     struct rewrite_cond cond;   /* `if` */
     struct rewrite_prog *body;  /* `if`: its block */
-    const char *name;           /* `set`: the variable, without '$' */
+    unsigned user;              /* `set`: the variable's index (vars_declare) */
     const struct conf_node *node;       /* `if`: its statement */
     const struct module_level *level;   /* `if` in a location: its block's settings, the
                                            request's while the condition holds (NULL in a
@@ -311,7 +311,11 @@ static int build(struct conf_reader *r, const struct conf_node *first, unsigned 
         } else if (id == CONFIG_ID_SET) {
             p->n++;
             st->op = OP_SET;
-            st->name = s->args[0] + 1; /* declared as the file was read: "$NAME" */
+            /* declared as the file was read ("$NAME"): its index again */
+            int user = vars_declare(s->args[0] + 1, strlen(s->args[0] + 1));
+            st->user = user < 0 ? 0 : (unsigned)user;
+            if (user < 0)
+                rc |= conf_error(r, s->line, "set: invalid variable \"%s\"", s->args[0]);
             rc |= compile_value(r, s->line, s->args[1], VARS_RAW, &st->replacement);
         } else if (id == CONFIG_ID_IF) {
             p->n++;
@@ -471,6 +475,7 @@ struct map_entry {
 struct rewrite_map {
     struct rewrite_map *next;
     char *name; /* $NAME without '$' */
+    unsigned user; /* its index (vars_declare) */
     struct vars_value *source;
     struct vars_value *dflt; /* NULL: "" */
     bool hostnames;
@@ -515,6 +520,10 @@ static int read_map(struct conf_reader *r, const struct conf_node *n, struct rew
     if (n->args[1][0] != '$')
         return conf_error(r, n->line, "map: \"%s\" is not a variable", n->args[1]);
     m->name = strdup(n->args[1] + 1);
+    int user = vars_declare(n->args[1] + 1, strlen(n->args[1] + 1));
+    if (user < 0)
+        return conf_error(r, n->line, "map: invalid variable \"%s\"", n->args[1]);
+    m->user = (unsigned)user;
     unsigned count = 0;
     for (const struct conf_node *s = n->children; s; s = s->next)
         count++;
@@ -646,20 +655,19 @@ static long map_value(const struct rewrite_map *m, const struct vars_source *out
     return w;
 }
 
-long rewrite_var(const struct vars_source *src, const char *name, size_t len, char *out,
-                 size_t cap)
+long rewrite_var(const struct vars_source *src, unsigned user, char *out, size_t cap)
 {
     const struct request *req = src->user_vars;
     const struct request_vars *rv = &req->vars;
     for (unsigned i = 0; i < rv->n; i++)
-        if (strncasecmp(rv->v[i].name, name, len) == 0 && rv->v[i].name[len] == '\0') {
+        if (rv->v[i].user == user) {
             if (rv->v[i].len >= cap)
                 return -1;
             memcpy(out, rv->buf + rv->v[i].off, rv->v[i].len);
             return rv->v[i].len;
         }
     for (const struct rewrite_map *m = req->chain ? req->chain->maps : NULL; m; m = m->next)
-        if (strncasecmp(m->name, name, len) == 0 && m->name[len] == '\0')
+        if (m->user == user)
             return map_value(m, src, out, cap);
     return 0;
 }
@@ -671,7 +679,7 @@ static bool set_var(const struct rewrite_step *s, struct request *req,
 {
     struct request_vars *rv = &req->vars;
     unsigned i = 0;
-    while (i < rv->n && strcasecmp(rv->v[i].name, s->name) != 0)
+    while (i < rv->n && rv->v[i].user != s->user)
         i++;
     if (i == REQUEST_VARS_MAX)
         return false;
@@ -679,7 +687,7 @@ static bool set_var(const struct rewrite_step *s, struct request *req,
                          sizeof(rv->buf) - rv->used);
     if (n < 0)
         return false;
-    rv->v[i].name = s->name;
+    rv->v[i].user = (uint16_t)s->user;
     rv->v[i].off = (uint16_t)rv->used;
     rv->v[i].len = (uint16_t)n;
     rv->used += (unsigned)n;

@@ -192,6 +192,7 @@ void vars_dump(FILE *out)
 struct vars_part {
     enum var_id id;
     uint32_t off, len; /* in text: a literal's bytes, or a family member's name */
+    uint32_t user;     /* VAR_USER: the name's index (vars_declare) */
 };
 
 struct vars_value {
@@ -232,12 +233,13 @@ static char *user_names[USER_NAMES_MAX];
 static unsigned n_user_names;
 static pthread_mutex_t user_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static bool user_listed(const char *name, size_t len)
+/* The index of name[0, len) among the declared names, or -1. */
+static int user_index(const char *name, size_t len)
 {
     for (unsigned i = 0; i < n_user_names; i++)
         if (strlen(user_names[i]) == len && strncasecmp(user_names[i], name, len) == 0)
-            return true;
-    return false;
+            return (int)i;
+    return -1;
 }
 
 int vars_declare(const char *name, size_t len)
@@ -249,25 +251,25 @@ int vars_declare(const char *name, size_t len)
     for (size_t i = 0; i < len; i++)
         if (!name_char(name[i]))
             return -1;
-    int rc = 0;
     pthread_mutex_lock(&user_lock);
-    if (!user_listed(name, len)) {
+    int rc = user_index(name, len);
+    if (rc < 0) {
         char *copy = n_user_names < USER_NAMES_MAX ? strndup(name, len) : NULL;
-        if (copy)
+        if (copy) {
+            rc = (int)n_user_names;
             user_names[n_user_names++] = copy;
-        else
-            rc = -1;
+        }
     }
     pthread_mutex_unlock(&user_lock);
     return rc;
 }
 
-static bool user_known(const char *name, size_t len)
+static int user_known(const char *name, size_t len)
 {
     pthread_mutex_lock(&user_lock);
-    bool known = user_listed(name, len);
+    int i = user_index(name, len);
     pthread_mutex_unlock(&user_lock);
-    return known;
+    return i;
 }
 
 /* A variable as read from the text: which, the bytes it took, and a family member's
@@ -277,6 +279,7 @@ struct var_ref {
     size_t used;
     const char *arg;
     size_t arg_len;
+    unsigned user; /* VAR_USER: the name's index */
 };
 
 /* Read the variable at s ("$name" or "${name}"). */
@@ -289,7 +292,7 @@ static int read_variable(const char *s, struct var_ref *ref, char *msg, size_t l
         if (braced && name[1] != '}')
             return snprintf(msg, len, "the closing bracket in \"%c\" variable is missing",
                             name[0]), -1;
-        *ref = (struct var_ref){VAR_CAPTURE, 2 + 2 * braced, name, 1};
+        *ref = (struct var_ref){VAR_CAPTURE, 2 + 2 * braced, name, 1, 0};
         return 0;
     }
     while (name_char(name[n]))
@@ -299,8 +302,9 @@ static int read_variable(const char *s, struct var_ref *ref, char *msg, size_t l
     if (braced && name[n] != '}')
         return snprintf(msg, len, "the closing bracket in \"%.*s\" variable is missing",
                         (int)n, name), -1;
-    if (var_lookup(name, n, &ref->id, &arg_at) < 0 && user_known(name, n))
-        ref->id = VAR_USER, arg_at = 0;
+    int user = -1;
+    if (var_lookup(name, n, &ref->id, &arg_at) < 0 && (user = user_known(name, n)) >= 0)
+        ref->id = VAR_USER, arg_at = 0, ref->user = (unsigned)user;
     else if (var_lookup(name, n, &ref->id, &arg_at) < 0 && regex_name_known(name, n))
         ref->id = VAR_CAPTURE_NAMED, arg_at = 0;
     else if (var_lookup(name, n, &ref->id, &arg_at) < 0)
@@ -326,7 +330,7 @@ static bool is_control(unsigned char c)
 static void add_literal(struct vars_value *v, uint32_t off, uint32_t len)
 {
     if (len > 0)
-        v->parts[v->n_parts++] = (struct vars_part){VAR_LITERAL, off, len};
+        v->parts[v->n_parts++] = (struct vars_part){VAR_LITERAL, off, len, 0};
 }
 
 int vars_compile(const char *text, enum vars_context ctx, struct vars_value **out, char *msg,
@@ -364,7 +368,8 @@ int vars_compile(const char *text, enum vars_context ctx, struct vars_value **ou
         /* A family member's name goes into text too (never longer than the variable
          * itself): lowercased (but a group's name, which PCRE2 compares with case), and for
          * $http_NAME with '-' for '_', as header names. */
-        v->parts[v->n_parts++] = (struct vars_part){ref.id, (uint32_t)t, (uint32_t)ref.arg_len};
+        v->parts[v->n_parts++] = (struct vars_part){ref.id, (uint32_t)t, (uint32_t)ref.arg_len,
+                                                    ref.id == VAR_USER ? ref.user : 0};
         for (size_t k = 0; k < ref.arg_len; k++) {
             char c = ref.arg[k];
             if (ref.id != VAR_CAPTURE_NAMED && c >= 'A' && c <= 'Z')
@@ -818,15 +823,15 @@ static struct http_slice log_var_of(enum var_id id, const struct vars_source *sr
 struct part_name {
     const char *p;
     size_t len;
+    unsigned user; /* VAR_USER: the name's index (vars_declare) */
 };
 
 /* A `set` or `map` variable: its value written here first (a map's is made when read). */
-__attribute__((noinline)) static void put_user(struct sink *s, const char *name, size_t len,
+__attribute__((noinline)) static void put_user(struct sink *s, unsigned user,
                                                const struct vars_source *src, bool esc)
 {
     char value[2048];
-    long n = src->user_var ? src->user_var(src, name, len, value, sizeof(value))
-                           : 0;
+    long n = src->user_var ? src->user_var(src, user, value, sizeof(value)) : 0;
     if (n < 0)
         s->failed = true;
     else if (n > 0)
@@ -959,7 +964,7 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
         }
         break;
     case VAR_USER:
-        put_user(s, nm.p, nm.len, src, esc);
+        put_user(s, nm.user, src, esc);
         return;
     case VAR_DOCUMENT_ROOT: put_path(s, VARS_DOCUMENT_ROOT, src, esc); return;
     case VAR_REALPATH_ROOT: put_path(s, VARS_REALPATH_ROOT, src, esc); return;
@@ -983,7 +988,7 @@ long vars_expand(const struct vars_value *v, const struct vars_source *src, char
             continue;
         }
         size_t before = s.n;
-        put_variable(&s, p->id, (struct part_name){v->text + p->off, p->len}, src, esc);
+        put_variable(&s, p->id, (struct part_name){v->text + p->off, p->len, p->user}, src, esc);
         /* nginx's log writes a value that is not there as "-" (but not in JSON) */
         if (s.n == before && (v->ctx == VARS_LOG_DEFAULT || v->ctx == VARS_LOG_NONE))
             put(&s, "-", 1, false, false);
