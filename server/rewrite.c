@@ -470,6 +470,8 @@ struct map_entry {
     size_t len;
     struct regex re;
     struct vars_value *value;
+    const char *constant; /* the value's text when it has no variable (vars_constant): */
+    size_t constant_len;  /* copied as it is, and a regex key's groups are not kept */
 };
 
 struct rewrite_map {
@@ -478,6 +480,8 @@ struct rewrite_map {
     unsigned user; /* its index (vars_declare) */
     struct vars_value *source;
     struct vars_value *dflt; /* NULL: "" */
+    const char *dflt_constant; /* its text when it has no variable */
+    size_t dflt_constant_len;
     bool hostnames;
     unsigned n;
     struct map_entry *entries;
@@ -512,7 +516,10 @@ static int read_map_entry(struct conf_reader *r, struct rewrite_map *m,
             return conf_error(r, s->line, "out of memory");
     }
     m->n++;
-    return compile_value(r, s->line, s->args[0], VARS_RAW, &e->value);
+    if (compile_value(r, s->line, s->args[0], VARS_RAW, &e->value) < 0)
+        return -1;
+    e->constant = vars_constant(e->value, &e->constant_len);
+    return 0;
 }
 
 static int read_map(struct conf_reader *r, const struct conf_node *n, struct rewrite_map *m)
@@ -545,7 +552,10 @@ static int read_map(struct conf_reader *r, const struct conf_node *n, struct rew
             rc |= conf_error(r, s->line, "map: \"%s\": a KEY and its VALUE", s->name);
         } else if (strcmp(s->name, "default") == 0) {
             vars_free(m->dflt);
+            m->dflt_constant = NULL;
             rc |= compile_value(r, s->line, s->args[0], VARS_RAW, &m->dflt);
+            if (m->dflt)
+                m->dflt_constant = vars_constant(m->dflt, &m->dflt_constant_len);
         } else {
             rc |= read_map_entry(r, m, s);
         }
@@ -623,9 +633,19 @@ static const struct map_entry *map_find(const struct rewrite_map *m, const char 
         return lead ? lead : trail;
     for (unsigned i = 0; i < m->n; i++)
         if (m->entries[i].kind == MAP_REGEX &&
-            regex_match(&m->entries[i].re, key, len, caps, NULL, 0) == REGEX_MATCH)
+            regex_match(&m->entries[i].re, key, len, m->entries[i].constant ? NULL : caps,
+                        NULL, 0) == REGEX_MATCH)
             return &m->entries[i];
     return NULL;
+}
+
+/* A value without variables, copied into out as vars_expand would write it. */
+static long put_constant(const char *text, size_t len, char *out, size_t cap)
+{
+    if (len >= cap)
+        return -1;
+    memcpy(out, text, len + 1);
+    return (long)len;
 }
 
 /* A map's value, made when read: its source expanded on the stack, looked up, the value
@@ -639,18 +659,28 @@ static long map_value(const struct rewrite_map *m, const struct vars_source *out
     if (depth > 8)
         return 0;
     depth++;
-    struct vars_source src = *outer;
     char key[2048];
-    long n = vars_expand(m->source, &src, key, sizeof(key));
+    long n = vars_expand(m->source, outer, key, sizeof(key));
     size_t len = n > 0 ? (size_t)n : 0;
     if (m->hostnames && len && key[len - 1] == '.')
         len--;
-    struct regex_captures caps = {0};
+    struct regex_captures caps;
+    caps.n = 0;
     const struct map_entry *e = n >= 0 ? map_find(m, key, len, &caps) : NULL;
-    const struct vars_value *v = e ? e->value : m->dflt;
-    if (e && e->kind == MAP_REGEX)
+    long w = 0;
+    if (e && e->constant) {
+        w = put_constant(e->constant, e->constant_len, out, cap);
+    } else if (e && e->kind == MAP_REGEX) { /* its groups are the value's $1.. */
+        struct vars_source src = *outer;
         src.captures = &caps;
-    long w = v ? vars_expand(v, &src, out, cap) : 0;
+        w = vars_expand(e->value, &src, out, cap);
+    } else if (e) {
+        w = vars_expand(e->value, outer, out, cap);
+    } else if (m->dflt_constant) {
+        w = put_constant(m->dflt_constant, m->dflt_constant_len, out, cap);
+    } else if (m->dflt) {
+        w = vars_expand(m->dflt, outer, out, cap);
+    }
     depth--;
     return w;
 }

@@ -399,6 +399,14 @@ bool vars_is_constant(const struct vars_value *v)
     return true;
 }
 
+const char *vars_constant(const struct vars_value *v, size_t *len)
+{
+    if (!vars_is_constant(v))
+        return NULL;
+    *len = v->n_parts ? v->parts[0].len : 0; /* one literal at most: they are merged */
+    return v->text;
+}
+
 /* --- expanding ---------------------------------------------------------------------------- */
 
 /* Where the bytes go: out[0..cap), n used so far; failed once something did not fit. */

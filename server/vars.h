@@ -183,6 +183,10 @@ const char *vars_request_id(char *id);
 /* Does the value use any variable? (If not, it expands to the same text every time.) */
 bool vars_is_constant(const struct vars_value *v);
 
+/* The text a value without variables expands to (in any context: only what a variable
+ * brings is escaped), NUL-ended, its length in *len; NULL when it has a variable. */
+const char *vars_constant(const struct vars_value *v, size_t *len);
+
 /* Expand v for src into out (capacity cap, NUL written). Returns the length, or -1 if the
  * result (with its NUL) does not fit: nothing longer than cap is ever written. */
 long vars_expand(const struct vars_value *v, const struct vars_source *src, char *out,
