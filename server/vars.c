@@ -229,6 +229,7 @@ static int var_lookup(const char *name, size_t len, enum var_id *id, size_t *arg
 /* The names `set` declares, process-wide as nginx's (known once any block sets them, and
  * across reloads): a name is added once and never removed. */
 #define USER_NAMES_MAX 256
+#define USER_VALUE_MAX 2048 /* the longest value of one, with its NUL */
 static char *user_names[USER_NAMES_MAX];
 static unsigned n_user_names;
 static pthread_mutex_t user_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -838,7 +839,7 @@ struct part_name {
 __attribute__((noinline)) static void put_user(struct sink *s, unsigned user,
                                                const struct vars_source *src, bool esc)
 {
-    char value[2048];
+    char value[USER_VALUE_MAX];
     long n = src->user_var ? src->user_var(src, user, value, sizeof(value)) : 0;
     if (n < 0)
         s->failed = true;
@@ -982,11 +983,25 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     put(s, v.p, v.len, esc, false);
 }
 
+/* A value that is one `set` or `map` variable and nothing else, unescaped (`if ($x)`, an
+ * access log's if=$x): the variable's value straight into out, without the copy put_user
+ * makes (and within the same bound). */
+static long expand_user(const struct vars_value *v, const struct vars_source *src, char *out,
+                        size_t cap)
+{
+    size_t room = cap < USER_VALUE_MAX ? cap : USER_VALUE_MAX;
+    long n = src->user_var ? src->user_var(src, v->parts[0].user, out, room) : 0;
+    out[n < 0 ? 0 : n] = '\0';
+    return n;
+}
+
 long vars_expand(const struct vars_value *v, const struct vars_source *src, char *out,
                  size_t cap)
 {
     if (cap == 0)
         return -1;
+    if (v->n_parts == 1 && v->parts[0].id == VAR_USER && v->ctx == VARS_RAW)
+        return expand_user(v, src, out, cap);
     struct sink s = {out, cap, 0, false, v->ctx};
     bool esc = v->ctx == VARS_HEADER || is_log(v->ctx);
     for (unsigned i = 0; i < v->n_parts && !s.failed; i++) {
