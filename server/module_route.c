@@ -273,6 +273,17 @@ static bool value_file(struct request *req)
     return true;
 }
 
+/* Does p[0, len) hold "//"? From one '/' to the next: glibc's memmem prepares a search
+ * that costs more than this on a path, which has few slashes. */
+static bool has_double_slash(const char *p, size_t len)
+{
+    const char *end = p + len;
+    for (const char *s = p; s + 1 < end && (s = memchr(s, '/', (size_t)(end - s - 1))); s++)
+        if (s[1] == '/')
+            return true;
+    return false;
+}
+
 /* The file the request's block names, for the handler to open beneath req->root_fd:
  * the path itself under a root without variables, else alias_file's or value_file's.
  * False: none (404). */
@@ -288,7 +299,7 @@ static bool level_file(struct request *req)
     /* A path a rewrite made with "//" ("$1/index.html" of "/"): the file is what the
      * kernel reads, one '/' of each run, as for nginx; $uri keeps it as it is. */
     if (req->file_room && req->path_len < REQUEST_FILE_MAX &&
-        memmem(req->path, req->path_len, "//", 2)) {
+        has_double_slash(req->path, req->path_len)) {
         memcpy(req->file_room, req->path, req->path_len);
         req->file = req->file_room;
         req->file_len = merge_slashes(req->file_room, req->path_len);
