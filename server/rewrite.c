@@ -4,6 +4,8 @@
  */
 #include "rewrite.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -464,6 +466,8 @@ static int test(const struct rewrite_cond *c, struct request *req,
 
 enum map_kind { MAP_EXACT, MAP_LEADING, MAP_TRAILING, MAP_REGEX };
 
+#define MAP_MEMO_MIN_KEYS 16 /* a map with this many keys remembers its answers (below) */
+
 struct map_entry {
     enum map_kind kind;
     char *key; /* exact: the key; leading: ".example.com"; trailing: "www.example." */
@@ -483,6 +487,8 @@ struct rewrite_map {
     const char *dflt_constant; /* its text when it has no variable */
     size_t dflt_constant_len;
     bool hostnames;
+    bool memo; /* its answers are worth remembering (map_memo_find): it has a regex key, or
+                  many keys */
     unsigned n;
     struct map_entry *entries;
 };
@@ -560,6 +566,9 @@ static int read_map(struct conf_reader *r, const struct conf_node *n, struct rew
             rc |= read_map_entry(r, m, s);
         }
     }
+    for (unsigned i = 0; i < m->n; i++)
+        m->memo |= m->entries[i].kind == MAP_REGEX;
+    m->memo |= m->n >= MAP_MEMO_MIN_KEYS;
     return rc;
 }
 
@@ -639,6 +648,76 @@ static const struct map_entry *map_find(const struct rewrite_map *m, const char 
     return NULL;
 }
 
+/* --- the map memo --------------------------------------------------------------------------
+ *
+ * A map's search costs a PCRE2 match for each regex key it tries (a few hundred
+ * instructions each) and a comparison for each key before them. A thread remembers its
+ * last answers: (build, map, key) -> entry, in a small direct-mapped table of its own, as
+ * the location memo of module_route.c, so that a key seen again (a status, a method, a
+ * host) costs a hash and a comparison. Only maps with a regex key or many keys use it;
+ * keys longer than a slot, and regex answers whose value reads the key's groups (which a
+ * search makes), are not remembered. The build's id is never reused, so an answer of an
+ * older configuration is never taken for a newer one's. Allocated on a thread's first use
+ * and freed when the thread ends. */
+#define MAP_MEMO_SLOTS 64
+#define MAP_MEMO_KEY 48
+
+struct map_memo_slot {
+    uint64_t build;
+    const struct rewrite_map *map;
+    const struct map_entry *entry; /* NULL: the default */
+    uint32_t len;
+    char key[MAP_MEMO_KEY];
+};
+
+static pthread_key_t map_memo_key;
+static pthread_once_t map_memo_once = PTHREAD_ONCE_INIT;
+static _Thread_local struct map_memo_slot *map_memo;
+
+static void map_memo_key_make(void)
+{
+    pthread_key_create(&map_memo_key, free);
+}
+
+/* The slot of (build, m, key): its answer in *e when it holds them (true), else the slot
+ * to remember the answer in (NULL: not remembered). */
+static bool map_memo_find(uint64_t build, const struct rewrite_map *m, const char *key,
+                          size_t len, const struct map_entry **e, struct map_memo_slot **slot)
+{
+    *slot = NULL;
+    if (!m->memo || len > MAP_MEMO_KEY)
+        return false;
+    if (!map_memo) {
+        pthread_once(&map_memo_once, map_memo_key_make);
+        map_memo = calloc(MAP_MEMO_SLOTS, sizeof(*map_memo));
+        if (!map_memo)
+            return false;
+        pthread_setspecific(map_memo_key, map_memo);
+    }
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)key[i]) * 16777619u;
+    struct map_memo_slot *s = &map_memo[(h ^ (uint32_t)(uintptr_t)m) % MAP_MEMO_SLOTS];
+    if (s->build == build && s->map == m && s->len == len && memcmp(s->key, key, len) == 0) {
+        *e = s->entry;
+        return true;
+    }
+    *slot = s;
+    return false;
+}
+
+static void map_memo_keep(struct map_memo_slot *s, uint64_t build, const struct rewrite_map *m,
+                          const char *key, size_t len, const struct map_entry *e)
+{
+    if (!s || (e && e->kind == MAP_REGEX && !e->constant))
+        return; /* its value reads the groups a search makes */
+    s->build = build;
+    s->map = m;
+    s->entry = e;
+    s->len = (uint32_t)len;
+    memcpy(s->key, key, len);
+}
+
 /* A value without variables, copied into out as vars_expand would write it. */
 static long put_constant(const char *text, size_t len, char *out, size_t cap)
 {
@@ -652,8 +731,8 @@ static long put_constant(const char *text, size_t len, char *out, size_t cap)
  * expanded (with a regex key's groups). Both see what the expansion that read the map
  * sees (outer): in an access log's if=, the answer's $status. A map read inside its own
  * making is empty. */
-static long map_value(const struct rewrite_map *m, const struct vars_source *outer, char *out,
-                      size_t cap)
+static long map_value(const struct rewrite_map *m, uint64_t build,
+                      const struct vars_source *outer, char *out, size_t cap)
 {
     static _Thread_local unsigned depth;
     if (depth > 8)
@@ -666,7 +745,12 @@ static long map_value(const struct rewrite_map *m, const struct vars_source *out
         len--;
     struct regex_captures caps;
     caps.n = 0;
-    const struct map_entry *e = n >= 0 ? map_find(m, key, len, &caps) : NULL;
+    const struct map_entry *e = NULL;
+    struct map_memo_slot *slot = NULL;
+    if (n >= 0 && !map_memo_find(build, m, key, len, &e, &slot)) {
+        e = map_find(m, key, len, &caps);
+        map_memo_keep(slot, build, m, key, len, e);
+    }
     long w = 0;
     if (e && e->constant) {
         w = put_constant(e->constant, e->constant_len, out, cap);
@@ -698,7 +782,7 @@ long rewrite_var(const struct vars_source *src, unsigned user, char *out, size_t
         }
     for (const struct rewrite_map *m = req->chain ? req->chain->maps : NULL; m; m = m->next)
         if (m->user == user)
-            return map_value(m, src, out, cap);
+            return map_value(m, req->chain->id, src, out, cap);
     return 0;
 }
 
