@@ -468,13 +468,16 @@ static void put(struct sink *s, const char *p, size_t len, bool escape, bool low
         return; /* p may be NULL then: an empty slice */
     if (escape && is_log(s->ctx))
         return put_log(s, p, len, lower);
-    if (!escape && !lower && !s->failed) { /* raw bytes: one copy */
+    if (!escape && !s->failed) { /* raw bytes: one copy (lowercased after, if asked) */
         if (s->cap - s->n < len + 1) {
             s->failed = true;
             return;
         }
-        memcpy(s->out + s->n, p, len);
+        char *o = s->out + s->n;
+        memcpy(o, p, len);
         s->n += len;
+        for (size_t i = 0; lower && i < len; i++)
+            o[i] = (char)(o[i] >= 'A' && o[i] <= 'Z' ? o[i] + 32 : o[i]);
         return;
     }
     for (size_t i = 0; i < len && !s->failed; i++) {
@@ -904,7 +907,11 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
         }
         break;
     case VAR_ARGS: v = src->args ? *src->args : h ? h->query : v; break;
-    case VAR_HOST: put(s, host_of(src).p, host_of(src).len, esc, true); return;
+    case VAR_HOST: {
+        struct http_slice host = host_of(src);
+        put(s, host.p, host.len, esc, true);
+        return;
+    }
     case VAR_SCHEME:
         v = src->https ? (struct http_slice){"https", 5} : (struct http_slice){"http", 4};
         break;
