@@ -160,9 +160,24 @@ static bool file_exists(const struct module_chain *c, const struct request *req,
     return ok;
 }
 
+/* Does p[0, len) hold "//"? From one '/' to the next: glibc's memmem prepares a search
+ * that costs more than this on a path, which has few slashes. */
+static bool has_double_slash(const char *p, size_t len)
+{
+    const char *end = p + len;
+    for (const char *s = p; s + 1 < end && (s = memchr(s, '/', (size_t)(end - s - 1))); s++)
+        if (s[1] == '/')
+            return true;
+    return false;
+}
+
 /* Runs of '/' in p[0..n) made one, in place; returns the new length (p NUL-terminated). */
 static size_t merge_slashes(char *p, size_t n)
 {
+    if (!has_double_slash(p, n)) { /* the common case: nothing to move */
+        p[n] = '\0';
+        return n;
+    }
     size_t w = 0;
     for (size_t i = 0; i < n; i++)
         if (p[i] != '/' || w == 0 || p[w - 1] != '/')
@@ -177,13 +192,14 @@ static bool clean_path(const char *p, size_t n)
 {
     if (n == 0 || p[0] != '/' || memchr(p, '\0', n))
         return false;
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] != '/' || i + 1 >= n || p[i + 1] != '.')
+    const char *end = p + n;
+    for (const char *s = p; (s = memchr(s, '/', (size_t)(end - s))); s++) { /* each '/' */
+        if (s + 1 >= end || s[1] != '.')
             continue;
-        size_t k = i + 2;
-        if (k < n && p[k] == '.')
+        const char *k = s + 2;
+        if (k < end && *k == '.')
             k++;
-        if (k == n || p[k] == '/')
+        if (k == end || *k == '/')
             return false;
     }
     return true;
@@ -271,17 +287,6 @@ static bool value_file(struct request *req)
     req->file = file;
     req->file_len = fl;
     return true;
-}
-
-/* Does p[0, len) hold "//"? From one '/' to the next: glibc's memmem prepares a search
- * that costs more than this on a path, which has few slashes. */
-static bool has_double_slash(const char *p, size_t len)
-{
-    const char *end = p + len;
-    for (const char *s = p; s + 1 < end && (s = memchr(s, '/', (size_t)(end - s - 1))); s++)
-        if (s[1] == '/')
-            return true;
-    return false;
 }
 
 /* The file the request's block names, for the handler to open beneath req->root_fd:

@@ -399,3 +399,47 @@ def test_map_keys_of_one_memo_slot_keep_their_own_answers(memo):
     in the low six bits, whatever the map's address): the second replaces the first."""
     assert answers(memo, ["a1", "b8", "a1", "b8"]) == [
         "a-key nobody\n", "b-key nobody\n", "a-key nobody\n", "b-key nobody\n"]
+
+
+DOTS = r"""
+threads 1;
+error_log stderr debug;
+access_log off;
+shutdown_timeout 5s;
+server {{
+    listen 127.0.0.1:0;
+    root "{root}";
+    default_type text/plain;
+    location = /go {{
+        rewrite ^ /pub/$arg_p last;
+    }}
+    location = /try {{
+        try_files /pub/$arg_p /pub/fallback.txt;
+    }}
+    location /pub/ {{
+    }}
+}}
+"""
+
+
+@pytest.fixture
+def dots(start_server, docroot):
+    (docroot / "pub").mkdir()
+    (docroot / "pub" / "a.txt").write_text("pub a\n")
+    (docroot / "pub" / "fallback.txt").write_text("fallback\n")
+    (docroot / "secret.txt").write_text("secret\n")
+    return start_server(docroot, conf=DOTS.format(root=docroot))
+
+
+def test_rewrite_to_a_path_an_argument_gave_a_dot_segment_is_500(dots):
+    """A value expands to a path without dot segments or it is refused (rewrite.h: "not
+    clean"), where nginx would hand "/pub/../secret.txt" to the file system as it is."""
+    assert get(dots, "/go?p=a.txt")[2] == "pub a\n"
+    assert get(dots, "/go?p=../secret.txt")[0] == 500
+    assert get(dots, "/go?p=x/..")[0] == 500
+
+
+def test_try_files_candidate_an_argument_gave_a_dot_segment_is_passed_over(dots):
+    assert get(dots, "/try?p=a.txt")[2] == "pub a\n"
+    assert get(dots, "/try?p=../secret.txt")[2] == "fallback\n"
+    assert get(dots, "/try?p=x/..")[2] == "fallback\n"
