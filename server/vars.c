@@ -542,6 +542,13 @@ static size_t remote_addr_of(const struct sockaddr *sa, char *tmp, size_t cap)
  * Numbers are written for every logged request: printf's cost is not needed here. */
 static size_t decimal(char *tmp, size_t cap, uint64_t v, unsigned width)
 {
+    if (width == 3 && v < 1000 && cap > 3) { /* a status: three digits, every line */
+        tmp[0] = (char)('0' + v / 100);
+        tmp[1] = (char)('0' + v / 10 % 10);
+        tmp[2] = (char)('0' + v % 10);
+        tmp[3] = '\0';
+        return 3;
+    }
     char d[20];
     unsigned n = 0;
     do {
@@ -1009,6 +1016,16 @@ long vars_expand(const struct vars_value *v, const struct vars_source *src, char
         return -1;
     if (v->n_parts == 1 && v->parts[0].id == VAR_USER && v->ctx == VARS_RAW)
         return expand_user(v, src, out, cap);
+    if (v->n_parts == 1 && v->parts[0].id == VAR_LITERAL) { /* text alone, as it is */
+        size_t len = v->parts[0].len;
+        if (len >= cap) {
+            out[0] = '\0';
+            return -1;
+        }
+        memcpy(out, v->text + v->parts[0].off, len);
+        out[len] = '\0';
+        return (long)len;
+    }
     struct sink s = {out, cap, 0, false, v->ctx};
     bool esc = v->ctx == VARS_HEADER || is_log(v->ctx);
     for (unsigned i = 0; i < v->n_parts && !s.failed; i++) {
