@@ -136,6 +136,9 @@ static void literal_prefix(struct regex *r, const char *re, const pcre2_code *co
     }
     r->prefix_len = (uint8_t)n;
     r->prefix_caseless = caseless;
+    uint32_t newline = 0;
+    pcre2_config(PCRE2_CONFIG_NEWLINE, &newline);
+    r->prefix_then_rest = n > 0 && strcmp(p, "(.*)$") == 0 && newline == PCRE2_NEWLINE_LF;
 }
 
 /* Does s[0, len) begin with r's prefix? */
@@ -222,6 +225,16 @@ enum regex_result regex_match(const struct regex *r, const char *s, size_t len,
     }
     if (r->prefix_len && !prefix_holds(r, s, len))
         return REGEX_NOMATCH;
+    if (r->prefix_then_rest) {
+        size_t at = r->prefix_len;
+        if (memchr(s + at, '\n', len - at))
+            return REGEX_NOMATCH;
+        if (caps)
+            *caps = (struct regex_captures){.re = r, .subject = s, .n = 2,
+                                            .ov = {0, (uint32_t)len, (uint32_t)at,
+                                                   (uint32_t)len}};
+        return REGEX_MATCH;
+    }
     /* JIT code straight to its matcher (pcre2_match's checks are for the interpreter and
      * for UTF, which is not used); the context's match limit holds in both. */
     int rc = r->jit ? pcre2_jit_match(r->code, (PCRE2_SPTR)s, len, 0, 0, md, r->context)

@@ -52,6 +52,10 @@ struct regex {
      * locations mostly do not match). prefix_len 0: none. */
     uint8_t prefix_len;
     bool prefix_caseless; /* `~*`: compared without ASCII case (the prefix is ASCII) */
+    /* The whole pattern is '^', the prefix and "(.*)$" (a rewrite's "^/old/(.*)$"): a
+     * text matches when it begins with the prefix and holds no newline after it (PCRE2's
+     * '.', newline LF), its group 1 the rest; answered without PCRE2. */
+    bool prefix_then_rest;
     char prefix[REGEX_PREFIX_MAX];
 };
 

@@ -177,6 +177,39 @@ TEST(escaped_byte_is_literal_and_escaped_letter_is_a_class)
     CHECK(search("^\\Q/a.b\\E", "/a.b"));
 }
 
+/* "^PREFIX(.*)$" is answered without PCRE2 (regex.h): as PCRE2 answers "^PREFIX(.*)$(?#)",
+ * which it matches itself, for texts with and without the prefix, a newline, a NUL. */
+TEST(prefix_then_rest_answers_as_pcre2)
+{
+    static const char *const texts[] = {"/old/page", "/old/", "/old", "/OLD/x", "/new/old/x",
+                                        "/old/a\nb", "/old/a\n", "/old/\0x", "/old/a/b?c"};
+    static const size_t lens[] = {9, 5, 4, 6, 10, 8, 7, 7, 10};
+    const struct { const char *re; enum regex_flags flags; } pats[] = {
+        {"^/old/(.*)$", 0}, {"^/old/(.*)$", REGEX_CASELESS}, {"^/o(.*)$", 0}};
+    for (unsigned p = 0; p < sizeof(pats) / sizeof(pats[0]); p++) {
+        char slow_re[64];
+        snprintf(slow_re, sizeof(slow_re), "%s(?#)", pats[p].re);
+        struct regex fast, slow;
+        CHECK(regex_compile(&fast, pats[p].re, pats[p].flags, err, sizeof(err)) == 0);
+        CHECK(regex_compile(&slow, slow_re, pats[p].flags, err, sizeof(err)) == 0);
+        CHECK(fast.prefix_then_rest && !slow.prefix_then_rest);
+        for (unsigned t = 0; t < sizeof(texts) / sizeof(texts[0]); t++) {
+            struct regex_captures a, b;
+            enum regex_result ra = regex_match(&fast, texts[t], lens[t], &a, NULL, 0);
+            enum regex_result rb = regex_match(&slow, texts[t], lens[t], &b, NULL, 0);
+            CHECK(ra == rb);
+            CHECK(a.n == b.n);
+            for (unsigned k = 0; ra == REGEX_MATCH && k < 2; k++) {
+                size_t la, lb;
+                const char *ga = regex_group(&a, k, &la), *gb = regex_group(&b, k, &lb);
+                CHECK(la == lb && memcmp(ga, gb, la) == 0);
+            }
+        }
+        regex_free(&fast);
+        regex_free(&slow);
+    }
+}
+
 TEST(without_executable_memory_the_interpreter_answers_the_same)
 {
     pid_t pid = fork();
