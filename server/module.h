@@ -180,13 +180,12 @@ struct request {
     /* Where a post_read hook writes the address peer then points to (not cleared at a
      * request's start: written only when used). */
     union request_addr real_peer;
-    /* The values `set` gave, in the request's own bytes (rewrite.c): names point into the
-     * configuration, values into buf. */
+    /* The values `set` gave, in the request's own bytes (rewrite.c): each by its name's
+     * index (vars_declare), its value in buf. */
     struct request_vars {
         unsigned n, used;
         struct {
-            const char *name;
-            uint16_t off, len;
+            uint16_t user, off, len;
         } v[REQUEST_VARS_MAX];
         char buf[REQUEST_VARS_BYTES];
     } vars;

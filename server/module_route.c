@@ -20,11 +20,13 @@
 #include "strbuf.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,9 +181,24 @@ static bool file_exists(const struct module_chain *c, const struct request *req,
     return ok;
 }
 
+/* Does p[0, len) hold "//"? From one '/' to the next: glibc's memmem prepares a search
+ * that costs more than this on a path, which has few slashes. */
+static bool has_double_slash(const char *p, size_t len)
+{
+    const char *end = p + len;
+    for (const char *s = p; s + 1 < end && (s = memchr(s, '/', (size_t)(end - s - 1))); s++)
+        if (s[1] == '/')
+            return true;
+    return false;
+}
+
 /* Runs of '/' in p[0..n) made one, in place; returns the new length (p NUL-terminated). */
 static size_t merge_slashes(char *p, size_t n)
 {
+    if (!has_double_slash(p, n)) { /* the common case: nothing to move */
+        p[n] = '\0';
+        return n;
+    }
     size_t w = 0;
     for (size_t i = 0; i < n; i++)
         if (p[i] != '/' || w == 0 || p[w - 1] != '/')
@@ -196,13 +213,14 @@ static bool clean_path(const char *p, size_t n)
 {
     if (n == 0 || p[0] != '/' || memchr(p, '\0', n))
         return false;
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] != '/' || i + 1 >= n || p[i + 1] != '.')
+    const char *end = p + n;
+    for (const char *s = p; (s = memchr(s, '/', (size_t)(end - s))); s++) { /* each '/' */
+        if (s + 1 >= end || s[1] != '.')
             continue;
-        size_t k = i + 2;
-        if (k < n && p[k] == '.')
+        const char *k = s + 2;
+        if (k < end && *k == '.')
             k++;
-        if (k == n || p[k] == '/')
+        if (k == end || *k == '/')
             return false;
     }
     return true;
@@ -307,7 +325,7 @@ static bool level_file(struct request *req)
     /* A path a rewrite made with "//" ("$1/index.html" of "/"): the file is what the
      * kernel reads, one '/' of each run, as for nginx; $uri keeps it as it is. */
     if (req->file_room && req->path_len < REQUEST_FILE_MAX &&
-        memmem(req->path, req->path_len, "//", 2)) {
+        has_double_slash(req->path, req->path_len)) {
         memcpy(req->file_room, req->path, req->path_len);
         req->file = req->file_room;
         req->file_len = merge_slashes(req->file_room, req->path_len);
@@ -425,6 +443,17 @@ bool module_route_set_path(struct request *req, const char *uri, size_t n)
     return set_path(req, uri, n);
 }
 
+/* A copy of req to try a candidate file on: the room of its `set` values past those in
+ * use (most of a kilobyte, never read) is left out. */
+static_assert(sizeof(struct request) - (offsetof(struct request, vars) +
+                                        sizeof(struct request_vars)) < _Alignof(struct request),
+              "probe_of copies up to the set values' room: they end the request");
+
+static void probe_of(struct request *probe, const struct request *req)
+{
+    memcpy(probe, req, offsetof(struct request, vars.buf) + req->vars.used);
+}
+
 enum try_result { TRY_FOUND, TRY_STATUS, TRY_NAMED, TRY_REDIRECT, TRY_FAILED };
 
 /* `try_files`: the first candidate that exists becomes the path (*status unchanged);
@@ -451,7 +480,8 @@ static enum try_result try_files(const struct module_chain *c, struct request *r
         if (n && !clean_path(buf, (size_t)n))
             continue;
         /* The candidate's file, beneath the root or the alias, as the handler will open it. */
-        struct request probe = *req;
+        struct request probe;
+        probe_of(&probe, req);
         probe.path = buf;
         probe.path_len = (size_t)n;
         probe.alias_add_path = whole && n;
@@ -525,7 +555,8 @@ static bool index_redirect(const struct module_chain *c, struct request *req,
         memcpy(buf, req->path, req->path_len);
         memcpy(buf + req->path_len, name, nl);
         buf[req->path_len + nl] = '\0';
-        struct request probe = *req;
+        struct request probe;
+        probe_of(&probe, req);
         probe.path = buf;
         probe.file = buf;
         probe.path_len = probe.file_len = req->path_len + nl;

@@ -99,6 +99,64 @@ bool regex_name_known(const char *name, size_t len)
 
 /* --- compiling and matching ----------------------------------------------------------------- */
 
+/* The literal text every match of re must begin with, into r->prefix: only for a pattern
+ * PCRE2 anchored that starts with '^' and has no '|' anywhere (so no branch escapes the
+ * anchor), read up to the first byte with a meaning of its own; a literal followed by a
+ * quantifier is left out (it may be absent or repeated). A non-alphanumeric byte after a
+ * backslash is itself; a backslash before a letter or digit (a class, \Q...) ends it.
+ * Under `~*` the prefix stops at a byte above 127: PCRE2's default tables fold ASCII
+ * letters alone, which is what the test before the match compares. */
+static void literal_prefix(struct regex *r, const char *re, const pcre2_code *code,
+                           bool caseless)
+{
+    uint32_t options = 0;
+    pcre2_pattern_info(code, PCRE2_INFO_ALLOPTIONS, &options);
+    if (re[0] != '^' || !(options & PCRE2_ANCHORED) || strchr(re, '|'))
+        return;
+    const char *p = re + 1;
+    size_t n = 0;
+    while (*p && n < sizeof(r->prefix)) {
+        const char *next = p + 1;
+        char c = *p;
+        if (c == '\\') {
+            c = p[1];
+            next = p + 2;
+            if (!c || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+                (c >= 'A' && c <= 'Z'))
+                break;
+        } else if (strchr("^$.[]()?*+{}|", c)) {
+            break;
+        }
+        if (*next == '?' || *next == '*' || *next == '+' || *next == '{')
+            break;
+        if (caseless && (unsigned char)c > 127)
+            break;
+        r->prefix[n++] = c;
+        p = next;
+    }
+    r->prefix_len = (uint8_t)n;
+    r->prefix_caseless = caseless;
+    uint32_t newline = 0;
+    pcre2_config(PCRE2_CONFIG_NEWLINE, &newline);
+    r->prefix_then_rest = n > 0 && strcmp(p, "(.*)$") == 0 && newline == PCRE2_NEWLINE_LF;
+}
+
+/* Does s[0, len) begin with r's prefix? */
+static bool prefix_holds(const struct regex *r, const char *s, size_t len)
+{
+    if (len < r->prefix_len)
+        return false;
+    if (!r->prefix_caseless)
+        return memcmp(s, r->prefix, r->prefix_len) == 0;
+    for (unsigned i = 0; i < r->prefix_len; i++) {
+        unsigned a = (unsigned char)s[i], b = (unsigned char)r->prefix[i];
+        if ((a | 0x20) != (b | 0x20)) /* a letter in any case (a few more pass: PCRE2
+                                         decides) */
+            return false;
+    }
+    return true;
+}
+
 int regex_compile(struct regex *r, const char *re, enum regex_flags flags, char *err,
                   size_t len)
 {
@@ -127,6 +185,7 @@ int regex_compile(struct regex *r, const char *re, enum regex_flags flags, char 
     uint32_t groups = 0;
     pcre2_pattern_info(code, PCRE2_INFO_CAPTURECOUNT, &groups);
     names_remember(code);
+    literal_prefix(r, re, code, flags & REGEX_CASELESS);
     r->code = code;
     r->context = ctx;
     r->n_groups = groups;
@@ -163,6 +222,18 @@ enum regex_result regex_match(const struct regex *r, const char *s, size_t len,
         if (why)
             snprintf(why, why_len, "out of memory");
         return REGEX_LIMIT;
+    }
+    if (r->prefix_len && !prefix_holds(r, s, len))
+        return REGEX_NOMATCH;
+    if (r->prefix_then_rest) {
+        size_t at = r->prefix_len;
+        if (memchr(s + at, '\n', len - at))
+            return REGEX_NOMATCH;
+        if (caps)
+            *caps = (struct regex_captures){.re = r, .subject = s, .n = 2,
+                                            .ov = {0, (uint32_t)len, (uint32_t)at,
+                                                   (uint32_t)len}};
+        return REGEX_MATCH;
     }
     /* JIT code straight to its matcher (pcre2_match's checks are for the interpreter and
      * for UTF, which is not used); the context's match limit holds in both. */

@@ -39,11 +39,24 @@ enum regex_flags {
     REGEX_CASELESS = 1, /* `~*` */
 };
 
+#define REGEX_PREFIX_MAX 16
+
 struct regex {
     void *code;    /* pcre2_code */
     void *context; /* pcre2_match_context: the limits */
     bool jit;      /* JIT-compiled (else interpreted) */
     unsigned n_groups; /* capturing groups, without group 0 */
+    /* What an anchored pattern's text must begin with ("/old/" of "^/old/(.*)$"), read
+     * from the pattern at load: a text that does not is refused without calling PCRE2
+     * (the price of a call is that of a few hundred instructions; rewrites and regex
+     * locations mostly do not match). prefix_len 0: none. */
+    uint8_t prefix_len;
+    bool prefix_caseless; /* `~*`: compared without ASCII case (the prefix is ASCII) */
+    /* The whole pattern is '^', the prefix and "(.*)$" (a rewrite's "^/old/(.*)$"): a
+     * text matches when it begins with the prefix and holds no newline after it (PCRE2's
+     * '.', newline LF), its group 1 the rest; answered without PCRE2. */
+    bool prefix_then_rest;
+    char prefix[REGEX_PREFIX_MAX];
 };
 
 /* The captures of the last regex a request matched: offsets into subject (the request's

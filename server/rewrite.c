@@ -4,6 +4,8 @@
  */
 #include "rewrite.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -44,7 +46,7 @@ struct rewrite_step {
     int status;                 /* `return` in an `if`: its code */
     struct rewrite_cond cond;   /* `if` */
     struct rewrite_prog *body;  /* `if`: its block */
-    const char *name;           /* `set`: the variable, without '$' */
+    unsigned user;              /* `set`: the variable's index (vars_declare) */
     const struct conf_node *node;       /* `if`: its statement */
     const struct module_level *level;   /* `if` in a location: its block's settings, the
                                            request's while the condition holds (NULL in a
@@ -311,7 +313,11 @@ static int build(struct conf_reader *r, const struct conf_node *first, unsigned 
         } else if (id == CONFIG_ID_SET) {
             p->n++;
             st->op = OP_SET;
-            st->name = s->args[0] + 1; /* declared as the file was read: "$NAME" */
+            /* declared as the file was read ("$NAME"): its index again */
+            int user = vars_declare(s->args[0] + 1, strlen(s->args[0] + 1));
+            st->user = user < 0 ? 0 : (unsigned)user;
+            if (user < 0)
+                rc |= conf_error(r, s->line, "set: invalid variable \"%s\"", s->args[0]);
             rc |= compile_value(r, s->line, s->args[1], VARS_RAW, &st->replacement);
         } else if (id == CONFIG_ID_IF) {
             p->n++;
@@ -363,12 +369,11 @@ static enum rewrite_result redirect(const struct rewrite_step *s, struct request
 
 /* The replacement becomes the path: its "?args" and the request's after them (unless it
  * ended with '?'), as nginx's. */
-static bool rewrite_path(const struct rewrite_step *s, struct request *req)
+static bool rewrite_path(const struct rewrite_step *s, struct request *req,
+                         const struct vars_source *src)
 {
-    struct vars_source src;
-    module_vars_source(req, &src);
     char buf[REQUEST_PATH_MAX + 8];
-    long n = vars_expand(s->replacement, &src, buf, sizeof(buf));
+    long n = vars_expand(s->replacement, src, buf, sizeof(buf));
     if (n <= 0)
         return false;
     size_t len = (size_t)n;
@@ -424,12 +429,11 @@ static bool file_test(enum cond_kind kind, const char *path)
 }
 
 /* 1 true, 0 false, -1 an error (a value too long, a regex over its limits). */
-static int test(const struct rewrite_cond *c, struct request *req)
+static int test(const struct rewrite_cond *c, struct request *req,
+                const struct vars_source *src)
 {
-    struct vars_source src;
-    module_vars_source(req, &src);
     char left[REQUEST_PATH_MAX];
-    long n = vars_expand(c->left, &src, left, sizeof(left));
+    long n = vars_expand(c->left, src, left, sizeof(left));
     if (n < 0)
         return -1;
     bool yes;
@@ -437,7 +441,7 @@ static int test(const struct rewrite_cond *c, struct request *req)
         yes = n > 0 && !(n == 1 && left[0] == '0');
     } else if (c->kind == COND_EQ) {
         char right[REQUEST_PATH_MAX];
-        long m = vars_expand(c->right, &src, right, sizeof(right));
+        long m = vars_expand(c->right, src, right, sizeof(right));
         if (m < 0)
             return -1;
         yes = m == n && memcmp(left, right, (size_t)n) == 0;
@@ -462,20 +466,29 @@ static int test(const struct rewrite_cond *c, struct request *req)
 
 enum map_kind { MAP_EXACT, MAP_LEADING, MAP_TRAILING, MAP_REGEX };
 
+#define MAP_MEMO_MIN_KEYS 16 /* a map with this many keys remembers its answers (below) */
+
 struct map_entry {
     enum map_kind kind;
     char *key; /* exact: the key; leading: ".example.com"; trailing: "www.example." */
     size_t len;
     struct regex re;
     struct vars_value *value;
+    const char *constant; /* the value's text when it has no variable (vars_constant): */
+    size_t constant_len;  /* copied as it is, and a regex key's groups are not kept */
 };
 
 struct rewrite_map {
     struct rewrite_map *next;
     char *name; /* $NAME without '$' */
+    unsigned user; /* its index (vars_declare) */
     struct vars_value *source;
     struct vars_value *dflt; /* NULL: "" */
+    const char *dflt_constant; /* its text when it has no variable */
+    size_t dflt_constant_len;
     bool hostnames;
+    bool memo; /* its answers are worth remembering (map_memo_find): it has a regex key, or
+                  many keys */
     unsigned n;
     struct map_entry *entries;
 };
@@ -509,7 +522,10 @@ static int read_map_entry(struct conf_reader *r, struct rewrite_map *m,
             return conf_error(r, s->line, "out of memory");
     }
     m->n++;
-    return compile_value(r, s->line, s->args[0], VARS_RAW, &e->value);
+    if (compile_value(r, s->line, s->args[0], VARS_RAW, &e->value) < 0)
+        return -1;
+    e->constant = vars_constant(e->value, &e->constant_len);
+    return 0;
 }
 
 static int read_map(struct conf_reader *r, const struct conf_node *n, struct rewrite_map *m)
@@ -517,6 +533,10 @@ static int read_map(struct conf_reader *r, const struct conf_node *n, struct rew
     if (n->args[1][0] != '$')
         return conf_error(r, n->line, "map: \"%s\" is not a variable", n->args[1]);
     m->name = strdup(n->args[1] + 1);
+    int user = vars_declare(n->args[1] + 1, strlen(n->args[1] + 1));
+    if (user < 0)
+        return conf_error(r, n->line, "map: invalid variable \"%s\"", n->args[1]);
+    m->user = (unsigned)user;
     unsigned count = 0;
     for (const struct conf_node *s = n->children; s; s = s->next)
         count++;
@@ -538,11 +558,17 @@ static int read_map(struct conf_reader *r, const struct conf_node *n, struct rew
             rc |= conf_error(r, s->line, "map: \"%s\": a KEY and its VALUE", s->name);
         } else if (strcmp(s->name, "default") == 0) {
             vars_free(m->dflt);
+            m->dflt_constant = NULL;
             rc |= compile_value(r, s->line, s->args[0], VARS_RAW, &m->dflt);
+            if (m->dflt)
+                m->dflt_constant = vars_constant(m->dflt, &m->dflt_constant_len);
         } else {
             rc |= read_map_entry(r, m, s);
         }
     }
+    for (unsigned i = 0; i < m->n; i++)
+        m->memo |= m->entries[i].kind == MAP_REGEX;
+    m->memo |= m->n >= MAP_MEMO_MIN_KEYS;
     return rc;
 }
 
@@ -616,73 +642,166 @@ static const struct map_entry *map_find(const struct rewrite_map *m, const char 
         return lead ? lead : trail;
     for (unsigned i = 0; i < m->n; i++)
         if (m->entries[i].kind == MAP_REGEX &&
-            regex_match(&m->entries[i].re, key, len, caps, NULL, 0) == REGEX_MATCH)
+            regex_match(&m->entries[i].re, key, len, m->entries[i].constant ? NULL : caps,
+                        NULL, 0) == REGEX_MATCH)
             return &m->entries[i];
     return NULL;
+}
+
+/* --- the map memo --------------------------------------------------------------------------
+ *
+ * A map's search costs a PCRE2 match for each regex key it tries (a few hundred
+ * instructions each) and a comparison for each key before them. A thread remembers its
+ * last answers: (build, map, key) -> entry, in a small direct-mapped table of its own, as
+ * the location memo of module_route.c, so that a key seen again (a status, a method, a
+ * host) costs a hash and a comparison. Only maps with a regex key or many keys use it;
+ * keys longer than a slot, and regex answers whose value reads the key's groups (which a
+ * search makes), are not remembered. The build's id is never reused, so an answer of an
+ * older configuration is never taken for a newer one's. Allocated on a thread's first use
+ * and freed when the thread ends. */
+#define MAP_MEMO_SLOTS 64
+#define MAP_MEMO_KEY 48
+
+struct map_memo_slot {
+    uint64_t build;
+    const struct rewrite_map *map;
+    const struct map_entry *entry; /* NULL: the default */
+    uint32_t len;
+    char key[MAP_MEMO_KEY];
+};
+
+static pthread_key_t map_memo_key;
+static pthread_once_t map_memo_once = PTHREAD_ONCE_INIT;
+static _Thread_local struct map_memo_slot *map_memo;
+
+static void map_memo_key_make(void)
+{
+    pthread_key_create(&map_memo_key, free);
+}
+
+/* The slot of (build, m, key): its answer in *e when it holds them (true), else the slot
+ * to remember the answer in (NULL: not remembered). */
+static bool map_memo_find(uint64_t build, const struct rewrite_map *m, const char *key,
+                          size_t len, const struct map_entry **e, struct map_memo_slot **slot)
+{
+    *slot = NULL;
+    if (!m->memo || len > MAP_MEMO_KEY)
+        return false;
+    if (!map_memo) {
+        pthread_once(&map_memo_once, map_memo_key_make);
+        map_memo = calloc(MAP_MEMO_SLOTS, sizeof(*map_memo));
+        if (!map_memo)
+            return false;
+        pthread_setspecific(map_memo_key, map_memo);
+    }
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)key[i]) * 16777619u;
+    struct map_memo_slot *s = &map_memo[(h ^ (uint32_t)(uintptr_t)m) % MAP_MEMO_SLOTS];
+    if (s->build == build && s->map == m && s->len == len && memcmp(s->key, key, len) == 0) {
+        *e = s->entry;
+        return true;
+    }
+    *slot = s;
+    return false;
+}
+
+static void map_memo_keep(struct map_memo_slot *s, uint64_t build, const struct rewrite_map *m,
+                          const char *key, size_t len, const struct map_entry *e)
+{
+    if (!s || (e && e->kind == MAP_REGEX && !e->constant))
+        return; /* its value reads the groups a search makes */
+    s->build = build;
+    s->map = m;
+    s->entry = e;
+    s->len = (uint32_t)len;
+    memcpy(s->key, key, len);
+}
+
+/* A value without variables, copied into out as vars_expand would write it. */
+static long put_constant(const char *text, size_t len, char *out, size_t cap)
+{
+    if (len >= cap)
+        return -1;
+    memcpy(out, text, len + 1);
+    return (long)len;
 }
 
 /* A map's value, made when read: its source expanded on the stack, looked up, the value
  * expanded (with a regex key's groups). Both see what the expansion that read the map
  * sees (outer): in an access log's if=, the answer's $status. A map read inside its own
  * making is empty. */
-static long map_value(const struct rewrite_map *m, const struct vars_source *outer, char *out,
-                      size_t cap)
+static long map_value(const struct rewrite_map *m, uint64_t build,
+                      const struct vars_source *outer, char *out, size_t cap)
 {
     static _Thread_local unsigned depth;
     if (depth > 8)
         return 0;
     depth++;
-    struct vars_source src = *outer;
     char key[2048];
-    long n = vars_expand(m->source, &src, key, sizeof(key));
+    long n = vars_expand(m->source, outer, key, sizeof(key));
     size_t len = n > 0 ? (size_t)n : 0;
     if (m->hostnames && len && key[len - 1] == '.')
         len--;
-    struct regex_captures caps = {0};
-    const struct map_entry *e = n >= 0 ? map_find(m, key, len, &caps) : NULL;
-    const struct vars_value *v = e ? e->value : m->dflt;
-    if (e && e->kind == MAP_REGEX)
+    struct regex_captures caps;
+    caps.n = 0;
+    const struct map_entry *e = NULL;
+    struct map_memo_slot *slot = NULL;
+    if (n >= 0 && !map_memo_find(build, m, key, len, &e, &slot)) {
+        e = map_find(m, key, len, &caps);
+        map_memo_keep(slot, build, m, key, len, e);
+    }
+    long w = 0;
+    if (e && e->constant) {
+        w = put_constant(e->constant, e->constant_len, out, cap);
+    } else if (e && e->kind == MAP_REGEX) { /* its groups are the value's $1.. */
+        struct vars_source src = *outer;
         src.captures = &caps;
-    long w = v ? vars_expand(v, &src, out, cap) : 0;
+        w = vars_expand(e->value, &src, out, cap);
+    } else if (e) {
+        w = vars_expand(e->value, outer, out, cap);
+    } else if (m->dflt_constant) {
+        w = put_constant(m->dflt_constant, m->dflt_constant_len, out, cap);
+    } else if (m->dflt) {
+        w = vars_expand(m->dflt, outer, out, cap);
+    }
     depth--;
     return w;
 }
 
-long rewrite_var(const struct vars_source *src, const char *name, size_t len, char *out,
-                 size_t cap)
+long rewrite_var(const struct vars_source *src, unsigned user, char *out, size_t cap)
 {
     const struct request *req = src->user_vars;
     const struct request_vars *rv = &req->vars;
     for (unsigned i = 0; i < rv->n; i++)
-        if (strncasecmp(rv->v[i].name, name, len) == 0 && rv->v[i].name[len] == '\0') {
+        if (rv->v[i].user == user) {
             if (rv->v[i].len >= cap)
                 return -1;
             memcpy(out, rv->buf + rv->v[i].off, rv->v[i].len);
             return rv->v[i].len;
         }
     for (const struct rewrite_map *m = req->chain ? req->chain->maps : NULL; m; m = m->next)
-        if (strncasecmp(m->name, name, len) == 0 && m->name[len] == '\0')
-            return map_value(m, src, out, cap);
+        if (m->user == user)
+            return map_value(m, req->chain->id, src, out, cap);
     return 0;
 }
 
 /* `set`: the value is expanded into the request's own bytes (a new value of a name takes
  * its place in the list; the old bytes stay until the request ends). False: no room. */
-static bool set_var(const struct rewrite_step *s, struct request *req)
+static bool set_var(const struct rewrite_step *s, struct request *req,
+                    const struct vars_source *src)
 {
     struct request_vars *rv = &req->vars;
     unsigned i = 0;
-    while (i < rv->n && strcasecmp(rv->v[i].name, s->name) != 0)
+    while (i < rv->n && rv->v[i].user != s->user)
         i++;
     if (i == REQUEST_VARS_MAX)
         return false;
-    struct vars_source src;
-    module_vars_source(req, &src);
-    long n = vars_expand(s->replacement, &src, rv->buf + rv->used,
+    long n = vars_expand(s->replacement, src, rv->buf + rv->used,
                          sizeof(rv->buf) - rv->used);
     if (n < 0)
         return false;
-    rv->v[i].name = s->name;
+    rv->v[i].user = (uint16_t)s->user;
     rv->v[i].off = (uint16_t)rv->used;
     rv->v[i].len = (uint16_t)n;
     rv->used += (unsigned)n;
@@ -691,12 +810,16 @@ static bool set_var(const struct rewrite_step *s, struct request *req)
     return true;
 }
 
+/* src: the request's variables, made once for the whole run (module_vars_source); its
+ * path is brought up to date before each statement, as a rewrite may have changed it. */
 static enum run_end run(const struct rewrite_prog *p, struct request *req, bool in_location,
                         int return_status, const struct vars_value *return_text,
-                        bool *changed)
+                        bool *changed, struct vars_source *src)
 {
     for (unsigned i = 0; i < p->n; i++) {
         const struct rewrite_step *s = &p->steps[i];
+        src->uri = req->path;
+        src->uri_len = req->path_len;
         if (s->op == OP_BREAK)
             return RUN_STOP;
         if (s->op == OP_RETURN) {
@@ -705,12 +828,12 @@ static enum run_end run(const struct rewrite_prog *p, struct request *req, bool 
             return RUN_RETURN;
         }
         if (s->op == OP_SET) {
-            if (!set_var(s, req))
+            if (!set_var(s, req, src))
                 return RUN_ERROR;
             continue;
         }
         if (s->op == OP_IF) {
-            int t = test(&s->cond, req);
+            int t = test(&s->cond, req, src);
             if (t < 0)
                 return RUN_ERROR;
             if (!t)
@@ -718,7 +841,7 @@ static enum run_end run(const struct rewrite_prog *p, struct request *req, bool 
             if (s->level) /* nginx's implicit location: its settings hold from now on */
                 req->level = s->level;
             enum run_end e = run(s->body, req, in_location, return_status, return_text,
-                                 changed);
+                                 changed, src);
             if (e != RUN_ON)
                 return e;
             continue;
@@ -734,7 +857,7 @@ static enum run_end run(const struct rewrite_prog *p, struct request *req, bool 
             redirect(s, req);
             return RUN_RETURN;
         }
-        if (!rewrite_path(s, req))
+        if (!rewrite_path(s, req, src))
             return RUN_ERROR;
         if (s->flag == FLAG_LAST)
             return in_location ? RUN_SEARCH : RUN_STOP;
@@ -750,7 +873,9 @@ enum rewrite_result rewrite_run(const struct rewrite_prog *p, struct request *re
                                 const struct vars_value *return_text)
 {
     bool changed = false;
-    switch (run(p, req, in_location, return_status, return_text, &changed)) {
+    struct vars_source src;
+    module_vars_source(req, &src);
+    switch (run(p, req, in_location, return_status, return_text, &changed, &src)) {
     case RUN_SEARCH: return REWRITE_SEARCH;
     case RUN_RETURN: return REWRITE_RETURN;
     case RUN_ERROR: return REWRITE_ERROR;

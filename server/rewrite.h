@@ -39,10 +39,10 @@ struct module_level;
 void rewrite_set_if_level(struct rewrite_prog *p, const struct conf_node *node,
                           const struct module_level *level);
 
-/* $NAME of a `set` (the request's value) or of a `map` (made now) for request (a struct
- * request), into out: its length, or -1 when it does not fit cap. Empty when not set. */
-long rewrite_var(const struct vars_source *src, const char *name, size_t len, char *out,
-                 size_t cap);
+/* $NAME of a `set` (the request's value) or of a `map` (made now), by NAME's index
+ * (vars_declare), for src->user_vars (a struct request), into out: its length, or -1 when
+ * it does not fit cap. Empty when not set. */
+long rewrite_var(const struct vars_source *src, unsigned user, char *out, size_t cap);
 
 /* `map SOURCE $NAME { ... }` at the top level (nginx's http), every one of tree's: the
  * list in *out (NULL: none). Returns 0, or -1 after reporting through r. */

@@ -669,6 +669,15 @@ static int name_match(const struct site_name *nm, struct http_slice h)
     return MISS;
 }
 
+/* Has s a `server_name ~RE`? */
+static bool regex_named(const struct site_server *s)
+{
+    for (unsigned k = 0; k < s->n_names; k++)
+        if (s->names[k].kind == SITE_NAME_REGEX)
+            return true;
+    return false;
+}
+
 /* The first server of the group, in file order, with a regex name that matches h. A regex
  * over its limits is a miss. */
 static const struct site_server *regex_server(const struct site_addr *g, struct http_slice h,
@@ -700,6 +709,9 @@ const struct site_server *site_server_find(const struct site_set *set,
     const struct site_addr *g = site_addr_for(set, local);
     if (!g)
         return NULL;
+    if (g->n_servers == 1 && !regex_named(g->servers[0]))
+        return g->servers[0]; /* the address's only server answers any Host: no name to
+                                 compare, no regex's groups to keep */
     struct http_slice h = host_name(host);
     const struct site_server *best[EXACT] = {NULL}; /* [LEADING], [TRAILING] */
     size_t best_len[EXACT] = {0};

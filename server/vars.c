@@ -292,6 +292,7 @@ void vars_dump(FILE *out)
 struct vars_part {
     enum var_id id;
     uint32_t off, len; /* in text: a literal's bytes, or a family member's name */
+    uint32_t user;     /* VAR_USER: the name's index (vars_declare) */
 };
 
 struct vars_value {
@@ -328,16 +329,18 @@ static int var_lookup(const char *name, size_t len, enum var_id *id, size_t *arg
 /* The names `set` declares, process-wide as nginx's (known once any block sets them, and
  * across reloads): a name is added once and never removed. */
 #define USER_NAMES_MAX 256
+#define USER_VALUE_MAX 2048 /* the longest value of one, with its NUL */
 static char *user_names[USER_NAMES_MAX];
 static unsigned n_user_names;
 static pthread_mutex_t user_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static bool user_listed(const char *name, size_t len)
+/* The index of name[0, len) among the declared names, or -1. */
+static int user_index(const char *name, size_t len)
 {
     for (unsigned i = 0; i < n_user_names; i++)
         if (strlen(user_names[i]) == len && strncasecmp(user_names[i], name, len) == 0)
-            return true;
-    return false;
+            return (int)i;
+    return -1;
 }
 
 int vars_declare(const char *name, size_t len)
@@ -349,25 +352,25 @@ int vars_declare(const char *name, size_t len)
     for (size_t i = 0; i < len; i++)
         if (!name_char(name[i]))
             return -1;
-    int rc = 0;
     pthread_mutex_lock(&user_lock);
-    if (!user_listed(name, len)) {
+    int rc = user_index(name, len);
+    if (rc < 0) {
         char *copy = n_user_names < USER_NAMES_MAX ? strndup(name, len) : NULL;
-        if (copy)
+        if (copy) {
+            rc = (int)n_user_names;
             user_names[n_user_names++] = copy;
-        else
-            rc = -1;
+        }
     }
     pthread_mutex_unlock(&user_lock);
     return rc;
 }
 
-static bool user_known(const char *name, size_t len)
+static int user_known(const char *name, size_t len)
 {
     pthread_mutex_lock(&user_lock);
-    bool known = user_listed(name, len);
+    int i = user_index(name, len);
     pthread_mutex_unlock(&user_lock);
-    return known;
+    return i;
 }
 
 /* A variable as read from the text: which, the bytes it took, and a family member's
@@ -377,6 +380,7 @@ struct var_ref {
     size_t used;
     const char *arg;
     size_t arg_len;
+    unsigned user; /* VAR_USER: the name's index */
 };
 
 /* Read the variable at s ("$name" or "${name}"). */
@@ -389,7 +393,7 @@ static int read_variable(const char *s, struct var_ref *ref, char *msg, size_t l
         if (braced && name[1] != '}')
             return snprintf(msg, len, "the closing bracket in \"%c\" variable is missing",
                             name[0]), -1;
-        *ref = (struct var_ref){VAR_CAPTURE, 2 + 2 * braced, name, 1};
+        *ref = (struct var_ref){VAR_CAPTURE, 2 + 2 * braced, name, 1, 0};
         return 0;
     }
     while (name_char(name[n]))
@@ -399,8 +403,9 @@ static int read_variable(const char *s, struct var_ref *ref, char *msg, size_t l
     if (braced && name[n] != '}')
         return snprintf(msg, len, "the closing bracket in \"%.*s\" variable is missing",
                         (int)n, name), -1;
-    if (var_lookup(name, n, &ref->id, &arg_at) < 0 && user_known(name, n))
-        ref->id = VAR_USER, arg_at = 0;
+    int user = -1;
+    if (var_lookup(name, n, &ref->id, &arg_at) < 0 && (user = user_known(name, n)) >= 0)
+        ref->id = VAR_USER, arg_at = 0, ref->user = (unsigned)user;
     else if (var_lookup(name, n, &ref->id, &arg_at) < 0 && regex_name_known(name, n))
         ref->id = VAR_CAPTURE_NAMED, arg_at = 0;
     else if (var_lookup(name, n, &ref->id, &arg_at) < 0)
@@ -426,7 +431,7 @@ static bool is_control(unsigned char c)
 static void add_literal(struct vars_value *v, uint32_t off, uint32_t len)
 {
     if (len > 0)
-        v->parts[v->n_parts++] = (struct vars_part){VAR_LITERAL, off, len};
+        v->parts[v->n_parts++] = (struct vars_part){VAR_LITERAL, off, len, 0};
 }
 
 int vars_compile(const char *text, enum vars_context ctx, struct vars_value **out, char *msg,
@@ -464,7 +469,8 @@ int vars_compile(const char *text, enum vars_context ctx, struct vars_value **ou
         /* A family member's name goes into text too (never longer than the variable
          * itself): lowercased (but a group's name, which PCRE2 compares with case), and for
          * $http_NAME with '-' for '_', as header names. */
-        v->parts[v->n_parts++] = (struct vars_part){ref.id, (uint32_t)t, (uint32_t)ref.arg_len};
+        v->parts[v->n_parts++] = (struct vars_part){ref.id, (uint32_t)t, (uint32_t)ref.arg_len,
+                                                    ref.id == VAR_USER ? ref.user : 0};
         for (size_t k = 0; k < ref.arg_len; k++) {
             char c = ref.arg[k];
             if (ref.id != VAR_CAPTURE_NAMED && c >= 'A' && c <= 'Z')
@@ -492,6 +498,14 @@ bool vars_is_constant(const struct vars_value *v)
         if (v->parts[i].id != VAR_LITERAL)
             return false;
     return true;
+}
+
+const char *vars_constant(const struct vars_value *v, size_t *len)
+{
+    if (!vars_is_constant(v))
+        return NULL;
+    *len = v->n_parts ? v->parts[0].len : 0; /* one literal at most: they are merged */
+    return v->text;
 }
 
 /* --- expanding ---------------------------------------------------------------------------- */
@@ -554,13 +568,16 @@ static void put(struct sink *s, const char *p, size_t len, bool escape, bool low
         return; /* p may be NULL then: an empty slice */
     if (escape && is_log(s->ctx))
         return put_log(s, p, len, lower);
-    if (!escape && !lower && !s->failed) { /* raw bytes: one copy */
+    if (!escape && !s->failed) { /* raw bytes: one copy (lowercased after, if asked) */
         if (s->cap - s->n < len + 1) {
             s->failed = true;
             return;
         }
-        memcpy(s->out + s->n, p, len);
+        char *o = s->out + s->n;
+        memcpy(o, p, len);
         s->n += len;
+        for (size_t i = 0; lower && i < len; i++)
+            o[i] = (char)(o[i] >= 'A' && o[i] <= 'Z' ? o[i] + 32 : o[i]);
         return;
     }
     for (size_t i = 0; i < len && !s->failed; i++) {
@@ -646,6 +663,13 @@ static struct http_slice limit_status_of(unsigned status)
  * Numbers are written for every logged request: printf's cost is not needed here. */
 static size_t decimal(char *tmp, size_t cap, uint64_t v, unsigned width)
 {
+    if (width == 3 && v < 1000 && cap > 3) { /* a status: three digits, every line */
+        tmp[0] = (char)('0' + v / 100);
+        tmp[1] = (char)('0' + v / 10 % 10);
+        tmp[2] = (char)('0' + v % 10);
+        tmp[3] = '\0';
+        return 3;
+    }
     char d[20];
     unsigned n = 0;
     do {
@@ -939,15 +963,15 @@ static struct http_slice log_var_of(enum var_id id, const struct vars_source *sr
 struct part_name {
     const char *p;
     size_t len;
+    unsigned user; /* VAR_USER: the name's index (vars_declare) */
 };
 
 /* A `set` or `map` variable: its value written here first (a map's is made when read). */
-__attribute__((noinline)) static void put_user(struct sink *s, const char *name, size_t len,
+__attribute__((noinline)) static void put_user(struct sink *s, unsigned user,
                                                const struct vars_source *src, bool esc)
 {
-    char value[2048];
-    long n = src->user_var ? src->user_var(src, name, len, value, sizeof(value))
-                           : 0;
+    char value[USER_VALUE_MAX];
+    long n = src->user_var ? src->user_var(src, user, value, sizeof(value)) : 0;
     if (n < 0)
         s->failed = true;
     else if (n > 0)
@@ -1028,7 +1052,11 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
         }
         break;
     case VAR_ARGS: v = src->args ? *src->args : h ? h->query : v; break;
-    case VAR_HOST: put(s, host_of(src).p, host_of(src).len, esc, true); return;
+    case VAR_HOST: {
+        struct http_slice host = host_of(src);
+        put(s, host.p, host.len, esc, true);
+        return;
+    }
     case VAR_SCHEME:
         v = src->https ? (struct http_slice){"https", 5} : (struct http_slice){"http", 4};
         break;
@@ -1130,7 +1158,7 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
         }
         break;
     case VAR_USER:
-        put_user(s, nm.p, nm.len, src, esc);
+        put_user(s, nm.user, src, esc);
         return;
     case VAR_SSL_PROTOCOL:
     case VAR_SSL_CIPHER:
@@ -1162,11 +1190,35 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     put(s, v.p, v.len, esc, false);
 }
 
+/* A value that is one `set` or `map` variable and nothing else, unescaped (`if ($x)`, an
+ * access log's if=$x): the variable's value straight into out, without the copy put_user
+ * makes (and within the same bound). */
+static long expand_user(const struct vars_value *v, const struct vars_source *src, char *out,
+                        size_t cap)
+{
+    size_t room = cap < USER_VALUE_MAX ? cap : USER_VALUE_MAX;
+    long n = src->user_var ? src->user_var(src, v->parts[0].user, out, room) : 0;
+    out[n < 0 ? 0 : n] = '\0';
+    return n;
+}
+
 long vars_expand(const struct vars_value *v, const struct vars_source *src, char *out,
                  size_t cap)
 {
     if (cap == 0)
         return -1;
+    if (v->n_parts == 1 && v->parts[0].id == VAR_USER && v->ctx == VARS_RAW)
+        return expand_user(v, src, out, cap);
+    if (v->n_parts == 1 && v->parts[0].id == VAR_LITERAL) { /* text alone, as it is */
+        size_t len = v->parts[0].len;
+        if (len >= cap) {
+            out[0] = '\0';
+            return -1;
+        }
+        memcpy(out, v->text + v->parts[0].off, len);
+        out[len] = '\0';
+        return (long)len;
+    }
     struct sink s = {out, cap, 0, false, v->ctx};
     bool esc = v->ctx == VARS_HEADER || is_log(v->ctx);
     for (unsigned i = 0; i < v->n_parts && !s.failed; i++) {
@@ -1176,7 +1228,7 @@ long vars_expand(const struct vars_value *v, const struct vars_source *src, char
             continue;
         }
         size_t before = s.n;
-        put_variable(&s, p->id, (struct part_name){v->text + p->off, p->len}, src, esc);
+        put_variable(&s, p->id, (struct part_name){v->text + p->off, p->len, p->user}, src, esc);
         /* nginx's log writes a value that is not there as "-" (but not in JSON) */
         if (s.n == before && (v->ctx == VARS_LOG_DEFAULT || v->ctx == VARS_LOG_NONE))
             put(&s, "-", 1, false, false);

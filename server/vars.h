@@ -161,11 +161,11 @@ struct vars_source {
     const struct regex_captures *captures;    /* $1..$9, $NAME; NULL: none */
     const struct regex_captures *server_captures; /* of a server_name ~RE; the location's
                                                      win, as in nginx, when they have one */
-    /* $NAME of a `set $NAME` or a `map` (vars_declare): its value for this request,
-     * written into out (empty when not set); user_var NULL: all empty. It is given the
-     * source being expanded, so that a map's own source sees what this one sees (the
-     * answer's $status in an access log's if=, say). */
-    long (*user_var)(const struct vars_source *src, const char *name, size_t len, char *out,
+    /* $NAME of a `set $NAME` or a `map`, by the index vars_declare gave NAME: its value
+     * for this request, written into out (empty when not set); user_var NULL: all empty.
+     * It is given the source being expanded, so that a map's own source sees what this
+     * one sees (the answer's $status in an access log's if=, say). */
+    long (*user_var)(const struct vars_source *src, unsigned user, char *out,
                      size_t cap); /* the value's length in out, or -1: too long */
     const void *user_vars;
     /* $document_root, $realpath_root, $request_filename of the request user_vars (which
@@ -200,8 +200,9 @@ struct vars_source {
 };
 
 /* Declare $name[0, len) as one that `set` gives a value: values compiled afterwards may
- * use it. Process-wide, as nginx's variables are known wherever one is set. -1: a built-in
- * variable's name, not a name, or too many. */
+ * use it. Process-wide, as nginx's variables are known wherever one is set. Returns the
+ * name's index (the same for the same name in any case, from 0 up, never reused), which
+ * user_var is given; -1: a built-in variable's name, not a name, or too many. */
 int vars_declare(const char *name, size_t len);
 
 #define VARS_REQUEST_ID_SIZE 33 /* 32 hex digits and a NUL */
@@ -224,6 +225,10 @@ const char *vars_request_id(char *id);
 
 /* Does the value use any variable? (If not, it expands to the same text every time.) */
 bool vars_is_constant(const struct vars_value *v);
+
+/* The text a value without variables expands to (in any context: only what a variable
+ * brings is escaped), NUL-ended, its length in *len; NULL when it has a variable. */
+const char *vars_constant(const struct vars_value *v, size_t *len);
 
 /* Expand v for src into out (capacity cap, NUL written). Returns the length, or -1 if the
  * result (with its NUL) does not fit: nothing longer than cap is ever written. */

@@ -202,6 +202,41 @@ def test_rewrites_do_not_allocate_per_request(start_server, docroot, tmp_path, c
     assert after - before < 50, f"{after - before} allocations over 5,000 requests"
 
 
+def test_bench_rewrite_row_does_not_allocate_per_request(start_server, docroot, tmp_path,
+                                                         connect):
+    """The configuration of the bench's rewrite_ka row as it is (tests/bench/rewrite.conf.in:
+    two maps with regex keys, one read by an `if`, one by the access log's if=, `set`, two
+    `if`s that do not match, a rewrite ... last, try_files), asked /r/index.html with a
+    User-Agent: the maps' answers are remembered per thread (allocated once, in the
+    warm-up), the rest on the stack, so a request allocates nothing."""
+    if SANITIZED:
+        pytest.skip("the sanitizers replace malloc, so there is nothing to count " + BY_DESIGN)
+    lib = alloc_counter()
+    (docroot / "index.html").write_bytes(b"x" * 1024)
+    counter = tmp_path / "allocs"
+    with open(os.path.join(ROOT, "tests", "bench", "rewrite.conf.in")) as f:
+        sites = "".join(ln for ln in f if not ln.startswith("#"))
+    sites = (sites.replace("@LISTEN_DEFAULT@", "").replace("@DOCROOT@", str(docroot))
+             .replace("@RUNDIR@", str(tmp_path)))
+    s = start_server(docroot, "access_log off;\nkeepalive_requests 0;\n" + sites,
+                     env={"LD_PRELOAD": lib, "LFHTTPD_ALLOC_COUNTER": str(counter)})
+    req = b"GET /r/index.html HTTP/1.1\r\nHost: t\r\nUser-Agent: ApacheBench/2.3\r\n\r\n"
+    c = connect(s, timeout=10)
+
+    def run_row(n, batch=100):
+        for _ in range(n // batch):
+            c.send(req * batch)
+            for _ in range(batch):
+                st, _, body, _ = c.read_response()
+                assert st == 200 and len(body) == 1024
+
+    run_row(500)
+    before = allocations(counter)
+    run_row(5000)
+    after = allocations(counter)
+    assert after - before < 50, f"{after - before} allocations over 5,000 requests"
+
+
 def test_custom_access_log_in_a_location_does_not_allocate_per_request(start_server, docroot,
                                                                        tmp_path, connect):
     """A log_format with variables (the answer's among them) and two access_logs in the

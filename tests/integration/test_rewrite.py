@@ -337,3 +337,109 @@ def test_map_include_reads_entries_from_a_file(maps):
 def test_map_value_may_read_other_maps(maps):
     assert get(maps, "/chained", Host="example.com",
                **{"User-Agent": "curl/8"})[2] == "exact+1\n"
+
+
+MEMO = r"""
+threads 1;
+error_log stderr debug;
+access_log off;
+shutdown_timeout 5s;
+map $arg_k $kind {{
+    default other;
+    ~^a a-key;
+    ~^b b-key;
+}}
+map $arg_k $who {{
+    default nobody;
+    ~^u-(\w+)$ "user-$1";
+}}
+server {{
+    listen 127.0.0.1:0;
+    root "{root}";
+    default_type text/plain;
+    location / {{
+        return 200 "$kind $who\n";
+    }}
+}}
+"""
+
+
+@pytest.fixture
+def memo(start_server, docroot):
+    """One thread: every request of a test's connection reads the same thread's remembered
+    map answers (rewrite.c's map memo)."""
+    return start_server(docroot, conf=MEMO.format(root=docroot))
+
+
+def answers(server, keys):
+    c = http.client.HTTPConnection(server.host, server.port, timeout=10)
+    try:
+        out = []
+        for k in keys:
+            c.request("GET", f"/?k={k}")
+            out.append(c.getresponse().read().decode())
+        return out
+    finally:
+        c.close()
+
+
+def test_map_answers_the_same_for_a_key_read_again(memo):
+    assert answers(memo, ["a1", "b1", "a1", "b1", "zz", "a1", "zz"]) == [
+        "a-key nobody\n", "b-key nobody\n", "a-key nobody\n", "b-key nobody\n",
+        "other nobody\n", "a-key nobody\n", "other nobody\n"]
+
+
+def test_map_regex_value_with_groups_is_made_from_each_read_key(memo):
+    assert answers(memo, ["u-ann", "u-bob", "u-ann", "u-ann"]) == [
+        "other user-ann\n", "other user-bob\n", "other user-ann\n", "other user-ann\n"]
+
+
+def test_map_keys_of_one_memo_slot_keep_their_own_answers(memo):
+    """"a1" and "b8" fall in the same slot of the thread's 64 (their FNV-1a hashes agree
+    in the low six bits, whatever the map's address): the second replaces the first."""
+    assert answers(memo, ["a1", "b8", "a1", "b8"]) == [
+        "a-key nobody\n", "b-key nobody\n", "a-key nobody\n", "b-key nobody\n"]
+
+
+DOTS = r"""
+threads 1;
+error_log stderr debug;
+access_log off;
+shutdown_timeout 5s;
+server {{
+    listen 127.0.0.1:0;
+    root "{root}";
+    default_type text/plain;
+    location = /go {{
+        rewrite ^ /pub/$arg_p last;
+    }}
+    location = /try {{
+        try_files /pub/$arg_p /pub/fallback.txt;
+    }}
+    location /pub/ {{
+    }}
+}}
+"""
+
+
+@pytest.fixture
+def dots(start_server, docroot):
+    (docroot / "pub").mkdir()
+    (docroot / "pub" / "a.txt").write_text("pub a\n")
+    (docroot / "pub" / "fallback.txt").write_text("fallback\n")
+    (docroot / "secret.txt").write_text("secret\n")
+    return start_server(docroot, conf=DOTS.format(root=docroot))
+
+
+def test_rewrite_to_a_path_an_argument_gave_a_dot_segment_is_500(dots):
+    """A value expands to a path without dot segments or it is refused (rewrite.h: "not
+    clean"), where nginx would hand "/pub/../secret.txt" to the file system as it is."""
+    assert get(dots, "/go?p=a.txt")[2] == "pub a\n"
+    assert get(dots, "/go?p=../secret.txt")[0] == 500
+    assert get(dots, "/go?p=x/..")[0] == 500
+
+
+def test_try_files_candidate_an_argument_gave_a_dot_segment_is_passed_over(dots):
+    assert get(dots, "/try?p=a.txt")[2] == "pub a\n"
+    assert get(dots, "/try?p=../secret.txt")[2] == "fallback\n"
+    assert get(dots, "/try?p=x/..")[2] == "fallback\n"

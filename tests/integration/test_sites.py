@@ -990,3 +990,23 @@ def test_args_from_a_decoded_uri_are_percent_encoded(args_site):
     """A space or a CR decoded from the path cannot enter the arguments as it is."""
     status, _, body = get(args_site.port, "/a%20b%0d")
     assert (status, body) == (200, b"args=from=/a%20b%0D")
+
+
+def test_only_server_of_an_address_with_a_regex_name_keeps_its_groups(start_server, docroot):
+    """The address's only server answers any Host; its `server_name ~RE` still gives $1 and
+    $name of a Host it matches (and nothing of one it does not)."""
+    import http.client
+    s = start_server(docroot, "server {\n"
+                     "  server_name ~^(?<sub>[a-z]+)\\.one\\.test$;\n"
+                     "  location / { return 200 \"sub=$sub n=$1\\n\"; }\n"
+                     "}\n")
+
+    def body(host):
+        c = http.client.HTTPConnection(s.host, s.port, timeout=10)
+        try:
+            c.request("GET", "/", headers={"Host": host})
+            return c.getresponse().read().decode()
+        finally:
+            c.close()
+    assert body("abc.one.test") == "sub=abc n=abc\n"
+    assert body("other.test") == "sub= n=\n"

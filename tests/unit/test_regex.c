@@ -19,16 +19,15 @@ static char err[256];
 static enum regex_result match_caps(const char *re, enum regex_flags flags, const char *s,
                                     struct regex_captures *caps, struct regex *keep)
 {
-    struct regex r;
-    if (regex_compile(&r, re, flags, err, sizeof(err)) < 0) {
+    struct regex local; /* kept in *keep, where caps->re points */
+    struct regex *r = keep ? keep : &local;
+    if (regex_compile(r, re, flags, err, sizeof(err)) < 0) {
         fprintf(stderr, "  pattern \"%s\" refused: %s\n", re, err);
         abort();
     }
-    enum regex_result m = regex_match(&r, s, strlen(s), caps, NULL, 0);
-    if (keep)
-        *keep = r;
-    else
-        regex_free(&r);
+    enum regex_result m = regex_match(r, s, strlen(s), caps, NULL, 0);
+    if (!keep)
+        regex_free(r);
     return m;
 }
 
@@ -133,6 +132,83 @@ TEST(text_may_hold_nul_bytes)
  * writable and executable, which PCRE2's JIT needs. */
 #define MDWE_SET 65          /* PR_SET_MDWE */
 #define MDWE_REFUSE_EXEC 1UL /* PR_MDWE_REFUSE_EXEC_GAIN */
+
+/* An anchored pattern's literal beginning is tested before PCRE2 is called (regex.h):
+ * the answers are PCRE2's all the same. */
+TEST(anchored_literal_beginning_refuses_other_paths_and_keeps_groups)
+{
+    struct regex_captures caps;
+    CHECK(match_caps("^/old/(.*)$", 0, "/old/page", &caps, NULL) == REGEX_MATCH);
+    CHECK(group_is(&caps, 1, "page"));
+    CHECK(match_caps("^/old/(.*)$", 0, "/new/page", &caps, NULL) == REGEX_NOMATCH);
+    CHECK(caps.n == 0);
+    CHECK(!search("^/old/", "/ol"));
+    CHECK(!search("^/old/", "x/old/"));
+}
+
+TEST(anchored_literal_beginning_under_tilde_star_ignores_ascii_case)
+{
+    CHECK(match_caps("^www\\.(.+)$", REGEX_CASELESS, "WwW.example.com", NULL, NULL) ==
+          REGEX_MATCH);
+    CHECK(match_caps("^www\\.(.+)$", REGEX_CASELESS, "wwwxexample.com", NULL, NULL) ==
+          REGEX_NOMATCH);
+}
+
+TEST(literal_before_a_quantifier_may_be_absent_or_repeated)
+{
+    CHECK(search("^/ab?c", "/ac"));
+    CHECK(search("^/ab*c", "/ac"));
+    CHECK(search("^/ab{0,2}c", "/ac"));
+    CHECK(search("^/ab+c", "/abbc"));
+}
+
+TEST(alternation_after_an_anchor_is_not_a_beginning)
+{
+    CHECK(search("^/a|/b", "/x/b"));
+    CHECK(search("^/a/|^/b/", "/b/x"));
+}
+
+TEST(escaped_byte_is_literal_and_escaped_letter_is_a_class)
+{
+    CHECK(search("^\\.x", ".x"));
+    CHECK(!search("^\\.x", "ax"));
+    CHECK(search("^\\d+/", "42/"));
+    CHECK(search("^\\w/", "a/"));
+    CHECK(search("^\\Q/a.b\\E", "/a.b"));
+}
+
+/* "^PREFIX(.*)$" is answered without PCRE2 (regex.h): as PCRE2 answers "^PREFIX(.*)$(?#)",
+ * which it matches itself, for texts with and without the prefix, a newline, a NUL. */
+TEST(prefix_then_rest_answers_as_pcre2)
+{
+    static const char *const texts[] = {"/old/page", "/old/", "/old", "/OLD/x", "/new/old/x",
+                                        "/old/a\nb", "/old/a\n", "/old/\0x", "/old/a/b?c"};
+    static const size_t lens[] = {9, 5, 4, 6, 10, 8, 7, 7, 10};
+    const struct { const char *re; enum regex_flags flags; } pats[] = {
+        {"^/old/(.*)$", 0}, {"^/old/(.*)$", REGEX_CASELESS}, {"^/o(.*)$", 0}};
+    for (unsigned p = 0; p < sizeof(pats) / sizeof(pats[0]); p++) {
+        char slow_re[64];
+        snprintf(slow_re, sizeof(slow_re), "%s(?#)", pats[p].re);
+        struct regex fast, slow;
+        CHECK(regex_compile(&fast, pats[p].re, pats[p].flags, err, sizeof(err)) == 0);
+        CHECK(regex_compile(&slow, slow_re, pats[p].flags, err, sizeof(err)) == 0);
+        CHECK(fast.prefix_then_rest && !slow.prefix_then_rest);
+        for (unsigned t = 0; t < sizeof(texts) / sizeof(texts[0]); t++) {
+            struct regex_captures a, b;
+            enum regex_result ra = regex_match(&fast, texts[t], lens[t], &a, NULL, 0);
+            enum regex_result rb = regex_match(&slow, texts[t], lens[t], &b, NULL, 0);
+            CHECK(ra == rb);
+            CHECK(a.n == b.n);
+            for (unsigned k = 0; ra == REGEX_MATCH && k < 2; k++) {
+                size_t la, lb;
+                const char *ga = regex_group(&a, k, &la), *gb = regex_group(&b, k, &lb);
+                CHECK(la == lb && memcmp(ga, gb, la) == 0);
+            }
+        }
+        regex_free(&fast);
+        regex_free(&slow);
+    }
+}
 
 TEST(without_executable_memory_the_interpreter_answers_the_same)
 {

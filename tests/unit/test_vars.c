@@ -112,6 +112,13 @@ TEST(host_is_lowercased_without_port_or_trailing_dot)
     CHECK(expands_to("$host", VARS_HEADER, &s, "[::1]"));
 }
 
+/* Where nothing is escaped (an `if`, a file name, a map's key) too. */
+TEST(host_is_lowercased_in_a_raw_value)
+{
+    struct vars_source s = source(GET_HOST, "/");
+    CHECK(expands_to("x-$host-y", VARS_RAW, &s, "x-www.example.org-y"));
+}
+
 TEST(host_without_a_host_header_is_the_server_name)
 {
     struct vars_source s = source("GET / HTTP/1.0\r\n\r\n", "/");
