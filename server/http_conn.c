@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "directive.h"
 #include "http_conn.h"
 #include "http_source.h"
 #include "module_chain.h"
@@ -195,6 +196,8 @@ static void respond(struct conn *c, const struct http_request *h, struct request
         resp_header(resp, "Allow", SERVER_ALLOW);
     } else {
         module_chain_answer(&c->gen->chain, r, resp);
+        if (resp->delay_ms)
+            return; /* put aside: answered when it runs again */
         if (resp->streaming)
             return; /* the head comes later, from the stream: finished and logged there */
     }
@@ -363,6 +366,48 @@ static bool keep_alive_allowed(const struct conn *c, const struct http_request *
              http_user_agent_safari(req->user_agent));
 }
 
+/* limit_rate: the request's `set $limit_rate`, else its block's, paces the response from
+ * the request's start (nginx's). Not a request's that set nothing, in a block with none:
+ * for those, two loads and a branch. */
+static void set_pace(const struct request *r, struct response *resp, int64_t start_us)
+{
+    const struct config_limits *l = &r->level->limits;
+    uint64_t rate = l->limit_rate;
+    for (unsigned i = 0; i < r->vars.n; i++) {
+        if (strcasecmp(r->vars.v[i].name, "limit_rate") != 0)
+            continue;
+        char v[32];
+        size_t n = r->vars.v[i].len < sizeof(v) - 1 ? r->vars.v[i].len : sizeof(v) - 1;
+        memcpy(v, r->vars.buf + r->vars.v[i].off, n);
+        v[n] = '\0';
+        uint64_t set;
+        if (config_parse_size(v, &set) == 0)
+            rate = set;
+        else
+            module_log(r, LOG_LEVEL_ERROR, "invalid $limit_rate \"%s\"", v);
+    }
+    if (!rate)
+        return;
+    resp->limit_rate = rate;
+    resp->limit_rate_after = l->limit_rate_after;
+    resp->rate_start_ms = start_us / 1000;
+}
+
+/* A preaccess hook put the request aside (limit_req's delay): its bytes, and what follows
+ * them, wait on the connection, which is parked until then, when it runs again. */
+static void put_aside(struct conn *c, const char *p, size_t n, uint64_t delay_ms)
+{
+    hc(c)->requests--;
+    hc(c)->resumed = true;
+    hc(c)->body_mode = REQ_BODY_NONE;
+    if (!http_save_input(c, p, n)) {
+        conn_close(c);
+        return;
+    }
+    int64_t at = clock_now_ms() + (int64_t)delay_ms;
+    conn_park(c, at, at + hc(c)->limits->send_timeout_ms);
+}
+
 /* Answer one complete request whose head is buf[*pos .. *pos + head_len). Advances *pos
  * past the head and whatever of its body is in the buffer. Returns true to go on with the
  * connection, false if it was handed off. */
@@ -444,7 +489,17 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
         resp.keep_alive = false;
     if (!resp.keep_alive)
         hc(c)->body_mode = REQ_BODY_NONE; /* closing: the rest of the body is drained, not parsed */
+    r.marks.resumed = hc(c)->resumed;
+    hc(c)->resumed = false;
+    /* Only a request whose bytes are all in buf can be put aside and read again. */
+    r.marks.may_delay = !status && req->framing != HTTP_BODY_CHUNKED &&
+                        !(req->framing == HTTP_BODY_LENGTH && req->content_length > 0);
     respond(c, req, &r, status, &resp);
+    if (resp.delay_ms) {
+        put_aside(c, buf + head_at, len - head_at, resp.delay_ms);
+        return false;
+    }
+    set_pace(&r, &resp, t0_us);
     if (resp.streaming) { /* a late response: its source drives the connection now */
         http_source_start(c, &resp, &r, buf + *pos, len - *pos, NULL);
         return false;
@@ -481,6 +536,7 @@ static void serve_collected(struct conn *c)
     r.body = k->data + k->head_len;
     r.body_len = k->body_len;
     respond(c, &req, &r, status, &resp);
+    set_pace(&r, &resp, t0_us);
     hc(c)->collect = NULL;
     if (resp.streaming) { /* the source owns k now (the proxy sends the body on) */
         http_source_start(c, &resp, &r, NULL, 0, k);
@@ -780,6 +836,13 @@ static void http_conn_event(struct lf_handle *h, uint32_t events)
     if (hc(c)->collect) {
         collect_event(c);
         return;
+    }
+    if (state == CONN_TIMED) {
+        if (!c->out) { /* a request put aside: it runs again now */
+            http_process(c);
+            return;
+        }
+        state = CONN_SEND; /* a paced response: the pace allows more now */
     }
     if (state == CONN_SEND) {
         enum send_result r = conn_send_pending(c);

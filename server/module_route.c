@@ -963,7 +963,10 @@ static bool limited(const struct module_chain *c, struct request *req, struct re
         enum mod_result r = c->mods[i]->preaccess(c->state[i], req, resp);
         if (r == MOD_ERROR)
             resp_error(resp, 500);
-        answered = r != MOD_DECLINED;
+        if (r == MOD_DELAY) /* the core puts the request aside (module.h) */
+            resp->delay_ms = req->marks.may_delay && req->marks.delay_ms ? req->marks.delay_ms
+                                                                         : 0;
+        answered = r != MOD_DECLINED && (r != MOD_DELAY || resp->delay_ms);
     }
     req->level = was;
     return answered;
@@ -1190,6 +1193,8 @@ void module_chain_answer(const struct module_chain *c, struct request *req,
                          struct response *resp)
 {
     handle(c, req, resp);
+    if (resp->delay_ms)
+        return; /* put aside: answered when it runs again */
     const struct level_error_page *p;
     if (!resp->streaming && resp->status >= 300 &&
         (p = error_page_for(req->level, resp->status)))
