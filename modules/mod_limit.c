@@ -698,10 +698,11 @@ static const struct conf_directive limit_directives[] = {
     {"limit_req", CONF_LIST, LIMIT_BLOCKS, CONF_REPEATS, .min_args = 1, .max_args = 3,
      .set = set_limit_req, .usage = "zone=NAME [burst=N] [nodelay|delay=N]",
      .doc = "Limits the request rate per key of the zone, nginx's leaky bucket: a request "
-        "beyond the rate and `burst` more is refused with `limit_req_status`. nginx delays "
-        "the requests within the burst (beyond `delay=N`, unless `nodelay`); here they are "
-        "answered at once and marked `DELAYED` in `$limit_req_status`. Repeatable; a block "
-        "with any `limit_req` has only its own."},
+        "beyond the rate and `burst` more is refused with `limit_req_status`; one within "
+        "the burst (beyond `delay=N`, unless `nodelay`) waits until the rate lets it "
+        "through, no thread with it, and is marked `DELAYED` in `$limit_req_status` (one "
+        "with a body is answered at once). Repeatable; a block with any `limit_req` has "
+        "only its own."},
     {"limit_req_status", CONF_COUNT, LIMIT_BLOCKS, CONF_ONCE, .min = 400, .max = 599,
      CONF_AT(struct limit_conf, req_status), .usage = "CODE", .dflt = "503",
      .doc = "The status of a request refused by `limit_req`."},
