@@ -523,8 +523,10 @@ struct conn_buf *conn_buf_get(struct conn_pool *pool)
     pthread_mutex_unlock(&pool->lock);
     if (!b)
         b = malloc(sizeof(*b));
-    if (b)
+    if (b) {
         b->len = 0;
+        b->start_us = 0;
+    }
     return b;
 }
 

@@ -51,6 +51,9 @@ enum conn_state {
 struct conn_buf {
     struct conn_buf *next; /* in the pool's free list */
     uint32_t len;
+    /* The first request's start (clock_now_us) when it was put aside to run again later,
+     * so that $request_time counts the wait, as nginx's; 0: none. */
+    int64_t start_us;
     char data[CONN_BUF_SIZE];
 };
 

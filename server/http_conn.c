@@ -395,7 +395,8 @@ static void set_pace(const struct request *r, struct response *resp, int64_t sta
 
 /* A preaccess hook put the request aside (limit_req's delay): its bytes, and what follows
  * them, wait on the connection, which is parked until then, when it runs again. */
-static void put_aside(struct conn *c, const char *p, size_t n, uint64_t delay_ms)
+static void put_aside(struct conn *c, const char *p, size_t n, uint64_t delay_ms,
+                      int64_t start_us)
 {
     hc(c)->requests--;
     hc(c)->resumed = true;
@@ -404,6 +405,8 @@ static void put_aside(struct conn *c, const char *p, size_t n, uint64_t delay_ms
         conn_close(c);
         return;
     }
+    if (c->in)
+        c->in->start_us = start_us;
     int64_t at = clock_now_ms() + (int64_t)delay_ms;
     conn_park(c, at, at + hc(c)->limits->send_timeout_ms);
 }
@@ -412,9 +415,9 @@ static void put_aside(struct conn *c, const char *p, size_t n, uint64_t delay_ms
  * past the head and whatever of its body is in the buffer. Returns true to go on with the
  * connection, false if it was handed off. */
 static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
-                      const struct http_request *req, size_t head_len)
+                      const struct http_request *req, size_t head_len, int64_t started_us)
 {
-    int64_t t0_us = clock_now_us();
+    int64_t t0_us = started_us ? started_us : clock_now_us();
     struct http_service *svc = http_service_of(c); /* c may be gone once the response is sent */
     if (svc->shared->n_services > 1) {
         struct http_service *to = request_class(c, req);
@@ -496,7 +499,7 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
                         !(req->framing == HTTP_BODY_LENGTH && req->content_length > 0);
     respond(c, req, &r, status, &resp);
     if (resp.delay_ms) {
-        put_aside(c, buf + head_at, len - head_at, resp.delay_ms);
+        put_aside(c, buf + head_at, len - head_at, resp.delay_ms, t0_us);
         return false;
     }
     set_pace(&r, &resp, t0_us);
@@ -683,7 +686,9 @@ static void http_process(struct conn *c)
     if (!head_started && hc(c)->body_mode == REQ_BODY_NONE)
         renew_generation(c); /* between requests: where a reload takes effect */
 
+    int64_t resumed_us = 0; /* the start of a request put aside, which comes first */
     if (c->in) {
+        resumed_us = c->in->start_us;
         len = c->in->len;
         memcpy(buf, c->in->data, len);
         conn_buf_put(c->pool, c->in);
@@ -702,8 +707,9 @@ static void http_process(struct conn *c)
             struct http_request req;
             int r = http_parse_request(buf + pos, len - pos, &c->gen->limits, &req);
             if (r > 0) {
-                if (!serve_one(c, buf, &pos, len, &req, (size_t)r))
+                if (!serve_one(c, buf, &pos, len, &req, (size_t)r, resumed_us))
                     return;
+                resumed_us = 0;
                 served = true;
                 head_started = false;
                 continue;

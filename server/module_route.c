@@ -84,6 +84,7 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .server_captures = &req->server_captures,
         .conn_requests = req->conn_requests,
         .conn_opened_ms = req->conn_opened_ms,
+        .start_us = req->start_us,
         .user_var = rewrite_var,
         .user_vars = req,
         .upstream = req->upstream,

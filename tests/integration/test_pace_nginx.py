@@ -25,6 +25,7 @@ from proxy_harness import Proxy
 SITE = """
 limit_req_zone $binary_remote_addr zone=half:1m rate=2r/s;
 limit_req_zone $binary_remote_addr zone=partly:1m rate=2r/s;
+limit_req_zone $binary_remote_addr zone=timed:1m rate=2r/s;
 server {
     listen 127.0.0.1:{port0};
     root ROOT;
@@ -35,6 +36,11 @@ server {
     }
     location /partly/ {
         limit_req zone=partly burst=5 delay=3;
+        try_files /ok.txt =404;
+    }
+    location /timed/ {
+        limit_req zone=timed burst=1;
+        add_header X-Time $request_time;
         try_files /ok.txt =404;
     }
     location /rate/ {
@@ -137,6 +143,20 @@ def test_delay_n_answers_that_many_excess_requests_at_once(both):
         assert sorted(a[1] for a in answers) == ["DELAYED"] * 2 + ["PASSED"] * 4, answers
         assert max(a[2] for a in answers) >= 0.8, answers
     assert max(a[2] for a in ours) <= 2 * max(a[2] for a in theirs) + 1, (theirs, ours)
+
+
+def test_request_time_of_a_delayed_request_counts_the_delay(both):
+    for p, source in zip(both[:2], ("127.0.0.7", "127.0.0.8")):
+        clients = [connect(p, source) for _ in range(2)]
+        try:
+            for c in clients:
+                c.send(get("/timed/x"))
+            times = [float(c.read_response(timeout=scaled(10))[1]["x-time"]) for c in clients]
+        finally:
+            for c in clients:
+                c.close()
+        # The second waits 1 / 2r/s = 0.5 s, which its $request_time includes.
+        assert times[0] < 0.4 and times[1] >= 0.4, (p.kind, times)
 
 
 def check_paced(both, path, at_least):
