@@ -21,6 +21,7 @@ import pytest
 
 from conftest import Client, scaled
 from proxy_harness import Proxy
+from tls_harness import Pki, tls_client, tls_conf
 
 SITE = """
 limit_req_zone $binary_remote_addr zone=half:1m rate=2r/s;
@@ -225,3 +226,24 @@ def test_a_client_that_closes_while_delayed_is_let_go_when_it_wakes(both):
     assert open_fds(ours.pid) <= before
     status, body, _ = fetch_timed(ours, "/free/ok.txt")
     assert status == 200 and body == b"ok\n"
+
+
+def test_limit_rate_paces_a_file_over_tls(start_server, tmp_path):
+    # nginx's own answer is the test above: this is lfhttpd's TLS path (records whole).
+    docroot = tmp_path / "tlsroot"
+    docroot.mkdir()
+    data = os.urandom(BIG)
+    (docroot / "big.bin").write_bytes(data)
+    pki = Pki(tmp_path / "pki")
+    s = start_server(docroot, conf=tls_conf(docroot, pki.issue("example.org"),
+                                            extra="limit_rate 100k;\n"))
+    c = tls_client(s.port, sni="example.org")
+    try:
+        t0 = time.monotonic()
+        c.send(b"GET /big.bin HTTP/1.1\r\nHost: example.org\r\n\r\n")
+        status, _, body, _ = c.read_response(timeout=scaled(30))
+        took = time.monotonic() - t0
+    finally:
+        c.close()
+    assert status == 200 and body == data
+    assert took >= 1.8, took  # 100 KiB a second, a 16 KiB record at most ahead of it
