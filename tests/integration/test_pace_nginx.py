@@ -57,6 +57,12 @@ server {
         set $limit_rate 100k;
         alias ROOT/;
     }
+    location /ifrate/ {
+        alias ROOT/;
+        if ($arg_slow) {
+            limit_rate 100k;
+        }
+    }
     location /free/ {
         alias ROOT/;
     }
@@ -193,6 +199,14 @@ def test_limit_rate_after_sends_its_bytes_at_full_speed_first(both):
 
 def test_set_limit_rate_paces_as_the_directive(both):
     check_paced(both, "/var/big.bin", 1.8)
+
+
+def test_limit_rate_in_an_if_paces_only_the_requests_it_matches(both):
+    check_paced(both, "/ifrate/big.bin?slow=1", 1.8)
+    for p in both[:2]:
+        status, body, took = fetch_timed(p, "/ifrate/big.bin")
+        assert status == 200 and len(body) == BIG
+        assert took < 1.5, (p.kind, took)
 
 
 def test_a_response_without_limit_rate_is_not_paced(both):
