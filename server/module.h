@@ -10,7 +10,9 @@
  *
  *   rewrite  every module, in order; may change the path
  *   preaccess every module, in order, once per request (not again for an error page): the
- *            first that returns MOD_HANDLED has answered (limit_req's, limit_conn's 503)
+ *            first that returns MOD_HANDLED has answered (limit_req's, limit_conn's 503);
+ *            MOD_DELAY puts the request aside for a time, then it runs again from the
+ *            start (limit_req's delay: no thread waits meanwhile)
  *   access   every module, in order; the first that returns MOD_HANDLED has answered
  *            (a refusal) and no handler runs
  *   handle   if the path falls under a mount (the longest prefix wins), only the module
