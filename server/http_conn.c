@@ -502,11 +502,11 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
         put_aside(c, buf + head_at, len - head_at, resp.delay_ms, t0_us);
         return false;
     }
-    set_pace(&r, &resp, t0_us);
     if (resp.streaming) { /* a late response: its source drives the connection now */
         http_source_start(c, &resp, &r, buf + *pos, len - *pos, NULL);
         return false;
     }
+    set_pace(&r, &resp, t0_us); /* not a stream's: its pieces are not paced */
     bool go_on = http_send(c, &resp, buf + *pos, len - *pos);
     http_stats_record(&svc->stats, clock_now_us() - t0_us, resp.status, resp_body_bytes(&resp));
     return go_on;
@@ -539,12 +539,12 @@ static void serve_collected(struct conn *c)
     r.body = k->data + k->head_len;
     r.body_len = k->body_len;
     respond(c, &req, &r, status, &resp);
-    set_pace(&r, &resp, t0_us);
     hc(c)->collect = NULL;
     if (resp.streaming) { /* the source owns k now (the proxy sends the body on) */
         http_source_start(c, &resp, &r, NULL, 0, k);
         return;
     }
+    set_pace(&r, &resp, t0_us);
     /* The response may point into k (an echo of the body): sending copies whatever it
      * cannot send at once, so k can go as soon as the send returns. */
     bool go_on = http_send(c, &resp, NULL, 0);
