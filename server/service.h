@@ -29,8 +29,9 @@ struct service {
     int nice; /* its threads' priority, as applied */
     struct lf_group *groups[CONFIG_MAX_GROUPS];
     unsigned n_groups;
-    struct timer tick;
-    struct timer waker; /* one-shot: wakes connections parked until a time (conn_park) */            /* the deadline sweep and the chores below (groups[0]) */
+    struct timer tick;            /* the deadline sweep and the chores below (groups[0]) */
+    struct timer waker;           /* one-shot (groups[0]): wakes connections parked until a
+                                     time (conn_park) */
     struct listener *listeners;   /* its own, linked by `next`: the tick resumes them */
     int64_t last_flush_ms;        /* when the tick last flushed the access log */
 };
