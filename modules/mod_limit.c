@@ -10,10 +10,11 @@
  * its "excess" and when it was last reckoned; a request drains rate * elapsed from it and
  * adds 1000. Over burst * 1000, the request is rejected (and not counted); otherwise it is
  * counted, and nginx delays it by (excess - delay * 1000) / rate when the excess is over
- * `delay=` (0 without it; never with `nodelay`). Here such a request is answered at once,
- * as with nodelay, and marked DELAYED: no thread may sleep on a request, and the core has
- * no way yet to put one aside until a timer. So counts of passed and rejected requests are
- * nginx's; only the pacing of delayed ones differs. Several limit_req of one block must all
+ * `delay=` (0 without it; never with `nodelay`). Such a request is marked DELAYED and put
+ * aside (MOD_DELAY): no thread sleeps on it; the core parks its connection until then and
+ * runs the request again (req->marks.resumed), when it is not counted again. A request
+ * with a body, or one the core cannot put aside, is answered at once, as with nodelay.
+ * Several limit_req of one block must all
  * let a request through; a block with any limit_req has only its own (the outer ones are
  * not added), as in nginx. An empty key is not limited.
  *
@@ -362,6 +363,10 @@ static enum mod_result req_limit(const struct limit_conf *c, struct request *req
     }
     if (last < 0)
         return MOD_DECLINED;
+    if (req->marks.resumed) { /* counted and delayed already: it goes on now */
+        req->marks.limit_req = dry ? REQUEST_LIMIT_DELAYED_DRY_RUN : REQUEST_LIMIT_DELAYED;
+        return MOD_DECLINED;
+    }
     uint64_t delay_ms = 0;
     int64_t delay_excess = 0;
     const struct limit_rule *delayer = NULL;
@@ -406,7 +411,10 @@ static enum mod_result req_limit(const struct limit_conf *c, struct request *req
                (unsigned long long)(delay_excess / 1000),
                (unsigned long long)(delay_excess % 1000), delayer->zone->name);
     req->marks.limit_req = dry ? REQUEST_LIMIT_DELAYED_DRY_RUN : REQUEST_LIMIT_DELAYED;
-    return MOD_DECLINED; /* answered now: see the top of the file */
+    if (dry || !req->marks.may_delay || delay_ms == 0)
+        return MOD_DECLINED; /* answered now: see the top of the file */
+    req->marks.delay_ms = delay_ms > UINT32_MAX ? UINT32_MAX : (uint32_t)delay_ms;
+    return MOD_DELAY;
 }
 
 /* --- limit_conn ----------------------------------------------------------------------------- */
@@ -690,10 +698,11 @@ static const struct conf_directive limit_directives[] = {
     {"limit_req", CONF_LIST, LIMIT_BLOCKS, CONF_REPEATS, .min_args = 1, .max_args = 3,
      .set = set_limit_req, .usage = "zone=NAME [burst=N] [nodelay|delay=N]",
      .doc = "Limits the request rate per key of the zone, nginx's leaky bucket: a request "
-        "beyond the rate and `burst` more is refused with `limit_req_status`. nginx delays "
-        "the requests within the burst (beyond `delay=N`, unless `nodelay`); here they are "
-        "answered at once and marked `DELAYED` in `$limit_req_status`. Repeatable; a block "
-        "with any `limit_req` has only its own."},
+        "beyond the rate and `burst` more is refused with `limit_req_status`; one within "
+        "the burst (beyond `delay=N`, unless `nodelay`) waits until the rate lets it "
+        "through, no thread with it, and is marked `DELAYED` in `$limit_req_status` (one "
+        "with a body is answered at once). Repeatable; a block with any `limit_req` has "
+        "only its own."},
     {"limit_req_status", CONF_COUNT, LIMIT_BLOCKS, CONF_ONCE, .min = 400, .max = 599,
      CONF_AT(struct limit_conf, req_status), .usage = "CODE", .dflt = "503",
      .doc = "The status of a request refused by `limit_req`."},

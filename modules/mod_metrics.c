@@ -178,7 +178,7 @@ static void process_metrics(struct strbuf *b, const struct server_metrics *m)
 }
 
 static const char *const state_names[SERVER_METRICS_STATES] = {
-    "new", "idle", "head", "body", "send", "linger", "stream",
+    "new", "idle", "head", "body", "send", "linger", "stream", "timed",
 };
 
 static void class_label(struct strbuf *b, const char *name, const char *cls)

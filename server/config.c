@@ -1256,6 +1256,18 @@ static const struct conf_directive core_directives[] = {
     {"send_timeout", CONF_DURATION, TOP, CFG(send_timeout_ms), .dflt = "30s",
      .doc = "A response the client stops reading is dropped after this; it restarts "
             "whenever bytes go out, so `send_min_rate` bounds the whole."},
+    {"limit_rate", CONF_SIZE, TOP, CFG(limit_rate), .dflt = "0",
+     .doc = "Bytes per second each response is sent at, as nginx's: after `limit_rate_after` "
+            "bytes, a response goes out at most RATE bytes a second since its request began "
+            "(what the budget allows is written, then the connection waits, no thread with "
+            "it, until the budget allows more; the wait does not count against "
+            "`send_timeout`); 0: no limit. `set $limit_rate` changes it for one request. "
+            "Files, memory bodies and TLS are paced; streamed answers (proxied, CGI) are "
+            "not. A server, location or `if` in a location may set its own."},
+    {"limit_rate_after", CONF_SIZE, TOP, CFG(limit_rate_after), .dflt = "0",
+     .doc = "The bytes of a response (its head included, as nginx counts) sent at full "
+            "speed before `limit_rate` applies. A server, location or `if` in a location "
+            "may set its own."},
     {"send_min_rate", CONF_SIZE, TOP, .off = true, CFG(send_min_rate), .dflt = "1k",
      .doc = "Bytes per second a response must average once the socket would block (counted "
             "from then, after a grace of one `send_timeout`; credit earned reading fast "
@@ -1565,6 +1577,12 @@ static const struct conf_directive core_directives[] = {
     {"send_timeout", CONF_DURATION, SITE | LOC, .set = conf_set_later, .usage = "TIME",
      .dflt = "(the outer block's)", .id = CONFIG_ID_SEND_TIMEOUT,
      .doc = "How long a response of this block may wait for the client to read more."},
+    {"limit_rate", CONF_SIZE, SITE | LOC, .set = conf_set_later, .usage = "RATE",
+     .dflt = "(the outer block's)", .id = CONFIG_ID_LIMIT_RATE,
+     .doc = "The responses of this block go out at most RATE bytes a second (0: no limit)."},
+    {"limit_rate_after", CONF_SIZE, SITE | LOC, .set = conf_set_later, .usage = "SIZE",
+     .dflt = "(the outer block's)", .id = CONFIG_ID_LIMIT_RATE_AFTER,
+     .doc = "The bytes of a response of this block sent before `limit_rate` applies."},
     {"client_header_timeout", CONF_DURATION, TOP, CFG(header_timeout_ms), .dflt = "10s",
      .doc = "nginx's name of `header_timeout`."},
     {"client_header_timeout", CONF_DURATION, SITE, .set = note_nginx_only, .usage = "TIME",

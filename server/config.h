@@ -80,6 +80,9 @@ struct config_limits {
     unsigned keepalive_requests;     /* requests a connection serves; 0: no limit */
     unsigned send_timeout_ms;        /* a response the client stops reading */
     unsigned keepalive_time_ms;      /* keepalive_time: a connection's life for keep-alive */
+    uint64_t limit_rate;             /* limit_rate: bytes per second a response is sent at;
+                                        0: no limit (conn.c paces it) */
+    uint64_t limit_rate_after;       /* limit_rate_after: bytes sent before the pacing starts */
     uint8_t keepalive_disable;       /* enum config_keepalive_disable bits */
     bool say_keep_alive;             /* a file with nginx's `http { }`: every kept HTTP/1.1
                                         answer says "Connection: keep-alive", as nginx's */
@@ -123,6 +126,7 @@ struct config {
     unsigned keepalive_timeout_ms;
     unsigned keepalive_header_s; /* keepalive_timeout's second value: "Keep-Alive: timeout=N" */
     unsigned send_timeout_ms;
+    uint64_t limit_rate, limit_rate_after; /* the top level's (struct config_limits) */
     /* A parked response must go out at this average rate (bytes per second) since it was
      * parked, after a grace of send_timeout; 0: no minimum (see conn.h). */
     unsigned send_min_rate;
@@ -219,6 +223,8 @@ enum config_core_id {
     CONFIG_ID_SEND_TIMEOUT,
     CONFIG_ID_KEEPALIVE_TIME,
     CONFIG_ID_KEEPALIVE_DISABLE,
+    CONFIG_ID_LIMIT_RATE,
+    CONFIG_ID_LIMIT_RATE_AFTER,
     CONFIG_ID_ERROR_LOG,     /* in a server or location */
     CONFIG_ID_LOG_NOT_FOUND,
 };

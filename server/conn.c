@@ -42,6 +42,13 @@ struct conn_out {
     int64_t grace_end_ms; /* the first wait's deadline (parked + send_timeout); 0 before */
     unsigned min_rate;    /* send_min_rate, bytes per second; 0: no minimum */
     bool rate_bound;      /* the last wait's deadline was the minimum rate's */
+    /* limit_rate (see conn.h): bytes per second, 0 if not paced; the bytes sent at full
+     * speed first; the request's start; the response's bytes sent so far (head included);
+     * and, when the pace holds the rest back, when it may go on (0: not held back). */
+    uint64_t pace_rate, pace_after;
+    int64_t pace_start_ms;
+    uint64_t pace_sent;
+    int64_t wake_ms;
     unsigned n, pos;
     struct out_seg segs[];
 };
@@ -88,9 +95,21 @@ static struct lf_group *pool_group(const struct conn_pool *pool, int fd)
     return pool->groups[(unsigned)fd % pool->n_groups];
 }
 
+/* Out of the pool's timed list (its lock held): the last entry takes its place. */
+static void timed_unlink(struct conn_pool *pool, struct conn *c)
+{
+    for (unsigned i = 0; i < pool->n_timed; i++)
+        if (pool->timed[i].c == c) {
+            pool->timed[i] = pool->timed[--pool->n_timed];
+            break;
+        }
+}
+
 static void list_unlink(struct conn_pool *pool, struct conn *c)
 {
     pthread_mutex_lock(&pool->lock);
+    if (atomic_load_explicit(&c->state, memory_order_relaxed) == CONN_TIMED)
+        timed_unlink(pool, c); /* closed while parked (a stop), or woken: no harm */
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -136,6 +155,8 @@ void conn_pool_fini(struct conn_pool *pool)
         pool->free_conns = c->next;
         free(c);
     }
+    free(pool->timed);
+    pool->timed = NULL;
     while (pool->free_bufs) {
         struct conn_buf *b = pool->free_bufs;
         pool->free_bufs = b->next;
@@ -160,6 +181,87 @@ void conn_set_wake_fd(struct conn *c, int fd, bool on_peer_close)
     pthread_mutex_unlock(&c->pool->lock);
 }
 
+void conn_pool_set_waker(struct conn_pool *pool, struct timer *waker)
+{
+    pool->waker = waker;
+}
+
+/* Make a parked connection ready (pool lock held): false if its owner has not let go yet. */
+static bool wake_one(struct conn_pool *pool, struct conn *c)
+{
+    if (!atomic_exchange_explicit(&c->parked, false, memory_order_acq_rel))
+        return false;
+    timed_unlink(pool, c);
+    if (!lf_group_wake(&c->h)) /* its deadline still holds: the sweep will end it */
+        log_error("connection fd %d: cannot wake it: %s", c->h.fd, strerror(errno));
+    /* From here on another thread may own c. */
+    return true;
+}
+
+void conn_pool_wake(struct conn_pool *pool, int64_t now_ms)
+{
+    int64_t next = 0;
+    pthread_mutex_lock(&pool->lock);
+    for (unsigned i = 0; i < pool->n_timed;) {
+        struct conn_timed *t = &pool->timed[i];
+        int64_t at = t->wake_ms;
+        if (at <= now_ms) {
+            if (wake_one(pool, t->c))
+                continue; /* the last entry moved here */
+            at = now_ms + 1; /* its owner has not let go yet */
+        }
+        if (!next || at < next)
+            next = at;
+        i++;
+    }
+    pool->wake_armed_ms = next;
+    if (next && pool->waker)
+        timer_arm_at(pool->waker, next);
+    pthread_mutex_unlock(&pool->lock);
+}
+
+void conn_park(struct conn *c, int64_t wake_ms, int64_t deadline_ms)
+{
+    struct conn_pool *pool = c->pool;
+    c->rd_drained = c->wr_blocked = false;
+    atomic_store_explicit(&c->deadline_ms, deadline_ms, memory_order_relaxed);
+    atomic_store_explicit(&c->state, (uint8_t)CONN_TIMED, memory_order_relaxed);
+    pthread_mutex_lock(&pool->lock);
+    if (pool->n_timed == pool->cap_timed) {
+        unsigned cap = pool->cap_timed ? pool->cap_timed * 2 : 64;
+        struct conn_timed *t = realloc(pool->timed, cap * sizeof(*t));
+        if (!t) {
+            pthread_mutex_unlock(&pool->lock);
+            log_error("parking connection fd %d: out of memory", c->h.fd);
+            conn_close(c);
+            return;
+        }
+        pool->timed = t;
+        pool->cap_timed = cap;
+    }
+    pool->timed[pool->n_timed++] = (struct conn_timed){c, wake_ms};
+    if (pool->waker && (!pool->wake_armed_ms || wake_ms < pool->wake_armed_ms)) {
+        pool->wake_armed_ms = wake_ms;
+        timer_arm_at(pool->waker, wake_ms);
+    }
+    pthread_mutex_unlock(&pool->lock);
+    int rc;
+    if (!c->registered) {
+        c->registered = true;
+        rc = lf_group_add_conn(c->h.group, &c->h, 0);
+    } else {
+        rc = lf_group_park(&c->h);
+    }
+    if (rc < 0) {
+        log_error("parking connection fd %d: %s", c->h.fd, strerror(-rc));
+        conn_close(c);
+        return;
+    }
+    /* Nobody can take it now but the waker (or a stop), which waits for this. */
+    atomic_store_explicit(&c->parked, true, memory_order_release);
+}
+
+
 void conn_pool_sweep(struct conn_pool *pool, int64_t now_ms, bool stopping)
 {
     pthread_mutex_lock(&pool->lock);
@@ -180,13 +282,23 @@ void conn_pool_sweep(struct conn_pool *pool, int64_t now_ms, bool stopping)
         if (atomic_load_explicit(&c->expired, memory_order_relaxed))
             continue;
         int64_t dl = atomic_load_explicit(&c->deadline_ms, memory_order_relaxed);
+        /* Parked until a time: a stop ends it now, and so does its deadline (which the
+         * waker's time comes before, unless its owner never let go). */
+        if (st == CONN_TIMED && atomic_load_explicit(&c->parked, memory_order_acquire)) {
+            if (stopping || dl <= now_ms) {
+                atomic_store_explicit(&c->expired, true, memory_order_relaxed);
+                shutdown(c->h.fd, SHUT_RDWR);
+                wake_one(pool, c);
+            }
+            continue;
+        }
         bool idle = st == CONN_NEW || st == CONN_IDLE;
         if (dl > now_ms && !(stopping && idle))
             continue;
         if (st == CONN_STREAM) /* the layer above keeps this deadline itself */
             continue;
         atomic_store_explicit(&c->expired, true, memory_order_relaxed);
-        shutdown(c->h.fd, st == CONN_SEND ? SHUT_RDWR : SHUT_RD);
+        shutdown(c->h.fd, st == CONN_SEND || st == CONN_TIMED ? SHUT_RDWR : SHUT_RD);
     }
     pthread_mutex_unlock(&pool->lock);
 }
@@ -330,6 +442,12 @@ static int64_t out_deadline(struct conn_out *o, int64_t deadline_ms)
 
 void conn_wait(struct conn *c, enum conn_state state, uint32_t events, int64_t deadline_ms)
 {
+    if (state == CONN_SEND && c->out && c->out->wake_ms) {
+        /* Held back by limit_rate: send_timeout counts from when it may go on. */
+        int64_t wake = c->out->wake_ms;
+        conn_park(c, wake, wake + (deadline_ms - clock_now_ms()));
+        return;
+    }
     if (state == CONN_SEND && c->out)
         deadline_ms = out_deadline(c->out, deadline_ms);
     atomic_store_explicit(&c->deadline_ms, deadline_ms, memory_order_relaxed);
@@ -418,8 +536,10 @@ struct conn_buf *conn_buf_get(struct conn_pool *pool)
     pthread_mutex_unlock(&pool->lock);
     if (!b)
         b = malloc(sizeof(*b));
-    if (b)
+    if (b) {
         b->len = 0;
+        b->start_us = 0;
+    }
     return b;
 }
 
@@ -616,6 +736,77 @@ static bool copy_files(const struct conn *c)
     return c->gen && !c->gen->cfg.sendfile;
 }
 
+static enum send_result send_any(struct conn *c, struct out_seg *segs, unsigned n,
+                                 unsigned *pos, uint64_t *sent)
+{
+    return c->tls ? send_tls(c, segs, n, pos, sent)
+                  : send_segs(c->h.fd, segs, n, pos, sent, copy_files(c));
+}
+
+/* Send at most cap bytes of segs[*pos..n): the segment the cap falls in is cut short for
+ * the call (sendfile's count is capped so) and its rest given back after. Over TLS the cap
+ * is rounded up to whole records, so that a write OpenSSL retries asks for the same bytes. */
+static enum send_result send_capped(struct conn *c, struct out_seg *segs, unsigned n,
+                                    unsigned *pos, uint64_t *sent, uint64_t cap)
+{
+    if (c->tls)
+        cap = (cap + TLS_RECORD - 1) / TLS_RECORD * TLS_RECORD;
+    uint64_t acc = 0;
+    unsigned end = *pos;
+    while (end < n && acc + segs[end].len <= cap)
+        acc += segs[end++].len;
+    if (end == n)
+        return send_any(c, segs, n, pos, sent);
+    uint64_t rest = segs[end].len - (cap - acc);
+    segs[end].len = cap - acc;
+    enum send_result r = send_any(c, segs, end + 1, pos, sent);
+    segs[end].len += rest;
+    if (*pos > end)
+        *pos = end;
+    return r;
+}
+
+/* The pace's state, between a response's sends (see conn.h). */
+struct pace {
+    uint64_t rate, after, sent;
+    int64_t start_ms;
+};
+
+#define PACE_RATE_MAX ((uint64_t)1 << 40) /* beyond any link: keeps the sums in range */
+
+/* Send what the pace allows. SEND_PARKED with *wake_ms set when it holds the rest back;
+ * SEND_PARKED with *wake_ms 0 when the socket is full. */
+static enum send_result send_paced(struct conn *c, struct out_seg *segs, unsigned n,
+                                   unsigned *pos, uint64_t *sent, struct pace *p,
+                                   int64_t *wake_ms)
+{
+    *wake_ms = 0;
+    uint64_t s0 = *sent;
+    if (!p->rate) {
+        enum send_result r = send_any(c, segs, n, pos, sent);
+        p->sent += *sent - s0;
+        return r;
+    }
+    int64_t rate = (int64_t)(p->rate < PACE_RATE_MAX ? p->rate : PACE_RATE_MAX);
+    int64_t now = clock_now_ms();
+    int64_t limit = rate * ((now - p->start_ms) / 1000 + 1) - ((int64_t)p->sent -
+                                                               (int64_t)p->after);
+    if (limit <= 0) {
+        *wake_ms = now + -limit * 1000 / rate + 1;
+        return SEND_PARKED;
+    }
+    uint64_t before = p->sent;
+    enum send_result r = send_capped(c, segs, n, pos, sent, (uint64_t)limit);
+    p->sent += *sent - s0;
+    if (r != SEND_DONE || *pos >= n)
+        return r;
+    uint64_t a = before > p->after ? before - p->after : 0;
+    uint64_t b = p->sent > p->after ? p->sent - p->after : 0;
+    int64_t delay = (int64_t)((b - a) * 1000 / (uint64_t)rate);
+    *wake_ms = now + (delay > 0 ? delay : 1);
+    return SEND_PARKED;
+}
+
 /* A park refused by max_parked_size: logged once an interval, with the count since. */
 static void park_refused(struct conn *c, uint64_t bytes, uint64_t cap)
 {
@@ -668,7 +859,13 @@ static int park(struct conn *c, struct out_seg *segs, unsigned n, unsigned pos,
     o->mem_bytes = bytes;
     o->sent_bytes = 0;
     o->grace_end_ms = 0;
-    o->min_rate = c->gen ? c->gen->cfg.send_min_rate : 0;
+    /* A paced response is slow by the server's own choice: no minimum rate. */
+    o->min_rate = c->gen && !m->rate ? c->gen->cfg.send_min_rate : 0;
+    o->pace_rate = m->rate;
+    o->pace_after = m->rate_after;
+    o->pace_start_ms = m->rate_start_ms;
+    o->pace_sent = 0;
+    o->wake_ms = 0;
     o->rate_bound = false;
     o->file_fd = m->file_fd;
     o->file_release = m->file_release;
@@ -695,13 +892,16 @@ enum send_result conn_send(struct conn *c, struct out_msg *m)
     memcpy(segs + 1, m->segs, m->n_segs * sizeof(segs[0]));
     n += m->n_segs;
     uint64_t sent = 0; /* before parking: the minimum rate counts from the park */
-    enum send_result res = c->tls ? send_tls(c, segs, n, &pos, &sent)
-                                  : send_segs(c->h.fd, segs, n, &pos, &sent, copy_files(c));
+    struct pace p = {.rate = m->rate, .after = m->rate_after, .start_ms = m->rate_start_ms};
+    int64_t wake_ms = 0;
+    enum send_result res = send_paced(c, segs, n, &pos, &sent, &p, &wake_ms);
     if (res == SEND_PARKED) {
         if (park(c, segs, n, pos, m) < 0) {
             res = SEND_ERROR;
         } else { /* the file belongs to the parked response now */
-            c->wr_blocked = true;
+            c->out->pace_sent = p.sent;
+            c->out->wake_ms = wake_ms;
+            c->wr_blocked = !wake_ms;
             m->file_fd = -1;
             m->file_release = NULL;
         }
@@ -712,13 +912,15 @@ enum send_result conn_send(struct conn *c, struct out_msg *m)
 enum send_result conn_send_pending(struct conn *c)
 {
     struct conn_out *o = c->out;
-    enum send_result res =
-        c->tls ? send_tls(c, o->segs, o->n, &o->pos, &o->sent_bytes)
-               : send_segs(c->h.fd, o->segs, o->n, &o->pos, &o->sent_bytes, copy_files(c));
+    struct pace p = {.rate = o->pace_rate, .after = o->pace_after, .sent = o->pace_sent,
+                     .start_ms = o->pace_start_ms};
+    enum send_result res = send_paced(c, o->segs, o->n, &o->pos, &o->sent_bytes, &p,
+                                      &o->wake_ms);
+    o->pace_sent = p.sent;
     if (res != SEND_PARKED)
         conn_out_free(c);
     else
-        c->wr_blocked = true;
+        c->wr_blocked = !o->wake_ms;
     return res;
 }
 

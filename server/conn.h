@@ -27,6 +27,7 @@
 
 #include "lf_group.h"
 #include "out_seg.h"
+#include "timer.h"
 
 /* The per-thread read buffer, and a carry-over buffer's capacity: a request head at its
  * largest allowed size plus slack, so that "too large" is always detectable. */
@@ -42,11 +43,17 @@ enum conn_state {
     CONN_LINGER,  /* closing: output shut, draining what the client still sends */
     CONN_STREAM,  /* the socket waits out of the set while a process writes its answer: the
                      layer above keeps the deadline itself, and the sweep leaves it be */
+    CONN_TIMED,   /* waits for a time, not an event (conn_park): a paced response, a
+                     delayed request; the pool's waker makes it ready at wake_ms, and its
+                     deadline (a send deadline from then) is the sweep's as CONN_SEND's */
 };
 
 struct conn_buf {
     struct conn_buf *next; /* in the pool's free list */
     uint32_t len;
+    /* The first request's start (clock_now_us) when it was put aside to run again later,
+     * so that $request_time counts the wait, as nginx's; 0: none. */
+    int64_t start_us;
     char data[CONN_BUF_SIZE];
 };
 
@@ -69,6 +76,16 @@ struct conn_pool {
     struct conn_buf *free_bufs;
     unsigned n_free_bufs;
     atomic_uint n_conns;
+    /* Connections parked until a time (CONN_TIMED), n_timed of cap_timed, in no order
+     * (a connection holds no index: an idle one stays small), and the one-shot timer that
+     * wakes them (conn_pool_wake), armed to the earliest (wake_armed_ms; 0: not armed). */
+    struct conn_timed {
+        struct conn *c;
+        int64_t wake_ms;
+    } *timed;
+    unsigned n_timed, cap_timed;
+    int64_t wake_armed_ms;
+    struct timer *waker; /* NULL: no timed waits (conn_pool_set_waker) */
 };
 
 typedef void (*conn_close_fn)(struct conn *c);
@@ -92,6 +109,9 @@ struct conn {
     _Atomic bool woken;
     bool wake_on_peer_close; /* wake it too when the client has closed its side */
     bool registered;             /* in the epoll set yet (ADD once, then MOD) */
+    /* CONN_TIMED: its owner has let go of it (set last), so the waker may take it out of
+     * the pool's timed list, where it is while this is set, and make its handle ready. */
+    _Atomic bool parked;
     /* In this event so far: the socket was read empty (EAGAIN or a short read), or a write
      * found it full: the kernel will report more (see lf_group_reactivate). */
     bool rd_drained, wr_blocked;
@@ -128,7 +148,7 @@ void conn_pool_fini(struct conn_pool *pool);
 bool conn_pool_full(const struct conn_pool *pool);
 /* The pool's open connections by state (enum conn_state), into counts[CONN_STATES]; for a
  * metrics scrape: walks the list under the pool's lock. */
-#define CONN_STATES (CONN_STREAM + 1)
+#define CONN_STATES (CONN_TIMED + 1)
 void conn_pool_count_states(struct conn_pool *pool, unsigned counts[CONN_STATES]);
 
 /* A new connection on an accepted socket, in `pool`, served by `group` (one of the pool's;
@@ -224,11 +244,33 @@ void conn_pool_sweep(struct conn_pool *pool, int64_t now_ms, bool stopping);
  * expired one (its owner closes it). Returns false if none is idle. */
 bool conn_pool_close_idle(struct conn_pool *pool);
 
+/* The timer (one-shot, in one of the pool's groups) whose tick calls conn_pool_wake. */
+void conn_pool_set_waker(struct conn_pool *pool, struct timer *waker);
+/* The waker's tick: every parked connection whose wake_ms has come is taken out of the
+ * timed list and its handle made ready (lf_group_wake): the connection's own group runs its
+ * callback as for an EPOLLOUT, through the usual leader/follower path. One whose owner has
+ * not let go yet is tried again a millisecond later. Re-arms the waker to the next. */
+void conn_pool_wake(struct conn_pool *pool, int64_t now_ms);
+
+/* Wait, out of the handle set's notice, until wake_ms; then (at the latest deadline_ms)
+ * the callback runs as for an event, in state CONN_TIMED. The last act of an event, as
+ * conn_wait. A client that closes meanwhile is noticed when it wakes. A stop (the sweep
+ * while stopping) wakes it at once, expired. */
+void conn_park(struct conn *c, int64_t wake_ms, int64_t deadline_ms);
+
 /* Carry-over buffers, from the pool's free list. */
 struct conn_buf *conn_buf_get(struct conn_pool *pool);
 void conn_buf_put(struct conn_pool *pool, struct conn_buf *b);
 
 enum send_result { SEND_DONE = 0, SEND_PARKED = 1, SEND_ERROR = -1 };
+
+/* Pacing (limit_rate, the message's rate fields), nginx's: a response may have sent, since
+ * its request's start, at most rate * (whole seconds elapsed + 1) bytes beyond its first
+ * rate_after; after each write of n paced bytes it waits n / rate seconds. conn_send writes
+ * what the budget allows and parks the rest (SEND_PARKED, as for a full socket), and
+ * conn_wait(CONN_SEND) then parks the connection until the budget allows more (conn_park)
+ * instead of waiting for EPOLLOUT: its send deadline runs from that time, and
+ * send_min_rate does not apply to a paced response. */
 
 /* Send the message's head and body segments (at most CONN_MAX_SEGS - 1). If the socket
  * would block, what is left is copied onto the connection (the file descriptor moves with

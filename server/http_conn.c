@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "directive.h"
 #include "http_conn.h"
 #include "http_source.h"
 #include "module_chain.h"
@@ -197,6 +198,8 @@ static void respond(struct conn *c, const struct http_request *h, struct request
         resp_header(resp, "Allow", SERVER_ALLOW);
     } else {
         module_chain_answer(&c->gen->chain, r, resp);
+        if (resp->delay_ms)
+            return; /* put aside: answered when it runs again */
         if (resp->streaming)
             return; /* the head comes later, from the stream: finished and logged there */
     }
@@ -365,13 +368,58 @@ static bool keep_alive_allowed(const struct conn *c, const struct http_request *
              http_user_agent_safari(req->user_agent));
 }
 
+/* limit_rate: the request's `set $limit_rate`, else its block's, paces the response from
+ * the request's start (nginx's). Not a request's that set nothing, in a block with none:
+ * for those, two loads and a branch. */
+static void set_pace(const struct request *r, struct response *resp, int64_t start_us)
+{
+    const struct config_limits *l = &r->level->limits;
+    uint64_t rate = l->limit_rate;
+    for (unsigned i = 0; i < r->vars.n; i++) {
+        if (strcasecmp(r->vars.v[i].name, "limit_rate") != 0)
+            continue;
+        char v[32];
+        size_t n = r->vars.v[i].len < sizeof(v) - 1 ? r->vars.v[i].len : sizeof(v) - 1;
+        memcpy(v, r->vars.buf + r->vars.v[i].off, n);
+        v[n] = '\0';
+        uint64_t set;
+        if (config_parse_size(v, &set) == 0)
+            rate = set;
+        else
+            module_log(r, LOG_LEVEL_ERROR, "invalid $limit_rate \"%s\"", v);
+    }
+    if (!rate)
+        return;
+    resp->limit_rate = rate;
+    resp->limit_rate_after = l->limit_rate_after;
+    resp->rate_start_ms = start_us / 1000;
+}
+
+/* A preaccess hook put the request aside (limit_req's delay): its bytes, and what follows
+ * them, wait on the connection, which is parked until then, when it runs again. */
+static void put_aside(struct conn *c, const char *p, size_t n, uint64_t delay_ms,
+                      int64_t start_us)
+{
+    hc(c)->requests--;
+    hc(c)->resumed = true;
+    hc(c)->body_mode = REQ_BODY_NONE;
+    if (!http_save_input(c, p, n)) {
+        conn_close(c);
+        return;
+    }
+    if (c->in)
+        c->in->start_us = start_us;
+    int64_t at = clock_now_ms() + (int64_t)delay_ms;
+    conn_park(c, at, at + hc(c)->limits->send_timeout_ms);
+}
+
 /* Answer one complete request whose head is buf[*pos .. *pos + head_len). Advances *pos
  * past the head and whatever of its body is in the buffer. Returns true to go on with the
  * connection, false if it was handed off. */
 static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
-                      const struct http_request *req, size_t head_len)
+                      const struct http_request *req, size_t head_len, int64_t started_us)
 {
-    int64_t t0_us = clock_now_us();
+    int64_t t0_us = started_us ? started_us : clock_now_us();
     struct http_service *svc = http_service_of(c); /* c may be gone once the response is sent */
     if (svc->shared->n_services > 1) {
         struct http_service *to = request_class(c, req);
@@ -446,11 +494,21 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
         resp.keep_alive = false;
     if (!resp.keep_alive)
         hc(c)->body_mode = REQ_BODY_NONE; /* closing: the rest of the body is drained, not parsed */
+    r.marks.resumed = hc(c)->resumed;
+    hc(c)->resumed = false;
+    /* Only a request whose bytes are all in buf can be put aside and read again. */
+    r.marks.may_delay = !status && req->framing != HTTP_BODY_CHUNKED &&
+                        !(req->framing == HTTP_BODY_LENGTH && req->content_length > 0);
     respond(c, req, &r, status, &resp);
+    if (resp.delay_ms) {
+        put_aside(c, buf + head_at, len - head_at, resp.delay_ms, t0_us);
+        return false;
+    }
     if (resp.streaming) { /* a late response: its source drives the connection now */
         http_source_start(c, &resp, &r, buf + *pos, len - *pos, NULL);
         return false;
     }
+    set_pace(&r, &resp, t0_us); /* not a stream's: its pieces are not paced */
     bool go_on = http_send(c, &resp, buf + *pos, len - *pos);
     http_stats_record(&svc->stats, clock_now_us() - t0_us, resp.status, resp_body_bytes(&resp));
     return go_on;
@@ -488,6 +546,7 @@ static void serve_collected(struct conn *c)
         http_source_start(c, &resp, &r, NULL, 0, k);
         return;
     }
+    set_pace(&r, &resp, t0_us);
     /* The response may point into k (an echo of the body): sending copies whatever it
      * cannot send at once, so k can go as soon as the send returns. */
     bool go_on = http_send(c, &resp, NULL, 0);
@@ -629,7 +688,9 @@ static void http_process(struct conn *c)
     if (!head_started && hc(c)->body_mode == REQ_BODY_NONE)
         renew_generation(c); /* between requests: where a reload takes effect */
 
+    int64_t resumed_us = 0; /* the start of a request put aside, which comes first */
     if (c->in) {
+        resumed_us = c->in->start_us;
         len = c->in->len;
         memcpy(buf, c->in->data, len);
         conn_buf_put(c->pool, c->in);
@@ -648,8 +709,9 @@ static void http_process(struct conn *c)
             struct http_request req;
             int r = http_parse_request(buf + pos, len - pos, &c->gen->limits, &req);
             if (r > 0) {
-                if (!serve_one(c, buf, &pos, len, &req, (size_t)r))
+                if (!serve_one(c, buf, &pos, len, &req, (size_t)r, resumed_us))
                     return;
+                resumed_us = 0;
                 served = true;
                 head_started = false;
                 continue;
@@ -878,6 +940,13 @@ static void http_conn_event(struct lf_handle *h, uint32_t events)
     if (hc(c)->collect) {
         collect_event(c);
         return;
+    }
+    if (state == CONN_TIMED) {
+        if (!c->out) { /* a request put aside: it runs again now */
+            http_process(c);
+            return;
+        }
+        state = CONN_SEND; /* a paced response: the pace allows more now */
     }
     if (state == CONN_SEND) {
         enum send_result r = conn_send_pending(c);

@@ -164,6 +164,8 @@ void resp_init(struct response *r)
     r->release_ctx = NULL;
     r->streaming = false;
     r->proxy = NULL;
+    r->limit_rate = 0;
+    r->delay_ms = 0;
     r->upstream_head = false;
     r->stream_head = false;
     r->body_filter = NULL;

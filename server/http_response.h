@@ -124,6 +124,12 @@ struct response {
     void *release_ctx;
 
     bool chunked;        /* framed with Transfer-Encoding: chunked (set by the core) */
+    /* Set by the core: limit_rate (bytes per second from the request's start, on the
+     * clock_now_ms scale, after the first limit_rate_after; 0: not paced), and a request a
+     * preaccess hook put aside for delay_ms (MOD_DELAY: nothing is answered yet). */
+    uint64_t limit_rate, limit_rate_after;
+    int64_t rate_start_ms;
+    uint64_t delay_ms;
     bool streaming;      /* the body comes from `stream` (resp_stream) */
     bool length_known;   /* for a stream: content_length is the body's length */
     struct resp_stream stream;

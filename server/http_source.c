@@ -123,6 +123,9 @@ enum send_result http_send_response(struct conn *c, struct response *resp, bool 
         .file_fd = resp->file_fd,
         .file_release = resp->file_release,
         .file_release_ctx = resp->file_release_ctx,
+        .rate = resp->limit_rate,
+        .rate_after = resp->limit_rate_after,
+        .rate_start_ms = resp->rate_start_ms,
     };
     enum send_result res = conn_send(c, &m);
     if (m.file_fd < 0) { /* parked with the rest: the connection's now */

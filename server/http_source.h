@@ -93,6 +93,8 @@ struct http_source;
 struct http_conn {
     struct conn c;               /* first: a conn of a service's pool is an http_conn */
     uint8_t body_mode;           /* enum req_body: a request body still being skipped */
+    bool resumed;                /* the request in `in` was put aside (MOD_DELAY): its
+                                    preaccess hooks see it resumed when it runs again */
     uint32_t requests;           /* requests served on this connection */
     int64_t opened_ms;           /* clock_now_ms() at accept: keepalive_time, $connection_time */
     int64_t body_due_us;         /* the body's deadline by client_body_min_rate (clock_now_ms

@@ -330,6 +330,46 @@ int lf_group_reactivate(struct lf_handle *h, uint32_t events, bool drained)
     }
 }
 
+int lf_group_park(struct lf_handle *h)
+{
+    if (!h->edge)
+        return 0; /* one-shot: the kernel disarmed it as it reported the event */
+    if (!(h->armed & EPOLLOUT)) { /* what the wake's re-arm will report */
+        int rc = edge_arm(h, EPOLL_CTL_MOD, EPOLLOUT);
+        if (rc < 0)
+            return rc;
+    }
+    uint32_t s = atomic_load_explicit(&h->edge_state, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&h->edge_state, &s,
+                                                  s & ~(EDGE_WANT | EDGE_OWNED),
+                                                  memory_order_acq_rel, memory_order_relaxed))
+        ;
+    return 0;
+}
+
+/* An edge-triggered handle is woken by wanting EPOLLOUT and re-registering the same mask:
+ * EPOLL_CTL_MOD makes the kernel look at the socket again and report what is ready, as a
+ * new edge would. */
+bool lf_group_wake(struct lf_handle *h)
+{
+    if (!h->edge)
+        return lf_group_rearm(h, EPOLLOUT) == 0;
+    uint32_t s = atomic_load_explicit(&h->edge_state, memory_order_acquire);
+    do {
+        if (s & (EDGE_OWNED | EDGE_WANT))
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(&h->edge_state, &s, s | EPOLLOUT,
+                                                    memory_order_acq_rel,
+                                                    memory_order_acquire));
+    uint32_t inc = s >> EDGE_INC_SHIFT;
+    struct epoll_event ev = {
+        .events = EPOLLIN | EPOLLRDHUP | EPOLLOUT | EPOLLET,
+        .data.u64 = (uint64_t)(uintptr_t)h | EDGE_DATA_FLAG |
+                    ((uint64_t)inc << EDGE_DATA_INC_SHIFT),
+    };
+    return epoll_ctl(h->group->epfd, EPOLL_CTL_MOD, h->fd, &ev) == 0;
+}
+
 bool lf_group_claim(struct lf_handle *h)
 {
     if (!h->edge)

@@ -133,6 +133,16 @@ int lf_group_reactivate(struct lf_handle *h, uint32_t events, bool drained)
  * touching the handle again. */
 void lf_group_detach(struct lf_handle *h, bool closing);
 
+/* A connection that waits for a time, not an event (its owner's last act): an edge-
+ * triggered handle lets go waiting for nothing (events that come are kept as pending, as
+ * for an owned one), with EPOLLOUT in what the kernel watches; a one-shot handle stays
+ * disarmed. Returns 0 or -errno. */
+int lf_group_park(struct lf_handle *h);
+/* Make a parked handle ready, from any thread: its group's leader gets an event for it,
+ * EPOLLOUT as soon as the socket can take bytes (at once, as a rule), through the usual
+ * path. false if it is not parked, or cannot be armed. */
+bool lf_group_wake(struct lf_handle *h);
+
 /* Register another handle of a connection's (an upstream socket), called by the thread
  * that owns the connection: as lf_group_add_conn(), edge-triggered in a group with
  * LF_REACTIVATE_EDGE (not owned, waiting for `events`; lf_group_reactivate() then re-arms

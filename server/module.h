@@ -10,7 +10,9 @@
  *
  *   rewrite  every module, in order; may change the path
  *   preaccess every module, in order, once per request (not again for an error page): the
- *            first that returns MOD_HANDLED has answered (limit_req's, limit_conn's 503)
+ *            first that returns MOD_HANDLED has answered (limit_req's, limit_conn's 503);
+ *            MOD_DELAY puts the request aside for a time, then it runs again from the
+ *            start (limit_req's delay: no thread waits meanwhile)
  *   access   every module, in order; the first that returns MOD_HANDLED has answered
  *            (a refusal) and no handler runs
  *   handle   if the path falls under a mount (the longest prefix wins), only the module
@@ -48,6 +50,10 @@ enum mod_result {
     MOD_DECLINED = 0, /* not mine: ask the next module */
     MOD_HANDLED = 1,  /* the response is filled */
     MOD_ERROR = -1,   /* failed: the chain answers 500 */
+    /* A preaccess hook only: put the request aside for req->marks.delay_ms (limit_req's
+     * delay), then run it again from the start, with req->marks.resumed set; nothing is
+     * answered now. Only when req->marks.may_delay says the core can (else answer now). */
+    MOD_DELAY = 2,
 };
 
 /* The decoded path's buffer. Decoding never lengthens a path, so it holds the path of any
@@ -90,6 +96,9 @@ struct request_marks {
     uint8_t limit_req;    /* enum request_limit_status */
     uint8_t limit_conn;   /* enum request_limit_status */
     uint8_t n_held;       /* of held: */
+    bool may_delay;       /* set by the core: a preaccess hook may return MOD_DELAY */
+    bool resumed;         /* set by the core: the request was put aside, and runs again */
+    uint32_t delay_ms;    /* MOD_DELAY: how long */
     void *held[REQUEST_HELD_MAX]; /* the limiting module's counters, let go by its log hook */
 };
 

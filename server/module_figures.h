@@ -46,7 +46,7 @@ bool module_server_draining(const struct request *req);
 
 /* Figures of the whole server for a metrics scrape (mod_metrics), beside server_stats:
  * counters since start, whatever reloads happened. */
-#define SERVER_METRICS_STATES 7   /* enum conn_state: new, idle, head, body, send... */
+#define SERVER_METRICS_STATES 8   /* enum conn_state: new, idle, head, body, send... */
 #define SERVER_METRICS_BUCKETS 32 /* the service-time histogram's: times below 2^i us */
 struct server_metrics {
     const char *version; /* static */

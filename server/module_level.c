@@ -315,6 +315,11 @@ static int read_limits(struct level_build *b, struct module_level *l,
                           sizeof(m->keepalive_requests));
     if ((n = find(first, l->context, CONFIG_ID_SEND_TIMEOUT)))
         rc |= read_number(b, l->context, n, &m->send_timeout_ms, sizeof(m->send_timeout_ms));
+    if ((n = find(first, l->context, CONFIG_ID_LIMIT_RATE)))
+        rc |= read_number(b, l->context, n, &m->limit_rate, sizeof(m->limit_rate));
+    if ((n = find(first, l->context, CONFIG_ID_LIMIT_RATE_AFTER)))
+        rc |= read_number(b, l->context, n, &m->limit_rate_after,
+                          sizeof(m->limit_rate_after));
     if ((n = find(first, l->context, CONFIG_ID_KEEPALIVE_TIME)))
         rc |= read_number(b, l->context, n, &m->keepalive_time_ms,
                           sizeof(m->keepalive_time_ms));
@@ -638,6 +643,8 @@ static int build_top(struct level_build *b, struct module_level *l, char *err, s
         .keepalive_requests = b->cfg->keepalive_requests,
         .send_timeout_ms = b->cfg->send_timeout_ms,
         .keepalive_time_ms = b->cfg->keepalive_time_ms,
+        .limit_rate = b->cfg->limit_rate,
+        .limit_rate_after = b->cfg->limit_rate_after,
         .keepalive_disable = b->cfg->keepalive_disable,
         .say_keep_alive = b->cfg->http_block,
     };

@@ -101,6 +101,7 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .server_captures = &req->server_captures,
         .conn_requests = req->conn_requests,
         .conn_opened_ms = req->conn_opened_ms,
+        .start_us = req->start_us,
         .user_var = rewrite_var,
         .user_vars = req,
         .upstream = req->upstream,
@@ -1052,7 +1053,10 @@ static bool limited(const struct module_chain *c, struct request *req, struct re
         enum mod_result r = c->mods[i]->preaccess(c->state[i], req, resp);
         if (r == MOD_ERROR)
             resp_error(resp, 500);
-        answered = r != MOD_DECLINED;
+        if (r == MOD_DELAY) /* the core puts the request aside (module.h) */
+            resp->delay_ms = req->marks.may_delay && req->marks.delay_ms ? req->marks.delay_ms
+                                                                         : 0;
+        answered = r != MOD_DECLINED && (r != MOD_DELAY || resp->delay_ms);
     }
     req->level = was;
     return answered;
@@ -1307,6 +1311,8 @@ void module_chain_answer(const struct module_chain *c, struct request *req,
                          struct response *resp)
 {
     handle(c, req, resp);
+    if (resp->delay_ms)
+        return; /* put aside: answered when it runs again */
     /* nginx's 495 and 496 go out as a 400, but their error_page is theirs, not 400's */
     int error = resp->status;
     if (error == 400 && (req->return_status == 495 || req->return_status == 496))

@@ -30,6 +30,10 @@ struct out_msg {
      * called instead, once the file is no longer needed. */
     void (*file_release)(void *ctx);
     void *file_release_ctx;
+    /* limit_rate: bytes per second from the request's start (start_ms, clock_now_ms), after
+     * the first rate_after; 0: not paced. */
+    uint64_t rate, rate_after;
+    int64_t rate_start_ms;
 };
 
 #endif

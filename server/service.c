@@ -35,6 +35,13 @@ static void service_tick(struct timer *t)
     generation_release(g);
 }
 
+/* When the earliest connection parked until a time is due: wake those that are. */
+static void service_wake(struct timer *t)
+{
+    struct service *svc = (struct service *)((char *)t - offsetof(struct service, waker));
+    conn_pool_wake(&svc->http.pool, clock_now_us() / 1000);
+}
+
 int service_init(struct service *svc, struct http_shared *shared, const char *name,
                  unsigned threads, unsigned n_groups, enum lf_strategy strategy,
                  enum lf_promotion promo, enum lf_reactivation react, int nice,
@@ -44,6 +51,7 @@ int service_init(struct service *svc, struct http_shared *shared, const char *na
     snprintf(svc->name, sizeof(svc->name), "%s", name);
     svc->nice = nice;
     svc->tick.h.fd = -1;
+    svc->waker.h.fd = -1;
     n_groups = n_groups < 1 ? 1 : n_groups > threads ? threads : n_groups;
     n_groups = n_groups > CONFIG_MAX_GROUPS ? CONFIG_MAX_GROUPS : n_groups;
     unsigned first = 0;
@@ -61,6 +69,9 @@ int service_init(struct service *svc, struct http_shared *shared, const char *na
         svc->groups[svc->n_groups++] = g;
     }
     http_service_init(&svc->http, shared, svc->groups, svc->n_groups, max_connections);
+    if (timer_start(&svc->waker, svc->groups[0], 0, service_wake) < 0)
+        return -1;
+    conn_pool_set_waker(&svc->http.pool, &svc->waker);
     return timer_start(&svc->tick, svc->groups[0], TIMER_TICK_MS, service_tick);
 }
 
@@ -109,6 +120,7 @@ void service_fini(struct service *svc)
     if (svc->n_groups)
         http_service_fini(&svc->http);
     timer_stop(&svc->tick);
+    timer_stop(&svc->waker);
     for (unsigned i = 0; i < svc->n_groups; i++)
         lf_group_destroy(svc->groups[i]);
     svc->n_groups = 0;

@@ -30,6 +30,8 @@ struct service {
     struct lf_group *groups[CONFIG_MAX_GROUPS];
     unsigned n_groups;
     struct timer tick;            /* the deadline sweep and the chores below (groups[0]) */
+    struct timer waker;           /* one-shot (groups[0]): wakes connections parked until a
+                                     time (conn_park) */
     struct listener *listeners;   /* its own, linked by `next`: the tick resumes them */
     int64_t last_flush_ms;        /* when the tick last flushed the access log */
 };

@@ -44,7 +44,8 @@ int timer_start(struct timer *t, struct lf_group *g, unsigned period_ms, timer_t
         .it_interval = {period_ms / 1000, ns},
         .it_value = {period_ms / 1000, ns},
     };
-    timerfd_settime(fd, 0, &its, NULL);
+    if (period_ms)
+        timerfd_settime(fd, 0, &its, NULL);
     t->h.fd = fd;
     t->h.on_event = timer_event;
     t->on_tick = on_tick;
@@ -56,6 +57,16 @@ int timer_start(struct timer *t, struct lf_group *g, unsigned period_ms, timer_t
         return -1;
     }
     return 0;
+}
+
+void timer_arm_at(struct timer *t, int64_t at_ms)
+{
+    if (at_ms < 1)
+        at_ms = 1; /* 0 would disarm it */
+    struct itimerspec its = {
+        .it_value = {(time_t)(at_ms / 1000), (long)(at_ms % 1000) * 1000000L},
+    };
+    timerfd_settime(t->h.fd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
 void timer_stop(struct timer *t)

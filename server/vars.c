@@ -217,7 +217,8 @@ static const struct {
     {"remote_user", VAR_REMOTE_USER, "Empty: the user of basic authentication is not kept "
      "(an access-log line shows `-`)."},
     {"request_time", VAR_REQUEST_TIME, "Seconds with milliseconds from the request's start "
-     "(its head read) to the answer (in an access-log line; else empty)."},
+     "(its head read; a `limit_req` delay counts) to the answer in an access-log line, "
+     "to now elsewhere (`add_header`), as nginx's."},
     {"request_length", VAR_REQUEST_LENGTH, "The request's bytes: its head, and its body's "
      "(decoded, if chunked) (in an access-log line; else empty)."},
     {"connection_time", VAR_CONNECTION_TIME, "Seconds, with milliseconds, since the "
@@ -928,9 +929,10 @@ static struct http_slice log_var_of(enum var_id id, const struct vars_source *sr
     case VAR_MSEC:
     case VAR_TIME_LOCAL:
     case VAR_TIME_ISO8601: v.len = time_text(id, tmp, cap); break;
-    case VAR_REQUEST_TIME: {
-        int64_t ms = src->now_us > src->start_us ? (src->now_us - src->start_us) / 1000 : 0;
-        if (src->answered && cap > 24) {
+    case VAR_REQUEST_TIME: { /* before the answer (add_header): until now, as nginx's */
+        int64_t now_us = src->answered ? src->now_us : clock_now_us();
+        int64_t ms = now_us > src->start_us ? (now_us - src->start_us) / 1000 : 0;
+        if ((src->answered || src->start_us) && cap > 24) {
             v.len = decimal(tmp, cap, (uint64_t)(ms / 1000), 1);
             tmp[v.len++] = '.';
             v.len += decimal(tmp + v.len, cap - v.len, (uint64_t)(ms % 1000), 3);

@@ -9,7 +9,7 @@ a burst go on their own connections, all sent before any answer is read.
 
 What nginx does, and so lfhttpd: a request beyond rate and burst is refused with
 limit_req_status (503 by default), and not counted; within the burst it passes, delayed
-unless nodelay (lfhttpd answers it at once, marked DELAYED: docs/guide/migrating-from-nginx.md);
+unless nodelay (test_pace_nginx.py checks the delays);
 keys are counted apart ($binary_remote_addr: per client address); an empty key is not
 limited (nor is a `return`, which comes before, in the rewrite phase); a block with its own limit_req has only its own; dry run refuses nothing and says
 so in $limit_req_status; limit_conn counts the requests being answered per key.
