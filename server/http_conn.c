@@ -375,8 +375,15 @@ static void set_pace(const struct request *r, struct response *resp, int64_t sta
 {
     const struct config_limits *l = &r->level->limits;
     uint64_t rate = l->limit_rate;
-    for (unsigned i = 0; i < r->vars.n; i++) {
-        if (strcasecmp(r->vars.v[i].name, "limit_rate") != 0)
+    /* $limit_rate's index among the names `set` gives (process-wide, never reused) */
+    static _Atomic int limit_rate_index = -2;
+    int at = r->vars.n ? atomic_load_explicit(&limit_rate_index, memory_order_relaxed) : -1;
+    if (at == -2) {
+        at = vars_declare("limit_rate", sizeof("limit_rate") - 1);
+        atomic_store_explicit(&limit_rate_index, at, memory_order_relaxed);
+    }
+    for (unsigned i = 0; at >= 0 && i < r->vars.n; i++) {
+        if (r->vars.v[i].user != (unsigned)at)
             continue;
         char v[32];
         size_t n = r->vars.v[i].len < sizeof(v) - 1 ? r->vars.v[i].len : sizeof(v) - 1;
