@@ -15,7 +15,8 @@
  *
  * The request's head: `METHOD URI HTTP/1.1`, then the headers set here (nginx's
  * proxy_set_header, with these defaults, which nginx lacks: Host $proxy_host, X-Real-IP,
- * X-Forwarded-For appended, X-Forwarded-Proto, X-Forwarded-Host), then the client's fields
+ * X-Forwarded-For appended, X-Forwarded-Proto, X-Forwarded-Host; in a file with nginx's
+ * `http { }`, Host alone, as nginx's), then the client's fields
  * but those the set list names, Host, the hop-by-hop ones (Connection and the fields it
  * names, Keep-Alive, TE, Trailer, Transfer-Encoding, Upgrade, Proxy-*), Content-Length
  * and Expect (the body was read whole: it goes with one Content-Length). As nginx's, the
@@ -361,7 +362,8 @@ static const struct conf_directive proxy_directives[] = {
      .doc = "A field of the request sent upstream (variables allowed; an empty value removes "
         "it), replacing the default of that name: `Host $proxy_host`, `X-Real-IP "
         "$remote_addr`, `X-Forwarded-For` (appended), `X-Forwarded-Proto $scheme`, "
-        "`X-Forwarded-Host` (the client's Host), `Connection close` (nginx's: set "
+        "`X-Forwarded-Host` (the client's Host; in a file with nginx's `http { }` these four "
+        "go only where it sets them, as nginx), `Connection close` (nginx's: set "
         "`Connection \"\"` with `keepalive` and HTTP/1.1, and `Upgrade $http_upgrade` with "
         "`Connection "
         "\"upgrade\"` for WebSocket). Host is never sent empty; the client's own Connection, "
@@ -536,15 +538,18 @@ static void default_header(struct proxy_conf *c, unsigned i, const char *name,
 }
 
 /* The headers a request gets: the defaults, each replaced by a configured one of its name,
- * then the other configured ones. */
-static void make_effective(struct proxy_conf *c)
+ * then the other configured ones. In a file with nginx's `http { }`, nginx's defaults
+ * alone (Host, Connection): the forwarding fields go only where the file sets them. */
+static void make_effective(struct proxy_conf *c, bool nginx)
 {
     c->n_effective = 0;
     default_header(c, 0, "Host", DEF_HOST);
-    default_header(c, 1, "X-Real-IP", DEF_REAL_IP);
-    default_header(c, 2, "X-Forwarded-For", DEF_FORWARDED_FOR);
-    default_header(c, 3, "X-Forwarded-Proto", DEF_PROTO);
-    default_header(c, 4, "X-Forwarded-Host", DEF_FORWARDED_HOST);
+    if (!nginx) {
+        default_header(c, 1, "X-Real-IP", DEF_REAL_IP);
+        default_header(c, 2, "X-Forwarded-For", DEF_FORWARDED_FOR);
+        default_header(c, 3, "X-Forwarded-Proto", DEF_PROTO);
+        default_header(c, 4, "X-Forwarded-Host", DEF_FORWARDED_HOST);
+    }
     default_header(c, 5, "Connection", DEF_CONNECTION); /* nginx's "close" */
     for (unsigned i = 0; i < c->n_headers; i++) {
         struct proxy_header *h = &c->headers[i];
@@ -630,7 +635,7 @@ static void *proxy_block(void *state, const struct module_block *b)
             goto fail;
         module_block_slash_redirect(b);
     }
-    make_effective(c);
+    make_effective(c, b->mi->cfg->http_block);
     c->params = (struct proxy_params){
         .ops = &proxy_ops,
         .conf = c,

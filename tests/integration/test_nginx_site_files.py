@@ -629,3 +629,45 @@ server {
     finally:
         theirs.stop()
         ours.stop()
+
+
+def forwarding_fields_seen(port):
+    """The X-Forwarded-* and X-Real-IP fields the upstream got for one GET /a."""
+    e = json.loads(get(port, "/a")[1])
+    return sorted((k.lower(), v) for k, v in e["headers"]
+                  if k.lower().startswith("x-forwarded") or k.lower() == "x-real-ip")
+
+
+def test_proxy_pass_in_a_file_with_http_sends_only_the_forwarding_fields_it_sets(tmp_path):
+    """nginx adds no X-Forwarded-For, X-Real-IP or X-Forwarded-* of its own: in a file with
+    `http { }`, neither does lfhttpd (in its own files it adds them by default)."""
+    up = Upstream(count=1)
+    text = f"""
+server {{
+    listen 127.0.0.1:{{port0}};
+    location / {{ proxy_pass http://127.0.0.1:{up.ports[0]}; }}
+    location /set/ {{
+        proxy_pass http://127.0.0.1:{up.ports[0]}/;
+        proxy_set_header X-Real-IP $remote_addr;
+    }}
+}}
+"""
+    try:
+        n = Nginx(tmp_path / "nginx", None, text, http=True)
+        try:
+            want = forwarding_fields_seen(n.port)
+            want_set = json.loads(get(n.port, "/set/a")[1])["headers"]
+        finally:
+            n.stop()
+        s = lfhttpd(tmp_path, "http {\n" + text + "}\n")
+        try:
+            got = forwarding_fields_seen(s.port)
+            got_set = json.loads(get(s.port, "/set/a")[1])["headers"]
+        finally:
+            s.stop()
+    finally:
+        up.stop()
+    assert want == []
+    assert got == want
+    real = lambda hs: [v for k, v in hs if k.lower() == "x-real-ip"]  # noqa: E731
+    assert real(want_set) == ["127.0.0.1"] and real(got_set) == real(want_set)
