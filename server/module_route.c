@@ -680,6 +680,9 @@ static bool slash_redirect(struct request *req, const struct site_server *s,
     const struct site_location *to = site_location_slashed(s, req->path, req->path_len);
     if (!to || !to->level->slash_redirect)
         return false;
+    /* answered as that location's, as nginx's search ends in it: its add_header, expires */
+    use_level(req, to->level);
+    req->first_level = to->level;
     req->return_status = 301;
     req->return_text = NULL;
     req->slash_to = to->pattern;

@@ -14,6 +14,11 @@ server {
     listen 127.0.0.1:{port0};
     location / { return 200 "root\\n"; }
     location /api/ { proxy_pass http://127.0.0.1:{up0}; }
+    location /cached/ {
+        proxy_pass http://127.0.0.1:{up0};
+        expires 30d;
+        add_header X-Where cached;
+    }
     location = /exact/ { proxy_pass http://127.0.0.1:{up0}; }
     location /own/ { proxy_pass http://127.0.0.1:{up0}; }
     location /own { return 200 "own\\n"; }
@@ -66,3 +71,12 @@ def test_the_slash_redirect_comes_before_the_regex_locations(site):
     status, headers, _, _ = request(site, "/regex")
     assert status == 301
     assert location_path(headers) == "/regex/"
+
+
+def test_the_slash_redirect_is_answered_as_the_proxied_locations_own(site):
+    """nginx's search ends in `location /cached/`: its expires and add_header apply to the
+    redirect (add_header's default statuses include 301)."""
+    status, headers, _, _ = request(site, "/cached")
+    assert status == 301
+    assert headers.get("x-where") == "cached"
+    assert headers.get("cache-control") == "max-age=2592000"
