@@ -407,6 +407,7 @@ struct proxy_params {
     unsigned connect_ms, send_ms, read_ms; /* proxy_connect_, _send_, _read_timeout */
     unsigned next_upstream;                /* PROXY_NEXT_* */
     unsigned tries;                        /* proxy_next_upstream_tries; 0: no limit */
+    bool fastcgi; /* the servers speak FastCGI (module_fastcgi.h), not HTTP; ops NULL */
 };
 
 #endif

@@ -21,16 +21,25 @@ extern const struct module mod_handlers; /* in-process handlers on prefixes: ech
 extern const struct module mod_metrics;  /* `handler PREFIX metrics;`: Prometheus's format */
 extern const struct module mod_cgi;      /* CGI/1.1 scripts mounted on prefixes */
 extern const struct module mod_proxy;    /* proxy_pass: answers from upstream servers */
+extern const struct module mod_fastcgi;  /* fastcgi_pass: answers from FastCGI applications */
 extern const struct module mod_gzip;     /* compresses responses (a filter) */
 extern const struct module mod_headers;  /* add_header, expires: after gzip, on final statuses */
 extern const struct module mod_log;      /* log_format, a server's or location's access_log */
 
 static const struct module *const module_table[] = {
     &mod_limit,    &mod_auth,  &mod_mime,  &mod_dirlist, &mod_static, &mod_handlers,
-    &mod_metrics,  &mod_cgi,   &mod_proxy, &mod_gzip,    &mod_headers, &mod_log,
+    &mod_metrics,  &mod_cgi,   &mod_proxy, &mod_fastcgi, &mod_gzip,   &mod_headers, &mod_log,
 };
 
 #define MODULE_COUNT (sizeof(module_table) / sizeof(module_table[0]))
+
+unsigned module_chain_index(const struct module *m)
+{
+    unsigned i = 0;
+    while (i < MODULE_COUNT && module_table[i] != m)
+        i++;
+    return i;
+}
 
 const struct conf_directive *module_known_directive(const char *name, unsigned context)
 {

@@ -16,6 +16,7 @@
  * location's access rules (401, 403) is the answer, as nginx's.
  */
 #include "module_chain.h"
+#include "module_fastcgi.h"
 #include "strbuf.h"
 
 #include <arpa/inet.h>
@@ -308,6 +309,10 @@ static long route_path_var(const void *request, int which, char *out, size_t cap
     const struct request *req = request;
     if (!req->level)
         return 0;
+    if (which == VARS_FASTCGI_SCRIPT_NAME || which == VARS_FASTCGI_PATH_INFO)
+        return module_fastcgi_var(req, which == VARS_FASTCGI_PATH_INFO ? FASTCGI_PATH_INFO
+                                                                        : FASTCGI_SCRIPT_NAME,
+                                  out, cap);
     size_t root_len;
     char buf[REQUEST_FILE_MAX];
     long n = map_uri(req, buf, sizeof(buf), &root_len);
