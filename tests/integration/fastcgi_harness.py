@@ -84,10 +84,10 @@ def with_conf_files(dirpath):
         shutil.copy(os.path.join(ROOT, "conf", name), os.path.join(str(dirpath), name))
 
 
-def lfhttpd(dirpath, root, text):
-    """lfhttpd with `text` inside its one server block (root `root`)."""
+def lfhttpd(dirpath, root, text, top=""):
+    """lfhttpd with `text` inside its one server block (root `root`), `top` before it."""
     with_conf_files(dirpath)
-    conf = ("threads 2;\nerror_log stderr debug;\nshutdown_timeout 5s;\n"
+    conf = (top + "threads 2;\nerror_log stderr debug;\nshutdown_timeout 5s;\n"
             f'access_log "{dirpath}/access.log";\n'
             f"server {{\n    listen 127.0.0.1:0;\n    root {root};\n{text}\n}}\n")
     return Server(dirpath, None, conf=conf)

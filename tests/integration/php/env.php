@@ -15,4 +15,4 @@ $out["post"] = $_POST;
 $out["files"] = array_map(function ($f) {
     return ["name" => $f["name"], "size" => $f["size"], "md5" => md5_file($f["tmp_name"])];
 }, $_FILES);
-echo json_encode($out);
+echo json_encode($out, JSON_INVALID_UTF8_SUBSTITUTE);

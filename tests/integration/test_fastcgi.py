@@ -1,0 +1,428 @@
+"""fastcgi_pass against a real PHP-FPM (php-fpm8.2, a pool of its own on a unix socket),
+with nginx's fastcgi.conf; where nginx is the reference, the same configuration runs on
+nginx against the same pool and the answers are compared."""
+import hashlib
+import http.client
+import json
+import os
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from conftest import scaled, wait_until
+from fastcgi_harness import Fpm, fpm, lfhttpd, nginx, php_root  # noqa: F401
+
+PHP_LOCATION = """
+    location ~ \\.php$ {{
+        fastcgi_pass unix:{sock};
+        include fastcgi.conf;
+{extra}
+    }}
+"""
+
+SNIPPET = r"""# regex to split $uri to $fastcgi_script_name and $fastcgi_path
+fastcgi_split_path_info ^(.+?\.php)(/.*)$;
+
+# Check that the PHP script exists before passing it
+try_files $fastcgi_script_name =404;
+
+# Bypass the fact that try_files resets $fastcgi_path_info
+# see: http://trac.nginx.org/nginx/ticket/321
+set $path_info $fastcgi_path_info;
+fastcgi_param PATH_INFO $path_info;
+
+fastcgi_index index.php;
+include fastcgi.conf;
+"""
+
+SNIPPET_LOCATION = """
+    location ~ \\.php($|/) {{
+        include snippets/fastcgi-php.conf;
+        fastcgi_pass unix:{sock};
+    }}
+"""
+
+
+def request(server, method, path, body=None, headers=None, timeout=None):
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=timeout or scaled(20))
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        return r.status, r.getheaders(), r.read()
+    finally:
+        conn.close()
+
+
+def header(headers, name):
+    return [v for k, v in headers if k.lower() == name.lower()]
+
+
+def both(tmp_path, fpm, text):
+    """lfhttpd and nginx on the same server text (with {sock}), the same pool and root."""
+    root = php_root(tmp_path)
+    snippets = []
+    for d in ("lf", "ng"):
+        os.makedirs(tmp_path / d / "snippets", exist_ok=True)
+        with open(tmp_path / d / "snippets" / "fastcgi-php.conf", "w") as f:
+            f.write(SNIPPET)
+        snippets.append(d)
+    text = text.format(sock=fpm.sock, extra="")
+    return lfhttpd(tmp_path / "lf", root, text), nginx(tmp_path / "ng", root, text)
+
+
+@pytest.fixture
+def pair(tmp_path, fpm):
+    servers = []
+
+    def start(text):
+        lf, ng = both(tmp_path, fpm, text)
+        servers.extend([lf, ng])
+        return lf, ng
+    yield start
+    for s in servers:
+        s.stop()
+
+
+@pytest.fixture
+def php(tmp_path, fpm):
+    """lfhttpd with a PHP location (extra lines inside it) on the test's pool."""
+    servers = []
+
+    def start(extra="", text=None):
+        root = php_root(tmp_path / f"s{len(servers)}")
+        body = (text or PHP_LOCATION).format(sock=fpm.sock, extra=extra)
+        s = lfhttpd(tmp_path / f"lf{len(servers)}", root, body)
+        servers.append(s)
+        return s
+    yield start
+    for s in servers:
+        s.stop()
+
+
+def env_of(server, method="GET", path="/env.php", body=None, headers=None):
+    status, _, data = request(server, method, path, body, headers)
+    assert status == 200, data
+    return json.loads(data)
+
+
+ENV_KEYS = ["SCRIPT_FILENAME", "SCRIPT_NAME", "PATH_INFO", "QUERY_STRING", "REQUEST_URI",
+            "DOCUMENT_ROOT", "DOCUMENT_URI", "REQUEST_METHOD", "CONTENT_TYPE",
+            "CONTENT_LENGTH", "HTTPS", "GATEWAY_INTERFACE", "SERVER_PROTOCOL", "REMOTE_ADDR",
+            "REQUEST_SCHEME", "REDIRECT_STATUS", "PHP_SELF", "body", "post", "files"]
+
+
+@pytest.mark.parametrize("method,path,body,headers", [
+    ("GET", "/env.php", None, {}),
+    ("GET", "/env.php?a=1&b=%20x", None, {"X-Custom-Field": "v1", "Accept": "*/*"}),
+    ("POST", "/env.php?q", "a=1&b=two", {"Content-Type": "application/x-www-form-urlencoded"}),
+    ("PUT", "/env.php", b"\x00raw\xffbytes", {"Content-Type": "application/octet-stream"}),
+    ("GET", "/env.php/extra/path?z=9", None, {}),
+])
+def test_server_values_match_nginx(pair, method, path, body, headers):
+    lf, ng = pair(SNIPPET_LOCATION)
+    a = env_of(lf, method, path, body, headers)
+    b = env_of(ng, method, path, body, headers)
+    for k in ENV_KEYS:
+        assert a[k] == b[k], k
+    assert a["SERVER_PORT"] == str(lf.port) and b["SERVER_PORT"] == str(ng.port)
+    assert a["HTTPS"] is None
+    http_a = {k: v for k, v in a.items() if k.startswith("HTTP_") and k != "HTTP_HOST"}
+    http_b = {k: v for k, v in b.items() if k.startswith("HTTP_") and k != "HTTP_HOST"}
+    assert http_a == http_b
+    assert a["HTTP_HOST"] == f"{lf.host}:{lf.port}"
+
+
+def test_path_info_through_the_debian_snippet(pair):
+    lf, ng = pair(SNIPPET_LOCATION)
+    a = env_of(lf, path="/env.php/a/b%20c")
+    b = env_of(ng, path="/env.php/a/b%20c")
+    assert a["PATH_INFO"] == "/a/b c" == b["PATH_INFO"]
+    assert a["SCRIPT_NAME"] == "/env.php" == b["SCRIPT_NAME"]
+    assert a["SCRIPT_FILENAME"].endswith("/www/env.php")
+
+
+def test_missing_script_through_the_snippet_is_404_before_php(pair):
+    lf, ng = pair(SNIPPET_LOCATION)
+    assert request(lf, "GET", "/nothing.php/x")[0] == 404 == request(ng, "GET", "/nothing.php/x")[0]
+
+
+def test_post_body_reaches_php_stdin(php):
+    s = php()
+    body = "x=" + "y" * 200000
+    e = env_of(s, "POST", "/env.php", body, {"Content-Type": "application/x-www-form-urlencoded"})
+    assert e["CONTENT_LENGTH"] == str(len(body))
+    assert e["post"] == {"x": "y" * 200000}
+
+
+def test_multipart_upload_reaches_php(php):
+    s = php()
+    data = os.urandom(300000)
+    boundary = "----b0undary"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a.bin\"\r\n"
+            "Content-Type: application/octet-stream\r\n\r\n").encode() + data + \
+        f"\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"t\"\r\n\r\nhello\r\n" \
+        f"--{boundary}--\r\n".encode()
+    e = env_of(s, "POST", "/env.php", body,
+               {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert e["post"] == {"t": "hello"}
+    assert e["files"]["f"] == {"name": "a.bin", "size": len(data),
+                               "md5": hashlib.md5(data).hexdigest()}
+
+
+def test_status_header_sets_the_status_and_every_cookie_passes(php):
+    status, headers, body = request(php(), "GET", "/headers.php")
+    assert status == 404
+    assert body == b"missing\n"
+    assert header(headers, "Set-Cookie") == ["a=1", "b=2"]
+    assert header(headers, "X-Custom") == ["one"]
+    assert header(headers, "Status") == []
+
+
+def test_x_accel_fields_are_hidden_unless_passed(php):
+    _, headers, _ = request(php(), "GET", "/headers.php")
+    assert header(headers, "X-Accel-Redirect") == []
+    _, headers, _ = request(php("fastcgi_pass_header X-Accel-Redirect;"), "GET", "/headers.php")
+    assert header(headers, "X-Accel-Redirect") == ["/secret"]
+
+
+def test_fastcgi_hide_header_drops_the_field(php):
+    _, headers, _ = request(php("fastcgi_hide_header X-Custom;"), "GET", "/headers.php")
+    assert header(headers, "X-Custom") == []
+
+
+def test_location_is_passed_on_with_302_as_nginx(pair):
+    lf, ng = pair(PHP_LOCATION)
+    a = request(lf, "GET", "/redirect.php")
+    b = request(ng, "GET", "/redirect.php")
+    assert a[0] == 302 == b[0]
+    assert header(a[1], "Location") == header(b[1], "Location")
+
+
+def test_fatal_error_is_the_500_php_answers(pair):
+    lf, ng = pair(PHP_LOCATION)
+    assert request(lf, "GET", "/fatal.php")[0] == 500 == request(ng, "GET", "/fatal.php")[0]
+
+
+def test_stderr_goes_to_the_error_log_escaped(php):
+    s = php()
+    assert request(s, "GET", "/stderr.php")[2] == b"ok\n"
+    assert wait_until(lambda: "FastCGI sent in stderr" in s.error_log(), scaled(5))
+    assert 'PHP message: a line for the log\\x09with a tab' in s.error_log()
+
+
+def test_large_output_is_intact(php):
+    s = php()
+    status, headers, body = request(s, "GET", "/big.php?mib=6")
+    assert status == 200
+    expect = b"".join((b"%08d" % i + b"0123456789abcdef" * 65536)[:1048576] for i in range(6))
+    assert len(body) == len(expect)
+    assert hashlib.sha256(body).digest() == hashlib.sha256(expect).digest()
+
+
+def test_application_down_is_502(tmp_path, php, fpm):
+    s = php()
+    fpm.stop()
+    status, _, _ = request(s, "GET", "/env.php")
+    assert status == 502
+
+
+def test_slow_script_past_read_timeout_is_504(php):
+    s = php("fastcgi_read_timeout 1s;")
+    t0 = time.monotonic()
+    status, _, _ = request(s, "GET", "/slow.php?s=3")
+    assert status == 504
+    assert time.monotonic() - t0 < scaled(2.8)
+
+
+def test_a_block_with_its_own_params_replaces_the_outer_ones(tmp_path, fpm):
+    root = php_root(tmp_path)
+    s = lfhttpd(tmp_path / "lf", root, """
+    include fastcgi.conf;
+    location ~ \\.php$ {
+        fastcgi_pass unix:%s;
+        fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;
+        fastcgi_param REQUEST_METHOD $request_method;
+        fastcgi_param QUERY_STRING only-this;
+    }
+""" % fpm.sock)
+    try:
+        e = env_of(s, path="/env.php?a=1")
+        assert e["QUERY_STRING"] == "only-this"
+        assert e["REQUEST_URI"] is None  # fastcgi.conf's lines are not this block's
+    finally:
+        s.stop()
+
+
+def test_if_not_empty_leaves_an_empty_param_out(php):
+    e = env_of(php("fastcgi_param HTTPS $https if_not_empty;\n"
+                   "fastcgi_param PATH_INFO $fastcgi_path_info if_not_empty;"))
+    assert e["HTTPS"] is None and e["PATH_INFO"] is None
+
+
+def test_fastcgi_index_is_appended_to_a_directory(tmp_path, fpm):
+    root = php_root(tmp_path)
+    os.makedirs(os.path.join(root, "dir"))
+    with open(os.path.join(root, "dir", "index.php"), "w") as f:
+        f.write('<?php echo $_SERVER["SCRIPT_NAME"], " ", $_SERVER["SCRIPT_FILENAME"];')
+    s = lfhttpd(tmp_path / "lf", root, """
+    location /dir/ {
+        fastcgi_pass unix:%s;
+        fastcgi_index index.php;
+        include fastcgi.conf;
+    }
+""" % fpm.sock)
+    try:
+        _, _, body = request(s, "GET", "/dir/")
+        assert body == f"/dir/index.php {root}/dir/index.php".encode()
+    finally:
+        s.stop()
+
+
+def test_an_upstream_block_fails_over_to_its_live_server(tmp_path, fpm):
+    root = php_root(tmp_path)
+    s = lfhttpd(tmp_path / "lf", root, """
+    location ~ \\.php$ {
+        fastcgi_pass php_pool;
+        include fastcgi.conf;
+    }
+""", top="upstream php_pool { server unix:%s/gone.sock; server unix:%s; }\n"
+        % (tmp_path, fpm.sock))
+    try:
+        for _ in range(3):  # the dead one fails over to the live one (fastcgi_next_upstream)
+            assert env_of(s)["SCRIPT_NAME"] == "/env.php"
+    finally:
+        s.stop()
+
+
+def test_split_path_info_needs_two_captures(tmp_path):
+    from conftest import BIN
+    import subprocess
+    conf = tmp_path / "bad.conf"
+    conf.write_text("server {\n listen 127.0.0.1:0;\n location / {\n"
+                    "  fastcgi_split_path_info ^(.+\\.php)$;\n  fastcgi_pass unix:/x.sock;\n }\n}\n")
+    r = subprocess.run([BIN, "-t", "-c", str(conf)], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert f"{conf}:4" in r.stderr and "fastcgi_split_path_info" in r.stderr
+
+
+# --- a hostile application: records lfhttpd must refuse ---------------------------------------
+
+def record(rtype, content, rid=1, version=1):
+    return struct.pack(">BBHHBx", version, rtype, rid, len(content), 0) + content
+
+
+END = record(3, struct.pack(">IB3x", 0, 0))
+
+
+class RawApp:
+    """A FastCGI application on a unix socket that answers every request with `answer`
+    (bytes), then closes."""
+
+    def __init__(self, path, answer):
+        self.path, self.answer = path, answer
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        self.sock.listen(8)
+        self.received = []
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            data = b""
+            c.settimeout(5)
+            while not data.endswith(record(5, b"")):  # the empty STDIN ends the request
+                part = c.recv(65536)
+                if not part:
+                    break
+                data += part
+            self.received.append(data)
+            c.sendall(self.answer)
+            c.close()
+
+    def stop(self):
+        self.sock.close()
+
+
+@pytest.fixture
+def raw(tmp_path):
+    apps = []
+
+    def start(answer):
+        app = RawApp(str(tmp_path / f"raw{len(apps)}.sock"), answer)
+        apps.append(app)
+        root = php_root(tmp_path / f"r{len(apps)}")
+        s = lfhttpd(tmp_path / f"lfr{len(apps)}", root, f"""
+    location / {{
+        fastcgi_pass unix:{app.path};
+        include fastcgi.conf;
+    }}
+""")
+        apps.append(s)
+        s.app = app
+        return s
+    yield start
+    for a in apps:
+        a.stop()
+
+
+def test_records_split_across_reads_are_put_together(raw):
+    out = b"Content-Type: text/plain\r\n\r\n" + b"x" * 70000
+    recs = record(6, out[:30]) + record(6, out[30:65000]) + record(6, out[65000:]) + \
+        record(6, b"") + END
+    s = raw(recs)
+    status, _, body = request(s, "GET", "/a")
+    assert (status, body) == (200, b"x" * 70000)
+
+
+def test_a_record_of_another_version_is_502(raw):
+    s = raw(record(6, b"Content-Type: text/plain\r\n\r\nhi", version=2) + END)
+    assert request(s, "GET", "/a")[0] == 502
+
+
+def test_a_record_of_another_request_is_502(raw):
+    s = raw(record(6, b"Content-Type: text/plain\r\n\r\nhi", rid=7) + END)
+    assert request(s, "GET", "/a")[0] == 502
+
+
+def test_a_header_with_a_cr_inside_is_never_relayed(raw):
+    s = raw(record(6, b"Content-Type: text/plain\r\nX-Evil: a\rSet-Cookie: b\r\n\r\nhi") + END)
+    status, headers, _ = request(s, "GET", "/a")
+    assert status == 502
+    assert header(headers, "X-Evil") == [] and header(headers, "Set-Cookie") == []
+
+
+def test_a_connection_closed_before_end_request_cuts_the_answer(raw):
+    s = raw(record(6, b"Content-Type: text/plain\r\n\r\npartial"))
+    with pytest.raises(http.client.IncompleteRead):
+        request(s, "GET", "/a")
+
+
+def records_of(data):
+    out = []
+    while data:
+        version, rtype, rid, clen, plen = struct.unpack(">BBHHBx", data[:8])
+        out.append((rtype, rid, data[8:8 + clen]))
+        data = data[8 + clen + plen:]
+    return out
+
+
+def test_the_request_goes_as_begin_params_and_stdin_records(raw):
+    s = raw(record(6, b"Content-Type: text/plain\r\n\r\nok") + END)
+    assert request(s, "POST", "/a?q=1", b"hello", {"Content-Type": "text/plain"})[2] == b"ok"
+    recs = records_of(s.app.received[0])
+    assert recs[0] == (1, 1, b"\x00\x01\x00\x00\x00\x00\x00\x00")  # responder, no keep
+    types = [r[0] for r in recs]
+    params_end = types.index(4) + types[types.index(4):].index(5) - 1
+    assert recs[params_end] == (4, 1, b"")
+    assert [r for r in recs if r[0] == 5] == [(5, 1, b"hello"), (5, 1, b"")]
+    params = b"".join(r[2] for r in recs if r[0] == 4)
+    assert b"\x0c\x03QUERY_STRINGq=1" in params
+    assert b"\x0e\x04REQUEST_METHODPOST" in params
