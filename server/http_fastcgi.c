@@ -465,6 +465,10 @@ static int take_head(struct conn_fcgi *f, struct response *resp, char *out, size
     f->length_known = false;
     if (resp->status == 204 || resp->status == 304) {
         resp->no_length = true;
+        f->src.head_only = true; /* a body the application sent all the same is dropped */
+    } else if (f->src.head_only) {
+        /* HEAD: the head as it came, its Content-Length if it gave one (nginx's) */
+        resp->no_length = !resp->length_known || coded;
     } else if (resp->length_known && !coded) {
         f->length_known = true;
         f->left = resp->content_length;

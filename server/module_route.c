@@ -89,6 +89,7 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .user_var = rewrite_var,
         .user_vars = req,
         .upstream = req->upstream,
+        .body_len = req->body_len,
         .path_var = route_path_var,
         .limit_req_status = req->marks.limit_req,
         .limit_conn_status = req->marks.limit_conn,

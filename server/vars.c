@@ -1026,9 +1026,15 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
             put_header(s, h, "content-type", 12, esc);
         return;
     case VAR_CONTENT_LENGTH:
-        if (h)
+        if (h && h->framing == HTTP_BODY_CHUNKED) {
+            v.len = (size_t)snprintf(tmp, sizeof(tmp), "%llu",
+                                     (unsigned long long)src->body_len);
+            v.p = tmp;
+        } else if (h) {
             put_header(s, h, "content-length", 14, esc);
-        return;
+            return;
+        }
+        break;
     case VAR_SERVER_PROTOCOL:
         if (h)
             v = h->version_minor ? (struct http_slice){"HTTP/1.1", 8}

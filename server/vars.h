@@ -189,6 +189,8 @@ struct vars_source {
                                       0: not known, empty */
     const struct vars_upstream *upstream; /* the proxy's tries (vars_upstream.h); NULL:
                                              not proxied, $upstream_* empty */
+    uint64_t body_len; /* the request body's length, read whole: $content_length of a
+                          chunked body (as nginx's once it has read it) */
     /* $limit_req_status, $limit_conn_status: enum request_limit_status (module.h) */
     unsigned char limit_req_status, limit_conn_status;
 };

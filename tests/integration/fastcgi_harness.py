@@ -6,6 +6,7 @@ conf/fastcgi_params beside it."""
 import os
 import shutil
 import signal
+import socket
 import subprocess
 
 import pytest
@@ -37,21 +38,32 @@ php_admin_value[post_max_size] = 16M
 class Fpm:
     """php-fpm8.2 -F on a pool of its own: .sock, .log(); stopped by PID."""
 
-    def __init__(self, dirpath):
+    def __init__(self, dirpath, listen=None):
         self.dir = str(dirpath)
         os.makedirs(self.dir, exist_ok=True)
         self.sock = os.path.join(self.dir, "fpm.sock")
+        self.listen = listen or self.sock
         user = "user = root\ngroup = root\n" if os.geteuid() == 0 else ""
         conf = os.path.join(self.dir, "fpm.conf")
         with open(conf, "w") as f:
-            f.write(FPM_CONF.format(dir=self.dir, sock=self.sock, user=user))
+            f.write(FPM_CONF.format(dir=self.dir, sock=self.listen, user=user))
         argv = [FPM, "-F", "-y", conf, "-p", self.dir] + (["-R"] if os.geteuid() == 0 else [])
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      start_new_session=True)
-        if not wait_until(lambda: os.path.exists(self.sock) or self.proc.poll() is not None,
+        if not wait_until(lambda: self.listening() or self.proc.poll() is not None,
                           scaled(15)) or self.proc.poll() is not None:
             self.stop()
             raise RuntimeError("php-fpm did not start: " + self.log())
+
+    def listening(self):
+        if self.listen == self.sock:
+            return os.path.exists(self.sock)
+        host, port = self.listen.rsplit(":", 1)
+        try:
+            socket.create_connection((host, int(port)), timeout=1).close()
+            return True
+        except OSError:
+            return False
 
     def log(self):
         try:

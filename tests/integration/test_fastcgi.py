@@ -111,7 +111,8 @@ def env_of(server, method="GET", path="/env.php", body=None, headers=None):
 ENV_KEYS = ["SCRIPT_FILENAME", "SCRIPT_NAME", "PATH_INFO", "QUERY_STRING", "REQUEST_URI",
             "DOCUMENT_ROOT", "DOCUMENT_URI", "REQUEST_METHOD", "CONTENT_TYPE",
             "CONTENT_LENGTH", "HTTPS", "GATEWAY_INTERFACE", "SERVER_PROTOCOL", "REMOTE_ADDR",
-            "REQUEST_SCHEME", "REDIRECT_STATUS", "PHP_SELF", "body", "post", "files"]
+            "REQUEST_SCHEME", "REDIRECT_STATUS", "PHP_SELF", "SERVER_NAME", "SERVER_ADDR",
+            "SERVER_SOFTWARE", "REMOTE_USER", "body", "post", "files"]
 
 
 @pytest.mark.parametrize("method,path,body,headers", [
@@ -133,6 +134,26 @@ def test_server_values_match_nginx(pair, method, path, body, headers):
     http_b = {k: v for k, v in b.items() if k.startswith("HTTP_") and k != "HTTP_HOST"}
     assert http_a == http_b
     assert a["HTTP_HOST"] == f"{lf.host}:{lf.port}"
+
+
+def test_a_chunked_body_has_its_length_as_nginx_gives_it(pair):
+    lf, ng = pair(PHP_LOCATION)
+    for s in (lf, ng):
+        conn = http.client.HTTPConnection(s.host, s.port, timeout=scaled(20))
+        conn.request("POST", "/env.php", body=iter([b"a=1&", b"b=2"]), encode_chunked=True,
+                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+        e = json.loads(conn.getresponse().read())
+        conn.close()
+        assert (e["CONTENT_LENGTH"], e["post"]) == ("7", {"a": "1", "b": "2"})
+
+
+def test_head_is_answered_with_the_head_alone_as_nginx(pair):
+    lf, ng = pair(PHP_LOCATION)
+    a, b = request(lf, "HEAD", "/env.php"), request(ng, "HEAD", "/env.php")
+    assert a[0] == 200 == b[0]
+    assert a[2] == b"" == b[2]
+    for name in ("Transfer-Encoding", "Content-Length", "Content-Type"):
+        assert header(a[1], name) == header(b[1], name), name
 
 
 def test_path_info_through_the_debian_snippet(pair):
@@ -295,6 +316,26 @@ def test_an_upstream_block_fails_over_to_its_live_server(tmp_path, fpm):
             assert env_of(s)["SCRIPT_NAME"] == "/env.php"
     finally:
         s.stop()
+
+
+def test_fastcgi_pass_to_a_tcp_address(tmp_path):
+    from conftest import free_port
+    port = free_port()
+    app = Fpm(tmp_path / "fpm-tcp", listen=f"127.0.0.1:{port}")
+    root = php_root(tmp_path)
+    s = None
+    try:
+        s = lfhttpd(tmp_path / "lf", root, """
+    location ~ \\.php$ {
+        fastcgi_pass 127.0.0.1:%d;
+        include fastcgi.conf;
+    }
+""" % port)
+        assert env_of(s, path="/env.php?t=1")["QUERY_STRING"] == "t=1"
+    finally:
+        if s:
+            s.stop()
+        app.stop()
 
 
 def test_split_path_info_needs_two_captures(tmp_path):
