@@ -323,7 +323,9 @@ static bool up_connect(struct conn_fcgi *f)
         f->phase = PHASE_SEND;
         return true;
     }
-    if (errno == EINPROGRESS || errno == EAGAIN) {
+    /* A unix socket's EAGAIN is a full backlog, and no connection: the application is
+     * overloaded, and nginx answers 502 at once. */
+    if (errno == EINPROGRESS) {
         f->phase = PHASE_CONNECT;
         return true;
     }

@@ -338,6 +338,67 @@ def test_fastcgi_pass_to_a_tcp_address(tmp_path):
         app.stop()
 
 
+def test_an_application_whose_backlog_is_full_is_502_at_once(tmp_path):
+    path = str(tmp_path / "full.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(0)  # never accepted: one connection fills it
+    fillers = []
+    for _ in range(4):
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.setblocking(False)
+        try:
+            c.connect(path)
+        except BlockingIOError:
+            c.close()
+            break
+        fillers.append(c)
+    root = php_root(tmp_path)
+    s = lfhttpd(tmp_path / "lf", root, """
+    location / {
+        fastcgi_pass unix:%s;
+        fastcgi_connect_timeout 10s;
+        include fastcgi.conf;
+    }
+""" % path)
+    try:
+        t0 = time.monotonic()
+        assert request(s, "GET", "/x.php")[0] == 502
+        assert time.monotonic() - t0 < scaled(3)
+    finally:
+        s.stop()
+        for c in fillers:
+            c.close()
+        listener.close()
+
+
+def test_an_application_that_does_not_read_the_body_is_504_after_send_timeout(tmp_path):
+    path = str(tmp_path / "deaf.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(8)
+    held = []
+    threading.Thread(target=lambda: held.append(listener.accept()[0]), daemon=True).start()
+    root = php_root(tmp_path)
+    s = lfhttpd(tmp_path / "lf", root, """
+    client_max_body_size 32m;
+    location / {
+        fastcgi_pass unix:%s;
+        fastcgi_send_timeout 1s;
+        include fastcgi.conf;
+    }
+""" % path)
+    try:
+        t0 = time.monotonic()
+        assert request(s, "POST", "/x.php", b"z" * (16 << 20))[0] == 504
+        assert time.monotonic() - t0 < scaled(8)
+    finally:
+        s.stop()
+        for c in held:
+            c.close()
+        listener.close()
+
+
 def test_split_path_info_needs_two_captures(tmp_path):
     from conftest import BIN
     import subprocess
