@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import scaled, wait_until
+from conftest import Server, check_clean_exit, scaled, wait_until
 from fastcgi_harness import Fpm, fpm, lfhttpd, nginx, php_root  # noqa: F401
 
 PHP_LOCATION = """
@@ -83,7 +83,7 @@ def pair(tmp_path, fpm):
         return lf, ng
     yield start
     for s in servers:
-        s.stop()
+        check_clean_exit(s) if isinstance(s, Server) else s.stop()
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def php(tmp_path, fpm):
         return s
     yield start
     for s in servers:
-        s.stop()
+        check_clean_exit(s)
 
 
 def env_of(server, method="GET", path="/env.php", body=None, headers=None):
@@ -274,7 +274,7 @@ def test_a_block_with_its_own_params_replaces_the_outer_ones(tmp_path, fpm):
         assert e["QUERY_STRING"] == "only-this"
         assert e["REQUEST_URI"] is None  # fastcgi.conf's lines are not this block's
     finally:
-        s.stop()
+        check_clean_exit(s)
 
 
 def test_if_not_empty_leaves_an_empty_param_out(php):
@@ -299,7 +299,7 @@ def test_fastcgi_index_is_appended_to_a_directory(tmp_path, fpm):
         _, _, body = request(s, "GET", "/dir/")
         assert body == f"/dir/index.php {root}/dir/index.php".encode()
     finally:
-        s.stop()
+        check_clean_exit(s)
 
 
 def test_an_upstream_block_fails_over_to_its_live_server(tmp_path, fpm):
@@ -315,7 +315,7 @@ def test_an_upstream_block_fails_over_to_its_live_server(tmp_path, fpm):
         for _ in range(3):  # the dead one fails over to the live one (fastcgi_next_upstream)
             assert env_of(s)["SCRIPT_NAME"] == "/env.php"
     finally:
-        s.stop()
+        check_clean_exit(s)
 
 
 def test_fastcgi_pass_to_a_tcp_address(tmp_path):
@@ -334,7 +334,7 @@ def test_fastcgi_pass_to_a_tcp_address(tmp_path):
         assert env_of(s, path="/env.php?t=1")["QUERY_STRING"] == "t=1"
     finally:
         if s:
-            s.stop()
+            check_clean_exit(s)
         app.stop()
 
 
@@ -366,7 +366,7 @@ def test_an_application_whose_backlog_is_full_is_502_at_once(tmp_path):
         assert request(s, "GET", "/x.php")[0] == 502
         assert time.monotonic() - t0 < scaled(3)
     finally:
-        s.stop()
+        check_clean_exit(s)
         for c in fillers:
             c.close()
         listener.close()
@@ -393,7 +393,7 @@ def test_an_application_that_does_not_read_the_body_is_504_after_send_timeout(tm
         assert request(s, "POST", "/x.php", b"z" * (16 << 20))[0] == 504
         assert time.monotonic() - t0 < scaled(8)
     finally:
-        s.stop()
+        check_clean_exit(s)
         for c in held:
             c.close()
         listener.close()
@@ -472,7 +472,7 @@ def raw(tmp_path):
         return s
     yield start
     for a in apps:
-        a.stop()
+        check_clean_exit(a) if isinstance(a, Server) else a.stop()
 
 
 def test_records_split_across_reads_are_put_together(raw):
