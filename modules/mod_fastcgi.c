@@ -321,8 +321,9 @@ static const struct conf_directive fastcgi_directives[] = {
         "lfhttpd's own."},
     {"fastcgi_keep_conn", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_keep_conn,
      .usage = "on|off", .dflt = "off",
-     .doc = "Accepted; each request has a connection of its own, closed by the application "
-        "after its answer (nginx's `off`)."},
+     .doc = "`on`: the application is asked to keep its connection (FCGI_KEEP_CONN), and "
+        "it is kept for the next request when the `upstream` block has `keepalive N`; "
+        "`off`: a connection per request, closed by the application."},
     {"fastcgi_buffering", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_accepted,
      .usage = "on|off",
      .doc = "Accepted for nginx's configurations: answers stream to the client through 16 KiB, "

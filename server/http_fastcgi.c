@@ -25,8 +25,14 @@
  * the head.
  *
  * Each request has a connection of its own, which the application closes after
- * END_REQUEST (no FCGI_KEEP_CONN). States are never freed while the server runs (an event
- * of an edge-triggered handle may still name one): their buffers are.
+ * END_REQUEST, unless `fastcgi_keep_conn on` asks it to keep it (FCGI_KEEP_CONN) and the
+ * upstream block keeps idle connections (`keepalive N`): then a connection whose answer
+ * ended exactly with its END_REQUEST is kept in the upstream's idle list, watched as the
+ * proxy watches its own (a byte or a close from the application drops it), and the next
+ * request to that server takes it. A kept connection the application closed meanwhile is
+ * not its failure: the request goes again on a new one. States are never freed while the
+ * server runs (an event of an edge-triggered handle may still name one): their buffers
+ * are, and a kept connection keeps none.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -55,12 +61,14 @@ static_assert(FCGI_RELAY <= HTTP_SOURCE_PIECE, "a piece of the body fits the fil
 enum fcgi_phase { PHASE_CONNECT, PHASE_SEND, PHASE_ANSWER };
 
 /* Why an attempt ended without an answer to relay. */
-enum fcgi_failure { FAIL_ERROR, FAIL_TIMEOUT, FAIL_INVALID };
+enum fcgi_failure { FAIL_ERROR, FAIL_TIMEOUT, FAIL_INVALID, FAIL_STALE };
 
 struct conn_fcgi {
     struct http_source src; /* first: the source is the state */
     struct lf_handle h;     /* the application's socket (h.fd, -1 without one) */
     bool registered;        /* h is in the handle set of h.group */
+    struct upstream_idle idle; /* its place in the upstream's idle list */
+    bool watched;              /* idle, and its socket waited on (under the list's lock) */
     struct conn_fcgi *next_free;
     struct upstream *up;
     struct upstream_server *server; /* this attempt's */
@@ -73,6 +81,10 @@ struct conn_fcgi {
     bool attempt_done; /* upstream_done was called for the answer */
     bool ended;        /* END_REQUEST was read */
     bool failed;       /* how the answer ended, for the server's count */
+    bool keep_up;      /* the application's connection may be kept for another request */
+    bool reused;       /* this attempt's connection was a kept one */
+    bool fresh_only;   /* a kept connection failed: the next one is new */
+    bool got_any;      /* this attempt received bytes */
     uint64_t tried;    /* the servers tried, a bit each */
     unsigned attempts;
     bool length_known; /* the client's body is framed by Content-Length */
@@ -130,6 +142,71 @@ static struct conn_fcgi *of_handle(struct lf_handle *h)
     return (struct conn_fcgi *)((char *)h - offsetof(struct conn_fcgi, h));
 }
 
+/* --- kept connections (as http_proxy.c keeps its own) ---------------------------------- */
+
+static struct conn_fcgi *of_idle(struct upstream_idle *idle)
+{
+    return (struct conn_fcgi *)((char *)idle - offsetof(struct conn_fcgi, idle));
+}
+
+static void idle_close(struct upstream_idle *idle)
+{
+    fcgi_release(of_idle(idle));
+}
+
+/* May a kept connection carry a request? Nothing to read: the application said nothing
+ * and did not close it. */
+static bool idle_alive(struct conn_fcgi *f)
+{
+    char b;
+    ssize_t n = recv(f->h.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* An event of an idle connection: if the application spoke or closed, it goes. */
+static void idle_event(struct lf_handle *h, uint32_t events)
+{
+    struct conn_fcgi *f = of_handle(h);
+    if (!(events & (EPOLLHUP | EPOLLERR)) && idle_alive(f) &&
+        lf_group_reactivate(&f->h, EPOLLIN, true) == 0)
+        return;
+    upstream_idle_drop(f->up, &f->idle);
+    f->watched = false;
+    fcgi_release(f);
+}
+
+static void idle_watch(struct upstream_idle *idle)
+{
+    struct conn_fcgi *f = of_idle(idle);
+    if (!f->registered || !f->h.edge)
+        return;
+    f->h.on_event = idle_event;
+    int rc = lf_group_reactivate(&f->h, EPOLLIN, true);
+    if (rc < 0) {
+        log_error("fastcgi: epoll: cannot watch a kept connection: %s", strerror(-rc));
+        return;
+    }
+    f->watched = true;
+}
+
+/* A socket to keep that was never waited on joins the group's set, to be watched. */
+static void idle_register(struct conn_fcgi *f, struct lf_group *g)
+{
+    if (!lf_group_is_edge(g) || lf_group_add_handle(g, &f->h, 0) < 0)
+        return;
+    f->registered = true;
+    (void)lf_group_claim(&f->h);
+}
+
+static bool idle_claim(struct upstream_idle *idle)
+{
+    struct conn_fcgi *f = of_idle(idle);
+    if (f->watched && !lf_group_claim(&f->h))
+        return false;
+    f->watched = false;
+    return true;
+}
+
 /* A state, with a buffer of req_cap + save_cap bytes for the request and its copy. */
 static struct conn_fcgi *fcgi_new(size_t req_cap, size_t save_cap)
 {
@@ -143,6 +220,9 @@ static struct conn_fcgi *fcgi_new(size_t req_cap, size_t save_cap)
         if (!f)
             return NULL;
         f->h.fd = -1;
+        f->idle.watch = idle_watch;
+        f->idle.claim = idle_claim;
+        f->idle.close = idle_close;
     }
     f->req = malloc(req_cap + FCGI_HEAD_MAX + FCGI_RELAY + save_cap);
     if (!f->req) {
@@ -187,25 +267,42 @@ static void fcgi_wait(struct conn_fcgi *f, uint32_t events, bool drained)
 
 /* The state lets go of the client: the application's connection closed, the attempt
  * counted as the server's failure or not. */
-static void fcgi_detach(struct conn_fcgi *f, bool failed)
+static void fcgi_detach(struct conn_fcgi *f, bool keep_up, bool failed)
 {
-    conn_set_wake_fd(f->src.c, -1, false);
+    struct conn *c = f->src.c;
+    conn_set_wake_fd(c, -1, false);
+    /* A kept socket stays in its group's set; not in a connection's own set. */
+    if (f->registered && (!keep_up || lf_group_is_private(f->h.group))) {
+        lf_group_remove(&f->h, false);
+        f->registered = false;
+    }
     if (f->server && !f->attempt_done)
         upstream_done(f->up, f->server, failed, clock_now_ms());
-    f->server = NULL;
     f->src.c = NULL;
+    if (keep_up && f->h.fd >= 0 && f->server && f->up->keepalive > 0) {
+        if (!f->registered)
+            idle_register(f, c->h.group);
+        free(f->req); /* a kept connection keeps no buffers */
+        f->req = f->head = f->in = f->saved_room = NULL;
+        f->idle.server = f->server;
+        f->idle.home = f->registered ? f->h.group : NULL;
+        f->server = NULL;
+        if (upstream_idle_put(f->up, &f->idle, clock_now_ms()))
+            return; /* another thread may have it now */
+    }
+    f->server = NULL;
     fcgi_release(f);
 }
 
 static void fcgi_abort(struct http_source *s)
 {
-    fcgi_detach((struct conn_fcgi *)s, false);
+    fcgi_detach((struct conn_fcgi *)s, false, false);
 }
 
 static void fcgi_done(struct http_source *s)
 {
     struct conn_fcgi *f = (struct conn_fcgi *)s;
-    fcgi_detach(f, f->failed);
+    fcgi_detach(f, f->keep_up, f->failed);
 }
 
 /* An error about f's request: to its location's error log. */
@@ -261,7 +358,9 @@ static void fcgi_finish_after(struct conn_fcgi *f, int error_status, const char 
     if (!tail)
         resp_init(&own);
     try_end(f, 0);
-    up_close(f); /* the application's part is over: its connection goes now */
+    f->keep_up = f->keep_up && !failure && !error_status;
+    if (!f->keep_up)
+        up_close(f); /* the application's part is over: its connection goes now */
     bool keep_alive = s->keep_alive;
     if (!s->head_sent) {
         s->status = error_status ? error_status : 502;
@@ -341,17 +440,40 @@ static void attempt_begin(struct conn_fcgi *f, struct upstream_server *s)
 {
     f->server = s;
     f->attempt_us = clock_now_us();
-    try_begin(f, s->text, f->attempt_us);
+    if (!f->fresh_only || !f->try_now) /* (a kept connection's retry is the same try) */
+        try_begin(f, s->text, f->attempt_us);
     f->attempts++;
-    f->sent_any = false;
+    f->sent_any = f->got_any = false;
     f->ended = false;
+    f->keep_up = false;
+    f->reused = false;
     f->req_off = 0;
     f->head_len = 0;
     f->in_off = f->in_len = 0;
     fcgi_reader_init(&f->rd, FCGI_REQUEST_ID);
-    if (!up_connect(f)) {
-        attempt_failed(f, FAIL_ERROR, strerror(errno));
-        return;
+    struct upstream_idle *idle;
+    if (f->h.fd < 0 && !f->fresh_only && f->fp->keep_conn &&
+        (idle = upstream_idle_take(f->up, s, f->src.c->h.group))) {
+        /* A kept connection to s: its socket is this attempt's, the rest of it goes. */
+        struct conn_fcgi *kept = of_idle(idle);
+        if (kept->registered)
+            lf_group_remove(&kept->h, false);
+        kept->registered = false;
+        f->h.fd = kept->h.fd;
+        f->registered = false;
+        kept->h.fd = -1;
+        fcgi_release(kept);
+    }
+    f->fresh_only = false;
+    if (f->h.fd >= 0 && idle_alive(f)) {
+        f->reused = true;
+        f->phase = PHASE_SEND;
+    } else {
+        up_close(f);
+        if (!up_connect(f)) {
+            attempt_failed(f, FAIL_ERROR, strerror(errno));
+            return;
+        }
     }
     conn_set_wake_fd(f->src.c, f->h.fd, true);
     if (f->phase == PHASE_SEND)
@@ -370,6 +492,15 @@ static void attempt_failed(struct conn_fcgi *f, enum fcgi_failure why, const cha
     up_close(f);
     bool may_resend = !f->sent_any || idempotent(f->method) ||
                       (p->next_upstream & PROXY_NEXT_NON_IDEMPOTENT);
+    if (why == FAIL_STALE) { /* the kept connection was closed: not the server's fault */
+        if (may_resend) {
+            f->fresh_only = true;
+            f->attempts--;
+            attempt_begin(f, f->server);
+            return;
+        }
+        why = FAIL_ERROR;
+    }
     try_end(f, why == FAIL_TIMEOUT ? 504 : 502);
     if (f->server) {
         fcgi_log(f, LOG_LEVEL_ERROR, "fastcgi: %s: %s", f->server->text, what);
@@ -508,9 +639,10 @@ static void relay(struct conn_fcgi *f)
                 if (f->src.head_sent)
                     fcgi_finish(f, 0, why);
                 else
-                    attempt_failed(f, FAIL_ERROR, why);
+                    attempt_failed(f, f->reused && !f->got_any ? FAIL_STALE : FAIL_ERROR, why);
                 return;
             }
+            f->got_any = true;
             f->in_off = 0;
             f->in_len = (size_t)n;
             if (f->try_now)
@@ -539,6 +671,9 @@ static void relay(struct conn_fcgi *f)
                 log_stderr(f, data, len);
             } else if (ev == FCGI_EV_END) {
                 f->ended = true;
+                /* kept only when nothing came after END_REQUEST */
+                f->keep_up = f->fp->keep_conn && f->up->keepalive > 0 &&
+                             f->in_off == f->in_len;
                 if (f->rd.protocol_status != FCGI_REQUEST_COMPLETE && !f->src.head_sent) {
                     attempt_failed(f, FAIL_ERROR, "the application refused the request");
                     return;
@@ -629,7 +764,8 @@ static void fcgi_step(struct conn_fcgi *f)
         case PHASE_SEND: {
             int r = send_request(f);
             if (r < 0) {
-                attempt_failed(f, FAIL_ERROR, strerror(errno));
+                attempt_failed(f, f->reused && !f->sent_any ? FAIL_STALE : FAIL_ERROR,
+                               strerror(errno));
                 return;
             }
             if (r == 0) {
@@ -751,12 +887,14 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
     f->attempts = 0;
     f->server = NULL;
     f->attempt_done = f->failed = false;
+    f->keep_up = f->fresh_only = f->reused = false;
     f->uvars.n = 0;
     f->uvars.head = NULL;
     f->try_now = NULL;
     f->phase = PHASE_CONNECT;
     if (plen >= 0) {
-        fcgi_begin_request((uint8_t *)f->req, FCGI_REQUEST_ID, 0);
+        bool keep = fp->keep_conn && fp->up.upstream->keepalive > 0;
+        fcgi_begin_request((uint8_t *)f->req, FCGI_REQUEST_ID, keep ? FCGI_KEEP_CONN : 0);
         size_t o = 16;
         o += put_stream(f->req + o, FCGI_PARAMS, params, (size_t)plen);
         fcgi_header((uint8_t *)f->req + o, FCGI_PARAMS, FCGI_REQUEST_ID, 0, 0);

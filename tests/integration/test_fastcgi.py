@@ -421,14 +421,17 @@ END = record(3, struct.pack(">IB3x", 0, 0))
 
 class RawApp:
     """A FastCGI application on a unix socket that answers every request with `answer`
-    (bytes), then closes."""
+    (bytes); then it closes the connection, or with keep=True waits for the next request
+    on it. conns counts the connections it accepted, received their requests' bytes."""
 
-    def __init__(self, path, answer):
-        self.path, self.answer = path, answer
+    def __init__(self, path, answer, keep=False, drop_second=False):
+        self.path, self.answer, self.keep = path, answer, keep
+        self.drop_second = drop_second  # close a connection's second request unanswered
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(path)
         self.sock.listen(8)
         self.received = []
+        self.conns = 0
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
@@ -438,15 +441,30 @@ class RawApp:
                 c, _ = self.sock.accept()
             except OSError:
                 return
-            data = b""
+            self.conns += 1
             c.settimeout(5)
-            while not data.endswith(record(5, b"")):  # the empty STDIN ends the request
-                part = c.recv(65536)
-                if not part:
+            data = b""
+            served = 0
+            while True:
+                while record(5, b"") not in data:  # the empty STDIN ends a request
+                    try:
+                        part = c.recv(65536)
+                    except OSError:
+                        part = b""
+                    if not part:
+                        break
+                    data += part
+                if record(5, b"") not in data:
                     break
-                data += part
-            self.received.append(data)
-            c.sendall(self.answer)
+                end = data.index(record(5, b"")) + 8
+                self.received.append(data[:end])
+                data = data[end:]
+                served += 1
+                if served == 2 and self.drop_second:
+                    break
+                c.sendall(self.answer)
+                if not self.keep:
+                    break
             c.close()
 
     def stop(self):
@@ -457,16 +475,17 @@ class RawApp:
 def raw(tmp_path):
     apps = []
 
-    def start(answer):
-        app = RawApp(str(tmp_path / f"raw{len(apps)}.sock"), answer)
+    def start(answer, keep=False, location="", drop_second=False):
+        app = RawApp(str(tmp_path / f"raw{len(apps)}.sock"), answer, keep, drop_second)
         apps.append(app)
         root = php_root(tmp_path / f"r{len(apps)}")
         s = lfhttpd(tmp_path / f"lfr{len(apps)}", root, f"""
     location / {{
-        fastcgi_pass unix:{app.path};
+        fastcgi_pass app;
         include fastcgi.conf;
+{location}
     }}
-""")
+""", top=f"upstream app {{ server unix:{app.path}; keepalive 4; }}\n")
         apps.append(s)
         s.app = app
         return s
@@ -528,3 +547,56 @@ def test_the_request_goes_as_begin_params_and_stdin_records(raw):
     params = b"".join(r[2] for r in recs if r[0] == 4)
     assert b"\x0c\x03QUERY_STRINGq=1" in params
     assert b"\x0e\x04REQUEST_METHODPOST" in params
+
+
+def test_keep_conn_keeps_the_connection_for_the_next_requests(raw):
+    s = raw(record(6, b"Content-Type: text/plain\r\n\r\nok") + END, keep=True,
+            location="fastcgi_keep_conn on;")
+    for _ in range(4):
+        assert request(s, "GET", "/a")[2] == b"ok"
+    assert s.app.conns == 1
+    assert records_of(s.app.received[0])[0][2][2] == 1  # FCGI_KEEP_CONN asked
+
+
+def test_without_keep_conn_each_request_has_a_connection(raw):
+    s = raw(record(6, b"Content-Type: text/plain\r\n\r\nok") + END, keep=True)
+    for _ in range(3):
+        assert request(s, "GET", "/a")[2] == b"ok"
+    assert s.app.conns == 3
+    assert records_of(s.app.received[0])[0][2][2] == 0
+
+
+def test_a_kept_connection_the_application_closed_is_not_a_failure(raw):
+    s = raw(record(6, b"Content-Type: text/plain\r\n\r\nok") + END, keep=False,
+            location="fastcgi_keep_conn on;")
+    for _ in range(3):  # each kept connection is closed behind lfhttpd's back
+        assert request(s, "POST", "/a", b"body")[:1] == (200,)
+    assert s.app.conns == 3
+
+
+def test_a_kept_connection_closed_under_a_request_sends_it_again_on_a_new_one(raw):
+    s = raw(record(6, b"Content-Type: text/plain\r\n\r\nok") + END, keep=True,
+            drop_second=True, location="fastcgi_keep_conn on;")
+    assert request(s, "GET", "/a")[2] == b"ok"
+    assert request(s, "GET", "/b")[:1] == (200,)
+    assert s.app.conns == 2
+
+
+def test_keep_conn_with_php_fpm(tmp_path, fpm):
+    root = php_root(tmp_path)
+    s = lfhttpd(tmp_path / "lf", root, """
+    location ~ \\.php$ {
+        fastcgi_pass fpm;
+        fastcgi_keep_conn on;
+        include fastcgi.conf;
+    }
+""", top="upstream fpm { server unix:%s; keepalive 2; }\n" % fpm.sock)
+    try:
+        for i in range(6):
+            e = env_of(s, "POST", "/env.php?i=%d" % i, "v=%d" % i,
+                       {"Content-Type": "application/x-www-form-urlencoded"})
+            assert (e["QUERY_STRING"], e["post"]) == ("i=%d" % i, {"v": str(i)})
+        assert request(s, "GET", "/big.php?mib=2")[2][:8] == b"00000000"
+        assert env_of(s)["SCRIPT_NAME"] == "/env.php"
+    finally:
+        check_clean_exit(s)
