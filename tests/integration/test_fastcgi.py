@@ -156,6 +156,20 @@ def test_head_is_answered_with_the_head_alone_as_nginx(pair):
         assert header(a[1], name) == header(b[1], name), name
 
 
+def test_fastcgi_pass_in_an_if_answers_only_when_it_holds_as_nginx(pair):
+    lf, ng = pair("""
+    location ~ \\.php$ {{
+        include fastcgi.conf;
+        if ($arg_run) {{
+            fastcgi_pass unix:{sock};
+        }}
+    }}
+""")
+    for s in (lf, ng):
+        assert json.loads(request(s, "GET", "/env.php?run=1")[2])["QUERY_STRING"] == "run=1"
+        assert request(s, "GET", "/env.php")[2].startswith(b"<?php")
+
+
 def test_path_info_through_the_debian_snippet(pair):
     lf, ng = pair(SNIPPET_LOCATION)
     a = env_of(lf, path="/env.php/a/b%20c")
