@@ -136,6 +136,24 @@ def test_server_values_match_nginx(pair, method, path, body, headers):
     assert a["HTTP_HOST"] == f"{lf.host}:{lf.port}"
 
 
+def test_repeated_and_underscored_fields_reach_php_as_nginx_passes_them(pair):
+    lf, ng = pair(PHP_LOCATION)
+    seen = []
+    for s in (lf, ng):
+        conn = http.client.HTTPConnection(s.host, s.port, timeout=scaled(20))
+        conn.putrequest("GET", "/env.php")
+        for k, v in [("X-Dup", "a"), ("X-Dup", "b"), ("Cookie", "a=1"), ("Cookie", "b=2"),
+                     ("X_Under", "u"), ("X-Forwarded-For", "1.1.1.1"),
+                     ("X-Forwarded-For", "2.2.2.2")]:
+            conn.putheader(k, v)
+        conn.endheaders()
+        e = json.loads(conn.getresponse().read())
+        conn.close()
+        seen.append({k: v for k, v in e.items() if k.startswith("HTTP_") and k != "HTTP_HOST"})
+    assert seen[0] == seen[1]
+    assert seen[0]["HTTP_X_DUP"] == "b" and "HTTP_X_UNDER" not in seen[0]
+
+
 def test_a_chunked_body_has_its_length_as_nginx_gives_it(pair):
     lf, ng = pair(PHP_LOCATION)
     for s in (lf, ng):
