@@ -204,6 +204,10 @@ install: $(B)/lfhttpd
 	install -m 755 $(B)/lfhttpd $(DESTDIR)$(SBINDIR)/lfhttpd
 	[ -e $(DESTDIR)$(SYSCONFDIR)/lfhttpd/lfhttpd.conf ] || \
 	  install -m 644 conf/lfhttpd.conf $(DESTDIR)$(SYSCONFDIR)/lfhttpd/lfhttpd.conf
+	for f in fastcgi.conf fastcgi_params; do \
+	  [ -e $(DESTDIR)$(SYSCONFDIR)/lfhttpd/$$f ] || \
+	    install -m 644 conf/$$f $(DESTDIR)$(SYSCONFDIR)/lfhttpd/$$f; \
+	done
 	install -m 644 docs/man/lfhttpd.8 $(DESTDIR)$(MANDIR)/man8/lfhttpd.8
 	install -m 644 docs/man/lfhttpd.conf.5 $(DESTDIR)$(MANDIR)/man5/lfhttpd.conf.5
 	sed -e 's|/usr/local/sbin/lfhttpd|$(SBINDIR)/lfhttpd|g' \
