@@ -35,7 +35,10 @@ enum { FCGI_STATE = 1, FCGI_BLOCK = 2 };
 struct fcgi_state {
     int kind; /* FCGI_STATE */
     struct upstream *ups[FCGI_UPSTREAMS_MAX];
+    bool used[FCGI_UPSTREAMS_MAX]; /* named by a fastcgi_pass: on the status page */
     unsigned n_ups;
+    struct upstream *implicit[MODULE_MOUNTS_MAX]; /* fastcgi_pass ADDRESS's, owned by blocks */
+    unsigned n_implicit;
     struct module_init *mi;
 };
 
@@ -349,8 +352,10 @@ static void fcgi_block_free(void *state, void *settings);
 static struct upstream *find_upstream(struct fcgi_state *st, const char *name)
 {
     for (unsigned i = 0; i < st->n_ups; i++)
-        if (strcasecmp(st->ups[i]->name, name) == 0)
+        if (strcasecmp(st->ups[i]->name, name) == 0) {
+            st->used[i] = true;
             return st->ups[i];
+        }
     return NULL;
 }
 
@@ -370,6 +375,8 @@ static int resolve_pass(struct fcgi_state *st, struct fcgi_conf *c, const struct
             return module_error(b->mi, where, "fastcgi_pass: %s", msg);
         }
         u = c->implicit;
+        if (st->n_implicit < MODULE_MOUNTS_MAX)
+            st->implicit[st->n_implicit++] = u;
     }
     c->params.up.upstream = u;
     return 0;
@@ -607,13 +614,18 @@ static enum mod_result fcgi_handle(void *state, const struct request *req, struc
     return MOD_HANDLED;
 }
 
+/* The upstreams fastcgi_pass uses (for the status page and the metrics): the blocks it
+ * names (its own copies, counted apart from proxy_pass's), and its addresses. */
 static unsigned fcgi_upstreams(void *state, struct upstream **out, unsigned max)
 {
     struct fcgi_state *st = state;
     unsigned n = 0;
-    for (unsigned i = 0; i < st->n_ups; i++, n++)
+    for (unsigned i = 0; i < st->n_ups; i++)
+        if (st->used[i] && n++ < max)
+            out[n - 1] = st->ups[i];
+    for (unsigned i = 0; i < st->n_implicit; i++, n++)
         if (n < max)
-            out[n] = st->ups[i];
+            out[n] = st->implicit[i];
     return n;
 }
 

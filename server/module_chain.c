@@ -1,5 +1,6 @@
 /* module_chain.c — the module chain, and the one table that lists the modules. */
 #include "module_chain.h"
+#include "upstream.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,7 @@ extern const struct module mod_log;      /* log_format, a server's or location's
 
 static const struct module *const module_table[] = {
     &mod_limit,    &mod_auth,  &mod_mime,  &mod_dirlist, &mod_static, &mod_handlers,
-    &mod_metrics,  &mod_cgi,   &mod_proxy, &mod_fastcgi, &mod_gzip,   &mod_headers, &mod_log,
+    &mod_metrics,  &mod_cgi,   &mod_fastcgi, &mod_proxy, &mod_gzip,   &mod_headers, &mod_log,
 };
 
 #define MODULE_COUNT (sizeof(module_table) / sizeof(module_table[0]))
@@ -208,7 +209,17 @@ unsigned module_upstreams(const struct request *req, struct upstream **out, unsi
         if (c->mods[i]->upstreams)
             n += c->mods[i]->upstreams(c->state[i], out + (n < max ? n : max),
                                        n < max ? max - n : 0);
-    return n;
+    /* An `upstream` block two modules read (fastcgi_pass's copy, then proxy_pass's) is
+     * listed once, by the first: the same name twice would be the same series twice. */
+    unsigned stored = n < max ? n : max, kept = 0;
+    for (unsigned k = 0; k < stored; k++) {
+        bool twice = false;
+        for (unsigned j = 0; j < kept && out[k]->name[0] && !twice; j++)
+            twice = strcmp(out[j]->name, out[k]->name) == 0;
+        if (!twice)
+            out[kept++] = out[k];
+    }
+    return n - (stored - kept);
 }
 
 const struct site_set *module_sites(const struct request *req)

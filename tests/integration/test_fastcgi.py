@@ -431,6 +431,27 @@ def test_an_application_that_does_not_read_the_body_is_504_after_send_timeout(tm
         listener.close()
 
 
+def test_status_page_lists_a_block_fastcgi_pass_uses_once_with_its_requests(tmp_path, fpm):
+    root = php_root(tmp_path)
+    s = lfhttpd(tmp_path / "lf", root, """
+    location ~ \\.php$ {
+        fastcgi_pass fpm;
+        include fastcgi.conf;
+    }
+    location /status { handler status; }
+""", top="upstream fpm { server unix:%s; }\nupstream unused { server 127.0.0.1:9; }\n"
+        % fpm.sock)
+    try:
+        for _ in range(3):
+            env_of(s)
+        ups = json.loads(request(s, "GET", "/status?format=json")[2])["upstreams"]
+        mine = [u for u in ups if u["server"].endswith(fpm.sock)]
+        assert len(mine) == 1 and mine[0]["requests"] == 3  # (listed once: no proxy copy)
+        assert len([u for u in ups if u["server"] == "127.0.0.1:9"]) == 1
+    finally:
+        check_clean_exit(s)
+
+
 def test_split_path_info_needs_two_captures(tmp_path):
     from conftest import BIN
     import subprocess
