@@ -26,7 +26,7 @@ daemonize = no
 [test]
 {user}listen = {sock}
 pm = static
-pm.max_children = 2
+pm.max_children = {children}
 catch_workers_output = no
 php_admin_value[log_errors] = On
 php_admin_value[display_errors] = Off
@@ -38,7 +38,7 @@ php_admin_value[post_max_size] = 16M
 class Fpm:
     """php-fpm8.2 -F on a pool of its own: .sock, .log(); stopped by PID."""
 
-    def __init__(self, dirpath, listen=None):
+    def __init__(self, dirpath, listen=None, children=2):
         self.dir = str(dirpath)
         os.makedirs(self.dir, exist_ok=True)
         self.sock = os.path.join(self.dir, "fpm.sock")
@@ -46,7 +46,8 @@ class Fpm:
         user = "user = root\ngroup = root\n" if os.geteuid() == 0 else ""
         conf = os.path.join(self.dir, "fpm.conf")
         with open(conf, "w") as f:
-            f.write(FPM_CONF.format(dir=self.dir, sock=self.listen, user=user))
+            f.write(FPM_CONF.format(dir=self.dir, sock=self.listen, user=user,
+                                    children=children))
         argv = [FPM, "-F", "-y", conf, "-p", self.dir] + (["-R"] if os.geteuid() == 0 else [])
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      start_new_session=True)
