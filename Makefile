@@ -120,12 +120,14 @@ conf/tls/localhost.pem:
 # over the DevTools protocol with python3-websockets; podman-compose brings up the Docker
 # Compose example (deploy/compose/, test_compose.py); promtool (Debian's prometheus)
 # checks the metrics scrape (test_metrics.py) and the Kubernetes pod's (test_kubernetes.py,
-# which reads the manifests with python3-yaml); groff checks the man pages (check-docs).
+# which reads the manifests with python3-yaml); groff checks the man pages (check-docs);
+# php-fpm8.2 is the FastCGI application of test_fastcgi.py.
 TEST_PKGS := gcc:gcc curl:curl ab:apache2-utils htpasswd:apache2-utils nginx:nginx-light \
              wrk:wrk clang:clang setpriv:util-linux \
              slowhttptest:slowhttptest valgrind:valgrind chromium:chromium \
              systemd-analyze:systemd podman-compose:podman-compose \
-             openssl:openssl testssl:testssl.sh promtool:prometheus groff:groff-base
+             openssl:openssl testssl:testssl.sh promtool:prometheus groff:groff-base \
+             php-fpm8.2:php8.2-fpm
 check-deps:
 	@missing=""; \
 	for pair in $(TEST_PKGS); do \
@@ -202,6 +204,10 @@ install: $(B)/lfhttpd
 	install -m 755 $(B)/lfhttpd $(DESTDIR)$(SBINDIR)/lfhttpd
 	[ -e $(DESTDIR)$(SYSCONFDIR)/lfhttpd/lfhttpd.conf ] || \
 	  install -m 644 conf/lfhttpd.conf $(DESTDIR)$(SYSCONFDIR)/lfhttpd/lfhttpd.conf
+	for f in fastcgi.conf fastcgi_params; do \
+	  [ -e $(DESTDIR)$(SYSCONFDIR)/lfhttpd/$$f ] || \
+	    install -m 644 conf/$$f $(DESTDIR)$(SYSCONFDIR)/lfhttpd/$$f; \
+	done
 	install -m 644 docs/man/lfhttpd.8 $(DESTDIR)$(MANDIR)/man8/lfhttpd.8
 	install -m 644 docs/man/lfhttpd.conf.5 $(DESTDIR)$(MANDIR)/man5/lfhttpd.conf.5
 	sed -e 's|/usr/local/sbin/lfhttpd|$(SBINDIR)/lfhttpd|g' \

@@ -15,7 +15,8 @@
 #include "vars.h"
 
 /* Every kind of late response, asked in order which answers a streamed response. */
-static const struct http_source_kind *const kinds[] = {&http_proxy_source, &http_stream_source};
+static const struct http_source_kind *const kinds[] = {&http_fastcgi_source, &http_proxy_source,
+                                                      &http_stream_source};
 
 /* --- the figures and the logs ------------------------------------------------------------ */
 

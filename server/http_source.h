@@ -271,6 +271,7 @@ struct http_source_kind {
 
 extern const struct http_source_kind http_proxy_source; /* http_proxy.c */
 extern const struct http_source_kind http_stream_source; /* http_stream.c */
+extern const struct http_source_kind http_fastcgi_source; /* http_fastcgi.c */
 
 /* Start the source whose kind answers resp (resp_is_stream), as its kind's start says. */
 void http_source_start(struct conn *c, struct response *resp, const struct request *r,

@@ -446,6 +446,7 @@ struct proxy_params {
     unsigned tries;                        /* proxy_next_upstream_tries; 0: no limit */
     bool intercept_errors; /* proxy_intercept_errors: an upstream's answer of 300 or more
                               with an error_page gets the page */
+    bool fastcgi; /* the servers speak FastCGI (module_fastcgi.h), not HTTP; ops NULL */
 };
 
 #endif

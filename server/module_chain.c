@@ -1,5 +1,6 @@
 /* module_chain.c — the module chain, and the one table that lists the modules. */
 #include "module_chain.h"
+#include "upstream.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,17 +25,26 @@ extern const struct module mod_metrics;  /* `handler PREFIX metrics;`: Prometheu
 extern const struct module mod_stub_status; /* `stub_status;`: nginx's basic status page */
 extern const struct module mod_cgi;      /* CGI/1.1 scripts mounted on prefixes */
 extern const struct module mod_proxy;    /* proxy_pass: answers from upstream servers */
+extern const struct module mod_fastcgi;  /* fastcgi_pass: answers from FastCGI applications */
 extern const struct module mod_gzip;     /* compresses responses (a filter) */
 extern const struct module mod_headers;  /* add_header, expires: after gzip, on final statuses */
 extern const struct module mod_log;      /* log_format, a server's or location's access_log */
 
 static const struct module *const module_table[] = {
-    &mod_realip,  &mod_limit,  &mod_auth,        &mod_mime, &mod_dirlist, &mod_static,
-    &mod_handlers, &mod_metrics, &mod_stub_status, &mod_cgi, &mod_proxy,   &mod_gzip,
-    &mod_headers, &mod_log,
+    &mod_realip,   &mod_limit,   &mod_auth,        &mod_mime, &mod_dirlist, &mod_static,
+    &mod_handlers, &mod_metrics, &mod_stub_status, &mod_cgi,  &mod_fastcgi, &mod_proxy,
+    &mod_gzip,     &mod_headers, &mod_log,
 };
 
 #define MODULE_COUNT (sizeof(module_table) / sizeof(module_table[0]))
+
+unsigned module_chain_index(const struct module *m)
+{
+    unsigned i = 0;
+    while (i < MODULE_COUNT && module_table[i] != m)
+        i++;
+    return i;
+}
 
 const struct conf_directive *module_known_directive(const char *name, unsigned context)
 {
@@ -209,7 +219,17 @@ unsigned module_upstreams(const struct request *req, struct upstream **out, unsi
         if (c->mods[i]->upstreams)
             n += c->mods[i]->upstreams(c->state[i], out + (n < max ? n : max),
                                        n < max ? max - n : 0);
-    return n;
+    /* An `upstream` block two modules read (fastcgi_pass's copy, then proxy_pass's) is
+     * listed once, by the first: the same name twice would be the same series twice. */
+    unsigned stored = n < max ? n : max, kept = 0;
+    for (unsigned k = 0; k < stored; k++) {
+        bool twice = false;
+        for (unsigned j = 0; j < kept && out[k]->name[0] && !twice; j++)
+            twice = strcmp(out[j]->name, out[k]->name) == 0;
+        if (!twice)
+            out[kept++] = out[k];
+    }
+    return n - (stored - kept);
 }
 
 const struct site_set *module_sites(const struct request *req)

@@ -57,6 +57,9 @@ const struct conf_directive *module_known_directive(const char *name, unsigned c
 /* Every module's directives, in the chain's order, as conf_dump_table prints them. */
 void module_dump_directives(FILE *out);
 
+/* A module's place in every chain (module_settings()'s index); past the last if absent. */
+unsigned module_chain_index(const struct module *m);
+
 /* Build the chain from the table of modules, in order, and init each one. Returns 0, or
  * -1 with the message in err. */
 int module_chain_init(struct module_chain *c, const struct config *cfg, char *err,

@@ -17,6 +17,7 @@
  */
 #include "module_chain.h"
 #include "module_figures.h"
+#include "module_fastcgi.h"
 #include "strbuf.h"
 
 #include <arpa/inet.h>
@@ -105,6 +106,7 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .user_var = rewrite_var,
         .user_vars = req,
         .upstream = req->upstream,
+        .body_len = req->body_len,
         .path_var = route_path_var,
         .limit_req_status = req->marks.limit_req,
         .limit_conn_status = req->marks.limit_conn,
@@ -341,6 +343,10 @@ static long route_path_var(const void *request, int which, char *out, size_t cap
     const struct request *req = request;
     if (!req->level)
         return 0;
+    if (which == VARS_FASTCGI_SCRIPT_NAME || which == VARS_FASTCGI_PATH_INFO)
+        return module_fastcgi_var(req, which == VARS_FASTCGI_PATH_INFO ? FASTCGI_PATH_INFO
+                                                                        : FASTCGI_SCRIPT_NAME,
+                                  out, cap);
     size_t root_len;
     char buf[REQUEST_FILE_MAX];
     long n = map_uri(req, buf, sizeof(buf), &root_len);

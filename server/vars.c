@@ -22,6 +22,12 @@ enum var_id {
     VAR_URI,
     VAR_REQUEST_URI,
     VAR_ARGS,
+    VAR_QUERY_STRING,
+    VAR_DOCUMENT_URI,
+    VAR_CONTENT_TYPE,
+    VAR_CONTENT_LENGTH,
+    VAR_SERVER_PROTOCOL,
+    VAR_NGINX_VERSION,
     VAR_HOST,
     VAR_SCHEME,
     VAR_HTTPS,
@@ -97,6 +103,8 @@ enum var_id {
     VAR_SSL_CLIENT_I_DN_LEGACY,
     VAR_DOCUMENT_ROOT,
     VAR_REALPATH_ROOT,
+    VAR_FASTCGI_SCRIPT_NAME,
+    VAR_FASTCGI_PATH_INFO,
     VAR_REQUEST_FILENAME,
     VAR_HTTP,   /* $http_NAME: the part's name is NAME, '_' made '-' */
     VAR_SENT_HTTP, /* $sent_http_NAME: a field of the answer, as $http_NAME's */
@@ -121,6 +129,15 @@ static const struct {
      "target's scheme and authority left out, and its empty path `/` (`GET http://a?x=1` "
      "gives `/?x=1`, where nginx 1.22 gives `?x=1`)."},
     {"args", VAR_ARGS, "The query string, without the `?`."},
+    {"query_string", VAR_QUERY_STRING, "The same as `$args`."},
+    {"document_uri", VAR_DOCUMENT_URI, "The same as `$uri`."},
+    {"content_type", VAR_CONTENT_TYPE, "The request's `Content-Type` field."},
+    {"content_length", VAR_CONTENT_LENGTH, "The request's `Content-Length` field."},
+    {"server_protocol", VAR_SERVER_PROTOCOL, "The request's protocol: `HTTP/1.0` or "
+     "`HTTP/1.1`."},
+    {"nginx_version", VAR_NGINX_VERSION, "The version of nginx whose configuration language "
+     "and behaviour lfhttpd follows (`1.22.1`), for the files that name it (`fastcgi.conf`'s "
+     "`SERVER_SOFTWARE`)."},
     {"host", VAR_HOST, "The Host, lowercase, without port or trailing dot (the authority of "
      "an absolute-form target wins over the Host field); without a Host, the server's name."},
     {"scheme", VAR_SCHEME, "`http`, or `https` on a TLS address."},
@@ -200,6 +217,11 @@ static const struct {
     {"proxy_host", VAR_PROXY_HOST, "The upstream's name, or `HOST:PORT`, as `proxy_pass` "
      "names it (the default `Host` of a proxied request); empty when not proxying."},
     {"proxy_port", VAR_PROXY_PORT, "The upstream's port; empty when not proxying."},
+    {"fastcgi_script_name", VAR_FASTCGI_SCRIPT_NAME, "`$uri`, or the first group of the "
+     "block's `fastcgi_split_path_info` when it matches, with `fastcgi_index` appended when "
+     "it ends in `/`."},
+    {"fastcgi_path_info", VAR_FASTCGI_PATH_INFO, "The second group of the block's "
+     "`fastcgi_split_path_info` when it matches `$uri`, else empty."},
     {"proxy_add_x_forwarded_for", VAR_PROXY_ADD_XFF, "The client's `X-Forwarded-For` list "
      "(every field joined with `, `) with its address appended."},
     /* the answer's and the time's, expanded when the access-log line is written */
@@ -1053,12 +1075,34 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
             v = of.query;
         }
         break;
-    case VAR_ARGS: v = src->args ? *src->args : h ? h->query : v; break;
+    case VAR_ARGS:
+    case VAR_QUERY_STRING: v = src->args ? *src->args : h ? h->query : v; break;
     case VAR_HOST: {
         struct http_slice host = host_of(src);
         put(s, host.p, host.len, esc, true);
         return;
     }
+    case VAR_DOCUMENT_URI: v = (struct http_slice){src->uri, src->uri ? src->uri_len : 0}; break;
+    case VAR_CONTENT_TYPE:
+        if (h)
+            put_header(s, h, "content-type", 12, esc);
+        return;
+    case VAR_CONTENT_LENGTH:
+        if (h && h->framing == HTTP_BODY_CHUNKED) {
+            v.len = (size_t)snprintf(tmp, sizeof(tmp), "%llu",
+                                     (unsigned long long)src->body_len);
+            v.p = tmp;
+        } else if (h) {
+            put_header(s, h, "content-length", 14, esc);
+            return;
+        }
+        break;
+    case VAR_SERVER_PROTOCOL:
+        if (h)
+            v = h->version_minor ? (struct http_slice){"HTTP/1.1", 8}
+                                 : (struct http_slice){"HTTP/1.0", 8};
+        break;
+    case VAR_NGINX_VERSION: v = (struct http_slice){"1.22.1", 6}; break;
     case VAR_SCHEME:
         v = src->https ? (struct http_slice){"https", 5} : (struct http_slice){"http", 4};
         break;
@@ -1186,6 +1230,8 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_SSL_CLIENT_I_DN_LEGACY: put_tls(s, id, src, esc); return;
     case VAR_DOCUMENT_ROOT: put_path(s, VARS_DOCUMENT_ROOT, src, esc); return;
     case VAR_REALPATH_ROOT: put_path(s, VARS_REALPATH_ROOT, src, esc); return;
+    case VAR_FASTCGI_SCRIPT_NAME: put_path(s, VARS_FASTCGI_SCRIPT_NAME, src, esc); return;
+    case VAR_FASTCGI_PATH_INFO: put_path(s, VARS_FASTCGI_PATH_INFO, src, esc); return;
     case VAR_REQUEST_FILENAME: put_path(s, VARS_REQUEST_FILENAME, src, esc); return;
     case VAR_LITERAL: break;
     }

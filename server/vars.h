@@ -88,7 +88,8 @@
 #include "proxy_protocol.h"
 #include "regex.h"
 
-enum vars_path { VARS_DOCUMENT_ROOT, VARS_REALPATH_ROOT, VARS_REQUEST_FILENAME };
+enum vars_path { VARS_DOCUMENT_ROOT, VARS_REALPATH_ROOT, VARS_REQUEST_FILENAME,
+                 VARS_FASTCGI_SCRIPT_NAME, VARS_FASTCGI_PATH_INFO };
 
 /* The $ssl_* variables, in the order of their ids in vars.c; asked of vars_source.tls_var. */
 enum vars_tls {
@@ -195,6 +196,8 @@ struct vars_source {
                                       0: not known, empty */
     const struct vars_upstream *upstream; /* the proxy's tries (vars_upstream.h); NULL:
                                              not proxied, $upstream_* empty */
+    uint64_t body_len; /* the request body's length, read whole: $content_length of a
+                          chunked body (as nginx's once it has read it) */
     /* $limit_req_status, $limit_conn_status: enum request_limit_status (module.h) */
     unsigned char limit_req_status, limit_conn_status;
 };

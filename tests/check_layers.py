@@ -19,8 +19,8 @@ import sys
 
 # From the bottom up. A file may include headers of its own layer or of any layer below.
 LAYERS = [
-    ("base", ["clock", "lf_*", "http_parse", "proxy_protocol", "http_upstream", "open_beneath", "out_seg",
-              "regex"]),
+    ("base", ["clock", "lf_*", "http_parse", "proxy_protocol", "http_upstream", "open_beneath",
+              "out_seg", "regex", "fastcgi_record"]),
     ("text helpers", ["strbuf", "http_params", "vars", "vars_upstream"]),
     ("configuration", ["config", "directive", "log", "site", "upstream", "tls"]),
     ("responses", ["http_response"]),
@@ -30,7 +30,7 @@ LAYERS = [
     ("generation", ["generation"]),
     ("transport", ["conn", "conn_tls"]),
     ("http services", ["http_source"]),  # the end of every answer; the sources' seam
-    ("http sources", ["http_stream", "http_proxy"]),  # late responses, a file each
+    ("http sources", ["http_stream", "http_proxy", "http_fastcgi"]),  # late responses, a file each
     ("http", ["http_conn"]),  # the request loop
     ("listener", ["listener"]),
     ("service", ["service"]),

@@ -1,0 +1,944 @@
+/* http_fastcgi.c — a response from a FastCGI application (fastcgi_pass), relayed to the
+ * client: the event side of mod_fastcgi, which writes the request's parameters and reads
+ * the head of the answer (module_fastcgi.h).
+ *
+ * As the reverse proxy's (http_proxy.c), the application's socket is one more handle of
+ * the connection in its group, and only it or the client's socket is waited on at a time,
+ * so exactly one thread owns the connection at any moment:
+ *
+ *   the application's socket (CONN_STREAM)  connect, send the request's records
+ *                                            (BEGIN_REQUEST, PARAMS, STDIN with the body),
+ *                                            read the answer's records as they come, 16 KiB
+ *                                            at a time, through an incremental reader
+ *                                            (fastcgi_record.h);
+ *   the client's socket (CONN_SEND)          the client is slow: what it would not take
+ *                                            waits on the connection, and the application
+ *                                            is read again only once it is sent.
+ *
+ * STDOUT is the answer: its head (CGI's, read by mod_fastcgi) and then the body, streamed
+ * (chunked when no Content-Length came). STDERR goes to the error log, escaped, as nginx's
+ * "FastCGI sent in stderr". END_REQUEST ends the answer. A record an application may not
+ * send, a head that is not valid, or a connection that ends without END_REQUEST is 502
+ * before the head went out (after trying the next server, as fastcgi_next_upstream
+ * allows), and cuts the client's connection after. Deadlines (fastcgi_connect_, _send_,
+ * _read_timeout) are the connection's, woken by the sweep as the proxy's are: 504 before
+ * the head.
+ *
+ * Each request has a connection of its own, which the application closes after
+ * END_REQUEST, unless `fastcgi_keep_conn on` asks it to keep it (FCGI_KEEP_CONN) and the
+ * upstream block keeps idle connections (`keepalive N`): then a connection whose answer
+ * ended exactly with its END_REQUEST is kept in the upstream's idle list, watched as the
+ * proxy watches its own (a byte or a close from the application drops it), and the next
+ * request to that server takes it. A kept connection the application closed meanwhile is
+ * not its failure: the request goes again on a new one. States are never freed while the
+ * server runs (an event of an edge-triggered handle may still name one): their buffers
+ * are, and a kept connection keeps none.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "fastcgi_record.h"
+#include "http_source.h"
+#include "log.h"
+#include "module_fastcgi.h"
+#include "upstream.h"
+#include "vars_upstream.h"
+
+#define FCGI_HEAD_MAX 16384 /* the answer's head (nginx's fastcgi_buffer_size is 4k or 8k) */
+#define FCGI_RELAY 16384    /* read from the application at a time */
+#define FCGI_PARAMS_MAX 65536 /* the request's parameters, encoded */
+#define FCGI_REQUEST_ID 1
+static_assert(FCGI_RELAY <= HTTP_SOURCE_PIECE, "a piece of the body fits the filter's room");
+
+enum fcgi_phase { PHASE_CONNECT, PHASE_SEND, PHASE_ANSWER };
+
+/* Why an attempt ended without an answer to relay. */
+enum fcgi_failure { FAIL_ERROR, FAIL_TIMEOUT, FAIL_INVALID, FAIL_STALE };
+
+struct conn_fcgi {
+    struct http_source src; /* first: the source is the state */
+    struct lf_handle h;     /* the application's socket (h.fd, -1 without one) */
+    bool registered;        /* h is in the handle set of h.group */
+    struct upstream_idle idle; /* its place in the upstream's idle list */
+    bool watched;              /* idle, and its socket waited on (under the list's lock) */
+    struct conn_fcgi *next_free;
+    struct upstream *up;
+    struct upstream_server *server; /* this attempt's */
+
+    const struct fastcgi_params *fp;
+    struct http_shared *shared;
+    enum fcgi_phase phase;
+    enum http_method method;
+    bool sent_any;     /* some of the request went to this attempt's application */
+    bool attempt_done; /* upstream_done was called for the answer */
+    bool ended;        /* END_REQUEST was read */
+    bool failed;       /* how the answer ended, for the server's count */
+    bool keep_up;      /* the application's connection may be kept for another request */
+    bool reused;       /* this attempt's connection was a kept one */
+    bool fresh_only;   /* a kept connection failed: the next one is new */
+    bool got_any;      /* this attempt received bytes */
+    uint64_t tried;    /* the servers tried, a bit each */
+    unsigned attempts;
+    bool length_known; /* the client's body is framed by Content-Length */
+    uint64_t left;     /* then: its bytes still to send */
+    int64_t deadline_ms;
+    int64_t attempt_us;
+    struct fcgi_reader rd;
+    /* The request's records (req[0..req_len)), the answer's head being gathered, the
+     * bytes read and not yet decoded (in[in_off..in_len)), the saved request: one
+     * allocation while in use. */
+    char *req;
+    size_t req_len, req_off;
+    char *head;
+    size_t head_len;
+    char *in;
+    size_t in_off, in_len;
+    char *saved_room;
+    struct vars_upstream uvars;
+    struct vars_upstream_try *try_now, try_spare;
+};
+
+/* --- states, their sockets and their waits ---------------------------------------------- */
+
+static struct {
+    pthread_mutex_t lock;
+    struct conn_fcgi *list;
+} fcgi_free = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void up_close(struct conn_fcgi *f)
+{
+    if (f->h.fd < 0)
+        return;
+    if (f->src.c)
+        conn_set_wake_fd(f->src.c, -1, false);
+    if (f->registered)
+        lf_group_remove(&f->h, true);
+    f->registered = false;
+    close(f->h.fd);
+    f->h.fd = -1;
+}
+
+static void fcgi_release(struct conn_fcgi *f)
+{
+    up_close(f);
+    free(f->req);
+    f->req = f->head = f->in = f->saved_room = NULL;
+    pthread_mutex_lock(&fcgi_free.lock);
+    f->next_free = fcgi_free.list;
+    fcgi_free.list = f;
+    pthread_mutex_unlock(&fcgi_free.lock);
+}
+
+static struct conn_fcgi *of_handle(struct lf_handle *h)
+{
+    return (struct conn_fcgi *)((char *)h - offsetof(struct conn_fcgi, h));
+}
+
+/* --- kept connections (as http_proxy.c keeps its own) ---------------------------------- */
+
+static struct conn_fcgi *of_idle(struct upstream_idle *idle)
+{
+    return (struct conn_fcgi *)((char *)idle - offsetof(struct conn_fcgi, idle));
+}
+
+static void idle_close(struct upstream_idle *idle)
+{
+    fcgi_release(of_idle(idle));
+}
+
+/* May a kept connection carry a request? Nothing to read: the application said nothing
+ * and did not close it. */
+static bool idle_alive(struct conn_fcgi *f)
+{
+    char b;
+    ssize_t n = recv(f->h.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* An event of an idle connection: if the application spoke or closed, it goes. */
+static void idle_event(struct lf_handle *h, uint32_t events)
+{
+    struct conn_fcgi *f = of_handle(h);
+    if (!(events & (EPOLLHUP | EPOLLERR)) && idle_alive(f) &&
+        lf_group_reactivate(&f->h, EPOLLIN, true) == 0)
+        return;
+    upstream_idle_drop(f->up, &f->idle);
+    f->watched = false;
+    fcgi_release(f);
+}
+
+static void idle_watch(struct upstream_idle *idle)
+{
+    struct conn_fcgi *f = of_idle(idle);
+    if (!f->registered || !f->h.edge)
+        return;
+    f->h.on_event = idle_event;
+    int rc = lf_group_reactivate(&f->h, EPOLLIN, true);
+    if (rc < 0) {
+        log_error("fastcgi: epoll: cannot watch a kept connection: %s", strerror(-rc));
+        return;
+    }
+    f->watched = true;
+}
+
+/* A socket to keep that was never waited on joins the group's set, to be watched. */
+static void idle_register(struct conn_fcgi *f, struct lf_group *g)
+{
+    if (!lf_group_is_edge(g) || lf_group_add_handle(g, &f->h, 0) < 0)
+        return;
+    f->registered = true;
+    (void)lf_group_claim(&f->h);
+}
+
+static bool idle_claim(struct upstream_idle *idle)
+{
+    struct conn_fcgi *f = of_idle(idle);
+    if (f->watched && !lf_group_claim(&f->h))
+        return false;
+    f->watched = false;
+    return true;
+}
+
+/* A state, with a buffer of req_cap + save_cap bytes for the request and its copy. */
+static struct conn_fcgi *fcgi_new(size_t req_cap, size_t save_cap)
+{
+    pthread_mutex_lock(&fcgi_free.lock);
+    struct conn_fcgi *f = fcgi_free.list;
+    if (f)
+        fcgi_free.list = f->next_free;
+    pthread_mutex_unlock(&fcgi_free.lock);
+    if (!f) {
+        f = calloc(1, sizeof(*f));
+        if (!f)
+            return NULL;
+        f->h.fd = -1;
+        f->idle.watch = idle_watch;
+        f->idle.claim = idle_claim;
+        f->idle.close = idle_close;
+    }
+    f->req = malloc(req_cap + FCGI_HEAD_MAX + FCGI_RELAY + save_cap);
+    if (!f->req) {
+        fcgi_release(f);
+        return NULL;
+    }
+    f->head = f->req + req_cap;
+    f->in = f->head + FCGI_HEAD_MAX;
+    f->saved_room = f->in + FCGI_RELAY;
+    return f;
+}
+
+static void set_deadline(struct conn_fcgi *f, int64_t deadline_ms)
+{
+    f->deadline_ms = deadline_ms;
+    atomic_store_explicit(&f->src.c->deadline_ms, deadline_ms, memory_order_relaxed);
+}
+
+/* The last act of an event: wait for `events` on the application's socket. */
+static void fcgi_wait(struct conn_fcgi *f, uint32_t events, bool drained)
+{
+    struct conn *c = f->src.c;
+    atomic_store_explicit(&c->deadline_ms, f->deadline_ms, memory_order_relaxed);
+    atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
+    int rc;
+    if (f->registered) {
+        rc = lf_group_reactivate(&f->h, events, drained);
+    } else {
+        f->registered = true; /* said before the add: another thread may have it then */
+        rc = lf_group_add_handle(c->h.group, &f->h, events);
+        if (rc < 0)
+            f->registered = false;
+    }
+    if (rc < 0) {
+        log_error("fastcgi: epoll: cannot wait on an application's socket: %s", strerror(-rc));
+        conn_close(c);
+    }
+    /* From here on another thread may own c: touch nothing. */
+}
+
+/* --- ending ------------------------------------------------------------------------------ */
+
+/* The state lets go of the client: the application's connection closed, the attempt
+ * counted as the server's failure or not. */
+static void fcgi_detach(struct conn_fcgi *f, bool keep_up, bool failed)
+{
+    struct conn *c = f->src.c;
+    conn_set_wake_fd(c, -1, false);
+    /* A kept socket stays in its group's set; not in a connection's own set. */
+    if (f->registered && (!keep_up || lf_group_is_private(f->h.group))) {
+        lf_group_remove(&f->h, false);
+        f->registered = false;
+    }
+    if (f->server && !f->attempt_done)
+        upstream_done(f->up, f->server, failed, clock_now_ms());
+    f->src.c = NULL;
+    if (keep_up && f->h.fd >= 0 && f->server && f->up->keepalive > 0) {
+        if (!f->registered)
+            idle_register(f, c->h.group);
+        free(f->req); /* a kept connection keeps no buffers */
+        f->req = f->head = f->in = f->saved_room = NULL;
+        f->idle.server = f->server;
+        f->idle.home = f->registered ? f->h.group : NULL;
+        f->server = NULL;
+        if (upstream_idle_put(f->up, &f->idle, clock_now_ms()))
+            return; /* another thread may have it now */
+    }
+    f->server = NULL;
+    fcgi_release(f);
+}
+
+static void fcgi_abort(struct http_source *s)
+{
+    fcgi_detach((struct conn_fcgi *)s, false, false);
+}
+
+static void fcgi_done(struct http_source *s)
+{
+    struct conn_fcgi *f = (struct conn_fcgi *)s;
+    fcgi_detach(f, f->keep_up, f->failed);
+}
+
+/* An error about f's request: to its location's error log. */
+#define fcgi_log(f, level, ...)                                                             \
+    do {                                                                                    \
+        if ((f)->src.has_saved)                                                             \
+            module_log(&(f)->src.saved, level, __VA_ARGS__);                                \
+        else                                                                                \
+            log_error(__VA_ARGS__);                                                         \
+    } while (0)
+
+static const char *server_name(const struct conn_fcgi *f)
+{
+    return f->server ? f->server->text : f->up->name;
+}
+
+/* --- the tries' record, for $upstream_* ------------------------------------------------- */
+
+static void try_begin(struct conn_fcgi *f, const char *addr, int64_t now_us)
+{
+    struct vars_upstream *u = &f->uvars;
+    f->try_now = u->n < VARS_UPSTREAM_TRIES ? &u->tries[u->n++] : &f->try_spare;
+    *f->try_now = (struct vars_upstream_try){
+        .addr = addr, .start_us = now_us, .connect_us = -1, .header_us = -1, .response_us = -1};
+}
+
+static void try_end(struct conn_fcgi *f, int status)
+{
+    struct vars_upstream_try *t = f->try_now;
+    if (!t)
+        return;
+    if (!t->status)
+        t->status = status;
+    t->response_us = clock_now_us() - t->start_us;
+}
+
+static void try_connected(struct conn_fcgi *f)
+{
+    if (f->try_now && f->try_now->connect_us < 0)
+        f->try_now->connect_us = clock_now_us() - f->try_now->start_us;
+}
+
+/* The answer is over (failure: why it ended early, or NULL): answer what is still owed,
+ * after `tail` (the last of the body, not sent yet, or NULL), then go on with the client's
+ * connection or close it. */
+static void fcgi_finish_after(struct conn_fcgi *f, int error_status, const char *failure,
+                              struct response *tail)
+{
+    struct http_source *s = &f->src;
+    struct http_piece pc;
+    struct response own;
+    struct response *resp = tail ? tail : &own;
+    if (!tail)
+        resp_init(&own);
+    try_end(f, 0);
+    f->keep_up = f->keep_up && !failure && !error_status;
+    if (!f->keep_up)
+        up_close(f); /* the application's part is over: its connection goes now */
+    bool keep_alive = s->keep_alive;
+    if (!s->head_sent) {
+        s->status = error_status ? error_status : 502;
+        fcgi_log(f, LOG_LEVEL_ERROR, "fastcgi: %s: answered %d: %s", server_name(f), s->status,
+                 failure ? failure : "no answer");
+        resp_error(resp, s->status);
+        http_source_filter_head(s, resp, &f->fp->up);
+        resp->head_only = s->head_only;
+        resp->keep_alive = keep_alive;
+        resp_finish(resp, s->http10);
+        s->sent = resp->head_only ? 0 : resp->content_length;
+    } else {
+        resp->status = s->status;
+        if (!failure && f->length_known && f->left > 0)
+            failure = "the application sent less than its Content-Length";
+        if (!failure && http_source_body_end(s, resp, &pc) < 0) {
+            resp_body_clear(resp);
+            failure = "the body filter failed at its end";
+        }
+        if (failure) {
+            fcgi_log(f, LOG_LEVEL_ERROR, "fastcgi: %s: the response was cut: %s",
+                     server_name(f), failure);
+            keep_alive = false;
+        }
+    }
+    f->failed = failure && error_status != 0;
+    resp->no_length = false;
+    http_source_end(s, resp, keep_alive);
+}
+
+static void fcgi_finish(struct conn_fcgi *f, int error_status, const char *failure)
+{
+    fcgi_finish_after(f, error_status, failure, NULL);
+}
+
+/* --- attempts ---------------------------------------------------------------------------- */
+
+static void fcgi_step(struct conn_fcgi *f);
+
+static bool idempotent(enum http_method m)
+{
+    return m == HTTP_METHOD_GET || m == HTTP_METHOD_HEAD || m == HTTP_METHOD_PUT ||
+           m == HTTP_METHOD_DELETE || m == HTTP_METHOD_OPTIONS || m == HTTP_METHOD_TRACE;
+}
+
+static bool up_connect(struct conn_fcgi *f)
+{
+    const struct upstream_server *s = f->server;
+    int fd = socket(s->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    if (s->addr.ss_family != AF_UNIX) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    f->h.fd = fd;
+    f->registered = false;
+    if (connect(fd, (const struct sockaddr *)&s->addr, s->addr_len) == 0) {
+        f->phase = PHASE_SEND;
+        return true;
+    }
+    /* A unix socket's EAGAIN is a full backlog, and no connection: the application is
+     * overloaded, and nginx answers 502 at once. */
+    if (errno == EINPROGRESS) {
+        f->phase = PHASE_CONNECT;
+        return true;
+    }
+    int err = errno;
+    up_close(f);
+    errno = err;
+    return false;
+}
+
+static void attempt_failed(struct conn_fcgi *f, enum fcgi_failure why, const char *what);
+
+static void attempt_begin(struct conn_fcgi *f, struct upstream_server *s)
+{
+    f->server = s;
+    f->attempt_us = clock_now_us();
+    if (!f->fresh_only || !f->try_now) /* (a kept connection's retry is the same try) */
+        try_begin(f, s->text, f->attempt_us);
+    f->attempts++;
+    f->sent_any = f->got_any = false;
+    f->ended = false;
+    f->keep_up = false;
+    f->reused = false;
+    f->req_off = 0;
+    f->head_len = 0;
+    f->in_off = f->in_len = 0;
+    fcgi_reader_init(&f->rd, FCGI_REQUEST_ID);
+    struct upstream_idle *idle;
+    if (f->h.fd < 0 && !f->fresh_only && f->fp->keep_conn &&
+        (idle = upstream_idle_take(f->up, s, f->src.c->h.group))) {
+        /* A kept connection to s: its socket is this attempt's, the rest of it goes. */
+        struct conn_fcgi *kept = of_idle(idle);
+        if (kept->registered)
+            lf_group_remove(&kept->h, false);
+        kept->registered = false;
+        f->h.fd = kept->h.fd;
+        f->registered = false;
+        kept->h.fd = -1;
+        fcgi_release(kept);
+    }
+    f->fresh_only = false;
+    if (f->h.fd >= 0 && idle_alive(f)) {
+        f->reused = true;
+        f->phase = PHASE_SEND;
+    } else {
+        up_close(f);
+        if (!up_connect(f)) {
+            attempt_failed(f, FAIL_ERROR, strerror(errno));
+            return;
+        }
+    }
+    conn_set_wake_fd(f->src.c, f->h.fd, true);
+    if (f->phase == PHASE_SEND)
+        try_connected(f);
+    const struct proxy_params *p = &f->fp->up;
+    set_deadline(f, clock_now_ms() + (f->phase == PHASE_CONNECT ? p->connect_ms : p->send_ms));
+    fcgi_step(f);
+}
+
+/* The attempt failed before an answer could be relayed: the next server if allowed, else
+ * 502 or 504. */
+static void attempt_failed(struct conn_fcgi *f, enum fcgi_failure why, const char *what)
+{
+    int64_t now = clock_now_ms();
+    const struct proxy_params *p = &f->fp->up;
+    up_close(f);
+    bool may_resend = !f->sent_any || idempotent(f->method) ||
+                      (p->next_upstream & PROXY_NEXT_NON_IDEMPOTENT);
+    if (why == FAIL_STALE) { /* the kept connection was closed: not the server's fault */
+        if (may_resend) {
+            f->fresh_only = true;
+            f->attempts--;
+            attempt_begin(f, f->server);
+            return;
+        }
+        why = FAIL_ERROR;
+    }
+    try_end(f, why == FAIL_TIMEOUT ? 504 : 502);
+    if (f->server) {
+        fcgi_log(f, LOG_LEVEL_ERROR, "fastcgi: %s: %s", f->server->text, what);
+        upstream_done(f->up, f->server, true, now);
+        f->tried |= 1ull << (f->server - f->up->servers);
+        f->server = NULL;
+    }
+    unsigned bit = why == FAIL_TIMEOUT ? PROXY_NEXT_TIMEOUT
+                   : why == FAIL_INVALID ? PROXY_NEXT_INVALID : PROXY_NEXT_ERROR;
+    if ((p->next_upstream & bit) && may_resend && (p->tries == 0 || f->attempts < p->tries)) {
+        struct upstream_server *s = upstream_pick(f->up, now, f->tried, NULL);
+        if (s) {
+            attempt_begin(f, s);
+            return;
+        }
+    }
+    fcgi_finish(f, why == FAIL_TIMEOUT ? 504 : 502, what);
+}
+
+/* Send what is left of the request's records. 1: all sent; 0: wait for EPOLLOUT; -1. */
+static int send_request(struct conn_fcgi *f)
+{
+    while (f->req_off < f->req_len) {
+        ssize_t w = send(f->h.fd, f->req + f->req_off, f->req_len - f->req_off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return errno == EAGAIN ? 0 : -1;
+        f->sent_any = true;
+        f->req_off += (size_t)w;
+        if (f->try_now)
+            f->try_now->bytes_sent += (uint64_t)w;
+        set_deadline(f, clock_now_ms() + f->fp->up.send_ms);
+    }
+    return 1;
+}
+
+/* --- the answer -------------------------------------------------------------------------- */
+
+/* STDERR's bytes, to the error log: printable ASCII as it is, the rest as \xNN. */
+static void log_stderr(struct conn_fcgi *f, const uint8_t *p, size_t n)
+{
+    char text[1024];
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 5 < sizeof(text); i++) {
+        unsigned char ch = p[i];
+        if (ch >= 0x20 && ch < 0x7f && ch != '\\' && ch != '"')
+            text[o++] = (char)ch;
+        else
+            o += (size_t)snprintf(text + o, sizeof(text) - o, "\\x%02X", ch);
+    }
+    text[o] = '\0';
+    fcgi_log(f, LOG_LEVEL_ERROR, "fastcgi: %s: FastCGI sent in stderr: \"%s\"%s",
+             server_name(f), text, o + 5 >= sizeof(text) ? "..." : "");
+}
+
+/* The head is whole in head[]: make the client's head in resp, and put what came after it
+ * in out (its length in *out_len). Returns 1 when done, 0 to wait for more of it, -1 after
+ * the attempt failed. */
+static int take_head(struct conn_fcgi *f, struct response *resp, char *out, size_t *out_len)
+{
+    const struct fastcgi_params *fp = f->fp;
+    resp_init(resp);
+    resp->head_only = f->src.head_only;
+    int used = fp->ops->head(fp->up.conf, f->src.has_saved ? &f->src.saved : NULL, f->head,
+                             f->head_len, resp);
+    if (used == 0) {
+        if (f->head_len == FCGI_HEAD_MAX) {
+            attempt_failed(f, FAIL_INVALID, "upstream sent too big header");
+            return -1;
+        }
+        return 0;
+    }
+    if (used < 0 || resp_failed(resp)) {
+        attempt_failed(f, FAIL_INVALID, "upstream sent invalid header");
+        return -1;
+    }
+    upstream_answered(f->server, clock_now_us() - f->attempt_us);
+    if (f->try_now) {
+        f->try_now->status = resp->status;
+        f->try_now->header_us = clock_now_us() - f->try_now->start_us;
+    }
+    http_source_filter_head(&f->src, resp, &fp->up);
+    if (resp_failed(resp)) {
+        fcgi_finish(f, 502, "its head, with the fields added here, is too large");
+        return -1;
+    }
+    f->src.status = resp->status;
+    resp->keep_alive = f->src.keep_alive;
+    bool coded = resp->body_filter && !resp->no_length;
+    if (!http_source_start_filter(&f->src, resp)) {
+        fcgi_finish(f, 500, "out of memory for compression");
+        return -1;
+    }
+    f->length_known = false;
+    if (resp->status == 204 || resp->status == 304) {
+        resp->no_length = true;
+        f->src.head_only = true; /* a body the application sent all the same is dropped */
+    } else if (f->src.head_only) {
+        /* HEAD: the head as it came, its Content-Length if it gave one (nginx's) */
+        resp->no_length = !resp->length_known || coded;
+    } else if (resp->length_known && !coded) {
+        f->length_known = true;
+        f->left = resp->content_length;
+    } else if (f->src.http10) {
+        resp->keep_alive = f->src.keep_alive = false; /* the body ends with the connection */
+        resp->no_length = true;
+    } else {
+        resp->chunked = f->src.chunked = true;
+    }
+    resp->keep_alive_header_s = hc(f->src.c)->limits->keepalive_header_s;
+    resp->say_keep_alive = hc(f->src.c)->limits->say_keep_alive;
+    resp_finish(resp, f->src.http10);
+    f->src.head_sent = true;
+    *out_len = f->head_len - (size_t)used;
+    memcpy(out, f->head + used, *out_len);
+    return 1;
+}
+
+/* Decode records from in[] and read the socket, sending the answer as it comes, until the
+ * event must wait or is handed on. */
+static void relay(struct conn_fcgi *f)
+{
+    for (;;) {
+        if (f->in_off == f->in_len && !f->ended) {
+            ssize_t n = recv(f->h.fd, f->in, FCGI_RELAY, 0);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0 && errno == EAGAIN) {
+                fcgi_wait(f, EPOLLIN, true);
+                return;
+            }
+            if (n <= 0) {
+                const char *why = n < 0 ? strerror(errno)
+                                        : "upstream prematurely closed FastCGI stdout";
+                if (f->src.head_sent)
+                    fcgi_finish(f, 0, why);
+                else
+                    attempt_failed(f, f->reused && !f->got_any ? FAIL_STALE : FAIL_ERROR, why);
+                return;
+            }
+            f->got_any = true;
+            f->in_off = 0;
+            f->in_len = (size_t)n;
+            if (f->try_now)
+                f->try_now->bytes_received += (uint64_t)n;
+            set_deadline(f, clock_now_ms() + f->fp->up.read_ms);
+        }
+        char out[FCGI_RELAY];
+        size_t out_len = 0;
+        struct response resp;
+        bool made_head = false;
+        while (f->in_off < f->in_len && !f->ended && !made_head && out_len < sizeof(out)) {
+            size_t room = sizeof(out) - out_len, used, len;
+            size_t avail = f->in_len - f->in_off;
+            const uint8_t *data;
+            enum fcgi_event ev = fcgi_read(&f->rd, (const uint8_t *)f->in + f->in_off,
+                                           avail < room ? avail : room, &used, &data, &len);
+            f->in_off += used;
+            if (ev == FCGI_EV_ERROR) {
+                if (f->src.head_sent)
+                    fcgi_finish(f, 0, f->rd.why);
+                else
+                    attempt_failed(f, FAIL_INVALID, f->rd.why);
+                return;
+            }
+            if (ev == FCGI_EV_STDERR) {
+                log_stderr(f, data, len);
+            } else if (ev == FCGI_EV_END) {
+                f->ended = true;
+                /* kept only when nothing came after END_REQUEST */
+                f->keep_up = f->fp->keep_conn && f->up->keepalive > 0 &&
+                             f->in_off == f->in_len;
+                if (f->rd.protocol_status != FCGI_REQUEST_COMPLETE && !f->src.head_sent) {
+                    attempt_failed(f, FAIL_ERROR, "the application refused the request");
+                    return;
+                }
+            } else if (ev == FCGI_EV_STDOUT && !f->src.head_sent) {
+                if (len > FCGI_HEAD_MAX - f->head_len) {
+                    attempt_failed(f, FAIL_INVALID, "upstream sent too big header");
+                    return;
+                }
+                memcpy(f->head + f->head_len, data, len);
+                f->head_len += len;
+                int r = take_head(f, &resp, out, &out_len);
+                if (r < 0)
+                    return;
+                made_head = r > 0;
+            } else if (ev == FCGI_EV_STDOUT) {
+                memcpy(out + out_len, data, len);
+                out_len += len;
+            }
+        }
+        if (!f->src.head_sent) {
+            if (f->ended) {
+                attempt_failed(f, FAIL_ERROR, "upstream prematurely closed FastCGI stdout");
+                return;
+            }
+            continue;
+        }
+        if (!made_head)
+            resp_init(&resp);
+        if (f->length_known) { /* no more than it said: the rest is dropped */
+            if (out_len > f->left)
+                out_len = (size_t)f->left;
+            f->left -= out_len;
+        }
+        struct http_piece pc;
+        if (out_len > 0 && http_source_body(&f->src, &resp, out, out_len, &pc) < 0) {
+            fcgi_finish(f, 0, "the body filter failed");
+            return;
+        }
+        if (f->ended) {
+            if (f->server)
+                upstream_done(f->up, f->server, false, clock_now_ms());
+            f->attempt_done = true;
+            fcgi_finish_after(f, 0, NULL, &resp);
+            return;
+        }
+        enum send_result r = made_head || resp.n_segs ? http_source_send(&f->src, &resp)
+                                                      : SEND_DONE;
+        if (r == SEND_ERROR) {
+            conn_close(f->src.c);
+            return;
+        }
+        if (r == SEND_PARKED)
+            return;
+    }
+}
+
+/* --- the event --------------------------------------------------------------------------- */
+
+static void fcgi_step(struct conn_fcgi *f)
+{
+    for (;;) {
+        switch (f->phase) {
+        case PHASE_CONNECT: {
+            int err = 0;
+            socklen_t len = sizeof(err);
+            if (getsockopt(f->h.fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                err = errno;
+            if (err == 0) {
+                struct sockaddr_storage peer;
+                socklen_t pl = sizeof(peer);
+                if (getpeername(f->h.fd, (struct sockaddr *)&peer, &pl) == 0) {
+                    f->phase = PHASE_SEND;
+                    try_connected(f);
+                    set_deadline(f, clock_now_ms() + f->fp->up.send_ms);
+                    continue;
+                }
+                if (errno != ENOTCONN) {
+                    err = errno;
+                } else {
+                    fcgi_wait(f, EPOLLOUT, true);
+                    return;
+                }
+            }
+            attempt_failed(f, FAIL_ERROR, strerror(err));
+            return;
+        }
+        case PHASE_SEND: {
+            int r = send_request(f);
+            if (r < 0) {
+                attempt_failed(f, f->reused && !f->sent_any ? FAIL_STALE : FAIL_ERROR,
+                               strerror(errno));
+                return;
+            }
+            if (r == 0) {
+                fcgi_wait(f, EPOLLOUT, true);
+                return;
+            }
+            f->phase = PHASE_ANSWER;
+            set_deadline(f, clock_now_ms() + f->fp->up.read_ms);
+            fcgi_wait(f, EPOLLIN, true);
+            return;
+        }
+        case PHASE_ANSWER:
+            relay(f);
+            return;
+        }
+    }
+}
+
+static void fcgi_timeout(struct conn_fcgi *f)
+{
+    switch (f->phase) {
+    case PHASE_CONNECT:
+        attempt_failed(f, FAIL_TIMEOUT, "connect timed out");
+        return;
+    case PHASE_SEND:
+        attempt_failed(f, FAIL_TIMEOUT, "send timed out");
+        return;
+    case PHASE_ANSWER:
+        if (f->src.head_sent)
+            fcgi_finish(f, 0, "read timed out");
+        else
+            attempt_failed(f, FAIL_TIMEOUT, "upstream timed out (no answer within "
+                                            "fastcgi_read_timeout)");
+        return;
+    }
+}
+
+static void fcgi_event(struct lf_handle *h, uint32_t events)
+{
+    (void)events;
+    struct conn_fcgi *f = of_handle(h);
+    if (atomic_load_explicit(&f->src.c->woken, memory_order_relaxed)) {
+        if (clock_now_ms() >= f->deadline_ms)
+            fcgi_timeout(f);
+        else
+            conn_close(f->src.c); /* the client has gone */
+        return;
+    }
+    fcgi_step(f);
+}
+
+static void fcgi_resume(struct http_source *s)
+{
+    struct conn_fcgi *f = (struct conn_fcgi *)s;
+    set_deadline(f, clock_now_ms() + f->fp->up.read_ms);
+    fcgi_step(f);
+}
+
+/* --- starting ---------------------------------------------------------------------------- */
+
+/* Records of `type` carrying p[0..n) (none when n is 0), at out: their length. */
+static size_t put_stream(char *out, enum fcgi_type type, const char *p, size_t n)
+{
+    size_t o = 0;
+    while (n > 0) {
+        size_t take = n < FCGI_CONTENT_MAX ? n : FCGI_CONTENT_MAX;
+        fcgi_header((uint8_t *)out + o, type, FCGI_REQUEST_ID, (uint16_t)take, 0);
+        memcpy(out + o + FCGI_HEADER_LEN, p, take);
+        o += FCGI_HEADER_LEN + take;
+        p += take;
+        n -= take;
+    }
+    return o;
+}
+
+/* What put_stream writes for n bytes, and the empty record that ends the stream. */
+static size_t stream_size(size_t n)
+{
+    return n + (n + FCGI_CONTENT_MAX - 1) / FCGI_CONTENT_MAX * FCGI_HEADER_LEN +
+           FCGI_HEADER_LEN;
+}
+
+static const struct http_source_ops fcgi_ops = {
+    .resume = fcgi_resume,
+    .abort = fcgi_abort,
+    .release = fcgi_done,
+};
+
+static bool fcgi_answers(const struct response *resp)
+{
+    return fastcgi_params_of(resp->proxy) != NULL;
+}
+
+static void fcgi_start(struct conn *c, struct response *resp, const struct request *r,
+                       const char *rest, size_t rest_len, struct http_collect *body_owner)
+{
+    const struct fastcgi_params *fp = fastcgi_params_of(resp->proxy);
+    struct http_shared *shared = http_service_of(c)->shared;
+    char *params = malloc(FCGI_PARAMS_MAX);
+    long plen = params ? fp->ops->params(fp->up.conf, r, params, FCGI_PARAMS_MAX) : -1;
+    size_t req_cap = 16 + stream_size(plen > 0 ? (size_t)plen : 0) + stream_size(r->body_len);
+    struct conn_fcgi *f = params && http_save_input(c, rest, rest_len)
+                              ? fcgi_new(req_cap, http_source_save_room(r))
+                              : NULL;
+    if (!f) {
+        free(params);
+        if (body_owner)
+            http_collect_free(shared, body_owner);
+        conn_close(c);
+        return;
+    }
+    http_source_init(&f->src, &fcgi_ops, c, resp, r);
+    f->h.on_event = fcgi_event;
+    f->fp = fp;
+    f->up = fp->up.upstream;
+    f->shared = shared;
+    f->method = r->http->method;
+    f->tried = 0;
+    f->attempts = 0;
+    f->server = NULL;
+    f->attempt_done = f->failed = false;
+    f->keep_up = f->fresh_only = f->reused = false;
+    f->uvars.n = 0;
+    f->uvars.head = NULL;
+    f->try_now = NULL;
+    f->phase = PHASE_CONNECT;
+    if (plen >= 0) {
+        bool keep = fp->keep_conn && fp->up.upstream->keepalive > 0;
+        fcgi_begin_request((uint8_t *)f->req, FCGI_REQUEST_ID, keep ? FCGI_KEEP_CONN : 0);
+        size_t o = 16;
+        o += put_stream(f->req + o, FCGI_PARAMS, params, (size_t)plen);
+        fcgi_header((uint8_t *)f->req + o, FCGI_PARAMS, FCGI_REQUEST_ID, 0, 0);
+        o += FCGI_HEADER_LEN;
+        o += put_stream(f->req + o, FCGI_STDIN, r->body, r->body_len);
+        fcgi_header((uint8_t *)f->req + o, FCGI_STDIN, FCGI_REQUEST_ID, 0, 0);
+        f->req_len = o + FCGI_HEADER_LEN;
+    }
+    free(params);
+    http_source_save_request(&f->src, r, f->saved_room, http_source_save_room(r));
+    f->src.saved.upstream = &f->uvars;
+    if (body_owner)
+        http_collect_free(shared, body_owner);
+    atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
+    if (plen < 0) {
+        fcgi_finish(f, 500, "the request's parameters are too large");
+        return;
+    }
+    struct upstream_server *s = upstream_pick(f->up, clock_now_ms(), 0, NULL);
+    if (!s) {
+        try_begin(f, f->up->name, clock_now_us());
+        try_end(f, 502);
+        fcgi_finish(f, 502, "no live upstreams");
+        return;
+    }
+    attempt_begin(f, s);
+}
+
+static void fcgi_fini(void)
+{
+    pthread_mutex_lock(&fcgi_free.lock);
+    struct conn_fcgi *list = fcgi_free.list;
+    fcgi_free.list = NULL;
+    pthread_mutex_unlock(&fcgi_free.lock);
+    while (list) {
+        struct conn_fcgi *next = list->next_free;
+        free(list);
+        list = next;
+    }
+}
+
+const struct http_source_kind http_fastcgi_source = {
+    .name = "fastcgi",
+    .answers = fcgi_answers,
+    .start = fcgi_start,
+    .fini = fcgi_fini,
+};

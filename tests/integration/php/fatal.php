@@ -1,0 +1,2 @@
+<?php
+undefined_function_here();

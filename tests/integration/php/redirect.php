@@ -1,0 +1,2 @@
+<?php
+header("Location: /elsewhere.php?x=1");

@@ -1,0 +1,3 @@
+<?php
+sleep((int)($_GET["s"] ?? 3));
+echo "late\n";

@@ -1,0 +1,3 @@
+<?php
+error_log("a line for the log\twith a tab");
+echo "ok\n";
