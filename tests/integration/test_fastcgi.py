@@ -653,3 +653,20 @@ def test_keep_conn_with_php_fpm(tmp_path, fpm):
         assert env_of(s)["SCRIPT_NAME"] == "/env.php"
     finally:
         check_clean_exit(s)
+
+
+def test_error_page_answers_the_applications_absence_as_nginx(tmp_path, pair, fpm):
+    """error_page 502 applies to FastCGI's own 502 (the application is down), as nginx's
+    and as the proxy's."""
+    lf, ng = pair("""
+    error_page 502 /50x.html;
+    location = /50x.html {{ return 200 "sorry\\n"; }}
+    location ~ \\.php$ {{
+        include fastcgi.conf;
+        fastcgi_pass unix:{sock};
+    }}
+""")
+    fpm.stop()
+    got = [request(s, "GET", "/env.php")[::2] for s in (lf, ng)]
+    assert got[1] == (502, b"sorry\n")
+    assert got[0] == got[1]
