@@ -73,6 +73,7 @@ struct fcgi_conf {
     unsigned connect_ms, send_ms, read_ms;
     unsigned next_upstream, tries;
     int keep_conn; /* -1 unset */
+    int intercept; /* fastcgi_intercept_errors; -1 unset */
 };
 
 /* --- setters ------------------------------------------------------------------------------ */
@@ -253,6 +254,18 @@ static int on_off(const char *v, char *msg, size_t len)
     return snprintf(msg, len, "invalid value \"%s\" (on or off)", v), -1;
 }
 
+static int set_intercept(void *base, const struct conf_node *n, void *ctx, char *msg,
+                         size_t len)
+{
+    (void)ctx;
+    struct fcgi_conf *c = base;
+    int v = on_off(n->args[0], msg, len);
+    if (v < 0)
+        return -1;
+    c->intercept = v;
+    return 0;
+}
+
 static int set_keep_conn(void *base, const struct conf_node *n, void *ctx, char *msg,
                          size_t len)
 {
@@ -327,6 +340,10 @@ static const struct conf_directive fastcgi_directives[] = {
      .doc = "`on`: the application is asked to keep its connection (FCGI_KEEP_CONN), and "
         "it is kept for the next request when the `upstream` block has `keepalive N`; "
         "`off`: a connection per request, closed by the application."},
+    {"fastcgi_intercept_errors", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
+     .set = set_intercept, .usage = "on|off", .dflt = "off",
+     .doc = "`on`: an application's answer of 300 or more for which the block has an "
+        "`error_page` is answered by that page instead (its body is not read), as nginx's."},
     {"fastcgi_buffering", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_accepted,
      .usage = "on|off",
      .doc = "Accepted for nginx's configurations: answers stream to the client through 16 KiB, "
@@ -395,6 +412,7 @@ static void *fcgi_block(void *state, const struct module_block *b)
     c->connect_ms = c->send_ms = c->read_ms = FCGI_UNSET;
     c->next_upstream = c->tries = FCGI_UNSET;
     c->keep_conn = -1;
+    c->intercept = -1;
     if (module_block_read(b, c) < 0)
         goto fail;
     if (c->split_owned)
@@ -430,6 +448,8 @@ static void *fcgi_block(void *state, const struct module_block *b)
             c->tries = outer->tries;
         if (c->keep_conn < 0)
             c->keep_conn = outer->keep_conn;
+        if (c->intercept < 0)
+            c->intercept = outer->intercept;
     } else {
         if (c->connect_ms == FCGI_UNSET)
             c->connect_ms = FCGI_DEFAULT_TIMEOUT_MS;
@@ -443,6 +463,8 @@ static void *fcgi_block(void *state, const struct module_block *b)
             c->tries = 0;
         if (c->keep_conn < 0)
             c->keep_conn = 0;
+        if (c->intercept < 0)
+            c->intercept = 0;
     }
     if (c->pass_text) {
         const struct conf_node *where = b->node;
@@ -462,6 +484,7 @@ static void *fcgi_block(void *state, const struct module_block *b)
             .read_ms = c->read_ms,
             .next_upstream = c->next_upstream,
             .tries = c->tries,
+            .intercept_errors = c->intercept > 0,
             .fastcgi = true,
         },
         .ops = &fcgi_ops,

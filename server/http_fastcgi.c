@@ -86,6 +86,7 @@ struct conn_fcgi {
     bool reused;       /* this attempt's connection was a kept one */
     bool fresh_only;   /* a kept connection failed: the next one is new */
     bool got_any;      /* this attempt received bytes */
+    bool intercepted;  /* fastcgi_intercept_errors: the answer is an error_page */
     uint64_t tried;    /* the servers tried, a bit each */
     unsigned attempts;
     bool length_known; /* the client's body is framed by Content-Length */
@@ -396,9 +397,11 @@ static void fcgi_finish_after(struct conn_fcgi *f, int error_status, const char 
     bool keep_alive = s->keep_alive;
     if (!s->head_sent) {
         s->status = error_status ? error_status : 502;
-        fcgi_log(f, LOG_LEVEL_ERROR, "fastcgi: %s: answered %d: %s", server_name(f), s->status,
-                 failure ? failure : "no answer");
-        resp_error(resp, s->status);
+        if (!f->intercepted) { /* an intercepted error is the application's, in resp */
+            fcgi_log(f, LOG_LEVEL_ERROR, "fastcgi: %s: answered %d: %s", server_name(f),
+                     s->status, failure ? failure : "no answer");
+            resp_error(resp, s->status);
+        }
         answer_error(f, resp, &page);
         resp->head_only = s->head_only;
         resp->keep_alive = keep_alive;
@@ -614,6 +617,18 @@ static int take_head(struct conn_fcgi *f, struct response *resp, char *out, size
     if (f->try_now) {
         f->try_now->status = resp->status;
         f->try_now->header_us = clock_now_us() - f->try_now->start_us;
+    }
+    if (fp->up.intercept_errors && resp->status >= 300 && f->src.has_saved &&
+        module_chain_has_error_page(&f->src.saved, resp->status)) {
+        /* fastcgi_intercept_errors: the block's error_page answers; the application's
+         * body is not read, its connection not kept */
+        int status = resp->status;
+        resp_init(resp);
+        resp_error(resp, status);
+        f->keep_up = false;
+        f->intercepted = true;
+        fcgi_finish_after(f, status, NULL, resp);
+        return -1;
     }
     http_source_filter_head(&f->src, resp, &fp->up);
     if (resp_failed(resp)) {

@@ -670,3 +670,33 @@ def test_error_page_answers_the_applications_absence_as_nginx(tmp_path, pair, fp
     got = [request(s, "GET", "/env.php")[::2] for s in (lf, ng)]
     assert got[1] == (502, b"sorry\n")
     assert got[0] == got[1]
+
+
+INTERCEPT = """
+    error_page 404 /404.html;
+    location = /404.html {{ return 200 "our page\\n"; }}
+    location ~ \\.php$ {{
+        include fastcgi.conf;
+        fastcgi_pass unix:{sock};
+    }}
+    location /i/ {{
+        include fastcgi_params;
+        fastcgi_param SCRIPT_FILENAME $document_root/notfound.php;
+        fastcgi_pass unix:{sock};
+        fastcgi_intercept_errors on;
+    }}
+"""
+
+
+def test_intercept_errors_answers_the_applications_404_with_the_error_page_as_nginx(pair):
+    lf, ng = pair(INTERCEPT)
+    got = [request(s, "GET", "/i/x")[::2] for s in (lf, ng)]
+    assert got[1] == (404, b"our page\n")
+    assert got[0] == got[1]
+
+
+def test_without_intercept_errors_the_applications_404_passes_as_nginx(pair):
+    lf, ng = pair(INTERCEPT)
+    got = [request(s, "GET", "/notfound.php")[::2] for s in (lf, ng)]
+    assert got[1] == (404, b"missing\n")
+    assert got[0] == got[1]
