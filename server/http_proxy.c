@@ -697,6 +697,8 @@ static void dyn_begin(struct conn_proxy *px, const struct resolver_addrs *a)
         return;
     }
     px->up = px->dyn;
+    snprintf(px->dyn->name, sizeof(px->dyn->name), "%.*s", (int)sizeof(px->dyn->name) - 1,
+             px->target.proxy_host); /* (what the log names once no server is tried) */
     struct upstream_server *s = upstream_pick(px->up, clock_now_ms(), 0, &px->choice);
     if (!s) {
         proxy_finish(px, 502, "every server is out");
