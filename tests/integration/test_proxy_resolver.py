@@ -292,3 +292,66 @@ server {
     u, p = start(proxy, upstream, text)
     assert get(p.port, "/")[0] == 500
     assert 'invalid URL prefix in "app.test:' in p.log()
+
+
+# --- against nginx ------------------------------------------------------------------------
+
+NGINX_CONF = """
+upstream backend { server 127.0.0.1:{up0}; }
+server {
+    listen 127.0.0.1:{port0};
+    resolver 127.0.0.1:{dns} valid=10s ipv6=off;
+    resolver_timeout 5s;
+    location /docker/ { set $up http://app.test:{up0}; proxy_pass $up; }
+    location /uri/ { proxy_pass http://app.test:{up0}/fixed?$args; }
+    location /request-uri/ { proxy_pass http://app.test:{up0}$request_uri; }
+    location /arg/ { proxy_pass http://$arg_h:{up0}; }
+    location /block/ { set $b backend; proxy_pass http://$b; }
+    location /missing/ { proxy_pass http://missing.test:{up0}$request_uri; }
+    location /ip/ { set $h 127.0.0.1; proxy_pass http://$h:{up0}; }
+    location /no-prefix/ { set $up app.test:{up0}; proxy_pass $up; }
+}
+"""
+
+DIFF_TARGETS = [
+    "/docker/a?b=1",
+    "/uri/x?y=2",
+    "/uri/x",
+    "/request-uri/p%20q?r",
+    "/arg/?h=app.test",
+    "/arg/?h=127.0.0.1",
+    "/arg/?h=missing.test",
+    "/block/z",
+    "/missing/m",
+    "/ip/i",
+    "/no-prefix/n",
+]
+
+
+@pytest.fixture
+def both(tmp_path, docroot, upstream, dns):
+    """(upstream, nginx, lfhttpd) on NGINX_CONF, with one dnsmasq."""
+    d = dns({"app.test": "127.0.0.1"})
+    u = upstream()
+    text = NGINX_CONF.replace("{dns}", str(d.port))
+    theirs = Proxy(tmp_path / "nginx", text, u, docroot, kind="nginx")
+    try:
+        ours = Proxy(tmp_path / "lfhttpd", text, u, docroot, kind="lfhttpd")
+    except Exception:
+        theirs.stop()
+        raise
+    yield u, theirs, ours
+    ours.stop()
+    theirs.stop()
+
+
+def observed(u, p, target):
+    u.clear()
+    status, _ = get(p.port, target)
+    return status, received(u)
+
+
+@pytest.mark.parametrize("target", DIFF_TARGETS)
+def test_resolves_and_proxies_as_nginx_does(both, target):
+    u, theirs, ours = both
+    assert observed(u, ours, target) == observed(u, theirs, target)
