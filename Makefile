@@ -121,7 +121,9 @@ conf/tls/localhost.pem:
 # over the DevTools protocol with python3-websockets; podman-compose brings up the Docker
 # Compose example (deploy/compose/, test_compose.py); promtool (Debian's prometheus)
 # checks the metrics scrape (test_metrics.py) and the Kubernetes pod's (test_kubernetes.py,
-# which reads the manifests with python3-yaml); groff checks the man pages (check-docs).
+# which reads the manifests with python3-yaml); groff checks the man pages (check-docs);
+# dnsmasq (Debian's dnsmasq-base) is the DNS server of the resolver's tests
+# (test_proxy_resolver.py).
 TEST_PKGS := gcc:gcc curl:curl ab:apache2-utils htpasswd:apache2-utils nginx:nginx-light \
              wrk:wrk clang:clang setpriv:util-linux \
              slowhttptest:slowhttptest valgrind:valgrind chromium:chromium \
