@@ -561,8 +561,10 @@ struct resolver *resolver_create(const char *const *servers, unsigned n, unsigne
     pthread_mutex_init(&r->lock, NULL);
     r->valid_s = valid_s;
     r->family = ipv4 && ipv6 ? AF_UNSPEC : ipv6 ? AF_INET6 : AF_INET;
-    /* DNS only (no hosts file, no search list), as nginx's resolver. */
-    struct ares_options o = {.flags = ARES_FLAG_NOSEARCH | ARES_FLAG_NOALIASES,
+    /* DNS only (no hosts file, no search list), as nginx's resolver; a server's SERVFAIL
+     * or REFUSED is its answer (nginx's), not a reason to ask the next one. */
+    struct ares_options o = {.flags = ARES_FLAG_NOSEARCH | ARES_FLAG_NOALIASES |
+                                      ARES_FLAG_NOCHECKRESP,
                              .timeout = RESOLVER_TRY_MS,
                              .tries = 2,
                              .lookups = (char *)"b",
