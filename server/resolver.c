@@ -290,6 +290,16 @@ static void notify(struct resolver_wait *w, int status, const struct resolver_ad
         log_error("resolver: cannot wake a waiting request: %s", strerror(errno));
 }
 
+static void on_answer(void *arg, int status, int timeouts, struct ares_addrinfo *res);
+
+static void ask(struct resolver *r, struct res_entry *e, const char *name)
+{
+    r->n_pending++;
+    e->pending = true;
+    struct ares_addrinfo_hints hints = {.ai_family = r->family, .ai_flags = ARES_AI_NOSORT};
+    ares_getaddrinfo(r->ch, name, NULL, &hints, on_answer, e);
+}
+
 static void on_answer(void *arg, int status, int timeouts, struct ares_addrinfo *res)
 {
     (void)timeouts;
@@ -304,7 +314,10 @@ static void on_answer(void *arg, int status, int timeouts, struct ares_addrinfo 
     }
     e->status = status_of(status);
     e->addrs.n = 0;
-    int ttl = -1;
+    int ttl = -1; /* the lowest of the answer's: its CNAMEs' too */
+    for (struct ares_addrinfo_cname *cn = res ? res->cnames : NULL; cn; cn = cn->next)
+        if (ttl < 0 || cn->ttl < ttl)
+            ttl = cn->ttl;
     if (res && e->status == 0) {
         for (struct ares_addrinfo_node *a = res->nodes; a; a = a->ai_next) {
             if (a->ai_family != AF_INET && a->ai_family != AF_INET6)
@@ -406,18 +419,14 @@ int resolver_lookup(struct resolver *r, const char *name, struct lf_group *g,
         }
         e->r = r;
         snprintf(e->name, sizeof(e->name), "%s", name);
-        e->pending = true;
         e->next = r->entries;
         r->entries = e;
         r->n_entries++;
-        r->n_pending++;
         w->fd = pair[0];
         w->notify_fd = pair[1];
         w->next = e->waiters;
         e->waiters = w;
-        struct ares_addrinfo_hints hints = {.ai_family = r->family,
-                                            .ai_flags = ARES_AI_NOSORT};
-        ares_getaddrinfo(r->ch, name, NULL, &hints, on_answer, e);
+        ask(r, e, name);
         reconcile(r);
     } else {
         w->fd = pair[0];
