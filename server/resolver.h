@@ -1,6 +1,9 @@
 /* resolver.h — names resolved at run time, for `proxy_pass` with variables: nginx's
  * `resolver ADDRESS[:PORT]... [valid=TIME] [ipv4=on|off] [ipv6=on|off]`.
  *
+ * A name is asked for as nginx's resolver asks: A and AAAA (ipv4=, ipv6=), each answer
+ * parsed here; an answer that holds a CNAME alone makes the name it points to asked for in
+ * turn (8 at most); a SERVFAIL or a refusal is an answer, not a reason to ask elsewhere.
  * The queries are c-ares's, driven from a thread group's handle set: the channel's sockets
  * are handles of the group of the request that asked, processed by whichever thread gets
  * their event, so no thread ever waits on DNS and none is given to it. Answers are cached

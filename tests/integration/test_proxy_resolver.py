@@ -45,7 +45,7 @@ class Dnsmasq:
     """dnsmasq on 127.0.0.1:.port answering from a hosts file ({name: address}); stopped by
     PID."""
 
-    def __init__(self, dirpath, hosts):
+    def __init__(self, dirpath, hosts, extra=()):
         self.dir = str(dirpath)
         os.makedirs(self.dir, exist_ok=True)
         self.hosts_path = os.path.join(self.dir, "hosts")
@@ -54,7 +54,7 @@ class Dnsmasq:
         args = [DNSMASQ, "--no-daemon", "--keep-in-foreground", f"--port={self.port}",
                 "--listen-address=127.0.0.1", "--bind-interfaces", "--no-resolv",
                 "--no-hosts", f"--addn-hosts={self.hosts_path}", "--local=/test/",
-                "--pid-file=", "--log-facility=-"]
+                "--pid-file=", "--log-facility=-", *extra]
         if os.geteuid() == 0:
             args.append("--user=root")
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -93,8 +93,8 @@ def dns(tmp_path):
     """dns(hosts) -> a running Dnsmasq; each stopped when the test ends."""
     started = []
 
-    def start(hosts):
-        d = Dnsmasq(tmp_path / f"dns{len(started)}", hosts)
+    def start(hosts, extra=()):
+        d = Dnsmasq(tmp_path / f"dns{len(started)}", hosts, extra)
         started.append(d)
         return d
 
@@ -192,6 +192,14 @@ def test_an_answer_is_kept_until_valid_passes_then_asked_again(proxy, upstream, 
     time.sleep(2.2)
     assert get(p.port, "/c")[0] == 200
     assert received(u) == [("GET /c", f"app.test:{u.ports[0]}")]
+
+
+def test_a_cname_leads_to_its_names_address(proxy, upstream, dns):
+    d = dns({"app.test": "127.0.0.1"}, ["--cname=www.test,app.test"])
+    text = DOCKER.replace("http://app.test:", "http://www.test:")
+    u, p = start(proxy, upstream, text, dns=d.port)
+    assert get(p.port, "/w")[0] == 200
+    assert received(u) == [("GET /w", f"www.test:{u.ports[0]}")]
 
 
 def test_a_name_that_does_not_exist_is_502_logged_as_nginx_does(proxy, upstream, dns):
