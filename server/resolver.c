@@ -61,7 +61,16 @@ struct res_entry {
     int64_t expires_ms;
     struct resolver_addrs addrs;
     struct resolver_wait *waiters;
+    /* An answer of a CNAME alone is followed: the name asked for now, how many were */
+    char follow[RESOLVER_NAME_MAX];
+    unsigned follows;
+    int ttl;          /* the chain's lowest TTL so far (-1: none) */
+    unsigned asked;   /* answers still to come for the name asked (A, AAAA) */
+    char cname[RESOLVER_NAME_MAX]; /* the CNAME they hold, "" none */
+    int fail;         /* the first failure among them (an ARES_ status), 0: none */
 };
+
+#define RESOLVER_FOLLOWS_MAX 8 /* CNAMEs followed, at most */
 
 struct resolver {
     pthread_mutex_t lock;
@@ -290,50 +299,145 @@ static void notify(struct resolver_wait *w, int status, const struct resolver_ad
         log_error("resolver: cannot wake a waiting request: %s", strerror(errno));
 }
 
-static void on_answer(void *arg, int status, int timeouts, struct ares_addrinfo *res);
+static void settle(struct res_entry *e, int ttl);
+static void on_raw(void *arg, int status, int timeouts, unsigned char *abuf, int alen);
 
-static void ask(struct resolver *r, struct res_entry *e, const char *name)
+/* Ask for e->follow: A, AAAA or both, as nginx's (ipv4=, ipv6=), each answer parsed here. */
+static void ask(struct resolver *r, struct res_entry *e)
 {
-    r->n_pending++;
     e->pending = true;
-    struct ares_addrinfo_hints hints = {.ai_family = r->family, .ai_flags = ARES_AI_NOSORT};
-    ares_getaddrinfo(r->ch, name, NULL, &hints, on_answer, e);
+    e->asked = r->family == AF_UNSPEC ? 2 : 1;
+    e->addrs.n = 0;
+    e->cname[0] = '\0';
+    e->fail = 0;
+    r->n_pending++;
+    if (r->family != AF_INET6)
+        ares_query(r->ch, e->follow, 1 /* IN */, 1 /* A */, on_raw, e);
+    if (r->family != AF_INET)
+        ares_query(r->ch, e->follow, 1 /* IN */, 28 /* AAAA */, on_raw, e);
 }
 
-static void on_answer(void *arg, int status, int timeouts, struct ares_addrinfo *res)
+static int lower(int ttl, int other)
+{
+    return ttl < 0 || (other >= 0 && other < ttl) ? other : ttl;
+}
+
+/* The name at the end of the CNAMEs of a raw answer (abuf[0..alen)), into out; their lowest
+ * TTL into *ttl. False when it has none. */
+static bool cname_end(const unsigned char *abuf, int alen, char *out, size_t cap, int *ttl)
+{
+    if (alen < 12)
+        return false;
+    const unsigned char *p = abuf + 12, *end = abuf + alen;
+    unsigned qd = (unsigned)(abuf[4] << 8 | abuf[5]), an = (unsigned)(abuf[6] << 8 | abuf[7]);
+    char *name;
+    long len;
+    for (unsigned i = 0; i < qd; i++) {
+        if (ares_expand_name(p, abuf, alen, &name, &len) != ARES_SUCCESS)
+            return false;
+        ares_free_string(name);
+        if (end - p < len + 4)
+            return false;
+        p += len + 4;
+    }
+    bool found = false;
+    for (unsigned i = 0; i < an; i++) {
+        if (ares_expand_name(p, abuf, alen, &name, &len) != ARES_SUCCESS)
+            return found;
+        ares_free_string(name);
+        if (end - p < len + 10)
+            return found;
+        p += len;
+        unsigned type = (unsigned)(p[0] << 8 | p[1]);
+        uint32_t rttl = (uint32_t)p[4] << 24 | (uint32_t)p[5] << 16 | (uint32_t)p[6] << 8 | p[7];
+        long rdlen = p[8] << 8 | p[9];
+        p += 10;
+        if (end - p < rdlen)
+            return found;
+        if (type == 5 /* CNAME */ &&
+            ares_expand_name(p, abuf, alen, &name, &len) == ARES_SUCCESS) {
+            if (strlen(name) < cap) {
+                found = true;
+                snprintf(out, cap, "%s", name);
+                *ttl = lower(*ttl, rttl > INT32_MAX ? 0 : (int)rttl);
+            }
+            ares_free_string(name);
+        }
+        p += rdlen;
+    }
+    return found;
+}
+
+/* The addresses of one answer (A or AAAA) added to e's; their lowest TTL into *ttl. */
+static void take_addresses(struct res_entry *e, const unsigned char *abuf, int alen, int *ttl)
+{
+    struct ares_addrttl v4[RESOLVER_ADDRS_MAX];
+    struct ares_addr6ttl v6[RESOLVER_ADDRS_MAX];
+    int n4 = RESOLVER_ADDRS_MAX, n6 = RESOLVER_ADDRS_MAX;
+    if (ares_parse_a_reply(abuf, alen, NULL, v4, &n4) != ARES_SUCCESS)
+        n4 = 0;
+    if (ares_parse_aaaa_reply(abuf, alen, NULL, v6, &n6) != ARES_SUCCESS)
+        n6 = 0;
+    for (int i = 0; i < n4 && e->addrs.n < RESOLVER_ADDRS_MAX; i++) {
+        struct sockaddr_in *in = (struct sockaddr_in *)&e->addrs.addr[e->addrs.n];
+        memset(in, 0, sizeof(e->addrs.addr[0]));
+        in->sin_family = AF_INET;
+        in->sin_addr = v4[i].ipaddr;
+        e->addrs.len[e->addrs.n++] = sizeof(*in);
+        *ttl = lower(*ttl, v4[i].ttl);
+    }
+    for (int i = 0; i < n6 && e->addrs.n < RESOLVER_ADDRS_MAX; i++) {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&e->addrs.addr[e->addrs.n];
+        memset(in6, 0, sizeof(e->addrs.addr[0]));
+        in6->sin6_family = AF_INET6;
+        memcpy(&in6->sin6_addr, &v6[i].ip6addr, sizeof(in6->sin6_addr));
+        e->addrs.len[e->addrs.n++] = sizeof(*in6);
+        *ttl = lower(*ttl, v6[i].ttl);
+    }
+}
+
+/* One of a name's answers (A or AAAA). Once both are in: its addresses; or, when the
+ * answers held a CNAME alone, the name it points to is asked for in turn (nginx's
+ * resolver does so); or the first failure. */
+static void on_raw(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
 {
     (void)timeouts;
     struct res_entry *e = arg;
     struct resolver *r = e->r;
-    e->pending = false;
-    r->n_pending--;
     if (status == ARES_EDESTRUCTION) { /* resolver_free: nobody waits; it frees e */
-        if (res)
-            ares_freeaddrinfo(res);
+        if (--e->asked == 0) {
+            e->pending = false;
+            r->n_pending--;
+        }
         return;
     }
-    e->status = status_of(status);
-    e->addrs.n = 0;
-    int ttl = -1; /* the lowest of the answer's: its CNAMEs' too */
-    for (struct ares_addrinfo_cname *cn = res ? res->cnames : NULL; cn; cn = cn->next)
-        if (ttl < 0 || cn->ttl < ttl)
-            ttl = cn->ttl;
-    if (res && e->status == 0) {
-        for (struct ares_addrinfo_node *a = res->nodes; a; a = a->ai_next) {
-            if (a->ai_family != AF_INET && a->ai_family != AF_INET6)
-                continue;
-            if (ttl < 0 || a->ai_ttl < ttl)
-                ttl = a->ai_ttl;
-            if (e->addrs.n == RESOLVER_ADDRS_MAX || a->ai_addrlen > sizeof(e->addrs.addr[0]))
-                continue;
-            memcpy(&e->addrs.addr[e->addrs.n], a->ai_addr, a->ai_addrlen);
-            e->addrs.len[e->addrs.n++] = a->ai_addrlen;
-        }
-        if (e->addrs.n == 0)
-            e->status = RESOLVER_ENOTFOUND;
+    int ttl = e->ttl;
+    if (status == ARES_SUCCESS && abuf) {
+        take_addresses(e, abuf, alen, &ttl);
+        cname_end(abuf, alen, e->cname, sizeof(e->cname), &ttl);
+    } else if (!e->fail && status != ARES_ENODATA) {
+        e->fail = status;
     }
-    if (res)
-        ares_freeaddrinfo(res);
+    e->ttl = ttl;
+    if (--e->asked > 0)
+        return;
+    e->pending = false;
+    r->n_pending--;
+    if (e->addrs.n == 0 && e->cname[0] && strcasecmp(e->cname, e->follow) != 0 &&
+        e->follows < RESOLVER_FOLLOWS_MAX) {
+        e->follows++;
+        memcpy(e->follow, e->cname, sizeof(e->follow));
+        ask(r, e);
+        return;
+    }
+    e->status = e->addrs.n ? 0 : e->fail ? status_of(e->fail) : RESOLVER_ENOTFOUND;
+    settle(e, e->ttl);
+}
+
+/* e's answer is in: kept for its TTL (or valid=), given to those waiting for it. */
+static void settle(struct res_entry *e, int ttl)
+{
+    struct resolver *r = e->r;
     unsigned keep_s = r->valid_s ? r->valid_s
                       : e->status == 0 ? (unsigned)(ttl < 0 ? 0 : ttl)
                                        : RESOLVER_ERROR_VALID_S;
@@ -419,6 +523,8 @@ int resolver_lookup(struct resolver *r, const char *name, struct lf_group *g,
         }
         e->r = r;
         snprintf(e->name, sizeof(e->name), "%s", name);
+        memcpy(e->follow, e->name, sizeof(e->follow));
+        e->ttl = -1;
         e->next = r->entries;
         r->entries = e;
         r->n_entries++;
@@ -426,7 +532,7 @@ int resolver_lookup(struct resolver *r, const char *name, struct lf_group *g,
         w->notify_fd = pair[1];
         w->next = e->waiters;
         e->waiters = w;
-        ask(r, e, name);
+        ask(r, e);
         reconcile(r);
     } else {
         w->fd = pair[0];
