@@ -363,3 +363,36 @@ def observed(u, p, target):
 def test_resolves_and_proxies_as_nginx_does(both, target):
     u, theirs, ours = both
     assert observed(u, ours, target) == observed(u, theirs, target)
+
+
+# --- the configuration ----------------------------------------------------------------------
+
+def check_conf(tmp_path, text):
+    """`lfhttpd -t` on an http block of text: (exit status, stderr, the file's path)."""
+    from conftest import BIN
+    conf = tmp_path / "t.conf"
+    conf.write_text("events {}\nhttp {\n" + text + "\n}\n")
+    r = subprocess.run([BIN, "-t", "-c", str(conf)], capture_output=True, text=True,
+                       timeout=30)
+    return r.returncode, r.stderr, str(conf)
+
+
+def test_resolver_with_ipv4_and_ipv6_off_is_refused_with_its_line(tmp_path):
+    rc, err, conf = check_conf(tmp_path, "server {\n listen 127.0.0.1:0;\n"
+                                         " resolver 127.0.0.1 ipv4=off ipv6=off;\n}")
+    assert rc != 0
+    assert f"{conf}:5" in err and "resolver" in err and "cannot both be" in err
+
+
+def test_resolver_with_an_address_that_is_not_one_is_refused_with_its_line(tmp_path):
+    rc, err, conf = check_conf(tmp_path, "resolver 127.0.0.1:99999;")
+    assert rc != 0
+    assert f"{conf}:3" in err and 'invalid address "127.0.0.1:99999"' in err
+
+
+def test_resolver_parameters_as_nginx_writes_them_are_accepted(tmp_path):
+    rc, err, _ = check_conf(tmp_path, "resolver 127.0.0.11 [::1]:5353 valid=30s ipv6=off "
+                                      "status_zone=dns;\nresolver_timeout 5s;\nserver {\n"
+                                      " listen 127.0.0.1:0;\n location / { set $up "
+                                      "http://app:8000; proxy_pass $up; }\n}")
+    assert rc == 0, err
