@@ -8,9 +8,9 @@
  * freed while the server runs, and not reused for a while after its socket went, so an
  * event already fetched for it finds it dead and does nothing.
  *
- * c-ares's own timeouts (resending, giving up) are processed when the resolver is next
- * used: a lookup, a cancelled wait (the caller's deadline, through the server's sweep) or a
- * socket's event; a query nobody waits for any more just waits for one of them.
+ * c-ares's own time (resending to a server that did not answer, giving up) is kept by a
+ * timerfd of the resolver's, a handle like its sockets in the first shared group that
+ * used it, every RESOLVER_TICK_MS; a lookup and a cancelled wait look at it too.
  */
 #include "resolver.h"
 
@@ -26,6 +26,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -35,12 +36,14 @@
 #define RESOLVER_ERROR_VALID_S 30  /* a name that does not exist, when valid= says nothing */
 #define RESOLVER_RETIRE_MS 10000   /* a gone socket's record waits so long before reuse */
 #define RESOLVER_TRY_MS 2000       /* c-ares's wait for one server, before the next try */
+#define RESOLVER_TICK_MS 500       /* how often c-ares's resends and timeouts are looked at */
 
 /* A socket of a channel, as a handle of a group. */
 struct res_sock {
     struct lf_handle h;
     struct resolver *r; /* NULL: dead (under socks.lock) */
     bool registered;    /* in a handle set (under r->lock) */
+    bool tick;          /* the resolver's timerfd, not a socket of c-ares's */
     int64_t retired_ms; /* when it went dead */
     struct res_sock *next;
 };
@@ -80,6 +83,8 @@ struct resolver {
     struct res_entry *entries;
     unsigned n_entries, n_pending;
     struct lf_group *group; /* where new sockets go: the asking request's */
+    struct lf_group *home;  /* the last shared group seen: when no request is asking */
+    int tick_fd;            /* a timerfd: c-ares's resends and timeouts, -1 until a group */
     int fresh[ARES_GETSOCK_MAXNUM]; /* sockets c-ares opened since the last reconcile */
     unsigned n_fresh;
     atomic_uint busy; /* sockets' events between finding r and taking its lock */
@@ -159,6 +164,7 @@ static struct res_sock *sock_get(struct resolver *r, int fd)
         s->registered = false;
         s->h.fd = fd;
         s->h.on_event = sock_event;
+        s->tick = false;
     }
     pthread_mutex_unlock(&socks.lock);
     return s;
@@ -187,9 +193,39 @@ static uint32_t wanted(struct resolver *r, int fd)
     return 0;
 }
 
+/* The resolver's tick: a timerfd in g's set, every RESOLVER_TICK_MS, so that c-ares
+ * resends and gives up on time even when nothing else happens. */
+static void tick_start(struct resolver *r, struct lf_group *g)
+{
+    int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct itimerspec its = {.it_interval = {0, RESOLVER_TICK_MS * 1000000L},
+                             .it_value = {0, RESOLVER_TICK_MS * 1000000L}};
+    struct res_sock *s = timerfd_settime(fd, 0, &its, NULL) == 0 ? sock_get(r, fd) : NULL;
+    if (!s) {
+        close(fd);
+        return;
+    }
+    s->tick = true;
+    s->registered = true;
+    r->tick_fd = fd;
+    if (lf_group_add(g, &s->h, EPOLLIN) < 0) {
+        sock_retire(s);
+        close(fd);
+        r->tick_fd = -1;
+    }
+}
+
 /* Make the registered sockets those c-ares has: under r->lock, after any call into it. */
 static void reconcile(struct resolver *r)
 {
+    /* (a group that goes with its connection is not a home: Thread-per-Connection's) */
+    if (r->group && !lf_group_is_private(r->group))
+        r->home = r->group;
+    struct lf_group *g = r->group ? r->group : r->home;
+    if (r->tick_fd < 0 && r->home)
+        tick_start(r, r->home);
     ares_socket_t fds[ARES_GETSOCK_MAXNUM];
     int bits = ares_getsock(r->ch, fds, ARES_GETSOCK_MAXNUM);
     int n = 0;
@@ -199,7 +235,7 @@ static void reconcile(struct resolver *r)
     /* Records whose socket is gone, or whose number is a new socket's now, go dead. */
     pthread_mutex_lock(&socks.lock);
     for (struct res_sock *s = socks.all; s; s = s->next) {
-        if (s->r != r)
+        if (s->r != r || s->tick)
             continue;
         bool kept = false;
         for (int i = 0; i < n && !kept; i++)
@@ -220,7 +256,7 @@ static void reconcile(struct resolver *r)
         for (struct res_sock *s = socks.all; s && !known; s = s->next)
             known = s->r == r && s->h.fd == fds[i];
         pthread_mutex_unlock(&socks.lock);
-        if (known || !r->group)
+        if (known || !g)
             continue;
         struct res_sock *s = sock_get(r, fds[i]);
         if (!s) {
@@ -230,7 +266,7 @@ static void reconcile(struct resolver *r)
         uint32_t ev = (ARES_GETSOCK_READABLE(bits, i) ? EPOLLIN : 0) |
                       (ARES_GETSOCK_WRITABLE(bits, i) ? EPOLLOUT : 0);
         s->registered = true;
-        int rc = lf_group_add(r->group, &s->h, ev);
+        int rc = lf_group_add(g, &s->h, ev);
         if (rc < 0) {
             log_error("resolver: cannot wait on a DNS socket: %s", strerror(-rc));
             sock_retire(s);
@@ -260,6 +296,21 @@ static void sock_event(struct lf_handle *h, uint32_t events)
     }
     int fd = h->fd;
     r->group = h->group;
+    if (s->tick) { /* c-ares's time: resends, timeouts */
+        uint64_t ticks;
+        if (read(fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
+            log_error("resolver: timer: %s", strerror(errno));
+        if (r->n_pending) {
+            ares_process_fd(r->ch, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
+            reconcile(r);
+        }
+        if (lf_group_rearm(h, EPOLLIN) < 0)
+            sock_retire(s);
+        r->group = NULL;
+        pthread_mutex_unlock(&r->lock);
+        atomic_fetch_sub(&r->busy, 1);
+        return;
+    }
     ares_process_fd(r->ch, events & (EPOLLIN | EPOLLERR | EPOLLHUP) ? fd : ARES_SOCKET_BAD,
                     events & EPOLLOUT ? fd : ARES_SOCKET_BAD);
     reconcile(r);
@@ -674,6 +725,7 @@ struct resolver *resolver_create(const char *const *servers, unsigned n, unsigne
     if (!r)
         return snprintf(msg, len, "out of memory"), NULL;
     pthread_mutex_init(&r->lock, NULL);
+    r->tick_fd = -1;
     r->valid_s = valid_s;
     r->family = ipv4 && ipv6 ? AF_UNSPEC : ipv6 ? AF_INET6 : AF_INET;
     /* DNS only (no hosts file, no search list), as nginx's resolver; a server's SERVFAIL
@@ -715,6 +767,8 @@ void resolver_free(struct resolver *r)
     }
     pthread_mutex_unlock(&socks.lock);
     ares_destroy(r->ch); /* (pending queries end with ARES_EDESTRUCTION) */
+    if (r->tick_fd >= 0)
+        close(r->tick_fd); /* (its record is dead: an event already fetched does nothing) */
     pthread_mutex_unlock(&r->lock);
     while (atomic_load(&r->busy)) /* an event that found r before it went dead */
         sched_yield();

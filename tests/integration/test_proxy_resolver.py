@@ -243,6 +243,45 @@ server {
     assert get(p.port, "/again")[0] == 502
 
 
+def test_a_query_that_was_lost_is_sent_again(proxy, upstream, silent_dns):
+    # A DNS server that drops the first question and answers the next ones (an address
+    # for A): the proxy's resolver sends it again on its own (c-ares's 2s), well within
+    # resolver_timeout, with no other request to make it act.
+    import threading
+    silent_dns.setblocking(True)
+    silent_dns.settimeout(10)
+    seen = []
+
+    def serve():
+        try:
+            while True:
+                q, peer = silent_dns.recvfrom(4096)
+                seen.append(q)
+                if len(seen) == 1:
+                    continue
+                answer = (q[:2] + b"\x81\x80" + q[4:6] + b"\x00\x01\x00\x00\x00\x00" + q[12:]
+                          + b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x00\x00\x04"
+                          + socket.inet_aton("127.0.0.1"))
+                silent_dns.sendto(answer, peer)
+        except OSError:
+            return
+
+    threading.Thread(target=serve, daemon=True).start()
+    text = """
+server {
+    listen 127.0.0.1:{port0};
+    resolver 127.0.0.1:{dns} ipv6=off;
+    resolver_timeout 8s;
+    location / { proxy_pass http://lost.test:{up0}$request_uri; }
+}
+"""
+    u, p = start(proxy, upstream, text, dns=silent_dns.getsockname()[1])
+    began = time.monotonic()
+    assert get(p.port, "/lost")[0] == 200
+    assert time.monotonic() - began < 7
+    assert len(seen) >= 2
+
+
 def test_requests_for_a_name_being_asked_share_one_query(proxy, upstream, silent_dns):
     text = """
 server {
