@@ -59,7 +59,9 @@ class Dnsmasq:
             args.append("--user=root")
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         first = next(iter(hosts))
-        assert wait_until(lambda: self.answers(first), scaled(10)), "dnsmasq did not start"
+        if not wait_until(lambda: self.answers(first), scaled(10)):
+            self.stop()
+            raise RuntimeError("dnsmasq did not start")
 
     def write(self, hosts):
         with open(self.hosts_path, "w") as f:
