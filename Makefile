@@ -23,7 +23,7 @@ CFLAGS  ?= -O2 -g -gdwarf-4
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 STD     := -std=c11 -D_GNU_SOURCE -pthread
 INC     := -Iserver -Imodules
-LDLIBS  := -pthread -lssl -lcrypto -lz -lbrotlienc -lzstd -lmagic -lcrypt -lpcre2-8
+LDLIBS  := -pthread -lssl -lcrypto -lz -lbrotlienc -lzstd -lmagic -lcrypt -lpcre2-8 -lcares
 PYTHON  := /usr/bin/python3
 B       ?= build
 
@@ -57,12 +57,13 @@ APT_INSTALL = if [ -n "$$missing" ]; then \
 
 # Build dependencies: gcc, the C library's headers and the -dev packages of zlib, Brotli and
 # Zstandard (mod_gzip's codings), libmagic, libxcrypt (mod_auth's password hashes) and
-# OpenSSL 3 (HTTPS), PCRE2 (regular expressions).
+# OpenSSL 3 (HTTPS), PCRE2 (regular expressions), c-ares (the proxy's `resolver`: names
+# resolved at run time without a thread waiting).
 # Checked once (a stamp file, made again when this file changes); installed with apt-get
 # when run as root, otherwise the exact command is printed.
 BUILD_PKGS := stdio.h:libc6-dev zlib.h:zlib1g-dev brotli/encode.h:libbrotli-dev \
               zstd.h:libzstd-dev magic.h:libmagic-dev crypt.h:libcrypt-dev \
-              openssl/ssl.h:libssl-dev pcre2.h:libpcre2-dev
+              openssl/ssl.h:libssl-dev pcre2.h:libpcre2-dev ares.h:libc-ares-dev
 build/.build-deps: Makefile
 	@missing=""; \
 	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc"; \
@@ -121,13 +122,14 @@ conf/tls/localhost.pem:
 # Compose example (deploy/compose/, test_compose.py); promtool (Debian's prometheus)
 # checks the metrics scrape (test_metrics.py) and the Kubernetes pod's (test_kubernetes.py,
 # which reads the manifests with python3-yaml); groff checks the man pages (check-docs);
-# php-fpm8.2 is the FastCGI application of test_fastcgi.py.
+# php-fpm8.2 is the FastCGI application of test_fastcgi.py; dnsmasq (Debian's dnsmasq-base)
+# the DNS server of the resolver's tests (test_proxy_resolver.py).
 TEST_PKGS := gcc:gcc curl:curl ab:apache2-utils htpasswd:apache2-utils nginx:nginx-light \
              wrk:wrk clang:clang setpriv:util-linux \
              slowhttptest:slowhttptest valgrind:valgrind chromium:chromium \
              systemd-analyze:systemd podman-compose:podman-compose \
              openssl:openssl testssl:testssl.sh promtool:prometheus groff:groff-base \
-             php-fpm8.2:php8.2-fpm
+             php-fpm8.2:php8.2-fpm dnsmasq:dnsmasq-base
 check-deps:
 	@missing=""; \
 	for pair in $(TEST_PKGS); do \

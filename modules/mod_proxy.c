@@ -40,6 +40,7 @@
 
 #include "http_upstream.h"
 #include "module.h"
+#include "resolver.h"
 #include "upstream.h"
 #include "vars.h"
 
@@ -48,6 +49,8 @@
 #define PROXY_NAMES_MAX 32
 #define PROXY_UNSET 0xffffffffu
 #define PROXY_DEFAULT_TIMEOUT_MS 60000
+#define PROXY_RESOLVER_TIMEOUT_MS 30000 /* nginx's resolver_timeout */
+#define PROXY_RESOLVER_SERVERS_MAX 16
 
 /* The base of the module's setters: its state (upstream blocks) or a block's settings. */
 enum { PROXY_STATE = 1, PROXY_BLOCK = 2 };
@@ -81,6 +84,12 @@ struct proxy_conf {
     /* proxy_pass (this location's only) */
     const char *pass_line_text;
     unsigned pass_line;
+    struct vars_value *pass_vars; /* owned: the URL, when it has variables */
+    struct proxy_state *st;       /* the upstream blocks a variable's host may name */
+    /* resolver: this block's own (owned) or the enclosing one's */
+    struct resolver *resolver;
+    bool resolver_owned;
+    unsigned resolver_timeout_ms;
     struct upstream *implicit; /* owned: a HOST[:PORT] */
     char proxy_host[UPSTREAM_NAME_MAX + 80];
     size_t proxy_host_len;
@@ -155,14 +164,64 @@ static int set_pass(void *base, const struct conf_node *n, void *ctx, char *msg,
     (void)ctx;
     struct proxy_conf *c = base;
     const char *url = n->args[0];
-    if (strncasecmp(url, "http://", 7) != 0)
+    if (strchr(url, '$')) {
+        char why[256];
+        if (vars_compile(url, VARS_RAW, &c->pass_vars, why, sizeof(why)) < 0)
+            return snprintf(msg, len, "%s", why), -1;
+        if (vars_is_constant(c->pass_vars)) { /* ("$" escaped only: a URL as any other) */
+            vars_free(c->pass_vars);
+            c->pass_vars = NULL;
+        }
+    }
+    if (!c->pass_vars && strncasecmp(url, "http://", 7) != 0)
         return snprintf(msg, len, "\"%s\": only http:// upstreams (https is not supported)",
                         url), -1;
-    if (strchr(url, '$'))
-        return snprintf(msg, len, "\"%s\": variables in proxy_pass are not supported", url),
-               -1;
     c->pass_line_text = url;
     c->pass_line = n->line;
+    return 0;
+}
+
+/* resolver ADDRESS ... [valid=TIME] [ipv4=on|off] [ipv6=on|off] [status_zone=NAME] */
+static int set_resolver(void *base, const struct conf_node *n, void *ctx, char *msg,
+                        size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    const char *servers[PROXY_RESOLVER_SERVERS_MAX];
+    unsigned n_servers = 0, valid_s = 0;
+    bool ipv4 = true, ipv6 = true;
+    for (unsigned i = 0; i < n->n_args; i++) {
+        const char *a = n->args[i];
+        if (strncmp(a, "valid=", 6) == 0) {
+            unsigned ms;
+            if (config_parse_duration_ms(a + 6, &ms) < 0 || ms < 1000)
+                return snprintf(msg, len, "invalid parameter \"%s\"", a), -1;
+            valid_s = ms / 1000;
+        } else if (strncmp(a, "ipv4=", 5) == 0 || strncmp(a, "ipv6=", 5) == 0) {
+            bool on = strcmp(a + 5, "on") == 0;
+            if (!on && strcmp(a + 5, "off") != 0)
+                return snprintf(msg, len, "invalid parameter \"%s\"", a), -1;
+            *(a[3] == '4' ? &ipv4 : &ipv6) = on;
+        } else if (strncmp(a, "status_zone=", 12) == 0) {
+            continue; /* (accepted: no zone statistics) */
+        } else if (n_servers == PROXY_RESOLVER_SERVERS_MAX) {
+            return snprintf(msg, len, "too many addresses (%d at most)",
+                            PROXY_RESOLVER_SERVERS_MAX), -1;
+        } else {
+            servers[n_servers++] = a;
+        }
+    }
+    if (!ipv4 && !ipv6)
+        return snprintf(msg, len, "\"ipv4\" and \"ipv6\" cannot both be \"off\""), -1;
+    if (n_servers == 0)
+        return snprintf(msg, len, "no address"), -1;
+    char why[256];
+    struct resolver *r = resolver_create(servers, n_servers, valid_s, ipv4, ipv6, why,
+                                         sizeof(why));
+    if (!r)
+        return snprintf(msg, len, "%s", why), -1;
+    c->resolver = r;
+    c->resolver_owned = true;
     return 0;
 }
 
@@ -356,7 +415,24 @@ static const struct conf_directive proxy_directives[] = {
      .doc = "Answers the location from an upstream: NAME an `upstream`, HOST[:PORT], or "
         "`unix:PATH` a socket (its URI after a colon; `Host: localhost`, as nginx's). Without a "
         "URI the target goes as the client sent it; with one, the location's prefix is "
-        "replaced by it. HTTP/1.1 only; no variables."},
+        "replaced by it. With variables (`proxy_pass http://$backend:8080$request_uri;`, "
+        "`set $up http://app:8000; proxy_pass $up;`) the URL is made per request: a host "
+        "that names an `upstream` uses it, an IP address is used as it is, another name is "
+        "resolved by `resolver` (none: 502, \"no resolver defined to resolve HOST\"); a URI "
+        "given then replaces the request's whole, as nginx's. HTTP/1.1 only."},
+    {"resolver", CONF_LIST, LOC, .min_args = 1, .max_args = 20, .set = set_resolver,
+     .usage = "ADDRESS[:PORT] ... [valid=TIME] [ipv4=on|off] [ipv6=on|off] [status_zone=NAME]",
+     .doc = "The DNS servers that resolve the names of `proxy_pass` with variables, at run "
+        "time, without a thread waiting (c-ares, driven by the thread group's handle set); "
+        "answers kept for their TTL, or for `valid=`; requests for a name being asked wait "
+        "on the same query. `ipv6=off` asks for IPv4 addresses only, `ipv4=off` IPv6; "
+        "`status_zone` is accepted. A name that does not exist is kept 30s (or `valid=`); a "
+        "timeout or a server failure is not kept."},
+    {"resolver_timeout", CONF_DURATION, LOC, .min = 1, .max = 3600000,
+     CONF_AT(struct proxy_conf, resolver_timeout_ms),
+     .dflt = "30s",
+     .doc = "No answer from the `resolver` within it: 502, logged \"HOST could not be resolved "
+        "(110: Operation timed out)\", as nginx's."},
     {"proxy_set_header", CONF_LIST, LOC, CONF_REPEATS, .min_args = 2, .max_args = 2,
      .set = set_header, .usage = "NAME VALUE",
      .doc = "A field of the request sent upstream (variables allowed; an empty value removes "
@@ -456,6 +532,11 @@ static struct upstream *find_upstream(struct proxy_state *st, const char *name, 
 static int resolve_pass(struct proxy_state *st, struct proxy_conf *c, const struct module_block *b,
                         const struct conf_node *where)
 {
+    if (c->pass_vars) { /* made per request (proxy_target); no proxy_redirect default */
+        c->st = st;
+        c->params.dynamic = true;
+        return 0;
+    }
     const char *url = c->pass_line_text + 7;
     /* http://unix:PATH[:URI] (nginx's form): the path ends at the next ':' */
     bool on_unix = strncmp(url, "unix:", 5) == 0;
@@ -577,6 +658,7 @@ static void *proxy_block(void *state, const struct module_block *b)
     c->redirect = -1;
     c->http_minor = -1;
     c->intercept = -1;
+    c->resolver_timeout_ms = PROXY_UNSET;
     if (module_block_read(b, c) < 0)
         goto fail;
     if (outer) { /* inherit what this block leaves unset */
@@ -608,6 +690,10 @@ static void *proxy_block(void *state, const struct module_block *b)
             c->http_minor = outer->http_minor;
         if (c->intercept < 0)
             c->intercept = outer->intercept;
+        if (!c->resolver)
+            c->resolver = outer->resolver;
+        if (c->resolver_timeout_ms == PROXY_UNSET)
+            c->resolver_timeout_ms = outer->resolver_timeout_ms;
     } else {
         if (c->connect_ms == PROXY_UNSET)
             c->connect_ms = PROXY_DEFAULT_TIMEOUT_MS;
@@ -625,6 +711,8 @@ static void *proxy_block(void *state, const struct module_block *b)
             c->http_minor = 0;
         if (c->intercept < 0)
             c->intercept = 0;
+        if (c->resolver_timeout_ms == PROXY_UNSET)
+            c->resolver_timeout_ms = PROXY_RESOLVER_TIMEOUT_MS;
     }
     if (c->pass_line_text) {
         const struct conf_node *where = b->node;
@@ -640,6 +728,9 @@ static void *proxy_block(void *state, const struct module_block *b)
         .ops = &proxy_ops,
         .conf = c,
         .upstream = c->params.upstream,
+        .dynamic = c->params.dynamic,
+        .resolver = c->resolver,
+        .resolver_timeout_ms = c->resolver_timeout_ms,
         .connect_ms = c->connect_ms,
         .send_ms = c->send_ms,
         .read_ms = c->read_ms,
@@ -668,6 +759,9 @@ static void proxy_block_free(void *state, void *settings)
         free(c->hide);
     if (c->pass_owned)
         free(c->pass);
+    vars_free(c->pass_vars);
+    if (c->resolver_owned)
+        resolver_free(c->resolver);
     if (c->implicit) {
         upstream_idle_close_all(c->implicit);
         upstream_release(c->implicit);
@@ -803,13 +897,13 @@ static size_t addr_text(const struct sockaddr *sa, char *out, size_t cap)
     return 0;
 }
 
-static void put_default(struct out *o, const struct proxy_conf *c, const struct request *req,
+static void put_default(struct out *o, struct http_slice proxy_host, const struct request *req,
                         enum proxy_default def, const char *ip, size_t ip_len)
 {
     const struct http_request *h = req->http;
     switch (def) {
     case DEF_HOST:
-        put(o, c->proxy_host, c->proxy_host_len);
+        put(o, proxy_host.p, proxy_host.len);
         break;
     case DEF_REAL_IP:
         put(o, ip, ip_len);
@@ -838,9 +932,14 @@ static void put_default(struct out *o, const struct proxy_conf *c, const struct 
 }
 
 /* The target: as the client sent it, or the path (replaced under the prefix) encoded. */
-static void put_target(struct out *o, const struct proxy_conf *c, const struct request *req)
+static void put_target(struct out *o, const struct proxy_conf *c, const struct request *req,
+                       const struct proxy_target *t)
 {
     const struct http_request *h = req->http;
+    if (t && t->has_uri) { /* proxy_pass with variables: its URI as it is (nginx's) */
+        put(o, t->uri, t->uri_len);
+        return;
+    }
     char orig[REQUEST_PATH_MAX];
     bool changed = true;
     if (!c->has_uri) { /* the request's own target, unless a redirect changed the path */
@@ -896,15 +995,16 @@ static bool request_keeps(int minor, const char *v, size_t n)
     return !close && (minor > 0 || keep);
 }
 
-static long proxy_request(const void *conf, const struct request *req, bool *keep_alive,
-                          char *out_buf, size_t cap)
+static long proxy_request(const void *conf, const struct request *req,
+                          const struct proxy_target *t, bool *keep_alive, char *out_buf,
+                          size_t cap)
 {
     const struct proxy_conf *c = conf;
     const struct http_request *h = req->http;
     struct out o = {out_buf, 0, cap, false};
     put(&o, h->method_name.p, h->method_name.len);
     puts_(&o, " ");
-    put_target(&o, c, req);
+    put_target(&o, c, req, t);
     puts_(&o, c->http_minor > 0 ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n");
     size_t connection_at = 0, connection_len = 0; /* the Connection value sent, if any */
 
@@ -912,8 +1012,14 @@ static long proxy_request(const void *conf, const struct request *req, bool *kee
     size_t ip_len = addr_text(req->peer, ip, sizeof(ip));
     struct vars_source src;
     module_vars_source(req, &src);
-    src.proxy_host = (struct http_slice){c->proxy_host, c->proxy_host_len};
+    struct http_slice proxy_host = {c->proxy_host, c->proxy_host_len};
+    src.proxy_host = proxy_host;
     src.proxy_port = (struct http_slice){c->proxy_port, strlen(c->proxy_port)};
+    if (t) {
+        proxy_host = (struct http_slice){t->proxy_host, t->proxy_host_len};
+        src.proxy_host = proxy_host;
+        src.proxy_port = (struct http_slice){t->proxy_port, strlen(t->proxy_port)};
+    }
     for (unsigned i = 0; i < c->n_effective; i++) {
         const struct proxy_header *e = c->effective[i];
         bool host = i == 0; /* (Host is first: make_effective keeps it there) */
@@ -931,10 +1037,10 @@ static long proxy_request(const void *conf, const struct request *req, bool *kee
             else
                 o.len += (size_t)n;
         } else {
-            put_default(&o, c, req, e->def, ip, ip_len);
+            put_default(&o, proxy_host, req, e->def, ip, ip_len);
         }
         if (o.len == value_at && host) /* an HTTP/1.1 request has one Host, never empty */
-            put(&o, c->proxy_host, c->proxy_host_len);
+            put(&o, proxy_host.p, proxy_host.len);
         if (o.len == value_at) { /* nginx sends no field whose value is empty */
             o.len = line_at;
             o.full = was_full;
@@ -1102,7 +1208,79 @@ static int proxy_head(const void *conf, const struct request *req,
     return resp_failed(resp) ? -1 : 0;
 }
 
+/* proxy_pass with variables: http://HOST[:PORT][/URI], made for this request. */
+static int proxy_target(const void *conf, const struct request *req, struct proxy_target *t)
+{
+    const struct proxy_conf *c = conf;
+    char url[4096];
+    struct vars_source src;
+    module_vars_source(req, &src);
+    long n = vars_expand(c->pass_vars, &src, url, sizeof(url));
+    t->upstream = NULL;
+    t->has_uri = false;
+    t->uri_len = 0;
+    size_t shown = n < 0 ? 0 : strnlen(url, sizeof(t->host) - 1); /* (for the message) */
+    memcpy(t->host, url, shown);
+    t->host[shown] = '\0';
+    if (n < 0 || strncasecmp(url, "http://", 7) != 0)
+        return -1;
+    const char *h = url + 7;
+    size_t hl = strcspn(h, "/?");
+    if (hl == 0 || hl >= sizeof(t->proxy_host))
+        return -1;
+    const char *rest = h + hl;
+    if (*rest) {
+        t->uri_len = strlen(rest);
+        if (t->uri_len >= sizeof(t->uri))
+            return -1;
+        /* ("?a" without a path: nginx sends "/?a") */
+        t->uri_len = (size_t)snprintf(t->uri, sizeof(t->uri), "%s%s", *rest == '?' ? "/" : "",
+                                      rest);
+        t->has_uri = true;
+    }
+    memcpy(t->proxy_host, h, hl);
+    t->proxy_host[hl] = '\0';
+    t->proxy_host_len = hl;
+    const char *name = t->proxy_host, *port = NULL;
+    size_t name_len = hl;
+    if (name[0] == '[') { /* [IPv6][:PORT] */
+        const char *end = memchr(name, ']', hl);
+        if (!end)
+            return -1;
+        name++;
+        name_len = (size_t)(end - name);
+        port = end[1] == ':' ? end + 2 : NULL;
+        if (!port && end[1])
+            return -1;
+    } else {
+        const char *colon = memchr(name, ':', hl);
+        if (colon) {
+            name_len = (size_t)(colon - name);
+            port = colon + 1;
+        }
+    }
+    if (name_len == 0 || name_len >= sizeof(t->host))
+        return -1;
+    t->port = 80;
+    if (port) {
+        char *end;
+        long p = strtol(port, &end, 10);
+        if (!*port || *end || p < 1 || p > 65535)
+            return -1;
+        t->port = (unsigned)p;
+    }
+    snprintf(t->proxy_port, sizeof(t->proxy_port), "%u", t->port);
+    memcpy(t->host, name, name_len);
+    t->host[name_len] = '\0';
+    if (!port) /* a host without a port may name an upstream block */
+        t->upstream = find_upstream(c->st, t->host, name_len);
+    else if (t->port == 80 && hl > 3) /* $proxy_host leaves ":80" out */
+        t->proxy_host[t->proxy_host_len -= 3] = '\0';
+    return 0;
+}
+
 static const struct proxy_ops proxy_ops = {
+    .target = proxy_target,
     .request = proxy_request,
     .head = proxy_head,
 };
@@ -1114,7 +1292,7 @@ static enum mod_result proxy_handle(void *state, const struct request *req,
 {
     (void)state;
     const struct proxy_conf *c = req->mount ? req->mount->data : NULL;
-    if (!c || !c->params.upstream)
+    if (!c || (!c->params.upstream && !c->params.dynamic))
         return MOD_DECLINED;
     resp_proxy(resp, &c->params);
     return MOD_HANDLED;

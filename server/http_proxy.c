@@ -37,6 +37,7 @@
  * both ways, each way with its own buffer, until both sides have ended, either side fails,
  * or the read timeout passes without a byte.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -54,6 +55,7 @@
 #include "generation.h"
 #include "log.h"
 #include "module_chain.h"
+#include "resolver.h"
 #include "upstream.h"
 #include "vars_upstream.h"
 
@@ -71,7 +73,7 @@ static_assert(PROXY_RELAY <= HTTP_SOURCE_PIECE && PROXY_HEAD_MAX <= HTTP_SOURCE_
 /* The members of a tunnel's set, as its events name them. */
 enum { TUNNEL_UP = 1u << 0, TUNNEL_CLIENT = 1u << 1 };
 
-enum proxy_phase { PHASE_CONNECT, PHASE_SEND, PHASE_HEAD, PHASE_BODY, PHASE_TUNNEL };
+enum proxy_phase { PHASE_RESOLVE, PHASE_CONNECT, PHASE_SEND, PHASE_HEAD, PHASE_BODY, PHASE_TUNNEL };
 
 /* Why an attempt ended without an answer to relay. */
 enum proxy_failure { FAIL_ERROR, FAIL_TIMEOUT, FAIL_INVALID, FAIL_STALE };
@@ -86,6 +88,12 @@ struct conn_proxy {
     struct conn_proxy *next_free;
     struct upstream *up;
     struct upstream_server *server; /* this attempt's */
+    /* proxy_pass with variables: where this request goes, and, for an address or a name
+     * resolved, the set made of it (owned, freed with the buffers) */
+    struct proxy_target target;
+    struct upstream *dyn;
+    struct resolver_wait rwait; /* parked for a name (PHASE_RESOLVE): h.fd is rwait.fd */
+    bool resolving;             /* rwait is in the resolver's lists */
 
     /* This request's (the rest is src's) */
     const struct proxy_params *p;
@@ -170,6 +178,11 @@ static void proxy_release(struct conn_proxy *px)
     tunnel_close(px);
     free(px->head);
     px->head = px->req = NULL;
+    if (px->dyn) {
+        upstream_release(px->dyn);
+        free(px->dyn);
+        px->dyn = NULL;
+    }
     pthread_mutex_lock(&proxy_free.lock);
     px->next_free = proxy_free.list;
     proxy_free.list = px;
@@ -332,6 +345,10 @@ static void proxy_detach(struct conn_proxy *px, bool keep_up, bool failed)
     struct conn *c = px->src.c;
     body_release(px);
     tunnel_close(px);
+    if (px->resolving) {
+        resolver_cancel(px->p->resolver, &px->rwait);
+        px->resolving = false;
+    }
     conn_set_wake_fd(c, -1, false);
     /* A kept socket stays in its group's set for the next request there; not in a
      * connection's own set (thread-per-connection), which goes with the connection. */
@@ -467,6 +484,12 @@ static void answer_error(struct conn_proxy *px, struct response *resp, struct pr
     http_source_filter_head(s, resp, px->p);
 }
 
+/* Whom an error is about: the server tried, the set, or the name not resolved. */
+static const char *where(const struct conn_proxy *px)
+{
+    return px->server ? px->server->text : px->up ? px->up->name : px->target.host;
+}
+
 static void proxy_finish_after(struct conn_proxy *px, int error_status, const char *failure,
                                struct response *tail)
 {
@@ -484,8 +507,7 @@ static void proxy_finish_after(struct conn_proxy *px, int error_status, const ch
         if (px->intercepted) { /* the upstream's own error, made in resp */
             s->status = resp->status;
         } else {
-            proxy_log(px, "proxy: %s: answered %d: %s",
-                      px->server ? px->server->text : px->up->name, s->status,
+            proxy_log(px, "proxy: %s: answered %d: %s", where(px), s->status,
                       failure ? failure : "no answer");
             resp_error(resp, s->status);
         }
@@ -501,8 +523,7 @@ static void proxy_finish_after(struct conn_proxy *px, int error_status, const ch
             failure = "the body filter failed at its end";
         }
         if (failure) {
-            proxy_log(px, "proxy: %s: the response was cut: %s",
-                      px->server ? px->server->text : px->up->name, failure);
+            proxy_log(px, "proxy: %s: the response was cut: %s", where(px), failure);
             keep_alive = false; /* cut: no last chunk, and the connection closes */
         }
     }
@@ -656,6 +677,94 @@ static void attempt_failed(struct conn_proxy *px, enum proxy_failure why, const 
         }
     }
     proxy_finish(px, why == FAIL_TIMEOUT ? 504 : 502, what);
+}
+
+/* --- names: proxy_pass with variables ---------------------------------------------------
+ *
+ * A host that names no upstream block is an address, used as it is, or a name, resolved
+ * by the location's `resolver`. A request whose answer is not cached waits as it waits for
+ * an upstream's connect: its handle is one end of a socket pair the answer makes readable
+ * (resolver.h), its deadline resolver_timeout, through the sweep. */
+
+/* The addresses a are the request's set (nginx's round-robin over them, no keepalive): the
+ * first attempt begins. */
+static void dyn_begin(struct conn_proxy *px, const struct resolver_addrs *a)
+{
+    if (!px->dyn)
+        px->dyn = malloc(sizeof(*px->dyn));
+    if (!px->dyn || upstream_from_addrs(px->dyn, a->addr, a->len, a->n, px->target.port) < 0) {
+        proxy_finish(px, 502, "no address to connect to");
+        return;
+    }
+    px->up = px->dyn;
+    snprintf(px->dyn->name, sizeof(px->dyn->name), "%.*s", (int)sizeof(px->dyn->name) - 1,
+             px->target.proxy_host); /* (what the log names once no server is tried) */
+    struct upstream_server *s = upstream_pick(px->up, clock_now_ms(), 0, &px->choice);
+    if (!s) {
+        proxy_finish(px, 502, "every server is out");
+        return;
+    }
+    attempt_begin(px, s);
+}
+
+/* nginx's words: "HOST could not be resolved (3: Host not found)". */
+static void resolve_failed(struct conn_proxy *px, int status)
+{
+    char why[400];
+    snprintf(why, sizeof(why), "%s could not be resolved (%d: %s)", px->target.host, status,
+             resolver_strerror(status));
+    proxy_finish(px, 502, why);
+}
+
+static void resolve_answered(struct conn_proxy *px)
+{
+    if (px->rwait.status != 0)
+        resolve_failed(px, px->rwait.status);
+    else
+        dyn_begin(px, &px->rwait.addrs);
+}
+
+/* The request's target is a host (px->target): its address now, or a wait for it. */
+static void resolve_begin(struct conn_proxy *px)
+{
+    const struct proxy_params *p = px->p;
+    const char *host = px->target.host;
+    struct resolver_addrs *a = &px->rwait.addrs;
+    memset(&a->addr[0], 0, sizeof(a->addr[0]));
+    struct sockaddr_in *in = (struct sockaddr_in *)&a->addr[0];
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&a->addr[0];
+    a->n = 1;
+    if (inet_pton(AF_INET, host, &in->sin_addr) == 1) {
+        in->sin_family = AF_INET;
+        a->len[0] = sizeof(*in);
+        dyn_begin(px, a);
+        return;
+    }
+    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        a->len[0] = sizeof(*in6);
+        dyn_begin(px, a);
+        return;
+    }
+    if (!p->resolver) {
+        char why[320];
+        snprintf(why, sizeof(why), "no resolver defined to resolve %s", host);
+        proxy_finish(px, 502, why);
+        return;
+    }
+    struct conn *c = px->src.c;
+    int rc = resolver_lookup(p->resolver, host, c->h.group, &px->rwait);
+    if (rc != 0) {
+        resolve_answered(px);
+        return;
+    }
+    px->resolving = true;
+    px->h.fd = px->rwait.fd;
+    px->registered = false;
+    px->phase = PHASE_RESOLVE;
+    conn_set_wake_fd(c, px->h.fd, true);
+    set_deadline(px, clock_now_ms() + p->resolver_timeout_ms);
+    proxy_wait(px, EPOLLIN, false);
 }
 
 /* --- sending the request ----------------------------------------------------------------- */
@@ -1168,6 +1277,15 @@ static void proxy_step(struct conn_proxy *px)
 {
     for (;;) {
         switch (px->phase) {
+        case PHASE_RESOLVE:
+            if (!resolver_take(px->p->resolver, &px->rwait)) {
+                proxy_wait(px, EPOLLIN, true); /* (not the answer: wait on) */
+                return;
+            }
+            px->resolving = false;
+            up_close(px);
+            resolve_answered(px);
+            return;
         case PHASE_CONNECT: {
             int err = 0;
             socklen_t len = sizeof(err);
@@ -1228,6 +1346,12 @@ static void proxy_step(struct conn_proxy *px)
 static void proxy_timeout(struct conn_proxy *px)
 {
     switch (px->phase) {
+    case PHASE_RESOLVE:
+        resolver_cancel(px->p->resolver, &px->rwait);
+        px->resolving = false;
+        up_close(px);
+        resolve_failed(px, RESOLVER_ETIMEDOUT);
+        return;
     case PHASE_CONNECT:
         attempt_failed(px, FAIL_TIMEOUT, "connect timed out");
         return;
@@ -1365,17 +1489,28 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     const struct http_request *h = r->http;
     struct http_shared *shared = http_service_of(c)->shared;
     int64_t now = clock_now_ms();
-    unsigned char key[PROXY_KEY_MAX];
-    struct upstream_choice choice = choice_for(p->upstream, r, key, sizeof(key));
-    struct upstream_server *s = upstream_pick(p->upstream, now, 0, &choice);
     struct conn_proxy *px = NULL;
-    if (s) {
-        struct upstream_idle *idle = upstream_idle_take(p->upstream, s, c->h.group);
+    struct upstream *u = p->upstream;
+    int target_rc = 0;
+    if (p->dynamic) { /* proxy_pass with variables: an upstream block, or a host */
+        px = proxy_new();
+        if (px) {
+            target_rc = p->ops->target(p->conf, r, &px->target);
+            u = target_rc == 0 ? px->target.upstream : NULL;
+        }
+    }
+    unsigned char key[PROXY_KEY_MAX];
+    struct upstream_choice choice = {.key = key};
+    if (u)
+        choice = choice_for(u, r, key, sizeof(key));
+    struct upstream_server *s = u ? upstream_pick(u, now, 0, &choice) : NULL;
+    if (s && !px) {
+        struct upstream_idle *idle = upstream_idle_take(u, s, c->h.group);
         px = idle ? of_idle(idle) : proxy_new();
     }
-    if (!http_save_input(c, rest, rest_len) || (s && !px)) {
+    if (!http_save_input(c, rest, rest_len) || (s && !px) || (p->dynamic && !px)) {
         if (s)
-            upstream_done(p->upstream, s, false, now);
+            upstream_done(u, s, false, now);
         if (px)
             proxy_release(px);
         if (body_owner)
@@ -1395,7 +1530,8 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     http_source_init(&px->src, &proxy_ops, c, resp, r);
     px->h.on_event = proxy_event;
     px->p = p;
-    px->up = p->upstream;
+    px->up = u;
+    px->resolving = false;
     px->shared = shared;
     px->method = h->method;
     px->tried = 0;
@@ -1417,13 +1553,24 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     px->uvars.head = NULL;
     px->try_now = NULL;
 
-    bool keeps = p->upstream->keepalive > 0;
-    long len = p->ops->request(p->conf, r, &keeps, px->req, PROXY_REQ_MAX);
+    if (target_rc < 0) { /* nginx: "invalid URL prefix" */
+        if (body_owner)
+            http_collect_free(shared, body_owner);
+        px->src.head_sent = false;
+        char why[320];
+        snprintf(why, sizeof(why), "invalid URL prefix in \"%s\"", px->target.host);
+        snprintf(px->target.host, sizeof(px->target.host), "proxy_pass");
+        proxy_finish(px, 500, why);
+        return;
+    }
+    bool keeps = u && u->keepalive > 0;
+    long len = p->ops->request(p->conf, r, p->dynamic ? &px->target : NULL, &keeps, px->req,
+                               PROXY_REQ_MAX);
     if (len < 0) {
         if (body_owner)
             http_collect_free(shared, body_owner);
         if (s)
-            upstream_done(p->upstream, s, false, now);
+            upstream_done(u, s, false, now);
         px->server = NULL;
         px->src.head_sent = false;
         proxy_finish(px, 500, "the request's head is too large to forward");
@@ -1434,7 +1581,7 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     px->tunnel_asked = asks_upgrade(h);
     if (!keep_body(px, r, body_owner)) {
         if (s)
-            upstream_done(p->upstream, s, false, now);
+            upstream_done(u, s, false, now);
         proxy_finish(px, 500, "no room for the request's body");
         return;
     }
@@ -1449,6 +1596,10 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
         px->registered = false;
     }
     atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
+    if (!u) { /* proxy_pass with variables, to a host */
+        resolve_begin(px);
+        return;
+    }
     if (!s) { /* nginx's "no live upstreams": the upstream's name stands for a try */
         try_begin(px, px->up->name, clock_now_us());
         try_end(px, 502);

@@ -419,14 +419,34 @@ enum {
     PROXY_NEXT_429 = 1u << 10,
 };
 
+struct upstream;
+struct resolver;
+
+/* Where a `proxy_pass` with variables goes, made per request by proxy_ops.target. */
+struct proxy_target {
+    struct upstream *upstream; /* the `upstream` block the host names; NULL: host below */
+    char host[256];            /* an IP address (IPv6 without brackets) or a name to resolve */
+    unsigned port;             /* the URL's, 80 when it names none */
+    char proxy_host[320];      /* $proxy_host: the URL's HOST[:PORT] (":80" left out) */
+    size_t proxy_host_len;
+    char proxy_port[8];        /* $proxy_port */
+    char uri[2048];            /* the URL's URI, sent as it is (nginx's rule with variables) */
+    size_t uri_len;
+    bool has_uri;
+};
+
 struct proxy_ops {
+    /* proxy_pass with variables: expand the URL for req into *t. Returns 0, or -1 when it
+     * is not an http:// URL with a host (the request is answered 500, logged with why in
+     * t->host). */
+    int (*target)(const void *conf, const struct request *req, struct proxy_target *t);
     /* Write the head of the request to the upstream, through its blank line, into
      * out[0..cap) (the core adds the body, req->body, after it): its length, or -1 if it
-     * does not fit. *keep_alive: on entry, whether the upstream keeps connections; on
-     * return, whether the request written lets this one be kept. Called once per
-     * request. */
-    long (*request)(const void *conf, const struct request *req, bool *keep_alive, char *out,
-                    size_t cap);
+     * does not fit. t: the request's target (proxy_pass with variables), else NULL.
+     * *keep_alive: on entry, whether the upstream keeps connections; on return, whether
+     * the request written lets this one be kept. Called once per request. */
+    long (*request)(const void *conf, const struct request *req,
+                    const struct proxy_target *t, bool *keep_alive, char *out, size_t cap);
     /* Start resp from the upstream's head h (status, the fields to relay, rewritten as the
      * configuration says). req: the request as it was answered (a copy the core kept), or
      * NULL if it could not be kept. The core then adds the framing (Content-Length or
@@ -440,7 +460,10 @@ struct proxy_ops {
 struct proxy_params {
     const struct proxy_ops *ops;
     const void *conf;          /* the module's own, given to ops */
-    struct upstream *upstream; /* the servers to try (upstream.h) */
+    struct upstream *upstream; /* the servers to try (upstream.h); NULL when `dynamic` */
+    bool dynamic;              /* proxy_pass has variables: ops->target chooses per request */
+    struct resolver *resolver; /* `resolver` (resolver.h), for dynamic's names; NULL: none */
+    unsigned resolver_timeout_ms;
     unsigned connect_ms, send_ms, read_ms; /* proxy_connect_, _send_, _read_timeout */
     unsigned next_upstream;                /* PROXY_NEXT_* */
     unsigned tries;                        /* proxy_next_upstream_tries; 0: no limit */

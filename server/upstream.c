@@ -417,6 +417,42 @@ int upstream_from_host(struct upstream *u, const char *hostport, unsigned line, 
     return build_schedule(u, &r);
 }
 
+int upstream_from_addrs(struct upstream *u, const struct sockaddr_storage *addrs,
+                        const socklen_t *len, unsigned n, unsigned port)
+{
+    memset(u, 0, sizeof(*u));
+    pthread_mutex_init(&u->idle_lock, NULL);
+    u->keepalive_requests = 1000;
+    u->keepalive_timeout_ms = 60000;
+    u->keepalive_time_ms = 3600000;
+    for (unsigned i = 0; i < n && u->n_servers < UPSTREAM_SERVERS_MAX; i++) {
+        int fam = addrs[i].ss_family;
+        if (fam != AF_INET && fam != AF_INET6)
+            continue;
+        struct upstream_server *s = &u->servers[u->n_servers++];
+        *s = (struct upstream_server){.weight = 1, .max_fails = 1, .fail_timeout_ms = 10000};
+        memcpy(&s->addr, &addrs[i], len[i]);
+        s->addr_len = len[i];
+        char ip[INET6_ADDRSTRLEN] = "?";
+        if (fam == AF_INET) {
+            struct sockaddr_in *in = (struct sockaddr_in *)&s->addr;
+            in->sin_port = htons((uint16_t)port);
+            inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+        } else {
+            struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&s->addr;
+            in6->sin6_port = htons((uint16_t)port);
+            inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
+        }
+        snprintf(s->text, sizeof(s->text), fam == AF_INET6 ? "[%s]:%u" : "%s:%u", ip, port);
+        memcpy(s->written, s->text, sizeof(s->written));
+    }
+    if (u->n_servers == 0)
+        return -1;
+    char msg[128];
+    struct conf_reader r = {.file = "", .owner = "", .err = msg, .err_len = sizeof(msg)};
+    return build_schedule(u, &r);
+}
+
 /* --- choosing --------------------------------------------------------------------------- */
 
 bool upstream_server_out(const struct upstream_server *s, int64_t now_ms)

@@ -153,6 +153,11 @@ int upstream_read(struct upstream *u, const struct conf_node *block, struct conf
 int upstream_from_host(struct upstream *u, const char *hostport, unsigned line, char *msg,
                        size_t len);
 
+/* A set for a name resolved at run time (proxy_pass with variables): its addresses
+ * (addrs[i], len[i]) on `port`, round-robin, no keepalive, as nginx's. Returns 0 or -1. */
+int upstream_from_addrs(struct upstream *u, const struct sockaddr_storage *addrs,
+                        const socklen_t *len, unsigned n, unsigned port);
+
 /* Let go of what u owns (not u itself, nor its idle connections). */
 void upstream_release(struct upstream *u);
 

@@ -477,7 +477,7 @@ static long write_request(const struct proxy_params *p, const struct request *r,
 {
     *out = malloc(cap ? cap : 1);
     REQUIRE(*out);
-    return p->ops->request(p->conf, r, keep, *out, cap);
+    return p->ops->request(p->conf, r, NULL, &keep, *out, cap);
 }
 
 static void check_request_sent(const struct proxy_params *p, const struct request *r,
