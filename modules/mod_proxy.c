@@ -40,6 +40,7 @@
 #include "http_upstream.h"
 #include "module.h"
 #include "upstream.h"
+#include "upstream_tls.h"
 #include "vars.h"
 
 #define PROXY_UPSTREAMS_MAX 64
@@ -107,6 +108,15 @@ struct proxy_conf {
     int redirect; /* -1 unset, 0 off, 1 default */
     int http_minor; /* proxy_http_version: -1 unset, 0 (1.0, nginx's default) or 1 */
     int intercept;  /* proxy_intercept_errors: -1 unset, 0 off, 1 on */
+    /* proxy_ssl_*: -1 / NULL / PROXY_UNSET unset (inherited, each on its own) */
+    bool https;                 /* proxy_pass https:// */
+    int ssl_server_name, ssl_verify, ssl_session_reuse;
+    unsigned ssl_verify_depth;
+    const struct conf_node *ssl_protocols;
+    const char *ssl_ciphers, *ssl_trusted, *ssl_certificate, *ssl_certificate_key;
+    struct vars_value *ssl_name; /* owned by the block that set it */
+    bool ssl_name_owned;
+    void *tls_ctx;               /* owned: made once the block is read */
     /* What a request gets, made once the block is read: the defaults, then the configured
      * ones (replacing a default of the same name). */
     struct proxy_header *effective[PROXY_HEADERS_MAX + PROXY_DEFAULTS];
@@ -154,14 +164,77 @@ static int set_pass(void *base, const struct conf_node *n, void *ctx, char *msg,
     (void)ctx;
     struct proxy_conf *c = base;
     const char *url = n->args[0];
-    if (strncasecmp(url, "http://", 7) != 0)
-        return snprintf(msg, len, "\"%s\": only http:// upstreams (https is not supported)",
+    bool https = strncasecmp(url, "https://", 8) == 0;
+    if (strncasecmp(url, "http://", 7) != 0 && !https)
+        return snprintf(msg, len, "invalid URL prefix in \"%s\" (http:// or https://)",
                         url), -1;
     if (strchr(url, '$'))
         return snprintf(msg, len, "\"%s\": variables in proxy_pass are not supported", url),
                -1;
     c->pass_line_text = url;
     c->pass_line = n->line;
+    c->https = https;
+    return 0;
+}
+
+/* proxy_ssl_server_name, proxy_ssl_verify, proxy_ssl_session_reuse: on|off. */
+static int set_ssl_flag(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    static const struct conf_name words[] = {{"off", 0}, {"on", 1}, {NULL, 0}};
+    int *to = strcmp(n->name, "proxy_ssl_server_name") == 0 ? &c->ssl_server_name
+              : strcmp(n->name, "proxy_ssl_verify") == 0    ? &c->ssl_verify
+                                                             : &c->ssl_session_reuse;
+    if (conf_name_value(words, n->args[0], to) < 0)
+        return snprintf(msg, len, "invalid value \"%s\" (on or off)", n->args[0]), -1;
+    return 0;
+}
+
+/* proxy_ssl_trusted_certificate, _certificate, _certificate_key, _ciphers: kept as
+ * written (the context is made once the block is read). */
+static int set_ssl_word(void *base, const struct conf_node *n, void *ctx, char *msg,
+                        size_t len)
+{
+    (void)ctx;
+    (void)msg;
+    (void)len;
+    struct proxy_conf *c = base;
+    const char **to = strcmp(n->name, "proxy_ssl_trusted_certificate") == 0 ? &c->ssl_trusted
+                      : strcmp(n->name, "proxy_ssl_certificate") == 0 ? &c->ssl_certificate
+                      : strcmp(n->name, "proxy_ssl_certificate_key") == 0
+                          ? &c->ssl_certificate_key
+                          : &c->ssl_ciphers;
+    *to = n->args[0];
+    return 0;
+}
+
+static int set_ssl_protocols(void *base, const struct conf_node *n, void *ctx, char *msg,
+                             size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    static const char *const known[] = {"SSLv2", "SSLv3", "TLSv1", "TLSv1.1", "TLSv1.2",
+                                        "TLSv1.3"};
+    for (unsigned i = 0; i < n->n_args; i++) {
+        unsigned k = 0;
+        while (k < sizeof known / sizeof known[0] && strcmp(known[k], n->args[i]) != 0)
+            k++;
+        if (k == sizeof known / sizeof known[0])
+            return snprintf(msg, len, "invalid value \"%s\"", n->args[i]), -1;
+    }
+    c->ssl_protocols = n;
+    return 0;
+}
+
+static int set_ssl_name(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    char why[256];
+    if (vars_compile(n->args[0], VARS_HEADER, &c->ssl_name, why, sizeof(why)) < 0)
+        return snprintf(msg, len, "%s", why), -1;
+    c->ssl_name_owned = true;
     return 0;
 }
 
@@ -351,11 +424,48 @@ static const struct conf_directive proxy_directives[] = {
         "keeps that one out for under a second); backups serve when every other server "
         "is out; all out: 502 at once."},
     {"proxy_pass", CONF_LIST, CONF_LOCATION, .min_args = 1, .max_args = 1, .set = set_pass,
-     .usage = "http://UPSTREAM[/URI] | http://unix:PATH[:URI]",
+     .usage = "http[s]://UPSTREAM[/URI] | http[s]://unix:PATH[:URI]",
      .doc = "Answers the location from an upstream: NAME an `upstream`, HOST[:PORT], or "
         "`unix:PATH` a socket (its URI after a colon; `Host: localhost`, as nginx's). Without a "
         "URI the target goes as the client sent it; with one, the location's prefix is "
-        "replaced by it. HTTP/1.1 only; no variables."},
+        "replaced by it. `https://`: over TLS (port 443 by default; see `proxy_ssl_*`). "
+        "HTTP/1.1 only; no variables."},
+    {"proxy_ssl_server_name", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
+     .set = set_ssl_flag, .usage = "on|off", .dflt = "off",
+     .doc = "`on`: the TLS handshake with an `https://` upstream names `proxy_ssl_name` "
+        "(SNI; never an IP address, as RFC 6066 says)."},
+    {"proxy_ssl_name", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_ssl_name,
+     .usage = "NAME", .dflt = "$proxy_host",
+     .doc = "The upstream's name for SNI and for checking its certificate (variables "
+        "allowed; a port is left out)."},
+    {"proxy_ssl_verify", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_ssl_flag,
+     .usage = "on|off", .dflt = "off",
+     .doc = "`on`: the upstream's certificate must verify against "
+        "`proxy_ssl_trusted_certificate` and carry `proxy_ssl_name`, else the attempt fails "
+        "(502, or the next server with `proxy_next_upstream error`), the reason in the error "
+        "log as nginx says it."},
+    {"proxy_ssl_trusted_certificate", CONF_PATH, LOC, .set = set_ssl_word, .usage = "FILE",
+     .doc = "The CA certificates (PEM) an upstream's certificate is verified against."},
+    {"proxy_ssl_verify_depth", CONF_COUNT, LOC, .max = 100,
+     CONF_AT(struct proxy_conf, ssl_verify_depth), .dflt = "1",
+     .doc = "How deep the upstream's chain may be (1: its certificate and the CA that "
+        "signed it)."},
+    {"proxy_ssl_protocols", CONF_LIST, LOC, .min_args = 1, .max_args = 6,
+     .set = set_ssl_protocols, .usage = "PROTOCOL...", .dflt = "TLSv1.2 TLSv1.3",
+     .doc = "The TLS versions offered to an upstream: of those named, TLSv1.2 and TLSv1.3 "
+        "(older ones are accepted and not offered: OpenSSL's security level refuses them)."},
+    {"proxy_ssl_ciphers", CONF_STRING, LOC, .set = set_ssl_word, .usage = "CIPHERS",
+     .dflt = "DEFAULT",
+     .doc = "The TLS 1.2 ciphers offered to an upstream, in OpenSSL's format."},
+    {"proxy_ssl_session_reuse", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
+     .set = set_ssl_flag, .usage = "on|off", .dflt = "on",
+     .doc = "`on`: the last TLS session each upstream server gave is offered on the next "
+        "new connection to it (an abbreviated handshake)."},
+    {"proxy_ssl_certificate", CONF_PATH, LOC, .set = set_ssl_word, .usage = "FILE",
+     .doc = "A client certificate (PEM, with its chain) shown to an upstream that asks for "
+        "one."},
+    {"proxy_ssl_certificate_key", CONF_PATH, LOC, .set = set_ssl_word, .usage = "FILE",
+     .doc = "The key of `proxy_ssl_certificate` (default: in the same file)."},
     {"proxy_set_header", CONF_LIST, LOC, CONF_REPEATS, .min_args = 2, .max_args = 2,
      .set = set_header, .usage = "NAME VALUE",
      .doc = "A field of the request sent upstream (variables allowed; an empty value removes "
@@ -454,7 +564,7 @@ static struct upstream *find_upstream(struct proxy_state *st, const char *name, 
 static int resolve_pass(struct proxy_state *st, struct proxy_conf *c, const struct module_block *b,
                         const struct conf_node *where)
 {
-    const char *url = c->pass_line_text + 7;
+    const char *url = c->pass_line_text + (c->https ? 8 : 7);
     /* http://unix:PATH[:URI] (nginx's form): the path ends at the next ':' */
     bool on_unix = strncmp(url, "unix:", 5) == 0;
     const char *end_of_path = on_unix ? strchr(url + 5, ':') : NULL;
@@ -490,8 +600,9 @@ static int resolve_pass(struct proxy_state *st, struct proxy_conf *c, const stru
     c->proxy_host[host_len] = '\0';
     c->proxy_host_len = host_len;
     const char *colon = strrchr(c->proxy_host, ':');
+    bool has_port = colon && !strchr(colon, ']');
     snprintf(c->proxy_port, sizeof(c->proxy_port), "%s",
-             colon && !strchr(colon, ']') ? colon + 1 : "80");
+             has_port ? colon + 1 : c->https ? "443" : "80");
     struct upstream *u = strchr(c->proxy_host, ':') ? NULL
                                                     : find_upstream(st, url, host_len);
     if (!u) {
@@ -499,7 +610,10 @@ static int resolve_pass(struct proxy_state *st, struct proxy_conf *c, const stru
         char msg[512];
         if (!c->implicit)
             return module_error(b->mi, where, "out of memory");
-        if (upstream_from_host(c->implicit, c->proxy_host, where->line, msg, sizeof(msg)) < 0) {
+        char hostport[sizeof(c->proxy_host) + 8]; /* https's port, 443, when none is named */
+        snprintf(hostport, sizeof(hostport), "%s%s", c->proxy_host,
+                 c->https && !has_port && !on_unix ? ":443" : "");
+        if (upstream_from_host(c->implicit, hostport, where->line, msg, sizeof(msg)) < 0) {
             free(c->implicit);
             c->implicit = NULL;
             return module_error(b->mi, where, "proxy_pass: %s", msg);
@@ -512,8 +626,10 @@ static int resolve_pass(struct proxy_state *st, struct proxy_conf *c, const stru
         if (on_unix)
             c->proxy_host_len = (size_t)snprintf(c->proxy_host, sizeof(c->proxy_host),
                                                  "localhost");
-        else if (host_len > 3 && strcmp(c->proxy_host + host_len - 3, ":80") == 0)
+        else if (!c->https && host_len > 3 && strcmp(c->proxy_host + host_len - 3, ":80") == 0)
             c->proxy_host[c->proxy_host_len -= 3] = '\0';
+        else if (c->https && host_len > 4 && strcmp(c->proxy_host + host_len - 4, ":443") == 0)
+            c->proxy_host[c->proxy_host_len -= 4] = '\0';
     }
     /* proxy_redirect default: nginx's `proxy_redirect URL /prefix/`, URL as written (with
      * a "/" added when it has no URI part, which "/" then replaces). */
@@ -557,6 +673,64 @@ static void make_effective(struct proxy_conf *c)
     }
 }
 
+/* The proxy_ssl_* settings this block leaves unset: outer's, or nginx's defaults. */
+static void inherit_ssl(struct proxy_conf *c, const struct proxy_conf *outer)
+{
+    if (c->ssl_server_name < 0)
+        c->ssl_server_name = outer ? outer->ssl_server_name : 0;
+    if (c->ssl_verify < 0)
+        c->ssl_verify = outer ? outer->ssl_verify : 0;
+    if (c->ssl_session_reuse < 0)
+        c->ssl_session_reuse = outer ? outer->ssl_session_reuse : 1;
+    if (c->ssl_verify_depth == PROXY_UNSET)
+        c->ssl_verify_depth = outer ? outer->ssl_verify_depth : 1;
+    if (!outer)
+        return;
+    if (!c->ssl_protocols)
+        c->ssl_protocols = outer->ssl_protocols;
+    if (!c->ssl_ciphers)
+        c->ssl_ciphers = outer->ssl_ciphers;
+    if (!c->ssl_trusted)
+        c->ssl_trusted = outer->ssl_trusted;
+    if (!c->ssl_certificate) {
+        c->ssl_certificate = outer->ssl_certificate;
+        c->ssl_certificate_key = outer->ssl_certificate_key;
+    }
+    if (!c->ssl_name)
+        c->ssl_name = outer->ssl_name; /* (the outer block's to free) */
+}
+
+/* proxy_pass https://: the block's TLS client context, from its proxy_ssl_* settings. */
+static int make_tls(struct proxy_conf *c, const struct module_block *b)
+{
+    const struct conf_node *where = b->node;
+    for (const struct conf_node *n = b->first; n; n = n->next)
+        if (strcmp(n->name, "proxy_pass") == 0)
+            where = n;
+    if (c->ssl_verify > 0 && !c->ssl_trusted)
+        return module_error(b->mi, where, "no proxy_ssl_trusted_certificate for "
+                            "proxy_ssl_verify");
+    if (c->ssl_certificate_key && !c->ssl_certificate)
+        return module_error(b->mi, where, "proxy_ssl_certificate_key without "
+                            "proxy_ssl_certificate");
+    struct upstream_tls_opts o = {
+        .ciphers = c->ssl_ciphers,
+        .trusted = c->ssl_trusted,
+        .certificate = c->ssl_certificate,
+        .certificate_key = c->ssl_certificate_key,
+        .verify_depth = c->ssl_verify_depth,
+        .verify = c->ssl_verify > 0,
+        .session_reuse = c->ssl_session_reuse > 0,
+    };
+    for (unsigned i = 0; c->ssl_protocols && i < c->ssl_protocols->n_args && i < 8; i++)
+        o.protocols[o.n_protocols++] = c->ssl_protocols->args[i];
+    char why[512];
+    c->tls_ctx = upstream_tls_ctx_new(&o, why, sizeof(why));
+    if (!c->tls_ctx)
+        return module_error(b->mi, where, "proxy_pass %s: %s", c->pass_line_text, why);
+    return 0;
+}
+
 static void *proxy_block(void *state, const struct module_block *b)
 {
     struct proxy_state *st = state;
@@ -572,6 +746,8 @@ static void *proxy_block(void *state, const struct module_block *b)
     c->redirect = -1;
     c->http_minor = -1;
     c->intercept = -1;
+    c->ssl_server_name = c->ssl_verify = c->ssl_session_reuse = -1;
+    c->ssl_verify_depth = PROXY_UNSET;
     if (module_block_read(b, c) < 0)
         goto fail;
     if (outer) { /* inherit what this block leaves unset */
@@ -603,6 +779,7 @@ static void *proxy_block(void *state, const struct module_block *b)
             c->http_minor = outer->http_minor;
         if (c->intercept < 0)
             c->intercept = outer->intercept;
+        inherit_ssl(c, outer);
     } else {
         if (c->connect_ms == PROXY_UNSET)
             c->connect_ms = PROXY_DEFAULT_TIMEOUT_MS;
@@ -620,6 +797,7 @@ static void *proxy_block(void *state, const struct module_block *b)
             c->http_minor = 0;
         if (c->intercept < 0)
             c->intercept = 0;
+        inherit_ssl(c, NULL);
     }
     if (c->pass_line_text) {
         const struct conf_node *where = b->node;
@@ -631,6 +809,8 @@ static void *proxy_block(void *state, const struct module_block *b)
         module_block_slash_redirect(b);
     }
     make_effective(c);
+    if (c->pass_line_text && c->https && make_tls(c, b) < 0)
+        goto fail;
     c->params = (struct proxy_params){
         .ops = &proxy_ops,
         .conf = c,
@@ -641,6 +821,11 @@ static void *proxy_block(void *state, const struct module_block *b)
         .next_upstream = c->next_upstream,
         .tries = c->tries,
         .intercept_errors = c->intercept > 0,
+        .tls_ctx = c->tls_ctx,
+        .tls_server_name = c->ssl_server_name > 0,
+        .tls_verify = c->ssl_verify > 0,
+        .tls_name = c->ssl_name,
+        .tls_host = {c->proxy_host, c->proxy_host_len},
     };
     return c;
 fail:
@@ -663,6 +848,9 @@ static void proxy_block_free(void *state, void *settings)
         free(c->hide);
     if (c->pass_owned)
         free(c->pass);
+    if (c->ssl_name_owned)
+        vars_free(c->ssl_name);
+    upstream_tls_ctx_free(c->tls_ctx);
     if (c->implicit) {
         upstream_idle_close_all(c->implicit);
         upstream_release(c->implicit);

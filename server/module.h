@@ -437,6 +437,13 @@ struct proxy_params {
     unsigned tries;                        /* proxy_next_upstream_tries; 0: no limit */
     bool intercept_errors; /* proxy_intercept_errors: an upstream's answer of 300 or more
                               with an error_page gets the page */
+    /* proxy_pass https://: the TLS client context (an SSL_CTX, upstream_tls.h), NULL for
+     * http:// */
+    void *tls_ctx;
+    bool tls_server_name;         /* proxy_ssl_server_name: send SNI */
+    bool tls_verify;              /* proxy_ssl_verify: check the name too */
+    struct vars_value *tls_name;  /* proxy_ssl_name, NULL: $proxy_host */
+    struct http_slice tls_host;   /* $proxy_host without its port, proxy_ssl_name's default */
 };
 
 #endif

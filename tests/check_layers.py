@@ -22,7 +22,7 @@ LAYERS = [
     ("base", ["clock", "lf_*", "http_parse", "proxy_protocol", "http_upstream", "open_beneath", "out_seg",
               "regex"]),
     ("text helpers", ["strbuf", "http_params", "vars", "vars_upstream"]),
-    ("configuration", ["config", "directive", "log", "site", "upstream", "tls"]),
+    ("configuration", ["config", "directive", "log", "site", "upstream", "upstream_tls", "tls"]),
     ("responses", ["http_response"]),
     ("periodic tick", ["timer"]),
     ("module interface", ["module", "module_*", "rewrite"]),
