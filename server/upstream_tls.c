@@ -83,6 +83,13 @@ static const char *ssl_reason(void)
     return r ? r : "unknown error";
 }
 
+static int go_on(int ok, X509_STORE_CTX *store)
+{
+    (void)ok;
+    (void)store;
+    return 1;
+}
+
 void *upstream_tls_ctx_new(const struct upstream_tls_opts *o, char *why, size_t len)
 {
     pthread_once(&index_once, make_indexes);
@@ -118,8 +125,10 @@ void *upstream_tls_ctx_new(const struct upstream_tls_opts *o, char *why, size_t 
         }
     }
     /* Verified after the handshake, as nginx does: the handshake itself never fails for the
-     * certificate, so the error log can say why it was refused. */
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+     * certificate, so the error log can say why it was refused (every error is let through
+     * on the way, the last one kept: nginx's numbers). */
+    SSL_CTX_set_verify(ctx, o->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE,
+                       o->verify ? go_on : NULL);
     SSL_CTX_set_verify_depth(ctx, (int)o->verify_depth);
     if (o->session_reuse) {
         SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL);
@@ -150,8 +159,6 @@ void *upstream_tls_new(void *ctx, int fd, const char *sni, const char *name,
         ERR_clear_error();
         return NULL;
     }
-    /* The depth is checked by OpenSSL while the chain is built; the result is read after. */
-    SSL_set_verify(ssl, SSL_VERIFY_NONE, NULL);
     SSL_set_ex_data(ssl, name_index, (void *)name);
     if (SSL_CTX_get_session_cache_mode(ctx) & SSL_SESS_CACHE_CLIENT) {
         SSL_set_ex_data(ssl, slot_index, session_slot);
