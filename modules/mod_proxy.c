@@ -114,6 +114,7 @@ struct proxy_conf {
     unsigned ssl_verify_depth;
     const struct conf_node *ssl_protocols;
     const char *ssl_ciphers, *ssl_trusted, *ssl_certificate, *ssl_certificate_key;
+    const char *ssl_password_file, *ssl_crl;
     struct vars_value *ssl_name; /* owned by the block that set it */
     bool ssl_name_owned;
     void *tls_ctx;               /* owned: made once the block is read */
@@ -204,7 +205,9 @@ static int set_ssl_word(void *base, const struct conf_node *n, void *ctx, char *
                       : strcmp(n->name, "proxy_ssl_certificate") == 0 ? &c->ssl_certificate
                       : strcmp(n->name, "proxy_ssl_certificate_key") == 0
                           ? &c->ssl_certificate_key
-                          : &c->ssl_ciphers;
+                      : strcmp(n->name, "proxy_ssl_password_file") == 0 ? &c->ssl_password_file
+                      : strcmp(n->name, "proxy_ssl_crl") == 0            ? &c->ssl_crl
+                                                                         : &c->ssl_ciphers;
     *to = n->args[0];
     return 0;
 }
@@ -446,6 +449,9 @@ static const struct conf_directive proxy_directives[] = {
         "log as nginx says it."},
     {"proxy_ssl_trusted_certificate", CONF_PATH, LOC, .set = set_ssl_word, .usage = "FILE",
      .doc = "The CA certificates (PEM) an upstream's certificate is verified against."},
+    {"proxy_ssl_crl", CONF_PATH, LOC, .set = set_ssl_word, .usage = "FILE",
+     .doc = "Revoked certificates (PEM CRLs): with `proxy_ssl_verify on`, each certificate of "
+        "the upstream's chain is checked against them."},
     {"proxy_ssl_verify_depth", CONF_COUNT, LOC, .max = 100,
      CONF_AT(struct proxy_conf, ssl_verify_depth), .dflt = "1",
      .doc = "How deep the upstream's chain may be (1: its certificate and the CA that "
@@ -466,6 +472,8 @@ static const struct conf_directive proxy_directives[] = {
         "one."},
     {"proxy_ssl_certificate_key", CONF_PATH, LOC, .set = set_ssl_word, .usage = "FILE",
      .doc = "The key of `proxy_ssl_certificate` (default: in the same file)."},
+    {"proxy_ssl_password_file", CONF_PATH, LOC, .set = set_ssl_word, .usage = "FILE",
+     .doc = "The passphrases of `proxy_ssl_certificate_key`, a line each, tried in turn."},
     {"proxy_set_header", CONF_LIST, LOC, CONF_REPEATS, .min_args = 2, .max_args = 2,
      .set = set_header, .usage = "NAME VALUE",
      .doc = "A field of the request sent upstream (variables allowed; an empty value removes "
@@ -696,6 +704,10 @@ static void inherit_ssl(struct proxy_conf *c, const struct proxy_conf *outer)
         c->ssl_certificate = outer->ssl_certificate;
         c->ssl_certificate_key = outer->ssl_certificate_key;
     }
+    if (!c->ssl_password_file)
+        c->ssl_password_file = outer->ssl_password_file;
+    if (!c->ssl_crl)
+        c->ssl_crl = outer->ssl_crl;
     if (!c->ssl_name)
         c->ssl_name = outer->ssl_name; /* (the outer block's to free) */
 }
@@ -716,8 +728,10 @@ static int make_tls(struct proxy_conf *c, const struct module_block *b)
     struct upstream_tls_opts o = {
         .ciphers = c->ssl_ciphers,
         .trusted = c->ssl_trusted,
+        .crl = c->ssl_crl,
         .certificate = c->ssl_certificate,
         .certificate_key = c->ssl_certificate_key,
+        .password_file = c->ssl_password_file,
         .verify_depth = c->ssl_verify_depth,
         .verify = c->ssl_verify > 0,
         .session_reuse = c->ssl_session_reuse > 0,

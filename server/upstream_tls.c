@@ -83,6 +83,51 @@ static const char *ssl_reason(void)
     return r ? r : "unknown error";
 }
 
+/* The passphrase tried: the current line of proxy_ssl_password_file. */
+static int passphrase(char *buf, int size, int rwflag, void *line)
+{
+    (void)rwflag;
+    int n = (int)strlen(line);
+    if (n >= size)
+        return 0;
+    memcpy(buf, line, (size_t)n + 1);
+    return n;
+}
+
+/* The client key, with each passphrase of the password file in turn (none: as it is). */
+static int use_key(SSL_CTX *ctx, const char *key, const char *password_file, char *why,
+                   size_t len)
+{
+    if (!password_file) {
+        if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) == 1)
+            return 0;
+        return snprintf(why, len, "proxy_ssl_certificate_key \"%s\": %s", key,
+                        ssl_reason()), -1;
+    }
+    FILE *f = fopen(password_file, "r");
+    if (!f)
+        return snprintf(why, len, "proxy_ssl_password_file \"%s\": %s", password_file,
+                        strerror(errno)), -1;
+    char line[256];
+    int rc = -1;
+    while (rc < 0 && fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        SSL_CTX_set_default_passwd_cb(ctx, passphrase);
+        SSL_CTX_set_default_passwd_cb_userdata(ctx, line);
+        ERR_clear_error();
+        if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) == 1)
+            rc = 0;
+    }
+    fclose(f);
+    SSL_CTX_set_default_passwd_cb(ctx, NULL);
+    SSL_CTX_set_default_passwd_cb_userdata(ctx, NULL);
+    explicit_bzero(line, sizeof(line));
+    if (rc < 0)
+        snprintf(why, len, "proxy_ssl_certificate_key \"%s\": no passphrase of \"%s\" "
+                 "opens it", key, password_file);
+    return rc;
+}
+
 static int go_on(int ok, X509_STORE_CTX *store)
 {
     (void)ok;
@@ -111,6 +156,14 @@ void *upstream_tls_ctx_new(const struct upstream_tls_opts *o, char *why, size_t 
                  ssl_reason());
         goto fail;
     }
+    if (o->crl) { /* every certificate of the chain is checked against them, as nginx */
+        X509_STORE *store = SSL_CTX_get_cert_store(ctx);
+        if (X509_STORE_load_file(store, o->crl) != 1) {
+            snprintf(why, len, "proxy_ssl_crl \"%s\": %s", o->crl, ssl_reason());
+            goto fail;
+        }
+        X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK | X509_V_FLAG_CRL_CHECK_ALL);
+    }
     if (o->certificate) {
         if (SSL_CTX_use_certificate_chain_file(ctx, o->certificate) != 1) {
             snprintf(why, len, "proxy_ssl_certificate \"%s\": %s", o->certificate,
@@ -118,8 +171,9 @@ void *upstream_tls_ctx_new(const struct upstream_tls_opts *o, char *why, size_t 
             goto fail;
         }
         const char *key = o->certificate_key ? o->certificate_key : o->certificate;
-        if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 ||
-            SSL_CTX_check_private_key(ctx) != 1) {
+        if (use_key(ctx, key, o->password_file, why, len) < 0)
+            goto fail;
+        if (SSL_CTX_check_private_key(ctx) != 1) {
             snprintf(why, len, "proxy_ssl_certificate_key \"%s\": %s", key, ssl_reason());
             goto fail;
         }

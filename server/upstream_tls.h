@@ -32,8 +32,10 @@ struct upstream_tls_opts {
     unsigned n_protocols;
     const char *ciphers;      /* proxy_ssl_ciphers (nginx's default: "DEFAULT") */
     const char *trusted;      /* proxy_ssl_trusted_certificate FILE */
+    const char *crl;          /* proxy_ssl_crl FILE: revocation lists (PEM) */
     const char *certificate;  /* proxy_ssl_certificate FILE: ours, to the upstream */
     const char *certificate_key;
+    const char *password_file; /* proxy_ssl_password_file: the key's passphrases, a line each */
     unsigned verify_depth;    /* proxy_ssl_verify_depth (1) */
     bool verify;              /* proxy_ssl_verify */
     bool session_reuse;       /* proxy_ssl_session_reuse */
