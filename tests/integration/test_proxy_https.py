@@ -17,10 +17,11 @@ import http.client
 import json
 import os
 import re
+import subprocess
 
 import pytest
 
-from conftest import Server, free_port, scaled, wait_until
+from conftest import BIN, Server, free_port, scaled, wait_until
 from proxy_harness import UNDER_TEST, Proxy, Upstream
 from tls_harness import LEAF_EXT, Pki, new_key, openssl, sans
 
@@ -60,6 +61,14 @@ server {{
     location = /who {{
         return 200 "sni=$ssl_server_name reused=$ssl_session_reused port=$remote_port\\n";
     }}
+}}
+# Asks for a client certificate and says whose it got.
+server {{
+    listen 127.0.0.1:{mtls} ssl;
+    ssl_certificate {direct_cert};
+    ssl_certificate_key {direct_key};
+    ssl_verify_client optional_no_ca;
+    return 200 "dn=$ssl_client_s_dn\\n";
 }}
 # Plain HTTP: a TLS handshake with it fails at once (it answers the ClientHello with 400).
 server {{
@@ -154,6 +163,16 @@ server {{
         proxy_pass https://tls_after_plain/;
         proxy_connect_timeout 5s;
     }}
+    location /client-cert/ {{
+        proxy_pass https://127.0.0.1:{mtls}/;
+        proxy_ssl_certificate {client_cert};
+        proxy_ssl_certificate_key {client_key};
+        proxy_ssl_session_reuse off;
+    }}
+    location /no-client-cert/ {{
+        proxy_pass https://127.0.0.1:{mtls}/;
+        proxy_ssl_session_reuse off;
+    }}
     location /ws/ {{
         proxy_pass https://127.0.0.1:{direct};
         proxy_http_version 1.1;
@@ -190,23 +209,26 @@ def setup(tmp_path_factory):
     """({kind: Proxy}, the HTTPS upstream, the app, its ports) on CONF."""
     d = str(tmp_path_factory.mktemp("pki"))
     ca, ca_key = ca_of(d, "upstream-ca")
-    other_ca, _ = ca_of(d, "other-ca")
+    other_ca, other_key = ca_of(d, "other-ca")
     direct_cert, direct_key = leaf_of(d, "direct", ca, ca_key, ["up.test", "127.0.0.1"])
+    client_cert, client_key = leaf_of(d, "client", other_ca, other_key, ["proxy.test"])
     pki = Pki(os.path.join(d, "chain"))
     chain = pki.issue("up.test")
     app = Upstream()
     started = {}
     tls_up = None
     try:
-        ports = dict(direct=free_port(), chain2=free_port(), plain=free_port())
+        ports = dict(direct=free_port(), chain2=free_port(), plain=free_port(),
+                     mtls=free_port())
         root = tmp_path_factory.mktemp("root")
         conf = (UPSTREAM.format(direct_cert=direct_cert, direct_key=direct_key, root=root,
                                 app=app.ports[0], **ports)
                 + UPSTREAM_CHAIN.format(chain_cert=chain.cert, chain_key=chain.key,
+                                        direct_cert=direct_cert, direct_key=direct_key,
                                         root=root, **ports))
         tls_up = Server(tmp_path_factory.mktemp("tls-upstream"), None, conf=conf)
         text = CONF.format(ca=ca, other_ca=other_ca, root_ca=pki.root, app=app.ports[0],
-                           **ports)
+                           client_cert=client_cert, client_key=client_key, **ports)
         for kind in KINDS:
             started[kind] = Proxy(tmp_path_factory.mktemp(kind), text, app, root, kind=kind,
                                   site_lines=False)
@@ -381,6 +403,18 @@ def test_proxy_ssl_session_reuse_off_never_resumes(setup):
          [".", "."])
 
 
+# ---------------------------------------------------------------- client certificates
+
+
+def test_proxy_ssl_certificate_is_shown_to_an_upstream_that_asks(setup):
+    same(each(setup, lambda p: request(p, "/client-cert/x")[::2]),
+         (200, b"dn=CN=proxy.test\n"))
+
+
+def test_no_certificate_is_shown_without_proxy_ssl_certificate(setup):
+    same(each(setup, lambda p: request(p, "/no-client-cert/x")[::2]), (200, b"dn=\n"))
+
+
 # -------------------------------------------------------------------------------- failures
 
 
@@ -411,3 +445,43 @@ def test_a_websocket_is_tunnelled_through_an_https_upstream(setup):
                 return replies
         return asyncio.run(talk())
     same(each(setup, ask), ["hello", b"\x00\x01binary", "x" * 70000])
+
+
+# ------------------------------------------------------------------------- configuration
+
+
+def check(tmp_path, location_lines):
+    """lfhttpd -t on a server whose location has location_lines: (return code, output)."""
+    conf = tmp_path / "lfhttpd.conf"
+    conf.write_text("server {\n    listen 127.0.0.1:0;\n    location / {\n"
+                    + "".join(f"        {line}\n" for line in location_lines) + "    }\n}\n")
+    r = subprocess.run([BIN, "-t", "-c", str(conf)], capture_output=True, text=True,
+                       timeout=30)
+    return r.returncode, r.stdout + r.stderr
+
+
+def test_verify_without_trusted_certificates_is_refused_at_its_line(tmp_path):
+    rc, out = check(tmp_path, ["proxy_pass https://127.0.0.1:1;", "proxy_ssl_verify on;"])
+    assert rc != 0
+    assert "lfhttpd.conf:4:" in out and "no proxy_ssl_trusted_certificate for " \
+        "proxy_ssl_verify" in out, out
+
+
+def test_an_unreadable_trusted_certificate_is_refused_at_its_line(tmp_path):
+    rc, out = check(tmp_path, ["proxy_pass https://127.0.0.1:1;", "proxy_ssl_verify on;",
+                               f"proxy_ssl_trusted_certificate {tmp_path}/none.pem;"])
+    assert rc != 0
+    assert "lfhttpd.conf:4:" in out and "proxy_ssl_trusted_certificate" in out, out
+
+
+def test_an_unknown_protocol_is_refused(tmp_path):
+    rc, out = check(tmp_path, ["proxy_pass https://127.0.0.1:1;",
+                               "proxy_ssl_protocols TLSv1.2 TLSv9;"])
+    assert rc != 0
+    assert "lfhttpd.conf:5:" in out and "TLSv9" in out, out
+
+
+def test_a_scheme_other_than_http_and_https_is_refused(tmp_path):
+    rc, out = check(tmp_path, ["proxy_pass ftp://127.0.0.1:1;"])
+    assert rc != 0
+    assert "lfhttpd.conf:4:" in out and "ftp://127.0.0.1:1" in out, out
