@@ -142,8 +142,10 @@ void *upstream_tls_ctx_new(const struct upstream_tls_opts *o, char *why, size_t 
     if (!ctx)
         return snprintf(why, len, "out of memory"), NULL;
     ERR_clear_error();
-    /* Renegotiation never: a read then never has to write. */
-    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+    /* Renegotiation never: a read then never has to write. A close without close_notify
+     * is the end of the bytes (many servers close so), not an error: the body's framing
+     * says whether it came early. */
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF);
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     if (set_protocols(ctx, o, why, len) < 0)
         goto fail;

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -445,6 +446,59 @@ def test_a_websocket_is_tunnelled_through_an_https_upstream(setup):
                 return replies
         return asyncio.run(talk())
     same(each(setup, ask), ["hello", b"\x00\x01binary", "x" * 70000])
+
+
+# ------------------------------------------------------- an upstream without close_notify
+
+# An HTTPS server that answers each connection with an HTTP/1.0 head and a body that ends
+# with the connection, then closes its socket without close_notify (as many servers do).
+NO_NOTIFY = r"""
+import socket, ssl, sys
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(16)
+print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept()
+    try:
+        t = ctx.wrap_socket(c, server_side=True)
+        head = b""
+        while b"\r\n\r\n" not in head:
+            got = t.recv(4096)
+            if not got:
+                break
+            head += got
+        t.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n" + b"b" * 30000)
+        t.close()  # (close, not unwrap: no close_notify)
+    except (OSError, ssl.SSLError):
+        c.close()
+"""
+
+
+def test_a_body_ended_by_a_close_without_close_notify_is_whole(setup, tmp_path):
+    conf = open(setup[1].conf_path).read()
+    cert, key = (re.search(r"ssl_certificate\s+(\S+);", conf).group(1),
+                 re.search(r"ssl_certificate_key\s+(\S+);", conf).group(1))
+    srv = subprocess.Popen([sys.executable, "-c", NO_NOTIFY, cert, key],
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(srv.stdout.readline())
+        started = {}
+        for kind in KINDS:
+            started[kind] = Proxy(tmp_path / kind, "server { listen 127.0.0.1:{port0}; "
+                                  f"location / {{ proxy_pass https://127.0.0.1:{port}; }} }}",
+                                  None, tmp_path, kind=kind, site_lines=False)
+        try:
+            same({k: (lambda r: (r[0], len(r[2])))(request(p, "/x"))
+                  for k, p in started.items()}, (200, 30000))
+        finally:
+            for p in started.values():
+                p.stop()
+    finally:
+        srv.kill()
+        srv.wait()
 
 
 # ------------------------------------------------------------------------- configuration
