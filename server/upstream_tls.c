@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -13,18 +14,27 @@
 #include <openssl/x509v3.h>
 
 /* The kept sessions of every server: swapped under one lock (a handshake's moment, not a
- * request's). */
+ * request's). A server's is kept serialized, as nginx keeps it: each connection offers a
+ * session object of its own, made from the bytes, so that a TLS 1.3 ticket is offered
+ * again as long as the server takes it (OpenSSL marks a session object it resumed with as
+ * spent; a server that sends no new ticket on a resumed connection would otherwise get a
+ * full handshake every other time). */
 static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
 
+struct kept_session {
+    const void *made_by; /* the SSL_CTX it was made under: offered only under it */
+    size_t len;
+    unsigned char der[]; /* i2d_SSL_SESSION's */
+};
+
 /* An SSL object's data: where its session goes, the name to check. */
-static int slot_index = -1, name_index = -1, made_by_index = -1;
+static int slot_index = -1, name_index = -1;
 static pthread_once_t index_once = PTHREAD_ONCE_INIT;
 
 static void make_indexes(void)
 {
     slot_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
     name_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
-    made_by_index = SSL_SESSION_get_ex_new_index(0, NULL, NULL, NULL, NULL);
 }
 
 /* OpenSSL has a session for this connection (after a TLS 1.2 handshake, or a TLS 1.3
@@ -32,18 +42,21 @@ static void make_indexes(void)
 static int new_session(SSL *ssl, SSL_SESSION *sess)
 {
     void **slot = SSL_get_ex_data(ssl, slot_index);
-    if (!slot)
+    int len = slot ? i2d_SSL_SESSION(sess, NULL) : 0;
+    struct kept_session *k = len > 0 ? malloc(sizeof(*k) + (size_t)len) : NULL;
+    if (!k)
         return 0;
+    unsigned char *p = k->der;
+    k->len = (size_t)i2d_SSL_SESSION(sess, &p);
     /* A session is offered only under the settings that made it: it carries the result of
      * that handshake's verification. */
-    SSL_SESSION_set_ex_data(sess, made_by_index, SSL_get_SSL_CTX(ssl));
+    k->made_by = SSL_get_SSL_CTX(ssl);
     pthread_mutex_lock(&session_lock);
-    SSL_SESSION *old = *slot;
-    *slot = sess;
+    struct kept_session *old = *slot;
+    *slot = k;
     pthread_mutex_unlock(&session_lock);
-    if (old)
-        SSL_SESSION_free(old);
-    return 1; /* the reference is ours */
+    free(old);
+    return 0; /* (OpenSSL keeps its reference) */
 }
 
 static int set_protocols(SSL_CTX *ctx, const struct upstream_tls_opts *o, char *why,
@@ -218,11 +231,19 @@ void *upstream_tls_new(void *ctx, int fd, const char *sni, const char *name,
     SSL_set_ex_data(ssl, name_index, (void *)name);
     if (SSL_CTX_get_session_cache_mode(ctx) & SSL_SESS_CACHE_CLIENT) {
         SSL_set_ex_data(ssl, slot_index, session_slot);
+        SSL_SESSION *sess = NULL;
         pthread_mutex_lock(&session_lock);
-        SSL_SESSION *sess = *session_slot;
-        if (sess && SSL_SESSION_get_ex_data(sess, made_by_index) == ctx)
-            SSL_set_session(ssl, sess); /* (it takes its own reference) */
+        const struct kept_session *k = *session_slot;
+        if (k && k->made_by == ctx) {
+            const unsigned char *p = k->der;
+            sess = d2i_SSL_SESSION(NULL, &p, (long)k->len);
+        }
         pthread_mutex_unlock(&session_lock);
+        if (sess) {
+            SSL_set_session(ssl, sess); /* (it takes its own reference) */
+            SSL_SESSION_free(sess);
+        }
+        ERR_clear_error();
     }
     SSL_set_connect_state(ssl);
     return ssl;
@@ -370,9 +391,8 @@ void upstream_tls_close(void *p, bool notify)
 void upstream_tls_session_free(void **slot)
 {
     pthread_mutex_lock(&session_lock);
-    SSL_SESSION *s = *slot;
+    struct kept_session *k = *slot;
     *slot = NULL;
     pthread_mutex_unlock(&session_lock);
-    if (s)
-        SSL_SESSION_free(s);
+    free(k);
 }

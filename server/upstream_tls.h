@@ -10,9 +10,10 @@
  * connection keeps its SSL object, and with it its session.
  *
  * Sessions (proxy_ssl_session_reuse on, nginx's default): the last one an upstream server
- * gave is kept with the server (upstream_server.tls_session) and offered on the next new
- * connection to it, as nginx keeps one per peer; TLS 1.3's tickets, which come after the
- * handshake, are caught by OpenSSL's new-session callback.
+ * gave is kept with the server (upstream_server.tls_session, serialized) and offered on
+ * every new connection to it while the server takes it, as nginx keeps one per peer; TLS
+ * 1.3's tickets, which come after the handshake, are caught by OpenSSL's new-session
+ * callback.
  *
  * Verification (proxy_ssl_verify on): the chain against proxy_ssl_trusted_certificate, at
  * most proxy_ssl_verify_depth deep, and the name (proxy_ssl_name) against the
