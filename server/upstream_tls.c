@@ -14,17 +14,16 @@
 #include <openssl/x509v3.h>
 
 /* The kept sessions of every server: swapped under one lock (a handshake's moment, not a
- * request's). A server's is kept serialized, as nginx keeps it: each connection offers a
- * session object of its own, made from the bytes, so that a TLS 1.3 ticket is offered
- * again as long as the server takes it (OpenSSL marks a session object it resumed with as
- * spent; a server that sends no new ticket on a resumed connection would otherwise get a
- * full handshake every other time). */
+ * request's). Each connection offers a copy of its server's (SSL_SESSION_dup: no parsing),
+ * so that a TLS 1.3 ticket is offered again as long as the server takes it, as nginx's kept
+ * sessions are (OpenSSL marks the session object it resumed with as spent; a server that
+ * sends no new ticket on a resumed connection would otherwise get a full handshake every
+ * other time). */
 static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct kept_session {
     const void *made_by; /* the SSL_CTX it was made under: offered only under it */
-    size_t len;
-    unsigned char der[]; /* i2d_SSL_SESSION's */
+    SSL_SESSION *sess;   /* a reference of ours */
 };
 
 /* An SSL object's data: where its session goes, the name to check. */
@@ -42,21 +41,22 @@ static void make_indexes(void)
 static int new_session(SSL *ssl, SSL_SESSION *sess)
 {
     void **slot = SSL_get_ex_data(ssl, slot_index);
-    int len = slot ? i2d_SSL_SESSION(sess, NULL) : 0;
-    struct kept_session *k = len > 0 ? malloc(sizeof(*k) + (size_t)len) : NULL;
+    struct kept_session *k = slot ? malloc(sizeof(*k)) : NULL;
     if (!k)
         return 0;
-    unsigned char *p = k->der;
-    k->len = (size_t)i2d_SSL_SESSION(sess, &p);
     /* A session is offered only under the settings that made it: it carries the result of
      * that handshake's verification. */
     k->made_by = SSL_get_SSL_CTX(ssl);
+    k->sess = sess;
     pthread_mutex_lock(&session_lock);
     struct kept_session *old = *slot;
     *slot = k;
     pthread_mutex_unlock(&session_lock);
-    free(old);
-    return 0; /* (OpenSSL keeps its reference) */
+    if (old) {
+        SSL_SESSION_free(old->sess);
+        free(old);
+    }
+    return 1; /* the reference is ours */
 }
 
 static int set_protocols(SSL_CTX *ctx, const struct upstream_tls_opts *o, char *why,
@@ -234,10 +234,8 @@ void *upstream_tls_new(void *ctx, int fd, const char *sni, const char *name,
         SSL_SESSION *sess = NULL;
         pthread_mutex_lock(&session_lock);
         const struct kept_session *k = *session_slot;
-        if (k && k->made_by == ctx) {
-            const unsigned char *p = k->der;
-            sess = d2i_SSL_SESSION(NULL, &p, (long)k->len);
-        }
+        if (k && k->made_by == ctx)
+            sess = SSL_SESSION_dup(k->sess);
         pthread_mutex_unlock(&session_lock);
         if (sess) {
             SSL_set_session(ssl, sess); /* (it takes its own reference) */
@@ -394,5 +392,8 @@ void upstream_tls_session_free(void **slot)
     struct kept_session *k = *slot;
     *slot = NULL;
     pthread_mutex_unlock(&session_lock);
-    free(k);
+    if (k) {
+        SSL_SESSION_free(k->sess);
+        free(k);
+    }
 }
