@@ -572,8 +572,7 @@ static ssize_t up_recv(struct conn_proxy *px, void *buf, size_t len)
     return n;
 }
 
-/* The first part of the request over TLS (TLS has no writev): 1 some went (*w), 0 would
- * block, -1 failed. */
+/* The first part left of the request (iov[0]) over TLS, which has no writev: as send. */
 static ssize_t up_send_tls(struct conn_proxy *px, const struct iovec *iov)
 {
     uint32_t want = EPOLLOUT;
