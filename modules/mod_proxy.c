@@ -469,7 +469,7 @@ static const struct conf_directive proxy_directives[] = {
         "new connection to it (an abbreviated handshake)."},
     {"proxy_ssl_certificate", CONF_PATH, LOC, .set = set_ssl_word, .usage = "FILE",
      .doc = "A client certificate (PEM, with its chain) shown to an upstream that asks for "
-        "one."},
+        "one; `\"\"`: none (an outer block's is not inherited)."},
     {"proxy_ssl_certificate_key", CONF_PATH, LOC, .set = set_ssl_word, .usage = "FILE",
      .doc = "The key of `proxy_ssl_certificate` (default: in the same file)."},
     {"proxy_ssl_password_file", CONF_PATH, LOC, .set = set_ssl_word, .usage = "FILE",
@@ -722,15 +722,17 @@ static int make_tls(struct proxy_conf *c, const struct module_block *b)
     if (c->ssl_verify > 0 && !c->ssl_trusted)
         return module_error(b->mi, where, "no proxy_ssl_trusted_certificate for "
                             "proxy_ssl_verify");
-    if (c->ssl_certificate_key && !c->ssl_certificate)
+    if (c->ssl_certificate_key && c->ssl_certificate_key[0] && !c->ssl_certificate)
         return module_error(b->mi, where, "proxy_ssl_certificate_key without "
                             "proxy_ssl_certificate");
+    /* proxy_ssl_certificate "": none, whatever an outer block says (nginx's) */
+    bool no_cert = c->ssl_certificate && !c->ssl_certificate[0];
     struct upstream_tls_opts o = {
         .ciphers = c->ssl_ciphers,
         .trusted = c->ssl_trusted,
         .crl = c->ssl_crl,
-        .certificate = c->ssl_certificate,
-        .certificate_key = c->ssl_certificate_key,
+        .certificate = no_cert ? NULL : c->ssl_certificate,
+        .certificate_key = no_cert ? NULL : c->ssl_certificate_key,
         .password_file = c->ssl_password_file,
         .verify_depth = c->ssl_verify_depth,
         .verify = c->ssl_verify > 0,

@@ -207,7 +207,8 @@ def leaf_of(d, name, ca, ca_key, names):
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    """({kind: Proxy}, the HTTPS upstream, the app, its ports) on CONF."""
+    """({kind: Proxy}, the HTTPS upstream, the app, its ports, the client certificate and
+    key) on CONF."""
     d = str(tmp_path_factory.mktemp("pki"))
     ca, ca_key = ca_of(d, "upstream-ca")
     other_ca, other_key = ca_of(d, "other-ca")
@@ -233,7 +234,7 @@ def setup(tmp_path_factory):
         for kind in KINDS:
             started[kind] = Proxy(tmp_path_factory.mktemp(kind), text, app, root, kind=kind,
                                   site_lines=False)
-        yield started, tls_up, app, ports
+        yield started, tls_up, app, ports, (client_cert, client_key)
     finally:
         try:
             for p in started.values():
@@ -425,6 +426,24 @@ def test_proxy_ssl_certificate_is_shown_to_an_upstream_that_asks(setup):
 
 def test_no_certificate_is_shown_without_proxy_ssl_certificate(setup):
     same(each(setup, lambda p: request(p, "/no-client-cert/x")[::2]), (200, b"dn=\n"))
+
+
+@pytest.mark.skipif(UNDER_TEST == "nginx", reason="nginx 1.22 lacks it (1.23.4 has it)")
+def test_an_empty_proxy_ssl_certificate_cancels_the_outer_one(setup, tmp_path):
+    cert, key = setup[4]
+    mtls = setup[3]["mtls"]
+    p = Proxy(tmp_path, "server { listen 127.0.0.1:{port0}; "
+              f"proxy_ssl_certificate {cert}; proxy_ssl_certificate_key {key}; "
+              "proxy_ssl_session_reuse off; "
+              f"location /outer/ {{ proxy_pass https://127.0.0.1:{mtls}/; }} "
+              f"location /none/ {{ proxy_pass https://127.0.0.1:{mtls}/; "
+              'proxy_ssl_certificate ""; proxy_ssl_certificate_key ""; } }',
+              None, tmp_path, kind="lfhttpd", site_lines=False)
+    try:
+        assert request(p, "/outer/x")[::2] == (200, b"dn=CN=proxy.test\n")
+        assert request(p, "/none/x")[::2] == (200, b"dn=\n")
+    finally:
+        p.stop()
 
 
 # -------------------------------------------------------------------------------- failures
