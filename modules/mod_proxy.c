@@ -31,6 +31,7 @@
  * Location that is a path made absolute as every redirect here is (absolute_redirect).
  */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +116,8 @@ struct proxy_conf {
     const struct conf_node *ssl_protocols;
     const char *ssl_ciphers, *ssl_trusted, *ssl_certificate, *ssl_certificate_key;
     const char *ssl_password_file, *ssl_crl;
+    const char *ssl_commands[16][2]; /* proxy_ssl_conf_command: NAME, VALUE (as o.commands) */
+    unsigned n_ssl_commands;
     struct vars_value *ssl_name; /* owned by the block that set it */
     bool ssl_name_owned;
     void *tls_ctx;               /* owned: made once the block is read */
@@ -227,6 +230,19 @@ static int set_ssl_protocols(void *base, const struct conf_node *n, void *ctx, c
             return snprintf(msg, len, "invalid value \"%s\"", n->args[i]), -1;
     }
     c->ssl_protocols = n;
+    return 0;
+}
+
+static int set_ssl_command(void *base, const struct conf_node *n, void *ctx, char *msg,
+                           size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    if (c->n_ssl_commands == sizeof c->ssl_commands / sizeof c->ssl_commands[0])
+        return snprintf(msg, len, "too many (%zu at most)",
+                        sizeof c->ssl_commands / sizeof c->ssl_commands[0]), -1;
+    c->ssl_commands[c->n_ssl_commands][0] = n->args[0];
+    c->ssl_commands[c->n_ssl_commands++][1] = n->args[1];
     return 0;
 }
 
@@ -472,6 +488,11 @@ static const struct conf_directive proxy_directives[] = {
         "one; `\"\"`: none (an outer block's is not inherited)."},
     {"proxy_ssl_certificate_key", CONF_PATH, LOC, .set = set_ssl_word, .usage = "FILE",
      .doc = "The key of `proxy_ssl_certificate` (default: in the same file)."},
+    {"proxy_ssl_conf_command", CONF_LIST, LOC, CONF_REPEATS, .min_args = 2, .max_args = 2,
+     .set = set_ssl_command, .usage = "NAME VALUE",
+     .doc = "An OpenSSL setting of the TLS to upstreams by its name (`SSL_CONF_cmd`, as "
+        "`openssl.cnf` writes them: `Ciphersuites`, `Options`, `Groups`...), applied after "
+        "the other `proxy_ssl_*`; a block's list replaces the outer one's."},
     {"proxy_ssl_password_file", CONF_PATH, LOC, .set = set_ssl_word, .usage = "FILE",
      .doc = "The passphrases of `proxy_ssl_certificate_key`, a line each, tried in turn."},
     {"proxy_set_header", CONF_LIST, LOC, CONF_REPEATS, .min_args = 2, .max_args = 2,
@@ -708,9 +729,17 @@ static void inherit_ssl(struct proxy_conf *c, const struct proxy_conf *outer)
         c->ssl_password_file = outer->ssl_password_file;
     if (!c->ssl_crl)
         c->ssl_crl = outer->ssl_crl;
+    if (c->n_ssl_commands == 0) { /* the list as a whole, as nginx */
+        memcpy(c->ssl_commands, outer->ssl_commands, sizeof c->ssl_commands);
+        c->n_ssl_commands = outer->n_ssl_commands;
+    }
     if (!c->ssl_name)
         c->ssl_name = outer->ssl_name; /* (the outer block's to free) */
 }
+
+static_assert(sizeof(((struct proxy_conf *)0)->ssl_commands) ==
+                  sizeof(((struct upstream_tls_opts *)0)->commands),
+              "proxy_ssl_conf_command's list is copied whole");
 
 /* proxy_pass https://: the block's TLS client context, from its proxy_ssl_* settings. */
 static int make_tls(struct proxy_conf *c, const struct module_block *b)
@@ -738,6 +767,8 @@ static int make_tls(struct proxy_conf *c, const struct module_block *b)
         .verify = c->ssl_verify > 0,
         .session_reuse = c->ssl_session_reuse > 0,
     };
+    memcpy(o.commands, c->ssl_commands, sizeof o.commands);
+    o.n_commands = c->n_ssl_commands;
     for (unsigned i = 0; c->ssl_protocols && i < c->ssl_protocols->n_args && i < 8; i++)
         o.protocols[o.n_protocols++] = c->ssl_protocols->args[i];
     char why[512];

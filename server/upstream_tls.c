@@ -148,6 +148,32 @@ static int go_on(int ok, X509_STORE_CTX *store)
     return 1;
 }
 
+/* proxy_ssl_conf_command: OpenSSL's own settings, by name, after the others (nginx's). */
+static int conf_commands(SSL_CTX *ctx, const struct upstream_tls_opts *o, char *why,
+                         size_t len)
+{
+    SSL_CONF_CTX *cctx = SSL_CONF_CTX_new();
+    if (!cctx)
+        return snprintf(why, len, "out of memory"), -1;
+    SSL_CONF_CTX_set_flags(cctx, SSL_CONF_FLAG_FILE | SSL_CONF_FLAG_CLIENT |
+                                     SSL_CONF_FLAG_CERTIFICATE);
+    SSL_CONF_CTX_set_ssl_ctx(cctx, ctx);
+    int rc = 0;
+    for (unsigned i = 0; i < o->n_commands && rc == 0; i++) {
+        if (SSL_CONF_cmd(cctx, o->commands[i][0], o->commands[i][1]) > 0)
+            continue;
+        snprintf(why, len, "proxy_ssl_conf_command \"%s\" \"%s\": %s", o->commands[i][0],
+                 o->commands[i][1], ssl_reason());
+        rc = -1;
+    }
+    if (rc == 0 && SSL_CONF_CTX_finish(cctx) != 1) {
+        snprintf(why, len, "proxy_ssl_conf_command: %s", ssl_reason());
+        rc = -1;
+    }
+    SSL_CONF_CTX_free(cctx);
+    return rc;
+}
+
 void *upstream_tls_ctx_new(const struct upstream_tls_opts *o, char *why, size_t len)
 {
     pthread_once(&index_once, make_indexes);
@@ -199,6 +225,8 @@ void *upstream_tls_ctx_new(const struct upstream_tls_opts *o, char *why, size_t 
     SSL_CTX_set_verify(ctx, o->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE,
                        o->verify ? go_on : NULL);
     SSL_CTX_set_verify_depth(ctx, (int)o->verify_depth);
+    if (o->n_commands && conf_commands(ctx, o, why, len) < 0)
+        goto fail;
     if (o->session_reuse) {
         SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL);
         SSL_CTX_sess_set_new_cb(ctx, new_session);

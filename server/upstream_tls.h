@@ -37,6 +37,8 @@ struct upstream_tls_opts {
     const char *certificate;  /* proxy_ssl_certificate FILE: ours, to the upstream */
     const char *certificate_key;
     const char *password_file; /* proxy_ssl_password_file: the key's passphrases, a line each */
+    const char *commands[16][2]; /* proxy_ssl_conf_command NAME VALUE, in order */
+    unsigned n_commands;
     unsigned verify_depth;    /* proxy_ssl_verify_depth (1) */
     bool verify;              /* proxy_ssl_verify */
     bool session_reuse;       /* proxy_ssl_session_reuse */

@@ -39,7 +39,7 @@ server {{
     ssl_certificate_key {direct_key};
     root {root};
     location = /who {{
-        return 200 "sni=$ssl_server_name reused=$ssl_session_reused port=$remote_port\\n";
+        return 200 "sni=$ssl_server_name reused=$ssl_session_reused port=$remote_port cipher=$ssl_cipher\\n";
     }}
     location = /head {{ return 200 "host=$http_host connection=$http_connection\\n"; }}
     location /ws/ {{
@@ -60,7 +60,7 @@ server {{
     ssl_certificate_key {chain_key};
     root {root};
     location = /who {{
-        return 200 "sni=$ssl_server_name reused=$ssl_session_reused port=$remote_port\\n";
+        return 200 "sni=$ssl_server_name reused=$ssl_session_reused port=$remote_port cipher=$ssl_cipher\\n";
     }}
 }}
 # Asks for a client certificate and says whose it got.
@@ -90,6 +90,7 @@ upstream tls_verify_ca {{ server 127.0.0.1:{direct}; }}
 upstream tls_verify_name {{ server 127.0.0.1:{direct}; }}
 upstream tls_depth1 {{ server 127.0.0.1:{chain2}; }}
 upstream tls_depth0 {{ server 127.0.0.1:{chain2}; }}
+upstream tls_command {{ server 127.0.0.1:{direct}; }}
 server {{
     listen 127.0.0.1:{{port0}};
     location /plain/ {{ proxy_pass https://127.0.0.1:{direct}; }}
@@ -159,6 +160,10 @@ server {{
         proxy_ssl_name up.test;
     }}
     location /reuse/ {{ proxy_pass https://tls_reuse/; }}
+    location /conf-command/ {{
+        proxy_pass https://tls_command/;
+        proxy_ssl_conf_command MaxProtocol TLSv1.2;
+    }}
     location /noreuse/ {{ proxy_pass https://tls_noreuse/; proxy_ssl_session_reuse off; }}
     location /after-plain/ {{
         proxy_pass https://tls_after_plain/;
@@ -446,6 +451,12 @@ def test_an_empty_proxy_ssl_certificate_cancels_the_outer_one(setup, tmp_path):
         p.stop()
 
 
+def test_proxy_ssl_conf_command_sets_what_openssl_offers(setup):
+    """MaxProtocol TLSv1.2: a TLS 1.2 cipher (a TLS 1.3 one is named TLS_...)."""
+    same(each(setup, lambda p: who(p, "/conf-command/who")["cipher"]),
+         "ECDHE-ECDSA-AES256-GCM-SHA384")
+
+
 # -------------------------------------------------------------------------------- failures
 
 
@@ -556,6 +567,13 @@ def test_an_unreadable_trusted_certificate_is_refused_at_its_line(tmp_path):
                                f"proxy_ssl_trusted_certificate {tmp_path}/none.pem;"])
     assert rc != 0
     assert "lfhttpd.conf:4:" in out and "proxy_ssl_trusted_certificate" in out, out
+
+
+def test_an_unknown_openssl_command_is_refused_at_the_proxy_pass_line(tmp_path):
+    rc, out = check(tmp_path, ["proxy_pass https://127.0.0.1:1;",
+                               "proxy_ssl_conf_command NoSuchCommand x;"])
+    assert rc != 0
+    assert "lfhttpd.conf:4:" in out and "NoSuchCommand" in out, out
 
 
 def test_an_unknown_protocol_is_refused(tmp_path):
