@@ -443,7 +443,7 @@ struct proxy_params {
     bool tls_server_name;         /* proxy_ssl_server_name: send SNI */
     bool tls_verify;              /* proxy_ssl_verify: check the name too */
     struct vars_value *tls_name;  /* proxy_ssl_name, NULL: $proxy_host */
-    struct http_slice tls_host;   /* $proxy_host without its port, proxy_ssl_name's default */
+    struct http_slice tls_host;   /* $proxy_host, proxy_ssl_name's default (its port is cut) */
 };
 
 #endif
