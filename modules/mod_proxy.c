@@ -470,8 +470,9 @@ static const struct conf_directive proxy_directives[] = {
         "the upstream's chain is checked against them."},
     {"proxy_ssl_verify_depth", CONF_COUNT, LOC, .max = 100,
      CONF_AT(struct proxy_conf, ssl_verify_depth), .dflt = "1",
-     .doc = "How deep the upstream's chain may be (1: its certificate and the CA that "
-        "signed it)."},
+     .doc = "How deep the upstream's chain may be, OpenSSL's count as nginx's: 1 takes its "
+        "certificate, one CA above it and the trusted root; 0 a certificate the root "
+        "signed itself."},
     {"proxy_ssl_protocols", CONF_LIST, LOC, .min_args = 1, .max_args = 6,
      .set = set_ssl_protocols, .usage = "PROTOCOL...", .dflt = "TLSv1.2 TLSv1.3",
      .doc = "The TLS versions offered to an upstream: of those named, TLSv1.2 and TLSv1.3 "
