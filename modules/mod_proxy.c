@@ -32,6 +32,7 @@
  * Location that is a path made absolute as every redirect here is (absolute_redirect).
  */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@
 #include "module.h"
 #include "resolver.h"
 #include "upstream.h"
+#include "upstream_tls.h"
 #include "vars.h"
 
 #define PROXY_UPSTREAMS_MAX 64
@@ -117,6 +119,18 @@ struct proxy_conf {
     int redirect; /* -1 unset, 0 off, 1 default */
     int http_minor; /* proxy_http_version: -1 unset, 0 (1.0, nginx's default) or 1 */
     int intercept;  /* proxy_intercept_errors: -1 unset, 0 off, 1 on */
+    /* proxy_ssl_*: -1 / NULL / PROXY_UNSET unset (inherited, each on its own) */
+    bool https;                 /* proxy_pass https:// */
+    int ssl_server_name, ssl_verify, ssl_session_reuse;
+    unsigned ssl_verify_depth;
+    const struct conf_node *ssl_protocols;
+    const char *ssl_ciphers, *ssl_trusted, *ssl_certificate, *ssl_certificate_key;
+    const char *ssl_password_file, *ssl_crl;
+    const char *ssl_commands[16][2]; /* proxy_ssl_conf_command: NAME, VALUE (as o.commands) */
+    unsigned n_ssl_commands;
+    struct vars_value *ssl_name; /* owned by the block that set it */
+    bool ssl_name_owned;
+    void *tls_ctx;               /* owned: made once the block is read */
     /* What a request gets, made once the block is read: the defaults, then the configured
      * ones (replacing a default of the same name). */
     struct proxy_header *effective[PROXY_HEADERS_MAX + PROXY_DEFAULTS];
@@ -173,11 +187,92 @@ static int set_pass(void *base, const struct conf_node *n, void *ctx, char *msg,
             c->pass_vars = NULL;
         }
     }
-    if (!c->pass_vars && strncasecmp(url, "http://", 7) != 0)
-        return snprintf(msg, len, "\"%s\": only http:// upstreams (https is not supported)",
+    bool https = strncasecmp(url, "https://", 8) == 0;
+    if (c->pass_vars && https)
+        return snprintf(msg, len, "\"%s\": https:// with variables is not supported (an "
+                        "https:// upstream is named as it is, or by an upstream block)", url), -1;
+    if (!c->pass_vars && strncasecmp(url, "http://", 7) != 0 && !https)
+        return snprintf(msg, len, "invalid URL prefix in \"%s\" (http:// or https://)",
                         url), -1;
     c->pass_line_text = url;
     c->pass_line = n->line;
+    c->https = https;
+    return 0;
+}
+
+/* proxy_ssl_server_name, proxy_ssl_verify, proxy_ssl_session_reuse: on|off. */
+static int set_ssl_flag(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    static const struct conf_name words[] = {{"off", 0}, {"on", 1}, {NULL, 0}};
+    int *to = strcmp(n->name, "proxy_ssl_server_name") == 0 ? &c->ssl_server_name
+              : strcmp(n->name, "proxy_ssl_verify") == 0    ? &c->ssl_verify
+                                                             : &c->ssl_session_reuse;
+    if (conf_name_value(words, n->args[0], to) < 0)
+        return snprintf(msg, len, "invalid value \"%s\" (on or off)", n->args[0]), -1;
+    return 0;
+}
+
+/* proxy_ssl_trusted_certificate, _certificate, _certificate_key, _ciphers: kept as
+ * written (the context is made once the block is read). */
+static int set_ssl_word(void *base, const struct conf_node *n, void *ctx, char *msg,
+                        size_t len)
+{
+    (void)ctx;
+    (void)msg;
+    (void)len;
+    struct proxy_conf *c = base;
+    const char **to = strcmp(n->name, "proxy_ssl_trusted_certificate") == 0 ? &c->ssl_trusted
+                      : strcmp(n->name, "proxy_ssl_certificate") == 0 ? &c->ssl_certificate
+                      : strcmp(n->name, "proxy_ssl_certificate_key") == 0
+                          ? &c->ssl_certificate_key
+                      : strcmp(n->name, "proxy_ssl_password_file") == 0 ? &c->ssl_password_file
+                      : strcmp(n->name, "proxy_ssl_crl") == 0            ? &c->ssl_crl
+                                                                         : &c->ssl_ciphers;
+    *to = n->args[0];
+    return 0;
+}
+
+static int set_ssl_protocols(void *base, const struct conf_node *n, void *ctx, char *msg,
+                             size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    static const char *const known[] = {"SSLv2", "SSLv3", "TLSv1", "TLSv1.1", "TLSv1.2",
+                                        "TLSv1.3"};
+    for (unsigned i = 0; i < n->n_args; i++) {
+        unsigned k = 0;
+        while (k < sizeof known / sizeof known[0] && strcmp(known[k], n->args[i]) != 0)
+            k++;
+        if (k == sizeof known / sizeof known[0])
+            return snprintf(msg, len, "invalid value \"%s\"", n->args[i]), -1;
+    }
+    c->ssl_protocols = n;
+    return 0;
+}
+
+static int set_ssl_command(void *base, const struct conf_node *n, void *ctx, char *msg,
+                           size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    if (c->n_ssl_commands == sizeof c->ssl_commands / sizeof c->ssl_commands[0])
+        return snprintf(msg, len, "too many (%zu at most)",
+                        sizeof c->ssl_commands / sizeof c->ssl_commands[0]), -1;
+    c->ssl_commands[c->n_ssl_commands][0] = n->args[0];
+    c->ssl_commands[c->n_ssl_commands++][1] = n->args[1];
+    return 0;
+}
+
+static int set_ssl_name(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    char why[256];
+    if (vars_compile(n->args[0], VARS_HEADER, &c->ssl_name, why, sizeof(why)) < 0)
+        return snprintf(msg, len, "%s", why), -1;
+    c->ssl_name_owned = true;
     return 0;
 }
 
@@ -411,7 +506,7 @@ static const struct conf_directive proxy_directives[] = {
         "keeps that one out for under a second); backups serve when every other server "
         "is out; all out: 502 at once."},
     {"proxy_pass", CONF_LIST, CONF_LOCATION, .min_args = 1, .max_args = 1, .set = set_pass,
-     .usage = "http://UPSTREAM[/URI] | http://unix:PATH[:URI]",
+     .usage = "http[s]://UPSTREAM[/URI] | http[s]://unix:PATH[:URI]",
      .doc = "Answers the location from an upstream: NAME an `upstream`, HOST[:PORT], or "
         "`unix:PATH` a socket (its URI after a colon; `Host: localhost`, as nginx's). Without a "
         "URI the target goes as the client sent it; with one, the location's prefix is "
@@ -419,7 +514,8 @@ static const struct conf_directive proxy_directives[] = {
         "`set $up http://app:8000; proxy_pass $up;`) the URL is made per request: a host "
         "that names an `upstream` uses it, an IP address is used as it is, another name is "
         "resolved by `resolver` (none: 502, \"no resolver defined to resolve HOST\"); a URI "
-        "given then replaces the request's whole, as nginx's. HTTP/1.1 only."},
+        "given then replaces the request's whole, as nginx's. `https://`: over TLS (port 443 "
+        "by default; see `proxy_ssl_*`), named without variables. HTTP/1.1 only."},
     {"resolver", CONF_LIST, LOC, .min_args = 1, .max_args = 20, .set = set_resolver,
      .usage = "ADDRESS[:PORT] ... [valid=TIME] [ipv4=on|off] [ipv6=on|off] [status_zone=NAME]",
      .doc = "The DNS servers that resolve the names of `proxy_pass` with variables, at run "
@@ -433,6 +529,53 @@ static const struct conf_directive proxy_directives[] = {
      .dflt = "30s",
      .doc = "No answer from the `resolver` within it: 502, logged \"HOST could not be resolved "
         "(110: Operation timed out)\", as nginx's."},
+    {"proxy_ssl_server_name", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
+     .set = set_ssl_flag, .usage = "on|off", .dflt = "off",
+     .doc = "`on`: the TLS handshake with an `https://` upstream names `proxy_ssl_name` "
+        "(SNI; never an IP address, as RFC 6066 says)."},
+    {"proxy_ssl_name", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_ssl_name,
+     .usage = "NAME", .dflt = "$proxy_host",
+     .doc = "The upstream's name for SNI and for checking its certificate (variables "
+        "allowed; a port is left out)."},
+    {"proxy_ssl_verify", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_ssl_flag,
+     .usage = "on|off", .dflt = "off",
+     .doc = "`on`: the upstream's certificate must verify against "
+        "`proxy_ssl_trusted_certificate` and carry `proxy_ssl_name`, else the attempt fails "
+        "(502, or the next server with `proxy_next_upstream error`), the reason in the error "
+        "log as nginx says it."},
+    {"proxy_ssl_trusted_certificate", CONF_PATH, LOC, .set = set_ssl_word, .usage = "FILE",
+     .doc = "The CA certificates (PEM) an upstream's certificate is verified against."},
+    {"proxy_ssl_crl", CONF_PATH, LOC, .set = set_ssl_word, .usage = "FILE",
+     .doc = "Revoked certificates (PEM CRLs): with `proxy_ssl_verify on`, each certificate of "
+        "the upstream's chain is checked against them."},
+    {"proxy_ssl_verify_depth", CONF_COUNT, LOC, .max = 100,
+     CONF_AT(struct proxy_conf, ssl_verify_depth), .dflt = "1",
+     .doc = "How deep the upstream's chain may be, OpenSSL's count as nginx's: 1 takes its "
+        "certificate, one CA above it and the trusted root; 0 a certificate the root "
+        "signed itself."},
+    {"proxy_ssl_protocols", CONF_LIST, LOC, .min_args = 1, .max_args = 6,
+     .set = set_ssl_protocols, .usage = "PROTOCOL...", .dflt = "TLSv1.2 TLSv1.3",
+     .doc = "The TLS versions offered to an upstream: of those named, TLSv1.2 and TLSv1.3 "
+        "(older ones are accepted and not offered: OpenSSL's security level refuses them)."},
+    {"proxy_ssl_ciphers", CONF_STRING, LOC, .set = set_ssl_word, .usage = "CIPHERS",
+     .dflt = "DEFAULT",
+     .doc = "The TLS 1.2 ciphers offered to an upstream, in OpenSSL's format."},
+    {"proxy_ssl_session_reuse", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
+     .set = set_ssl_flag, .usage = "on|off", .dflt = "on",
+     .doc = "`on`: the last TLS session each upstream server gave is offered on the next "
+        "new connection to it (an abbreviated handshake)."},
+    {"proxy_ssl_certificate", CONF_PATH, LOC, .set = set_ssl_word, .usage = "FILE",
+     .doc = "A client certificate (PEM, with its chain) shown to an upstream that asks for "
+        "one; `\"\"`: none (an outer block's is not inherited)."},
+    {"proxy_ssl_certificate_key", CONF_PATH, LOC, .set = set_ssl_word, .usage = "FILE",
+     .doc = "The key of `proxy_ssl_certificate` (default: in the same file)."},
+    {"proxy_ssl_conf_command", CONF_LIST, LOC, CONF_REPEATS, .min_args = 2, .max_args = 2,
+     .set = set_ssl_command, .usage = "NAME VALUE",
+     .doc = "An OpenSSL setting of the TLS to upstreams by its name (`SSL_CONF_cmd`, as "
+        "`openssl.cnf` writes them: `Ciphersuites`, `Options`, `Groups`...), applied after "
+        "the other `proxy_ssl_*`; a block's list replaces the outer one's."},
+    {"proxy_ssl_password_file", CONF_PATH, LOC, .set = set_ssl_word, .usage = "FILE",
+     .doc = "The passphrases of `proxy_ssl_certificate_key`, a line each, tried in turn."},
     {"proxy_set_header", CONF_LIST, LOC, CONF_REPEATS, .min_args = 2, .max_args = 2,
      .set = set_header, .usage = "NAME VALUE",
      .doc = "A field of the request sent upstream (variables allowed; an empty value removes "
@@ -537,7 +680,7 @@ static int resolve_pass(struct proxy_state *st, struct proxy_conf *c, const stru
         c->params.dynamic = true;
         return 0;
     }
-    const char *url = c->pass_line_text + 7;
+    const char *url = c->pass_line_text + (c->https ? 8 : 7);
     /* http://unix:PATH[:URI] (nginx's form): the path ends at the next ':' */
     bool on_unix = strncmp(url, "unix:", 5) == 0;
     const char *end_of_path = on_unix ? strchr(url + 5, ':') : NULL;
@@ -573,8 +716,9 @@ static int resolve_pass(struct proxy_state *st, struct proxy_conf *c, const stru
     c->proxy_host[host_len] = '\0';
     c->proxy_host_len = host_len;
     const char *colon = strrchr(c->proxy_host, ':');
+    bool has_port = colon && !strchr(colon, ']');
     snprintf(c->proxy_port, sizeof(c->proxy_port), "%s",
-             colon && !strchr(colon, ']') ? colon + 1 : "80");
+             has_port ? colon + 1 : c->https ? "443" : "80");
     struct upstream *u = strchr(c->proxy_host, ':') ? NULL
                                                     : find_upstream(st, url, host_len);
     if (!u) {
@@ -582,7 +726,10 @@ static int resolve_pass(struct proxy_state *st, struct proxy_conf *c, const stru
         char msg[512];
         if (!c->implicit)
             return module_error(b->mi, where, "out of memory");
-        if (upstream_from_host(c->implicit, c->proxy_host, where->line, msg, sizeof(msg)) < 0) {
+        char hostport[sizeof(c->proxy_host) + 8]; /* https's port, 443, when none is named */
+        snprintf(hostport, sizeof(hostport), "%s%s", c->proxy_host,
+                 c->https && !has_port && !on_unix ? ":443" : "");
+        if (upstream_from_host(c->implicit, hostport, where->line, msg, sizeof(msg)) < 0) {
             free(c->implicit);
             c->implicit = NULL;
             return module_error(b->mi, where, "proxy_pass: %s", msg);
@@ -595,8 +742,10 @@ static int resolve_pass(struct proxy_state *st, struct proxy_conf *c, const stru
         if (on_unix)
             c->proxy_host_len = (size_t)snprintf(c->proxy_host, sizeof(c->proxy_host),
                                                  "localhost");
-        else if (host_len > 3 && strcmp(c->proxy_host + host_len - 3, ":80") == 0)
+        else if (!c->https && host_len > 3 && strcmp(c->proxy_host + host_len - 3, ":80") == 0)
             c->proxy_host[c->proxy_host_len -= 3] = '\0';
+        else if (c->https && host_len > 4 && strcmp(c->proxy_host + host_len - 4, ":443") == 0)
+            c->proxy_host[c->proxy_host_len -= 4] = '\0';
     }
     /* proxy_redirect default: nginx's `proxy_redirect URL /prefix/`, URL as written (with
      * a "/" added when it has no URI part, which "/" then replaces). */
@@ -643,6 +792,82 @@ static void make_effective(struct proxy_conf *c, bool nginx)
     }
 }
 
+/* The proxy_ssl_* settings this block leaves unset: outer's, or nginx's defaults. */
+static void inherit_ssl(struct proxy_conf *c, const struct proxy_conf *outer)
+{
+    if (c->ssl_server_name < 0)
+        c->ssl_server_name = outer ? outer->ssl_server_name : 0;
+    if (c->ssl_verify < 0)
+        c->ssl_verify = outer ? outer->ssl_verify : 0;
+    if (c->ssl_session_reuse < 0)
+        c->ssl_session_reuse = outer ? outer->ssl_session_reuse : 1;
+    if (c->ssl_verify_depth == PROXY_UNSET)
+        c->ssl_verify_depth = outer ? outer->ssl_verify_depth : 1;
+    if (!outer)
+        return;
+    if (!c->ssl_protocols)
+        c->ssl_protocols = outer->ssl_protocols;
+    if (!c->ssl_ciphers)
+        c->ssl_ciphers = outer->ssl_ciphers;
+    if (!c->ssl_trusted)
+        c->ssl_trusted = outer->ssl_trusted;
+    if (!c->ssl_certificate) {
+        c->ssl_certificate = outer->ssl_certificate;
+        c->ssl_certificate_key = outer->ssl_certificate_key;
+    }
+    if (!c->ssl_password_file)
+        c->ssl_password_file = outer->ssl_password_file;
+    if (!c->ssl_crl)
+        c->ssl_crl = outer->ssl_crl;
+    if (c->n_ssl_commands == 0) { /* the list as a whole, as nginx */
+        memcpy(c->ssl_commands, outer->ssl_commands, sizeof c->ssl_commands);
+        c->n_ssl_commands = outer->n_ssl_commands;
+    }
+    if (!c->ssl_name)
+        c->ssl_name = outer->ssl_name; /* (the outer block's to free) */
+}
+
+static_assert(sizeof(((struct proxy_conf *)0)->ssl_commands) ==
+                  sizeof(((struct upstream_tls_opts *)0)->commands),
+              "proxy_ssl_conf_command's list is copied whole");
+
+/* proxy_pass https://: the block's TLS client context, from its proxy_ssl_* settings. */
+static int make_tls(struct proxy_conf *c, const struct module_block *b)
+{
+    const struct conf_node *where = b->node;
+    for (const struct conf_node *n = b->first; n; n = n->next)
+        if (strcmp(n->name, "proxy_pass") == 0)
+            where = n;
+    if (c->ssl_verify > 0 && !c->ssl_trusted)
+        return module_error(b->mi, where, "no proxy_ssl_trusted_certificate for "
+                            "proxy_ssl_verify");
+    if (c->ssl_certificate_key && c->ssl_certificate_key[0] && !c->ssl_certificate)
+        return module_error(b->mi, where, "proxy_ssl_certificate_key without "
+                            "proxy_ssl_certificate");
+    /* proxy_ssl_certificate "": none, whatever an outer block says (nginx's) */
+    bool no_cert = c->ssl_certificate && !c->ssl_certificate[0];
+    struct upstream_tls_opts o = {
+        .ciphers = c->ssl_ciphers,
+        .trusted = c->ssl_trusted,
+        .crl = c->ssl_crl,
+        .certificate = no_cert ? NULL : c->ssl_certificate,
+        .certificate_key = no_cert ? NULL : c->ssl_certificate_key,
+        .password_file = c->ssl_password_file,
+        .verify_depth = c->ssl_verify_depth,
+        .verify = c->ssl_verify > 0,
+        .session_reuse = c->ssl_session_reuse > 0,
+    };
+    memcpy(o.commands, c->ssl_commands, sizeof o.commands);
+    o.n_commands = c->n_ssl_commands;
+    for (unsigned i = 0; c->ssl_protocols && i < c->ssl_protocols->n_args && i < 8; i++)
+        o.protocols[o.n_protocols++] = c->ssl_protocols->args[i];
+    char why[512];
+    c->tls_ctx = upstream_tls_ctx_new(&o, why, sizeof(why));
+    if (!c->tls_ctx)
+        return module_error(b->mi, where, "proxy_pass %s: %s", c->pass_line_text, why);
+    return 0;
+}
+
 static void *proxy_block(void *state, const struct module_block *b)
 {
     struct proxy_state *st = state;
@@ -659,6 +884,8 @@ static void *proxy_block(void *state, const struct module_block *b)
     c->http_minor = -1;
     c->intercept = -1;
     c->resolver_timeout_ms = PROXY_UNSET;
+    c->ssl_server_name = c->ssl_verify = c->ssl_session_reuse = -1;
+    c->ssl_verify_depth = PROXY_UNSET;
     if (module_block_read(b, c) < 0)
         goto fail;
     if (outer) { /* inherit what this block leaves unset */
@@ -694,6 +921,7 @@ static void *proxy_block(void *state, const struct module_block *b)
             c->resolver = outer->resolver;
         if (c->resolver_timeout_ms == PROXY_UNSET)
             c->resolver_timeout_ms = outer->resolver_timeout_ms;
+        inherit_ssl(c, outer);
     } else {
         if (c->connect_ms == PROXY_UNSET)
             c->connect_ms = PROXY_DEFAULT_TIMEOUT_MS;
@@ -713,6 +941,7 @@ static void *proxy_block(void *state, const struct module_block *b)
             c->intercept = 0;
         if (c->resolver_timeout_ms == PROXY_UNSET)
             c->resolver_timeout_ms = PROXY_RESOLVER_TIMEOUT_MS;
+        inherit_ssl(c, NULL);
     }
     if (c->pass_line_text) {
         const struct conf_node *where = b->node;
@@ -724,6 +953,8 @@ static void *proxy_block(void *state, const struct module_block *b)
         module_block_slash_redirect(b);
     }
     make_effective(c, b->mi->cfg->http_block);
+    if (c->pass_line_text && c->https && make_tls(c, b) < 0)
+        goto fail;
     c->params = (struct proxy_params){
         .ops = &proxy_ops,
         .conf = c,
@@ -737,6 +968,11 @@ static void *proxy_block(void *state, const struct module_block *b)
         .next_upstream = c->next_upstream,
         .tries = c->tries,
         .intercept_errors = c->intercept > 0,
+        .tls_ctx = c->tls_ctx,
+        .tls_server_name = c->ssl_server_name > 0,
+        .tls_verify = c->ssl_verify > 0,
+        .tls_name = c->ssl_name,
+        .tls_host = {c->proxy_host, c->proxy_host_len},
     };
     return c;
 fail:
@@ -762,6 +998,9 @@ static void proxy_block_free(void *state, void *settings)
     vars_free(c->pass_vars);
     if (c->resolver_owned)
         resolver_free(c->resolver);
+    if (c->ssl_name_owned)
+        vars_free(c->ssl_name);
+    upstream_tls_ctx_free(c->tls_ctx);
     if (c->implicit) {
         upstream_idle_close_all(c->implicit);
         upstream_release(c->implicit);

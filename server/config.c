@@ -1488,9 +1488,6 @@ static const struct conf_directive core_directives[] = {
      .set = note_nginx_only, .usage = "STRING...",
      .doc = "There is no `proxy_cache` here: no answer is saved to a cache (as in nginx "
             "without `proxy_cache`)."},
-    {"proxy_ssl_server_name", CONF_FLAG, TOP | SITE | LOC, .set = note_nginx_only,
-     .doc = "Upstreams are `http://` only here, so no TLS name is sent (nginx uses it for "
-            "`https://` upstreams alone)."},
     {"autoindex_exact_size", CONF_FLAG, TOP | SITE | LOC, .set = note_nginx_only,
      .doc = "The directory listing is lfhttpd's own: it shows sizes in bytes and rounded "
             "(as `1.5K`) both."},

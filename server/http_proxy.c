@@ -57,6 +57,7 @@
 #include "module_chain.h"
 #include "resolver.h"
 #include "upstream.h"
+#include "upstream_tls.h"
 #include "vars_upstream.h"
 
 #define PROXY_HEAD_MAX 16384             /* the upstream's head; then the tunnel's buffer */
@@ -73,7 +74,8 @@ static_assert(PROXY_RELAY <= HTTP_SOURCE_PIECE && PROXY_HEAD_MAX <= HTTP_SOURCE_
 /* The members of a tunnel's set, as its events name them. */
 enum { TUNNEL_UP = 1u << 0, TUNNEL_CLIENT = 1u << 1 };
 
-enum proxy_phase { PHASE_RESOLVE, PHASE_CONNECT, PHASE_SEND, PHASE_HEAD, PHASE_BODY, PHASE_TUNNEL };
+enum proxy_phase { PHASE_RESOLVE, PHASE_CONNECT, PHASE_HANDSHAKE, PHASE_SEND, PHASE_HEAD,
+                   PHASE_BODY, PHASE_TUNNEL };
 
 /* Why an attempt ended without an answer to relay. */
 enum proxy_failure { FAIL_ERROR, FAIL_TIMEOUT, FAIL_INVALID, FAIL_STALE };
@@ -94,6 +96,9 @@ struct conn_proxy {
     struct upstream *dyn;
     struct resolver_wait rwait; /* parked for a name (PHASE_RESOLVE): h.fd is rwait.fd */
     bool resolving;             /* rwait is in the resolver's lists */
+    void *tls;        /* https: the connection's SSL object (upstream_tls.h), kept with it */
+    bool tls_ok;      /* and it has failed in nothing (close_notify may be sent) */
+    uint32_t tls_want; /* the event a TLS read or write that would block waits for */
 
     /* This request's (the rest is src's) */
     const struct proxy_params *p;
@@ -137,6 +142,8 @@ struct conn_proxy {
      * try_now, an entry of uvars or, past its room, try_spare. */
     struct vars_upstream uvars;
     struct vars_upstream_try *try_now, try_spare;
+    char tls_name[256]; /* proxy_ssl_name expanded, without a port */
+    bool tls_sni;       /* send it (proxy_ssl_server_name on, and not an IP address) */
 };
 
 /* --- states, their sockets and their waits ---------------------------------------------- */
@@ -159,6 +166,9 @@ static void up_close(struct conn_proxy *px)
     if (px->registered)
         lf_group_remove(&px->h, true);
     px->registered = false;
+    upstream_tls_close(px->tls, px->tls_ok);
+    px->tls = NULL;
+    px->tls_ok = false;
     close(px->h.fd);
     px->h.fd = -1;
 }
@@ -309,6 +319,10 @@ static void proxy_wait(struct conn_proxy *px, uint32_t events, bool drained)
     struct conn *c = px->src.c;
     atomic_store_explicit(&c->deadline_ms, px->deadline_ms, memory_order_relaxed);
     atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
+    if (px->tls_want) { /* a TLS read that must write first, or the other way round */
+        events = px->tls_want;
+        px->tls_want = 0;
+    }
     int rc;
     if (px->registered) {
         rc = lf_group_reactivate(&px->h, events, drained);
@@ -556,9 +570,38 @@ static bool idempotent(enum http_method m)
  * after its own. */
 static bool idle_alive(struct conn_proxy *px)
 {
+    if (px->tls)
+        return upstream_tls_idle_alive(px->tls, px->h.fd);
     char b;
     ssize_t n = recv(px->h.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* The upstream's bytes, as recv: through TLS for https (px->tls_want then says what a
+ * read that would block waits for; EPOLLIN is what the callers wait for anyway). */
+static ssize_t up_recv(struct conn_proxy *px, void *buf, size_t len)
+{
+    if (!px->tls)
+        return recv(px->h.fd, buf, len, 0);
+    uint32_t want = EPOLLIN;
+    ssize_t n = upstream_tls_read(px->tls, buf, len, &want);
+    if (n < 0 && errno == EAGAIN)
+        px->tls_want = want == EPOLLIN ? 0 : want;
+    else if (n < 0)
+        px->tls_ok = false;
+    return n;
+}
+
+/* The first part left of the request (iov[0]) over TLS, which has no writev: as send. */
+static ssize_t up_send_tls(struct conn_proxy *px, const struct iovec *iov)
+{
+    uint32_t want = EPOLLOUT;
+    ssize_t w = upstream_tls_write(px->tls, iov->iov_base, iov->iov_len, &want);
+    if (w < 0 && errno == EAGAIN)
+        px->tls_want = want == EPOLLOUT ? 0 : want;
+    else if (w < 0)
+        px->tls_ok = false;
+    return w;
 }
 
 /* A new connection to px->server, connecting; false if it failed at once. */
@@ -577,7 +620,7 @@ static bool up_connect(struct conn_proxy *px)
     px->idle.born_ms = clock_now_ms();
     px->idle.requests = 0;
     if (connect(fd, (const struct sockaddr *)&s->addr, s->addr_len) == 0) {
-        px->phase = PHASE_SEND;
+        px->phase = px->p->tls_ctx ? PHASE_HANDSHAKE : PHASE_SEND;
         return true;
     }
     if (errno == EINPROGRESS || errno == EAGAIN) { /* (EAGAIN: a unix socket's backlog) */
@@ -616,6 +659,9 @@ static void attempt_begin(struct conn_proxy *px, struct upstream_server *s)
             lf_group_remove(&kept->h, false);
         kept->registered = false;
         px->h.fd = kept->h.fd;
+        px->tls = kept->tls;
+        px->tls_ok = kept->tls_ok;
+        kept->tls = NULL;
         px->registered = false;
         px->idle.since_ms = kept->idle.since_ms;
         px->idle.born_ms = kept->idle.born_ms;
@@ -625,8 +671,10 @@ static void attempt_begin(struct conn_proxy *px, struct upstream_server *s)
     }
     px->fresh_only = false;
     /* idle past the upstream's keepalive_timeout: closed, not used */
+    /* and a connection made for other TLS settings (or none), not either */
+    const void *ctx = px->tls ? upstream_tls_ctx_of(px->tls) : NULL;
     if (px->h.fd >= 0 && now - px->idle.since_ms <= (int64_t)px->up->keepalive_timeout_ms &&
-        idle_alive(px)) {
+        ctx == px->p->tls_ctx && idle_alive(px)) {
         px->reused = true;
         px->phase = PHASE_SEND;
     } else {
@@ -637,9 +685,9 @@ static void attempt_begin(struct conn_proxy *px, struct upstream_server *s)
         }
     }
     conn_set_wake_fd(px->src.c, px->h.fd, true);
-    if (px->phase == PHASE_SEND)
+    if (px->phase == PHASE_SEND || px->phase == PHASE_HANDSHAKE)
         try_connected(px);
-    set_deadline(px, now + (px->phase == PHASE_CONNECT ? px->p->connect_ms : px->p->send_ms));
+    set_deadline(px, now + (px->phase == PHASE_SEND ? px->p->send_ms : px->p->connect_ms));
     proxy_step(px);
 }
 
@@ -783,7 +831,7 @@ static int send_request(struct conn_proxy *px)
         if (n == 0)
             return 1;
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-        ssize_t w = sendmsg(px->h.fd, &msg, MSG_NOSIGNAL);
+        ssize_t w = px->tls ? up_send_tls(px, iov) : sendmsg(px->h.fd, &msg, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0)
@@ -1022,7 +1070,7 @@ static bool read_head(struct conn_proxy *px)
             attempt_failed(px, FAIL_INVALID, "a head larger than 16k");
             return false;
         }
-        ssize_t n = recv(px->h.fd, px->head + px->head_len, PROXY_HEAD_MAX - px->head_len, 0);
+        ssize_t n = up_recv(px, px->head + px->head_len, PROXY_HEAD_MAX - px->head_len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN) {
@@ -1109,7 +1157,7 @@ static void relay_body(struct conn_proxy *px)
             proxy_finish(px, 0, NULL);
             return;
         }
-        ssize_t n = recv(px->h.fd, buf, sizeof(buf), 0);
+        ssize_t n = up_recv(px, buf, sizeof(buf));
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN) {
@@ -1161,7 +1209,26 @@ static void relay_body(struct conn_proxy *px)
 struct tunnel_end {
     int fd;
     struct conn *tls; /* the client's connection over TLS, else NULL */
+    void *up_tls;     /* the upstream's TLS (an https upstream), else NULL */
 };
+
+/* A tunnel's write to `to`, as send. */
+static ssize_t end_write(struct tunnel_end to, const char *buf, size_t len)
+{
+    uint32_t want;
+    if (to.up_tls)
+        return upstream_tls_write(to.up_tls, buf, len, &want);
+    return to.tls ? conn_write(to.tls, buf, len) : send(to.fd, buf, len, MSG_NOSIGNAL);
+}
+
+/* A tunnel's read from `from`, as recv. */
+static ssize_t end_read(struct tunnel_end from, char *buf, size_t cap)
+{
+    uint32_t want;
+    if (from.up_tls)
+        return upstream_tls_read(from.up_tls, buf, cap, &want);
+    return from.tls ? conn_read(from.tls, buf, cap) : recv(from.fd, buf, cap, 0);
+}
 
 /* Move bytes one way: from `from` into buf (pending at *off, *len), then to `to`. Returns
  * the events `from` (low half) and `to` (high half) now wait for, and sets *ended when from
@@ -1171,8 +1238,7 @@ static int tunnel_way(struct tunnel_end from, struct tunnel_end to, char *buf, s
 {
     for (;;) {
         if (*len > 0) {
-            ssize_t w = to.tls ? conn_write(to.tls, buf + *off, *len)
-                               : send(to.fd, buf + *off, *len, MSG_NOSIGNAL);
+            ssize_t w = end_write(to, buf + *off, *len);
             if (w < 0 && errno == EINTR)
                 continue;
             if (w < 0 && errno == EAGAIN)
@@ -1187,7 +1253,7 @@ static int tunnel_way(struct tunnel_end from, struct tunnel_end to, char *buf, s
         *off = 0;
         if (*ended)
             return 0;
-        ssize_t n = from.tls ? conn_read(from.tls, buf, cap) : recv(from.fd, buf, cap, 0);
+        ssize_t n = end_read(from, buf, cap);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN)
@@ -1198,6 +1264,8 @@ static int tunnel_way(struct tunnel_end from, struct tunnel_end to, char *buf, s
             *ended = true;
             if (to.tls)
                 conn_tls_shutdown(to.tls);
+            if (to.up_tls)
+                upstream_tls_shutdown(to.up_tls);
             shutdown(to.fd, SHUT_WR);
             return 0;
         }
@@ -1213,7 +1281,7 @@ static void tunnel(struct conn_proxy *px)
     struct conn *c = px->src.c;
     bool moved = false;
     size_t req_off = px->req_off;
-    struct tunnel_end up = {px->h.fd, NULL}, client = {c->h.fd, c->tls ? c : NULL};
+    struct tunnel_end up = {px->h.fd, NULL, px->tls}, client = {c->h.fd, c->tls ? c : NULL, NULL};
     int down = tunnel_way(up, client, px->head, PROXY_HEAD_MAX, &px->head_off, &px->head_len,
                           &px->up_done, &moved);
     int upw = down < 0 ? -1
@@ -1272,6 +1340,35 @@ static void tunnel_event(struct lf_handle *h, uint32_t events)
 
 /* --- the event --------------------------------------------------------------------------- */
 
+/* https: the TLS handshake, begun or going on. true once it is done; false when the event
+ * is over (waiting, or the attempt failed). */
+static bool handshake(struct conn_proxy *px)
+{
+    if (!px->tls) {
+        px->tls = upstream_tls_new(px->p->tls_ctx, px->h.fd, px->tls_sni ? px->tls_name : NULL,
+                                   px->p->tls_verify ? px->tls_name : NULL,
+                                   &px->server->tls_session);
+        if (!px->tls) {
+            attempt_failed(px, FAIL_ERROR, "cannot make an SSL object");
+            return false;
+        }
+    }
+    uint32_t want = EPOLLIN;
+    char why[512];
+    int rc = upstream_tls_handshake(px->tls, &want, why, sizeof(why));
+    if (rc > 0) {
+        px->tls_ok = true;
+        return true;
+    }
+    if (rc == 0) {
+        proxy_wait(px, want, true);
+        return false;
+    }
+    proxy_log(px, "proxy: %s: %s", px->server->text, why);
+    attempt_failed(px, FAIL_ERROR, why);
+    return false;
+}
+
 /* Do what the phase asks until the event must wait or is handed on. */
 static void proxy_step(struct conn_proxy *px)
 {
@@ -1295,8 +1392,12 @@ static void proxy_step(struct conn_proxy *px)
                 struct sockaddr_storage peer;
                 socklen_t pl = sizeof(peer);
                 if (getpeername(px->h.fd, (struct sockaddr *)&peer, &pl) == 0) {
-                    px->phase = PHASE_SEND;
                     try_connected(px);
+                    if (px->p->tls_ctx) { /* the handshake has the connect's time left */
+                        px->phase = PHASE_HANDSHAKE;
+                        continue;
+                    }
+                    px->phase = PHASE_SEND;
                     set_deadline(px, clock_now_ms() + px->p->send_ms);
                     continue;
                 }
@@ -1310,6 +1411,12 @@ static void proxy_step(struct conn_proxy *px)
             attempt_failed(px, FAIL_ERROR, strerror(err));
             return;
         }
+        case PHASE_HANDSHAKE:
+            if (!handshake(px))
+                return;
+            px->phase = PHASE_SEND;
+            set_deadline(px, clock_now_ms() + px->p->send_ms);
+            continue;
         case PHASE_SEND: {
             int r = send_request(px);
             if (r < 0) {
@@ -1354,6 +1461,9 @@ static void proxy_timeout(struct conn_proxy *px)
         return;
     case PHASE_CONNECT:
         attempt_failed(px, FAIL_TIMEOUT, "connect timed out");
+        return;
+    case PHASE_HANDSHAKE:
+        attempt_failed(px, FAIL_TIMEOUT, "upstream timed out while SSL handshaking to upstream");
         return;
     case PHASE_SEND:
         attempt_failed(px, FAIL_TIMEOUT, "send timed out");
@@ -1480,6 +1590,41 @@ static struct upstream_choice choice_for(const struct upstream *u, const struct 
     return ch;
 }
 
+/* proxy_ssl_name (default $proxy_host) for r, without its port, into px->tls_name; sent
+ * as SNI only with proxy_ssl_server_name on, and never an IP address (RFC 6066). */
+static void tls_name_for(struct conn_proxy *px, const struct request *r)
+{
+    const struct proxy_params *p = px->p;
+    char *name = px->tls_name;
+    size_t cap = sizeof(px->tls_name);
+    size_t n;
+    if (p->tls_name) {
+        struct vars_source src;
+        module_vars_source(r, &src);
+        src.proxy_host = p->tls_host;
+        long len = vars_expand(p->tls_name, &src, name, cap);
+        n = len > 0 && (size_t)len < cap ? (size_t)len : 0;
+    } else {
+        n = p->tls_host.len < cap ? p->tls_host.len : 0;
+        memcpy(name, p->tls_host.p, n);
+    }
+    name[n] = '\0';
+    if (name[0] == '[') { /* [IPv6]:PORT */
+        char *close = strchr(name, ']');
+        if (close) {
+            *close = '\0';
+            memmove(name, name + 1, strlen(name + 1) + 1);
+        }
+    } else {
+        char *colon = strchr(name, ':');
+        if (colon && !strchr(colon + 1, ':'))
+            *colon = '\0';
+    }
+    unsigned char addr[sizeof(struct in6_addr)];
+    px->tls_sni = p->tls_server_name && name[0] && inet_pton(AF_INET, name, addr) != 1 &&
+                  inet_pton(AF_INET6, name, addr) != 1;
+}
+
 /* Start relaying the answer of an upstream server (resp->proxy) for request r: the last
  * act of the event. A collected body is sent on from where it lies (the proxy owns it). */
 static void proxy_start(struct conn *c, struct response *resp, const struct request *r,
@@ -1552,6 +1697,9 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     px->uvars.n = 0;
     px->uvars.head = NULL;
     px->try_now = NULL;
+    px->tls_want = 0;
+    if (p->tls_ctx)
+        tls_name_for(px, r);
 
     if (target_rc < 0) { /* nginx: "invalid URL prefix" */
         if (body_owner)

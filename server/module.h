@@ -470,6 +470,13 @@ struct proxy_params {
     bool intercept_errors; /* proxy_intercept_errors: an upstream's answer of 300 or more
                               with an error_page gets the page */
     bool fastcgi; /* the servers speak FastCGI (module_fastcgi.h), not HTTP; ops NULL */
+    /* proxy_pass https://: the TLS client context (an SSL_CTX, upstream_tls.h), NULL for
+     * http:// */
+    void *tls_ctx;
+    bool tls_server_name;         /* proxy_ssl_server_name: send SNI */
+    bool tls_verify;              /* proxy_ssl_verify: check the name too */
+    struct vars_value *tls_name;  /* proxy_ssl_name, NULL: $proxy_host */
+    struct http_slice tls_host;   /* $proxy_host, proxy_ssl_name's default (its port is cut) */
 };
 
 #endif

@@ -1,5 +1,6 @@
 /* upstream.c — `upstream` blocks and the choice of a server (see upstream.h). */
 #include "upstream.h"
+#include "upstream_tls.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -392,6 +393,8 @@ int upstream_read(struct upstream *u, const struct conf_node *block, struct conf
 
 void upstream_release(struct upstream *u)
 {
+    for (unsigned i = 0; i < u->n_servers; i++)
+        upstream_tls_session_free(&u->servers[i].tls_session);
     vars_free(u->hash_key);
     u->hash_key = NULL;
     free(u->points);

@@ -65,6 +65,7 @@ struct upstream_server {
     unsigned max_conns;    /* max_conns=N: in flight at most (0: no limit) */
     char written[128];     /* the server directive's address as written (hash consistent) */
     unsigned line;
+    void *tls_session;       /* https: the last TLS session it gave (upstream_tls.h) */
     /* Live */
     atomic_uint active;      /* requests in flight */
     atomic_uint fails;       /* failures in the current window */
