@@ -1237,6 +1237,9 @@ GOALS = [
     # metrics mount scraped every second, within noise (5%) of the same load without.
     ("metrics scraped 1/s: req/CPU-s within 5% of 1 KiB c100", "metrics_ka",
      "req_per_cpu_s", ("small_ka", "lfhttpd"), 0.95),
+    # limit_req costs little: a zone whose rate is never reached, at most 5% more CPU.
+    ("limit_req (never reached): req/CPU-s within 5% of 1 KiB c100", "limit_req_ka",
+     "req_per_cpu_s", ("small_ka", "lfhttpd"), 0.95),
     # Issue 15, the reverse proxy: the same upstream for both, its CPU not counted.
     ("proxied 1 KiB c100: req/s >= 1.2x nginx", "proxy_ka", "rps", "nginx", 1.2),
     ("proxied 1 KiB c100: fewer CPU-s per request than nginx (req/CPU-s > nginx)",
