@@ -123,7 +123,6 @@ static int ticket_mac_key(EVP_MAC_CTX *hctx, const unsigned char *key)
 static int ticket_cb(SSL *s, unsigned char name[16], unsigned char *iv, EVP_CIPHER_CTX *ectx,
                      EVP_MAC_CTX *hctx, int enc)
 {
-    (void)s;
     if (enc) {
         ticket_rotate(clock_now_ms());
         if (RAND_bytes(iv, 16) != 1)
@@ -146,8 +145,11 @@ static int ticket_cb(SSL *s, unsigned char name[16], unsigned char *iv, EVP_CIPH
         if (!ticket_mac_key(hctx, k->hmac) ||
             !EVP_DecryptInit_ex(ectx, EVP_aes_256_cbc(), NULL, k->aes, iv))
             rc = -1;
-        else
-            rc = i == 0 ? 1 : 2;
+        else /* 2: a new ticket goes with the resumed session, on every TLS 1.3 resumption
+              * (a client spends a 1.3 ticket once, RFC 8446 C.4, as OpenSSL's does: with
+              * none new, every other connection was a full handshake), and in 1.2 when the
+              * key is an older one */
+            rc = i == 0 && SSL_version(s) < TLS1_3_VERSION ? 1 : 2;
         break;
     }
     pthread_rwlock_unlock(&ticket_lock);

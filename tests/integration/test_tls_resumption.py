@@ -15,7 +15,7 @@ import pytest
 
 from conftest import free_port, scaled, with_ports
 from test_metrics import METRICS, parse, value
-from tls_harness import Pki, context, ssl_lines, tls_client
+from tls_harness import Pki, context, s_client, s_client_reused, ssl_lines, text, tls_client
 
 TLS12, TLS13 = ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3
 
@@ -169,3 +169,18 @@ def test_refused_resumption_is_not_counted_as_a_resumption(two_servers, pki, by)
     m = tls_metrics(port, pki)
     assert value(m, "lfhttpd_tls_handshakes_total") == 4
     assert value(m, "lfhttpd_tls_resumptions_total") == 1
+
+
+@pytest.mark.parametrize("by", KINDS)
+def test_a_resumed_tls13_connection_brings_a_new_ticket(two_servers, pki, by, tmp_path):
+    """A TLS 1.3 ticket is spent once (RFC 8446 C.4): OpenSSL's client keeps, for its next
+    connection, only what the last one brought. Each resumed connection brings a new ticket,
+    as nginx's does, so that a client such as wrk, which offers its last connection's
+    session, resumes every time rather than every other time."""
+    s, port = two_servers(by)
+    sess = str(tmp_path / "session.pem")
+    first = s_client(port, "-tls1_3", "-sess_out", sess, sni="a.test")
+    assert not s_client_reused(first)
+    again = s_client(port, "-tls1_3", "-sess_in", sess, "-msg", sni="a.test")
+    assert s_client_reused(again)
+    assert "NewSessionTicket" in text(again)
