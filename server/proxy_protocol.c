@@ -7,8 +7,9 @@
 
 static const char v2_signature[12] = "\r\n\r\n\0\r\nQUIT\n";
 
-/* One v1 address, up to the space after it, into a (family checked by inet_pton). */
-static const char *v1_addr(const char *p, const char *end, union request_addr *a)
+/* One v1 address of family (TCP4's AF_INET, TCP6's AF_INET6), up to the space after it,
+ * into a. */
+static const char *v1_addr(const char *p, const char *end, int family, union request_addr *a)
 {
     const char *sp = memchr(p, ' ', (size_t)(end - p));
     char text[INET6_ADDRSTRLEN];
@@ -18,9 +19,9 @@ static const char *v1_addr(const char *p, const char *end, union request_addr *a
     memcpy(text, p, n);
     text[n] = '\0';
     memset(a, 0, sizeof(*a));
-    if (inet_pton(AF_INET, text, &a->in.sin_addr) == 1)
+    if (family == AF_INET && inet_pton(AF_INET, text, &a->in.sin_addr) == 1)
         a->in.sin_family = AF_INET;
-    else if (inet_pton(AF_INET6, text, &a->in6.sin6_addr) == 1)
+    else if (family == AF_INET6 && inet_pton(AF_INET6, text, &a->in6.sin6_addr) == 1)
         a->in6.sin6_family = AF_INET6;
     else
         return NULL;
@@ -59,8 +60,9 @@ static long v1_parse(const char *buf, size_t len, struct proxy_protocol_addrs *o
         return total;
     if (end - p < 5 || memcmp(p, "TCP", 3) != 0 || (p[3] != '4' && p[3] != '6') || p[4] != ' ')
         return -1;
+    int family = p[3] == '4' ? AF_INET : AF_INET6; /* both addresses of it */
     p += 5;
-    if (!(p = v1_addr(p, end, &out->src)) || !(p = v1_addr(p, end, &out->dst)) ||
+    if (!(p = v1_addr(p, end, family, &out->src)) || !(p = v1_addr(p, end, family, &out->dst)) ||
         !(p = v1_port(p, end + 1, ' ', &out->src)) || !(p = v1_port(p, end + 1, '\r', &out->dst)))
         return -1;
     return total;

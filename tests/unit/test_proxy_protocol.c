@@ -70,6 +70,8 @@ TEST(v1_broken_headers_are_refused)
         "PROXY TCP4 1.1.1.1 1.1.1.1 1 2\n", "PROXY TCP4 1.1.1.1 1.1.1.1 1 65536\r\n",
         "PROXY TCP4 300.1.1.1 1.1.1.1 1 2\r\n", "PROXY TCP4 1.1.1.1 1.1.1.1 1\r\n",
         "PROXY TCP4 1.1.1.1  1.1.1.1 1 2\r\n", "proxy TCP4 1.1.1.1 1.1.1.1 1 2\r\n",
+        /* an address of the other family than the protocol word says */
+        "PROXY TCP4 192.0.2.10 2001:db8::1 1 2\r\n", "PROXY TCP6 2001:db8::1 1.1.1.1 1 2\r\n",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         CHECK_EQ_INT(parse(bad[i], strlen(bad[i])), -1);
