@@ -25,12 +25,12 @@ FROM debian:bookworm-slim AS build
 
 # The compiler and the -dev packages of the libraries the server links besides libc:
 # zlib, Brotli's encoder and Zstandard (mod_gzip's codings), libmagic (mod_mime),
-# libxcrypt (mod_auth's password hashes), OpenSSL 3 (HTTPS) and PCRE2 (regex locations and
-# server names).
+# libxcrypt (mod_auth's password hashes), OpenSSL 3 (HTTPS), PCRE2 (regex locations and
+# server names) and c-ares (the resolver of proxy_pass with variables).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         gcc make libc6-dev zlib1g-dev libbrotli-dev libzstd-dev libmagic-dev libcrypt-dev \
-        libssl-dev libpcre2-dev \
+        libssl-dev libpcre2-dev libc-ares-dev \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 
 WORKDIR /src
@@ -49,6 +49,7 @@ FROM debian:bookworm-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         zlib1g libbrotli1 libzstd1 libcrypt1 libmagic1 libmagic-mgc libssl3 libpcre2-8-0 \
+        libc-ares2 \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb \
            /var/log/apt /var/log/dpkg.log /var/cache/debconf/*-old \
  && groupadd --system -K SYS_GID_MAX=10001 --gid 10001 lfhttpd \
