@@ -517,6 +517,7 @@ static void fcgi_block_free(void *state, void *settings)
         free(c->pass);
     if (c->implicit) {
         upstream_idle_close_all(c->implicit);
+        upstream_release(c->implicit);
         free(c->implicit);
     }
     free(c);
@@ -691,6 +692,7 @@ static void fcgi_fini(void *state)
     struct fcgi_state *st = state;
     for (unsigned i = 0; i < st->n_ups; i++) {
         upstream_idle_close_all(st->ups[i]);
+        upstream_release(st->ups[i]);
         free(st->ups[i]);
     }
     free(st);

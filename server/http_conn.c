@@ -682,6 +682,7 @@ static void renew_generation(struct conn *c)
     struct generation *old = c->gen;
     c->gen = generation_acquire(cur);
     hc(c)->limits = module_chain_default_limits(&c->gen->chain, c->local); /* old's go */
+    tls_renew(c->tls, c->gen->tls); /* the TLS set's too: the old one goes with old */
     generation_release(old);
 }
 

@@ -332,6 +332,12 @@ int tls_accept(const struct tls_set *t, const struct sockaddr *local, void **ssl
     return 1;
 }
 
+void tls_renew(void *ssl, const struct tls_set *t)
+{
+    if (ssl)
+        SSL_set_ex_data((SSL *)ssl, set_index, (void *)t);
+}
+
 /* --- per request: the client certificate's check and the $ssl_ variables ------------------- */
 
 /* Under optional_no_ca, a certificate that only lacks a known issuer passes (nginx's

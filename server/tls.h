@@ -48,6 +48,10 @@ void tls_set_free(struct tls_set *t);
 /* A connection accepted on local: 0 when the address is plain (*ssl NULL), 1 with a new
  * SSL object in *ssl (an SSL *, for conn_tls_attach), -1 when it could not be made. */
 int tls_accept(const struct tls_set *t, const struct sockaddr *local, void **ssl);
+/* A connection moved to another configuration (a reload, between requests): its checks
+ * (tls_client_refused) read that one's TLS settings from now on, the old set being freed
+ * with its generation. */
+void tls_renew(void *ssl, const struct tls_set *t);
 
 /* The client certificate of a connection's TLS state (an SSL *), against the
  * ssl_verify_client of the request's server srv (NULL: the connection's), as nginx checks
