@@ -350,40 +350,20 @@ static void try_connected(struct conn_fcgi *f)
 /* The answer is over (failure: why it ended early, or NULL): answer what is still owed,
  * after `tail` (the last of the body, not sent yet, or NULL), then go on with the client's
  * connection or close it. */
-/* Room for an error page's request, alive until its answer is sent. */
-struct fcgi_page {
-    struct request r;
-    char path[REQUEST_PATH_MAX];
-    char file[REQUEST_FILE_MAX];
-};
-
 /* resp holds the error the client is owed (a 502, a 504): the error_page of the request's
- * block for it answers instead, if it has one, as nginx's (and as the proxy's); else the
- * plain error, filtered as the block says. */
-static void answer_error(struct conn_fcgi *f, struct response *resp, struct fcgi_page *pg)
+ * block for it answers instead, if it has one, as nginx's; else the plain error, filtered
+ * as the block says. */
+static void answer_error(struct conn_fcgi *f, struct response *resp,
+                         struct http_source_page *pg)
 {
-    struct http_source *s = &f->src;
-    if (s->has_saved && module_chain_has_error_page(&s->saved, resp->status)) {
-        pg->r = s->saved;
-        memcpy(pg->path, s->saved.path, s->saved.path_len + 1);
-        if (pg->r.captures.subject == s->saved.path)
-            pg->r.captures.subject = pg->path;
-        pg->r.path = pg->path;
-        pg->r.file = pg->path;
-        pg->r.file_len = pg->r.path_len;
-        pg->r.file_room = pg->file;
-        if (module_chain_error_page(&s->c->gen->chain, &pg->r, resp)) {
-            s->status = resp->status;
-            return;
-        }
-    }
-    http_source_filter_head(s, resp, &f->fp->up);
+    if (!http_source_error_page(&f->src, resp, pg))
+        http_source_filter_head(&f->src, resp, &f->fp->up);
 }
 
 static void fcgi_finish_after(struct conn_fcgi *f, int error_status, const char *failure,
                               struct response *tail)
 {
-    struct fcgi_page page;
+    struct http_source_page page;
     struct http_source *s = &f->src;
     struct http_piece pc;
     struct response own;

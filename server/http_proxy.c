@@ -449,12 +449,6 @@ static void try_connected(struct conn_proxy *px)
  * again at once, on another connection, and finds it kept. */
 /* The request as it was answered, again, with room for an error page's path and file: the
  * page's answer may name them until it is sent. */
-struct proxy_page {
-    struct request r;
-    char path[REQUEST_PATH_MAX];
-    char file[REQUEST_FILE_MAX];
-};
-
 /* An intercepted 401 answered 401 keeps every challenge of the upstream's, as nginx: the
  * error page kept the first; the others follow it. */
 static void add_challenges(struct conn_proxy *px, struct response *resp)
@@ -477,25 +471,13 @@ static void add_challenges(struct conn_proxy *px, struct response *resp)
  * proxy_intercept_errors takes): the error_page of the request's block for it answers
  * instead, if it has one, as nginx's; else the plain error, with the location's add_header
  * ... always. pg: room for the page's request, alive until resp is sent. */
-static void answer_error(struct conn_proxy *px, struct response *resp, struct proxy_page *pg)
+static void answer_error(struct conn_proxy *px, struct response *resp,
+                         struct http_source_page *pg)
 {
-    struct http_source *s = &px->src;
-    if (s->has_saved && module_chain_has_error_page(&s->saved, resp->status)) {
-        pg->r = s->saved;
-        memcpy(pg->path, s->saved.path, s->saved.path_len + 1);
-        if (pg->r.captures.subject == s->saved.path)
-            pg->r.captures.subject = pg->path;
-        pg->r.path = pg->path;
-        pg->r.file = pg->path;
-        pg->r.file_len = pg->r.path_len;
-        pg->r.file_room = pg->file;
-        if (module_chain_error_page(&s->c->gen->chain, &pg->r, resp)) {
-            s->status = resp->status;
-            add_challenges(px, resp);
-            return;
-        }
-    }
-    http_source_filter_head(s, resp, px->p);
+    if (http_source_error_page(&px->src, resp, pg))
+        add_challenges(px, resp);
+    else
+        http_source_filter_head(&px->src, resp, px->p);
 }
 
 /* Whom an error is about: the server tried, the set, or the name not resolved. */
@@ -511,7 +493,7 @@ static void proxy_finish_after(struct conn_proxy *px, int error_status, const ch
     struct http_piece pc;
     struct response own;
     struct response *resp = tail ? tail : &own;
-    struct proxy_page page;
+    struct http_source_page page;
     if (!tail)
         resp_init(&own);
     try_end(px, 0);

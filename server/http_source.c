@@ -363,6 +363,25 @@ void http_source_save_request(struct http_source *s, const struct request *r, ch
 
 /* --- the head and the body --------------------------------------------------------------- */
 
+bool http_source_error_page(struct http_source *s, struct response *resp,
+                            struct http_source_page *pg)
+{
+    if (!s->has_saved || !module_chain_has_error_page(&s->saved, resp->status))
+        return false;
+    pg->r = s->saved;
+    memcpy(pg->path, s->saved.path, s->saved.path_len + 1);
+    if (pg->r.captures.subject == s->saved.path)
+        pg->r.captures.subject = pg->path;
+    pg->r.path = pg->path;
+    pg->r.file = pg->path;
+    pg->r.file_len = pg->r.path_len;
+    pg->r.file_room = pg->file;
+    if (!module_chain_error_page(&s->c->gen->chain, &pg->r, resp))
+        return false;
+    s->status = resp->status;
+    return true;
+}
+
 void http_source_filter_head(struct http_source *s, struct response *resp,
                              const struct proxy_params *upstream)
 {

@@ -295,6 +295,17 @@ void http_source_save_request(struct http_source *s, const struct request *r, ch
  * chosen there is in resp->body_filter; http_source_start_filter starts it. */
 void http_source_filter_head(struct http_source *s, struct response *resp,
                              const struct proxy_params *upstream);
+/* Room for an error page's request, alive until its answer is sent. */
+struct http_source_page {
+    struct request r;
+    char path[REQUEST_PATH_MAX];
+    char file[REQUEST_FILE_MAX];
+};
+/* resp holds an error the client is owed (a 502, a 504, an intercepted error): the
+ * error_page of the saved request's block for it answers instead, as nginx's (true); else
+ * false, resp untouched. pg: room for the page's request, alive until resp is sent. */
+bool http_source_error_page(struct http_source *s, struct response *resp,
+                            struct http_source_page *pg);
 /* Start the body filter the filters chose (if any, and if a body goes out). false: out of
  * memory. */
 bool http_source_start_filter(struct http_source *s, const struct response *resp);
