@@ -570,6 +570,11 @@ static int check_in_location(struct level_build *b, const struct conf_node *n)
     if (!(d->contexts & CONF_LOCATION))
         return conf_error(&b->r, n->line, "\"%s\" directive is not allowed in a location "
                           "block", n->name);
+    /* The core's (root, error_page) are read from the tree below: their form first, as a
+     * location's own statements have had theirs checked (the modules check their own). */
+    if (d->set == conf_set_later && conf_table_find(config_core_directives(), n->name,
+                                                    CONF_LOCATION) == d)
+        return conf_apply(&b->r, d, n, NULL);
     return 0;
 }
 
@@ -589,6 +594,8 @@ static int build_if(struct level_build *b, struct module_level *loc_level,
     for (const struct conf_node *s = n->children; s; s = s->next)
         if (rewrite_if_takes(s->name))
             rc |= check_in_location(b, s);
+    if (rc)
+        return rc; /* read_core takes the statements' forms as checked */
     l->context = CONF_LOCATION;
     l->line = n->line;
     l->outer = loc_level;

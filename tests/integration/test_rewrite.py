@@ -242,6 +242,23 @@ def test_directive_nginx_refuses_inside_if_is_refused_at_load(tmp_path, docroot)
         '"index" directive is not allowed inside if' in r.stderr + r.stdout
 
 
+@pytest.mark.parametrize("statement,message", [
+    ("root;", "root takes one value"),
+    ("root { }", "root takes one value"),
+    ("error_page 404;", "error_page takes 2 or more values"),
+])
+def test_core_setting_inside_if_with_wrong_form_is_refused_at_load(tmp_path, docroot,
+                                                                  statement, message):
+    import subprocess
+    from conftest import BIN
+    conf = tmp_path / "bad.conf"
+    conf.write_text(f'server {{ listen 127.0.0.1:0; root "{docroot}"; '
+                    f"location / {{ if ($arg_a) {{ {statement} }} }} }}\n")
+    r = subprocess.run([BIN, "-c", str(conf), "-t"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 1 and message in r.stderr + r.stdout, r.stderr
+
+
 def test_set_gives_a_value_with_variables(site):
     assert get(site, "/set/?q=2")[::2] == (200, "a=x2 b=x2-server unset=\n")
 
