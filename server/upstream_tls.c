@@ -186,6 +186,9 @@ void *upstream_tls_ctx_new(const struct upstream_tls_opts *o, char *why, size_t 
      * says whether it came early. */
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF);
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* A read takes what the socket has, not a record's 5-byte header and then its rest:
+     * an answer of two records was four reads, now one or two. */
+    SSL_CTX_set_read_ahead(ctx, 1);
     if (set_protocols(ctx, o, why, len) < 0)
         goto fail;
     if (o->ciphers && SSL_CTX_set_cipher_list(ctx, o->ciphers) != 1) {
@@ -375,7 +378,8 @@ ssize_t upstream_tls_write(void *p, const void *buf, size_t len, uint32_t *want)
 bool upstream_tls_idle_alive(void *p, int fd)
 {
     SSL *ssl = p;
-    if (SSL_pending(ssl) > 0 || (SSL_get_shutdown(ssl) & SSL_RECEIVED_SHUTDOWN))
+    /* SSL_has_pending: read ahead, not yet a record's plain text, counts too. */
+    if (SSL_has_pending(ssl) || (SSL_get_shutdown(ssl) & SSL_RECEIVED_SHUTDOWN))
         return false;
     char b;
     for (;;) {

@@ -72,7 +72,8 @@ COLD_CONNS = 4            # gzip cold: connections fetching them (each file once
 # runs the workload).
 OWN_INSTANCES = {"nomem": ("lfhttpd",), "metrics": ("lfhttpd",), "copy": ("lfhttpd", "nginx"),
                  "sites": ("lfhttpd", "nginx"), "rewrite": ("lfhttpd", "nginx"),
-                 "proxy": ("lfhttpd", "nginx"), "limit": ("lfhttpd", "nginx")}
+                 "proxy": ("lfhttpd", "nginx"), "proxytls": ("lfhttpd", "nginx"),
+                 "limit": ("lfhttpd", "nginx")}
 # The "limit" variant: lfhttpd and nginx as "main", with a limit_req zone keyed by the
 # client's address whose rate (ten million a second) the load never reaches, applied to
 # every request: what the preaccess check costs, beside small_ka in the same run.
@@ -90,6 +91,11 @@ REWRITE_TEMPLATE = "rewrite.conf.in"
 PROXY_TEMPLATE = "proxy.conf.in"
 UPSTREAM_TEMPLATE = "upstream.conf.in"
 UPSTREAM = "upstream"     # the upstream's variant name (an lfhttpd instance, never measured)
+# The "proxytls" variant: the same, to an upstream that listens with TLS (the same lfhttpd
+# and upstream.conf.in, with tls.conf.in's settings), through `proxy_pass https://up`:
+# what the upstream side's TLS costs each proxy, sessions reused as both do by default.
+UPSTREAM_TLS = "upstreamtls"
+PROXY_VARIANTS = {"proxy": UPSTREAM, "proxytls": UPSTREAM_TLS}
 # The lines only nginx needs (proxy.conf.in says why): HTTP/1.1 with an empty Connection
 # header to the upstream, so that its keep-alive pool is used, the pool's connections not
 # closed after 1000 requests, and the forwarding fields lfhttpd sends by default, so that
@@ -124,7 +130,7 @@ H2O_TLS = """  ssl:
     cipher-preference: client"""
 # Variants whose lfhttpd may refuse its configuration while the feature is being written:
 # its rows are then skipped with `lfhttpd -t`'s message, and everything else runs.
-OPTIONAL_VARIANTS = ("proxy", "tls", "memtls")
+OPTIONAL_VARIANTS = ("proxy", "proxytls", "tls", "memtls")
 # nginx's listening socket options (nginx.conf.in says why each): nginx takes them once
 # per address, so in the sites variant only the default server's listen line has them.
 NGINX_LISTEN_OPTIONS = "backlog=4096 deferred reuseport"
@@ -300,6 +306,13 @@ WORKLOADS = [
              probes=[("/100k.bin", 200), ("/upstream.txt", 200)],
              skip={"lighttpd": "no proxy configuration in this comparison",
                    "h2o": "no proxy configuration in this comparison"}),
+    Workload("proxy_tls_ka", "1 KiB, keep-alive, 100 connections, proxied to an HTTPS "
+             "upstream (lfhttpd and nginx, upstream keepalive 32, TLS sessions reused)",
+             "proxied to https 1 KiB c100", variant="proxytls", variant_of="small_ka",
+             plot_label="proxied to https 1 KiB c100",
+             probes=[("/index.html", 200), ("/upstream.txt", 200)],
+             skip={"lighttpd": "no proxy configuration in this comparison",
+                   "h2o": "no proxy configuration in this comparison"}),
     Workload("memory", "10,000 idle keep-alive connections: resident memory",
              "memory", tool="mem", variant="mem"),
     # HTTPS (issue 16): lfhttpd and nginx with tls.conf.in (the same certificate, ECDSA
@@ -407,7 +420,8 @@ def fill_template(name, values, dest, drop=()):
         f.write(text)
 
 
-def sites_block(kind, port, template=SITES_TEMPLATE, upstream_port=None, rundir=None):
+def sites_block(kind, port, template=SITES_TEMPLATE, upstream_port=None, rundir=None,
+                upstream_scheme="http"):
     """The server blocks of sites.conf.in or proxy.conf.in (the leading comment left out)
     for kind: each server's listen line, the document root, the upstream's port and the
     lines only nginx needs. lfhttpd's listen lines name the address of its own top-level
@@ -422,6 +436,9 @@ def sites_block(kind, port, template=SITES_TEMPLATE, upstream_port=None, rundir=
     values = {"LISTEN": "listen %s;" % address,
               "LISTEN_DEFAULT": "listen %s%s default_server;" % (address, options),
               "DOCROOT": DOCROOT, "UPSTREAM_PORT": str(upstream_port), "RUNDIR": str(rundir),
+              "UPSTREAM_SCHEME": upstream_scheme,
+              "PROXY_TLS": "proxy_ssl_protocols TLSv1.2 TLSv1.3;"
+              if upstream_scheme == "https" else "",
               "PROXY_KEEPALIVE": PROXY_KEEPALIVE, "UPSTREAM_KEEPALIVE": UPSTREAM_KEEPALIVE,
               "NGINX_PROXY": NGINX_PROXY if kind == "nginx" else ""}
     text = "".join(lines)
@@ -496,7 +513,7 @@ class Server:
 
     @property
     def tls(self):
-        return self.variant in TLS_VARIANTS
+        return self.variant in TLS_VARIANTS or self.variant == UPSTREAM_TLS
 
     @property
     def url(self):
@@ -534,14 +551,18 @@ class Server:
                   else sites_block(self.kind, self.port, REWRITE_TEMPLATE, rundir=self.dir)
                   if self.variant == "rewrite" else "",
                   "PROXY": sites_block(self.kind, self.port, PROXY_TEMPLATE,
-                                       self.upstream and self.upstream.port)
-                  if self.variant == "proxy" else "",
+                                       self.upstream and self.upstream.port,
+                                       upstream_scheme="https" if self.variant == "proxytls"
+                                       else "http")
+                  if self.variant in PROXY_VARIANTS else "",
                   "UPSTREAM_DOCROOT": UPSTREAM_DOCROOT}
         conf = os.path.join(self.dir, self.kind + ".conf")
         # nginx's own server block gives way to the sites' two or the proxy's one.
-        drop = ("main server",) if self.variant in ("sites", "rewrite", "proxy") and \
+        drop = ("main server",) if self.variant in ("sites", "rewrite") + tuple(
+            PROXY_VARIANTS) and \
             self.kind == "nginx" else ()
-        template = UPSTREAM_TEMPLATE if self.variant == UPSTREAM else self.kind + ".conf.in"
+        template = UPSTREAM_TEMPLATE if self.variant in PROXY_VARIANTS.values() \
+            else self.kind + ".conf.in"
         fill_template(template, values, conf, drop)
         if self.kind == "lfhttpd":
             self._drop_unknown_optional(conf)
@@ -588,7 +609,7 @@ class Server:
         os.makedirs(self.dir, exist_ok=True)
         for attempt in range(3):  # a port picked here (not 0) may be taken meanwhile
             # Over TLS too: a port named, as the listen line is not lfhttpd's plain one.
-            named = ("sites", "rewrite", "proxy") + TLS_VARIANTS
+            named = ("sites", "rewrite", UPSTREAM_TLS) + tuple(PROXY_VARIANTS) + TLS_VARIANTS
             self.port = 0 if self.kind == CEILING or (
                 self.kind == "lfhttpd" and self.variant not in named) else free_port()
             open(self.error_log, "w").close()
@@ -1246,6 +1267,9 @@ GOALS = [
      "proxy_ka", "req_per_cpu_s", "nginx", 1.0),
     ("proxied 100 KiB c50: fewer CPU-s per request than nginx (req/CPU-s > nginx)",
      "proxy_100k", "req_per_cpu_s", "nginx", 1.0),
+    # An HTTPS upstream: the same, with TLS 1.2 and 1.3 offered to it by both.
+    ("proxied to https 1 KiB c100: fewer CPU-s per request than nginx (req/CPU-s > nginx)",
+     "proxy_tls_ka", "req_per_cpu_s", "nginx", 1.0),
     # Issue 16, HTTPS: lfhttpd and nginx with the same certificate and TLS settings.
     ("https keep-alive 1 KiB c100: req/s >= 1.1x nginx", "https_ka", "rps", "nginx", 1.1),
     ("https handshakes (wrk, Connection: close): req/s >= nginx", "https_hs", "rps",
@@ -1574,6 +1598,10 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
                 else " (lfhttpd and nginx proxying to one upstream, an lfhttpd serving "
                 "from memory, through tests/bench/proxy.conf.in; the upstream's CPU is "
                 "not counted)" if wl.variant == "proxy"
+                else " (lfhttpd and nginx proxying through tests/bench/proxy.conf.in to "
+                "one upstream listening with TLS, an lfhttpd with the settings of "
+                "tests/bench/tls.conf.in; the upstream's CPU is not counted)"
+                if wl.variant == "proxytls"
                 else " (every server listening with TLS: lfhttpd and nginx with the "
                 "settings of tests/bench/tls.conf.in, lighttpd and h2o with the same in "
                 "their terms)" if wl.variant == "tls" else ""))
@@ -1710,7 +1738,8 @@ class Bench:
         self.skipped = {}    # (workload, server) -> why
         self.notices = []    # crashes and other surprises
         self.refused = {}    # (variant, kind) -> why lfhttpd -t refused its configuration
-        self.upstream = None  # the proxied workloads' upstream (an lfhttpd, not measured)
+        # The proxied workloads' upstreams (lfhttpd instances, not measured), by variant.
+        self.upstreams = {}
         self.t0 = time.monotonic()
 
     def say(self, msg):
@@ -1725,11 +1754,12 @@ class Bench:
         starts = [(v, k) for v in sorted(variants) for k in OWN_INSTANCES.get(v, SERVERS)]
         if any(w.ceiling for w in self.workloads) and self.ceiling_missing() is None:
             starts.append(("main", CEILING))
-        if "proxy" in variants:  # first: the proxies' configurations name its port
-            starts.insert(0, (UPSTREAM, "lfhttpd"))
+        for variant in PROXY_VARIANTS:  # first: the proxies' configurations name its port
+            if variant in variants:
+                starts.insert(0, (PROXY_VARIANTS[variant], "lfhttpd"))
         for variant, kind in starts:
             srv = Server(kind, variant, self.opts.ceiling if kind == CEILING else self.opts.bin,
-                         upstream=self.upstream if variant == "proxy" else None)
+                         upstream=self.upstreams.get(PROXY_VARIANTS.get(variant)))
             try:
                 srv.start()
             except ConfigRefused as e:
@@ -1741,8 +1771,8 @@ class Bench:
                                                       self.refused[(variant, kind)]))
                 continue
             self.instances[(variant, kind)] = srv
-            if variant == UPSTREAM:
-                self.upstream = srv
+            if variant in PROXY_VARIANTS.values():
+                self.upstreams[variant] = srv
             self.say("started %-8s (%s) on 127.0.0.1:%d, pid %d" % (
                 kind, variant, srv.port, srv.proc.pid))
 
@@ -1931,21 +1961,24 @@ class Bench:
         """The proxied rows' notes: the upstream's requests per CPU-second in each proxy's
         runs (the same program for both; not in the proxy's figures), and how often nginx
         buffered a response to a temporary file (its error log's warnings)."""
-        srv = self.instances.get(("proxy", "nginx"))
-        spooled = srv.read_error_log().count("buffered to a temporary file") if srv else 0
+        spooled = {}
+        for variant in PROXY_VARIANTS:
+            srv = self.instances.get((variant, "nginx"))
+            spooled[variant] = srv.read_error_log().count(
+                "buffered to a temporary file") if srv else 0
         for wl in self.workloads:
-            if wl.variant != "proxy":
+            if wl.variant not in PROXY_VARIANTS:
                 continue
-            for kind in OWN_INSTANCES["proxy"]:
+            for kind in OWN_INSTANCES[wl.variant]:
                 s = summary.get((wl.key, kind))
                 if not s or (wl.key, kind) in self.skipped:
                     continue
                 extra = ["upstream %s req/CPU-s" % fmt(s.get("upstream_req_per_cpu_s"), "int"),
                          "about %s upstream connections closed per 1000 requests (not kept "
                          "by the pool)" % fmt(s.get("upstream_conns_per_kreq"), "int")]
-                if kind == "nginx" and spooled:
+                if kind == "nginx" and spooled[wl.variant]:
                     extra.append("%d responses buffered to a temporary file (all proxied "
-                                 "runs)" % spooled)
+                                 "runs of this upstream)" % spooled[wl.variant])
                 note = self.notes.get((wl.key, kind))
                 self.notes[(wl.key, kind)] = "; ".join(([note] if note else []) + extra)
 
