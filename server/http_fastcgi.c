@@ -56,6 +56,12 @@
 #define FCGI_HEAD_MAX 16384 /* the answer's head (nginx's fastcgi_buffer_size is 4k or 8k) */
 #define FCGI_RELAY 16384    /* read from the application at a time */
 #define FCGI_PARAMS_MAX 65536 /* the request's parameters, encoded */
+#define FCGI_PARAMS_ROOM 8192 /* ... as most requests' are: a thread's room, no allocation */
+/* A state keeps its buffer for the next request (from the free list or, with its socket,
+ * in the idle list) when it is at most this large: a request's parameters, head room,
+ * relay room and copy of the request all fit, so a warm request allocates nothing; one
+ * with a large body gets a buffer of its own, let go of at its end. */
+#define FCGI_ROOM_KEEP (96 * 1024)
 #define FCGI_REQUEST_ID 1
 static_assert(FCGI_RELAY <= HTTP_SOURCE_PIECE, "a piece of the body fits the filter's room");
 
@@ -71,6 +77,7 @@ struct conn_fcgi {
     struct upstream_idle idle; /* its place in the upstream's idle list */
     bool watched;              /* idle, and its socket waited on (under the list's lock) */
     struct conn_fcgi *next_free;
+    size_t room; /* the bytes req points to (its buffer is kept between requests) */
     struct upstream *up;
     struct upstream_server *server; /* this attempt's */
 
@@ -128,11 +135,21 @@ static void up_close(struct conn_fcgi *f)
     f->h.fd = -1;
 }
 
+/* Let go of f's buffer unless it is one to keep. */
+static void room_trim(struct conn_fcgi *f)
+{
+    if (f->room > FCGI_ROOM_KEEP) {
+        free(f->req);
+        f->req = NULL;
+        f->room = 0;
+    }
+    f->head = f->in = f->saved_room = NULL;
+}
+
 static void fcgi_release(struct conn_fcgi *f)
 {
     up_close(f);
-    free(f->req);
-    f->req = f->head = f->in = f->saved_room = NULL;
+    room_trim(f);
     pthread_mutex_lock(&fcgi_free.lock);
     f->next_free = fcgi_free.list;
     fcgi_free.list = f;
@@ -226,10 +243,15 @@ static struct conn_fcgi *fcgi_new(size_t req_cap, size_t save_cap)
         f->idle.claim = idle_claim;
         f->idle.close = idle_close;
     }
-    f->req = malloc(req_cap + FCGI_HEAD_MAX + FCGI_RELAY + save_cap);
-    if (!f->req) {
-        fcgi_release(f);
-        return NULL;
+    size_t need = req_cap + FCGI_HEAD_MAX + FCGI_RELAY + save_cap;
+    if (f->room < need) {
+        free(f->req);
+        f->req = malloc(need);
+        f->room = f->req ? need : 0;
+        if (!f->req) {
+            fcgi_release(f);
+            return NULL;
+        }
     }
     f->head = f->req + req_cap;
     f->in = f->head + FCGI_HEAD_MAX;
@@ -284,8 +306,7 @@ static void fcgi_detach(struct conn_fcgi *f, bool keep_up, bool failed)
     if (keep_up && f->h.fd >= 0 && f->server && f->up->keepalive > 0) {
         if (!f->registered)
             idle_register(f, c->h.group);
-        free(f->req); /* a kept connection keeps no buffers */
-        f->req = f->head = f->in = f->saved_room = NULL;
+        room_trim(f); /* kept with its socket, for the request that takes it */
         f->idle.server = f->server;
         f->idle.home = f->registered ? f->h.group : NULL;
         f->server = NULL;
@@ -891,14 +912,22 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
 {
     const struct fastcgi_params *fp = fastcgi_params_of(resp->proxy);
     struct http_shared *shared = http_service_of(c)->shared;
-    char *params = malloc(FCGI_PARAMS_MAX);
-    long plen = params ? fp->ops->params(fp->up.conf, r, params, FCGI_PARAMS_MAX) : -1;
+    /* The parameters are encoded first (their length decides the buffer's): into a
+     * thread's own room, used only until they are copied, or when they do not fit there,
+     * into one as large as they may be. */
+    static _Thread_local char room[FCGI_PARAMS_ROOM];
+    char *params = room, *big = NULL;
+    long plen = fp->ops->params(fp->up.conf, r, params, sizeof(room));
+    if (plen < 0 && (big = malloc(FCGI_PARAMS_MAX)) != NULL) {
+        params = big;
+        plen = fp->ops->params(fp->up.conf, r, params, FCGI_PARAMS_MAX);
+    }
     size_t req_cap = 16 + stream_size(plen > 0 ? (size_t)plen : 0) + stream_size(r->body_len);
-    struct conn_fcgi *f = params && http_save_input(c, rest, rest_len)
+    struct conn_fcgi *f = http_save_input(c, rest, rest_len)
                               ? fcgi_new(req_cap, http_source_save_room(r))
                               : NULL;
     if (!f) {
-        free(params);
+        free(big);
         if (body_owner)
             http_collect_free(shared, body_owner);
         conn_close(c);
@@ -930,7 +959,7 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
         fcgi_header((uint8_t *)f->req + o, FCGI_STDIN, FCGI_REQUEST_ID, 0, 0);
         f->req_len = o + FCGI_HEADER_LEN;
     }
-    free(params);
+    free(big);
     http_source_save_request(&f->src, r, f->saved_room, http_source_save_room(r));
     f->src.saved.upstream = &f->uvars;
     if (body_owner)
@@ -958,6 +987,7 @@ static void fcgi_fini(void)
     pthread_mutex_unlock(&fcgi_free.lock);
     while (list) {
         struct conn_fcgi *next = list->next_free;
+        free(list->req);
         free(list);
         list = next;
     }

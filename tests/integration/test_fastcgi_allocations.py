@@ -1,0 +1,69 @@
+"""A FastCGI keep-alive request allocates nothing once warm: the counting library of
+test_allocations.py (tests/alloc_counter.c, LD_PRELOAD) in lfhttpd only, in front of a
+real PHP-FPM pool (not counted: other processes). The application's connections are kept
+(`keepalive` and `fastcgi_keep_conn on`), and a state keeps its buffer between requests,
+so after the warm-up neither a connection nor a buffer is new."""
+import os
+
+import pytest
+
+from conftest import BY_DESIGN, SANITIZED, Server, check_clean_exit
+from fastcgi_harness import fpm, php_root, with_conf_files  # noqa: F401
+from test_allocations import alloc_counter, allocations
+
+REQ = b"GET /hello.php HTTP/1.1\r\nHost: t\r\n\r\n"
+BIG_REQ = (b"GET /hello.php HTTP/1.1\r\nHost: t\r\n" +
+           b"".join(b"X-Big-%d: %s\r\n" % (i, b"b" * 2600) for i in range(3)) + b"\r\n")
+
+
+@pytest.fixture
+def counted(tmp_path, fpm):  # noqa: F811
+    """(lfhttpd, counter file): every *.php of the test scripts passed to the pool."""
+    if SANITIZED:
+        pytest.skip("the sanitizers replace malloc, so there is nothing to count " + BY_DESIGN)
+    lib = alloc_counter()
+    root = php_root(tmp_path)
+    with open(os.path.join(root, "hello.php"), "w") as f:
+        f.write("<?php echo 'hello';\n")
+    d = tmp_path / "lf"
+    with_conf_files(d)
+    counter = tmp_path / "allocs"
+    conf = (f"threads 2;\naccess_log off;\nkeepalive_requests 0;\n"
+            f"upstream php {{ server unix:{fpm.sock}; keepalive 4; }}\n"
+            f"server {{\n  listen 127.0.0.1:0;\n  root {root};\n"
+            "  location ~ \\.php$ { fastcgi_pass php; fastcgi_keep_conn on; "
+            "include fastcgi.conf; }\n}\n")
+    s = Server(d, None, conf=conf,
+               env={"LD_PRELOAD": lib, "LFHTTPD_ALLOC_COUNTER": str(counter)})
+    yield s, counter
+    check_clean_exit(s)
+
+
+def run(client, n, req=REQ, batch=50):
+    for _ in range(n // batch):
+        client.send(req * batch)
+        for _ in range(batch):
+            st, _, body, _ = client.read_response()
+            assert st == 200 and body == b"hello"
+
+
+def test_fastcgi_keepalive_requests_do_not_allocate(counted):
+    """2,000 keep-alive requests to PHP after a warm-up of 200: the count must not grow
+    with the requests (the same small slack as the proxy's test)."""
+    s, counter = counted
+    c = s.connect(timeout=20)
+    run(c, 200)
+    before = allocations(counter)
+    run(c, 2000)
+    after = allocations(counter)
+    c.close()
+    assert after - before < 50, f"{after - before} allocations over 2,000 FastCGI requests"
+
+
+def test_fastcgi_parameters_larger_than_a_threads_room_are_still_passed(counted):
+    """A request whose parameters do not fit the thread's room (three 2,600-byte fields) is
+    encoded in a buffer of its own and answered as any other."""
+    s, _ = counted
+    c = s.connect(timeout=20)
+    run(c, 50, BIG_REQ, batch=10)
+    c.close()
