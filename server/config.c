@@ -35,6 +35,7 @@ void config_defaults(struct config *cfg)
     cfg->max_headers = 64;
     cfg->max_body_size = 1024 * 1024;
     cfg->max_body_memory = (uint64_t)64 << 20;
+    cfg->client_body_buffer_size = 16 * 1024; /* nginx's on 64-bit systems */
     cfg->client_body_min_rate = 500; /* Apache's RequestReadTimeout MinRate */
     cfg->header_timeout_ms = 10000;
     cfg->client_body_timeout_ms = 10000;
@@ -1542,6 +1543,11 @@ static const struct conf_directive core_directives[] = {
     {"client_max_body_size", CONF_SIZE, TOP, CFG(max_body_size), .dflt = "1m",
      .doc = "nginx's name of `max_body_size` (0: no limit); a server or location may set "
             "its own."},
+    {"client_body_buffer_size", CONF_SIZE, TOP, CFG(client_body_buffer_size), .dflt = "16k",
+     .doc = "The longest request body `$request_body` shows, as nginx's: nginx keeps a body "
+            "up to this size in memory, where the variable reads it, and writes a longer "
+            "one to a file, where it does not (bodies are held in memory here whatever "
+            "their size: see `max_body_memory`)."},
     /* nginx's per-block settings of a request's connection (struct config_limits): a
      * server's and a location's are read with the block (module_level.c), merged as
      * nginx's, over the block around them. */
@@ -1553,6 +1559,9 @@ static const struct conf_directive core_directives[] = {
             "location does not) is 413, as is a chunked body over the limit of the location "
             "that reads it; 0: no limit, within the server-wide 64 MiB bound on a body "
             "collected in memory and `max_body_memory`."},
+    {"client_body_buffer_size", CONF_SIZE, SITE | LOC, .set = conf_set_later,
+     .usage = "SIZE", .dflt = "(the outer block's)", .id = CONFIG_ID_CLIENT_BODY_BUFFER_SIZE,
+     .doc = "The longest body `$request_body` shows for a request this block answers."},
     {"client_body_timeout", CONF_DURATION, SITE | LOC, .min = 1, .set = conf_set_later,
      .usage = "TIME", .dflt = "(the outer block's)", .id = CONFIG_ID_CLIENT_BODY_TIMEOUT,
      .doc = "The longest wait between two reads of the body of a request this block "

@@ -361,6 +361,28 @@ void http_source_save_request(struct http_source *s, const struct request *r, ch
     s->has_saved = true;
 }
 
+size_t http_source_body_room(const struct request *r)
+{
+    return module_request_body_len(r);
+}
+
+void http_source_save_body(struct http_source *s, const struct request *r, char *room)
+{
+    size_t n = http_source_body_room(r);
+    if (!s->has_saved || n == 0)
+        return;
+    memcpy(room, r->body, n);
+    http_source_keep_body(s, room, n);
+}
+
+void http_source_keep_body(struct http_source *s, const char *body, size_t len)
+{
+    if (!s->has_saved)
+        return;
+    s->saved.body = len ? body : NULL;
+    s->saved.body_len = len;
+}
+
 /* --- the head and the body --------------------------------------------------------------- */
 
 bool http_source_error_page(struct http_source *s, struct response *resp,
@@ -369,6 +391,8 @@ bool http_source_error_page(struct http_source *s, struct response *resp,
     if (!s->has_saved || !module_chain_has_error_page(&s->saved, resp->status))
         return false;
     pg->r = s->saved;
+    pg->r.body = NULL; /* the page's request reads no body (the source's copy may go) */
+    pg->r.body_len = 0;
     memcpy(pg->path, s->saved.path, s->saved.path_len + 1);
     if (pg->r.captures.subject == s->saved.path)
         pg->r.captures.subject = pg->path;

@@ -378,6 +378,10 @@ size_t module_redirect_base(const struct request *req, char *out, size_t cap);
 struct vars_source;
 /* The variables' source for a request (vars.h). */
 void module_vars_source(const struct request *req, struct vars_source *src);
+/* The length of req's $request_body: its body's, when the block's handler read it and
+ * nginx would hold it in memory (no longer than client_body_buffer_size), else 0. A
+ * source that answers later keeps a copy of that much for its filters and log. */
+size_t module_request_body_len(const struct request *req);
 /* The same, and the answer's fields for $sent_http_NAME. */
 void module_vars_answer(struct vars_source *src, const struct response *resp);
 

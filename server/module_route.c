@@ -75,6 +75,14 @@ static void route_connections(const void *request, unsigned long long out[4])
     out[3] = n.waiting;
 }
 
+/* A longer body nginx writes to a file, which its $request_body does not read. */
+size_t module_request_body_len(const struct request *req)
+{
+    bool kept = req->body && req->level &&
+                req->body_len <= req->level->limits.client_body_buffer_size;
+    return kept ? req->body_len : 0;
+}
+
 void module_vars_source(const struct request *req, struct vars_source *src)
 {
     const struct site_server *s = req->site;
@@ -107,6 +115,8 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .user_vars = req,
         .upstream = req->upstream,
         .body_len = req->body_len,
+        .request_body = req->body,
+        .request_body_len = module_request_body_len(req),
         .path_var = route_path_var,
         .limit_req_status = req->marks.limit_req,
         .limit_conn_status = req->marks.limit_conn,
