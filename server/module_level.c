@@ -296,7 +296,8 @@ static int read_number(struct level_build *b, unsigned context, const struct con
 }
 
 /* client_max_body_size, client_body_buffer_size, client_body_timeout, keepalive_timeout,
- * keepalive_requests and send_timeout: what the block sets, else the outer block's (nginx's merge). */
+ * keepalive_requests and send_timeout: what the block sets, else the outer block's
+ * (nginx's merge). */
 static int read_limits(struct level_build *b, struct module_level *l,
                        const struct module_level *outer, const struct conf_node *first)
 {
