@@ -135,3 +135,23 @@ def test_a_fastcgi_body_is_request_body_as_nginx(tmp_path, fpm):  # noqa: F811
         finally:
             s.stop()
     assert seen["lfhttpd"] == seen["nginx"] == (200, ["x=1&y=2"])
+
+
+def test_a_cgi_scripts_body_is_request_body_in_the_log(start_server, docroot, tmp_path, connect):
+    """nginx has no CGI: a script's body is $request_body as a proxied one is, in the log
+    line written once the script's answer has streamed."""
+    cgi = tmp_path / "cgi"
+    cgi.mkdir()
+    (cgi / "cat.sh").write_text("#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'\n"
+                                "exec cat\n")
+    (cgi / "cat.sh").chmod(0o755)
+    log = tmp_path / "body.log"
+    srv = start_server(docroot, conf_extra=f'cgi /cgi-bin/ "{cgi}";\n'
+                       "log_format body '[$request_body]';\n"
+                       f'access_log "{log}" body;\n')
+    c = connect(srv)
+    c.send(b"POST /cgi-bin/cat.sh HTTP/1.1\r\nHost: t\r\nContent-Length: 7\r\n\r\na=1&b=2")
+    status, _, body, _ = c.read_response()
+    assert status == 200 and body == b"a=1&b=2"
+    assert wait_until(lambda: log.exists() and log.read_text().strip(), scaled(5))
+    assert log.read_text().splitlines() == ["[a=1&b=2]"]
