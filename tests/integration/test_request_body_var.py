@@ -9,7 +9,7 @@ from fastcgi_harness import Fpm, fpm, lfhttpd, nginx, php_root  # noqa: F401
 from proxy_harness import Proxy, Upstream
 from test_fastcgi import header
 from test_fastcgi import request as fcgi_request
-from test_proxy import request
+from test_proxy import echoed, fields, request
 
 CONF = """
 log_format body '[$request_body]';
@@ -28,6 +28,10 @@ server {
         client_body_buffer_size 1k;
         proxy_pass http://app;
         add_header X-Body $request_body always;
+    }
+    location /up/ {
+        proxy_pass http://app;
+        proxy_set_header X-Body $request_body;
     }
     location /r/ {
         add_header X-Body $request_body always;
@@ -79,6 +83,23 @@ def test_a_proxied_body_is_request_body_as_nginx(tmp_path, docroot):
     for kind in ("nginx", "lfhttpd"):
         status, headers, _ = out[kind][0]
         assert status == 200 and headers.get("x-body") == BODY.decode(), (kind, status)
+
+
+def test_proxy_set_header_sends_request_body_upstream_as_nginx(tmp_path, docroot):
+    """The proxy's request is made once the body is read: a field may carry it."""
+    u = Upstream()
+    try:
+        seen = {}
+        for kind in ("nginx", "lfhttpd"):
+            p = Proxy(tmp_path / kind, CONF.replace("LOG", str(tmp_path / "unused.log")), u,
+                      docroot, kind=kind)
+            try:
+                seen[kind] = fields(echoed(p, "/up/x", method="POST", body=b"k=v&w=1"), "X-Body")
+            finally:
+                p.stop()
+    finally:
+        u.stop()
+    assert seen["lfhttpd"] == seen["nginx"] == ["k=v&w=1"]
 
 
 def test_a_chunked_body_is_request_body_decoded_as_nginx(tmp_path, docroot):
