@@ -4,7 +4,9 @@
 to a file, where it does not); empty where the body is not read. One configuration run by
 nginx and by lfhttpd in front of one test upstream (upstream_app.py), or of one PHP-FPM
 pool, the same requests sent to each and the answers (and log lines) compared."""
-from conftest import scaled, wait_until
+import subprocess
+
+from conftest import BIN, scaled, wait_until
 from fastcgi_harness import Fpm, fpm, lfhttpd, nginx, php_root  # noqa: F401
 from proxy_harness import Proxy, Upstream
 from test_fastcgi import header
@@ -32,6 +34,12 @@ server {
     location /up/ {
         proxy_pass http://app;
         proxy_set_header X-Body $request_body;
+    }
+    location /single/ {
+        client_body_in_single_buffer on;
+        client_body_in_file_only off;
+        proxy_pass http://app;
+        add_header X-Body $request_body always;
     }
     location /r/ {
         add_header X-Body $request_body always;
@@ -126,6 +134,27 @@ def test_a_body_longer_than_client_body_buffer_size_is_no_request_body_as_nginx(
         assert s1 == s2 == 200, kind
         assert h1.get("x-body") == short.decode(), kind
         assert "x-body" not in h2, kind
+
+
+def test_client_body_in_single_buffer_and_in_file_only_off_are_accepted_as_nginx(
+        tmp_path, docroot):
+    """nginx's advice for $request_body, and its default: what they ask is what is done."""
+    out, _ = answers(tmp_path, docroot, [("/single/x", b"q=1", False)])
+    for kind in ("nginx", "lfhttpd"):
+        status, headers, _ = out[kind][0]
+        assert status == 200 and headers.get("x-body") == "q=1", (kind, status)
+
+
+def test_client_body_in_file_only_on_is_refused_naming_its_line(tmp_path):
+    """No body is ever written to a file here: nginx's `on` (and `clean`, which would
+    empty $request_body) is an error at load, not a silent difference."""
+    conf = tmp_path / "t.conf"
+    conf.write_text("http {\n  server {\n    listen 127.0.0.1:0;\n"
+                    "    client_body_in_file_only clean;\n  }\n}\n")
+    r = subprocess.run([BIN, "-t", "-c", str(conf)], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=30)
+    assert r.returncode != 0
+    assert f"{conf}:4: client_body_in_file_only: only \"off\"" in r.stderr, r.stderr
 
 
 def test_a_location_that_does_not_read_the_body_has_no_request_body_as_nginx(
