@@ -41,6 +41,14 @@ server {
         proxy_pass http://app;
         add_header X-Body $request_body always;
     }
+    location /ep/ {
+        proxy_pass http://app;
+        proxy_intercept_errors on;
+        error_page 404 /page;
+    }
+    location = /page {
+        return 200 "[$request_body]";
+    }
     location /r/ {
         add_header X-Body $request_body always;
         return 200 "[$request_body]";
@@ -155,6 +163,14 @@ def test_client_body_in_file_only_on_is_refused_naming_its_line(tmp_path):
                        cwd=tmp_path, timeout=30)
     assert r.returncode != 0
     assert f"{conf}:4: client_body_in_file_only: only \"off\"" in r.stderr, r.stderr
+
+
+def test_an_error_page_after_the_proxy_still_has_request_body_as_nginx(tmp_path, docroot):
+    """The upstream's 404 is answered by the page's `return` (with the 404), which reads no
+    body itself: the variable is the body the request read before the redirect."""
+    out, _ = answers(tmp_path, docroot, [("/ep/x?status=404", b"e=1", False)])
+    assert [(s, b) for s, _, b in out["lfhttpd"]] == [(s, b) for s, _, b in out["nginx"]] \
+        == [(404, b"[e=1]")]
 
 
 def test_a_location_that_does_not_read_the_body_has_no_request_body_as_nginx(
