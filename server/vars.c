@@ -246,9 +246,10 @@ static const struct {
      "(decoded, if chunked) (in an access-log line; else empty)."},
     {"request_body", VAR_REQUEST_BODY, "The request's body (decoded, if chunked), as nginx's: "
      "where the block's handler reads it (`proxy_pass`, `fastcgi_pass`, CGI, `echo`), once "
-     "read, and when it is no longer than the block's `client_body_buffer_size` (nginx "
-     "keeps such a body in memory, where the variable finds it, and a longer one in a "
-     "file); else empty (a `return`, a file, a body that is skipped)."},
+     "read (and in an `error_page` after it), when it is no longer than the block's "
+     "`client_body_buffer_size` (nginx keeps such a body in memory, where the variable "
+     "finds it, and a longer one in a file); else empty (a `return`, a file, a body that "
+     "is skipped)."},
     {"connection_time", VAR_CONNECTION_TIME, "Seconds, with milliseconds, since the "
      "request's connection was accepted (`1.204`), as nginx's."},
     {"connection_requests", VAR_CONNECTION_REQUESTS, "The request's number on its connection, "

@@ -49,8 +49,9 @@
  *   $request_length  the request's head and body bytes (a chunked body's decoded bytes)
  *   $connection_requests  the request's number on its connection
  *   $request_body    the body, once the block's handler has read it whole (the proxy,
- *                    FastCGI, CGI, echo), when it is no longer than client_body_buffer_size:
- *                    nginx's value, which is there only while the body is in memory
+ *                    FastCGI, CGI, echo; an error page's request keeps it), when it is no
+ *                    longer than client_body_buffer_size: nginx's value, which is there
+ *                    only while the body is in memory
  *   $remote_user     empty: basic authentication's user is not kept (nginx logs "-" too
  *                    without one)
  *   $upstream_addr, $upstream_status, $upstream_response_time, $upstream_connect_time,
