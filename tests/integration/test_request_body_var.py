@@ -4,9 +4,11 @@
 to a file, where it does not); empty where the body is not read. One configuration run by
 nginx and by lfhttpd in front of one test upstream (upstream_app.py), or of one PHP-FPM
 pool, the same requests sent to each and the answers (and log lines) compared."""
+import socket
 import subprocess
+import time
 
-from conftest import BIN, scaled, wait_until
+from conftest import BIN, Client, scaled, wait_until
 from fastcgi_harness import Fpm, fpm, lfhttpd, nginx, php_root  # noqa: F401
 from proxy_harness import Proxy, Upstream
 from test_fastcgi import header
@@ -123,6 +125,33 @@ def test_a_chunked_body_is_request_body_decoded_as_nginx(tmp_path, docroot):
     for kind in ("nginx", "lfhttpd"):
         status, headers, _ = out[kind][0]
         assert status == 200 and headers.get("x-body") == BODY.decode(), (kind, status)
+
+
+def test_a_chunked_body_sent_in_pieces_is_request_body_as_nginx(tmp_path, docroot):
+    """The head, then five chunks of 200 bytes a moment apart, then the last chunk (as
+    nginx's ssl.t sends it): the body is gathered across reads, and is the variable."""
+    u = Upstream()
+    seen = {}
+    try:
+        for kind in ("nginx", "lfhttpd"):
+            p = Proxy(tmp_path / kind, CONF.replace("LOG", str(tmp_path / "unused.log")), u,
+                      docroot, kind=kind)
+            c = Client(socket.create_connection((p.host, p.port), timeout=scaled(10)))
+            try:
+                c.send(b"POST /p/x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+                       b"Transfer-Encoding: chunked\r\n\r\n")
+                for _ in range(5):
+                    time.sleep(0.05)
+                    c.send(b"c8\r\n" + b"0123456789" * 20 + b"\r\n")
+                c.send(b"0\r\n\r\n")
+                status, headers, _, _ = c.read_response(timeout=scaled(10))
+                seen[kind] = (status, headers.get("x-body"))
+            finally:
+                c.close()
+                p.stop()
+    finally:
+        u.stop()
+    assert seen["lfhttpd"] == seen["nginx"] == (200, "0123456789" * 100)
 
 
 def test_request_body_is_in_the_access_log_as_nginx(tmp_path, docroot):
