@@ -35,6 +35,7 @@ void config_defaults(struct config *cfg)
     cfg->max_headers = 64;
     cfg->max_body_size = 1024 * 1024;
     cfg->max_body_memory = (uint64_t)64 << 20;
+    cfg->client_body_buffer_size = 16 * 1024; /* nginx's on 64-bit systems */
     cfg->client_body_min_rate = 500; /* Apache's RequestReadTimeout MinRate */
     cfg->header_timeout_ms = 10000;
     cfg->client_body_timeout_ms = 10000;
@@ -838,6 +839,33 @@ static int note_nginx_only(void *base, const struct conf_node *n, void *ctx, cha
     return 0;
 }
 
+/* `client_body_in_single_buffer on|off`: a body a handler reads is one buffer here
+ * always, what nginx's `on` asks for $request_body; said at -t. */
+static int note_single_buffer(void *base, const struct conf_node *n, void *ctx, char *msg,
+                              size_t len)
+{
+    if (check_flag(base, n, ctx, msg, len) < 0)
+        return -1;
+    return note_nginx_only(base, n, ctx, msg, len);
+}
+
+/* `client_body_in_file_only off`, nginx's default: the only value, as no body is ever
+ * written to a file here (nginx's `on` and `clean` would leave $request_body empty and
+ * name the file in $request_body_file). */
+static int set_body_in_file_only(void *base, const struct conf_node *n, void *ctx, char *msg,
+                                 size_t len)
+{
+    (void)base;
+    (void)ctx;
+    if (strcmp(n->args[0], "off") == 0)
+        return 0;
+    if (strcmp(n->args[0], "on") != 0 && strcmp(n->args[0], "clean") != 0)
+        return snprintf(msg, len, "expected \"on\", \"clean\" or \"off\", not \"%s\"",
+                        n->args[0]), -1;
+    return snprintf(msg, len, "only \"off\": request bodies are held in memory here, never "
+                    "written to files"), -1;
+}
+
 /* `large_client_header_buffers N SIZE` at the top level: the head is read into one buffer
  * here, of max_header_size bytes: N times SIZE, within its bounds (nginx's limits of a
  * request line and of each field to SIZE are not kept apart), said at -t. */
@@ -1542,6 +1570,11 @@ static const struct conf_directive core_directives[] = {
     {"client_max_body_size", CONF_SIZE, TOP, CFG(max_body_size), .dflt = "1m",
      .doc = "nginx's name of `max_body_size` (0: no limit); a server or location may set "
             "its own."},
+    {"client_body_buffer_size", CONF_SIZE, TOP, CFG(client_body_buffer_size), .dflt = "16k",
+     .doc = "The longest request body `$request_body` shows, as nginx's: nginx keeps a body "
+            "up to this size in memory, where the variable reads it, and writes a longer "
+            "one to a file, where it does not (bodies are held in memory here whatever "
+            "their size: see `max_body_memory`)."},
     /* nginx's per-block settings of a request's connection (struct config_limits): a
      * server's and a location's are read with the block (module_level.c), merged as
      * nginx's, over the block around them. */
@@ -1553,6 +1586,17 @@ static const struct conf_directive core_directives[] = {
             "location does not) is 413, as is a chunked body over the limit of the location "
             "that reads it; 0: no limit, within the server-wide 64 MiB bound on a body "
             "collected in memory and `max_body_memory`."},
+    {"client_body_buffer_size", CONF_SIZE, SITE | LOC, .set = conf_set_later,
+     .usage = "SIZE", .dflt = "(the outer block's)", .id = CONFIG_ID_CLIENT_BODY_BUFFER_SIZE,
+     .doc = "The longest body `$request_body` shows for a request this block answers."},
+    {"client_body_in_single_buffer", CONF_LIST, TOP | SITE | LOC, .min_args = 1,
+     .max_args = 1, .set = note_single_buffer, .usage = "on|off", .dflt = "off",
+     .doc = "A body a handler reads is always held in one buffer here (what nginx's `on` "
+            "asks, to spare `$request_body` its copies)."},
+    {"client_body_in_file_only", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = 1,
+     .set = set_body_in_file_only, .usage = "off", .dflt = "off",
+     .doc = "Request bodies are never written to files (nginx's default); `on` and `clean` "
+            "are refused."},
     {"client_body_timeout", CONF_DURATION, SITE | LOC, .min = 1, .set = conf_set_later,
      .usage = "TIME", .dflt = "(the outer block's)", .id = CONFIG_ID_CLIENT_BODY_TIMEOUT,
      .doc = "The longest wait between two reads of the body of a request this block "

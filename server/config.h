@@ -74,6 +74,8 @@ struct config_class {
  * its last request was answered from (http_source.h). */
 struct config_limits {
     uint64_t max_body_size;          /* client_max_body_size; 0: no limit */
+    uint64_t client_body_buffer_size; /* the longest body $request_body shows (nginx keeps
+                                         such a body in memory, a longer one in a file) */
     unsigned client_body_timeout_ms; /* the longest wait for the next bytes of a body */
     unsigned keepalive_timeout_ms;   /* idle between requests; 0: no keep-alive */
     unsigned keepalive_header_s;     /* "Keep-Alive: timeout=N"; 0: none */
@@ -119,6 +121,7 @@ struct config {
     unsigned max_headers;
     uint64_t max_body_size;
     uint64_t max_body_memory;      /* bytes of collected bodies held at once; 0 = no bound */
+    uint64_t client_body_buffer_size; /* the top level's (struct config_limits) */
     uint64_t client_body_min_rate; /* bytes per second a body must average; 0 = none */
 
     unsigned header_timeout_ms;
@@ -218,6 +221,7 @@ enum config_core_id {
     /* struct config_limits, per block */
     CONFIG_ID_CLIENT_MAX_BODY_SIZE,
     CONFIG_ID_CLIENT_BODY_TIMEOUT,
+    CONFIG_ID_CLIENT_BODY_BUFFER_SIZE,
     CONFIG_ID_KEEPALIVE_TIMEOUT,
     CONFIG_ID_KEEPALIVE_REQUESTS,
     CONFIG_ID_SEND_TIMEOUT,

@@ -924,7 +924,8 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
     }
     size_t req_cap = 16 + stream_size(plen > 0 ? (size_t)plen : 0) + stream_size(r->body_len);
     struct conn_fcgi *f = http_save_input(c, rest, rest_len)
-                              ? fcgi_new(req_cap, http_source_save_room(r))
+                              ? fcgi_new(req_cap, http_source_save_room(r) +
+                                                      http_source_body_room(r))
                               : NULL;
     if (!f) {
         free(big);
@@ -961,6 +962,7 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
     }
     free(big);
     http_source_save_request(&f->src, r, f->saved_room, http_source_save_room(r));
+    http_source_save_body(&f->src, r, f->saved_room + http_source_save_room(r));
     f->src.saved.upstream = &f->uvars;
     if (body_owner)
         http_collect_free(shared, body_owner);

@@ -911,6 +911,7 @@ static void tunnel_begin(struct conn_proxy *px, size_t used)
     px->head_off = used;
     px->head_len -= used;
     px->req_off = px->req_len = 0;
+    http_source_keep_body(&px->src, NULL, 0); /* (it was in req[]) */
     if (c->in) {
         memcpy(px->req, c->in->data, c->in->len);
         px->req_len = c->in->len;
@@ -1512,19 +1513,22 @@ static bool asks_upgrade(const struct http_request *h)
 
 /* Keep the request's body for sending: after the head in req[] when it fits (a collected
  * one is then the caller's to free, once the request's head in it has been saved), else
- * where it is (a collected body, owned from now on). */
-static bool keep_body(struct conn_proxy *px, const struct request *r, void *owner)
+ * where it is (a collected body, owned from now on); *kept: where it is kept. */
+static bool keep_body(struct conn_proxy *px, const struct request *r, void *owner,
+                      const char **kept)
 {
+    *kept = NULL;
     if (r->body_len == 0)
         return true;
     if (r->body_len <= PROXY_REQ_MAX - px->req_len) {
+        *kept = px->req + px->req_len;
         memcpy(px->req + px->req_len, r->body, r->body_len);
         px->req_len += r->body_len;
         return true;
     }
     if (owner) {
         px->body_owner = owner;
-        px->body = r->body;
+        *kept = px->body = r->body;
         px->body_len = r->body_len;
         return true;
     }
@@ -1709,7 +1713,8 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     px->req_len = (size_t)len;
     px->request_keeps = keeps;
     px->tunnel_asked = asks_upgrade(h);
-    if (!keep_body(px, r, body_owner)) {
+    const char *kept;
+    if (!keep_body(px, r, body_owner, &kept)) {
         if (s)
             upstream_done(u, s, false, now);
         proxy_finish(px, 500, "no room for the request's body");
@@ -1717,6 +1722,7 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     }
     http_source_save_request(&px->src, r, px->req + px->req_len, PROXY_REQ_MAX - px->req_len);
     px->src.saved.upstream = &px->uvars;
+    http_source_keep_body(&px->src, kept, r->body_len); /* for $request_body */
     /* A collected body not kept where it lies goes now: the head (in it too) is saved. */
     if (body_owner && px->body_owner != body_owner)
         http_collect_free(shared, body_owner);

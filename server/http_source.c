@@ -352,13 +352,35 @@ void http_source_save_request(struct http_source *s, const struct request *r, ch
     if (r->args.len)
         memcpy(args, r->args.p, r->args.len);
     s->saved.args = (struct http_slice){args, r->args.len};
-    s->saved.body = NULL;
-    s->saved.body_len = 0;
+    s->saved.body = s->saved.read_body = NULL; /* the frame's: http_source_save_body */
+    s->saved.body_len = s->saved.read_body_len = 0;
     s->request_id[0] = '\0';
     if (r->request_id)
         memcpy(s->request_id, r->request_id, sizeof(s->request_id));
     s->saved.request_id = s->request_id;
     s->has_saved = true;
+}
+
+size_t http_source_body_room(const struct request *r)
+{
+    return module_request_body_len(r);
+}
+
+void http_source_save_body(struct http_source *s, const struct request *r, char *room)
+{
+    size_t n = http_source_body_room(r);
+    if (!s->has_saved || n == 0)
+        return;
+    memcpy(room, module_request_body(r), n);
+    http_source_keep_body(s, room, n);
+}
+
+void http_source_keep_body(struct http_source *s, const char *body, size_t len)
+{
+    if (!s->has_saved)
+        return;
+    s->saved.body = len ? body : NULL;
+    s->saved.body_len = len;
 }
 
 /* --- the head and the body --------------------------------------------------------------- */
@@ -368,7 +390,7 @@ bool http_source_error_page(struct http_source *s, struct response *resp,
 {
     if (!s->has_saved || !module_chain_has_error_page(&s->saved, resp->status))
         return false;
-    pg->r = s->saved;
+    pg->r = s->saved; /* (the page's request keeps the body for $request_body only) */
     memcpy(pg->path, s->saved.path, s->saved.path_len + 1);
     if (pg->r.captures.subject == s->saved.path)
         pg->r.captures.subject = pg->path;

@@ -290,6 +290,15 @@ size_t http_source_save_room(const struct request *r);
  * without room, s->has_saved stays false (the head goes unfiltered). */
 void http_source_save_request(struct http_source *s, const struct request *r, char *room,
                               size_t cap);
+/* $request_body's bytes of r (module_request_body_len): the room http_source_save_body
+ * needs. */
+size_t http_source_body_room(const struct request *r);
+/* After http_source_save_request: copy those bytes of r's body into room, for the saved
+ * request's $request_body. */
+void http_source_save_body(struct http_source *s, const struct request *r, char *room);
+/* After http_source_save_request: the saved request's body is body[0, len), which the
+ * source keeps as long as it lives (the proxy's copy for sending). */
+void http_source_keep_body(struct http_source *s, const char *body, size_t len);
 /* The answer's head is made (resp): run the filters on it with the request as it was.
  * upstream: the proxy's parameters for an upstream's answer, else NULL. A body filter
  * chosen there is in resp->body_filter; http_source_start_filter starts it. */

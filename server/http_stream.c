@@ -353,7 +353,8 @@ static void stream_start(struct conn *c, struct response *resp, const struct req
 {
     struct conn_stream *cs = NULL;
     size_t room = http_source_save_room(r);
-    if (http_save_input(c, rest, rest_len) && (cs = malloc(sizeof(*cs) + room))) {
+    size_t body_room = http_source_body_room(r);
+    if (http_save_input(c, rest, rest_len) && (cs = malloc(sizeof(*cs) + room + body_room))) {
         memset(cs, 0, offsetof(struct conn_stream, pending));
         cs->rs = resp->stream;
         cs->pipe_fd = resp->stream.fd;
@@ -373,6 +374,7 @@ static void stream_start(struct conn *c, struct response *resp, const struct req
     }
     http_source_init(&cs->src, &stream_ops, c, resp, r);
     http_source_save_request(&cs->src, r, cs->saved, room);
+    http_source_save_body(&cs->src, r, cs->saved + room);
     if (body_owner) /* (the request's head in it is saved) */
         http_collect_free(http_service_of(c)->shared, body_owner);
     cs->h.on_event = stream_event;

@@ -150,6 +150,11 @@ struct request {
      * is skipped). */
     const char *body;
     size_t body_len;
+    /* An error page's request: the body its first request read, which the page's handler
+     * does not get but $request_body still shows, as nginx's after the redirect; else
+     * NULL. */
+    const char *read_body;
+    size_t read_body_len;
     const struct site_server *site; /* the server block, NULL without server blocks */
 
     /* The core's, which modules pass along but do not read: the settings of the block that
@@ -378,6 +383,12 @@ size_t module_redirect_base(const struct request *req, char *out, size_t cap);
 struct vars_source;
 /* The variables' source for a request (vars.h). */
 void module_vars_source(const struct request *req, struct vars_source *src);
+/* The length of req's $request_body: its body's, when the block's handler read it and
+ * nginx would hold it in memory (no longer than client_body_buffer_size), else 0. A
+ * source that answers later keeps a copy of that much for its filters and log. */
+size_t module_request_body_len(const struct request *req);
+/* Where those bytes are: the body, or an error page's request's read_body (NULL: none). */
+const char *module_request_body(const struct request *req);
 /* The same, and the answer's fields for $sent_http_NAME. */
 void module_vars_answer(struct vars_source *src, const struct response *resp);
 

@@ -295,8 +295,9 @@ static int read_number(struct level_build *b, unsigned context, const struct con
     return conf_apply(&b->r, &line, n, field);
 }
 
-/* client_max_body_size, client_body_timeout, keepalive_timeout, keepalive_requests and
- * send_timeout: what the block sets, else the outer block's (nginx's merge). */
+/* client_max_body_size, client_body_buffer_size, client_body_timeout, keepalive_timeout,
+ * keepalive_requests and send_timeout: what the block sets, else the outer block's
+ * (nginx's merge). */
 static int read_limits(struct level_build *b, struct module_level *l,
                        const struct module_level *outer, const struct conf_node *first)
 {
@@ -307,6 +308,9 @@ static int read_limits(struct level_build *b, struct module_level *l,
     char msg[256];
     if ((n = find(first, l->context, CONFIG_ID_CLIENT_MAX_BODY_SIZE)))
         rc |= read_number(b, l->context, n, &m->max_body_size, sizeof(m->max_body_size));
+    if ((n = find(first, l->context, CONFIG_ID_CLIENT_BODY_BUFFER_SIZE)))
+        rc |= read_number(b, l->context, n, &m->client_body_buffer_size,
+                          sizeof(m->client_body_buffer_size));
     if ((n = find(first, l->context, CONFIG_ID_CLIENT_BODY_TIMEOUT)))
         rc |= read_number(b, l->context, n, &m->client_body_timeout_ms,
                           sizeof(m->client_body_timeout_ms));
@@ -644,6 +648,7 @@ static int build_top(struct level_build *b, struct module_level *l, char *err, s
     l->relative_redirect = !b->cfg->absolute_redirect;
     l->limits = (struct config_limits){
         .max_body_size = b->cfg->max_body_size,
+        .client_body_buffer_size = b->cfg->client_body_buffer_size,
         .client_body_timeout_ms = b->cfg->client_body_timeout_ms,
         .keepalive_timeout_ms = b->cfg->keepalive_timeout_ms,
         .keepalive_header_s = b->cfg->keepalive_header_s,

@@ -75,6 +75,18 @@ static void route_connections(const void *request, unsigned long long out[4])
     out[3] = n.waiting;
 }
 
+/* A longer body nginx writes to a file, which its $request_body does not read. */
+size_t module_request_body_len(const struct request *req)
+{
+    size_t len = req->body ? req->body_len : req->read_body ? req->read_body_len : 0;
+    return req->level && len <= req->level->limits.client_body_buffer_size ? len : 0;
+}
+
+const char *module_request_body(const struct request *req)
+{
+    return req->body ? req->body : req->read_body;
+}
+
 void module_vars_source(const struct request *req, struct vars_source *src)
 {
     const struct site_server *s = req->site;
@@ -107,6 +119,8 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .user_vars = req,
         .upstream = req->upstream,
         .body_len = req->body_len,
+        .request_body = module_request_body(req),
+        .request_body_len = module_request_body_len(req),
         .path_var = route_path_var,
         .limit_req_status = req->marks.limit_req,
         .limit_conn_status = req->marks.limit_conn,
@@ -1244,6 +1258,10 @@ static void answer_error_page(const struct module_chain *c, struct request *req,
     r.return_args = false;
     r.slash_to = NULL;
     r.internal = true;
+    if (req->body) {
+        r.read_body = req->body;
+        r.read_body_len = req->body_len;
+    }
     r.body = NULL;
     r.body_len = 0;
     const struct site_location *named = NULL;

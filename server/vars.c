@@ -65,6 +65,7 @@ enum var_id {
     VAR_REMOTE_USER,
     VAR_REQUEST_TIME,
     VAR_REQUEST_LENGTH,
+    VAR_REQUEST_BODY,
     VAR_CONNECTION_REQUESTS,
     VAR_CONNECTION_TIME,
     /* the proxy's tries (vars_upstream.h) */
@@ -243,6 +244,12 @@ static const struct {
      "to now elsewhere (`add_header`), as nginx's."},
     {"request_length", VAR_REQUEST_LENGTH, "The request's bytes: its head, and its body's "
      "(decoded, if chunked) (in an access-log line; else empty)."},
+    {"request_body", VAR_REQUEST_BODY, "The request's body (decoded, if chunked), as nginx's: "
+     "where the block's handler reads it (`proxy_pass`, `fastcgi_pass`, CGI, `echo`), once "
+     "read (and in an `error_page` after it), when it is no longer than the block's "
+     "`client_body_buffer_size` (nginx keeps such a body in memory, where the variable "
+     "finds it, and a longer one in a file); else empty (a `return`, a file, a body that "
+     "is skipped)."},
     {"connection_time", VAR_CONNECTION_TIME, "Seconds, with milliseconds, since the "
      "request's connection was accepted (`1.204`), as nginx's."},
     {"connection_requests", VAR_CONNECTION_REQUESTS, "The request's number on its connection, "
@@ -438,7 +445,7 @@ static int read_variable(const char *s, struct var_ref *ref, char *msg, size_t l
                         "request_method, request_id, proxy_host, proxy_port, "
                         "proxy_add_x_forwarded_for, status, body_bytes_sent, bytes_sent, "
                         "request, msec, time_local, time_iso8601, remote_user, "
-                        "request_time, request_length, connection_requests)",
+                        "request_time, request_length, request_body, connection_requests)",
                         (int)n, name), -1;
     ref->used = 1 + braced + n + braced;
     ref->arg = name + arg_at;
@@ -1143,6 +1150,9 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
                             tmp, sizeof(tmp));
         break;
     case VAR_REQUEST_METHOD: v = h ? h->method_name : v; break;
+    case VAR_REQUEST_BODY:
+        v = (struct http_slice){src->request_body, src->request_body ? src->request_body_len : 0};
+        break;
     case VAR_SERVER_PORT: v.len = port_of(src->local, tmp, sizeof(tmp)); break;
     case VAR_SERVER_ADDR: v.len = server_addr_of(src, tmp, sizeof(tmp)); break;
     case VAR_SERVER_NAME:

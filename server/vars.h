@@ -48,6 +48,10 @@
  *   $request_time    seconds with milliseconds from the request's start to the answer
  *   $request_length  the request's head and body bytes (a chunked body's decoded bytes)
  *   $connection_requests  the request's number on its connection
+ *   $request_body    the body, once the block's handler has read it whole (the proxy,
+ *                    FastCGI, CGI, echo; an error page's request keeps it), when it is no
+ *                    longer than client_body_buffer_size: nginx's value, which is there
+ *                    only while the body is in memory
  *   $remote_user     empty: basic authentication's user is not kept (nginx logs "-" too
  *                    without one)
  *   $upstream_addr, $upstream_status, $upstream_response_time, $upstream_connect_time,
@@ -198,6 +202,10 @@ struct vars_source {
                                              not proxied, $upstream_* empty */
     uint64_t body_len; /* the request body's length, read whole: $content_length of a
                           chunked body (as nginx's once it has read it) */
+    /* $request_body: the body, or NULL (empty): not read, or longer than nginx keeps in
+     * memory (module_vars_source decides) */
+    const char *request_body;
+    size_t request_body_len;
     /* $limit_req_status, $limit_conn_status: enum request_limit_status (module.h) */
     unsigned char limit_req_status, limit_conn_status;
 };

@@ -104,6 +104,17 @@ TEST(args_is_the_query_without_its_question_mark)
     CHECK(expands_to("[$args]", VARS_HEADER, &s, "[]"));
 }
 
+TEST(request_body_is_the_sources_body_escaped_as_its_context_asks)
+{
+    struct vars_source s = source(GET_HOST, "/a/b");
+    CHECK(expands_to("[$request_body]", VARS_HEADER, &s, "[]"));
+    s.request_body = "a=1\r\nX: y\"";
+    s.request_body_len = strlen(s.request_body);
+    CHECK(expands_to("[$request_body]", VARS_RAW, &s, "[a=1\r\nX: y\"]"));
+    CHECK(expands_to("[$request_body]", VARS_HEADER, &s, "[a=1%0D%0AX: y\"]"));
+    CHECK(expands_to("[$request_body]", VARS_LOG_DEFAULT, &s, "[a=1\\x0D\\x0AX: y\\x22]"));
+}
+
 TEST(host_is_lowercased_without_port_or_trailing_dot)
 {
     struct vars_source s = source(GET_HOST, "/");
