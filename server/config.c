@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -697,6 +698,28 @@ static int declare_if_sets(void *base, const struct conf_node *n, void *ctx, cha
     return 0;
 }
 
+/* The methods nginx's `limit_except` names (its list, WebDAV's included). */
+static const char *const limit_except_methods[] = {
+    "GET", "HEAD", "POST", "PUT", "DELETE", "MKCOL", "COPY", "MOVE", "OPTIONS", "PROPFIND",
+    "PROPPATCH", "LOCK", "UNLOCK", "PATCH", NULL,
+};
+
+/* `limit_except METHOD... { }`: each METHOD one nginx knows, without case. */
+static int check_limit_except(void *base, const struct conf_node *n, void *ctx, char *msg,
+                              size_t len)
+{
+    (void)base;
+    (void)ctx;
+    for (unsigned i = 0; i < n->n_args; i++) {
+        unsigned k = 0;
+        while (limit_except_methods[k] && strcasecmp(limit_except_methods[k], n->args[i]))
+            k++;
+        if (!limit_except_methods[k])
+            return snprintf(msg, len, "invalid method \"%s\"", n->args[i]), -1;
+    }
+    return 0;
+}
+
 /* `map SOURCE $NAME { }`: $NAME is declared as the file is read, so that a value anywhere
  * may use it; the entries are read with the blocks (rewrite.c). */
 static int declare_map(void *base, const struct conf_node *n, void *ctx, char *msg,
@@ -1164,6 +1187,17 @@ static const struct conf_directive core_directives[] = {
             "refuses inside `if` (`alias`, `try_files`, `index`...; in a server, all but "
             "`rewrite`, `return`, `set` and `break`) is refused at load.",
      .id = CONFIG_ID_IF},
+    {"limit_except", CONF_BLOCK, LOC, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
+     .set = check_limit_except, .usage = "METHOD... { ... }",
+     .doc = "The block's `allow`, `deny`, `auth_basic` and `auth_basic_user_file` apply to "
+            "the requests of every method but those named (`GET` names `HEAD` too), as "
+            "nginx's implicit location: what the block does not set it has from its "
+            "location (`limit_except GET { deny all; }` leaves the location read-only, "
+            "`limit_except GET { auth_basic \"x\"; auth_basic_user_file F; }` asks a "
+            "password of writers alone). METHOD is one of nginx's: GET, HEAD, POST, PUT, "
+            "DELETE, MKCOL, COPY, MOVE, OPTIONS, PROPFIND, PROPPATCH, LOCK, UNLOCK, PATCH. "
+            "Not inherited by nested locations.",
+     .id = CONFIG_ID_LIMIT_EXCEPT},
     {"set", CONF_LIST, SITE | LOC, CONF_REPEATS, .min_args = 2, .max_args = 2,
      .set = declare_set, .usage = "$NAME VALUE",
      .doc = "Gives $NAME the VALUE (variables expanded) for the rest of the request, in "

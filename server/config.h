@@ -213,6 +213,7 @@ enum config_core_id {
     CONFIG_ID_REWRITE,
     CONFIG_ID_BREAK,
     CONFIG_ID_IF,
+    CONFIG_ID_LIMIT_EXCEPT,
     CONFIG_ID_SET,
     CONFIG_ID_INTERNAL,
     /* struct config_limits, per block */

@@ -101,6 +101,7 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .captures = &req->captures,
         .server_captures = &req->server_captures,
         .conn_requests = req->conn_requests,
+        .pipelined = req->pipelined,
         .conn_opened_ms = req->conn_opened_ms,
         .start_us = req->start_us,
         .user_var = rewrite_var,
@@ -1161,7 +1162,12 @@ static bool handle(const struct module_chain *c, struct request *req, struct res
     }
     if (!req->marks.preaccess_done && limited(c, req, resp))
         return false;
-    if (refused(c, req, req->first_level, resp))
+    /* limit_except: a method it does not name has the access settings of its block. */
+    const struct module_level *first = req->first_level;
+    if (first->limit_except && req->http &&
+        !(first->limit_except_lets & (1u << req->http->method)))
+        first = first->limit_except;
+    if (refused(c, req, first, resp))
         return true;
     if (req->level != req->first_level && refused(c, req, req->level, resp))
         return true;
