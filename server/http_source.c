@@ -85,6 +85,7 @@ void http_request_init(struct conn *c, const struct http_request *h, struct requ
     r->root_real = c->gen->root_real;
     r->args = h->query;
     r->has_args = h->has_query;
+    r->pipelined = hc(c)->pipeline;
     r->file = path;
     r->level = c->gen->chain.levels;
     r->server = http_service_of(c)->shared->server;

@@ -95,6 +95,8 @@ struct http_conn {
     uint8_t body_mode;           /* enum req_body: a request body still being skipped */
     bool resumed;                /* the request in `in` was put aside (MOD_DELAY): its
                                     preaccess hooks see it resumed when it runs again */
+    bool pipeline;               /* bytes followed the last request's in its read: the
+                                    next request is pipelined ($pipe), as nginx counts */
     uint32_t requests;           /* requests served on this connection */
     int64_t opened_ms;           /* clock_now_ms() at accept: keepalive_time, $connection_time */
     int64_t body_due_us;         /* the body's deadline by client_body_min_rate (clock_now_ms

@@ -23,6 +23,7 @@ enum var_id {
     VAR_REQUEST_URI,
     VAR_ARGS,
     VAR_QUERY_STRING,
+    VAR_IS_ARGS,
     VAR_DOCUMENT_URI,
     VAR_CONTENT_TYPE,
     VAR_CONTENT_LENGTH,
@@ -67,6 +68,7 @@ enum var_id {
     VAR_REQUEST_LENGTH,
     VAR_CONNECTION_REQUESTS,
     VAR_CONNECTION_TIME,
+    VAR_PIPE,
     /* the proxy's tries (vars_upstream.h) */
     VAR_UPSTREAM_ADDR,
     VAR_UPSTREAM_STATUS,
@@ -130,6 +132,8 @@ static const struct {
      "gives `/?x=1`, where nginx 1.22 gives `?x=1`)."},
     {"args", VAR_ARGS, "The query string, without the `?`."},
     {"query_string", VAR_QUERY_STRING, "The same as `$args`."},
+    {"is_args", VAR_IS_ARGS, "`?` when the request has arguments (`$args` is not empty), "
+     "else empty: `$uri$is_args$args`."},
     {"document_uri", VAR_DOCUMENT_URI, "The same as `$uri`."},
     {"content_type", VAR_CONTENT_TYPE, "The request's `Content-Type` field."},
     {"content_length", VAR_CONTENT_LENGTH, "The request's `Content-Length` field."},
@@ -245,6 +249,8 @@ static const struct {
      "(decoded, if chunked) (in an access-log line; else empty)."},
     {"connection_time", VAR_CONNECTION_TIME, "Seconds, with milliseconds, since the "
      "request's connection was accepted (`1.204`), as nginx's."},
+    {"pipe", VAR_PIPE, "`p` when the request was pipelined (its bytes came with the "
+     "request's before it), else `.`."},
     {"connection_requests", VAR_CONNECTION_REQUESTS, "The request's number on its connection, "
      "from 1."},
     /* the proxy's, one entry a try (the first, then each proxy_next_upstream makes) */
@@ -1077,6 +1083,13 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
         break;
     case VAR_ARGS:
     case VAR_QUERY_STRING: v = src->args ? *src->args : h ? h->query : v; break;
+    case VAR_IS_ARGS:
+        v = src->args ? *src->args : h ? h->query : v;
+        v = v.len ? (struct http_slice){"?", 1} : (struct http_slice){"", 0};
+        break;
+    case VAR_PIPE:
+        v = src->pipelined ? (struct http_slice){"p", 1} : (struct http_slice){".", 1};
+        break;
     case VAR_HOST: {
         struct http_slice host = host_of(src);
         put(s, host.p, host.len, esc, true);

@@ -48,6 +48,8 @@
  *   $request_time    seconds with milliseconds from the request's start to the answer
  *   $request_length  the request's head and body bytes (a chunked body's decoded bytes)
  *   $connection_requests  the request's number on its connection
+ *   $is_args, $pipe  "?" when $args is not empty (else ""); "p" for a pipelined request
+ *                    (else ".")
  *   $remote_user     empty: basic authentication's user is not kept (nginx logs "-" too
  *                    without one)
  *   $upstream_addr, $upstream_status, $upstream_response_time, $upstream_connect_time,
@@ -192,6 +194,7 @@ struct vars_source {
     int64_t now_us;        /* when the answer went (the same clock) */
     uint64_t request_length;       /* $request_length */
     unsigned long conn_requests;   /* $connection_requests (0: not known, empty) */
+    bool pipelined;                /* $pipe: "p", else "." */
     int64_t conn_opened_ms;        /* $connection_time: the connection's accept (clock_now_ms);
                                       0: not known, empty */
     const struct vars_upstream *upstream; /* the proxy's tries (vars_upstream.h); NULL:
