@@ -243,6 +243,12 @@ struct http_source {
     bool keep_alive;   /* the connection goes on after this answer */
     bool http10;
     bool has_saved;    /* `saved` holds the request */
+    /* add_trailer's: the trailer lines made at the body's end (resp_expect_trailers);
+     * NULL: none. The body then goes chunked. */
+    resp_trailers_fn trailers_render;
+    const void *trailers_ctx;
+    bool no_chunked; /* chunked_transfer_encoding off: an unknown length ends with the
+                        connection, as for an HTTP/1.0 client */
     /* The body filter chosen on the head (resp_stream_filter), and its state. */
     const struct resp_body_filter_ops *filter;
     void *filter_state;

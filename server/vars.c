@@ -110,6 +110,7 @@ enum var_id {
     VAR_REQUEST_FILENAME,
     VAR_HTTP,   /* $http_NAME: the part's name is NAME, '_' made '-' */
     VAR_SENT_HTTP, /* $sent_http_NAME: a field of the answer, as $http_NAME's */
+    VAR_SENT_TRAILER, /* $sent_trailer_NAME: a trailer made before, as $http_NAME's */
     VAR_COOKIE, /* $cookie_NAME */
     VAR_ARG,    /* $arg_NAME */
     VAR_CAPTURE,       /* $1..$9: the part's name is the digit */
@@ -298,6 +299,9 @@ static const struct {
      "first, as it stands where the value is read: in `add_header`, `expires` and `map`s "
      "they read, the fields before those directives' own; in a log line, all of them. "
      "Empty elsewhere, as nginx's before the answer."},
+    {"sent_trailer_", VAR_SENT_TRAILER, "A trailer line of the answer (NAME as for "
+     "`http_NAME`): in `add_trailer`, one made by an `add_trailer` before; empty "
+     "elsewhere."},
     {"upstream_http_", VAR_UPSTREAM_HTTP, "A field of the last upstream try's answer (NAME "
      "as for `http_NAME`), its first, as nginx 1.22; empty without one."},
     {"arg_", VAR_ARG, "The value of the query parameter NAME, raw."},
@@ -505,7 +509,8 @@ int vars_compile(const char *text, enum vars_context ctx, struct vars_value **ou
             if (ref.id != VAR_CAPTURE_NAMED && c >= 'A' && c <= 'Z')
                 c = (char)(c + 32);
             v->text[t++] = (ref.id == VAR_HTTP || ref.id == VAR_UPSTREAM_HTTP ||
-                            ref.id == VAR_SENT_HTTP) && c == '_' ? '-' : c;
+                            ref.id == VAR_SENT_HTTP || ref.id == VAR_SENT_TRAILER) &&
+                                    c == '_' ? '-' : c;
         }
         lit_start = t;
         i += ref.used;
@@ -1066,6 +1071,26 @@ __attribute__((noinline)) static void put_tls(struct sink *s, enum var_id id,
         put(s, value, (size_t)n, esc, false);
 }
 
+/* The value of the trailer line name (lowercase, '-') among src's, or empty. */
+static struct http_slice trailer_of(const struct vars_source *src, const char *name,
+                                    size_t len)
+{
+    const char *p = src->trailers, *end = p ? p + src->trailers_len : NULL;
+    while (p && p < end) {
+        const char *eol = memchr(p, '\r', (size_t)(end - p));
+        if (!eol)
+            break;
+        if ((size_t)(eol - p) > len + 1 && p[len] == ':' && strncasecmp(p, name, len) == 0) {
+            const char *v = p + len + 1;
+            while (v < eol && *v == ' ')
+                v++;
+            return (struct http_slice){v, (size_t)(eol - v)};
+        }
+        p = eol + 2;
+    }
+    return (struct http_slice){"", 0};
+}
+
 static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
                          const struct vars_source *src, bool esc)
 {
@@ -1198,6 +1223,7 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
         if (src->sent_field && src->response)
             v = src->sent_field(src->response, nm.p, nm.len);
         break;
+    case VAR_SENT_TRAILER: v = trailer_of(src, nm.p, nm.len); break;
     case VAR_COOKIE: v = cookie_of(h, nm.p, nm.len); break;
     case VAR_ARG: v = arg_of(src->args ? *src->args : h ? h->query : v, nm.p, nm.len); break;
     /* A server name's captures are of the Host lowercased, as nginx matches it. */

@@ -67,6 +67,7 @@
  *                    name that matched the Host; else empty
  *   $NAME            a named group `(?<NAME>...)` of that regex; NAME is known once any
  *                    regex of the configuration defines it (regex_name_known), as nginx's
+ *   $sent_trailer_NAME  a trailer line made before, in add_trailer's values (trailers)
  *
  * Where the result goes decides the escaping, fixed at compile time:
  *
@@ -195,6 +196,10 @@ struct vars_source {
     uint64_t request_length;       /* $request_length */
     unsigned long conn_requests;   /* $connection_requests (0: not known, empty) */
     bool pipelined;                /* $pipe: "p", else "." */
+    /* The trailer lines made so far ("Name: value\r\n" each), for $sent_trailer_NAME;
+     * NULL: none. */
+    const char *trailers;
+    size_t trailers_len;
     int64_t conn_opened_ms;        /* $connection_time: the connection's accept (clock_now_ms);
                                       0: not known, empty */
     const struct vars_upstream *upstream; /* the proxy's tries (vars_upstream.h); NULL:
