@@ -1283,14 +1283,16 @@ static const struct conf_directive core_directives[] = {
      .id = CONFIG_ID_IF},
     {"limit_except", CONF_BLOCK, LOC, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
      .set = check_limit_except, .usage = "METHOD... { ... }",
-     .doc = "The block's `allow`, `deny`, `auth_basic` and `auth_basic_user_file` apply to "
-            "the requests of every method but those named (`GET` names `HEAD` too), as "
-            "nginx's implicit location: what the block does not set it has from its "
-            "location (`limit_except GET { deny all; }` leaves the location read-only, "
-            "`limit_except GET { auth_basic \"x\"; auth_basic_user_file F; }` asks a "
-            "password of writers alone). METHOD is one of nginx's: GET, HEAD, POST, PUT, "
-            "DELETE, MKCOL, COPY, MOVE, OPTIONS, PROPFIND, PROPPATCH, LOCK, UNLOCK, PATCH. "
-            "Not inherited by nested locations.",
+     .doc = "nginx's implicit location for the requests of every method but those named "
+            "(`GET` names `HEAD` too): its `allow`, `deny`, `auth_basic`, "
+            "`auth_basic_user_file`, `access_log` and `proxy_pass` (without a URI part) are "
+            "theirs, the rest had from the location (`limit_except GET { deny all; }` leaves "
+            "it read-only; `limit_except GET { auth_basic \"x\"; auth_basic_user_file F; }` "
+            "asks writers alone for a password), but for what a location does not pass on: "
+            "its `rewrite`, `if`, `return` and `try_files` do not run for them, as nginx's. "
+            "METHOD is one of nginx's: GET, HEAD, POST, PUT, DELETE, MKCOL, COPY, MOVE, "
+            "OPTIONS, PROPFIND, PROPPATCH, LOCK, UNLOCK, PATCH. Not inherited by nested "
+            "locations.",
      .id = CONFIG_ID_LIMIT_EXCEPT},
     {"set", CONF_LIST, SITE | LOC, CONF_REPEATS, .min_args = 2, .max_args = 2,
      .set = declare_set, .usage = "$NAME VALUE",

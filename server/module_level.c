@@ -612,10 +612,9 @@ static int build_if(struct level_build *b, struct module_level *loc_level,
     return rc;
 }
 
-/* What nginx lets stand inside `limit_except` (its NGX_HTTP_LMT_CONF directives) and
- * lfhttpd runs there: the access module's and basic authentication's. */
+/* What nginx lets stand inside `limit_except` (its NGX_HTTP_LMT_CONF directives). */
 static const char *const limit_except_takes[] = {
-    "allow", "deny", "auth_basic", "auth_basic_user_file", NULL,
+    "allow", "deny", "auth_basic", "auth_basic_user_file", "access_log", "proxy_pass", NULL,
 };
 
 /* The methods of `limit_except`'s arguments that it lets by (GET brings HEAD), as bits
@@ -641,9 +640,11 @@ static unsigned limit_except_lets(const struct conf_node *n)
     return lets;
 }
 
-/* `limit_except METHOD... { }` in a location: nginx's implicit location whose access
- * settings (allow, deny, auth_basic) hold for the methods not named; what it does not set
- * it has from the location, as a block's settings inherit. */
+/* `limit_except METHOD... { }` in a location: nginx's implicit location, whose settings
+ * are those of a request of a method not named (module_route.c): its own (allow, deny,
+ * auth_basic, access_log, proxy_pass), and the location's for the rest, as a block's
+ * settings inherit, but for what a location does not pass on (rewrite, return,
+ * try_files), as nginx's. */
 static int build_limit_except(struct level_build *b, struct module_level *loc_level,
                               const struct site_location *loc, const struct conf_node *n,
                               char (*index_room)[LEVEL_INDEX_MAX][256], char *err,
@@ -658,8 +659,10 @@ static int build_limit_except(struct level_build *b, struct module_level *loc_le
             k++;
         if (!limit_except_takes[k])
             rc |= conf_error(&b->r, s->line, "\"%s\" directive is not allowed here (in "
-                             "limit_except: allow, deny, auth_basic, "
-                             "auth_basic_user_file)", s->name);
+                             "limit_except: allow, deny, auth_basic, auth_basic_user_file, "
+                             "access_log, proxy_pass)", s->name);
+        else
+            rc |= check_in_location(b, s);
     }
     if (rc)
         return rc;
@@ -670,7 +673,9 @@ static int build_limit_except(struct level_build *b, struct module_level *loc_le
     rc |= read_core(b, l, loc_level, loc, n->children, index_room[c->n_levels]);
     c->n_levels++;
     rc |= read_modules(b, l, loc_level, n, n->children, NULL, err, err_len);
-    l->mount = loc_level->mount;
+    if (!l->mount)
+        l->mount = loc_level->mount;
+    l->internal = loc_level->internal;
     l->class_index = loc_level->class_index;
     loc_level->limit_except = l;
     loc_level->limit_except_lets = limit_except_lets(n);

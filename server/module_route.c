@@ -720,6 +720,11 @@ static int place(const struct module_chain *c, struct request *req,
         bool searched = !named;
         named = NULL;
         const struct module_level *l = loc ? loc->level : s->level;
+        /* limit_except: a method it does not name is the block's, as nginx's implicit
+         * location (the location's rewrite, return and try_files are not its). */
+        if (l->limit_except && req->http &&
+            !(l->limit_except_lets & (1u << req->http->method)))
+            l = l->limit_except;
         use_level(req, l);
         if (!req->first_level)
             req->first_level = l;
@@ -1162,12 +1167,7 @@ static bool handle(const struct module_chain *c, struct request *req, struct res
     }
     if (!req->marks.preaccess_done && limited(c, req, resp))
         return false;
-    /* limit_except: a method it does not name has the access settings of its block. */
-    const struct module_level *first = req->first_level;
-    if (first->limit_except && req->http &&
-        !(first->limit_except_lets & (1u << req->http->method)))
-        first = first->limit_except;
-    if (refused(c, req, first, resp))
+    if (refused(c, req, req->first_level, resp))
         return true;
     if (req->level != req->first_level && refused(c, req, req->level, resp))
         return true;

@@ -57,11 +57,32 @@ server {
             deny all;
         }
     }
+    location /ret/ {
+        limit_except GET {
+            allow all;
+        }
+        return 200 "returned\n";
+    }
+    location /px/ {
+        limit_except GET {
+            proxy_pass http://127.0.0.1:{port1};
+        }
+    }
+    location /uri/ {
+        proxy_pass http://127.0.0.1:{port1}/replaced/;
+        limit_except POST {
+        }
+    }
+}
+server {
+    listen 127.0.0.1:{port1};
+    default_type text/plain;
+    return 200 "upstream $request_method $uri\n";
 }
 """
 
 FILES = ["ro/f.txt", "ro/in/f.txt", "auth/f.txt", "lower/f.txt", "inherit/f.txt",
-         "own/f.txt", "head/f.txt"]
+         "own/f.txt", "head/f.txt", "px/f.txt"]
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +98,7 @@ def tree(tmp_path_factory):
 
 def start_lfhttpd(dirpath, site):
     for attempt in range(3):  # a port picked may be taken before lfhttpd binds it
-        ports = [free_port()]
+        ports = [free_port(), free_port()]
         top = "threads 2;\nerror_log stderr debug;\nshutdown_timeout 5s;\n"
         try:
             return Server(dirpath / f"try{attempt}", None,
@@ -101,8 +122,9 @@ def daemons(tree, tmp_path_factory):
     check_clean_exit(ours)
 
 
-def exchange(port, method, target, extra=""):
-    """(status, {lowercase name: value}) of one request on its own connection."""
+def exchange(port, method, target, extra="", with_body=False):
+    """(status, {lowercase name: value}) of one request on its own connection; and its
+    body with_body."""
     head = (f"{method} {target} HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n"
             f"{extra}\r\n")
     if method in ("POST", "PUT", "PATCH"):
@@ -115,11 +137,14 @@ def exchange(port, method, target, extra=""):
             if not chunk:
                 break
             data += chunk
-    top = data.partition(b"\r\n\r\n")[0].decode("latin-1").split("\r\n")
+    head, _, body = data.partition(b"\r\n\r\n")
+    top = head.decode("latin-1").split("\r\n")
     headers = {}
     for line in top[1:]:
         name, _, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
+    if with_body:
+        return int(top[0].split()[1]), body.decode("latin-1")
     return int(top[0].split()[1]), headers
 
 
@@ -191,6 +216,34 @@ def test_head_alone_does_not_name_get(daemons):
     same(daemons, "GET", "/head/f.txt", 403)
 
 
+def answers(daemons, method, target, expected):
+    """nginx answers expected (status, body), and lfhttpd the same."""
+    for who, port in zip(("nginx", "lfhttpd"), daemons):
+        assert exchange(port, method, target, with_body=True) == expected, who
+
+
+def test_location_s_return_answers_a_named_method(daemons):
+    answers(daemons, "GET", "/ret/x", (200, "returned\n"))
+
+
+def test_location_s_return_is_not_the_block_s(daemons):
+    # the block's settings are the request's: the location's return is not among them
+    assert exchange(daemons[0], "POST", "/ret/x")[0] == \
+        exchange(daemons[1], "POST", "/ret/x")[0] == 404
+
+
+def test_proxy_pass_in_the_block_answers_a_method_not_named(daemons):
+    answers(daemons, "DELETE", "/px/f.txt", (200, "upstream DELETE /px/f.txt\n"))
+
+
+def test_named_method_is_served_by_the_location(daemons):
+    answers(daemons, "GET", "/px/f.txt", (200, "px/f.txt\n"))
+
+
+def test_block_has_the_location_s_proxy_pass_and_its_uri(daemons):
+    answers(daemons, "GET", "/uri/a", (200, "upstream GET /replaced/a\n"))
+
+
 # --------------------------------------------------------------- at load
 
 
@@ -253,3 +306,20 @@ def test_second_limit_except_is_refused_at_load(tmp_path):
     assert rc != 0 and '"limit_except" directive is duplicate' in err, err
     rc, err, conf = lfhttpd_t(tmp_path, text)
     assert rc != 0 and f"{conf}:7" in err and "duplicate" in err, err
+
+
+def test_proxy_pass_with_a_uri_in_limit_except_is_refused_at_load(tmp_path):
+    text = ("server {\n listen 127.0.0.1:1;\n location /a/ {\n  limit_except GET {\n"
+            "   proxy_pass http://127.0.0.1:1/b/;\n  }\n }\n}\n")
+    rc, err = nginx_t(tmp_path, text)
+    assert rc != 0 and "cannot have URI part" in err and '"limit_except"' in err, err
+    rc, err, conf = lfhttpd_t(tmp_path, text)
+    assert rc != 0 and f"{conf}:5" in err and "URI part" in err and "limit_except" in err, err
+
+
+def test_access_log_and_proxy_pass_in_limit_except_are_taken_at_load(tmp_path):
+    text = ("server {\n listen 127.0.0.1:1;\n location /a/ {\n  limit_except GET {\n"
+            "   access_log off;\n   proxy_pass http://127.0.0.1:1;\n  }\n }\n}\n")
+    assert nginx_t(tmp_path, text)[0] == 0
+    rc, err, _ = lfhttpd_t(tmp_path, text)
+    assert rc == 0, err
