@@ -80,6 +80,7 @@ enum var_id {
     VAR_UPSTREAM_BYTES_SENT,
     VAR_UPSTREAM_CACHE_STATUS,
     VAR_UPSTREAM_HTTP, /* $upstream_http_NAME: as $http_NAME's */
+    VAR_UPSTREAM_COOKIE, /* $upstream_cookie_NAME: the part's name is NAME */
     /* the connection's TLS (vars_tls, in its order) */
     VAR_SSL_PROTOCOL,
     VAR_SSL_CIPHER,
@@ -304,6 +305,9 @@ static const struct {
      "elsewhere."},
     {"upstream_http_", VAR_UPSTREAM_HTTP, "A field of the last upstream try's answer (NAME "
      "as for `http_NAME`), its first, as nginx 1.22; empty without one."},
+    {"upstream_cookie_", VAR_UPSTREAM_COOKIE, "The value of the cookie NAME (without "
+     "case) that the last upstream try's answer sets in a `Set-Cookie` field, the first "
+     "that does, up to its `;`; empty without one, as nginx's."},
     {"arg_", VAR_ARG, "The value of the query parameter NAME, raw."},
 };
 
@@ -1028,6 +1032,11 @@ __attribute__((noinline)) static void put_upstream(struct sink *s, enum var_id i
         put(s, v.p, v.len, esc, false);
         return;
     }
+    if (id == VAR_UPSTREAM_COOKIE) {
+        struct http_slice v = vars_upstream_cookie(src->upstream, nm.p, nm.len);
+        put(s, v.p, v.len, esc, false);
+        return;
+    }
     if (id == VAR_UPSTREAM_CACHE_STATUS)
         return;
     char value[VARS_UPSTREAM_TRIES * 64];
@@ -1217,7 +1226,8 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_UPSTREAM_BYTES_RECEIVED:
     case VAR_UPSTREAM_BYTES_SENT:
     case VAR_UPSTREAM_CACHE_STATUS:
-    case VAR_UPSTREAM_HTTP: put_upstream(s, id, nm, src, esc); return;
+    case VAR_UPSTREAM_HTTP:
+    case VAR_UPSTREAM_COOKIE: put_upstream(s, id, nm, src, esc); return;
     case VAR_HTTP: put_header(s, h, nm.p, nm.len, esc); return;
     case VAR_SENT_HTTP:
         if (src->sent_field && src->response)
