@@ -58,6 +58,13 @@ void headers_conf_merge(struct headers_conf *inner, const struct headers_conf *o
     }
     if (inner->server_tokens < 0)
         inner->server_tokens = outer->server_tokens;
+    if (inner->chunked < 0)
+        inner->chunked = outer->chunked;
+    if (inner->n_trailers == 0) {
+        inner->trailers = outer->trailers;
+        inner->n_trailers = outer->n_trailers;
+        inner->trailers_owned = false;
+    }
 }
 
 void headers_conf_free(struct headers_conf *c)
@@ -69,6 +76,13 @@ void headers_conf_free(struct headers_conf *c)
     }
     c->adds = NULL;
     c->n_adds = 0;
+    if (c->trailers_owned) {
+        for (unsigned i = 0; i < c->n_trailers; i++)
+            vars_free(c->trailers[i].value);
+        free(c->trailers);
+    }
+    c->trailers = NULL;
+    c->n_trailers = 0;
     if (c->expires_value_owned)
         vars_free(c->expires_value);
     c->expires_value = NULL;
@@ -164,12 +178,10 @@ static bool header_name_ok(const char *name)
     return i > 0 && name[i] == '\0' && i < HEADERS_NAME_MAX;
 }
 
-/* `add_header NAME VALUE [always];` */
-static int set_add_header(void *base, const struct conf_node *n, void *ctx, char *msg,
-                          size_t len)
+/* `add_header NAME VALUE [always];`, and add_trailer's (in_trailers) */
+static int add_to_list(struct headers_conf *c, const struct conf_node *n, bool in_trailers,
+                       char *msg, size_t len)
 {
-    (void)ctx;
-    struct headers_conf *c = base;
     if (!header_name_ok(n->args[0]))
         return snprintf(msg, len, "invalid header name \"%s\"", n->args[0]), -1;
     if (n->n_args == 3 && strcmp(n->args[2], "always") != 0)
@@ -179,15 +191,35 @@ static int set_add_header(void *base, const struct conf_node *n, void *ctx, char
     add.replaces = strcasecmp(add.name, "ETag") == 0 || strcasecmp(add.name, "Last-Modified") == 0;
     if (vars_compile(n->args[1], VARS_HEADER, &add.value, msg, len) < 0)
         return -1;
-    struct headers_add *grown = realloc(c->adds, (c->n_adds + 1) * sizeof(*grown));
+    struct headers_add **list = in_trailers ? &c->trailers : &c->adds;
+    unsigned *n_list = in_trailers ? &c->n_trailers : &c->n_adds;
+    struct headers_add *grown = realloc(*list, (*n_list + 1) * sizeof(*grown));
     if (!grown) {
         vars_free(add.value);
         return snprintf(msg, len, "out of memory"), -1;
     }
-    c->adds = grown;
-    c->adds[c->n_adds++] = add;
-    c->adds_owned = true;
+    *list = grown;
+    grown[(*n_list)++] = add;
+    if (in_trailers)
+        c->trailers_owned = true;
+    else
+        c->adds_owned = true;
     return 0;
+}
+
+static int set_add_header(void *base, const struct conf_node *n, void *ctx, char *msg,
+                          size_t len)
+{
+    (void)ctx;
+    return add_to_list(base, n, false, msg, len);
+}
+
+/* `add_trailer NAME VALUE [always];` */
+static int set_add_trailer(void *base, const struct conf_node *n, void *ctx, char *msg,
+                           size_t len)
+{
+    (void)ctx;
+    return add_to_list(base, n, true, msg, len);
 }
 
 /* `server_tokens on|off;` in a server or location (the top level's is the process's). */
@@ -199,6 +231,18 @@ static int set_server_tokens(void *base, const struct conf_node *n, void *ctx, c
     if (strcmp(n->args[0], "on") != 0 && strcmp(n->args[0], "off") != 0)
         return snprintf(msg, len, "expected \"on\" or \"off\", not \"%s\"", n->args[0]), -1;
     c->server_tokens = strcmp(n->args[0], "on") == 0;
+    return 0;
+}
+
+/* `chunked_transfer_encoding on|off;` */
+static int set_chunked(void *base, const struct conf_node *n, void *ctx, char *msg,
+                       size_t len)
+{
+    (void)ctx;
+    struct headers_conf *c = base;
+    if (strcmp(n->args[0], "on") != 0 && strcmp(n->args[0], "off") != 0)
+        return snprintf(msg, len, "expected \"on\" or \"off\", not \"%s\"", n->args[0]), -1;
+    c->chunked = strcmp(n->args[0], "on") == 0;
     return 0;
 }
 
@@ -234,6 +278,22 @@ static const struct conf_directive headers_directives[] = {
         "`Last-Modified` replace the response's own (an empty value removes it), as in "
         "nginx. A block with any `add_header` has exactly its own list (an outer list is "
         "never joined)."},
+    {"add_trailer", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, CONF_REPEATS,
+     .min_args = 2, .max_args = 3, .set = set_add_trailer, .usage = "NAME VALUE [always]",
+     .doc = "A trailer line sent after the body, on the statuses of `add_header` (every "
+        "status with `always`), as nginx's: the answer then goes chunked to an HTTP/1.1 "
+        "client (a file's too; not to HTTP/1.0, not for HEAD, 204 or 304), its last chunk "
+        "followed by the trailers. VALUE may hold variables, read once the body has gone "
+        "(a proxied answer's `$upstream_response_length`), and `$sent_trailer_NAME` reads "
+        "a trailer made before; one that expands to \"\" adds nothing. A block with any "
+        "`add_trailer` has exactly its own list, apart from `add_header`'s. Not on "
+        "answers of CGI scripts or FastCGI applications."},
+    {"chunked_transfer_encoding", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION,
+     CONF_ONCE, .min_args = 1, .max_args = 1, .set = set_chunked, .usage = "on|off",
+     .dflt = "on",
+     .doc = "`off`: no answer goes chunked, as nginx's: a streamed answer of unknown length "
+        "(proxied, FastCGI, CGI) ends with the connection, and `add_trailer` sends "
+        "nothing."},
     {"server_tokens", CONF_LIST, CONF_SERVER | CONF_LOCATION, CONF_ONCE, .min_args = 1,
      .max_args = 1, .set = set_server_tokens, .usage = "on|off",
      .dflt = "(the top level's)",
@@ -385,6 +445,81 @@ void headers_apply(const struct headers_conf *c, const struct vars_source *src, 
             add_one(&c->adds[i], src, resp);
 }
 
+/* The trailer lines of c for an answer of this status, "Name: value\r\n" each, into
+ * out: those the status allows (or `always`), whose value is not empty. Returns their
+ * length, or -1 if they do not fit. */
+static long trailers_render_conf(const struct headers_conf *c, struct vars_source *src,
+                                 int status, char *out, size_t cap)
+{
+    bool safe = safe_status(status);
+    size_t n = 0;
+    for (unsigned i = 0; i < c->n_trailers; i++) {
+        const struct headers_add *t = &c->trailers[i];
+        if (!safe && !t->always)
+            continue;
+        src->trailers = out; /* $sent_trailer_NAME: the lines made before this one */
+        src->trailers_len = n;
+        char value[RESP_HEAD_CAP];
+        long v = vars_expand(t->value, src, value, sizeof(value));
+        if (v < 0)
+            return -1;
+        size_t name_len = strlen(t->name);
+        if (v == 0)
+            continue;
+        if (n + name_len + 4 + (size_t)v > cap)
+            return -1;
+        memcpy(out + n, t->name, name_len);
+        memcpy(out + n + name_len, ": ", 2);
+        memcpy(out + n + name_len + 2, value, (size_t)v);
+        memcpy(out + n + name_len + 2 + (size_t)v, "\r\n", 2);
+        n += name_len + 4 + (size_t)v;
+    }
+    src->trailers = NULL;
+    return (long)n;
+}
+
+/* Does some trailer of c hold for this status (nginx's "expect trailers")? */
+static bool trailers_expected(const struct headers_conf *c, int status)
+{
+    bool safe = safe_status(status);
+    for (unsigned i = 0; i < c->n_trailers; i++)
+        if (safe || c->trailers[i].always)
+            return true;
+    return false;
+}
+
+/* resp_trailers_fn: a streamed answer's trailers, at its end. */
+static long trailers_render_late(const void *ctx, const void *req, int status, char *out,
+                                 size_t cap)
+{
+    struct vars_source src;
+    module_vars_source(req, &src);
+    return trailers_render_conf(ctx, &src, status, out, cap);
+}
+
+/* add_trailer for an answer to an HTTP/1.1 request that has a body: a whole body's
+ * trailers made now (its values are all known), a stream's at its end. */
+static void trailers_apply(const struct headers_conf *c, const struct request *req,
+                           struct vars_source *src, struct response *resp)
+{
+    if (!c->n_trailers || c->chunked == 0 || !req->http || req->http->version_minor == 0 ||
+        !resp_has_body(resp) || !trailers_expected(c, resp_status(resp)))
+        return;
+    if (resp_is_stream(resp)) {
+        resp_expect_trailers(resp, trailers_render_late, c);
+        return;
+    }
+    char lines[RESP_SCRATCH_CAP];
+    long n = trailers_render_conf(c, src, resp_status(resp), lines, sizeof(lines));
+    char *kept = n >= 0 ? resp_scratch(resp, (size_t)n + 1) : NULL;
+    if (!kept) { /* cannot fit: as a head that overflows, a 500 */
+        resp_fail(resp);
+        return;
+    }
+    memcpy(kept, lines, (size_t)n);
+    resp_trailers(resp, kept, (size_t)n);
+}
+
 /* --- the module --------------------------------------------------------------------------- */
 
 struct headers_module {
@@ -395,14 +530,17 @@ static void headers_filter(void *state, const struct request *req, struct respon
 {
     const struct headers_module *m = state;
     const struct headers_conf *c = module_settings(req, m->index);
+    if (c && c->chunked == 0 && resp_is_stream_head(resp))
+        resp_no_chunked(resp); /* a CGI script's too */
     if (!c || (resp_is_stream(resp) && !resp_is_upstream_head(resp)) ||
         (c->n_adds == 0 && c->expires <= HEADERS_EXPIRES_OFF && !c->expires_value &&
-         c->server_tokens != 0))
+         c->server_tokens != 0 && c->n_trailers == 0))
         return;
     struct vars_source src;
     module_vars_source(req, &src);
     module_vars_answer(&src, resp);
     headers_apply(c, &src, req->now_s, resp);
+    trailers_apply(c, req, &src, resp);
 }
 
 static int headers_init(struct module_init *mi, void **state)
@@ -433,6 +571,7 @@ static void *headers_block(void *state, const struct module_block *b)
         return NULL;
     }
     c->server_tokens = -1;
+    c->chunked = -1;
     if (module_block_read(b, c) < 0) {
         headers_conf_free(c);
         free(c);

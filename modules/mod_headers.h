@@ -1,4 +1,5 @@
-/* mod_headers.h — `add_header` and `expires`, nginx's ngx_http_headers_module.
+/* mod_headers.h — `add_header`, `add_trailer` and `expires`, nginx's
+ * ngx_http_headers_module.
  *
  * The settings of one level (the top level, a server, a location) are a
  * struct headers_conf, filled by reading that level's statements with the module's own
@@ -8,6 +9,7 @@
  * Inheritance, as nginx merges (for whoever adds server and location blocks):
  *   - add_header: a level with at least one add_header has exactly its own list; a level
  *     with none inherits the whole list of the level around it. Lists are never joined.
+ *   - add_trailer: the same, its list apart from add_header's.
  *   - expires: a level that does not say inherits the outer value.
  * headers_conf_merge(inner, outer) does both; an inherited list is borrowed, not copied
  * (headers_conf_free frees only what a level owns), so free the inner levels first or
@@ -52,6 +54,11 @@ struct headers_conf {
      * the time alone, MODIFIED when it follows `modified`); NULL: none */
     struct vars_value *expires_value;
     bool expires_value_owned;
+    /* `add_trailer`, in file order, inherited as add_header's list (on its own) */
+    struct headers_add *trailers;
+    unsigned n_trailers;
+    bool trailers_owned;
+    int8_t chunked; /* `chunked_transfer_encoding`: -1 unset (on), 0 off, 1 on */
 };
 
 /* Inherit from outer what inner does not set (see the top of this file). */

@@ -453,6 +453,7 @@ static void log_log(void *state, const struct request *req, const struct respons
     src.now_us = clock_now_us();
     src.request_length = req->request_length;
     src.conn_requests = req->conn_requests;
+    src.pipelined = req->pipelined;
     for (unsigned i = 0; i < c->n_targets; i++)
         log_target_write(&c->targets[i], &src, src.now_us / 1000);
 }

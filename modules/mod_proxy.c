@@ -704,7 +704,8 @@ static int resolve_pass(struct proxy_state *st, struct proxy_conf *c, const stru
         if (!b->prefix_location)
             return module_error(b->mi, where, "proxy_pass cannot have a URI part in a "
                                 "location given by a regular expression, or inside a "
-                                "named location, or inside an \"if\"");
+                                "named location, or inside an \"if\" or a "
+                                "\"limit_except\" block");
     }
     if (b->prefix_location) {
         c->prefix_len = strlen(b->pattern);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,6 +62,8 @@ void config_defaults(struct config *cfg)
 
 /* --- listen addresses ---------------------------------------------------------------- */
 
+static int parse_one_listen(const char *text, struct config_listen *l);
+
 static int parse_port(const char *s, uint16_t *port)
 {
     char *end;
@@ -74,6 +77,76 @@ static int parse_port(const char *s, uint16_t *port)
 }
 
 int config_parse_listen(const char *text, struct config_listen *l)
+{
+    unsigned ports;
+    int rc = config_parse_listen_range(text, l, &ports);
+    return rc < 0 || ports != 1 ? -1 : 0;
+}
+
+/* text's port part, FIRST or FIRST-LAST, taken off into range (NUL-ended): the text left
+ * is what parse_one reads, with FIRST alone. */
+static int split_range(const char *text, char *one, size_t cap, unsigned *ports)
+{
+    *ports = 1;
+    const char *close = text[0] == '[' ? strchr(text, ']') : NULL;
+    const char *colon = strrchr(close ? close : text, ':');
+    const char *port = colon ? colon + 1 : text;
+    const char *dash = strchr(port, '-');
+    if (strlen(text) >= cap)
+        return -1;
+    snprintf(one, cap, "%s", text);
+    if (!dash)
+        return 0;
+    uint16_t first, last;
+    char first_s[8];
+    size_t fl = (size_t)(dash - port);
+    if (fl == 0 || fl >= sizeof(first_s))
+        return -1;
+    memcpy(first_s, port, fl);
+    first_s[fl] = '\0';
+    if (parse_port(first_s, &first) < 0 || parse_port(dash + 1, &last) < 0 || first == 0)
+        return -1;
+    if (last < first)
+        return -2;
+    one[(size_t)(port - text) + fl] = '\0';
+    *ports = (unsigned)(last - first) + 1;
+    return 0;
+}
+
+int config_parse_listen_range(const char *text, struct config_listen *l, unsigned *ports)
+{
+    char one[sizeof(l->text)];
+    int rc = split_range(text, one, sizeof(one), ports);
+    if (rc < 0)
+        return rc;
+    return parse_one_listen(one, l);
+}
+
+void config_listen_nth(struct config_listen *l, unsigned k)
+{
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&l->addr;
+    unsigned port = ntohs(a4->sin_port) + k; /* sin_port and sin6_port: the same offset */
+    a4->sin_port = htons((uint16_t)port);
+    char *colon = strrchr(l->text, ':');
+    char *at = colon ? colon + 1 : l->text;
+    snprintf(at, sizeof(l->text) - (size_t)(at - l->text), "%u", port);
+}
+
+unsigned config_listen_count(const struct conf_node *first)
+{
+    unsigned n = 0;
+    for (const struct conf_node *c = first; c; c = c->next) {
+        struct config_listen l;
+        unsigned ports = 1;
+        if (strcmp(c->name, "listen") == 0 && c->n_args >= 1 &&
+            config_parse_listen_range(c->args[0], &l, &ports) < 0)
+            ports = 1;
+        n += strcmp(c->name, "listen") == 0 ? ports : 0;
+    }
+    return n;
+}
+
+static int parse_one_listen(const char *text, struct config_listen *l)
 {
     char host[80];
     const char *port_s;
@@ -339,14 +412,30 @@ struct core_read {
     config_known_fn known;
 };
 
-static int add_listen(struct config_listen *l, unsigned *n, const char *text, char *msg,
-                      size_t len)
+/* "invalid ..." for what config_parse_listen_range said of text. */
+static int bad_listen(int rc, const char *text, char *msg, size_t len)
 {
-    if (*n == CONFIG_MAX_LISTEN)
-        return snprintf(msg, len, "at most %d listen directives", CONFIG_MAX_LISTEN), -1;
-    if (config_parse_listen(text, &l[*n]) < 0)
-        return snprintf(msg, len, "invalid listen address \"%s\"", text), -1;
-    (*n)++;
+    if (rc == -2)
+        return snprintf(msg, len, "invalid port range in \"%s\"", text), -1;
+    return snprintf(msg, len, "invalid listen address \"%s\"", text), -1;
+}
+
+/* text's addresses (a port range's each) after l[0 .. *n); *added says how many. */
+static int add_listen(struct config_listen *l, unsigned *n, const char *text, unsigned *added,
+                      char *msg, size_t len)
+{
+    struct config_listen first;
+    unsigned ports;
+    int rc = config_parse_listen_range(text, &first, &ports);
+    if (rc < 0)
+        return bad_listen(rc, text, msg, len);
+    if (*n + ports > CONFIG_MAX_LISTEN)
+        return snprintf(msg, len, "at most %d listen addresses", CONFIG_MAX_LISTEN), -1;
+    for (unsigned k = 0; k < ports; k++) {
+        l[*n] = first;
+        config_listen_nth(&l[(*n)++], k);
+    }
+    *added = ports;
     return 0;
 }
 
@@ -356,13 +445,14 @@ static int set_listen(void *base, const struct conf_node *n, void *ctx, char *ms
     (void)ctx;
     if (config_next(cfg, "listen", NULL) == n)
         cfg->n_listen = 0; /* the first listen replaces the default */
-    if (add_listen(cfg->listen, &cfg->n_listen, n->args[0], msg, len) < 0)
+    unsigned added;
+    if (add_listen(cfg->listen, &cfg->n_listen, n->args[0], &added, msg, len) < 0)
         return -1;
     for (unsigned i = 1; i < n->n_args; i++)
-        if (!config_listen_param(&cfg->listen[cfg->n_listen - 1], n->args[i]))
-            return snprintf(msg, len, "unsupported parameter \"%s\" (only ssl, reuseport and "
-                            "proxy_protocol)",
-                            n->args[i]), -1;
+        for (unsigned k = cfg->n_listen - added; k < cfg->n_listen; k++)
+            if (!config_listen_param(&cfg->listen[k], n->args[i]))
+                return snprintf(msg, len, "unsupported parameter \"%s\" (only ssl, reuseport "
+                                "and proxy_protocol)", n->args[i]), -1;
     return 0;
 }
 
@@ -573,7 +663,8 @@ static int set_class_listen(void *base, const struct conf_node *n, void *ctx, ch
 {
     struct config_class *k = base;
     (void)ctx;
-    return add_listen(k->listen, &k->n_listen, n->args[0], msg, len);
+    unsigned added;
+    return add_listen(k->listen, &k->n_listen, n->args[0], &added, msg, len);
 }
 
 static bool same_listen(const struct config_listen *a, const struct config_listen *b)
@@ -698,6 +789,28 @@ static int declare_if_sets(void *base, const struct conf_node *n, void *ctx, cha
     return 0;
 }
 
+/* The methods nginx's `limit_except` names (its list, WebDAV's included). */
+static const char *const limit_except_methods[] = {
+    "GET", "HEAD", "POST", "PUT", "DELETE", "MKCOL", "COPY", "MOVE", "OPTIONS", "PROPFIND",
+    "PROPPATCH", "LOCK", "UNLOCK", "PATCH", NULL,
+};
+
+/* `limit_except METHOD... { }`: each METHOD one nginx knows, without case. */
+static int check_limit_except(void *base, const struct conf_node *n, void *ctx, char *msg,
+                              size_t len)
+{
+    (void)base;
+    (void)ctx;
+    for (unsigned i = 0; i < n->n_args; i++) {
+        unsigned k = 0;
+        while (limit_except_methods[k] && strcasecmp(limit_except_methods[k], n->args[i]))
+            k++;
+        if (!limit_except_methods[k])
+            return snprintf(msg, len, "invalid method \"%s\"", n->args[i]), -1;
+    }
+    return 0;
+}
+
 /* `map SOURCE $NAME { }`: $NAME is declared as the file is read, so that a value anywhere
  * may use it; the entries are read with the blocks (rewrite.c). */
 static int declare_map(void *base, const struct conf_node *n, void *ctx, char *msg,
@@ -770,10 +883,12 @@ static int check_site_listen(void *base, const struct conf_node *n, void *ctx, c
                              size_t len)
 {
     struct config_listen l;
+    unsigned ports;
     (void)base;
     (void)ctx;
-    if (config_parse_listen(n->args[0], &l) < 0)
-        return snprintf(msg, len, "invalid listen address \"%s\"", n->args[0]), -1;
+    int rc = config_parse_listen_range(n->args[0], &l, &ports);
+    if (rc < 0)
+        return bad_listen(rc, n->args[0], msg, len);
     for (unsigned i = 1; i < n->n_args; i++)
         if (strcmp(n->args[i], "default_server") != 0 && strcmp(n->args[i], "default") != 0 &&
             strcmp(n->args[i], "http2") != 0 && !config_listen_param(&l, n->args[i]))
@@ -993,7 +1108,8 @@ static const struct conf_directive core_directives[] = {
     {"listen", CONF_LIST, TOP, CONF_REPEATS, .min_args = 1, .max_args = 4, .set = set_listen,
      .usage = "ADDR:PORT [ssl] [reuseport] [proxy_protocol]", .dflt = "8080",
      .doc = "Where to accept connections; repeatable. `8080`, `127.0.0.1:8080`, `*:8080`, "
-            "`[::]:8080`; port 0 picks a free port and logs it. `ssl`: connections on this "
+            "`[::]:8080`, or a range of ports, `127.0.0.1:8000-8003` (each an address; at "
+            "most 16 in all); port 0 picks a free port and logs it. `ssl`: connections on this "
             "address speak TLS. `reuseport`: other lfhttpd processes (same user, also with "
             "`reuseport`) may listen on the address too and the kernel spreads new "
             "connections over all of them; without it a second process on the address fails "
@@ -1009,7 +1125,8 @@ static const struct conf_directive core_directives[] = {
      .usage = "ADDR:PORT [default_server] [ssl] [reuseport] [http2] [proxy_protocol]",
      .dflt = "(the top level's, else 8080)",
      .doc = "The addresses a server answers on; at most one `default_server` (or nginx's "
-            "older `default`) per address. One server's `ssl` makes the address a TLS one "
+            "older `default`) per address; a range of ports, `127.0.0.1:8000-8003`, is as "
+            "many addresses, as nginx's. One server's `ssl` makes the address a TLS one "
             "for every server on it, and one server's `reuseport` shares the address's "
             "socket with other processes. `http2` is accepted with a notice at `-t`: HTTP/1.1 "
             "is spoken, and TLS clients are offered `http/1.1` by ALPN. `proxy_protocol`: as "
@@ -1192,6 +1309,19 @@ static const struct conf_directive core_directives[] = {
             "refuses inside `if` (`alias`, `try_files`, `index`...; in a server, all but "
             "`rewrite`, `return`, `set` and `break`) is refused at load.",
      .id = CONFIG_ID_IF},
+    {"limit_except", CONF_BLOCK, LOC, .min_args = 1, .max_args = CONFIG_MAX_ARGS,
+     .set = check_limit_except, .usage = "METHOD... { ... }",
+     .doc = "nginx's implicit location for the requests of every method but those named "
+            "(`GET` names `HEAD` too): its `allow`, `deny`, `auth_basic`, "
+            "`auth_basic_user_file`, `access_log` and `proxy_pass` (without a URI part) are "
+            "theirs, the rest had from the location (`limit_except GET { deny all; }` leaves "
+            "it read-only; `limit_except GET { auth_basic \"x\"; auth_basic_user_file F; }` "
+            "asks writers alone for a password), but for what a location does not pass on: "
+            "its `rewrite`, `if`, `return` and `try_files` do not run for them, as nginx's. "
+            "METHOD is one of nginx's: GET, HEAD, POST, PUT, DELETE, MKCOL, COPY, MOVE, "
+            "OPTIONS, PROPFIND, PROPPATCH, LOCK, UNLOCK, PATCH. Not inherited by nested "
+            "locations.",
+     .id = CONFIG_ID_LIMIT_EXCEPT},
     {"set", CONF_LIST, SITE | LOC, CONF_REPEATS, .min_args = 2, .max_args = 2,
      .set = declare_set, .usage = "$NAME VALUE",
      .doc = "Gives $NAME the VALUE (variables expanded) for the rest of the request, in "
@@ -1701,6 +1831,31 @@ static void check_reactivation(const struct config *cfg, struct conf_reader *r)
                conf_line_no(c ? c->line : 0));
 }
 
+/* A server's listen address l, among the sockets unless one has it already (its ssl,
+ * reuseport and proxy_protocol then join that one's) or a class listens there. */
+static int add_site_listen(struct config *cfg, struct conf_reader *r, unsigned line,
+                           const struct config_listen *l)
+{
+    /* One address, one socket: port 0 too (the sites take it as one address). */
+    for (unsigned i = 0; i < cfg->n_listen; i++) {
+        if (cfg->listen[i].addr_len == l->addr_len &&
+            memcmp(&cfg->listen[i].addr, &l->addr, l->addr_len) == 0) {
+            cfg->listen[i].ssl |= l->ssl;
+            cfg->listen[i].reuseport |= l->reuseport; /* one socket: shared or not */
+            cfg->listen[i].proxy_protocol |= l->proxy_protocol;
+            return 0;
+        }
+    }
+    for (unsigned k = 0; k < cfg->n_classes; k++)
+        for (unsigned i = 0; i < cfg->classes[k].n_listen; i++)
+            if (same_listen(&cfg->classes[k].listen[i], l))
+                return 0;
+    if (cfg->n_listen == CONFIG_MAX_LISTEN)
+        return conf_error(r, line, "at most %d listen addresses", CONFIG_MAX_LISTEN);
+    cfg->listen[cfg->n_listen++] = *l;
+    return 0;
+}
+
 /* With server blocks, the server listens on every server's addresses too: a server
  * without a `listen` of its own listens on the top-level ones (8080 when there are none,
  * as today), and those are dropped when every server has its own and the top level says
@@ -1725,33 +1880,19 @@ static void add_site_listens(struct config *cfg, struct conf_reader *r)
         if (strcmp(s->name, "server") != 0 || !s->is_block)
             continue;
         for (const struct conf_node *c = s->children; c; c = c->next) {
-            struct config_listen l;
+            struct config_listen first;
+            unsigned ports;
             if (strcmp(c->name, "listen") != 0 || c->n_args < 1 ||
-                config_parse_listen(c->args[0], &l) < 0)
+                config_parse_listen_range(c->args[0], &first, &ports) < 0)
                 continue; /* reported where it stands */
             for (unsigned i = 1; i < c->n_args; i++)
-                config_listen_param(&l, c->args[i]); /* default_server is the sites' */
-            bool known = false;
-            /* One address, one socket: port 0 too (the sites take it as one address). */
-            for (unsigned i = 0; i < cfg->n_listen && !known; i++) {
-                known = cfg->listen[i].addr_len == l.addr_len &&
-                        memcmp(&cfg->listen[i].addr, &l.addr, l.addr_len) == 0;
-                if (known) {
-                    cfg->listen[i].ssl |= l.ssl;
-                    cfg->listen[i].reuseport |= l.reuseport; /* one socket: shared or not */
-                    cfg->listen[i].proxy_protocol |= l.proxy_protocol;
-                }
+                config_listen_param(&first, c->args[i]); /* default_server is the sites' */
+            for (unsigned k = 0; k < ports; k++) {
+                struct config_listen l = first;
+                config_listen_nth(&l, k);
+                if (add_site_listen(cfg, r, c->line, &l) < 0)
+                    return;
             }
-            for (unsigned k = 0; k < cfg->n_classes && !known; k++)
-                for (unsigned i = 0; i < cfg->classes[k].n_listen && !known; i++)
-                    known = same_listen(&cfg->classes[k].listen[i], &l);
-            if (known)
-                continue;
-            if (cfg->n_listen == CONFIG_MAX_LISTEN) {
-                conf_error(r, c->line, "at most %d listen addresses", CONFIG_MAX_LISTEN);
-                return;
-            }
-            cfg->listen[cfg->n_listen++] = l;
         }
     }
 }

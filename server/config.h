@@ -216,6 +216,7 @@ enum config_core_id {
     CONFIG_ID_REWRITE,
     CONFIG_ID_BREAK,
     CONFIG_ID_IF,
+    CONFIG_ID_LIMIT_EXCEPT,
     CONFIG_ID_SET,
     CONFIG_ID_INTERNAL,
     /* struct config_limits, per block */
@@ -247,6 +248,15 @@ int config_parse_keepalive(const struct conf_node *n, unsigned *timeout_ms, unsi
 
 /* Parse "ADDR:PORT", "PORT", "[V6]:PORT" or "*:PORT" into l. Returns 0 or -1. */
 int config_parse_listen(const char *text, struct config_listen *l);
+/* The same, where PORT may be a range FIRST-LAST, as nginx's `listen` takes
+ * (127.0.0.1:8000-8003): l is the first port's address and *ports how many there are
+ * (1 without a range). Returns 0, -1 (not an address) or -2 (LAST before FIRST). */
+int config_parse_listen_range(const char *text, struct config_listen *l, unsigned *ports);
+/* l, the first address of a range, made its k-th (its port and its text). */
+void config_listen_nth(struct config_listen *l, unsigned k);
+/* How many addresses the `listen` statements of a block hold, their ranges counted
+ * (one for a statement that does not parse: it is reported where it stands). */
+unsigned config_listen_count(const struct conf_node *first);
 /* A parameter of `listen` after the address, `ssl` or `reuseport`, set in l; false for
  * any other word. */
 bool config_listen_param(struct config_listen *l, const char *word);

@@ -501,6 +501,9 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
         resp.keep_alive = false;
     if (!resp.keep_alive)
         hc(c)->body_mode = REQ_BODY_NONE; /* closing: the rest of the body is drained, not parsed */
+    /* What follows this request in the read is pipelined, as nginx counts it ($pipe). */
+    bool pipelined = r.pipelined;
+    hc(c)->pipeline = *pos < len;
     r.marks.resumed = hc(c)->resumed;
     hc(c)->resumed = false;
     /* Only a request whose bytes are all in buf can be put aside and read again. */
@@ -508,6 +511,7 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
                         !(req->framing == HTTP_BODY_LENGTH && req->content_length > 0);
     respond(c, req, &r, status, &resp);
     if (resp.delay_ms) {
+        hc(c)->pipeline = pipelined; /* it runs again as it came */
         put_aside(c, buf + head_at, len - head_at, resp.delay_ms, t0_us);
         return false;
     }
@@ -547,6 +551,7 @@ static void serve_collected(struct conn *c)
     r.request_length = k->head_len + k->body_len;
     r.body = k->data + k->head_len;
     r.body_len = k->body_len;
+    hc(c)->pipeline = false; /* what followed its body came in later reads */
     respond(c, &req, &r, status, &resp);
     hc(c)->collect = NULL;
     if (resp.streaming) { /* the source owns k now (the proxy sends the body on) */

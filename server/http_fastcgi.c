@@ -650,10 +650,10 @@ static int take_head(struct conn_fcgi *f, struct response *resp, char *out, size
     } else if (f->src.head_only) {
         /* HEAD: the head as it came, its Content-Length if it gave one (nginx's) */
         resp->no_length = !resp->length_known || coded;
-    } else if (resp->length_known && !coded) {
+    } else if (resp->length_known && !coded && !f->src.trailers_render) {
         f->length_known = true;
         f->left = resp->content_length;
-    } else if (f->src.http10) {
+    } else if (f->src.http10 || f->src.no_chunked) {
         resp->keep_alive = f->src.keep_alive = false; /* the body ends with the connection */
         resp->no_length = true;
     } else {

@@ -997,9 +997,9 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
         resp.content_length = uh->has_content_length ? uh->content_length : 0;
         if (resp.status == 204 || resp.status == 304 || resp.status < 200)
             resp.no_length = true;
-    } else if (uh->framing == HTTP_BODY_LENGTH && !coded) {
+    } else if (uh->framing == HTTP_BODY_LENGTH && !coded && !px->src.trailers_render) {
         resp.content_length = uh->content_length;
-    } else if (px->src.http10) {
+    } else if (px->src.http10 || px->src.no_chunked) {
         resp.keep_alive = px->src.keep_alive = false; /* the body ends with the connection */
         resp.no_length = true;
     } else {

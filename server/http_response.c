@@ -170,6 +170,11 @@ void resp_init(struct response *r)
     r->stream_head = false;
     r->body_filter = NULL;
     r->chunked = false;
+    r->trailers = NULL;
+    r->trailers_len = 0;
+    r->trailers_render = NULL;
+    r->trailers_ctx = NULL;
+    r->no_chunked = false;
     r->length_known = false;
     r->no_length = false;
     r->overflow = false;
@@ -350,6 +355,8 @@ void resp_start(struct response *r, int status)
     r->content_length = 0;
     r->n_segs = 0;
     r->scratch_len = 0;
+    r->trailers = NULL;
+    r->trailers_len = 0;
     /* file_fd is left alone: whoever opened it still owns it until the response is sent */
     static const char ok_line[] = "HTTP/1.1 200 OK\r\n";
     if (status == 200) { /* nearly every response: no formatting */
@@ -555,8 +562,32 @@ void resp_error(struct response *r, int status)
     resp_body_mem(r, body, (size_t)n);
 }
 
+/* A whole body followed by trailers: one chunk of it, then the last chunk with them. */
+static void frame_with_trailers(struct response *r)
+{
+    r->chunked = true;
+    uint64_t body = r->content_length;
+    if (body > 0) {
+        char *line = resp_scratch(r, 20);
+        if (!line || r->n_segs == RESP_MAX_SEGS)
+            return (void)(r->overflow = true);
+        char *e = http_fmt_hex(line, body);
+        memcpy(e, "\r\n", 2);
+        memmove(r->segs + 1, r->segs, r->n_segs * sizeof(r->segs[0]));
+        r->segs[0] = (struct out_seg){.mem = line, .fd = -1, .len = (uint64_t)(e + 2 - line)};
+        r->n_segs++;
+        r->content_length += r->segs[0].len;
+        resp_body_mem(r, "\r\n", 2);
+    }
+    resp_body_mem(r, "0\r\n", 3);
+    resp_body_mem(r, r->trailers, r->trailers_len);
+    resp_body_mem(r, "\r\n", 2);
+}
+
 void resp_finish(struct response *r, bool http10)
 {
+    if (r->trailers && !r->streaming) /* resp_trailers' caller saw a body to follow */
+        frame_with_trailers(r);
     if (r->overflow) {
         r->keep_alive = false;
         resp_error(r, 500);

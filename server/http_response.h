@@ -80,6 +80,13 @@ struct resp_body_filter_ops {
     void (*free)(void *state);
 };
 
+/* The trailer lines of a streamed answer, made once its body has ended (add_trailer's
+ * values may read $upstream_response_length): at most cap bytes written to out, "Name:
+ * value\r\n" each; returns their length, or -1 if they do not fit. req is the request
+ * (struct request, module.h), status the answer's. */
+typedef long (*resp_trailers_fn)(const void *ctx, const void *req, int status, char *out,
+                                 size_t cap);
+
 /* The core's: modules go through the functions below (see the top of this file). */
 struct response {
     int status;
@@ -124,6 +131,14 @@ struct response {
     void *release_ctx;
 
     bool chunked;        /* framed with Transfer-Encoding: chunked (set by the core) */
+    /* Trailer lines ("Name: value\r\n" each) after the body (resp_trailers): the body
+     * then goes chunked; NULL: none. */
+    const char *trailers;
+    size_t trailers_len;
+    /* A streamed answer's trailers, made at its end (resp_expect_trailers); NULL: none. */
+    resp_trailers_fn trailers_render;
+    const void *trailers_ctx;
+    bool no_chunked;     /* a stream's head: chunked_transfer_encoding off */
     /* Set by the core: limit_rate (bytes per second from the request's start, on the
      * clock_now_ms scale, after the first limit_rate_after; 0: not paced), and a request a
      * preaccess hook put aside for delay_ms (MOD_DELAY: nothing is answered yet). */
@@ -277,6 +292,33 @@ static inline void resp_stream_filter(struct response *r, const struct resp_body
     r->body_filter = ops;
     r->body_filter_conf = conf;
     r->body_filter_arg = arg;
+}
+/* Trailer lines after the body ("Name: value\r\n" each, in memory that lives as long as
+ * the response: resp_scratch): the body goes chunked, its end followed by them. The
+ * caller knows the client speaks HTTP/1.1 and the answer has a body (resp_has_body). */
+static inline void resp_trailers(struct response *r, const char *lines, size_t len)
+{
+    r->trailers = lines;
+    r->trailers_len = len;
+}
+/* For the head of a streamed answer: its body goes chunked (unless it has none, or the
+ * client speaks HTTP/1.0), and render(ctx, ...) makes the trailer lines at its end. */
+static inline void resp_expect_trailers(struct response *r, resp_trailers_fn render,
+                                        const void *ctx)
+{
+    r->trailers_render = render;
+    r->trailers_ctx = ctx;
+}
+/* For the head of a streamed answer: never chunked (chunked_transfer_encoding off): a
+ * body of unknown length ends with the connection. */
+static inline void resp_no_chunked(struct response *r)
+{
+    r->no_chunked = true;
+}
+/* Does the answer have a body on the wire (not HEAD, 1xx, 204, 304)? */
+static inline bool resp_has_body(const struct response *r)
+{
+    return !r->head_only && !r->no_length;
 }
 /* For a streamed body: is its length (resp_content_length) known? */
 static inline bool resp_length_is_known(const struct response *r)

@@ -85,6 +85,7 @@ void http_request_init(struct conn *c, const struct http_request *h, struct requ
     r->root_real = c->gen->root_real;
     r->args = h->query;
     r->has_args = h->has_query;
+    r->pipelined = hc(c)->pipeline;
     r->file = path;
     r->level = c->gen->chain.levels;
     r->server = http_service_of(c)->shared->server;
@@ -237,6 +238,8 @@ void http_source_init(struct http_source *s, const struct http_source_ops *ops,
     s->sent = 0;
     s->start_us = clock_now_us();
     s->head_sent = s->chunked = false;
+    s->trailers_render = NULL;
+    s->no_chunked = false;
     s->head_only = resp->head_only;
     s->keep_alive = resp->keep_alive;
     s->http10 = h->version_minor == 0;
@@ -417,6 +420,9 @@ void http_source_filter_head(struct http_source *s, struct response *resp,
     resp->proxy = upstream;
     resp->upstream_head = upstream != NULL;
     module_chain_filter(&s->c->gen->chain, &s->saved, resp);
+    s->trailers_render = resp->trailers_render;
+    s->trailers_ctx = resp->trailers_ctx;
+    s->no_chunked = resp->no_chunked;
     resp->streaming = false;
     resp->stream_head = false;
     resp->proxy = NULL;
@@ -490,8 +496,19 @@ int http_source_body_end(struct http_source *s, struct response *resp, struct ht
         return 0;
     if (s->filter && filter_piece(s, resp, NULL, 0, true, pc) < 0)
         return -1;
-    if (s->chunked)
+    if (s->chunked && s->trailers_render) {
+        /* The trailers go after the filter's last output, in the piece's room. */
+        size_t used = s->filter ? pc->out_len : 0;
+        char *at = pc->out + used;
+        long n = s->trailers_render(s->trailers_ctx, &s->saved, s->status, at,
+                                    sizeof(pc->out) - used);
+        resp_body_mem(resp, "0\r\n", 3);
+        if (n > 0)
+            resp_body_mem(resp, at, (size_t)n);
+        resp_body_mem(resp, "\r\n", 2);
+    } else if (s->chunked) {
         resp_body_mem(resp, "0\r\n\r\n", 5);
+    }
     return 0;
 }
 

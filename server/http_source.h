@@ -95,6 +95,8 @@ struct http_conn {
     uint8_t body_mode;           /* enum req_body: a request body still being skipped */
     bool resumed;                /* the request in `in` was put aside (MOD_DELAY): its
                                     preaccess hooks see it resumed when it runs again */
+    bool pipeline;               /* bytes followed the last request's in its read: the
+                                    next request is pipelined ($pipe), as nginx counts */
     uint32_t requests;           /* requests served on this connection */
     int64_t opened_ms;           /* clock_now_ms() at accept: keepalive_time, $connection_time */
     int64_t body_due_us;         /* the body's deadline by client_body_min_rate (clock_now_ms
@@ -241,6 +243,12 @@ struct http_source {
     bool keep_alive;   /* the connection goes on after this answer */
     bool http10;
     bool has_saved;    /* `saved` holds the request */
+    /* add_trailer's: the trailer lines made at the body's end (resp_expect_trailers);
+     * NULL: none. The body then goes chunked. */
+    resp_trailers_fn trailers_render;
+    const void *trailers_ctx;
+    bool no_chunked; /* chunked_transfer_encoding off: an unknown length ends with the
+                        connection, as for an HTTP/1.0 client */
     /* The body filter chosen on the head (resp_stream_filter), and its state. */
     const struct resp_body_filter_ops *filter;
     void *filter_state;

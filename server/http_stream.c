@@ -197,7 +197,7 @@ static enum send_result send_head(struct conn_stream *cs, struct response *resp,
             cs->left = resp->content_length;
         if (resp->length_known && !coded) {
             /* sent with its Content-Length */
-        } else if (s->http10) {
+        } else if (s->http10 || s->no_chunked) {
             resp->keep_alive = s->keep_alive = false; /* the end of the body is the close */
             resp->no_length = true; /* no Content-Length: the body is sent anyway */
         } else {

@@ -20,9 +20,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "http_parse.h"
 #include "log.h"
 #include "rewrite.h"
 #include "site.h"
@@ -614,6 +616,76 @@ static int build_if(struct level_build *b, struct module_level *loc_level,
     return rc;
 }
 
+/* What nginx lets stand inside `limit_except` (its NGX_HTTP_LMT_CONF directives). */
+static const char *const limit_except_takes[] = {
+    "allow", "deny", "auth_basic", "auth_basic_user_file", "access_log", "proxy_pass", NULL,
+};
+
+/* The methods of `limit_except`'s arguments that it lets by (GET brings HEAD), as bits
+ * 1 << enum http_method; nginx's WebDAV methods lfhttpd answers 501 before any location. */
+static unsigned limit_except_lets(const struct conf_node *n)
+{
+    static const struct {
+        const char *name;
+        enum http_method m;
+    } known[] = {
+        {"GET", HTTP_METHOD_GET},         {"HEAD", HTTP_METHOD_HEAD},
+        {"POST", HTTP_METHOD_POST},       {"PUT", HTTP_METHOD_PUT},
+        {"DELETE", HTTP_METHOD_DELETE},   {"OPTIONS", HTTP_METHOD_OPTIONS},
+        {"PATCH", HTTP_METHOD_PATCH},
+    };
+    unsigned lets = 0;
+    for (unsigned i = 0; i < n->n_args; i++)
+        for (unsigned k = 0; k < sizeof(known) / sizeof(known[0]); k++)
+            if (strcasecmp(n->args[i], known[k].name) == 0)
+                lets |= 1u << known[k].m;
+    if (lets & (1u << HTTP_METHOD_GET))
+        lets |= 1u << HTTP_METHOD_HEAD;
+    return lets;
+}
+
+/* `limit_except METHOD... { }` in a location: nginx's implicit location, whose settings
+ * are those of a request of a method not named (module_route.c): its own (allow, deny,
+ * auth_basic, access_log, proxy_pass), and the location's for the rest, as a block's
+ * settings inherit, but for what a location does not pass on (rewrite, return,
+ * try_files), as nginx's. */
+static int build_limit_except(struct level_build *b, struct module_level *loc_level,
+                              const struct site_location *loc, const struct conf_node *n,
+                              char (*index_room)[LEVEL_INDEX_MAX][256], char *err,
+                              size_t err_len)
+{
+    struct module_chain *c = b->c;
+    struct module_level *l = &c->levels[c->n_levels];
+    int rc = 0;
+    for (const struct conf_node *s = n->children; s; s = s->next) {
+        unsigned k = 0;
+        while (limit_except_takes[k] && strcmp(limit_except_takes[k], s->name) != 0)
+            k++;
+        if (!limit_except_takes[k])
+            rc |= conf_error(&b->r, s->line, "\"%s\" directive is not allowed here (in "
+                             "limit_except: allow, deny, auth_basic, auth_basic_user_file, "
+                             "access_log, proxy_pass)", s->name);
+        else
+            rc |= check_in_location(b, s);
+    }
+    if (rc)
+        return rc;
+    l->context = CONF_LOCATION;
+    l->line = n->line;
+    l->outer = loc_level;
+    l->in_if = true;
+    rc |= read_core(b, l, loc_level, loc, n->children, index_room[c->n_levels]);
+    c->n_levels++;
+    rc |= read_modules(b, l, loc_level, n, n->children, NULL, err, err_len);
+    if (!l->mount)
+        l->mount = loc_level->mount;
+    l->internal = loc_level->internal;
+    l->class_index = loc_level->class_index;
+    loc_level->limit_except = l;
+    loc_level->limit_except_lets = limit_except_lets(n);
+    return rc;
+}
+
 /* The top level: the configuration's root (the -r flag's, when given) and index. */
 static int build_top(struct level_build *b, struct module_level *l, char *err, size_t len)
 {
@@ -691,7 +763,8 @@ int module_levels_build(struct module_chain *c, const struct config *cfg, char *
             n++;
             for (const struct conf_node *s = set->servers[i].locations[k].first; s;
                  s = s->next)
-                n += core_id(s, CONF_LOCATION) == CONFIG_ID_IF; /* its implicit location */
+                n += core_id(s, CONF_LOCATION) == CONFIG_ID_IF || /* implicit locations */
+                     core_id(s, CONF_LOCATION) == CONFIG_ID_LIMIT_EXCEPT;
         }
     c->levels = calloc(n, sizeof(*c->levels));
     c->roots = calloc(n, sizeof(*c->roots));
@@ -728,6 +801,8 @@ int module_levels_build(struct module_chain *c, const struct config *cfg, char *
             for (const struct conf_node *f = loc->first; f; f = f->next)
                 if (core_id(f, CONF_LOCATION) == CONFIG_ID_IF)
                     rc |= build_if(&b, ll, loc, f, index_room, err, err_len);
+                else if (core_id(f, CONF_LOCATION) == CONFIG_ID_LIMIT_EXCEPT)
+                    rc |= build_limit_except(&b, ll, loc, f, index_room, err, err_len);
         }
     }
     return rc || b.r.errors ? -1 : 0;

@@ -77,7 +77,12 @@ struct module_level {
      * its path without that slash is redirected (301) to it. */
     bool slash_redirect;
     bool internal; /* `internal`: only internal redirects reach the location */
-    bool in_if;    /* an `if` block's in a location (nginx's implicit location) */
+    bool in_if;    /* an `if`'s or a `limit_except`'s in a location (nginx's implicit
+                      locations) */
+    /* `limit_except`: its level, whose access settings are those of a request whose
+     * method is not in limit_except_lets (bits 1 << enum http_method); NULL: none. */
+    const struct module_level *limit_except;
+    unsigned limit_except_lets;
     const struct module_level *outer; /* a location's enclosing block: server or location */
     unsigned class_index; /* `class NAME;`: 1 + its place in cfg->classes; 0: not said */
     /* client_max_body_size, keepalive_timeout...: each inherited unless the block sets it */

@@ -113,6 +113,7 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .captures = &req->captures,
         .server_captures = &req->server_captures,
         .conn_requests = req->conn_requests,
+        .pipelined = req->pipelined,
         .conn_opened_ms = req->conn_opened_ms,
         .start_us = req->start_us,
         .user_var = rewrite_var,
@@ -733,6 +734,11 @@ static int place(const struct module_chain *c, struct request *req,
         bool searched = !named;
         named = NULL;
         const struct module_level *l = loc ? loc->level : s->level;
+        /* limit_except: a method it does not name is the block's, as nginx's implicit
+         * location (the location's rewrite, return and try_files are not its). */
+        if (l->limit_except && req->http &&
+            !(l->limit_except_lets & (1u << req->http->method)))
+            l = l->limit_except;
         use_level(req, l);
         if (!req->first_level)
             req->first_level = l;

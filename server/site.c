@@ -305,7 +305,8 @@ struct site_listen {
     unsigned line;
 };
 
-static int parse_site_listen(const struct conf_node *n, struct site_listen *out,
+/* One `listen` into out[0 .. *n): a port range's every address, as nginx's. */
+static int parse_site_listen(const struct conf_node *n, struct site_listen *out, unsigned *n_out,
                              struct conf_reader *r)
 {
     if (n->is_block || n->n_args < 1)
@@ -313,7 +314,11 @@ static int parse_site_listen(const struct conf_node *n, struct site_listen *out,
                                             "[reuseport];");
     memset(out, 0, sizeof(*out));
     out->line = n->line;
-    if (config_parse_listen(n->args[0], &out->addr) < 0)
+    unsigned ports;
+    int rc = config_parse_listen_range(n->args[0], &out->addr, &ports);
+    if (rc == -2)
+        return conf_error(r, n->line, "listen: invalid port range in \"%s\"", n->args[0]);
+    if (rc < 0)
         return conf_error(r, n->line, "listen: invalid address \"%s\"", n->args[0]);
     for (unsigned i = 1; i < n->n_args; i++) {
         if (strcmp(n->args[i], "default_server") == 0 || strcmp(n->args[i], "default") == 0)
@@ -325,6 +330,11 @@ static int parse_site_listen(const struct conf_node *n, struct site_listen *out,
             return conf_error(r, n->line, "listen: unsupported parameter \"%s\" (only "
                               "default_server, ssl, reuseport, proxy_protocol and http2)", n->args[i]);
     }
+    for (unsigned k = 1; k < ports; k++) {
+        out[k] = out[0];
+        config_listen_nth(&out[k].addr, k);
+    }
+    *n_out += ports;
     return 0;
 }
 
@@ -436,8 +446,7 @@ static int build_server(struct site_server *s, const struct conf_node *n,
         return conf_error(r, n->line, "out of memory");
     for (const struct conf_node *c = n->children; c; c = c->next) {
         if (strcmp(c->name, "listen") == 0) {
-            if (parse_site_listen(c, &ls[*n_ls], r) == 0)
-                (*n_ls)++;
+            parse_site_listen(c, &ls[*n_ls], n_ls, r);
         } else if (strcmp(c->name, "server_name") == 0) {
             if (c->is_block || c->n_args == 0)
                 conf_error(r, c->line, "server_name: usage: server_name NAME...;");
@@ -463,10 +472,15 @@ static unsigned top_listens(const struct conf_node *tree, struct site_listen *ou
             continue;
         memset(&out[n], 0, sizeof(out[n]));
         out[n].line = c->line;
-        if (config_parse_listen(c->args[0], &out[n].addr) == 0) { /* else config_load says */
-            for (unsigned i = 1; i < c->n_args; i++)
+        unsigned ports; /* a port range's every address */
+        if (config_parse_listen_range(c->args[0], &out[n].addr, &ports) == 0) {
+            for (unsigned i = 1; i < c->n_args; i++) /* else config_load says */
                 config_listen_param(&out[n].addr, c->args[i]);
-            n++;
+            for (unsigned k = 1; k < ports; k++) {
+                out[n + k] = out[n];
+                config_listen_nth(&out[n + k].addr, k);
+            }
+            n += ports;
         }
     }
     if (n == 0) {
@@ -480,11 +494,11 @@ static unsigned top_listens(const struct conf_node *tree, struct site_listen *ou
 static int build_servers(struct site_set *set, const struct conf_node *tree,
                          struct conf_reader *r)
 {
-    unsigned n_top_max = count_named(tree, "listen", false) + 1;
+    unsigned n_top_max = config_listen_count(tree) + 1;
     unsigned addr_max = 0;
     for (const struct conf_node *c = tree; c; c = c->next)
         if (strcmp(c->name, "server") == 0)
-            addr_max += count_named(c->children, "listen", false) + n_top_max;
+            addr_max += config_listen_count(c->children) + n_top_max;
     set->servers = calloc(set->n_servers, sizeof(*set->servers));
     set->addrs = calloc(addr_max, sizeof(*set->addrs));
     struct site_listen *top = calloc(n_top_max, sizeof(*top));
@@ -498,8 +512,7 @@ static int build_servers(struct site_set *set, const struct conf_node *tree,
         if (strcmp(c->name, "server") != 0)
             continue;
         struct site_server *s = &set->servers[i++];
-        struct site_listen *ls = calloc(count_named(c->children, "listen", false) + 1,
-                                        sizeof(*ls));
+        struct site_listen *ls = calloc(config_listen_count(c->children) + 1, sizeof(*ls));
         unsigned n_ls = 0;
         if (!ls) {
             conf_error(r, c->line, "out of memory");

@@ -23,6 +23,7 @@ enum var_id {
     VAR_REQUEST_URI,
     VAR_ARGS,
     VAR_QUERY_STRING,
+    VAR_IS_ARGS,
     VAR_DOCUMENT_URI,
     VAR_CONTENT_TYPE,
     VAR_CONTENT_LENGTH,
@@ -68,6 +69,7 @@ enum var_id {
     VAR_REQUEST_BODY,
     VAR_CONNECTION_REQUESTS,
     VAR_CONNECTION_TIME,
+    VAR_PIPE,
     /* the proxy's tries (vars_upstream.h) */
     VAR_UPSTREAM_ADDR,
     VAR_UPSTREAM_STATUS,
@@ -79,6 +81,7 @@ enum var_id {
     VAR_UPSTREAM_BYTES_SENT,
     VAR_UPSTREAM_CACHE_STATUS,
     VAR_UPSTREAM_HTTP, /* $upstream_http_NAME: as $http_NAME's */
+    VAR_UPSTREAM_COOKIE, /* $upstream_cookie_NAME: the part's name is NAME */
     /* the connection's TLS (vars_tls, in its order) */
     VAR_SSL_PROTOCOL,
     VAR_SSL_CIPHER,
@@ -109,6 +112,7 @@ enum var_id {
     VAR_REQUEST_FILENAME,
     VAR_HTTP,   /* $http_NAME: the part's name is NAME, '_' made '-' */
     VAR_SENT_HTTP, /* $sent_http_NAME: a field of the answer, as $http_NAME's */
+    VAR_SENT_TRAILER, /* $sent_trailer_NAME: a trailer made before, as $http_NAME's */
     VAR_COOKIE, /* $cookie_NAME */
     VAR_ARG,    /* $arg_NAME */
     VAR_CAPTURE,       /* $1..$9: the part's name is the digit */
@@ -131,6 +135,8 @@ static const struct {
      "gives `/?x=1`, where nginx 1.22 gives `?x=1`)."},
     {"args", VAR_ARGS, "The query string, without the `?`."},
     {"query_string", VAR_QUERY_STRING, "The same as `$args`."},
+    {"is_args", VAR_IS_ARGS, "`?` when the request has arguments (`$args` is not empty), "
+     "else empty: `$uri$is_args$args`."},
     {"document_uri", VAR_DOCUMENT_URI, "The same as `$uri`."},
     {"content_type", VAR_CONTENT_TYPE, "The request's `Content-Type` field."},
     {"content_length", VAR_CONTENT_LENGTH, "The request's `Content-Length` field."},
@@ -252,6 +258,8 @@ static const struct {
      "is skipped)."},
     {"connection_time", VAR_CONNECTION_TIME, "Seconds, with milliseconds, since the "
      "request's connection was accepted (`1.204`), as nginx's."},
+    {"pipe", VAR_PIPE, "`p` when the request was pipelined (its bytes came with the "
+     "request's before it), else `.`."},
     {"connection_requests", VAR_CONNECTION_REQUESTS, "The request's number on its connection, "
      "from 1."},
     /* the proxy's, one entry a try (the first, then each proxy_next_upstream makes) */
@@ -299,8 +307,14 @@ static const struct {
      "first, as it stands where the value is read: in `add_header`, `expires` and `map`s "
      "they read, the fields before those directives' own; in a log line, all of them. "
      "Empty elsewhere, as nginx's before the answer."},
+    {"sent_trailer_", VAR_SENT_TRAILER, "A trailer line of the answer (NAME as for "
+     "`http_NAME`): in `add_trailer`, one made by an `add_trailer` before; empty "
+     "elsewhere."},
     {"upstream_http_", VAR_UPSTREAM_HTTP, "A field of the last upstream try's answer (NAME "
      "as for `http_NAME`), its first, as nginx 1.22; empty without one."},
+    {"upstream_cookie_", VAR_UPSTREAM_COOKIE, "The value of the cookie NAME (without "
+     "case) that the last upstream try's answer sets in a `Set-Cookie` field, the first "
+     "that does, up to its `;`; empty without one, as nginx's."},
     {"arg_", VAR_ARG, "The value of the query parameter NAME, raw."},
 };
 
@@ -506,7 +520,8 @@ int vars_compile(const char *text, enum vars_context ctx, struct vars_value **ou
             if (ref.id != VAR_CAPTURE_NAMED && c >= 'A' && c <= 'Z')
                 c = (char)(c + 32);
             v->text[t++] = (ref.id == VAR_HTTP || ref.id == VAR_UPSTREAM_HTTP ||
-                            ref.id == VAR_SENT_HTTP) && c == '_' ? '-' : c;
+                            ref.id == VAR_SENT_HTTP || ref.id == VAR_SENT_TRAILER) &&
+                                    c == '_' ? '-' : c;
         }
         lit_start = t;
         i += ref.used;
@@ -1024,6 +1039,11 @@ __attribute__((noinline)) static void put_upstream(struct sink *s, enum var_id i
         put(s, v.p, v.len, esc, false);
         return;
     }
+    if (id == VAR_UPSTREAM_COOKIE) {
+        struct http_slice v = vars_upstream_cookie(src->upstream, nm.p, nm.len);
+        put(s, v.p, v.len, esc, false);
+        return;
+    }
     if (id == VAR_UPSTREAM_CACHE_STATUS)
         return;
     char value[VARS_UPSTREAM_TRIES * 64];
@@ -1067,6 +1087,26 @@ __attribute__((noinline)) static void put_tls(struct sink *s, enum var_id id,
         put(s, value, (size_t)n, esc, false);
 }
 
+/* The value of the trailer line name (lowercase, '-') among src's, or empty. */
+static struct http_slice trailer_of(const struct vars_source *src, const char *name,
+                                    size_t len)
+{
+    const char *p = src->trailers, *end = p ? p + src->trailers_len : NULL;
+    while (p && p < end) {
+        const char *eol = memchr(p, '\r', (size_t)(end - p));
+        if (!eol)
+            break;
+        if ((size_t)(eol - p) > len + 1 && p[len] == ':' && strncasecmp(p, name, len) == 0) {
+            const char *v = p + len + 1;
+            while (v < eol && *v == ' ')
+                v++;
+            return (struct http_slice){v, (size_t)(eol - v)};
+        }
+        p = eol + 2;
+    }
+    return (struct http_slice){"", 0};
+}
+
 static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
                          const struct vars_source *src, bool esc)
 {
@@ -1084,6 +1124,13 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
         break;
     case VAR_ARGS:
     case VAR_QUERY_STRING: v = src->args ? *src->args : h ? h->query : v; break;
+    case VAR_IS_ARGS:
+        v = src->args ? *src->args : h ? h->query : v;
+        v = v.len ? (struct http_slice){"?", 1} : (struct http_slice){"", 0};
+        break;
+    case VAR_PIPE:
+        v = src->pipelined ? (struct http_slice){"p", 1} : (struct http_slice){".", 1};
+        break;
     case VAR_HOST: {
         struct http_slice host = host_of(src);
         put(s, host.p, host.len, esc, true);
@@ -1189,12 +1236,14 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_UPSTREAM_BYTES_RECEIVED:
     case VAR_UPSTREAM_BYTES_SENT:
     case VAR_UPSTREAM_CACHE_STATUS:
-    case VAR_UPSTREAM_HTTP: put_upstream(s, id, nm, src, esc); return;
+    case VAR_UPSTREAM_HTTP:
+    case VAR_UPSTREAM_COOKIE: put_upstream(s, id, nm, src, esc); return;
     case VAR_HTTP: put_header(s, h, nm.p, nm.len, esc); return;
     case VAR_SENT_HTTP:
         if (src->sent_field && src->response)
             v = src->sent_field(src->response, nm.p, nm.len);
         break;
+    case VAR_SENT_TRAILER: v = trailer_of(src, nm.p, nm.len); break;
     case VAR_COOKIE: v = cookie_of(h, nm.p, nm.len); break;
     case VAR_ARG: v = arg_of(src->args ? *src->args : h ? h->query : v, nm.p, nm.len); break;
     /* A server name's captures are of the Host lowercased, as nginx matches it. */

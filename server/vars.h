@@ -52,6 +52,8 @@
  *                    FastCGI, CGI, echo; an error page's request keeps it), when it is no
  *                    longer than client_body_buffer_size: nginx's value, which is there
  *                    only while the body is in memory
+ *   $is_args, $pipe  "?" when $args is not empty (else ""); "p" for a pipelined request
+ *                    (else ".")
  *   $remote_user     empty: basic authentication's user is not kept (nginx logs "-" too
  *                    without one)
  *   $upstream_addr, $upstream_status, $upstream_response_time, $upstream_connect_time,
@@ -69,6 +71,7 @@
  *                    name that matched the Host; else empty
  *   $NAME            a named group `(?<NAME>...)` of that regex; NAME is known once any
  *                    regex of the configuration defines it (regex_name_known), as nginx's
+ *   $sent_trailer_NAME  a trailer line made before, in add_trailer's values (trailers)
  *
  * Where the result goes decides the escaping, fixed at compile time:
  *
@@ -196,6 +199,11 @@ struct vars_source {
     int64_t now_us;        /* when the answer went (the same clock) */
     uint64_t request_length;       /* $request_length */
     unsigned long conn_requests;   /* $connection_requests (0: not known, empty) */
+    bool pipelined;                /* $pipe: "p", else "." */
+    /* The trailer lines made so far ("Name: value\r\n" each), for $sent_trailer_NAME;
+     * NULL: none. */
+    const char *trailers;
+    size_t trailers_len;
     int64_t conn_opened_ms;        /* $connection_time: the connection's accept (clock_now_ms);
                                       0: not known, empty */
     const struct vars_upstream *upstream; /* the proxy's tries (vars_upstream.h); NULL:

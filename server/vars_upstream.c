@@ -97,3 +97,31 @@ struct http_slice vars_upstream_header(const struct vars_upstream *u, const char
     }
     return (struct http_slice){"", 0};
 }
+
+struct http_slice vars_upstream_cookie(const struct vars_upstream *u, const char *name,
+                                       size_t len)
+{
+    if (!u || !u->head)
+        return (struct http_slice){"", 0};
+    const char *p = memchr(u->head, '\n', u->head_len); /* past the status line */
+    const char *end = u->head + u->head_len;
+    while (p && ++p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (!eol)
+            break;
+        const char *colon = memchr(p, ':', (size_t)(eol - p));
+        const char *v = colon ? colon + 1 : eol, *e = eol;
+        while (v < e && (*v == ' ' || *v == '\t'))
+            v++;
+        while (e > v && (e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        if (colon && field_is(p, (size_t)(colon - p), "set-cookie", 10) &&
+            (size_t)(e - v) > len && v[len] == '=' && strncasecmp(v, name, len) == 0) {
+            const char *at = v + len + 1;
+            const char *semi = memchr(at, ';', (size_t)(e - at));
+            return (struct http_slice){at, (size_t)((semi ? semi : e) - at)};
+        }
+        p = eol;
+    }
+    return (struct http_slice){"", 0};
+}

@@ -59,5 +59,10 @@ long vars_upstream_format(const struct vars_upstream *u, enum vars_upstream_fiel
  * first of that name as nginx 1.22's $upstream_http_NAME; found false without one. */
 struct http_slice vars_upstream_header(const struct vars_upstream *u, const char *name, size_t len,
                                        bool *found);
+/* The value of the cookie name[0..len) (without case) that the last try's response sets:
+ * the first `Set-Cookie` field whose cookie it is, up to its ';' (nginx 1.22's
+ * $upstream_cookie_NAME); empty without one. */
+struct http_slice vars_upstream_cookie(const struct vars_upstream *u, const char *name,
+                                       size_t len);
 
 #endif
