@@ -838,6 +838,17 @@ static int note_nginx_only(void *base, const struct conf_node *n, void *ctx, cha
     return 0;
 }
 
+/* nginx's size of a buffer lfhttpd does not have: its form checked as nginx's, then
+ * noted as note_nginx_only. */
+static int note_nginx_only_size(void *base, const struct conf_node *n, void *ctx, char *msg,
+                                size_t len)
+{
+    uint64_t size;
+    if (config_parse_size(n->args[0], &size) < 0)
+        return snprintf(msg, len, "invalid size \"%s\"", n->args[0]), -1;
+    return note_nginx_only(base, n, ctx, msg, len);
+}
+
 /* `large_client_header_buffers N SIZE` at the top level: the head is read into one buffer
  * here, of max_header_size bytes: N times SIZE, within its bounds (nginx's limits of a
  * request line and of each field to SIZE are not kept apart), said at -t. */
@@ -1471,6 +1482,10 @@ static const struct conf_directive core_directives[] = {
      .set = note_nginx_only, .usage = "DIR [LEVEL...]",
      .doc = "Request bodies are held in memory (see `max_body_memory`), never written to "
             "files: there is no directory to use."},
+    {"client_body_buffer_size", CONF_SIZE, TOP | SITE | LOC, .set = note_nginx_only_size,
+     .usage = "SIZE",
+     .doc = "Request bodies are held in memory whole (see `max_body_memory`): there is no "
+            "smaller buffer past which a body goes to a file."},
     {"proxy_temp_path", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = 4,
      .set = note_nginx_only, .usage = "DIR [LEVEL...]",
      .doc = "A proxied answer streams to the client through memory, never a file: there is "

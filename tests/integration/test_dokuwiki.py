@@ -1,0 +1,345 @@
+"""A real PHP application behind fastcgi_pass: DokuWiki (Debian's dokuwiki package), served
+with the server block DokuWiki's own documentation gives for nginx
+(https://www.dokuwiki.org/install:nginx), only its paths and listen port adapted; the
+same block runs on nginx, against the same PHP-FPM pool and wiki, and every check is
+made on both.
+
+The wiki is a private, writable copy made for the test: the package's code
+(/usr/share/dokuwiki, its symlinked lib/plugins and lib/tpl followed) in a temporary
+directory, without the package's inc/preload.php (which points the wiki at /etc/dokuwiki
+and /var/lib/dokuwiki), so that DokuWiki finds conf/ and data/ in its own directory, as
+upstream lays it out and as the documented deny rules expect. conf/ starts from the
+package's defaults with a local.php, an ACL and a users.auth.php of the test's (user
+`admin`); data/ is made empty, with one start page. PHP-FPM keeps its sessions and
+uploads in the test's directory too: nothing is written outside it."""
+import hashlib
+import http.client
+import http.cookiejar
+import json
+import os
+import re
+import shutil
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from conftest import Nginx, Server, check_clean_exit, scaled
+from fastcgi_harness import Fpm, with_conf_files
+
+PACKAGE = "/usr/share/dokuwiki"
+PACKAGE_CONF = "/etc/dokuwiki"
+
+# DokuWiki's nginx server block, as its install:nginx page gives it; {listen}, {root} and
+# {sock} are the adapted parts. The deny line is the one the page says to uncomment after
+# the installer has run.
+SERVER_BLOCK = r"""
+server {
+    listen {listen};
+    server_name wiki.example.org;
+
+    # Maximum file upload size is 4MB - change accordingly if needed
+    client_max_body_size 4M;
+    client_body_buffer_size 128k;
+
+    root {root};
+    index doku.php;
+
+    #Remember to comment the below out when you're installing, and uncomment it when done.
+    location ~ /(conf/|bin/|inc/|vendor/|install.php) { deny all; }
+
+    #Support for X-Accel-Redirect
+    location ~ ^/data/ { internal ; }
+
+    location ~ ^/lib.*\.(js|css|gif|png|ico|jpg|jpeg)$ {
+        expires 365d;
+    }
+
+    location / { try_files $uri $uri/ @dokuwiki; }
+
+    location @dokuwiki {
+        # rewrites "doku.php/" out of the URLs if you set the userwrite setting to .htaccess in dokuwiki config page
+        rewrite ^/_media/(.*) /lib/exe/fetch.php?media=$1 last;
+        rewrite ^/_detail/(.*) /lib/exe/detail.php?media=$1 last;
+        rewrite ^/_export/([^/]+)/(.*) /doku.php?do=export_$1&id=$2 last;
+        rewrite ^/(.*) /doku.php?id=$1&$args last;
+    }
+
+    location ~ \.php$ {
+        try_files $uri $uri/ /doku.php;
+        include fastcgi_params;
+        fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;
+        fastcgi_param REDIRECT_STATUS 200;
+        fastcgi_pass unix:{sock};
+    }
+}
+"""
+
+ADMIN, PASSWORD = "admin", "wiki-admin-secret"
+START_TEXT = "====== Test wiki ======\n\nThis wiki answers through **FastCGI**.\n"
+
+LOCAL_PHP = """<?php
+$conf['title'] = 'lfhttpd test wiki';
+$conf['savedir'] = './data';
+$conf['useacl'] = 1;
+$conf['authtype'] = 'authplain';
+$conf['superuser'] = '@admin';
+$conf['userewrite'] = 1;
+$conf['useslash'] = 1;
+$conf['updatecheck'] = 0;
+"""
+
+ACL = """# acl.auth.php
+# <?php exit()?>
+*               @ALL          1
+*               @user         16
+"""
+
+# What init_paths() wants in the savedir.
+DATA_DIRS = ("pages", "attic", "media", "media_attic", "media_meta", "meta", "cache",
+             "index", "locks", "tmp", "log")
+
+
+def readable(directory, names):
+    """copytree's ignore: what this user cannot read (the package's testing plugin is
+    root's alone)."""
+    return [n for n in names if not os.access(os.path.join(directory, n), os.R_OK)]
+
+
+def make_wiki(base):
+    """A private DokuWiki in base/wiki: code, conf/ and data/, all writable."""
+    root = os.path.join(base, "wiki")
+    shutil.copytree(PACKAGE, root, symlinks=False, ignore=readable)
+    os.remove(os.path.join(root, "inc", "preload.php"))  # the package's /etc/dokuwiki
+    conf = os.path.join(root, "conf")
+    os.makedirs(conf)
+    for name in os.listdir(PACKAGE_CONF):
+        src = os.path.join(PACKAGE_CONF, name)
+        if (name.endswith((".php", ".conf", ".css", ".json")) and os.path.isfile(src)
+                and not os.path.islink(src) and name not in ("apache.conf", "lighttpd.conf",
+                                                            "local.php")):
+            shutil.copy(src, conf)
+    with open(os.path.join(conf, "local.php"), "w") as f:
+        f.write(LOCAL_PHP)
+    with open(os.path.join(conf, "acl.auth.php"), "w") as f:
+        f.write(ACL)
+    with open(os.path.join(conf, "users.auth.php"), "w") as f:
+        md5 = hashlib.md5(PASSWORD.encode()).hexdigest()  # a hash authplain reads
+        f.write(f"# users.auth.php\n# <?php exit()?>\n"
+                f"{ADMIN}:{md5}:Wiki Administrator:admin@example.org:admin,user\n")
+    data = os.path.join(root, "data")
+    for d in DATA_DIRS:
+        os.makedirs(os.path.join(data, d))
+    with open(os.path.join(data, "pages", "start.txt"), "w") as f:
+        f.write(START_TEXT)
+    return root
+
+
+@pytest.fixture(scope="module")
+def wiki(tmp_path_factory):
+    """(document root, PHP-FPM) for the module: one wiki copy, one pool."""
+    base = str(tmp_path_factory.mktemp("dokuwiki"))
+    root = make_wiki(base)
+    php = os.path.join(base, "php")
+    for d in ("sessions", "uploads"):
+        os.makedirs(os.path.join(php, d))
+    fpm = Fpm(os.path.join(base, "fpm"), extra=(
+        f"php_admin_value[session.save_path] = {php}/sessions\n"
+        f"php_admin_value[upload_tmp_dir] = {php}/uploads\n"
+        f"php_admin_value[sys_temp_dir] = {php}/uploads\n"))
+    yield root, fpm
+    fpm.stop()
+
+
+@pytest.fixture(scope="module", params=["lfhttpd", "nginx"])
+def site(request, wiki, tmp_path_factory):
+    """The documented server block on lfhttpd, then on nginx: the wiki's base URL."""
+    root, fpm = wiki
+    d = str(tmp_path_factory.mktemp(request.param))
+    with_conf_files(d)
+    text = SERVER_BLOCK.replace("{root}", root).replace("{sock}", fpm.sock)
+    if request.param == "lfhttpd":
+        s = Server(d, None, conf=("threads 2;\nerror_log stderr debug;\nshutdown_timeout 5s;\n"
+                                  f'access_log "{d}/access.log";\n'
+                                  + text.replace("{listen}", "127.0.0.1:0")))
+        yield s.url
+        check_clean_exit(s)
+    else:
+        n = Nginx(d, None, text.replace("{listen}", "127.0.0.1:{port0}"), http=True)
+        yield f"http://{n.host}:{n.port}"
+        n.stop()
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+class Browser:
+    """A cookie jar and a base URL: get/post answer (status, headers, body), redirects
+    not followed (the test follows the ones it expects)."""
+
+    def __init__(self, base):
+        self.base = base
+        self.jar = http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar),
+                                                  NoRedirect())
+
+    def open(self, path, data=None, headers=None):
+        req = urllib.request.Request(self.base + path, data=data, headers=headers or {})
+        try:
+            with self.opener.open(req, timeout=scaled(20)) as r:
+                return r.status, r.headers, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, e.read()
+
+    def get(self, path):
+        return self.open(path)
+
+    def post(self, path, fields):
+        return self.open(path, urllib.parse.urlencode(fields).encode(),
+                         {"Content-Type": "application/x-www-form-urlencoded"})
+
+    def post_multipart(self, path, fields, files):
+        boundary = "----lfhttpd-dokuwiki-" + hashlib.md5(os.urandom(8)).hexdigest()
+        parts = []
+        for name, value in fields.items():
+            parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"'
+                         f"\r\n\r\n{value}\r\n".encode())
+        for name, (filename, ctype, content) in files.items():
+            parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; '
+                         f'filename="{filename}"\r\nContent-Type: {ctype}\r\n\r\n'.encode()
+                         + content + b"\r\n")
+        body = b"".join(parts) + f"--{boundary}--\r\n".encode()
+        return self.open(path, body,
+                         {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+
+
+def form_fields(html, form_id):
+    """The named inputs of the form with id `form_id`: {name: value}."""
+    m = re.search(r'<form\b[^>]*\bid="%s".*?</form>' % re.escape(form_id), html, re.S)
+    assert m, f"no form {form_id} in the page"
+    fields = {}
+    for tag in re.findall(r"<input\b[^>]*>", m.group(0)):
+        name = re.search(r'\bname="([^"]*)"', tag)
+        value = re.search(r'\bvalue="([^"]*)"', tag)
+        if name:
+            fields[name.group(1)] = value.group(1) if value else ""
+    return fields
+
+
+def sectok(html):
+    m = re.search(r'name="sectok" value="([0-9a-f]*)"', html)
+    assert m, "no sectok in the page"
+    return m.group(1)
+
+
+def logged_in(base):
+    """A Browser logged in as the admin, through the login form."""
+    b = Browser(base)
+    status, _, body = b.get("/start?do=login")
+    assert status == 200, body[:300]
+    fields = form_fields(body.decode(), "dw__login")
+    fields.update({"u": ADMIN, "p": PASSWORD})
+    status, headers, body = b.post("/start?do=login", fields)
+    assert status == 302, body[:500]
+    return b
+
+
+def test_start_page_renders_as_dokuwiki_html(site):
+    status, headers, body = Browser(site).get("/")
+    html = body.decode()
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/html")
+    assert '<meta name="generator" content="DokuWiki"' in html
+    assert "This wiki answers through <strong>FastCGI</strong>." in html
+    assert "lfhttpd test wiki" in html
+
+
+@pytest.mark.parametrize("path", ["/conf/local.php", "/conf/users.auth.php", "/conf/",
+                                  "/bin/dwpage.php", "/inc/init.php", "/vendor/autoload.php",
+                                  "/install.php"])
+def test_documented_denials_answer_403(site, path):
+    status, _, body = Browser(site).get(path)
+    assert status == 403
+    assert b"authplain" not in body and b"$conf" not in body
+
+
+def test_data_directory_is_internal_only(site):
+    status, _, body = Browser(site).get("/data/pages/start.txt")
+    assert status == 404
+    assert b"FastCGI" not in body
+
+
+def test_template_asset_is_static_with_a_year_of_expiry(site):
+    path = "/lib/tpl/dokuwiki/images/logo.png"
+    status, headers, body = Browser(site).get(path)
+    assert status == 200
+    with open(os.path.join(PACKAGE, path.lstrip("/")), "rb") as f:
+        assert body == f.read()
+    assert headers["Cache-Control"] == "max-age=31536000"
+
+
+def test_login_as_admin_succeeds(site):
+    b = logged_in(site)
+    assert any(c.name.startswith("DW") for c in b.jar), [c.name for c in b.jar]
+    status, _, body = b.get("/start")
+    html = body.decode()
+    assert status == 200
+    assert "do=logout" in html
+    assert "do=admin" in html  # the superuser's menu
+
+
+def test_login_with_a_wrong_password_is_refused(site):
+    b = Browser(site)
+    _, _, body = b.get("/start?do=login")
+    fields = form_fields(body.decode(), "dw__login")
+    fields.update({"u": ADMIN, "p": "not-the-password"})
+    status, _, body = b.post("/start?do=login", fields)
+    assert status == 403  # DokuWiki's answer to a failed login
+    assert "username or password was wrong" in body.decode()
+    assert "do=logout" not in body.decode()
+
+
+def test_edit_is_saved_and_read_back_at_the_nice_url(site, request):
+    kind = request.node.callspec.id.replace("-", "_")
+    page = "playground/" + kind
+    b = logged_in(site)
+    status, _, body = b.get(f"/{page}?do=edit")
+    assert status == 200
+    fields = form_fields(body.decode(), "dw__editform")
+    assert fields["id"] == page.replace("/", ":")
+    text = f"Saved through **{kind}** at its nice address.\n"
+    fields.update({"wikitext": text, "summary": "test", "do": "save"})
+    status, headers, body = b.post("/doku.php", fields)
+    assert status == 302, body[:500]
+    assert headers["Location"] == f"{site}/{page}"
+    status, _, body = b.get(f"/{page}")
+    assert status == 200
+    html = body.decode()
+    assert f"Saved through <strong>{kind}</strong> at its nice address." in html, html[html.find("<!-- wikipage start"):][:400]
+    status, _, raw = b.get(f"/_export/raw/{page}")
+    assert (status, raw.decode()) == (200, text)
+
+
+def test_media_upload_is_fetched_back_byte_for_byte(site, request):
+    name = "upload_" + request.node.callspec.id.replace("-", "_") + ".png"
+    content = bytes(range(256)) * 300 + os.urandom(4096)  # binary, every byte value
+    content = b"\x89PNG\r\n\x1a\n" + content
+    b = logged_in(site)
+    _, _, body = b.get("/start?do=media&ns=wiki")
+    token = sectok(body.decode())
+    status, _, body = b.post_multipart(
+        "/lib/exe/ajax.php",
+        {"call": "mediaupload", "sectok": token, "ns": "wiki", "mediaid": name, "ow": "1"},
+        {"qqfile": (name, "image/png", content)})
+    assert status == 200, body[:500]
+    answer = json.loads(body)
+    assert answer.get("success") is True, answer
+    assert answer["id"] == f"wiki:{name}"
+    for path in (f"/_media/wiki:{name}", f"/lib/exe/fetch.php?media=wiki:{name}"):
+        status, headers, got = b.get(path)
+        assert status == 200, path
+        assert headers["Content-Type"] == "image/png", path
+        assert got == content, path
