@@ -363,11 +363,9 @@ void http_source_save_request(struct http_source *s, const struct request *r, ch
 
 /* --- the head and the body --------------------------------------------------------------- */
 
-bool http_source_error_page(struct http_source *s, struct response *resp,
-                            struct http_source_page *pg)
+/* pg made a copy of the saved request, with room for a path of its own. */
+static void page_from_saved(struct http_source *s, struct http_source_page *pg)
 {
-    if (!s->has_saved || !module_chain_has_error_page(&s->saved, resp->status))
-        return false;
     pg->r = s->saved;
     memcpy(pg->path, s->saved.path, s->saved.path_len + 1);
     if (pg->r.captures.subject == s->saved.path)
@@ -376,10 +374,27 @@ bool http_source_error_page(struct http_source *s, struct response *resp,
     pg->r.file = pg->path;
     pg->r.file_len = pg->r.path_len;
     pg->r.file_room = pg->file;
+}
+
+bool http_source_error_page(struct http_source *s, struct response *resp,
+                            struct http_source_page *pg)
+{
+    if (!s->has_saved || !module_chain_has_error_page(&s->saved, resp->status))
+        return false;
+    page_from_saved(s, pg);
     if (!module_chain_error_page(&s->c->gen->chain, &pg->r, resp))
         return false;
     s->status = resp->status;
     return true;
+}
+
+int http_source_accel_redirect(struct http_source *s, struct response *resp,
+                               struct http_source_page *pg, const char *uri, size_t n)
+{
+    page_from_saved(s, pg);
+    int rc = module_chain_accel_redirect(&s->c->gen->chain, &pg->r, resp, uri, n);
+    s->status = resp->status;
+    return rc;
 }
 
 void http_source_filter_head(struct http_source *s, struct response *resp,

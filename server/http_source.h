@@ -306,6 +306,12 @@ struct http_source_page {
  * false, resp untouched. pg: room for the page's request, alive until resp is sent. */
 bool http_source_error_page(struct http_source *s, struct response *resp,
                             struct http_source_page *pg);
+/* The application's answer named X-Accel-Redirect uri[0..n): the saved request is
+ * answered again there (module_chain_accel_redirect), into resp (initialised, not yet
+ * filtered: the caller adds what it keeps of the application's head, then filters with
+ * pg->r). Needs s->has_saved. Returns that function's result; s->status is the answer's. */
+int http_source_accel_redirect(struct http_source *s, struct response *resp,
+                               struct http_source_page *pg, const char *uri, size_t n);
 /* Start the body filter the filters chose (if any, and if a body goes out). false: out of
  * memory. */
 bool http_source_start_filter(struct http_source *s, const struct response *resp);

@@ -1302,6 +1302,85 @@ bool module_chain_error_page(const struct module_chain *c, struct request *req,
     return true;
 }
 
+/* ngx_http_parse_unsafe_uri's refusals: a path that climbs ("..", "." segments), or has
+ * a NUL or a backslash-free control byte; the arguments after '?' are not looked at. */
+static bool accel_uri_safe(const char *uri, size_t n)
+{
+    const char *q = memchr(uri, '?', n);
+    size_t pl = q ? (size_t)(q - uri) : n;
+    if (pl == 0 || uri[0] != '/')
+        return false;
+    for (size_t i = 0; i < pl; i++) {
+        unsigned char ch = (unsigned char)uri[i];
+        if (ch < 0x20 || ch == 0x7f)
+            return false;
+        if (ch == '/' && i + 1 < pl && uri[i + 1] == '.') {
+            size_t dots = i + 2 < pl && uri[i + 2] == '.' ? 2 : 1;
+            size_t after = i + 1 + dots;
+            if (after == pl || uri[after] == '/')
+                return false;
+        }
+    }
+    return true;
+}
+
+int module_chain_accel_redirect(const struct module_chain *c, struct request *req,
+                                struct response *resp, const char *uri, size_t n)
+{
+    struct http_request h = *req->http;
+    if (h.method != HTTP_METHOD_HEAD)
+        h.method = HTTP_METHOD_GET;
+    h.framing = HTTP_BODY_NONE;
+    struct request r = *req;
+    r.http = &h;
+    r.first_level = NULL;
+    r.return_status = r.try_status = 0;
+    r.return_text = NULL;
+    r.return_args = false;
+    r.slash_to = NULL;
+    r.internal = true;
+    r.body = NULL;
+    r.body_len = 0;
+    r.args = (struct http_slice){NULL, 0}; /* the URI's own arguments, or none (nginx's) */
+    r.has_args = false;
+    const struct site_location *named = NULL;
+    int rc = 0;
+    if (n > 0 && uri[0] == '@') {
+        char name[256];
+        if (n >= sizeof(name))
+            rc = 404;
+        else {
+            memcpy(name, uri, n);
+            name[n] = '\0';
+            named = req->site ? site_named_location(req->site, name) : NULL;
+            rc = named ? 0 : 404;
+        }
+    } else if (!accel_uri_safe(uri, n)) {
+        rc = 404;
+    } else if (!set_path(&r, uri, n)) {
+        rc = 500;
+    }
+    if (!rc)
+        rc = route_from(c, &r, named);
+    if (!rc)
+        handle(c, &r, resp);
+    else
+        resp_error(resp, rc);
+    int result = 0;
+    if (resp->streaming) { /* another source would answer: not followed here */
+        resp_file_close(resp);
+        resp_body_clear(resp);
+        resp_init(resp);
+        resp_error(resp, 500);
+        result = -1;
+    }
+    r.http = req->http; /* h is gone on return */
+    *req = r;           /* the filters and the log see the redirected request, as nginx's */
+    if (r.peer == &r.real_peer.sa)
+        req->peer = &req->real_peer.sa;
+    return result;
+}
+
 bool module_chain_has_error_page(const struct request *req, int status)
 {
     return error_page_for(req->level, status) != NULL;

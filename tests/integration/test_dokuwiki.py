@@ -88,6 +88,9 @@ $conf['superuser'] = '@admin';
 $conf['userewrite'] = 1;
 $conf['useslash'] = 1;
 $conf['updatecheck'] = 0;
+// fetch.php hands a file to the server with X-Accel-Redirect (the X-Accel-Redirect
+// setting for nginx) on requests that ask for it with this test's own header field.
+$conf['xsendfile'] = empty($_SERVER['HTTP_X_TEST_XSENDFILE']) ? 0 : 3;
 """
 
 ACL = """# acl.auth.php
@@ -152,23 +155,43 @@ def wiki(tmp_path_factory):
     fpm.stop()
 
 
+# Both servers get nginx's stock type table, as Debian's nginx.conf includes it; lfhttpd's
+# file has nginx's http { } around the server, as a site brought from nginx has.
+TYPES = "include /etc/nginx/mime.types;\ndefault_type application/octet-stream;\n"
+
+
+class Site:
+    """The documented server block on `kind` (lfhttpd or nginx) in directory d, serving
+    the wiki through the pool: .url; stop() checks lfhttpd's exit."""
+
+    def __init__(self, kind, d, wiki):
+        root, fpm = wiki
+        with_conf_files(d)
+        text = TYPES + SERVER_BLOCK.replace("{root}", root).replace("{sock}", fpm.sock)
+        if kind == "lfhttpd":
+            self.server = Server(d, None, conf=(
+                "threads 2;\nerror_log stderr debug;\nshutdown_timeout 5s;\n"
+                f'http {{\naccess_log "{d}/access.log";\n'
+                + text.replace("{listen}", "127.0.0.1:0") + "}\n"))
+            self.url = self.server.url
+        else:
+            self.server = Nginx(d, None, text.replace("{listen}", "127.0.0.1:{port0}"),
+                                http=True)
+            self.url = f"http://{self.server.host}:{self.server.port}"
+
+    def stop(self):
+        if isinstance(self.server, Server):
+            check_clean_exit(self.server)
+        else:
+            self.server.stop()
+
+
 @pytest.fixture(scope="module", params=["lfhttpd", "nginx"])
 def site(request, wiki, tmp_path_factory):
     """The documented server block on lfhttpd, then on nginx: the wiki's base URL."""
-    root, fpm = wiki
-    d = str(tmp_path_factory.mktemp(request.param))
-    with_conf_files(d)
-    text = SERVER_BLOCK.replace("{root}", root).replace("{sock}", fpm.sock)
-    if request.param == "lfhttpd":
-        s = Server(d, None, conf=("threads 2;\nerror_log stderr debug;\nshutdown_timeout 5s;\n"
-                                  f'access_log "{d}/access.log";\n'
-                                  + text.replace("{listen}", "127.0.0.1:0")))
-        yield s.url
-        check_clean_exit(s)
-    else:
-        n = Nginx(d, None, text.replace("{listen}", "127.0.0.1:{port0}"), http=True)
-        yield f"http://{n.host}:{n.port}"
-        n.stop()
+    s = Site(request.param, str(tmp_path_factory.mktemp(request.param)), wiki)
+    yield s.url
+    s.stop()
 
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -323,11 +346,8 @@ def test_edit_is_saved_and_read_back_at_the_nice_url(site, request):
     assert (status, raw.decode()) == (200, text)
 
 
-def test_media_upload_is_fetched_back_byte_for_byte(site, request):
-    name = "upload_" + request.node.callspec.id.replace("-", "_") + ".png"
-    content = bytes(range(256)) * 300 + os.urandom(4096)  # binary, every byte value
-    content = b"\x89PNG\r\n\x1a\n" + content
-    b = logged_in(site)
+def upload(b, name, content):
+    """Upload content as wiki:name through the media manager's AJAX call."""
     _, _, body = b.get("/start?do=media&ns=wiki")
     token = sectok(body.decode())
     status, _, body = b.post_multipart(
@@ -338,8 +358,86 @@ def test_media_upload_is_fetched_back_byte_for_byte(site, request):
     answer = json.loads(body)
     assert answer.get("success") is True, answer
     assert answer["id"] == f"wiki:{name}"
+
+
+def png_bytes():
+    """Binary, every byte value: a PNG's signature, then noise."""
+    return b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 300 + os.urandom(4096)
+
+
+def test_media_upload_is_fetched_back_byte_for_byte(site, request):
+    name = "upload_" + request.node.callspec.id.replace("-", "_") + ".png"
+    content = png_bytes()
+    b = logged_in(site)
+    upload(b, name, content)
     for path in (f"/_media/wiki:{name}", f"/lib/exe/fetch.php?media=wiki:{name}"):
         status, headers, got = b.get(path)
         assert status == 200, path
         assert headers["Content-Type"] == "image/png", path
         assert got == content, path
+
+
+def test_media_handed_over_by_x_accel_redirect_is_the_file(site, request):
+    """DokuWiki's xsendfile for nginx: fetch.php answers X-Accel-Redirect to the file
+    under /data/ (the documented `internal` location), and the server sends it, with
+    the application's type, disposition and caching, and the client's range."""
+    name = "accel_" + request.node.callspec.id.replace("-", "_") + ".png"
+    content = png_bytes()
+    b = logged_in(site)
+    upload(b, name, content)
+    asks = {"X-Test-Xsendfile": "1"}
+    status, headers, got = b.open(f"/_media/wiki:{name}", headers=asks)
+    assert status == 200
+    assert got == content
+    assert headers["Content-Type"] == "image/png"
+    assert headers["Content-Disposition"].startswith("inline;")
+    assert "max-age" in headers["Cache-Control"]
+    status, headers, got = b.open(f"/lib/exe/fetch.php?media=wiki:{name}",
+                                  headers=dict(asks, Range="bytes=8-263"))
+    assert (status, got) == (206, content[8:264])
+    status, _, got = Browser(site).open(f"/data/media/wiki/{name}")
+    assert status == 404  # the internal location, asked directly
+
+
+# What an anonymous visitor may ask: pages through the rewrite, the PHP entry points, the
+# denied and internal directories (with and without their slash, and spelt otherwise),
+# directories with no index, static files of the template, and PHP scripts that are not
+# there (try_files falls back to /doku.php).
+VISITS = ["/", "/start", "/doku.php", "/doku.php?id=start", "/start?do=index",
+          "/start?do=recent", "/wiki/not_written_yet", "/_export/raw/start",
+          "/_export/xhtml/start", "/_detail/wiki:missing.png", "/_media/wiki:missing.png",
+          "/lib/exe/fetch.php?media=wiki:missing.png", "/lib/exe/css.php",
+          "/lib/exe/js.php", "/lib/exe/taskrunner.php?id=start", "/feed.php",
+          "/lib/exe/not_there.php", "/not_there.php", "/doku.php/start", "/conf", "/conf/",
+          "/data", "/data/", "/data/pages/start.txt", "/%63onf/local.php",
+          "/lib/plugins/../../conf/local.php", "/inc", "/bin/", "/vendor/",
+          "/install.php?step=1", "/lib/", "/lib/tpl/dokuwiki/images/",
+          "/lib/tpl/dokuwiki/images/logo.png", "/lib/tpl/dokuwiki/style.ini",
+          "/lib/tpl/dokuwiki/script.js", "/.htaccess", "/VERSION", "/lib/images/"]
+
+# The parts of an answer that do not depend on the time or on a session.
+COMPARED = ("Content-Type", "Location", "Cache-Control", "Content-Encoding")
+
+
+def visit(base, path):
+    status, headers, body = Browser(base).get(path)
+    seen = {h: (headers.get(h) or "").replace(base, "BASE") for h in COMPARED}
+    return status, seen, body
+
+
+def test_anonymous_visits_answer_as_under_nginx(wiki, tmp_path):
+    lf = Site("lfhttpd", str(tmp_path / "lf"), wiki)
+    ng = Site("nginx", str(tmp_path / "ng"), wiki)
+    try:
+        differences = []
+        for path in VISITS:
+            a, b = visit(lf.url, path), visit(ng.url, path)
+            if a[:2] != b[:2]:
+                differences.append((path, a[:2], b[:2]))
+            elif a[0] == 200 and a[2] != b[2] and \
+                    path.startswith(("/lib/tpl/", "/_export/raw/", "/VERSION", "/.ht")):
+                differences.append((path, "body differs"))
+        assert differences == [], "\n".join(map(repr, differences))
+    finally:
+        lf.stop()
+        ng.stop()
