@@ -142,6 +142,8 @@ def make_wiki(base):
 @pytest.fixture(scope="module")
 def wiki(tmp_path_factory):
     """(document root, PHP-FPM) for the module: one wiki copy, one pool."""
+    if not os.path.exists(os.path.join(PACKAGE, "doku.php")):
+        pytest.fail("DokuWiki is not installed (make check-deps installs Debian's dokuwiki)")
     base = str(tmp_path_factory.mktemp("dokuwiki"))
     root = make_wiki(base)
     php = os.path.join(base, "php")
