@@ -291,6 +291,25 @@ def test_x_accel_redirect_keeps_the_clients_range_as_nginx(pair):
     assert (a[0], a[2], a[1]["Content-Range"]) == (206, b"protected", ["bytes 0-8/15"])
 
 
+def test_x_accel_redirect_of_a_head_is_a_head_of_the_file_as_nginx(pair):
+    lf, ng = pair(ACCEL)
+    answers = []
+    for server in (lf, ng):
+        status, headers, body = request(server, "HEAD", "/accel.php")
+        answers.append((status, header(headers, "Content-Length"), body))
+    assert answers[0] == answers[1] == (200, ["15"], b"")
+
+
+def test_x_accel_redirect_to_another_application_is_500_and_said(php):
+    # nginx would run the second script; here a redirect whose answer is streamed by
+    # another source is not followed (docs/known-limits.md)
+    s = php(text=ACCEL)
+    status, _, _ = request(s, "GET", "/accel.php?to=/env.php")
+    assert status == 500
+    assert wait_until(lambda: 'X-Accel-Redirect to "/env.php", a streamed answer: not '
+                              'followed' in s.error_log(), scaled(5)), s.error_log()
+
+
 @pytest.mark.parametrize("to,status", [("/protected/missing.txt", 404),
                                        ("/protected/../env.php", 404), ("@named", 200)])
 def test_x_accel_redirect_targets_answer_as_nginx(pair, to, status):
