@@ -407,47 +407,24 @@ static bool raw_head_field(const struct conn_fcgi *f, const char *name, struct h
     return false;
 }
 
-/* The fields of the application's head that go with the answer an X-Accel-Redirect
- * names, as nginx's (the upstream fields it marks to keep across the redirect); the
- * answer's own of the single ones give way. */
-static const char *const accel_kept[] = {"Content-Type", "Content-Disposition",
-                                         "Cache-Control", "Expires", "Accept-Ranges"};
-
-static void keep_accel_fields(const struct conn_fcgi *f, struct response *resp)
-{
-    for (size_t i = 0; i < sizeof(accel_kept) / sizeof(accel_kept[0]); i++) {
-        struct http_slice v;
-        if (raw_head_field(f, accel_kept[i], &v)) {
-            resp_header_remove(resp, accel_kept[i]);
-            resp_header_n(resp, accel_kept[i], strlen(accel_kept[i]), v.p, v.len);
-        }
-    }
-    size_t at = 0;
-    struct http_slice n, v;
-    while (raw_head_line(f, &at, &n, &v))
-        if (slice_is(n, "Set-Cookie"))
-            resp_header_n(resp, "Set-Cookie", 10, v.p, v.len);
-}
-
 /* The application named X-Accel-Redirect: the saved request is answered where it points
- * (an internal GET), with the fields nginx keeps from the application's head when that
- * answer is not an error, then filtered as that request's. */
+ * (http_source_accel), with the fields of the application's head (its first
+ * HTTP_MAX_HEADERS). */
 static void answer_accel(struct conn_fcgi *f, struct response *resp, struct http_source_page *pg)
 {
-    struct http_slice to;
-    resp_init(resp);
-    if (!raw_head_field(f, "X-Accel-Redirect", &to)) { /* (take_head saw it) */
-        resp_error(resp, 500);
-        return;
+    struct http_header fields[HTTP_MAX_HEADERS];
+    unsigned n = 0;
+    size_t at = 0;
+    struct http_slice to = {NULL, 0};
+    while (n < HTTP_MAX_HEADERS && raw_head_line(f, &at, &fields[n].name, &fields[n].value)) {
+        if (!to.p && slice_is(fields[n].name, "X-Accel-Redirect"))
+            to = fields[n].value;
+        n++;
     }
-    if (http_source_accel_redirect(&f->src, resp, pg, to.p, to.len) < 0)
+    if (!http_source_accel(&f->src, resp, pg, to, fields, n))
         fcgi_log(f, LOG_LEVEL_ERROR,
                  "fastcgi: %s: X-Accel-Redirect to \"%.*s\", a streamed answer: not followed",
                  server_name(f), (int)to.len, to.p);
-    else if (resp->status < 400)
-        keep_accel_fields(f, resp);
-    module_chain_filter(&f->src.c->gen->chain, &pg->r, resp);
-    f->src.status = resp->status;
 }
 
 static void fcgi_finish_after(struct conn_fcgi *f, int error_status, const char *failure,

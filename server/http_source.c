@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include "clock.h"
@@ -388,13 +389,46 @@ bool http_source_error_page(struct http_source *s, struct response *resp,
     return true;
 }
 
-int http_source_accel_redirect(struct http_source *s, struct response *resp,
-                               struct http_source_page *pg, const char *uri, size_t n)
+/* The fields of an application's or upstream's head that go with the answer its
+ * X-Accel-Redirect names, as nginx's (the upstream fields it marks to keep across the
+ * redirect); the answer's own of the single ones give way. */
+static const char *const accel_kept[] = {"Content-Type", "Content-Disposition",
+                                         "Cache-Control", "Expires", "Accept-Ranges"};
+
+static bool field_is(struct http_slice name, const char *want)
 {
+    return name.len == strlen(want) && strncasecmp(name.p, want, name.len) == 0;
+}
+
+static void keep_accel_fields(struct response *resp, const struct http_header *fields,
+                              unsigned n)
+{
+    for (size_t k = 0; k < sizeof(accel_kept) / sizeof(accel_kept[0]); k++)
+        for (unsigned i = 0; i < n; i++)
+            if (field_is(fields[i].name, accel_kept[k])) {
+                resp_header_remove(resp, accel_kept[k]);
+                resp_header_n(resp, accel_kept[k], strlen(accel_kept[k]), fields[i].value.p,
+                              fields[i].value.len);
+                break;
+            }
+    for (unsigned i = 0; i < n; i++)
+        if (field_is(fields[i].name, "Set-Cookie"))
+            resp_header_n(resp, "Set-Cookie", 10, fields[i].value.p, fields[i].value.len);
+}
+
+bool http_source_accel(struct http_source *s, struct response *resp,
+                       struct http_source_page *pg, struct http_slice to,
+                       const struct http_header *fields, unsigned n)
+{
+    resp_init(resp);
     page_from_saved(s, pg);
-    int rc = module_chain_accel_redirect(&s->c->gen->chain, &pg->r, resp, uri, n);
+    bool followed = module_chain_accel_redirect(&s->c->gen->chain, &pg->r, resp, to.p,
+                                                to.len) == 0;
+    if (followed && resp->status < 400)
+        keep_accel_fields(resp, fields, n);
+    module_chain_filter(&s->c->gen->chain, &pg->r, resp);
     s->status = resp->status;
-    return rc;
+    return followed;
 }
 
 void http_source_filter_head(struct http_source *s, struct response *resp,
