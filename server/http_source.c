@@ -391,9 +391,11 @@ bool http_source_error_page(struct http_source *s, struct response *resp,
 
 /* The fields of an application's or upstream's head that go with the answer its
  * X-Accel-Redirect names, as nginx's (the upstream fields it marks to keep across the
- * redirect); the answer's own of the single ones give way. */
-static const char *const accel_kept[] = {"Content-Type", "Content-Disposition",
-                                         "Cache-Control", "Expires", "Accept-Ranges"};
+ * redirect): each in place of the answer's own, every line of it, but Content-Type, whose
+ * last line holds. */
+static const char *const accel_kept[] = {"Content-Type",  "Content-Disposition",
+                                         "Cache-Control", "Expires",
+                                         "Accept-Ranges", "Set-Cookie"};
 
 static bool field_is(struct http_slice name, const char *want)
 {
@@ -403,17 +405,18 @@ static bool field_is(struct http_slice name, const char *want)
 static void keep_accel_fields(struct response *resp, const struct http_header *fields,
                               unsigned n)
 {
-    for (size_t k = 0; k < sizeof(accel_kept) / sizeof(accel_kept[0]); k++)
-        for (unsigned i = 0; i < n; i++)
-            if (field_is(fields[i].name, accel_kept[k])) {
-                resp_header_remove(resp, accel_kept[k]);
-                resp_header_n(resp, accel_kept[k], strlen(accel_kept[k]), fields[i].value.p,
-                              fields[i].value.len);
-                break;
-            }
-    for (unsigned i = 0; i < n; i++)
-        if (field_is(fields[i].name, "Set-Cookie"))
-            resp_header_n(resp, "Set-Cookie", 10, fields[i].value.p, fields[i].value.len);
+    for (size_t k = 0; k < sizeof(accel_kept) / sizeof(accel_kept[0]); k++) {
+        const char *name = accel_kept[k];
+        bool single = k == 0, removed = false;
+        for (unsigned i = 0; i < n; i++) {
+            if (!field_is(fields[i].name, name))
+                continue;
+            if (!removed || single)
+                resp_header_remove(resp, name);
+            removed = true;
+            resp_header_n(resp, name, strlen(name), fields[i].value.p, fields[i].value.len);
+        }
+    }
 }
 
 bool http_source_accel(struct http_source *s, struct response *resp,
