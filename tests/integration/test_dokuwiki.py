@@ -2,7 +2,9 @@
 with the server block DokuWiki's own documentation gives for nginx
 (https://www.dokuwiki.org/install:nginx), only its paths and listen port adapted; the
 same block runs on nginx, against the same PHP-FPM pool and wiki, and every check is
-made on both.
+made on both; a list of anonymous visits is compared answer for answer. The block's
+`internal` /data/ location is there for DokuWiki's X-Accel-Redirect (its `xsendfile`
+setting for nginx), which a request of the tests turns on with a header field of theirs.
 
 The wiki is a private, writable copy made for the test: the package's code
 (/usr/share/dokuwiki, its symlinked lib/plugins and lib/tpl followed) in a temporary
@@ -13,7 +15,6 @@ package's defaults with a local.php, an ACL and a users.auth.php of the test's (
 `admin`); data/ is made empty, with one start page. PHP-FPM keeps its sessions and
 uploads in the test's directory too: nothing is written outside it."""
 import hashlib
-import http.client
 import http.cookiejar
 import json
 import os
@@ -343,7 +344,8 @@ def test_edit_is_saved_and_read_back_at_the_nice_url(site, request):
     status, _, body = b.get(f"/{page}")
     assert status == 200
     html = body.decode()
-    assert f"Saved through <strong>{kind}</strong> at its nice address." in html, html[html.find("<!-- wikipage start"):][:400]
+    page_text = html[html.find("<!-- wikipage start"):][:400]
+    assert f"Saved through <strong>{kind}</strong> at its nice address." in html, page_text
     status, _, raw = b.get(f"/_export/raw/{page}")
     assert (status, raw.decode()) == (200, text)
 
