@@ -245,6 +245,7 @@ def test_x_accel_fields_are_hidden_unless_passed(php):
 ACCEL = PHP_LOCATION + """
     location /protected/ {{ internal; }}
     location @named {{ return 200 "named $uri\\n"; }}
+    location /echo/ {{ internal; return 200 "$uri args=$args\\n"; }}
 """
 
 
@@ -308,6 +309,15 @@ def test_x_accel_redirect_to_another_application_is_500_and_said(php):
     assert status == 500
     assert wait_until(lambda: 'X-Accel-Redirect to "/env.php", a streamed answer: not '
                               'followed' in s.error_log(), scaled(5)), s.error_log()
+
+
+@pytest.mark.parametrize("to,answer", [("/echo/x?y=1", b"/echo/x args=y=1\n"),
+                                       ("/echo/x", b"/echo/x args=\n")])
+def test_x_accel_redirect_takes_its_own_arguments_or_none_as_nginx(pair, to, answer):
+    lf, ng = pair(ACCEL)
+    path = "/accel.php?to=" + urllib.parse.quote(to)
+    a, b = accel_answer(lf, path), accel_answer(ng, path)
+    assert (a[0], a[2]) == (b[0], b[2]) == (200, answer)
 
 
 @pytest.mark.parametrize("to,status", [("/protected/missing.txt", 404),
