@@ -470,3 +470,38 @@ def test_anonymous_visits_answer_as_under_nginx(wiki, tmp_path):
     finally:
         lf.stop()
         ng.stop()
+
+
+# What the administrator may ask, logged in: the admin pages, a page's history, the
+# search, the media manager and the detail page of a file, an AJAX call, the export of
+# a page, the logout.
+ADMIN_VISITS = ["/start?do=admin", "/start?do=admin&page=config",
+                "/start?do=admin&page=usermanager", "/start?do=admin&page=acl",
+                "/start?do=revisions", "/start?do=diff", "/start?do=search&q=FastCGI",
+                "/start?do=media&ns=wiki", "/start?do=profile", "/start?do=index",
+                "/_detail/wiki:shared.png", "/lib/exe/detail.php?media=wiki:shared.png",
+                "/lib/exe/ajax.php?call=medialist&ns=wiki", "/_export/xhtml/start",
+                "/start?do=export_raw", "/start?do=logout"]
+
+
+def test_admin_visits_answer_as_under_nginx(wiki, tmp_path):
+    lf = Site("lfhttpd", str(tmp_path / "lf"), wiki)
+    ng = Site("nginx", str(tmp_path / "ng"), wiki)
+    try:
+        upload(logged_in(lf.url), "shared.png", png_bytes())
+        browsers = (logged_in(lf.url), logged_in(ng.url))
+        differences, statuses = [], {}
+        for path in ADMIN_VISITS:
+            seen = []
+            for b in browsers:
+                status, headers, _ = b.get(path)
+                seen.append((status, {h: (headers.get(h) or "").replace(b.base, "BASE")
+                                      for h in COMPARED}))
+            if seen[0] != seen[1]:
+                differences.append((path, *seen))
+            statuses[path] = seen[0][0]
+        assert differences == [], "\n".join(map(repr, differences))
+        assert statuses == {p: 200 for p in ADMIN_VISITS}  # (logout without sectok: a form)
+    finally:
+        lf.stop()
+        ng.stop()
