@@ -1302,28 +1302,6 @@ bool module_chain_error_page(const struct module_chain *c, struct request *req,
     return true;
 }
 
-/* ngx_http_parse_unsafe_uri's refusals: a path that climbs ("..", "." segments), or has
- * a NUL or a backslash-free control byte; the arguments after '?' are not looked at. */
-static bool accel_uri_safe(const char *uri, size_t n)
-{
-    const char *q = memchr(uri, '?', n);
-    size_t pl = q ? (size_t)(q - uri) : n;
-    if (pl == 0 || uri[0] != '/')
-        return false;
-    for (size_t i = 0; i < pl; i++) {
-        unsigned char ch = (unsigned char)uri[i];
-        if (ch < 0x20 || ch == 0x7f)
-            return false;
-        if (ch == '/' && i + 1 < pl && uri[i + 1] == '.') {
-            size_t dots = i + 2 < pl && uri[i + 2] == '.' ? 2 : 1;
-            size_t after = i + 1 + dots;
-            if (after == pl || uri[after] == '/')
-                return false;
-        }
-    }
-    return true;
-}
-
 int module_chain_accel_redirect(const struct module_chain *c, struct request *req,
                                 struct response *resp, const char *uri, size_t n)
 {
@@ -1355,10 +1333,8 @@ int module_chain_accel_redirect(const struct module_chain *c, struct request *re
             named = req->site ? site_named_location(req->site, name) : NULL;
             rc = named ? 0 : 404;
         }
-    } else if (!accel_uri_safe(uri, n)) {
-        rc = 404;
     } else if (!set_path(&r, uri, n)) {
-        rc = 500;
+        rc = 404; /* not absolute, dot segments: nginx's unsafe URI */
     }
     if (!rc)
         rc = route_from(c, &r, named);
