@@ -122,8 +122,10 @@ conf/tls/localhost.pem:
 # Compose example (deploy/compose/, test_compose.py); promtool (Debian's prometheus)
 # checks the metrics scrape (test_metrics.py) and the Kubernetes pod's (test_kubernetes.py,
 # which reads the manifests with python3-yaml); groff checks the man pages (check-docs);
-# php-fpm8.2 is the FastCGI application of test_fastcgi.py; dnsmasq (Debian's dnsmasq-base)
-# the DNS server of the resolver's tests (test_proxy_resolver.py).
+# php-fpm8.2 is the FastCGI application of test_fastcgi.py, and DokuWiki (Debian's
+# dokuwiki, a package of files: looked for by its doku.php) the PHP application of
+# test_dokuwiki.py; dnsmasq (Debian's dnsmasq-base) the DNS server of the resolver's tests
+# (test_proxy_resolver.py).
 TEST_PKGS := gcc:gcc curl:curl ab:apache2-utils htpasswd:apache2-utils nginx:nginx-light \
              wrk:wrk clang:clang setpriv:util-linux \
              slowhttptest:slowhttptest valgrind:valgrind chromium:chromium \
@@ -141,6 +143,7 @@ check-deps:
 	$(PYTHON) -c 'import zstandard' 2>/dev/null || missing="$$missing python3-zstandard"; \
 	$(PYTHON) -c 'import websockets' 2>/dev/null || missing="$$missing python3-websockets"; \
 	$(PYTHON) -c 'import yaml' 2>/dev/null || missing="$$missing python3-yaml"; \
+	[ -e /usr/share/dokuwiki/doku.php ] || missing="$$missing dokuwiki"; \
 	[ -e /usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.asan-x86_64.a ] || \
 	  [ -n "$$(ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.asan-x86_64.a 2>/dev/null)" ] || \
 	  missing="$$missing libclang-rt-14-dev"; \

@@ -94,6 +94,7 @@ struct conn_fcgi {
     bool fresh_only;   /* a kept connection failed: the next one is new */
     bool got_any;      /* this attempt received bytes */
     bool intercepted;  /* fastcgi_intercept_errors: the answer is an error_page */
+    bool accel;        /* the head named X-Accel-Redirect: the answer is what it names */
     uint64_t tried;    /* the servers tried, a bit each */
     unsigned attempts;
     bool length_known; /* the client's body is framed by Content-Length */
@@ -381,6 +382,72 @@ static void answer_error(struct conn_fcgi *f, struct response *resp,
         http_source_filter_head(&f->src, resp, &f->fp->up);
 }
 
+/* The next line of the application's head f->head[*at..): its name and value (trimmed);
+ * false at the head's end. */
+static bool raw_head_line(const struct conn_fcgi *f, size_t *at, struct http_slice *name,
+                          struct http_slice *value)
+{
+    while (*at < f->head_len) {
+        const char *line = f->head + *at;
+        const char *eol = memchr(line, '\n', f->head_len - *at);
+        if (!eol)
+            return false;
+        *at = (size_t)(eol + 1 - f->head);
+        const char *end = eol > line && eol[-1] == '\r' ? eol - 1 : eol;
+        if (end == line)
+            return false; /* the blank line: the head is over */
+        const char *colon = memchr(line, ':', (size_t)(end - line));
+        if (!colon)
+            continue;
+        const char *v = colon + 1;
+        while (v < end && (*v == ' ' || *v == '\t'))
+            v++;
+        const char *ve = end;
+        while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+            ve--;
+        *name = (struct http_slice){line, (size_t)(colon - line)};
+        *value = (struct http_slice){v, (size_t)(ve - v)};
+        return true;
+    }
+    return false;
+}
+
+static bool slice_is(struct http_slice s, const char *name)
+{
+    return s.len == strlen(name) && strncasecmp(s.p, name, s.len) == 0;
+}
+
+/* The value of the application's field `name` (its first), or false. */
+static bool raw_head_field(const struct conn_fcgi *f, const char *name, struct http_slice *v)
+{
+    size_t at = 0;
+    struct http_slice n;
+    while (raw_head_line(f, &at, &n, v))
+        if (slice_is(n, name))
+            return true;
+    return false;
+}
+
+/* The application named X-Accel-Redirect: the saved request is answered where it points
+ * (http_source_accel), with the fields of the application's head (its first
+ * HTTP_MAX_HEADERS). */
+static void answer_accel(struct conn_fcgi *f, struct response *resp, struct http_source_page *pg)
+{
+    struct http_header fields[HTTP_MAX_HEADERS];
+    unsigned n = 0;
+    size_t at = 0;
+    struct http_slice to = {NULL, 0};
+    while (n < HTTP_MAX_HEADERS && raw_head_line(f, &at, &fields[n].name, &fields[n].value)) {
+        if (!to.p && slice_is(fields[n].name, "X-Accel-Redirect"))
+            to = fields[n].value;
+        n++;
+    }
+    if (!http_source_accel(&f->src, resp, pg, to, fields, n))
+        fcgi_log(f, LOG_LEVEL_ERROR,
+                 "fastcgi: %s: X-Accel-Redirect to \"%.*s\", a streamed answer: not followed",
+                 server_name(f), (int)to.len, to.p);
+}
+
 static void fcgi_finish_after(struct conn_fcgi *f, int error_status, const char *failure,
                               struct response *tail)
 {
@@ -396,7 +463,13 @@ static void fcgi_finish_after(struct conn_fcgi *f, int error_status, const char 
     if (!f->keep_up)
         up_close(f); /* the application's part is over: its connection goes now */
     bool keep_alive = s->keep_alive;
-    if (!s->head_sent) {
+    if (!s->head_sent && f->accel) {
+        answer_accel(f, resp, &page);
+        resp->head_only = s->head_only;
+        resp->keep_alive = keep_alive;
+        resp_finish(resp, s->http10);
+        s->sent = resp->head_only ? 0 : resp->content_length;
+    } else if (!s->head_sent) {
         s->status = error_status ? error_status : 502;
         if (!f->intercepted) { /* an intercepted error is the application's, in resp */
             fcgi_log(f, LOG_LEVEL_ERROR, "fastcgi: %s: answered %d: %s", server_name(f),
@@ -618,6 +691,15 @@ static int take_head(struct conn_fcgi *f, struct response *resp, char *out, size
     if (f->try_now) {
         f->try_now->status = resp->status;
         f->try_now->header_us = clock_now_us() - f->try_now->start_us;
+    }
+    struct http_slice to;
+    if (f->src.has_saved && raw_head_field(f, "X-Accel-Redirect", &to) && to.len > 0) {
+        /* nginx's internal redirect: the application's body is not read, its connection
+         * not kept; the answer is the one the field names */
+        f->keep_up = false;
+        f->accel = true;
+        fcgi_finish_after(f, 0, NULL, resp);
+        return -1;
     }
     if (fp->up.intercept_errors && resp->status >= 300 && f->src.has_saved &&
         module_chain_has_error_page(&f->src.saved, resp->status)) {

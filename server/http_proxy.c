@@ -113,6 +113,8 @@ struct conn_proxy {
     bool request_keeps; /* and so did the request sent (its version and Connection) */
     bool intercepted;   /* proxy_intercept_errors took the upstream's answer */
     const struct http_response_head *intercepted_head; /* its head, while it is answered */
+    const struct http_response_head *accel_head; /* an answer with X-Accel-Redirect: its
+                                                   * head, while the place it names answers */
     struct upstream_choice choice; /* ip_hash's, hash's: where the next attempt's choice is */
     unsigned char key[PROXY_KEY_MAX]; /* choice.key's bytes */
     bool up_done, client_done; /* the tunnel's two ways: ended */
@@ -486,6 +488,27 @@ static const char *where(const struct conn_proxy *px)
     return px->server ? px->server->text : px->up ? px->up->name : px->target.host;
 }
 
+/* The upstream's X-Accel-Redirect (its first), or an empty slice. */
+static struct http_slice accel_target(const struct http_response_head *uh)
+{
+    for (unsigned i = 0; i < uh->n_headers; i++)
+        if (http_slice_eq(uh->headers[i].name, "x-accel-redirect"))
+            return uh->headers[i].value;
+    return (struct http_slice){NULL, 0};
+}
+
+/* The upstream named X-Accel-Redirect: the saved request is answered where it points
+ * (http_source_accel), with the fields of the upstream's head nginx keeps. */
+static void answer_accel(struct conn_proxy *px, struct response *resp,
+                         struct http_source_page *pg)
+{
+    const struct http_response_head *uh = px->accel_head;
+    struct http_slice to = accel_target(uh);
+    if (!http_source_accel(&px->src, resp, pg, to, uh->headers, uh->n_headers))
+        proxy_log(px, "proxy: %s: X-Accel-Redirect to \"%.*s\", a streamed answer: not "
+                      "followed", where(px), (int)to.len, to.p);
+}
+
 static void proxy_finish_after(struct conn_proxy *px, int error_status, const char *failure,
                                struct response *tail)
 {
@@ -498,7 +521,13 @@ static void proxy_finish_after(struct conn_proxy *px, int error_status, const ch
         resp_init(&own);
     try_end(px, 0);
     bool keep_alive = s->keep_alive;
-    if (!s->head_sent) {
+    if (!s->head_sent && px->accel_head) {
+        answer_accel(px, resp, &page);
+        resp->head_only = s->head_only;
+        resp->keep_alive = keep_alive;
+        resp_finish(resp, s->http10);
+        s->sent = resp->head_only ? 0 : resp->content_length;
+    } else if (!s->head_sent) {
         s->status = error_status ? error_status : 502;
         if (px->intercepted) { /* the upstream's own error, made in resp */
             s->status = resp->status;
@@ -955,6 +984,17 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
     px->uvars.head_len = used;
     if (px->try_now)
         px->try_now->response_length += px->head_len - used;
+    if (px->src.has_saved && accel_target(uh).len > 0) {
+        /* nginx's internal redirect: the upstream's body is not read, its connection
+         * closes; the answer is the one the field names */
+        body_release(px);
+        upstream_answered(px->server, clock_now_us() - px->attempt_us);
+        px->up_reusable = false;
+        px->accel_head = uh;
+        px->src.status = uh->status;
+        proxy_finish_after(px, 0, NULL, &resp);
+        return false;
+    }
     if (px->p->intercept_errors && uh->status >= 300 && px->src.has_saved &&
         module_chain_has_error_page(&px->src.saved, uh->status)) {
         intercept(px, uh, &resp);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include "clock.h"
@@ -388,12 +389,10 @@ void http_source_keep_body(struct http_source *s, const char *body, size_t len)
 
 /* --- the head and the body --------------------------------------------------------------- */
 
-bool http_source_error_page(struct http_source *s, struct response *resp,
-                            struct http_source_page *pg)
+/* pg made a copy of the saved request, with room for a path of its own. */
+static void page_from_saved(struct http_source *s, struct http_source_page *pg)
 {
-    if (!s->has_saved || !module_chain_has_error_page(&s->saved, resp->status))
-        return false;
-    pg->r = s->saved; /* (the page's request keeps the body for $request_body only) */
+    pg->r = s->saved; /* (it keeps the body for $request_body only) */
     memcpy(pg->path, s->saved.path, s->saved.path_len + 1);
     if (pg->r.captures.subject == s->saved.path)
         pg->r.captures.subject = pg->path;
@@ -401,10 +400,63 @@ bool http_source_error_page(struct http_source *s, struct response *resp,
     pg->r.file = pg->path;
     pg->r.file_len = pg->r.path_len;
     pg->r.file_room = pg->file;
+}
+
+bool http_source_error_page(struct http_source *s, struct response *resp,
+                            struct http_source_page *pg)
+{
+    if (!s->has_saved || !module_chain_has_error_page(&s->saved, resp->status))
+        return false;
+    page_from_saved(s, pg);
     if (!module_chain_error_page(&s->c->gen->chain, &pg->r, resp))
         return false;
     s->status = resp->status;
     return true;
+}
+
+/* The fields of an application's or upstream's head that go with the answer its
+ * X-Accel-Redirect names, as nginx's (the upstream fields it marks to keep across the
+ * redirect): each in place of the answer's own, every line of it, but Content-Type, whose
+ * last line holds. */
+static const char *const accel_kept[] = {"Content-Type",  "Content-Disposition",
+                                         "Cache-Control", "Expires",
+                                         "Accept-Ranges", "Set-Cookie"};
+
+static bool field_is(struct http_slice name, const char *want)
+{
+    return name.len == strlen(want) && strncasecmp(name.p, want, name.len) == 0;
+}
+
+static void keep_accel_fields(struct response *resp, const struct http_header *fields,
+                              unsigned n)
+{
+    for (size_t k = 0; k < sizeof(accel_kept) / sizeof(accel_kept[0]); k++) {
+        const char *name = accel_kept[k];
+        bool single = k == 0, removed = false;
+        for (unsigned i = 0; i < n; i++) {
+            if (!field_is(fields[i].name, name))
+                continue;
+            if (!removed || single)
+                resp_header_remove(resp, name);
+            removed = true;
+            resp_header_n(resp, name, strlen(name), fields[i].value.p, fields[i].value.len);
+        }
+    }
+}
+
+bool http_source_accel(struct http_source *s, struct response *resp,
+                       struct http_source_page *pg, struct http_slice to,
+                       const struct http_header *fields, unsigned n)
+{
+    resp_init(resp);
+    page_from_saved(s, pg);
+    bool followed = module_chain_accel_redirect(&s->c->gen->chain, &pg->r, resp, to.p,
+                                                to.len) == 0;
+    if (followed && resp->status < 400)
+        keep_accel_fields(resp, fields, n);
+    module_chain_filter(&s->c->gen->chain, &pg->r, resp);
+    s->status = resp->status;
+    return followed;
 }
 
 void http_source_filter_head(struct http_source *s, struct response *resp,

@@ -323,6 +323,15 @@ struct http_source_page {
  * false, resp untouched. pg: room for the page's request, alive until resp is sent. */
 bool http_source_error_page(struct http_source *s, struct response *resp,
                             struct http_source_page *pg);
+/* An application's or upstream's answer named X-Accel-Redirect `to`: the saved request
+ * (s->has_saved) is answered again there (module_chain_accel_redirect), into resp, with
+ * the fields of that head (fields[0..n)) that nginx keeps when the answer is not an
+ * error, filtered as the redirected request's; s->status is the answer's. False: the
+ * answer there would be streamed by another source, which is not followed (resp holds a
+ * 500; the caller says so in its log). */
+bool http_source_accel(struct http_source *s, struct response *resp,
+                       struct http_source_page *pg, struct http_slice to,
+                       const struct http_header *fields, unsigned n);
 /* Start the body filter the filters chose (if any, and if a body goes out). false: out of
  * memory. */
 bool http_source_start_filter(struct http_source *s, const struct response *resp);

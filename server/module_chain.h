@@ -90,6 +90,16 @@ void module_chain_answer(const struct module_chain *c, struct request *req,
  * untouched, when the block has no page for it. */
 bool module_chain_error_page(const struct module_chain *c, struct request *req,
                              struct response *resp);
+/* An application's or upstream's answer named X-Accel-Redirect: uri[0..n) (a path, its
+ * own arguments or none; or a named location) answers instead, as nginx's: an internal GET
+ * (HEAD stays HEAD) with the client's conditions and ranges, routed again; its answer in
+ * resp (freshly initialised by the caller), not yet filtered. req as for
+ * module_chain_error_page; after the call it is the redirected request. Returns 0, or -1
+ * when the answer would be streamed by another source (a proxy, an application): resp
+ * then holds a 500, as that is not followed here. A path that is not absolute or has dot
+ * segments is 404 (nginx's unsafe URI). */
+int module_chain_accel_redirect(const struct module_chain *c, struct request *req,
+                                struct response *resp, const char *uri, size_t n);
 /* Has req's block an error_page for status? */
 bool module_chain_has_error_page(const struct request *req, int status);
 void module_chain_filter(const struct module_chain *c, const struct request *req,

@@ -1326,6 +1326,61 @@ bool module_chain_error_page(const struct module_chain *c, struct request *req,
     return true;
 }
 
+int module_chain_accel_redirect(const struct module_chain *c, struct request *req,
+                                struct response *resp, const char *uri, size_t n)
+{
+    struct http_request h = *req->http;
+    if (h.method != HTTP_METHOD_HEAD)
+        h.method = HTTP_METHOD_GET;
+    h.framing = HTTP_BODY_NONE;
+    struct request r = *req;
+    r.http = &h;
+    r.first_level = NULL;
+    r.return_status = r.try_status = 0;
+    r.return_text = NULL;
+    r.return_args = false;
+    r.slash_to = NULL;
+    r.internal = true;
+    r.body = NULL;
+    r.body_len = 0;
+    r.args = (struct http_slice){NULL, 0}; /* the URI's own arguments, or none (nginx's) */
+    r.has_args = false;
+    const struct site_location *named = NULL;
+    int rc = 0;
+    if (n > 0 && uri[0] == '@') {
+        char name[256];
+        if (n >= sizeof(name))
+            rc = 404;
+        else {
+            memcpy(name, uri, n);
+            name[n] = '\0';
+            named = req->site ? site_named_location(req->site, name) : NULL;
+            rc = named ? 0 : 404;
+        }
+    } else if (!set_path(&r, uri, n)) {
+        rc = 404; /* not absolute, dot segments: nginx's unsafe URI */
+    }
+    if (!rc)
+        rc = route_from(c, &r, named);
+    if (!rc)
+        handle(c, &r, resp);
+    else
+        resp_error(resp, rc);
+    int result = 0;
+    if (resp->streaming) { /* another source would answer: not followed here */
+        resp_file_close(resp);
+        resp_body_clear(resp);
+        resp_init(resp);
+        resp_error(resp, 500);
+        result = -1;
+    }
+    r.http = req->http; /* h is gone on return */
+    *req = r;           /* the filters and the log see the redirected request, as nginx's */
+    if (r.peer == &r.real_peer.sa)
+        req->peer = &req->real_peer.sa;
+    return result;
+}
+
 bool module_chain_has_error_page(const struct request *req, int status)
 {
     return error_page_for(req->level, status) != NULL;

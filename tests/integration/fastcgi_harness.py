@@ -32,13 +32,14 @@ php_admin_value[log_errors] = On
 php_admin_value[display_errors] = Off
 php_admin_value[upload_max_filesize] = 16M
 php_admin_value[post_max_size] = 16M
-"""
+{extra}"""
 
 
 class Fpm:
-    """php-fpm8.2 -F on a pool of its own: .sock, .log(); stopped by PID."""
+    """php-fpm8.2 -F on a pool of its own: .sock, .log(); stopped by PID. `extra`: more
+    lines for the pool (an application's php_admin_value settings)."""
 
-    def __init__(self, dirpath, listen=None, children=2):
+    def __init__(self, dirpath, listen=None, children=2, extra=""):
         self.dir = str(dirpath)
         os.makedirs(self.dir, exist_ok=True)
         self.sock = os.path.join(self.dir, "fpm.sock")
@@ -47,7 +48,7 @@ class Fpm:
         conf = os.path.join(self.dir, "fpm.conf")
         with open(conf, "w") as f:
             f.write(FPM_CONF.format(dir=self.dir, sock=self.listen, user=user,
-                                    children=children))
+                                    children=children, extra=extra))
         argv = [FPM, "-F", "-y", conf, "-p", self.dir] + (["-R"] if os.geteuid() == 0 else [])
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      start_new_session=True)

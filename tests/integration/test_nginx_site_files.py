@@ -578,6 +578,33 @@ http {{
         srv.stop()
 
 
+def test_client_body_buffer_size_is_accepted_at_every_level(tmp_path):
+    """It bounds $request_body (test_request_body_var.py), so no "not used" notice."""
+    r, conf = lfhttpd_check(tmp_path, """http {
+    client_body_buffer_size 16k;
+    server {
+        listen 127.0.0.1:0;
+        client_body_buffer_size 128k;
+        location / { client_body_buffer_size 1m; }
+    }
+}
+""")
+    assert r.returncode == 0, r.stderr
+    assert "client_body_buffer_size" not in r.stderr, r.stderr
+
+
+def test_client_body_buffer_size_that_is_not_a_size_names_the_line(tmp_path):
+    r, conf = lfhttpd_check(tmp_path, """http {
+    server {
+        listen 127.0.0.1:0;
+        client_body_buffer_size lots;
+    }
+}
+""")
+    assert r.returncode != 0
+    assert f"{conf}:4" in r.stderr and "client_body_buffer_size" in r.stderr, r.stderr
+
+
 def test_nginx_buffer_and_pool_sizes_are_accepted_with_a_notice(tmp_path):
     r, conf = lfhttpd_check(tmp_path, """http {
     connection_pool_size 512;

@@ -596,3 +596,50 @@ def test_a_proxied_answer_keeps_its_own_regex_captures_while_others_are_served(u
     t.join(scaled(10))
     status, headers, _, _ = out["slow"]
     assert (status, headers.get("x-cap"), headers.get("x-sub")) == (200, "first-first", "one")
+
+
+ACCEL_SITE = """
+upstream app {
+    server 127.0.0.1:{up0};
+    keepalive 8;
+}
+server {
+    listen 127.0.0.1:{port0};
+    location / { proxy_pass http://app; }
+    location /protected/ { internal; root ROOT; }
+}
+"""
+
+
+@pytest.fixture
+def accel_site(upstream, proxy, docroot):
+    """(upstream, proxy) on ACCEL_SITE, docroot's protected/file.txt its internal file."""
+    (docroot / "protected").mkdir()
+    (docroot / "protected" / "file.txt").write_bytes(b"protected file\n")
+    u = upstream()
+    return u, proxy(ACCEL_SITE, u)
+
+
+def test_an_upstreams_x_accel_redirect_answers_with_the_internal_file(accel_site):
+    u, p = accel_site
+    status, head, body, _ = request(
+        p, "/app?h=X-Accel-Redirect:/protected/file.txt&h=Content-Type:application/x-test"
+           "&h=Set-Cookie:a=1&h=X-Custom:dropped")
+    assert (status, body) == (200, b"protected file\n")
+    assert head["content-type"] == "application/x-test"  # the last of the two, as nginx
+    assert head["set-cookie"] == "a=1"
+    assert "x-accel-redirect" not in head and "x-custom" not in head
+    assert echoed(p, "/after")["target"] == "/after"  # the proxy goes on as before
+
+
+def test_an_upstreams_x_accel_redirect_of_a_post_is_a_get_of_the_file(accel_site):
+    u, p = accel_site
+    status, _, body, _ = request(p, "/app?h=X-Accel-Redirect:/protected/file.txt",
+                                 method="POST", body=b"x=1")
+    assert (status, body) == (200, b"protected file\n")
+
+
+def test_an_upstreams_x_accel_redirect_to_a_missing_file_is_404(accel_site):
+    u, p = accel_site
+    status, _, _, _ = request(p, "/app?h=X-Accel-Redirect:/protected/missing.txt")
+    assert status == 404

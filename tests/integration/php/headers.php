@@ -1,7 +1,7 @@
 <?php
 header("Status: 404 Not Here");
 header("X-Custom: one");
-header("X-Accel-Redirect: /secret");
+header("X-Accel-Expires: 10");
 setcookie("a", "1");
 setcookie("b", "2");
 echo "missing\n";
