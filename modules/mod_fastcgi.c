@@ -698,6 +698,18 @@ static void fcgi_fini(void *state)
     free(st);
 }
 
+/* Kept application connections idle past their block's keepalive_timeout are closed:
+ * each holds one of the application's workers (PHP-FPM's) until it is. */
+static void fcgi_tick(void *state, int64_t now_ms)
+{
+    struct fcgi_state *st = state;
+    for (unsigned i = 0; i < st->n_ups; i++)
+        if (st->used[i])
+            upstream_idle_expire(st->ups[i], now_ms);
+    for (unsigned i = 0; i < st->n_implicit; i++)
+        upstream_idle_expire(st->implicit[i], now_ms);
+}
+
 const struct module mod_fastcgi = {
     .name = "fastcgi",
     .directives = fastcgi_directives,
@@ -707,4 +719,5 @@ const struct module mod_fastcgi = {
     .block = fcgi_block,
     .block_free = fcgi_block_free,
     .upstreams = fcgi_upstreams,
+    .tick = fcgi_tick,
 };

@@ -561,6 +561,7 @@ static void attempt_begin(struct conn_fcgi *f, struct upstream_server *s)
     f->in_off = f->in_len = 0;
     fcgi_reader_init(&f->rd, FCGI_REQUEST_ID);
     struct upstream_idle *idle;
+    bool stale = false;
     if (f->h.fd < 0 && !f->fresh_only && f->fp->keep_conn &&
         (idle = upstream_idle_take(f->up, s, f->src.c->h.group))) {
         /* A kept connection to s: its socket is this attempt's, the rest of it goes. */
@@ -570,11 +571,13 @@ static void attempt_begin(struct conn_fcgi *f, struct upstream_server *s)
         kept->registered = false;
         f->h.fd = kept->h.fd;
         f->registered = false;
+        stale = clock_now_ms() - kept->idle.since_ms > (int64_t)f->up->keepalive_timeout_ms;
         kept->h.fd = -1;
         fcgi_release(kept);
     }
     f->fresh_only = false;
-    if (f->h.fd >= 0 && idle_alive(f)) {
+    /* idle past the block's keepalive_timeout (the tick had not closed it yet): not used */
+    if (f->h.fd >= 0 && !stale && idle_alive(f)) {
         f->reused = true;
         f->phase = PHASE_SEND;
     } else {

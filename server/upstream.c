@@ -839,6 +839,28 @@ void upstream_idle_close_all(struct upstream *u)
     }
 }
 
+void upstream_idle_expire(struct upstream *u, int64_t now_ms)
+{
+    struct upstream_idle *mine = NULL;
+    pthread_mutex_lock(&u->idle_lock);
+    for (struct upstream_idle **i = &u->idle; *i;) {
+        struct upstream_idle *idle = *i;
+        if (now_ms - idle->since_ms <= (int64_t)u->keepalive_timeout_ms || !idle_claim(idle)) {
+            i = &idle->next;
+            continue;
+        }
+        idle_unlink(u, i);
+        idle->next = mine;
+        mine = idle;
+    }
+    pthread_mutex_unlock(&u->idle_lock);
+    while (mine) {
+        struct upstream_idle *next = mine->next;
+        mine->close(mine);
+        mine = next;
+    }
+}
+
 void upstream_answered(struct upstream_server *s, int64_t us)
 {
     atomic_fetch_add_explicit(&s->answered, 1, memory_order_relaxed);

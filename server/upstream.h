@@ -185,6 +185,10 @@ void upstream_idle_drop(struct upstream *u, struct upstream_idle *idle);
 /* Close every idle connection (their close hooks): when the set is let go of. One whose
  * watch is handling an event is waited for: that handler closes it. */
 void upstream_idle_close_all(struct upstream *u);
+/* Close the idle connections kept longer than the block's keepalive_timeout (as nginx's
+ * timer does: an application server such as PHP-FPM gives a kept connection a worker of
+ * its own until it closes). Those whose watch is handling an event are left to it. */
+void upstream_idle_expire(struct upstream *u, int64_t now_ms);
 
 /* An attempt on s received its answer's head `us` microseconds after it began. */
 void upstream_answered(struct upstream_server *s, int64_t us);
