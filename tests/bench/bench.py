@@ -188,7 +188,8 @@ class Workload:
     access-log-on servers, "nomem" for lfhttpd without small files in memory, "copy"
     for lfhttpd and nginx with sendfile off, "sites" for lfhttpd and nginx with the
     server and location blocks of sites.conf.in, "proxy" for lfhttpd and nginx proxying
-    to one upstream through proxy.conf.in, "mem" for fresh ones)."""
+    to one upstream through proxy.conf.in, "php" for lfhttpd and nginx passing to one
+    PHP-FPM pool through php.conf.in, "mem" for fresh ones)."""
 
     def __init__(self, key, title, label, tool="wrk", conns=100, path="/index.html",
                  headers=(), script=None, script_args=(), variant="main", check=False,
@@ -340,7 +341,8 @@ WORKLOADS = [
              "on)", "PHP-FPM c50", conns=50, path="/index.php", variant="php",
              variant_of="small_ka", plot_label="PHP-FPM c50",
              probes=[("/index.php", 200, PHP_ANSWER)],
-             skip={"lighttpd": "no FastCGI configuration in this comparison",
+             skip={"lighttpd": "no FastCGI keep-alive (mod_fastcgi opens a connection per "
+                               "request): not in this comparison",
                    "h2o": "no FastCGI configuration in this comparison"}),
     Workload("memory", "10,000 idle keep-alive connections: resident memory",
              "memory", tool="mem", variant="mem"),
@@ -793,9 +795,10 @@ class PhpFpm(Server):
     def restart(self):
         """Stopped and started again before every run (warm-up too), on the same socket: a
         PHP-FPM worker asked to keep its connection (fastcgi_keep_conn on) serves that one
-        connection until the server closes it, and lfhttpd closes an idle kept connection
-        only when it next takes it, so the other server's idle connections would hold the
-        workers of a pool kept running. Each run starts with both workers free."""
+        connection until the server closes it, and lfhttpd keeps an idle one until it next
+        takes it (nginx: until the upstream's keepalive_timeout), so the other server's idle
+        connections would hold the workers of a pool kept running. Each run starts with both
+        workers free."""
         self.stop()
         self.start()
 
@@ -1742,7 +1745,7 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
             datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
             " QUICK=1" if opts.quick else "", opts.rounds, opts.duration) + (
             " QUICK=1 gives the variant workloads (access log on, /hello, "
-            "open_file_cache_mem_max 0, sendfile off, sites, proxied) one round."
+            "open_file_cache_mem_max 0, sendfile off, sites, proxied, PHP) one round."
             if opts.quick else ""),
         "",
         "Machine: %d cores (`nproc`), %s, Linux %s. The load generator (wrk or ab, one "
