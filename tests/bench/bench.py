@@ -47,6 +47,7 @@ OUT = os.path.join(ROOT, "build", "bench")
 RUN = os.path.join(OUT, "run")
 DOCROOT = os.path.join(OUT, "www")
 UPSTREAM_DOCROOT = os.path.join(OUT, "upstream-www")
+PHP_DOCROOT = os.path.join(OUT, "php-www")
 # The HTTPS workloads' certificate and key (ECDSA P-256, self-signed for localhost and
 # 127.0.0.1), made once with openssl and kept: every server of every run uses this pair.
 TLS_DIR = os.path.join(OUT, "tls")
@@ -73,7 +74,7 @@ COLD_CONNS = 4            # gzip cold: connections fetching them (each file once
 OWN_INSTANCES = {"nomem": ("lfhttpd",), "metrics": ("lfhttpd",), "copy": ("lfhttpd", "nginx"),
                  "sites": ("lfhttpd", "nginx"), "rewrite": ("lfhttpd", "nginx"),
                  "proxy": ("lfhttpd", "nginx"), "proxytls": ("lfhttpd", "nginx"),
-                 "limit": ("lfhttpd", "nginx")}
+                 "limit": ("lfhttpd", "nginx"), "php": ("lfhttpd", "nginx")}
 # The "limit" variant: lfhttpd and nginx as "main", with a limit_req zone keyed by the
 # client's address whose rate (ten million a second) the load never reaches, applied to
 # every request: what the preaccess check costs, beside small_ka in the same run.
@@ -96,6 +97,24 @@ UPSTREAM = "upstream"     # the upstream's variant name (an lfhttpd instance, ne
 # what the upstream side's TLS costs each proxy, sessions reused as both do by default.
 UPSTREAM_TLS = "upstreamtls"
 PROXY_VARIANTS = {"proxy": UPSTREAM, "proxytls": UPSTREAM_TLS}
+# The "php" variant: lfhttpd and nginx pass *.php to one PHP-FPM pool (php-fpm.conf.in,
+# started here before them, never measured as theirs) through the upstream and server
+# blocks of php.conf.in, the same text in both, in place of @PHP@. Each includes its own
+# fastcgi.conf (lfhttpd's conf/fastcgi.conf, nginx's /etc/nginx/fastcgi.conf), copied
+# beside its configuration so that the shared text says `include fastcgi.conf;`.
+PHP_TEMPLATE = "php.conf.in"
+PHP_FPM_TEMPLATE = "php-fpm.conf.in"
+PHP_FPM_NAMES = ("php-fpm8.2", "php-fpm")  # Debian's php8.2-fpm, or one named plainly
+PHP_FPM_PACKAGE = "php8.2-fpm"
+PHP_CHILDREN = 2          # pm = static: one worker per core
+# Idle connections kept per nginx worker and per lfhttpd thread group (2 of each): a
+# PHP-FPM worker asked to keep its connection (fastcgi_keep_conn on) waits on it for the
+# next request, so the two servers' kept connections must not outnumber the workers.
+PHP_KEEPALIVE = 1
+FASTCGI_CONF = {"lfhttpd": os.path.join(ROOT, "conf", "fastcgi.conf"),
+                "nginx": "/etc/nginx/fastcgi.conf"}
+# What the PHP page must answer (the probe): PHP's output, not the script's text.
+PHP_ANSWER = r"^hello \d+\.\d+\.\d+\s*$"
 # The lines only nginx needs (proxy.conf.in says why): HTTP/1.1 with an empty Connection
 # header to the upstream, so that its keep-alive pool is used, the pool's connections not
 # closed after 1000 requests, and the forwarding fields lfhttpd sends by default, so that
@@ -130,7 +149,7 @@ H2O_TLS = """  ssl:
     cipher-preference: client"""
 # Variants whose lfhttpd may refuse its configuration while the feature is being written:
 # its rows are then skipped with `lfhttpd -t`'s message, and everything else runs.
-OPTIONAL_VARIANTS = ("proxy", "proxytls", "tls", "memtls")
+OPTIONAL_VARIANTS = ("proxy", "proxytls", "tls", "memtls", "php")
 # nginx's listening socket options (nginx.conf.in says why each): nginx takes them once
 # per address, so in the sites variant only the default server's listen line has them.
 NGINX_LISTEN_OPTIONS = "backlog=4096 deferred reuseport"
@@ -169,7 +188,8 @@ class Workload:
     access-log-on servers, "nomem" for lfhttpd without small files in memory, "copy"
     for lfhttpd and nginx with sendfile off, "sites" for lfhttpd and nginx with the
     server and location blocks of sites.conf.in, "proxy" for lfhttpd and nginx proxying
-    to one upstream through proxy.conf.in, "mem" for fresh ones)."""
+    to one upstream through proxy.conf.in, "php" for lfhttpd and nginx passing to one
+    PHP-FPM pool through php.conf.in, "mem" for fresh ones)."""
 
     def __init__(self, key, title, label, tool="wrk", conns=100, path="/index.html",
                  headers=(), script=None, script_args=(), variant="main", check=False,
@@ -313,6 +333,17 @@ WORKLOADS = [
              probes=[("/index.html", 200), ("/upstream.txt", 200)],
              skip={"lighttpd": "no proxy configuration in this comparison",
                    "h2o": "no proxy configuration in this comparison"}),
+    # PHP (issue 32): wrk -> lfhttpd or nginx -> one PHP-FPM pool (pm static, 2 workers, a
+    # unix socket), both with fastcgi_pass to an upstream block with keepalive and
+    # fastcgi_keep_conn on (php.conf.in). The probe shows that the answer is PHP's output.
+    Workload("php_ka", "PHP page (echo \"hello \", PHP_VERSION) through PHP-FPM, keep-alive, "
+             "50 connections (lfhttpd and nginx, fastcgi_pass to one pool, fastcgi_keep_conn "
+             "on)", "PHP-FPM c50", conns=50, path="/index.php", variant="php",
+             variant_of="small_ka", plot_label="PHP-FPM c50",
+             probes=[("/index.php", 200, PHP_ANSWER)],
+             skip={"lighttpd": "no FastCGI keep-alive (mod_fastcgi opens a connection per "
+                               "request): not in this comparison",
+                   "h2o": "no FastCGI configuration in this comparison"}),
     Workload("memory", "10,000 idle keep-alive connections: resident memory",
              "memory", tool="mem", variant="mem"),
     # HTTPS (issue 16): lfhttpd and nginx with tls.conf.in (the same certificate, ECDSA
@@ -440,11 +471,25 @@ def sites_block(kind, port, template=SITES_TEMPLATE, upstream_port=None, rundir=
               "PROXY_TLS": "proxy_ssl_protocols TLSv1.2 TLSv1.3;"
               if upstream_scheme == "https" else "",
               "PROXY_KEEPALIVE": PROXY_KEEPALIVE, "UPSTREAM_KEEPALIVE": UPSTREAM_KEEPALIVE,
-              "NGINX_PROXY": NGINX_PROXY if kind == "nginx" else ""}
+              "NGINX_PROXY": NGINX_PROXY if kind == "nginx" else "",
+              "PHP_SOCKET": php_socket(), "PHP_KEEPALIVE": str(PHP_KEEPALIVE),
+              "PHP_DOCROOT": PHP_DOCROOT}
     text = "".join(lines)
     for k, v in values.items():
         text = text.replace("@%s@" % k, v)
     return re.sub(r"^[ \t]+\n", "", text, flags=re.M)  # placeholders left empty
+
+
+def php_socket():
+    """The PHP-FPM pool's unix socket, in its run directory."""
+    return os.path.join(RUN, "php-fpm", "php-fpm.sock")
+
+
+def find_php_fpm():
+    """PHP-FPM's binary (in PATH, /usr/sbin or /sbin), or None."""
+    path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+    return next((found for name in PHP_FPM_NAMES for found in [shutil.which(name, path=path)]
+                 if found), None)
 
 
 def tls_block(kind):
@@ -555,10 +600,14 @@ class Server:
                                        upstream_scheme="https" if self.variant == "proxytls"
                                        else "http")
                   if self.variant in PROXY_VARIANTS else "",
+                  "PHP": sites_block(self.kind, self.port, PHP_TEMPLATE)
+                  if self.variant == "php" else "",
                   "UPSTREAM_DOCROOT": UPSTREAM_DOCROOT}
+        if self.variant == "php":  # `include fastcgi.conf;`: each server's own, beside it
+            shutil.copyfile(FASTCGI_CONF[self.kind], os.path.join(self.dir, "fastcgi.conf"))
         conf = os.path.join(self.dir, self.kind + ".conf")
         # nginx's own server block gives way to the sites' two or the proxy's one.
-        drop = ("main server",) if self.variant in ("sites", "rewrite") + tuple(
+        drop = ("main server",) if self.variant in ("sites", "rewrite", "php") + tuple(
             PROXY_VARIANTS) and \
             self.kind == "nginx" else ()
         template = UPSTREAM_TEMPLATE if self.variant in PROXY_VARIANTS.values() \
@@ -609,7 +658,8 @@ class Server:
         os.makedirs(self.dir, exist_ok=True)
         for attempt in range(3):  # a port picked here (not 0) may be taken meanwhile
             # Over TLS too: a port named, as the listen line is not lfhttpd's plain one.
-            named = ("sites", "rewrite", UPSTREAM_TLS) + tuple(PROXY_VARIANTS) + TLS_VARIANTS
+            named = ("sites", "rewrite", "php", UPSTREAM_TLS) + tuple(PROXY_VARIANTS) + \
+                TLS_VARIANTS
             self.port = 0 if self.kind == CEILING or (
                 self.kind == "lfhttpd" and self.variant not in named) else free_port()
             open(self.error_log, "w").close()
@@ -709,6 +759,64 @@ class Server:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+
+
+class PhpFpm(Server):
+    """The "php" variant's PHP-FPM pool (php-fpm.conf.in): one master and PHP_CHILDREN
+    workers on a unix socket in its run directory, started before lfhttpd's and nginx's
+    instances and passed to by both; the upstream of their runs, so its CPU is measured
+    apart. Stopped by PID (Server.stop: SIGTERM to the master, then SIGKILL to any process
+    of it left)."""
+
+    def __init__(self, binary):
+        super().__init__("php-fpm", "php", binary)
+        self.dir = os.path.join(RUN, "php-fpm")
+        self.error_log = os.path.join(self.dir, "error.log")
+        self.socket = php_socket()
+
+    def _command(self):
+        root = os.getuid() == 0
+        # As root, PHP-FPM wants the workers' user named and -R to accept root itself.
+        user = "user = root\ngroup = root" if root else ""
+        conf = os.path.join(self.dir, "php-fpm.conf")
+        fill_template(PHP_FPM_TEMPLATE, {"RUNDIR": self.dir, "PHP_SOCKET": self.socket,
+                                         "PHP_CHILDREN": PHP_CHILDREN, "PHP_USER": user},
+                      conf)
+        try:
+            os.remove(self.socket)  # a socket left by a pool that was killed
+        except OSError:
+            pass
+        return [self.bin, "-F", "-y", conf] + (["-R"] if root else [])
+
+    def start(self):
+        super().start()
+        self.port = None  # a unix socket: no TCP port (and no TIME_WAIT to count)
+
+    def restart(self):
+        """Stopped and started again before every run (warm-up too), on the same socket: a
+        PHP-FPM worker asked to keep its connection (fastcgi_keep_conn on) serves that one
+        connection until the server closes it, and lfhttpd keeps an idle one until it next
+        takes it (nginx: until the upstream's keepalive_timeout), so the other server's idle
+        connections would hold the workers of a pool kept running. Each run starts with both
+        workers free."""
+        self.stop()
+        self.start()
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            if len(self.pids()) >= PHP_CHILDREN + 1:
+                try:
+                    with socket.socket(socket.AF_UNIX) as s:
+                        s.settimeout(0.5)
+                        s.connect(self.socket)
+                    return True
+                except OSError:
+                    pass
+            time.sleep(0.05)
+        return False
 
 
 # --- load generators -------------------------------------------------------------------
@@ -842,6 +950,12 @@ def run_load(server, wl, opts, record=True):
     proxy's upstream is measured apart (upstream_cpu_s): the same program for every proxy,
     it is never counted as the proxy's."""
     cmd = wl.command(server.url, opts.duration if record else opts.warmup, opts.ab_requests)
+    if isinstance(getattr(server, "upstream", None), PhpFpm):
+        try:  # a fresh pool: no worker held by the other server's kept connections
+            server.upstream.restart()
+        except RuntimeError as e:
+            return {"failed": "PHP-FPM did not start again: %s" % last_line(str(e))} \
+                if record else None
     pids = server.pids()
     up_pids = server.upstream.pids() if getattr(server, "upstream", None) else []
     if wl.pinned:
@@ -862,7 +976,7 @@ def run_load_measured(server, wl, opts, record, cmd, pids, up_pids):
     up_before = cpu_ticks(up_pids)
     before = cpu_ticks(pids)
     timeout = (opts.duration if record else opts.warmup) + 60
-    if getattr(server, "upstream", None) and record:
+    if getattr(server, "upstream", None) and server.upstream.port and record:
         # Connections closed just before the run would read like ones closed at its start
         # (whole seconds): a pause keeps them out of the count after it.
         time.sleep(TIME_WAIT_QUIET)
@@ -899,7 +1013,7 @@ def run_load_measured(server, wl, opts, record, cmd, pids, up_pids):
     if up_pids:
         # Upstream connections the proxy (or the upstream) closed during the run: the ones
         # its keep-alive pool did not keep, each a new connection made for a request.
-        left = time_wait_left(server.upstream.port)
+        left = time_wait_left(server.upstream.port) if server.upstream.port else None
         since = time.monotonic() - started
         closed = None if left is None else sum(
             1 for sec in left if sec >= TIME_WAIT_S - since - 1)
@@ -1141,6 +1255,16 @@ def make_upstream_docroot():
         f.write("the proxied workloads' upstream\n")
 
 
+def make_php_docroot():
+    """The PHP workload's document root: index.php alone, whose answer (PHP's version after
+    "hello") is not its text, so the probe tells PHP's output from the file served as it
+    is. Made again every run: it is small."""
+    shutil.rmtree(PHP_DOCROOT, ignore_errors=True)
+    os.makedirs(PHP_DOCROOT)
+    with open(os.path.join(PHP_DOCROOT, "index.php"), "w") as f:
+        f.write('<?php echo "hello ", PHP_VERSION, "\\n";\n')
+
+
 # --- figures and output ----------------------------------------------------------------
 
 def median(rows, key):
@@ -1270,6 +1394,10 @@ GOALS = [
     # An HTTPS upstream: the same, with TLS 1.2 and 1.3 offered to it by both.
     ("proxied to https 1 KiB c100: fewer CPU-s per request than nginx (req/CPU-s > nginx)",
      "proxy_tls_ka", "req_per_cpu_s", "nginx", 1.0),
+    # Issue 32, PHP through PHP-FPM: the same pool for both, its CPU not counted.
+    ("PHP row: at least nginx's requests per second", "php_ka", "rps", "nginx", 1.0),
+    ("PHP row: fewer CPU-seconds per request in the server than nginx (req/CPU-s > nginx)",
+     "php_ka", "req_per_cpu_s", "nginx", 1.0),
     # Issue 16, HTTPS: lfhttpd and nginx with the same certificate and TLS settings.
     ("https keep-alive 1 KiB c100: req/s >= 1.1x nginx", "https_ka", "rps", "nginx", 1.1),
     ("https handshakes (wrk, Connection: close): req/s >= nginx", "https_hs", "rps",
@@ -1602,6 +1730,9 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
                 "one upstream listening with TLS, an lfhttpd with the settings of "
                 "tests/bench/tls.conf.in; the upstream's CPU is not counted)"
                 if wl.variant == "proxytls"
+                else " (lfhttpd and nginx passing to one PHP-FPM pool, %d workers, pm "
+                "static, on a unix socket, through tests/bench/php.conf.in; PHP-FPM's CPU is "
+                "not counted)" % PHP_CHILDREN if wl.variant == "php"
                 else " (every server listening with TLS: lfhttpd and nginx with the "
                 "settings of tests/bench/tls.conf.in, lighttpd and h2o with the same in "
                 "their terms)" if wl.variant == "tls" else ""))
@@ -1614,7 +1745,7 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
             datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
             " QUICK=1" if opts.quick else "", opts.rounds, opts.duration) + (
             " QUICK=1 gives the variant workloads (access log on, /hello, "
-            "open_file_cache_mem_max 0, sendfile off, sites, proxied) one round."
+            "open_file_cache_mem_max 0, sendfile off, sites, proxied, PHP) one round."
             if opts.quick else ""),
         "",
         "Machine: %d cores (`nproc`), %s, Linux %s. The load generator (wrk or ab, one "
@@ -1641,7 +1772,7 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
         "",
         md_table(head, rows),
         "",
-        "Goals for lfhttpd (issues 13, 14, 15 and 16). A goal is met only when it holds "
+        "Goals for lfhttpd (issues 13, 14, 15, 16 and 32). A goal is met only when it holds "
         "in the medians "
         "and in every round but one at most, each round compared within itself (the "
         "best peer is the fastest of nginx, lighttpd and h2o in that round):",
@@ -1703,11 +1834,35 @@ def check_workload(wl, servers):
             if status != 200:
                 skipped[(wl.key, sv)] = "%s answers %s: no handler yet" % (wl.path, status)
     for sv, srv in servers.items():
-        wrong = ["%s answers %s, not %d" % (path, got, want) for path, want in wl.probes
-                 for got in [curl_headers(srv.url + path)[0]] if got != want]
+        wrong = []
+        for path, want, *body in wl.probes:
+            if body:  # the answer's body must match too (plain http only)
+                got, text = get_body(srv.port, path)
+                if got == want and not re.search(body[0], text):
+                    wrong.append("%s answers %r, not what %s matches" % (
+                        path, text[:60], body[0]))
+                    continue
+            else:
+                got = curl_headers(srv.url + path)[0]
+            if got != want:
+                wrong.append("%s answers %s, not %d" % (path, got, want))
         if wrong and (wl.key, sv) not in skipped:
             skipped[(wl.key, sv)] = "not the configuration meant: " + "; ".join(wrong)
     return skipped
+
+
+def get_body(port, path):
+    """(status, body text) of a GET over plain http, or (None, "") when it fails."""
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode(errors="replace")
+        finally:
+            conn.close()
+    except (OSError, http.client.HTTPException):
+        return None, ""
 
 
 def describe(r, wl):
@@ -1740,6 +1895,7 @@ class Bench:
         self.refused = {}    # (variant, kind) -> why lfhttpd -t refused its configuration
         # The proxied workloads' upstreams (lfhttpd instances, not measured), by variant.
         self.upstreams = {}
+        self.php_fpm = None  # the "php" variant's PHP-FPM pool (not measured as a server's)
         self.t0 = time.monotonic()
 
     def say(self, msg):
@@ -1757,9 +1913,12 @@ class Bench:
         for variant in PROXY_VARIANTS:  # first: the proxies' configurations name its port
             if variant in variants:
                 starts.insert(0, (PROXY_VARIANTS[variant], "lfhttpd"))
+        if "php" in variants and not self.start_php_fpm():
+            starts = [(v, k) for v, k in starts if v != "php"]
         for variant, kind in starts:
             srv = Server(kind, variant, self.opts.ceiling if kind == CEILING else self.opts.bin,
-                         upstream=self.upstreams.get(PROXY_VARIANTS.get(variant)))
+                         upstream=self.php_fpm if variant == "php" else
+                         self.upstreams.get(PROXY_VARIANTS.get(variant)))
             try:
                 srv.start()
             except ConfigRefused as e:
@@ -1775,6 +1934,34 @@ class Bench:
                 self.upstreams[variant] = srv
             self.say("started %-8s (%s) on 127.0.0.1:%d, pid %d" % (
                 kind, variant, srv.port, srv.proc.pid))
+
+    def start_php_fpm(self):
+        """The "php" variant's PHP-FPM pool, before the servers that pass to it. Without
+        PHP-FPM, or when it does not start, the PHP rows are skipped with the reason and
+        everything else runs. Returns whether it runs."""
+        binary = find_php_fpm()
+        why = None
+        if not binary:
+            why = "no PHP-FPM (%s not found; Debian: apt-get install %s): skipped" % (
+                " or ".join(PHP_FPM_NAMES), PHP_FPM_PACKAGE)
+        elif len(php_socket()) > 107:  # sun_path: 108 bytes with the terminating NUL
+            why = "the PHP-FPM socket's path is too long for a unix socket (%s): skipped" \
+                % php_socket()
+        else:
+            fpm = PhpFpm(binary)
+            try:
+                fpm.start()
+                self.php_fpm = fpm
+                self.say("started php-fpm  (php) on unix:%s, pid %d, %d workers" % (
+                    fpm.socket, fpm.proc.pid, len(fpm.pids()) - 1))
+                return True
+            except RuntimeError as e:
+                fpm.stop(check_exit=False)
+                why = "PHP-FPM did not start: %s" % last_line(str(e))
+        for kind in OWN_INSTANCES["php"]:
+            self.refused[("php", kind)] = why
+        self.say("NOT started the PHP rows' servers: " + why)
+        return False
 
     def ceiling_missing(self):
         """Why the ceiling cannot run (None if it can)."""
@@ -1896,7 +2083,8 @@ class Bench:
             for kind in active[first:] + active[:first]:
                 srv = servers[kind]
                 where = "%s round %d" % (wl.key, rnd + 1)
-                if srv.upstream and not srv.upstream.alive():
+                if srv.upstream and not srv.upstream.alive() and \
+                        not isinstance(srv.upstream, PhpFpm):  # that one: every run anew
                     # Not restarted: on a new port, the proxies' configurations would be
                     # wrong. Its end is noted when it is stopped.
                     r = {"failed": "the upstream is down"}
@@ -1937,6 +2125,9 @@ class Bench:
         finally:
             for srv in self.instances.values():
                 srv.stop()
+            if self.php_fpm:  # after the servers that pass to it
+                self.php_fpm.stop()
+                self.notices += self.php_fpm.events
             for srv in self.instances.values():
                 self.notices += srv.events
         self.elapsed = time.monotonic() - self.t0
@@ -1967,6 +2158,8 @@ class Bench:
             spooled[variant] = srv.read_error_log().count(
                 "buffered to a temporary file") if srv else 0
         for wl in self.workloads:
+            if wl.variant == "php":
+                self.note_php(wl, summary)
             if wl.variant not in PROXY_VARIANTS:
                 continue
             for kind in OWN_INSTANCES[wl.variant]:
@@ -1985,6 +2178,20 @@ class Bench:
                                  "runs of this upstream)" % spooled[wl.variant])
                 note = self.notes.get((wl.key, kind))
                 self.notes[(wl.key, kind)] = "; ".join(([note] if note else []) + extra)
+
+    def note_php(self, wl, summary):
+        """The PHP rows' notes: how each server passes to the pool, and PHP-FPM's requests
+        per CPU-second in that server's runs (the same pool for both; not in the server's
+        figures)."""
+        for kind in OWN_INSTANCES["php"]:
+            s = summary.get((wl.key, kind))
+            if not s or (wl.key, kind) in self.skipped:
+                continue
+            self.notes[(wl.key, kind)] = (
+                "fastcgi_pass to the shared pool (%d workers, pm static), keepalive %d, "
+                "fastcgi_keep_conn on; PHP-FPM %s req/CPU-s" % (
+                    PHP_CHILDREN, PHP_KEEPALIVE,
+                    fmt(s.get("upstream_req_per_cpu_s"), "int")))
 
     def report(self, machine, vers):
         """The table on stdout, results.csv, results.md and bench.png."""
@@ -2052,6 +2259,7 @@ def run(opts):
             "CPU %s." % machine["pinned"])
     make_docroot()
     make_upstream_docroot()
+    make_php_docroot()
     if any(w.variant in TLS_VARIANTS for w in WORKLOADS if not opts.only or w.key in opts.only):
         make_cert()
     shutil.rmtree(RUN, ignore_errors=True)
