@@ -795,9 +795,9 @@ class PhpFpm(Server):
     def restart(self):
         """Stopped and started again before every run (warm-up too), on the same socket: a
         PHP-FPM worker asked to keep its connection (fastcgi_keep_conn on) serves that one
-        connection until the server closes it, and lfhttpd keeps an idle one until it next
-        takes it (nginx: until the upstream's keepalive_timeout), so the other server's idle
-        connections would hold the workers of a pool kept running. Each run starts with both
+        connection until the server closes it, and both keep an idle one until the
+        upstream's keepalive_timeout (60 s), so the other server's idle connections would
+        hold the workers of a pool kept running. Each run starts with both
         workers free."""
         self.stop()
         self.start()
