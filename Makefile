@@ -337,12 +337,13 @@ endif
 # Real applications behind lfhttpd (tests/apps/), each with its documented nginx
 # configuration; run by hand, never part of `make test`. WordPress (Debian's wordpress, its
 # files copied) runs on a PHP-FPM pool and a MariaDB server of the test's own, on unix
-# sockets in a temporary directory. The packages are installed as check-deps installs the
-# test tools (a file or command each, and the package that brings it).
+# sockets in a temporary directory; the same site runs on nginx for comparison. The packages
+# are installed as check-deps installs the test tools (a file or command each, and the
+# package that brings it).
 APP_PKGS := /usr/share/wordpress/wp-login.php:wordpress mariadbd:mariadb-server \
             mariadb-install-db:mariadb-server php-fpm8.2:php8.2-fpm \
             /etc/php/8.2/mods-available/mysqli.ini:php8.2-mysql \
-            /etc/php/8.2/mods-available/gd.ini:php8.2-gd
+            /etc/php/8.2/mods-available/gd.ini:php8.2-gd nginx:nginx-light
 apps-deps:
 	@missing=""; \
 	for pair in $(APP_PKGS); do \
