@@ -9,10 +9,12 @@ Everything is the test's own: a copy of WordPress's files with a wp-config.php o
 in a temporary directory, a PHP-FPM pool. Each site is installed once per module, on
 lfhttpd and on nginx (the same text), and every test asserts the same of both: what
 passes on nginx and fails on lfhttpd is a difference of lfhttpd's."""
+import json
 import os
 import re
 import secrets
 import shutil
+import socket
 import struct
 import zlib
 
@@ -277,7 +279,8 @@ def test_the_rest_api_answers_at_its_pretty_path_with_the_query_string(site):
                                follow=False)
     assert r.status == 200, r.text[:2000]
     assert r.header("Content-Type").startswith("application/json")
-    assert '"rendered":"Found by the REST search"' in r.text
+    # (the query reached PHP: one post found, and only the field asked for)
+    assert json.loads(r.body) == [{"title": {"rendered": "Found by the REST search"}}]
 
 
 def test_a_missing_page_is_wordpress_s_own_404(site):
@@ -307,6 +310,16 @@ def test_an_uploaded_image_reads_back_byte_identical_with_expires_max(site):
     assert got.header("Content-Type") == "image/png"
     assert got.header("Expires") == EXPIRES_MAX
     assert got.header("Cache-Control") == "max-age=315360000"
+
+
+def test_an_upload_past_client_max_body_size_is_refused_before_php(site):
+    cookie = "; ".join(f"{c.name}={c.value}" for c in site.browser.jar)
+    with socket.create_connection(("127.0.0.1", site.server.port), timeout=30) as s:
+        s.sendall(b"POST /wp-admin/async-upload.php HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  b"Content-Type: multipart/form-data; boundary=x\r\n"
+                  b"Content-Length: %d\r\nCookie: %s\r\n\r\n" % (14 << 20, cookie.encode()))
+        head = s.recv(65536)
+    assert head.startswith(b"HTTP/1.1 413 "), head[:200]
 
 
 def test_a_thumbnail_made_by_php_is_served_as_a_static_file(site):
