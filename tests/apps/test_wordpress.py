@@ -9,6 +9,7 @@ Everything is the test's own: a copy of WordPress's files with a wp-config.php o
 in a temporary directory, a PHP-FPM pool. Each site is installed once per module, on
 lfhttpd and on nginx (the same text), and every test asserts the same of both: what
 passes on nginx and fails on lfhttpd is a difference of lfhttpd's."""
+import base64
 import json
 import os
 import re
@@ -95,6 +96,7 @@ $table_prefix = 'wp_';
 define( 'WP_DEBUG', false );
 define( 'WP_HTTP_BLOCK_EXTERNAL', true );
 define( 'AUTOMATIC_UPDATER_DISABLED', true );
+define( 'WP_ENVIRONMENT_TYPE', 'local' ); /* application passwords without HTTPS */
 if ( ! defined( 'ABSPATH' ) ) {{
     define( 'ABSPATH', __DIR__ . '/' );
 }}
@@ -281,6 +283,36 @@ def test_the_rest_api_answers_at_its_pretty_path_with_the_query_string(site):
     assert r.header("Content-Type").startswith("application/json")
     # (the query reached PHP: one post found, and only the field asked for)
     assert json.loads(r.body) == [{"title": {"rendered": "Found by the REST search"}}]
+
+
+def rest_nonce(site):
+    """The REST API's nonce for the logged-in administrator (admin-ajax's rest-nonce)."""
+    r = site.browser.get("/wp-admin/admin-ajax.php?action=rest-nonce")
+    assert r.status == 200 and re.fullmatch(r"[0-9a-f]{10}", r.text), r.text[:500]
+    return r.text
+
+
+def test_a_post_is_published_with_an_application_password_as_basic_authorization(site):
+    set_permalinks(site, "/%postname%/")
+    r = site.browser.request(
+        "POST", "/wp-json/wp/v2/users/me/application-passwords",
+        data=json.dumps({"name": "apps suite"}).encode(),
+        headers={"X-WP-Nonce": rest_nonce(site), "Content-Type": "application/json"})
+    assert r.status == 201, r.text[:2000]
+    token = base64.b64encode(f"{ADMIN}:{json.loads(r.body)['password']}".encode()).decode()
+    r = Browser(site.base).request(
+        "POST", "/wp-json/wp/v2/posts",
+        data=json.dumps({"title": "Sent with a password", "status": "publish"}).encode(),
+        headers={"Authorization": "Basic " + token, "Content-Type": "application/json"})
+    assert r.status == 201, r.text[:2000]
+    assert Browser(site.base).get("/sent-with-a-password/", follow=False).status == 200
+
+
+def test_site_health_finds_that_the_site_can_request_itself(site):
+    r = site.browser.get("/wp-json/wp-site-health/v1/tests/loopback-requests",
+                         headers={"X-WP-Nonce": rest_nonce(site)})
+    assert r.status == 200, r.text[:2000]
+    assert json.loads(r.body)["status"] == "good", r.text[:2000]
 
 
 def test_a_missing_page_is_wordpress_s_own_404(site):
