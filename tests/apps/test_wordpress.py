@@ -10,6 +10,7 @@ in a temporary directory, a PHP-FPM pool. Each site is installed once per module
 lfhttpd and on nginx (the same text), and every test asserts the same of both: what
 passes on nginx and fails on lfhttpd is a difference of lfhttpd's."""
 import base64
+import http.client
 import json
 import os
 import re
@@ -313,6 +314,24 @@ def test_site_health_finds_that_the_site_can_request_itself(site):
                          headers={"X-WP-Nonce": rest_nonce(site)})
     assert r.status == 200, r.text[:2000]
     assert json.loads(r.body)["status"] == "good", r.text[:2000]
+
+
+def test_the_feed_asked_again_with_its_etag_is_304_and_the_connection_goes_on(site):
+    conn = http.client.HTTPConnection("127.0.0.1", site.server.port, timeout=60)
+    try:
+        conn.request("GET", "/?feed=rss2")
+        r = conn.getresponse()
+        assert r.status == 200 and b"<rss" in r.read()
+        etag = r.getheader("ETag")
+        assert etag
+        conn.request("GET", "/?feed=rss2", headers={"If-None-Match": etag})
+        r = conn.getresponse()
+        assert r.status == 304 and r.read() == b""
+        conn.request("GET", "/?feed=rss2")  # (a 304 from PHP carries no body to read past)
+        r = conn.getresponse()
+        assert r.status == 200 and b"<rss" in r.read()
+    finally:
+        conn.close()
 
 
 def test_a_missing_page_is_wordpress_s_own_404(site):
