@@ -8,7 +8,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -160,20 +159,3 @@ class Browser:
         return self.request("POST", path, data=body, headers={
             "Content-Type": "multipart/form-data; boundary=" + boundary}, **kw)
 
-
-def wait_for_http(url, timeout):
-    """True once url answers at all (any status)."""
-    def answers():
-        try:
-            urllib.request.urlopen(url, timeout=2).close()
-            return True
-        except urllib.error.HTTPError:
-            return True
-        except OSError:
-            return False
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if answers():
-            return True
-        time.sleep(0.1)
-    return False

@@ -164,7 +164,7 @@ def site(request, tmp_path_factory, mariadb):
     administrator logged in in site.browser."""
     kind = request.param
     if kind == "nginx" and not NGINX:
-        pytest.fail("nginx is not installed (make check-deps installs nginx-light)")
+        pytest.fail("nginx is not installed (make test-apps installs nginx-light)")
     d = tmp_path_factory.mktemp("wp-" + kind)
     user, password = mariadb.database("wp_" + kind)
     root = wordpress_copy(d, user, user, password, mariadb.sock)
