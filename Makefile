@@ -5,6 +5,7 @@
 #   make test-fresh `make test` from a clean clone in a bare Debian 12 container (podman)
 #   make cert       a self-signed certificate for localhost (conf/tls/), for conf/examples/tls.conf
 #   make soak       30 minutes of mixed load, memory and descriptors watched (not in `make test`)
+#   make test-apps  real applications behind lfhttpd: WordPress on PHP-FPM and MariaDB (not in `make test`)
 #   make docs       regenerate the reference (docs/reference, docs/man/lfhttpd.conf.5)
 #   make install    the binary, configuration, man pages and systemd unit (PREFIX, DESTDIR)
 #   make clean
@@ -34,7 +35,8 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
 .PHONY: all run cert test test-fresh check-deps check-layers check-docs docs install unit \
-        integration test-asan test-tsan fuzz docker bench-classes soak soak-deps clean
+        integration test-asan test-tsan fuzz docker bench-classes soak soak-deps \
+        test-apps apps-deps clean
 
 all: $(B)/lfhttpd
 
@@ -334,6 +336,31 @@ else
 soak:
 	@echo "make soak: SANITIZE is asan or nothing, not '$(SANITIZE)'"; exit 1
 endif
+
+# Real applications behind lfhttpd (tests/apps/), each with its documented nginx
+# configuration; run by hand, never part of `make test`. WordPress (Debian's wordpress, its
+# files copied) runs on a PHP-FPM pool and a MariaDB server of the test's own, on unix
+# sockets in a temporary directory; the same site runs on nginx for comparison. The packages
+# are installed as check-deps installs the test tools (a file or command each, and the
+# package that brings it).
+APP_PKGS := /usr/share/wordpress/wp-login.php:wordpress mariadbd:mariadb-server \
+            mariadb-install-db:mariadb-server php-fpm8.2:php8.2-fpm \
+            /etc/php/8.2/mods-available/mysqli.ini:php8.2-mysql \
+            /etc/php/8.2/mods-available/gd.ini:php8.2-gd nginx:nginx-light
+apps-deps:
+	@missing=""; \
+	for pair in $(APP_PKGS); do \
+	  what=$${pair%%:*}; pkg=$${pair#*:}; \
+	  case $$what in \
+	    /*) [ -e $$what ] ;; \
+	    *) command -v $$what >/dev/null 2>&1 || [ -x /usr/sbin/$$what ] ;; \
+	  esac || case " $$missing " in *" $$pkg "*) ;; *) missing="$$missing $$pkg" ;; esac; \
+	done; \
+	$(PYTHON) -c 'import pytest' 2>/dev/null || missing="$$missing python3-pytest"; \
+	$(call APT_INSTALL,application test packages)
+
+test-apps: apps-deps $(B)/lfhttpd
+	LFHTTPD_BIN=$(abspath $(B)/lfhttpd) $(PYTHON) -m pytest -q -p no:cacheprovider -rs tests/apps
 
 # The benchmark harness (make bench, make bench QUICK=1) lives beside its scripts.
 -include tests/bench/bench.mk
