@@ -1598,6 +1598,17 @@ static void proxy_fini(void *state)
     free(st);
 }
 
+/* Kept upstream connections idle past their block's keepalive_timeout are closed, as
+ * nginx's upstream keepalive timer closes them. */
+static void proxy_tick(void *state, int64_t now_ms)
+{
+    struct proxy_state *st = state;
+    for (unsigned i = 0; i < st->n_ups; i++)
+        upstream_idle_expire(st->ups[i], now_ms);
+    for (unsigned i = 0; i < st->n_implicit; i++)
+        upstream_idle_expire(st->implicit[i], now_ms);
+}
+
 const struct module mod_proxy = {
     .name = "proxy",
     .directives = proxy_directives,
@@ -1607,4 +1618,5 @@ const struct module mod_proxy = {
     .block = proxy_block,
     .block_free = proxy_block_free,
     .upstreams = proxy_upstreams,
+    .tick = proxy_tick,
 };
