@@ -495,7 +495,7 @@ static const struct conf_directive proxy_directives[] = {
         "them), `keepalive N;` (idle connections kept for the next requests, N per thread "
         "group as nginx keeps N per worker process, when the location sends HTTP/1.1 and "
         "`proxy_set_header Connection \"\"`), `keepalive_requests N;` (1000), "
-        "`keepalive_timeout TIME;` (60s idle), `keepalive_time TIME;` (1h), `zone NAME "
+        "`keepalive_timeout TIME;` (60s: an idle connection is closed after it), `keepalive_time TIME;` (1h), `zone NAME "
         "[SIZE];` (accepted: the figures are shared already), and one method: "
         "`least_conn;`, `ip_hash;`, `hash KEY [consistent];`, `random [two [least_conn]];` "
         "(default: smooth weighted round-robin). `ip_hash` and `hash` choose the server "
