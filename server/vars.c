@@ -364,7 +364,8 @@ static int var_lookup(const char *name, size_t len, enum var_id *id, size_t *arg
             return *id = var_names[i].id, 0;
     for (size_t i = 0; i < sizeof(var_prefixes) / sizeof(var_prefixes[0]); i++) {
         size_t pl = strlen(var_prefixes[i].prefix);
-        if (len > pl && strncasecmp(var_prefixes[i].prefix, name, pl) == 0)
+        if ((len > pl || (len == pl && var_prefixes[i].id == VAR_ARG)) &&
+            strncasecmp(var_prefixes[i].prefix, name, pl) == 0)
             return *id = var_prefixes[i].id, *arg_at = pl, 0;
     }
     return -1;
@@ -908,7 +909,7 @@ static struct http_slice cookie_of(const struct http_request *h, const char *nam
 /* $arg_NAME: the value of the first "NAME=" argument (any case), up to the next '&'. */
 static struct http_slice arg_of(struct http_slice q, const char *name, size_t len)
 {
-    if (q.len == 0)
+    if (q.len == 0 || len == 0) /* $arg_: nginx's is always empty, even for "?=x" */
         return (struct http_slice){"", 0};
     const char *p = q.p, *end = q.p + q.len;
     while (p && p < end) {

@@ -33,6 +33,9 @@ server {
     location = /pipe {
         return 200 "$pipe\n";
     }
+    location = /noname {
+        return 200 "[$arg_][$arg_a]\n";
+    }
 }
 """
 
@@ -134,3 +137,7 @@ def test_pipe_is_p_for_each_of_three_read_at_once(daemons):
 
 def test_pipe_is_a_dot_for_a_request_sent_after_the_answer(daemons):
     same(daemons, [request("/pipe"), request("/pipe", True)], [".\n", ".\n"])
+
+
+def test_arg_with_no_name_is_empty_even_for_an_argument_with_no_name(daemons):
+    same(daemons, [request("/noname?=x&a=1", True)], ["[][1]\n"])
