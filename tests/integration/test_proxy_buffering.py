@@ -248,3 +248,161 @@ def test_proxy_buffering_is_off_by_default_in_lfhttpds_own_files(upstream, proxy
         assert len(body) == BIG_MB * MIB
     finally:
         s.close()
+
+
+def test_proxy_buffering_is_on_by_default_in_a_file_with_http_block(upstream, start_server,
+                                                                   tmp_path):
+    u = upstream()
+    root = tmp_path / "root"
+    root.mkdir()
+    from conftest import free_port
+    port = free_port()
+    text = (f"error_log stderr debug;\nevents {{ }}\nhttp {{\n  access_log off;\n"
+            f"  upstream app {{ server 127.0.0.1:{u.ports[0]}; keepalive 8; }}\n"
+            f"  server {{\n    listen 127.0.0.1:{port};\n    root {root};\n"
+            f"    location / {{ proxy_pass http://app; proxy_http_version 1.1;\n"
+            f"      proxy_set_header Connection \"\"; proxy_temp_path {tmp_path}; }}\n"
+            f"  }}\n}}\n")
+    srv = start_server(str(root), conf=text)
+    target = f"/_big?mb={BIG_MB}"
+    s, got = slow_client(srv, target)
+    try:
+        assert wait_until(lambda: answered(u, target), scaled(30))
+        _, body = read_answer(s, got)
+        assert len(body) == BIG_MB * MIB
+    finally:
+        s.close()
+
+
+def raw_answer(host, port, target, method="GET"):
+    """One request on a new connection (Connection: close), read slowly: a small receive
+    buffer, and nothing read for a second, so that the proxy keeps the answer meanwhile.
+    The bytes until the server closes."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(scaled(30))
+    s.connect((host, port))
+    try:
+        s.sendall(f"{method} {target} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+                  .encode())
+        time.sleep(1)
+        data = []
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                return b"".join(data)
+            data.append(chunk)
+    finally:
+        s.close()
+
+
+def dechunk(body):
+    out, pos = [], 0
+    while True:
+        line_end = body.index(b"\r\n", pos)
+        size = int(body[pos:line_end].split(b";")[0], 16)
+        if size == 0:
+            return b"".join(out), body[line_end + 2:]
+        out.append(body[line_end + 2:line_end + 2 + size])
+        pos = line_end + 2 + size + 2
+
+
+def comparable(raw):
+    """An answer as the two must agree on it: the status line, the fields but Date, Server
+    and Connection (and Trailer, a hop-by-hop field nginx 1.22 relays and lfhttpd does not,
+    by design: docs/guide/migrating-from-nginx.md), the framing, and the body (decoded if
+    chunked; its trailer part)."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    fields = sorted(tuple(line.lower().split(b":", 1)) for line in lines[1:]
+                    if line.split(b":", 1)[0].lower() not in (b"date", b"server",
+                                                              b"connection", b"trailer"))
+    chunked = (b"transfer-encoding", b" chunked") in fields
+    if chunked and body:
+        body = dechunk(body)
+    return lines[0], fields, body
+
+
+@pytest.mark.parametrize("target,method", [
+    (f"/_big?mb=8", "GET"),
+    (f"/_big?mb=8&chunked=1", "GET"),
+    ("/_chunked", "GET"),
+    ("/_noclen?size=3000000", "GET"),
+    ("/_big?mb=1", "HEAD"),
+    (f"/_big?mb=8&h=X-Accel-Buffering:no", "GET"),
+    ("/_slow?pieces=3&size=100000&gap=0.2", "GET"),
+])
+def test_the_answer_is_nginxs_byte_for_byte(upstream, tmp_path, docroot, nginx_proxy_both,
+                                            target, method):
+    seen = [comparable(raw_answer(p.host, p.port, target, method))
+            for p in nginx_proxy_both()]
+    assert seen[0] == seen[1]
+
+
+DIFF_CONF = """
+gzip off;
+upstream app {
+    server 127.0.0.1:{up0};
+}
+server {
+    listen 127.0.0.1:{port0};
+    location / {
+        proxy_pass http://app;
+        proxy_buffering on;
+        proxy_buffers 4 8k;
+        proxy_temp_path TEMP;
+    }
+}
+"""
+
+
+@pytest.fixture
+def nginx_proxy_both(upstream, tmp_path, docroot):
+    """The same configuration run by nginx and by lfhttpd, in front of one upstream."""
+    started = []
+
+    def start():
+        u = upstream()
+        for kind in ("nginx", "lfhttpd"):
+            temp = tmp_path / f"temp-{kind}"
+            temp.mkdir()
+            started.append(Proxy(tmp_path / kind, DIFF_CONF.replace("TEMP", str(temp)), u,
+                                 docroot, kind=kind, site_lines=False))
+        return started
+
+    yield start
+    for p in started:
+        p.stop()
+
+
+def test_a_compressed_answer_goes_through_the_buffers_whole_and_in_order(upstream, proxy,
+                                                                         tmp_path):
+    import gzip
+    u = upstream()
+    size = 8 * MIB  # random: it does not compress, and fills every buffer on the way
+    # (a GET, which gzip compresses; its body comes back in the echo)
+    sent = os.urandom(size)
+    p = proxy(f"max_body_size {2 * size};\n" +
+              conf(tmp_path, "proxy_buffering on;\n        proxy_buffers 4 8k;\n"
+                   "        gzip on;\n        gzip_types text/plain;"), u)
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(scaled(60))
+    s.connect((p.host, p.port))
+    try:
+        s.sendall(f"GET /_raw?type=text/plain HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n"
+                  f"Content-Length: {size}\r\nConnection: close\r\n\r\n".encode() + sent)
+        assert wait_until(lambda: answered(u, "/_raw?type=text/plain"), scaled(30))
+        data = []
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            data.append(chunk)
+    finally:
+        s.close()
+    head, _, body = b"".join(data).partition(b"\r\n\r\n")
+    assert b"content-encoding: gzip" in head.lower()
+    assert b"transfer-encoding: chunked" in head.lower()
+    plain = gzip.decompress(dechunk(body)[0])
+    assert plain.endswith(b"\r\n\r\n" + sent)
