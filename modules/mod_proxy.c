@@ -726,7 +726,7 @@ static const struct conf_directive proxy_directives[] = {
         "answers without a page pass as they are. The proxy's own 502 and 504 get their "
         "`error_page` either way."},
     {"proxy_buffering", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_buffering,
-     .usage = "on|off", .dflt = "off; on in a file with `http { }`",
+     .usage = "on|off", .dflt = "(on in a file with `http { }`, as nginx; off in lfhttpd's own)",
      .doc = "`on`: the answer is read as fast as the upstream sends it, into `proxy_buffers` "
         "and past them a temporary file (`proxy_temp_path`, at most "
         "`proxy_max_temp_file_size`), and the upstream connection is let go of (kept, "
@@ -759,7 +759,7 @@ static const struct conf_directive proxy_directives[] = {
      .doc = "Accepted for nginx's configurations: the temporary file is written a read at a "
         "time (16 KiB at most)."},
     {"proxy_temp_path", CONF_LIST, LOC, .min_args = 1, .max_args = 4, .set = set_temp_path,
-     .usage = "DIR [LEVEL...]", .dflt = "/tmp",
+     .usage = "DIR [LEVEL...]", .dflt = "(the system's temporary directory, /tmp)",
      .doc = "Where the temporary files of `proxy_buffering on` are made: without a name "
         "(`O_TMPFILE`, or unlinked at once where the file system lacks it), so that none "
         "is ever left behind; the directory must exist. LEVELs are accepted and mean "

@@ -1103,6 +1103,7 @@ static void up_let_go(struct conn_proxy *px)
         lf_group_remove(&px->h, false);
     px->registered = false;
     spare->h.fd = px->h.fd;
+    spare->h.on_event = idle_event;
     spare->registered = spare->watched = spare->resolving = false;
     spare->tls = px->tls;
     spare->tls_ok = px->tls_ok;
@@ -1159,6 +1160,14 @@ static bool wants_buffering(const struct conn_proxy *px, const struct http_respo
     return px->p->buffering;
 }
 
+/* Wait for the client to take what is parked on its connection; the last act of the
+ * event. */
+static void client_wait(struct conn *c)
+{
+    c->close_after_send = false;
+    conn_wait(c, CONN_SEND, EPOLLOUT, clock_now_ms() + hc(c)->limits->send_timeout_ms);
+}
+
 /* The body with proxy_buffering on: see above. The last act of the event. */
 static void buffered_relay(struct conn_proxy *px)
 {
@@ -1180,7 +1189,7 @@ static void buffered_relay(struct conn_proxy *px)
         }
         size_t want = px->up_ended ? 0 : parked ? store_room(px) : PROXY_RELAY;
         if (want == 0) { /* the client takes some first: its wait's deadline is its own */
-            conn_wait(c, CONN_SEND, EPOLLOUT, clock_now_ms() + hc(c)->limits->send_timeout_ms);
+            client_wait(c);
             return;
         }
         ssize_t n = up_recv(px, buf, want);
@@ -1818,6 +1827,9 @@ static void proxy_resume(struct http_source *s)
 {
     struct conn_proxy *px = (struct conn_proxy *)s;
     if (px->phase == PHASE_BODY && px->buffering) {
+        /* (the upstream was not read meanwhile: proxy_read_timeout starts again) */
+        if (!px->up_ended)
+            set_deadline(px, clock_now_ms() + px->p->read_ms);
         buffered_relay(px);
         return;
     }
