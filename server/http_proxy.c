@@ -82,6 +82,7 @@ enum { TUNNEL_UP = 1u << 0, TUNNEL_CLIENT = 1u << 1 };
  * parts parked on the connection are read from it until sent), up to max_temp_bytes. */
 struct proxy_store {
     char *mem;           /* proxy_buffers' bytes, taken when first needed; NULL: not yet */
+    size_t cap;          /* its size */
     size_t rd, wr;       /* mem[rd, wr) waits for the client */
     int fd;              /* the temporary file, without a name; -1: none yet */
     bool no_file;        /* it cannot be made: memory only */
@@ -199,11 +200,60 @@ static void tunnel_close(struct conn_proxy *px)
     px->tun.fd = -1;
 }
 
+/* Buffers let go of, kept for the next state that needs some, so that a warm server
+ * allocates none even when an upstream connection is kept by a spare state (up_let_go):
+ * head and request buffers, and stores' memory up to PROXY_SPARE_STORE_MAX bytes (of any
+ * proxy_buffers size), at most PROXY_SPARE_BUFS of each. */
+#define PROXY_SPARE_BUFS 64
+#define PROXY_SPARE_STORE_MAX (1u << 20)
+#define PROXY_BUFS_SIZE (PROXY_HEAD_MAX + PROXY_REQ_MAX)
+static struct {
+    pthread_mutex_t lock;
+    struct spare_buf {
+        void *p;
+        size_t size;
+    } bufs[PROXY_SPARE_BUFS], stores[PROXY_SPARE_BUFS];
+    unsigned n_bufs, n_stores;
+} proxy_spares = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* size bytes: a spare of that size from `list` (n of them), or new. */
+static void *spare_get(struct spare_buf *list, unsigned *n, size_t size)
+{
+    void *p = NULL;
+    pthread_mutex_lock(&proxy_spares.lock);
+    for (unsigned i = *n; i-- > 0;)
+        if (list[i].size == size) {
+            p = list[i].p;
+            list[i] = list[--*n];
+            break;
+        }
+    pthread_mutex_unlock(&proxy_spares.lock);
+    return p ? p : malloc(size);
+}
+
+/* p (size bytes) is let go of: kept in `list` if it has room, else freed. */
+static void spare_put(struct spare_buf *list, unsigned *n, void *p, size_t size)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&proxy_spares.lock);
+    if (*n < PROXY_SPARE_BUFS) {
+        list[(*n)++] = (struct spare_buf){p, size};
+        p = NULL;
+    }
+    pthread_mutex_unlock(&proxy_spares.lock);
+    free(p);
+}
+
 /* The store lets go of its memory and its file (which, without a name, is gone with it). */
 static void store_free(struct proxy_store *st)
 {
-    free(st->mem);
+    if (st->mem && st->cap <= PROXY_SPARE_STORE_MAX)
+        spare_put(proxy_spares.stores, &proxy_spares.n_stores, st->mem, st->cap);
+    else
+        free(st->mem);
     st->mem = NULL;
+    st->cap = 0;
     if (st->fd >= 0)
         close(st->fd);
     st->fd = -1;
@@ -219,7 +269,7 @@ static void proxy_release(struct conn_proxy *px)
     up_close(px);
     tunnel_close(px);
     store_free(&px->store);
-    free(px->head);
+    spare_put(proxy_spares.bufs, &proxy_spares.n_bufs, px->head, PROXY_BUFS_SIZE);
     px->head = px->req = NULL;
     if (px->dyn) {
         upstream_release(px->dyn);
@@ -337,7 +387,7 @@ static bool proxy_buffers(struct conn_proxy *px)
 {
     if (px->head)
         return true;
-    px->head = malloc(PROXY_HEAD_MAX + PROXY_REQ_MAX);
+    px->head = spare_get(proxy_spares.bufs, &proxy_spares.n_bufs, PROXY_BUFS_SIZE);
     if (!px->head)
         return false;
     px->req = px->head + PROXY_HEAD_MAX;
@@ -1013,9 +1063,15 @@ static size_t store_room(struct conn_proxy *px)
     if (st->rd == st->wr)
         st->rd = st->wr = 0;
     uint64_t room = 0;
-    if (!file_pending && px->p->buffers_bytes > 0 &&
-        (st->mem || (st->mem = malloc(px->p->buffers_bytes))))
-        room = px->p->buffers_bytes - st->wr;
+    if (!file_pending && px->p->buffers_bytes > 0 && !st->mem) {
+        size_t size = px->p->buffers_bytes;
+        st->mem = size <= PROXY_SPARE_STORE_MAX
+                      ? spare_get(proxy_spares.stores, &proxy_spares.n_stores, size)
+                      : malloc(size);
+        st->cap = st->mem ? size : 0;
+    }
+    if (!file_pending && st->mem)
+        room = st->cap - st->wr;
     uint64_t max = px->p->max_temp_bytes;
     uint64_t file_room = st->fwr < max ? max - st->fwr : 0;
     if (room < need && file_room >= need && store_open(px))
@@ -1035,7 +1091,7 @@ static int store_put(struct conn_proxy *px, const struct response *resp)
     size_t total = 0;
     for (unsigned i = 0; i < resp->n_segs; i++)
         total += resp->segs[i].len;
-    if (st->frd == st->fwr && st->mem && px->p->buffers_bytes - st->wr >= total) {
+    if (st->frd == st->fwr && st->mem && st->cap - st->wr >= total) {
         for (unsigned i = 0; i < resp->n_segs; i++) {
             memcpy(st->mem + st->wr, resp->segs[i].mem, resp->segs[i].len);
             st->wr += resp->segs[i].len;
@@ -2109,6 +2165,13 @@ static void proxy_fini(void)
         free(list);
         list = next;
     }
+    pthread_mutex_lock(&proxy_spares.lock);
+    for (unsigned i = 0; i < proxy_spares.n_bufs; i++)
+        free(proxy_spares.bufs[i].p);
+    for (unsigned i = 0; i < proxy_spares.n_stores; i++)
+        free(proxy_spares.stores[i].p);
+    proxy_spares.n_bufs = proxy_spares.n_stores = 0;
+    pthread_mutex_unlock(&proxy_spares.lock);
 }
 
 const struct http_source_kind http_proxy_source = {
