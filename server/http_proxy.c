@@ -14,6 +14,13 @@
  *                                      the upstream being read: back-pressure, with a fixed
  *                                      buffer.
  *
+ * That is proxy_buffering off. With it on (see "buffering" below), a part parked for a
+ * slow client does not stop the upstream being read: the answer goes on into memory
+ * (proxy_buffers) and a temporary file without a name, the client being written to at
+ * every event, and once the answer is read whole its upstream connection goes to the idle
+ * list (with a spare state, which has no buffers) while this state serves the client from
+ * what it read. Still only one of the two handles is waited on at a time.
+ *
  * Deadlines (proxy_connect_, _send_, _read_timeout) are the connection's, as every other
  * one: the sweep, finding one passed, shuts the upstream socket down (conn_set_wake_fd),
  * which wakes its handle; it does the same when it finds that the client has closed its
