@@ -16,10 +16,10 @@
  *
  * That is proxy_buffering off. With it on (see "buffering" below), a part parked for a
  * slow client does not stop the upstream being read: the answer goes on into memory
- * (proxy_buffers) and a temporary file without a name, the client being written to at
- * every event, and once the answer is read whole its upstream connection goes to the idle
- * list (with a spare state, which has no buffers) while this state serves the client from
- * what it read. Still only one of the two handles is waited on at a time.
+ * (proxy_buffers) and a temporary file without a name, both sockets waited on through a
+ * set of their own (as a tunnel's) while the client has a part parked, and once the answer
+ * is read whole its upstream connection goes to the idle list (with a spare state, which
+ * has no buffers) while this state serves the client from what it read.
  *
  * Deadlines (proxy_connect_, _send_, _read_timeout) are the connection's, as every other
  * one: the sweep, finding one passed, shuts the upstream socket down (conn_set_wake_fd),
@@ -1016,11 +1016,12 @@ static int take_body(struct conn_proxy *px, struct response *resp, char *buf, si
  * proxy_buffering on. While the client takes the answer as fast as it comes, it goes to the
  * client as it is read, as without. Once a part of it is parked on the client's connection,
  * the upstream is read on into the store (proxy_buffers' memory, then a temporary file)
- * instead of waiting for the client, and the client is written to at every event (the
- * upstream's, or its own once the upstream is waited for no more). Once the answer is read
+ * instead of waiting for the client, both sockets waited on at once (both_wait), and the
+ * client is written to at every event of either. Once the answer is read
  * whole, the upstream connection is let go of at once (kept, when it may be) and the client
  * is served from the store alone. A full store (no file, or the file at its largest) waits
- * for the client, as streaming does: one handle is waited on at a time, as ever. */
+ * for the client, as streaming does. One handle is waited on at a time, as ever: the
+ * upstream's, the client's, or a set of the two. */
 
 /* The most a read of PROXY_RELAY bytes becomes once filtered and framed. */
 #define STORE_PIECE_MAX (sizeof(((struct http_piece *)0)->out) + 64)
@@ -1155,6 +1156,8 @@ static void up_let_go(struct conn_proxy *px)
     conn_set_wake_fd(c, -1, false);
     if (px->h.fd < 0)
         return;
+    if (px->tun.fd >= 0) /* (both_wait's set: never waited on again for this answer) */
+        epoll_ctl(px->tun.fd, EPOLL_CTL_DEL, px->h.fd, NULL);
     struct conn_proxy *spare = NULL;
     if (px->up_reusable && !px->dyn && px->up->keepalive > 0)
         spare = proxy_spare();
@@ -1231,6 +1234,46 @@ static void client_wait(struct conn *c)
     conn_wait(c, CONN_SEND, EPOLLOUT, clock_now_ms() + hc(c)->limits->send_timeout_ms);
 }
 
+static void buffered_event(struct lf_handle *h, uint32_t events);
+
+/* Wait for the upstream's bytes and for room at the client at once: the upstream is still
+ * sending while a part waits for the client. The two sockets are one set of their own
+ * (as a tunnel's, made once for the answer), which is the one handle waited on; the
+ * last act of the event. Without it (no set to be had, or a TLS upstream that waits for
+ * another event) the upstream alone is waited for, and the client written to when its
+ * bytes come. */
+static void both_wait(struct conn_proxy *px)
+{
+    struct conn *c = px->src.c;
+    if (px->tls_want) {
+        proxy_wait(px, EPOLLIN, true);
+        return;
+    }
+    if (px->tun.fd >= 0) {
+        conn_wait_on(c, &px->tun, CONN_STREAM, px->deadline_ms);
+        return;
+    }
+    px->tun.fd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ue = {.events = EPOLLIN, .data.u32 = TUNNEL_UP};
+    struct epoll_event ce = {.events = EPOLLOUT, .data.u32 = TUNNEL_CLIENT};
+    if (px->tun.fd < 0 || epoll_ctl(px->tun.fd, EPOLL_CTL_ADD, px->h.fd, &ue) < 0 ||
+        epoll_ctl(px->tun.fd, EPOLL_CTL_ADD, c->h.fd, &ce) < 0) {
+        tunnel_close(px);
+        proxy_wait(px, EPOLLIN, true);
+        return;
+    }
+    /* The upstream socket's own handle and the client's stay ours, not armed: the set
+     * speaks for both until another wait. */
+    px->tun.on_event = buffered_event;
+    atomic_store_explicit(&c->deadline_ms, px->deadline_ms, memory_order_relaxed);
+    atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
+    int rc = lf_group_add(c->h.group, &px->tun, EPOLLIN);
+    if (rc < 0) {
+        log_error("proxy: epoll: cannot add a buffered answer's set: %s", strerror(-rc));
+        conn_close(c);
+    }
+}
+
 /* The body with proxy_buffering on: see above. The last act of the event. */
 static void buffered_relay(struct conn_proxy *px)
 {
@@ -1259,7 +1302,10 @@ static void buffered_relay(struct conn_proxy *px)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN) {
-            proxy_wait(px, EPOLLIN, true);
+            if (parked)
+                both_wait(px);
+            else
+                proxy_wait(px, EPOLLIN, true);
             return;
         }
         if (n <= 0) {
@@ -1869,20 +1915,34 @@ static void proxy_timeout(struct conn_proxy *px)
     }
 }
 
+/* Was the event the sweep's? It shut the upstream socket down: its deadline passed, or the
+ * client closed its side (then nobody is left to answer). If so, that is dealt with. */
+static bool swept(struct conn_proxy *px)
+{
+    if (!atomic_load_explicit(&px->src.c->woken, memory_order_relaxed))
+        return false;
+    if (clock_now_ms() >= px->deadline_ms)
+        proxy_timeout(px);
+    else
+        conn_close(px->src.c);
+    return true;
+}
+
 static void proxy_event(struct lf_handle *h, uint32_t events)
 {
     (void)events;
     struct conn_proxy *px = of_handle(h);
-    if (atomic_load_explicit(&px->src.c->woken, memory_order_relaxed)) {
-        /* The sweep shut the upstream socket down: its deadline passed, or the client
-         * closed its side (then nobody is left to answer). */
-        if (clock_now_ms() >= px->deadline_ms)
-            proxy_timeout(px);
-        else
-            conn_close(px->src.c);
-        return;
-    }
-    proxy_step(px);
+    if (!swept(px))
+        proxy_step(px);
+}
+
+/* An event of both_wait's set: the upstream's bytes, or room at the client. */
+static void buffered_event(struct lf_handle *h, uint32_t events)
+{
+    (void)events;
+    struct conn_proxy *px = (struct conn_proxy *)((char *)h - offsetof(struct conn_proxy, tun));
+    if (!swept(px))
+        buffered_relay(px);
 }
 
 /* A parked part of the answer went out: read more of it, or end it. */

@@ -210,6 +210,49 @@ def test_x_accel_buffering_yes_from_the_upstream_buffers_with_proxy_buffering_of
         s.close()
 
 
+
+def test_a_slow_client_gets_what_was_read_while_the_upstream_pauses(upstream, proxy,
+                                                                   tmp_path):
+    u = upstream()
+    p = proxy(conf(tmp_path, "proxy_buffering on;"), u)
+    size = BIG_MB * MIB
+    gap = 20
+    s, got = slow_client(p, f"/_slow?pieces=2&size={size}&gap={gap}")
+    try:
+        # The upstream has written its first piece (the proxy took it), and sleeps.
+        assert wait_until(lambda: sum(c["bytes_out"] for c in u.conns()) > size, scaled(30))
+        began = time.time()
+        s.settimeout(scaled(10))
+        while b"\r\n\r\n" not in got:
+            got += s.recv(65536)
+        have = len(got.partition(b"\r\n\r\n")[2])
+        while have < size:  # the whole first piece, while the upstream says nothing more
+            have += len(s.recv(1 << 20))
+        assert time.time() - began < gap / 2
+    finally:
+        s.close()
+
+
+
+@pytest.mark.parametrize("extra", ["concurrency thread_per_connection;",
+                                   "concurrency half_sync_half_async;",
+                                   "reactivation oneshot;"])
+def test_buffering_works_under_every_strategy_and_reactivation(upstream, proxy, tmp_path,
+                                                               extra):
+    u = upstream()
+    p = proxy(extra + "\n" + conf(tmp_path, "proxy_buffering on;"), u)
+    size = BIG_MB * MIB
+    target = f"/_slow?pieces=2&size={size // 2}&gap=1"
+    s, got = slow_client(p, target)
+    try:
+        assert wait_until(lambda: answered(u, target), scaled(30))
+        _, body = read_answer(s, got)
+        assert body == b"s" * (size // 2 * 2)
+    finally:
+        s.close()
+    assert request(p, "/after")[0] == 200
+
+
 def in_flight(p):
     import json
     _, _, body, _ = request(p, "/status?format=json")
