@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "http_upstream.h"
 #include "module.h"
@@ -119,6 +120,13 @@ struct proxy_conf {
     int redirect; /* -1 unset, 0 off, 1 default */
     int http_minor; /* proxy_http_version: -1 unset, 0 (1.0, nginx's default) or 1 */
     int intercept;  /* proxy_intercept_errors: -1 unset, 0 off, 1 on */
+    /* proxy_buffering and its buffers: -1 / PROXY_UNSET / 0 unset (inherited, each on its
+     * own); temp_path: NULL unset */
+    int buffering;
+    unsigned buffers_n;
+    uint64_t buffers_size, buffer_size, busy_size, max_temp, temp_write;
+    bool max_temp_set, buffer_size_set, busy_size_set, temp_write_set;
+    const char *temp_path;
     /* proxy_ssl_*: -1 / NULL / PROXY_UNSET unset (inherited, each on its own) */
     bool https;                 /* proxy_pass https:// */
     int ssl_server_name, ssl_verify, ssl_session_reuse;
@@ -457,6 +465,84 @@ static int set_intercept(void *base, const struct conf_node *n, void *ctx, char 
     return 0;
 }
 
+static int set_buffering(void *base, const struct conf_node *n, void *ctx, char *msg,
+                         size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    static const struct conf_name words[] = {{"off", 0}, {"on", 1}, {NULL, 0}};
+    if (conf_name_value(words, n->args[0], &c->buffering) < 0)
+        return snprintf(msg, len, "invalid value \"%s\" (on or off)", n->args[0]), -1;
+    return 0;
+}
+
+/* proxy_buffers NUMBER SIZE: as nginx, at least 2 buffers. */
+static int set_buffers(void *base, const struct conf_node *n, void *ctx, char *msg,
+                       size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    char *end;
+    unsigned long num = strtoul(n->args[0], &end, 10);
+    uint64_t size;
+    if (*n->args[0] < '0' || *n->args[0] > '9' || *end || num > 65536)
+        return snprintf(msg, len, "invalid value \"%s\" (a number of buffers)", n->args[0]), -1;
+    if (num < 2)
+        return snprintf(msg, len, "there must be at least 2 \"proxy_buffers\""), -1;
+    if (config_parse_size(n->args[1], &size) < 0 || size == 0 || size > (64u << 20))
+        return snprintf(msg, len, "invalid value \"%s\" (a size, 64m at most)", n->args[1]), -1;
+    if ((uint64_t)num * size > (1ull << 30))
+        return snprintf(msg, len, "proxy_buffers: more than 1g in all"), -1;
+    c->buffers_n = (unsigned)num;
+    c->buffers_size = size;
+    return 0;
+}
+
+/* proxy_buffer_size, proxy_busy_buffers_size, proxy_max_temp_file_size,
+ * proxy_temp_file_write_size: a size each. */
+static int set_buffer_size(void *base, const struct conf_node *n, void *ctx, char *msg,
+                           size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    uint64_t size;
+    if (config_parse_size(n->args[0], &size) < 0 || size > (1ull << 40))
+        return snprintf(msg, len, "invalid value \"%s\" (a size)", n->args[0]), -1;
+    if (strcmp(n->name, "proxy_max_temp_file_size") == 0) {
+        c->max_temp = size;
+        c->max_temp_set = true;
+    } else if (size == 0) {
+        return snprintf(msg, len, "invalid value \"%s\" (a size above 0)", n->args[0]), -1;
+    } else if (strcmp(n->name, "proxy_buffer_size") == 0) {
+        c->buffer_size = size;
+        c->buffer_size_set = true;
+    } else if (strcmp(n->name, "proxy_busy_buffers_size") == 0) {
+        c->busy_size = size;
+        c->busy_size_set = true;
+    } else {
+        c->temp_write = size;
+        c->temp_write_set = true;
+    }
+    return 0;
+}
+
+/* proxy_temp_path DIR [LEVEL...]: the directory must be one (the levels mean nothing here:
+ * the files have no names). */
+static int set_temp_path(void *base, const struct conf_node *n, void *ctx, char *msg,
+                         size_t len)
+{
+    (void)ctx;
+    struct proxy_conf *c = base;
+    for (unsigned i = 1; i < n->n_args; i++)
+        if (strcmp(n->args[i], "1") != 0 && strcmp(n->args[i], "2") != 0)
+            return snprintf(msg, len, "invalid level \"%s\" (1 or 2)", n->args[i]), -1;
+    struct stat st;
+    if (stat(n->args[0], &st) < 0 || !S_ISDIR(st.st_mode))
+        return snprintf(msg, len, "\"%s\" is not a directory", n->args[0]), -1;
+    c->temp_path = n->args[0];
+    return 0;
+}
+
 /* Accepted for nginx configurations, with the only behaviour there is. */
 static int set_accepted(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
@@ -639,10 +725,45 @@ static const struct conf_directive proxy_directives[] = {
         "connection closed; a 401 keeps the upstream's `WWW-Authenticate`), as nginx's; "
         "answers without a page pass as they are. The proxy's own 502 and 504 get their "
         "`error_page` either way."},
-    {"proxy_buffering", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_accepted,
-     .usage = "on|off",
-     .doc = "Accepted for nginx's configurations: answers stream to the client, never buffered "
-        "beyond 16 KiB (as nginx's `proxy_buffering off`)."},
+    {"proxy_buffering", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_buffering,
+     .usage = "on|off", .dflt = "(on in a file with `http { }`, as nginx; off in lfhttpd's own)",
+     .doc = "`on`: the answer is read as fast as the upstream sends it, into `proxy_buffers` "
+        "and past them a temporary file (`proxy_temp_path`, at most "
+        "`proxy_max_temp_file_size`), and the upstream connection is let go of (kept, "
+        "with `keepalive`) once the whole answer is read, while a slow client is still "
+        "served from them, as nginx's. `off`: the answer streams through 16 KiB, and a "
+        "client that does not read holds the upstream. An upstream's `X-Accel-Buffering: "
+        "yes|no` turns it on or off for its answer. nginx's default is `on`; in lfhttpd's "
+        "own files (without `http { }`) it is `off`."},
+    {"proxy_buffers", CONF_LIST, LOC, .min_args = 2, .max_args = 2, .set = set_buffers,
+     .usage = "NUMBER SIZE", .dflt = "8 4k",
+     .doc = "The memory an answer is read ahead into, per connection, with `proxy_buffering "
+        "on`: NUMBER times SIZE bytes, taken only when the client is slower than the "
+        "upstream and let go of when the answer ends."},
+    {"proxy_buffer_size", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_buffer_size,
+     .usage = "SIZE", .dflt = "4k",
+     .doc = "Accepted for nginx's configurations: the upstream's head is read into a buffer "
+        "of its own of 16 KiB whatever this says (a larger head is a 502)."},
+    {"proxy_busy_buffers_size", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
+     .set = set_buffer_size, .usage = "SIZE", .dflt = "8k",
+     .doc = "Accepted for nginx's configurations: what the client has not taken is parked on "
+        "its connection (bounded by `max_parked_size`), and the rest of `proxy_buffers` "
+        "goes on reading."},
+    {"proxy_max_temp_file_size", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
+     .set = set_buffer_size, .usage = "SIZE", .dflt = "1024m",
+     .doc = "With `proxy_buffering on`, the most of an answer written to its temporary "
+        "file; past it, the upstream is read only as the client takes the answer. `0`: no "
+        "file, only `proxy_buffers`."},
+    {"proxy_temp_file_write_size", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
+     .set = set_buffer_size, .usage = "SIZE", .dflt = "8k",
+     .doc = "Accepted for nginx's configurations: the temporary file is written a read at a "
+        "time (16 KiB at most)."},
+    {"proxy_temp_path", CONF_LIST, LOC, .min_args = 1, .max_args = 4, .set = set_temp_path,
+     .usage = "DIR [LEVEL...]", .dflt = "(the system's temporary directory, /tmp)",
+     .doc = "Where the temporary files of `proxy_buffering on` are made: without a name "
+        "(`O_TMPFILE`, or unlinked at once where the file system lacks it), so that none "
+        "is ever left behind; the directory must exist. LEVELs are accepted and mean "
+        "nothing."},
     {"proxy_pass_request_headers", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
      .set = set_default_only, .usage = "on", .dflt = "on",
      .doc = "The client's header fields go upstream (nginx's default); `off` is refused."},
@@ -884,6 +1005,7 @@ static void *proxy_block(void *state, const struct module_block *b)
     c->redirect = -1;
     c->http_minor = -1;
     c->intercept = -1;
+    c->buffering = -1;
     c->resolver_timeout_ms = PROXY_UNSET;
     c->ssl_server_name = c->ssl_verify = c->ssl_session_reuse = -1;
     c->ssl_verify_depth = PROXY_UNSET;
@@ -918,6 +1040,16 @@ static void *proxy_block(void *state, const struct module_block *b)
             c->http_minor = outer->http_minor;
         if (c->intercept < 0)
             c->intercept = outer->intercept;
+        if (c->buffering < 0)
+            c->buffering = outer->buffering;
+        if (!c->buffers_n) {
+            c->buffers_n = outer->buffers_n;
+            c->buffers_size = outer->buffers_size;
+        }
+        if (!c->max_temp_set)
+            c->max_temp = outer->max_temp;
+        if (!c->temp_path)
+            c->temp_path = outer->temp_path;
         if (!c->resolver)
             c->resolver = outer->resolver;
         if (c->resolver_timeout_ms == PROXY_UNSET)
@@ -940,6 +1072,16 @@ static void *proxy_block(void *state, const struct module_block *b)
             c->http_minor = 0;
         if (c->intercept < 0)
             c->intercept = 0;
+        if (c->buffering < 0) /* nginx's default in nginx's files; streaming in ours */
+            c->buffering = b->mi->cfg->http_block;
+        if (!c->buffers_n) {
+            c->buffers_n = 8;
+            c->buffers_size = 4096;
+        }
+        if (!c->max_temp_set)
+            c->max_temp = 1024ull << 20;
+        if (!c->temp_path)
+            c->temp_path = P_tmpdir;
         if (c->resolver_timeout_ms == PROXY_UNSET)
             c->resolver_timeout_ms = PROXY_RESOLVER_TIMEOUT_MS;
         inherit_ssl(c, NULL);
@@ -974,6 +1116,10 @@ static void *proxy_block(void *state, const struct module_block *b)
         .tls_verify = c->ssl_verify > 0,
         .tls_name = c->ssl_name,
         .tls_host = {c->proxy_host, c->proxy_host_len},
+        .buffering = c->buffering > 0,
+        .buffers_bytes = (size_t)c->buffers_n * c->buffers_size,
+        .max_temp_bytes = c->max_temp,
+        .temp_path = c->temp_path,
     };
     return c;
 fail:

@@ -1629,10 +1629,6 @@ static const struct conf_directive core_directives[] = {
      .set = note_nginx_only, .usage = "DIR [LEVEL...]",
      .doc = "Request bodies are held in memory (see `max_body_memory`), never written to "
             "files: there is no directory to use."},
-    {"proxy_temp_path", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = 4,
-     .set = note_nginx_only, .usage = "DIR [LEVEL...]",
-     .doc = "A proxied answer streams to the client through memory, never a file: there is "
-            "no directory to use."},
     {"fastcgi_temp_path", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = 4,
      .set = note_nginx_only, .usage = "DIR [LEVEL...]",
      .doc = "A FastCGI application's answer streams to the client through memory, never a "

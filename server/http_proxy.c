@@ -14,6 +14,13 @@
  *                                      the upstream being read: back-pressure, with a fixed
  *                                      buffer.
  *
+ * That is proxy_buffering off. With it on (see "buffering" below), a part parked for a
+ * slow client does not stop the upstream being read: the answer goes on into memory
+ * (proxy_buffers) and a temporary file without a name, both sockets waited on through a
+ * set of their own (as a tunnel's) while the client has a part parked, and once the answer
+ * is read whole its upstream connection goes to the idle list (with a spare state, which
+ * has no buffers) while this state serves the client from what it read.
+ *
  * Deadlines (proxy_connect_, _send_, _read_timeout) are the connection's, as every other
  * one: the sweep, finding one passed, shuts the upstream socket down (conn_set_wake_fd),
  * which wakes its handle; it does the same when it finds that the client has closed its
@@ -39,6 +46,8 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -73,6 +82,19 @@ static_assert(PROXY_RELAY <= HTTP_SOURCE_PIECE && PROXY_HEAD_MAX <= HTTP_SOURCE_
 
 /* The members of a tunnel's set, as its events name them. */
 enum { TUNNEL_UP = 1u << 0, TUNNEL_CLIENT = 1u << 1 };
+
+/* What an answer read ahead of its client waits in, in order: memory first, then a
+ * temporary file. Bytes go to memory only while the file has nothing pending, so that
+ * every byte in memory comes before every byte in the file; the file only grows (its
+ * parts parked on the connection are read from it until sent), up to max_temp_bytes. */
+struct proxy_store {
+    char *mem;           /* proxy_buffers' bytes, taken when first needed; NULL: not yet */
+    size_t cap;          /* its size */
+    size_t rd, wr;       /* mem[rd, wr) waits for the client */
+    int fd;              /* the temporary file, without a name; -1: none yet */
+    bool no_file;        /* it cannot be made: memory only */
+    uint64_t frd, fwr;   /* its bytes [frd, fwr) wait for the client */
+};
 
 enum proxy_phase { PHASE_RESOLVE, PHASE_CONNECT, PHASE_HANDSHAKE, PHASE_SEND, PHASE_HEAD,
                    PHASE_BODY, PHASE_TUNNEL };
@@ -146,6 +168,11 @@ struct conn_proxy {
     struct vars_upstream_try *try_now, try_spare;
     char tls_name[256]; /* proxy_ssl_name expanded, without a port */
     bool tls_sni;       /* send it (proxy_ssl_server_name on, and not an IP address) */
+
+    /* proxy_buffering on (see "buffering" below): this answer is read ahead of the client,
+     * into the store, and the upstream let go of once it is read whole (up_ended). */
+    bool buffering, up_ended;
+    struct proxy_store store;
 };
 
 /* --- states, their sockets and their waits ---------------------------------------------- */
@@ -182,13 +209,76 @@ static void tunnel_close(struct conn_proxy *px)
     px->tun.fd = -1;
 }
 
+/* Buffers let go of, kept for the next state that needs some, so that a warm server
+ * allocates none even when an upstream connection is kept by a spare state (up_let_go):
+ * head and request buffers, and stores' memory up to PROXY_SPARE_STORE_MAX bytes (of any
+ * proxy_buffers size), at most PROXY_SPARE_BUFS of each. */
+#define PROXY_SPARE_BUFS 64
+#define PROXY_SPARE_STORE_MAX (1u << 20)
+#define PROXY_BUFS_SIZE (PROXY_HEAD_MAX + PROXY_REQ_MAX)
+static struct {
+    pthread_mutex_t lock;
+    struct spare_buf {
+        void *p;
+        size_t size;
+    } bufs[PROXY_SPARE_BUFS], stores[PROXY_SPARE_BUFS];
+    unsigned n_bufs, n_stores;
+} proxy_spares = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* size bytes: a spare of that size from `list` (n of them), or new. */
+static void *spare_get(struct spare_buf *list, unsigned *n, size_t size)
+{
+    void *p = NULL;
+    pthread_mutex_lock(&proxy_spares.lock);
+    for (unsigned i = *n; i-- > 0;)
+        if (list[i].size == size) {
+            p = list[i].p;
+            list[i] = list[--*n];
+            break;
+        }
+    pthread_mutex_unlock(&proxy_spares.lock);
+    return p ? p : malloc(size);
+}
+
+/* p (size bytes) is let go of: kept in `list` if it has room, else freed. */
+static void spare_put(struct spare_buf *list, unsigned *n, void *p, size_t size)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&proxy_spares.lock);
+    if (*n < PROXY_SPARE_BUFS) {
+        list[(*n)++] = (struct spare_buf){p, size};
+        p = NULL;
+    }
+    pthread_mutex_unlock(&proxy_spares.lock);
+    free(p);
+}
+
+/* The store lets go of its memory and its file (which, without a name, is gone with it). */
+static void store_free(struct proxy_store *st)
+{
+    if (st->mem && st->cap <= PROXY_SPARE_STORE_MAX)
+        spare_put(proxy_spares.stores, &proxy_spares.n_stores, st->mem, st->cap);
+    else
+        free(st->mem);
+    st->mem = NULL;
+    st->cap = 0;
+    if (st->fd >= 0)
+        close(st->fd);
+    st->fd = -1;
+    st->no_file = false;
+    st->rd = st->wr = 0;
+    st->frd = st->fwr = 0;
+}
+
 /* A state goes back to the free list, its connection closed and its buffers freed. Never
  * freed itself while the server runs: an event fetched for its handle may still name it. */
 static void proxy_release(struct conn_proxy *px)
 {
     up_close(px);
     tunnel_close(px);
-    free(px->head);
+    store_free(&px->store);
+    spare_put(proxy_spares.bufs, &proxy_spares.n_bufs, px->head, PROXY_BUFS_SIZE);
     px->head = px->req = NULL;
     if (px->dyn) {
         upstream_release(px->dyn);
@@ -277,8 +367,9 @@ static bool idle_claim(struct upstream_idle *idle)
     return true;
 }
 
-/* A state with its buffers: from the free list, or new. */
-static struct conn_proxy *proxy_new(void)
+/* A state without buffers (to keep an upstream connection in the idle list): from the free
+ * list, or new. */
+static struct conn_proxy *proxy_spare(void)
 {
     pthread_mutex_lock(&proxy_free.lock);
     struct conn_proxy *px = proxy_free.list;
@@ -295,13 +386,31 @@ static struct conn_proxy *proxy_new(void)
         px->idle.watch = idle_watch;
         px->idle.claim = idle_claim;
         px->idle.close = idle_close;
+        px->store.fd = -1;
     }
-    px->head = malloc(PROXY_HEAD_MAX + PROXY_REQ_MAX);
-    if (!px->head) {
+    return px;
+}
+
+/* px's buffers, if it has none (a spare state that kept a connection has none). */
+static bool proxy_buffers(struct conn_proxy *px)
+{
+    if (px->head)
+        return true;
+    px->head = spare_get(proxy_spares.bufs, &proxy_spares.n_bufs, PROXY_BUFS_SIZE);
+    if (!px->head)
+        return false;
+    px->req = px->head + PROXY_HEAD_MAX;
+    return true;
+}
+
+/* A state with its buffers: from the free list, or new. */
+static struct conn_proxy *proxy_new(void)
+{
+    struct conn_proxy *px = proxy_spare();
+    if (px && !proxy_buffers(px)) {
         proxy_release(px);
         return NULL;
     }
-    px->req = px->head + PROXY_HEAD_MAX;
     return px;
 }
 
@@ -361,6 +470,7 @@ static void proxy_detach(struct conn_proxy *px, bool keep_up, bool failed)
     struct conn *c = px->src.c;
     body_release(px);
     tunnel_close(px);
+    store_free(&px->store);
     if (px->resolving) {
         resolver_cancel(px->p->resolver, &px->rwait);
         px->resolving = false;
@@ -930,6 +1040,340 @@ static int take_body(struct conn_proxy *px, struct response *resp, char *buf, si
     }
 }
 
+/* --- buffering ---------------------------------------------------------------------------
+ *
+ * proxy_buffering on. While the client takes the answer as fast as it comes, it goes to the
+ * client as it is read, as without. Once a part of it is parked on the client's connection,
+ * the upstream is read on into the store (proxy_buffers' memory, then a temporary file)
+ * instead of waiting for the client, both sockets waited on at once (both_wait), and the
+ * client is written to at every event of either. Once the answer is read
+ * whole, the upstream connection is let go of at once (kept, when it may be) and the client
+ * is served from the store alone. A full store (no file, or the file at its largest) waits
+ * for the client, as streaming does. One handle is waited on at a time, as ever: the
+ * upstream's, the client's, or a set of the two. */
+
+/* The most a read of PROXY_RELAY bytes becomes once filtered and framed. */
+#define STORE_PIECE_MAX (sizeof(((struct http_piece *)0)->out) + 64)
+#define STORE_FRAMING 64     /* a chunk's size line and its CRLF, at most, with room */
+#define STORE_FLUSH_MAX 65536 /* memory sent (or parked, copied) at a time */
+
+static bool store_empty(const struct proxy_store *st)
+{
+    return st->rd == st->wr && st->frd == st->fwr;
+}
+
+/* The temporary file, made now if it is not yet: without a name, in proxy_temp_path. */
+static bool store_open(struct conn_proxy *px)
+{
+    struct proxy_store *st = &px->store;
+    if (st->fd >= 0)
+        return true;
+    if (st->no_file)
+        return false;
+    const char *dir = px->p->temp_path;
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+        char name[PATH_MAX];
+        if (snprintf(name, sizeof(name), "%s/lfhttpd-proxy-XXXXXX", dir) < (int)sizeof(name)) {
+            fd = mkostemp(name, O_CLOEXEC);
+            if (fd >= 0)
+                unlink(name); /* at once: it is never seen, and never left behind */
+        }
+    }
+    if (fd < 0) {
+        proxy_log(px, "proxy: cannot make a temporary file in %s: %s", dir, strerror(errno));
+        st->no_file = true;
+        return false;
+    }
+    st->fd = fd;
+    return true;
+}
+
+/* How many of the upstream's bytes to read now, so that what they become fits whole in the
+ * store's memory or in its file; 0 when it is full. */
+static size_t store_room(struct conn_proxy *px)
+{
+    struct proxy_store *st = &px->store;
+    bool file_pending = st->frd < st->fwr;
+    bool filtered = px->src.filter != NULL;
+    uint64_t need = filtered ? STORE_PIECE_MAX : STORE_FRAMING + 1;
+    if (st->rd == st->wr)
+        st->rd = st->wr = 0;
+    uint64_t room = 0;
+    if (!file_pending && px->p->buffers_bytes > 0 && !st->mem) {
+        size_t size = px->p->buffers_bytes;
+        st->mem = size <= PROXY_SPARE_STORE_MAX
+                      ? spare_get(proxy_spares.stores, &proxy_spares.n_stores, size)
+                      : malloc(size);
+        st->cap = st->mem ? size : 0;
+    }
+    if (!file_pending && st->mem)
+        room = st->cap - st->wr;
+    uint64_t max = px->p->max_temp_bytes;
+    uint64_t file_room = st->fwr < max ? max - st->fwr : 0;
+    if (room < need && file_room >= need && store_open(px))
+        room = file_room;
+    if (room < need)
+        return 0;
+    if (filtered || room - STORE_FRAMING >= PROXY_RELAY)
+        return PROXY_RELAY;
+    return (size_t)(room - STORE_FRAMING);
+}
+
+/* resp's body pieces (memory) join the store: in its memory if nothing waits in the file
+ * and they fit (store_room said where they would), else at the end of its file. */
+static int store_put(struct conn_proxy *px, const struct response *resp)
+{
+    struct proxy_store *st = &px->store;
+    size_t total = 0;
+    for (unsigned i = 0; i < resp->n_segs; i++)
+        total += resp->segs[i].len;
+    if (st->frd == st->fwr && st->mem && st->cap - st->wr >= total) {
+        for (unsigned i = 0; i < resp->n_segs; i++) {
+            memcpy(st->mem + st->wr, resp->segs[i].mem, resp->segs[i].len);
+            st->wr += resp->segs[i].len;
+        }
+        return 0;
+    }
+    if (st->fd < 0)
+        return -1;
+    for (unsigned i = 0; i < resp->n_segs; i++) {
+        const char *p = resp->segs[i].mem;
+        size_t left = resp->segs[i].len;
+        while (left > 0) {
+            ssize_t w = pwrite(st->fd, p, left, (off_t)st->fwr);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                return -1;
+            st->fwr += (uint64_t)w;
+            p += w;
+            left -= (size_t)w;
+        }
+    }
+    return 0;
+}
+
+/* The store's next part goes to the client: its memory (some of it), or once that is
+ * drained its file's bytes; sent, or parked on the connection (memory copied, the file
+ * read from until sent: it only grows, and stays open until the answer ends). */
+static enum send_result store_flush(struct conn_proxy *px)
+{
+    struct proxy_store *st = &px->store;
+    struct response resp;
+    resp_init(&resp);
+    if (st->rd < st->wr) {
+        size_t n = st->wr - st->rd < STORE_FLUSH_MAX ? st->wr - st->rd : STORE_FLUSH_MAX;
+        resp.segs[0] = (struct out_seg){.mem = st->mem + st->rd, .fd = -1, .len = n};
+        st->rd += n;
+    } else {
+        resp.segs[0] = (struct out_seg){.fd = st->fd, .off = st->frd, .len = st->fwr - st->frd};
+        st->frd = st->fwr;
+    }
+    resp.n_segs = 1;
+    return http_send_response(px->src.c, &resp, true);
+}
+
+/* The whole answer is read: the upstream connection goes, kept (by a spare state, in the
+ * upstream's idle list, for the next request) when it may be, else closed, while px goes
+ * on serving the client from the store. */
+static void up_let_go(struct conn_proxy *px)
+{
+    struct conn *c = px->src.c;
+    try_end(px, 0);
+    px->try_now = NULL; /* $upstream_response_time is the upstream's, not the client's */
+    conn_set_wake_fd(c, -1, false);
+    if (px->h.fd < 0)
+        return;
+    if (px->tun.fd >= 0) /* (both_wait's set: never waited on again for this answer) */
+        epoll_ctl(px->tun.fd, EPOLL_CTL_DEL, px->h.fd, NULL);
+    struct conn_proxy *spare = NULL;
+    if (px->up_reusable && !px->dyn && px->up->keepalive > 0)
+        spare = proxy_spare();
+    if (!spare) {
+        up_close(px);
+        return;
+    }
+    if (px->registered)
+        lf_group_remove(&px->h, false);
+    px->registered = false;
+    spare->h.fd = px->h.fd;
+    spare->h.on_event = idle_event;
+    spare->registered = spare->watched = spare->resolving = false;
+    spare->tls = px->tls;
+    spare->tls_ok = px->tls_ok;
+    spare->idle.born_ms = px->idle.born_ms;
+    spare->idle.since_ms = px->idle.since_ms;
+    spare->idle.requests = px->idle.requests;
+    spare->up = px->up;
+    spare->server = px->server;
+    spare->p = px->p;
+    spare->dyn = NULL;
+    spare->body_owner = NULL;
+    spare->attempt_done = true; /* (answered: counted) */
+    spare->src.c = c;
+    px->h.fd = -1;
+    px->tls = NULL;
+    px->tls_ok = false;
+    px->server = NULL;
+    proxy_detach(spare, true, false);
+}
+
+/* The upstream's answer has ended, read whole. */
+static void up_end(struct conn_proxy *px)
+{
+    answered(px);
+    px->up_ended = true;
+    up_let_go(px);
+}
+
+/* The answer cannot be finished: as proxy_finish says, unless a part of it still waits for
+ * the client (parked, or in the store): then the connection is cut at once. */
+static void body_cut(struct conn_proxy *px, const char *why)
+{
+    if (!px->src.c->out && store_empty(&px->store)) {
+        proxy_finish(px, 0, why);
+        return;
+    }
+    proxy_log(px, "proxy: %s: the response was cut: %s", where(px), why);
+    conn_close(px->src.c);
+}
+
+/* Does this answer go through the store? proxy_buffering, unless the upstream's
+ * X-Accel-Buffering says otherwise (nginx's rule: "yes" or "no", any case). */
+static bool wants_buffering(const struct conn_proxy *px, const struct http_response_head *uh)
+{
+    for (unsigned i = 0; i < uh->n_headers; i++) {
+        if (!http_slice_eq(uh->headers[i].name, "x-accel-buffering"))
+            continue;
+        struct http_slice v = uh->headers[i].value;
+        if (v.len == 3 && strncasecmp(v.p, "yes", 3) == 0)
+            return true;
+        if (v.len == 2 && strncasecmp(v.p, "no", 2) == 0)
+            return false;
+    }
+    return px->p->buffering;
+}
+
+/* Wait for the client to take what is parked on its connection; the last act of the
+ * event. */
+static void client_wait(struct conn *c)
+{
+    c->close_after_send = false;
+    conn_wait(c, CONN_SEND, EPOLLOUT, clock_now_ms() + hc(c)->limits->send_timeout_ms);
+}
+
+static void buffered_event(struct lf_handle *h, uint32_t events);
+
+/* Wait for the upstream's bytes and for room at the client at once: the upstream is still
+ * sending while a part waits for the client. The two sockets are one set of their own
+ * (as a tunnel's, made once for the answer), which is the one handle waited on; the
+ * last act of the event. Without it (no set to be had, or a TLS upstream that waits for
+ * another event) the upstream alone is waited for, and the client written to when its
+ * bytes come. */
+static void both_wait(struct conn_proxy *px)
+{
+    struct conn *c = px->src.c;
+    if (px->tls_want) {
+        proxy_wait(px, EPOLLIN, true);
+        return;
+    }
+    if (px->tun.fd >= 0) {
+        conn_wait_on(c, &px->tun, CONN_STREAM, px->deadline_ms);
+        return;
+    }
+    px->tun.fd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ue = {.events = EPOLLIN, .data.u32 = TUNNEL_UP};
+    struct epoll_event ce = {.events = EPOLLOUT, .data.u32 = TUNNEL_CLIENT};
+    if (px->tun.fd < 0 || epoll_ctl(px->tun.fd, EPOLL_CTL_ADD, px->h.fd, &ue) < 0 ||
+        epoll_ctl(px->tun.fd, EPOLL_CTL_ADD, c->h.fd, &ce) < 0) {
+        tunnel_close(px);
+        proxy_wait(px, EPOLLIN, true);
+        return;
+    }
+    /* The upstream socket's own handle and the client's stay ours, not armed: the set
+     * speaks for both until another wait. */
+    px->tun.on_event = buffered_event;
+    atomic_store_explicit(&c->deadline_ms, px->deadline_ms, memory_order_relaxed);
+    atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
+    int rc = lf_group_add(c->h.group, &px->tun, EPOLLIN);
+    if (rc < 0) {
+        log_error("proxy: epoll: cannot add a buffered answer's set: %s", strerror(-rc));
+        conn_close(c);
+    }
+}
+
+/* The body with proxy_buffering on: see above. The last act of the event. */
+static void buffered_relay(struct conn_proxy *px)
+{
+    struct conn *c = px->src.c;
+    char buf[PROXY_RELAY];
+    struct http_piece pc;
+    for (;;) {
+        enum send_result r = c->out ? conn_send_pending(c) : SEND_DONE;
+        while (r == SEND_DONE && !store_empty(&px->store))
+            r = store_flush(px);
+        if (r == SEND_ERROR) {
+            conn_close(c);
+            return;
+        }
+        bool parked = c->out != NULL;
+        if (px->up_ended && !parked) {
+            proxy_finish(px, 0, NULL); /* (the filter's last bytes, the last chunk) */
+            return;
+        }
+        size_t want = px->up_ended ? 0 : parked ? store_room(px) : PROXY_RELAY;
+        if (want == 0) { /* the client takes some first: its wait's deadline is its own */
+            client_wait(c);
+            return;
+        }
+        ssize_t n = up_recv(px, buf, want);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN) {
+            if (parked)
+                both_wait(px);
+            else
+                proxy_wait(px, EPOLLIN, true);
+            return;
+        }
+        if (n <= 0) {
+            if (n == 0 && px->framing == HTTP_BODY_CLOSE) {
+                px->up_reusable = false;
+                up_end(px);
+                continue;
+            }
+            body_cut(px, n < 0 ? strerror(errno) : "the upstream closed early");
+            return;
+        }
+        set_deadline(px, clock_now_ms() + px->p->read_ms);
+        if (px->try_now) {
+            px->try_now->bytes_received += (uint64_t)n;
+            px->try_now->response_length += (uint64_t)n;
+            px->try_now->response_us = clock_now_us() - px->try_now->start_us;
+        }
+        struct response resp;
+        resp_init(&resp);
+        int done = take_body(px, &resp, buf, (size_t)n, &pc);
+        if (done < 0) {
+            body_cut(px, body_failure(done));
+            return;
+        }
+        if (resp.n_segs && !parked) {
+            r = http_send_response(c, &resp, true);
+            if (r == SEND_ERROR) {
+                conn_close(c);
+                return;
+            }
+        } else if (resp.n_segs && store_put(px, &resp) < 0) {
+            body_cut(px, "its temporary file cannot be written");
+            return;
+        }
+        if (done)
+            up_end(px);
+    }
+}
+
 /* A 101: the head's bytes after `used` are the upstream's first in the tunnel, and what
  * the client sent after its request (kept on the connection) the client's. */
 static void tunnel_begin(struct conn_proxy *px, size_t used)
@@ -1050,6 +1494,7 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
     resp_finish(&resp, px->src.http10);
     px->src.head_sent = true;
     px->phase = resp.status == 101 ? PHASE_TUNNEL : PHASE_BODY;
+    px->buffering = px->phase == PHASE_BODY && !px->src.head_only && wants_buffering(px, uh);
     int done = 0;
     /* A body that may end here is taken from a copy: the answer then goes out after the
      * upstream connection is let go of (proxy_finish_after), and px's buffer may be
@@ -1076,12 +1521,15 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
         proxy_finish_after(px, 0, NULL, &resp);
         return false;
     }
-    enum send_result r = http_source_send(&px->src, &resp);
+    /* Buffering, a part parked does not stop the upstream being read: the client is not
+     * waited for here. */
+    enum send_result r = px->buffering ? http_send_response(px->src.c, &resp, true)
+                                       : http_source_send(&px->src, &resp);
     if (r == SEND_ERROR) {
         conn_close(px->src.c);
         return false;
     }
-    return r == SEND_DONE;
+    return px->buffering || r == SEND_DONE;
 }
 
 /* Read the upstream's head. Returns true to go on, false when the event is over (waiting,
@@ -1175,6 +1623,10 @@ static void relay_body(struct conn_proxy *px)
 {
     char buf[PROXY_RELAY];
     struct http_piece pc;
+    if (px->buffering) {
+        buffered_relay(px);
+        return;
+    }
     for (;;) {
         if (px->framing == HTTP_BODY_NONE) { /* ended, the last part parked meanwhile */
             proxy_finish(px, 0, NULL);
@@ -1495,7 +1947,7 @@ static void proxy_timeout(struct conn_proxy *px)
         attempt_failed(px, FAIL_TIMEOUT, "no answer within proxy_read_timeout");
         return;
     case PHASE_BODY:
-        proxy_finish(px, 0, "read timed out");
+        body_cut(px, "read timed out");
         return;
     case PHASE_TUNNEL:
         px->src.keep_alive = false;
@@ -1504,26 +1956,47 @@ static void proxy_timeout(struct conn_proxy *px)
     }
 }
 
+/* Was the event the sweep's? It shut the upstream socket down: its deadline passed, or the
+ * client closed its side (then nobody is left to answer). If so, that is dealt with. */
+static bool swept(struct conn_proxy *px)
+{
+    if (!atomic_load_explicit(&px->src.c->woken, memory_order_relaxed))
+        return false;
+    if (clock_now_ms() >= px->deadline_ms)
+        proxy_timeout(px);
+    else
+        conn_close(px->src.c);
+    return true;
+}
+
 static void proxy_event(struct lf_handle *h, uint32_t events)
 {
     (void)events;
     struct conn_proxy *px = of_handle(h);
-    if (atomic_load_explicit(&px->src.c->woken, memory_order_relaxed)) {
-        /* The sweep shut the upstream socket down: its deadline passed, or the client
-         * closed its side (then nobody is left to answer). */
-        if (clock_now_ms() >= px->deadline_ms)
-            proxy_timeout(px);
-        else
-            conn_close(px->src.c);
-        return;
-    }
-    proxy_step(px);
+    if (!swept(px))
+        proxy_step(px);
+}
+
+/* An event of both_wait's set: the upstream's bytes, or room at the client. */
+static void buffered_event(struct lf_handle *h, uint32_t events)
+{
+    (void)events;
+    struct conn_proxy *px = (struct conn_proxy *)((char *)h - offsetof(struct conn_proxy, tun));
+    if (!swept(px))
+        buffered_relay(px);
 }
 
 /* A parked part of the answer went out: read more of it, or end it. */
 static void proxy_resume(struct http_source *s)
 {
     struct conn_proxy *px = (struct conn_proxy *)s;
+    if (px->phase == PHASE_BODY && px->buffering) {
+        /* (the upstream was not read meanwhile: proxy_read_timeout starts again) */
+        if (!px->up_ended)
+            set_deadline(px, clock_now_ms() + px->p->read_ms);
+        buffered_relay(px);
+        return;
+    }
     if (px->phase == PHASE_BODY && px->framing == HTTP_BODY_NONE) {
         proxy_finish(px, 0, NULL); /* the last part went out */
         return;
@@ -1678,6 +2151,10 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     if (s && !px) {
         struct upstream_idle *idle = upstream_idle_take(u, s, c->h.group);
         px = idle ? of_idle(idle) : proxy_new();
+        if (px && !proxy_buffers(px)) { /* kept by a spare state (up_let_go) */
+            proxy_release(px);
+            px = NULL;
+        }
     }
     if (!http_save_input(c, rest, rest_len) || (s && !px) || (p->dynamic && !px)) {
         if (s)
@@ -1724,6 +2201,7 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     px->uvars.head = NULL;
     px->try_now = NULL;
     px->tls_want = 0;
+    px->buffering = px->up_ended = false;
     if (p->tls_ctx)
         tls_name_for(px, r);
 
@@ -1800,6 +2278,13 @@ static void proxy_fini(void)
         free(list);
         list = next;
     }
+    pthread_mutex_lock(&proxy_spares.lock);
+    for (unsigned i = 0; i < proxy_spares.n_bufs; i++)
+        free(proxy_spares.bufs[i].p);
+    for (unsigned i = 0; i < proxy_spares.n_stores; i++)
+        free(proxy_spares.stores[i].p);
+    proxy_spares.n_bufs = proxy_spares.n_stores = 0;
+    pthread_mutex_unlock(&proxy_spares.lock);
 }
 
 const struct http_source_kind http_proxy_source = {

@@ -489,6 +489,15 @@ struct proxy_params {
     bool tls_verify;              /* proxy_ssl_verify: check the name too */
     struct vars_value *tls_name;  /* proxy_ssl_name, NULL: $proxy_host */
     struct http_slice tls_host;   /* $proxy_host, proxy_ssl_name's default (its port is cut) */
+    /* proxy_buffering on: the answer is read as fast as the upstream sends it, into
+     * buffers_bytes of memory (proxy_buffers), then a temporary file in temp_path of at most
+     * max_temp_bytes (proxy_max_temp_file_size; 0: none), so that the upstream connection
+     * is let go of once the answer is read, while a slow client is still served. An
+     * upstream's X-Accel-Buffering: yes|no turns it on or off for its answer. */
+    bool buffering;
+    size_t buffers_bytes;
+    uint64_t max_temp_bytes;
+    const char *temp_path;
 };
 
 #endif

@@ -111,3 +111,18 @@ def test_upstream_variables_in_the_log_and_a_header_do_not_allocate(start_server
     run(c, 10_000)
     after = allocations(counter)
     assert after - before < 50, f"{after - before} allocations over 10,000 proxied requests"
+
+
+def test_buffered_proxied_responses_do_not_allocate_per_request(start_server, tmp_path,
+                                                                connect):
+    """The same with proxy_buffering on: the answers that wait for the client in the
+    proxy's buffers, and the states that keep an upstream connection once an answer is
+    read whole, take their memory from the spares let go of before."""
+    proxy, counter = start_proxied(start_server, tmp_path,
+                                   location=f"proxy_buffering on; proxy_temp_path {tmp_path};")
+    c = connect(proxy, timeout=10)
+    run(c, 100, BIG_REQ, BIG, batch=10)
+    before = allocations(counter)
+    run(c, 2000, BIG_REQ, BIG, batch=10)
+    after = allocations(counter)
+    assert after - before < 50, f"{after - before} allocations over 2,000 proxied responses"

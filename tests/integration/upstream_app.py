@@ -69,7 +69,8 @@ any other path is echoed as JSON. Query parameters (all optional):
 Control paths (asked directly by the tests, best on the control port, never recorded):
   GET /__log        JSON {"requests": [...], "conns": [...]}: every request received
                     (conn, seq, port, method, target, version, headers, body and raw:
-                    the request's bytes exactly as they arrived, latin-1) and every
+                    the request's bytes exactly as they arrived, latin-1; "answered":
+                    true once its whole answer was written to the socket) and every
                     connection (id, port, open, closed_by "peer" | "us" | null,
                     bytes_in, bytes_out, raw_in: all bytes it received, latin-1)
   GET /__clear      forget the requests and the closed connections (an open one stays,
@@ -470,8 +471,10 @@ async def serve(port, reader, writer):
                              "method": req[0], "target": req[1], "version": req[2],
                              "headers": req[3], "body": req[4].decode("latin-1"),
                              "raw": req[5].decode("latin-1")})
-            if not await respond(c, req, requests[-1]) or not keep_alive(req[2], req[3]) \
-                    or c.unread:
+            record = requests[-1]
+            kept = await respond(c, req, record)
+            record["answered"] = True
+            if not kept or not keep_alive(req[2], req[3]) or c.unread:
                 c.rec["closed_by"] = "us"
                 return
     except (EOFError, ConnectionError):
