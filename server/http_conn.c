@@ -450,8 +450,11 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     int routed = route(c, req, &r, path, id, file, now_s);
     r.start_us = t0_us;
     r.conn_requests = hc(c)->requests;
+    r.conn_number = c->number;
     r.conn_opened_ms = hc(c)->opened_ms;
-    r.request_length = head_len + (req->framing == HTTP_BODY_LENGTH ? req->content_length : 0);
+    /* The head; a body read for the handler adds its bytes as sent (nginx's count: a
+     * body skipped is not counted). */
+    r.request_length = head_len;
     hc(c)->limits = &r.level->limits; /* the block that answers: its location's */
     resp.keep_alive = keep_alive_allowed(c, req);
 
@@ -481,6 +484,7 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     }
     if (wants_body) {
         size_t decoded;
+        size_t body_at = *pos;
         if (!body_in_buffer(c, buf, pos, len, &r, &decoded, &status)) {
             bool waiting = req->expect_continue && *pos == len;
             size_t have = hc(c)->body_mode == REQ_BODY_LENGTH ? len - head_at
@@ -488,6 +492,7 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
             start_collect(c, buf + head_at, have, head_len, waiting);
             return false;
         }
+        r.request_length += *pos - body_at;
         body_error = status != 0;
     } else if (!status && hc(c)->body_mode != REQ_BODY_NONE) {
         if (req->expect_continue && *pos == len) {
@@ -543,6 +548,7 @@ static void serve_collected(struct conn *c)
     resp.keep_alive = rc > 0 && keep_alive_allowed(c, &req); /* the same block as before */
     r.start_us = t0_us;
     r.conn_requests = hc(c)->requests;
+    r.conn_number = c->number;
     r.conn_opened_ms = hc(c)->opened_ms;
     r.request_length = k->head_len + k->body_len;
     r.body = k->data + k->head_len;
@@ -1021,6 +1027,7 @@ struct conn *http_conn_open(struct http_service *svc, struct lf_group *group,
         return NULL;
     hc(c)->home = &svc->pool;
     hc(c)->opened_ms = clock_now_ms();
+    c->number = atomic_fetch_add_explicit(&svc->shared->conn_serial, 1, memory_order_relaxed) + 1;
     generation_hold(gen);
     c->gen = gen;
     hc(c)->limits = module_chain_default_limits(&gen->chain, local);

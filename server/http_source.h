@@ -61,6 +61,7 @@ struct http_shared {
     /* Connections accepted since start, and of those the ones served (not refused as over
      * a limit): stub_status's "accepts" and "handled". */
     atomic_ulong accepted, handled;
+    atomic_uint conn_serial; /* the last connection's number ($connection) */
     /* Bytes of request bodies being collected (their buffers), every class's: at most
      * max_body_memory; beyond it a body that needs a buffer is refused with 503. */
     _Atomic uint64_t body_memory;

@@ -131,6 +131,7 @@ struct request {
     uint64_t request_length;      /* the head's bytes and the body's as framed: for
                                      $request_length */
     unsigned long conn_requests;  /* this request's number on its connection, from 1 */
+    uint32_t conn_number;         /* its connection's serial number, from 1 ($connection) */
     int64_t conn_opened_ms;       /* when its connection was accepted (clock_now_ms) */
     const struct config *cfg;     /* the configuration of the generation that answers */
     int root_fd;                  /* the document root, opened O_PATH | O_DIRECTORY */

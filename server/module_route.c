@@ -113,6 +113,8 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .captures = &req->captures,
         .server_captures = &req->server_captures,
         .conn_requests = req->conn_requests,
+        .conn_number = req->conn_number,
+        .request_length = req->request_length,
         .conn_opened_ms = req->conn_opened_ms,
         .start_us = req->start_us,
         .user_var = rewrite_var,

@@ -67,6 +67,7 @@ enum var_id {
     VAR_REQUEST_LENGTH,
     VAR_REQUEST_BODY,
     VAR_CONNECTION_REQUESTS,
+    VAR_CONNECTION,
     VAR_CONNECTION_TIME,
     /* the proxy's tries (vars_upstream.h) */
     VAR_UPSTREAM_ADDR,
@@ -242,8 +243,10 @@ static const struct {
     {"request_time", VAR_REQUEST_TIME, "Seconds with milliseconds from the request's start "
      "(its head read; a `limit_req` delay counts) to the answer in an access-log line, "
      "to now elsewhere (`add_header`), as nginx's."},
-    {"request_length", VAR_REQUEST_LENGTH, "The request's bytes: its head, and its body's "
-     "(decoded, if chunked) (in an access-log line; else empty)."},
+    {"request_length", VAR_REQUEST_LENGTH, "The request's bytes, as nginx counts them: its "
+     "head, and the body's bytes as sent (a chunked body's framing too) when the block's "
+     "handler reads it (`proxy_pass`, `fastcgi_pass`, CGI); a body skipped (a `return`, a "
+     "file) is not counted. In `add_header` and the access log."},
     {"request_body", VAR_REQUEST_BODY, "The request's body (decoded, if chunked), as nginx's: "
      "where the block's handler reads it (`proxy_pass`, `fastcgi_pass`, CGI, `echo`), once "
      "read (and in an `error_page` after it), when it is no longer than the block's "
@@ -254,6 +257,8 @@ static const struct {
      "request's connection was accepted (`1.204`), as nginx's."},
     {"connection_requests", VAR_CONNECTION_REQUESTS, "The request's number on its connection, "
      "from 1."},
+    {"connection", VAR_CONNECTION, "The connection's serial number, from 1 for the first "
+     "connection accepted since start, as nginx's (it wraps after 2^32 connections)."},
     /* the proxy's, one entry a try (the first, then each proxy_next_upstream makes) */
     {"upstream_addr", VAR_UPSTREAM_ADDR, "The upstream servers tried, `HOST:PORT` each, "
      "joined with `, ` (`127.0.0.1:8081, 127.0.0.1:8082`); the upstream's name when no "
@@ -968,13 +973,17 @@ static struct http_slice log_var_of(enum var_id id, const struct vars_source *sr
         }
         break;
     }
-    case VAR_REQUEST_LENGTH:
-        if (src->answered)
+    case VAR_REQUEST_LENGTH: /* 0: not a request's (a stream's log line) */
+        if (src->answered || src->request_length)
             v.len = decimal(tmp, cap, src->request_length, 1);
         break;
     case VAR_CONNECTION_REQUESTS:
         if (src->conn_requests)
             v.len = decimal(tmp, cap, src->conn_requests, 1);
+        break;
+    case VAR_CONNECTION:
+        if (src->conn_number)
+            v.len = decimal(tmp, cap, src->conn_number, 1);
         break;
     case VAR_CONNECTION_TIME: {
         int64_t ms = src->conn_opened_ms ? clock_now_ms() - src->conn_opened_ms : -1;
@@ -1179,6 +1188,7 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_REQUEST_TIME:
     case VAR_REQUEST_LENGTH:
     case VAR_CONNECTION_REQUESTS:
+    case VAR_CONNECTION:
     case VAR_CONNECTION_TIME: v = log_var_of(id, src, tmp, sizeof(tmp)); break;
     case VAR_UPSTREAM_ADDR:
     case VAR_UPSTREAM_STATUS:
