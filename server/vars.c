@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/un.h>
 #include <time.h>
 #include "vars_upstream.h"
 
@@ -749,6 +750,11 @@ static bool is_wildcard(const struct sockaddr *sa)
 static size_t server_addr_of(const struct vars_source *src, char *tmp, size_t cap)
 {
     const struct sockaddr *sa = src->local;
+    if (sa && sa->sa_family == AF_UNIX) { /* the listener's path, as nginx's "unix:PATH" */
+        const struct sockaddr_un *un = (const void *)sa;
+        int n = snprintf(tmp, cap, "unix:%.*s", (int)sizeof(un->sun_path), un->sun_path);
+        return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+    }
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     if (is_wildcard(sa) && src->local_fd > 0 &&
@@ -1080,7 +1086,7 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
                          const struct vars_source *src, bool esc)
 {
     const struct http_request *h = src->http;
-    char tmp[INET6_ADDRSTRLEN + 8];
+    char tmp[128]; /* an address's text: "unix:" and a socket path the longest */
     struct http_slice v = {tmp, 0};
     switch (id) {
     case VAR_URI: v = (struct http_slice){src->uri, src->uri ? src->uri_len : 0}; break;
