@@ -206,8 +206,9 @@ def test_proxy_pass_reaches_a_unix_listener(tmp_path, start_server, docroot):
 
 
 def test_a_unix_listen_path_too_long_is_a_config_error(tmp_path, docroot):
+    """A socket's path has at most 107 bytes (sun_path's, its NUL aside)."""
     path = tmp_path / "c.conf"
-    path.write_text(conf("server { listen unix:/" + "x" * 120 + "; }\n"))
+    path.write_text(conf("server { listen unix:/" + "x" * 107 + "; }\n"))
     r = subprocess.run([BIN, "-t", "-c", str(path)], capture_output=True, text=True,
                        timeout=scaled(20))
     assert r.returncode != 0 and f"{path}:5" in r.stderr and "listen" in r.stderr
