@@ -212,3 +212,17 @@ def test_a_unix_listen_path_too_long_is_a_config_error(tmp_path, docroot):
     r = subprocess.run([BIN, "-t", "-c", str(path)], capture_output=True, text=True,
                        timeout=scaled(20))
     assert r.returncode != 0 and f"{path}:5" in r.stderr and "listen" in r.stderr
+
+
+def test_set_real_ip_from_unix_trusts_a_unix_client_as_nginx(tmp_path, start_server, docroot):
+    text = ("server { listen 127.0.0.1:{port0}; listen unix:%s; set_real_ip_from unix:; "
+            "real_ip_header X-Real-IP; return 200 \"$remote_addr\\n\"; }\n")
+    req = b"GET / HTTP/1.1\r\nHost: t\r\nX-Real-IP: 192.0.2.7\r\nConnection: close\r\n\r\n"
+    sock_n, sock_l = tmp_path / "n.sock", tmp_path / "l.sock"
+    theirs = Nginx(tmp_path / "nginx", docroot, text % sock_n, http=True)
+    try:
+        want = over_unix(sock_n, req)
+    finally:
+        theirs.stop()
+    start_server(docroot, conf=conf(text.replace("127.0.0.1:{port0}", "127.0.0.1:0") % sock_l))
+    assert over_unix(sock_l, req) == want == (200, b"192.0.2.7\n")
