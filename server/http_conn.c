@@ -273,7 +273,7 @@ static void send_continue(struct conn *c)
  * Retry-After) before the client sends it, if it waits for 100 Continue: collected bodies
  * are consumed from memory, so spooling them elsewhere would not bound memory. */
 static void start_collect(struct conn *c, const char *have, size_t n, size_t head_len,
-                          bool wait_continue)
+                          size_t wire_len, bool wait_continue)
 {
     size_t cap = hc(c)->body_mode == REQ_BODY_LENGTH ? head_len + (size_t)hc(c)->body_left
                                                   : n + 65536;
@@ -291,6 +291,7 @@ static void start_collect(struct conn *c, const char *have, size_t n, size_t hea
     k->head_len = head_len;
     k->body_len = n - head_len;
     k->raw_len = n;
+    k->wire_len = wire_len;
     k->cap = cap;
     if (hc(c)->body_mode == REQ_BODY_LENGTH)
         hc(c)->body_left -= k->body_len;
@@ -489,7 +490,7 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
             bool waiting = req->expect_continue && *pos == len;
             size_t have = hc(c)->body_mode == REQ_BODY_LENGTH ? len - head_at
                                                            : *pos + decoded - head_at;
-            start_collect(c, buf + head_at, have, head_len, waiting);
+            start_collect(c, buf + head_at, have, head_len, len - head_at, waiting);
             return false;
         }
         r.request_length += *pos - body_at;
@@ -550,7 +551,7 @@ static void serve_collected(struct conn *c)
     r.conn_requests = hc(c)->requests;
     r.conn_number = c->number;
     r.conn_opened_ms = hc(c)->opened_ms;
-    r.request_length = k->head_len + k->body_len;
+    r.request_length = k->wire_len;
     r.body = k->data + k->head_len;
     r.body_len = k->body_len;
     respond(c, &req, &r, status, &resp);
@@ -625,6 +626,7 @@ static void collect_event(struct conn *c)
             return;
         }
         body_progress(c, (size_t)n);
+        k->wire_len += (size_t)n;
         if (hc(c)->body_mode == REQ_BODY_LENGTH) {
             k->raw_len += (size_t)n;
             k->body_len += (size_t)n;
@@ -646,6 +648,7 @@ static void collect_event(struct conn *c)
             return;
         }
         /* Bytes after the body belong to the next request. */
+        k->wire_len -= avail - used;
         if (!http_save_input(c, k->data + start + used, avail - used)) {
             conn_close(c);
             return;

@@ -197,6 +197,9 @@ struct http_collect {
     size_t head_len;
     size_t body_len; /* decoded body bytes after the head */
     size_t raw_len;  /* valid bytes in data: head + body + pending raw */
+    /* The request's bytes as they came, head and body (a chunked body's framing too):
+     * $request_length, as nginx counts it. */
+    uint64_t wire_len;
     size_t cap;
     char data[];
 };

@@ -156,3 +156,59 @@ def test_connection_numbers_the_first_connection_one(tmp_path, start_server):
         while d := c.recv(65536):
             got += d
     assert head_fields(got)["x-conn"] == ["1"]
+
+
+def in_pieces(p, pieces):
+    """The pieces sent a moment apart on one connection: the answer's header fields."""
+    import time
+    with socket.create_connection((p.host, p.port), timeout=scaled(10)) as c:
+        for piece in pieces:
+            c.sendall(piece)
+            time.sleep(0.1)
+        got = b""
+        while d := c.recv(65536):
+            got += d
+    return head_fields(got)
+
+
+def pieces_both(tmp_path, pieces):
+    u = Upstream()
+    out = {}
+    try:
+        for kind in ("nginx", "lfhttpd"):
+            p = Proxy(tmp_path / kind, CONF.replace("LOG", str(tmp_path / "x.log")), u,
+                      tmp_path, kind=kind)
+            try:
+                out[kind] = in_pieces(p, pieces)
+            finally:
+                p.stop()
+    finally:
+        u.stop()
+    return out
+
+
+def test_request_length_counts_a_chunked_body_read_in_pieces_as_nginx(tmp_path):
+    """The body arrives after its head, chunk by chunk: counted as sent, framing too."""
+    head = (b"POST /p/x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+            b"Connection: close\r\n\r\n")
+    chunks = [b"5\r\nhello\r\n", b"a\r\n0123456789\r\n", b"0\r\n\r\n"]
+    out = pieces_both(tmp_path, [head] + chunks)
+    want = str(len(head) + sum(map(len, chunks)))
+    assert out["lfhttpd"]["x-len"][-1] == out["nginx"]["x-len"][-1] == want
+
+
+def test_request_length_counts_a_body_read_in_pieces_as_nginx(tmp_path):
+    head = b"POST /p/x HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\nConnection: close\r\n\r\n"
+    out = pieces_both(tmp_path, [head, b"01234", b"56789"])
+    want = str(len(head) + 10)
+    assert out["lfhttpd"]["x-len"][-1] == out["nginx"]["x-len"][-1] == want
+
+
+def test_request_length_leaves_out_the_next_request_sent_with_the_body_as_nginx(tmp_path):
+    """The last chunk and a pipelined request in one piece: the first request's length
+    ends with its body."""
+    head = b"POST /p/x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+    body = [b"5\r\nhello\r\n", b"0\r\n\r\n"]
+    out = pieces_both(tmp_path, [head, body[0], body[1] + GET % b"/r"])
+    want = str(len(head) + sum(map(len, body)))
+    assert out["lfhttpd"]["x-len"][0] == out["nginx"]["x-len"][0] == want
