@@ -10,6 +10,8 @@ import socket
 import stat
 import subprocess
 
+import pytest
+
 from conftest import BIN, Nginx, scaled, wait_until
 
 
@@ -226,3 +228,36 @@ def test_set_real_ip_from_unix_trusts_a_unix_client_as_nginx(tmp_path, start_ser
         theirs.stop()
     start_server(docroot, conf=conf(text.replace("127.0.0.1:{port0}", "127.0.0.1:0") % sock_l))
     assert over_unix(sock_l, req) == want == (200, b"192.0.2.7\n")
+
+
+def test_a_unix_listener_with_ssl_speaks_tls(tmp_path, start_server, docroot):
+    import ssl
+    from tls_harness import self_signed, ssl_lines
+    pair = self_signed(tmp_path / "pki", "localhost")
+    sock = tmp_path / "t.sock"
+    start_server(docroot, conf=conf(
+        f"server {{ listen unix:{sock} ssl; {ssl_lines(pair)} "
+        'return 200 "$https $server_addr\\n"; }\n'))
+    ctx = ssl.create_default_context(cafile=str(pair.cert))
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+        raw.settimeout(scaled(10))
+        raw.connect(str(sock))
+        with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            data = b""
+            while d := s.recv(65536):
+                data += d
+    assert data.split(b"\r\n")[0] == b"HTTP/1.1 200 OK"
+    assert data.endswith(b"on unix:%s\n" % str(sock).encode())
+
+
+@pytest.mark.parametrize("strategy", ["leader_followers", "half_sync_half_async",
+                                      "thread_per_connection"])
+def test_a_unix_listener_serves_with_each_concurrency_strategy(tmp_path, start_server,
+                                                               docroot, strategy):
+    sock = tmp_path / "u.sock"
+    start_server(docroot, conf=conf(f"server {{ listen unix:{sock}; {VARS} }}\n",
+                                    top=f"concurrency {strategy};\n"))
+    for _ in range(4):
+        assert over_unix(sock)[0] == 200
+    assert os.path.lexists(sock)
