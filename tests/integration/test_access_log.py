@@ -88,6 +88,23 @@ def test_time_variables_have_nginxs_forms(tmp_path, start_server):
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d", iso)
 
 
+def test_connection_numbers_connections_in_the_log(tmp_path, start_server):
+    """$connection: the connection's serial number, one for all its requests."""
+    d = www(tmp_path)
+    log = tmp_path / "a.log"
+    s = start_server(d, conf=conf(tmp_path, f"server {{ access_log {log} t; }}",
+                                  top="access_log off;\n"
+                                      "log_format t '$connection $connection_requests';"))
+    for n in (2, 1):
+        c = s.connect()
+        for _ in range(n):
+            c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            c.read_response()
+        c.close()
+        lines(log, 2 if n == 2 else 3)
+    assert lines(log, 3) == ["1 1", "1 2", "2 1"]
+
+
 def test_connection_requests_counts_the_requests_of_a_connection(tmp_path, start_server):
     d = www(tmp_path)
     log = tmp_path / "a.log"
