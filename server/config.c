@@ -1027,7 +1027,8 @@ static const struct conf_directive core_directives[] = {
      .usage = "ADDR:PORT|unix:PATH [default_server] [ssl] [reuseport] [http2] [proxy_protocol]",
      .dflt = "(the top level's, else 8080)",
      .doc = "The addresses a server answers on (`unix:PATH` as the top level's); at most "
-            "one `default_server` (or nginx's older `default`) per address. One server's `ssl` makes the address a TLS one "
+            "one `default_server` (or nginx's older `default`) per address. One server's "
+            "`ssl` makes the address a TLS one "
             "for every server on it, and one server's `reuseport` shares the address's "
             "socket with other processes. `http2` is accepted with a notice at `-t`: HTTP/1.1 "
             "is spoken, and TLS clients are offered `http/1.1` by ALPN. `proxy_protocol`: as "

@@ -201,7 +201,8 @@ def test_proxy_pass_reaches_a_unix_listener(tmp_path, start_server, docroot):
     """One lfhttpd listens on a Unix socket; another proxies to it by path."""
     sock = tmp_path / "up.sock"
     start_server(docroot, conf=conf(
-        f'server {{ listen unix:{sock}; location / {{ return 200 "up $uri $remote_addr\\n"; }} }}\n'))
+        f"server {{ listen unix:{sock}; "
+        'location / { return 200 "up $uri $remote_addr\\n"; } }\n'))
     front = start_server(docroot, conf=conf(
         f"server {{ location /p/ {{ proxy_pass http://unix:{sock}:/q/; }} }}\n"))
     assert over_tcp(front, "/p/x") == (200, b"up /q/x unix:\n")
