@@ -87,9 +87,11 @@ static int add_rule(void *base, const struct conf_node *n, char *msg, size_t len
     r->line = n->line;
     if (strcmp(n->args[0], "all") == 0)
         r->all = true;
+    else if (strcmp(n->args[0], "unix:") == 0) /* every client of a Unix socket, as nginx */
+        r->cidr.family = AF_UNIX;
     else if (parse_cidr(n->args[0], &r->cidr) < 0)
         return snprintf(msg, len, "invalid address \"%s\" (an IPv4 or IPv6 address, "
-                        "ADDR/BITS, or all)", n->args[0]), -1;
+                        "ADDR/BITS, unix: or all)", n->args[0]), -1;
     s->n_rules++;
     return 0;
 }
@@ -155,13 +157,14 @@ static const struct conf_name satisfy_names[] = {
 
 const struct conf_directive auth_directives[] = {
     {"allow", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, CONF_REPEATS, .min_args = 1, .max_args = 1,
-     .set = set_allow, .usage = "ADDR|CIDR|all",
-     .doc = "Client address rules, IPv4 and IPv6 (`10.0.0.0/8`, `::1`, `2001:db8::/32`), checked "
+     .set = set_allow, .usage = "ADDR|CIDR|unix:|all",
+     .doc = "Client address rules, IPv4 and IPv6 (`10.0.0.0/8`, `::1`, `2001:db8::/32`), or "
+        "`unix:`, every client of a Unix socket (`listen unix:PATH`), as nginx's; checked "
         "in file order with `deny`: the first that matches decides, `allow` lets the request "
         "on; no match lets it on too. Checked before `auth_basic`, as in nginx. A block with "
         "any `allow`/`deny` has exactly its own rules (the outer ones are replaced)."},
     {"deny", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, CONF_REPEATS, .min_args = 1, .max_args = 1,
-     .set = set_deny, .usage = "ADDR|CIDR|all",
+     .set = set_deny, .usage = "ADDR|CIDR|unix:|all",
      .doc = "As `allow`: the first rule that matches decides, and `deny` answers 403 before any "
         "password is looked at."},
     {"auth_basic", CONF_LIST, CONF_TOP | CONF_SERVER | CONF_LOCATION, .min_args = 1, .max_args = 1, .set = set_basic,
@@ -413,6 +416,10 @@ static const char *basic_token(struct http_slice v, size_t *len)
 
 static void format_peer(const struct sockaddr *sa, char *out, size_t len)
 {
+    if (sa->sa_family == AF_UNIX) {
+        snprintf(out, len, "unix:");
+        return;
+    }
     const void *a = sa->sa_family == AF_INET6
                         ? (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr
                         : (const void *)&((const struct sockaddr_in *)sa)->sin_addr;

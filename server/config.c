@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <stddef.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "vars.h"
@@ -88,6 +90,12 @@ int config_parse_listen(const char *text, struct config_listen *l)
 static int split_range(const char *text, char *one, size_t cap, unsigned *ports)
 {
     *ports = 1;
+    if (strncmp(text, "unix:", 5) == 0) { /* a path: no port, its '-' a name's */
+        if (strlen(text) >= cap)
+            return -1;
+        snprintf(one, cap, "%s", text);
+        return 0;
+    }
     const char *close = text[0] == '[' ? strchr(text, ']') : NULL;
     const char *colon = strrchr(close ? close : text, ':');
     const char *port = colon ? colon + 1 : text;
@@ -124,6 +132,8 @@ int config_parse_listen_range(const char *text, struct config_listen *l, unsigne
 
 void config_listen_nth(struct config_listen *l, unsigned k)
 {
+    if (l->addr.ss_family == AF_UNIX) /* a path: one address, no port */
+        return;
     struct sockaddr_in *a4 = (struct sockaddr_in *)&l->addr;
     unsigned port = ntohs(a4->sin_port) + k; /* sin_port and sin6_port: the same offset */
     a4->sin_port = htons((uint16_t)port);
@@ -157,6 +167,16 @@ static int parse_one_listen(const char *text, struct config_listen *l)
         return -1;
     snprintf(l->text, sizeof(l->text), "%s", text);
 
+    if (strncmp(text, "unix:", 5) == 0) { /* unix:PATH: a Unix-domain socket, as nginx */
+        struct sockaddr_un *un = (struct sockaddr_un *)&l->addr;
+        size_t n = strlen(text + 5);
+        if (n == 0 || n >= sizeof(un->sun_path))
+            return -1;
+        un->sun_family = AF_UNIX;
+        memcpy(un->sun_path, text + 5, n + 1);
+        l->addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+        return 0;
+    }
     if (text[0] == '[') { /* [v6]:port */
         const char *close = strchr(text, ']');
         if (!close || close[1] != ':' || (size_t)(close - text - 1) >= sizeof(host))
@@ -590,6 +610,8 @@ bool config_cidr_match(const struct config_cidr *c, const struct sockaddr *sa)
 {
     const uint8_t *a;
     uint8_t mapped[4];
+    if (sa->sa_family == AF_UNIX || c->family == AF_UNIX) /* `unix:`: a Unix socket's client */
+        return sa->sa_family == c->family;
     if (sa->sa_family == AF_INET && c->family == AF_INET) {
         a = (const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr;
     } else if (sa->sa_family == AF_INET6 && c->family == AF_INET6) {
@@ -1106,10 +1128,14 @@ static const struct conf_name log_formats[] = {{"combined", 0}, {"json", 1}, {NU
 
 static const struct conf_directive core_directives[] = {
     {"listen", CONF_LIST, TOP, CONF_REPEATS, .min_args = 1, .max_args = 4, .set = set_listen,
-     .usage = "ADDR:PORT [ssl] [reuseport] [proxy_protocol]", .dflt = "8080",
+     .usage = "ADDR:PORT|unix:PATH [ssl] [reuseport] [proxy_protocol]", .dflt = "8080",
      .doc = "Where to accept connections; repeatable. `8080`, `127.0.0.1:8080`, `*:8080`, "
             "`[::]:8080`, or a range of ports, `127.0.0.1:8000-8003` (each an address; at "
-            "most 16 in all); port 0 picks a free port and logs it. `ssl`: connections on this "
+            "most 16 in all); port 0 picks a free port and logs it. `unix:PATH`: a Unix-domain "
+            "socket, as nginx's (made readable and writable by all, removed at exit; one "
+            "socket whatever the thread groups; a socket file nobody listens on is replaced "
+            "at start, where nginx refuses to start); its clients' `$remote_addr` is "
+            "`unix:`, `$server_addr` `unix:PATH`, `$server_port` empty. `ssl`: connections on this "
             "address speak TLS. `reuseport`: other lfhttpd processes (same user, also with "
             "`reuseport`) may listen on the address too and the kernel spreads new "
             "connections over all of them; without it a second process on the address fails "
@@ -1122,11 +1148,12 @@ static const struct conf_directive core_directives[] = {
             "class only."},
     {"listen", CONF_LIST, SITE, CONF_REPEATS, .min_args = 1, .max_args = 6,
      .set = check_site_listen,
-     .usage = "ADDR:PORT [default_server] [ssl] [reuseport] [http2] [proxy_protocol]",
+     .usage = "ADDR:PORT|unix:PATH [default_server] [ssl] [reuseport] [http2] [proxy_protocol]",
      .dflt = "(the top level's, else 8080)",
-     .doc = "The addresses a server answers on; at most one `default_server` (or nginx's "
-            "older `default`) per address; a range of ports, `127.0.0.1:8000-8003`, is as "
-            "many addresses, as nginx's. One server's `ssl` makes the address a TLS one "
+     .doc = "The addresses a server answers on (`unix:PATH` as the top level's); at most "
+            "one `default_server` (or nginx's older `default`) per address; a range of ports, "
+            "`127.0.0.1:8000-8003`, is as many addresses, as nginx's. One server's "
+            "`ssl` makes the address a TLS one "
             "for every server on it, and one server's `reuseport` shares the address's "
             "socket with other processes. `http2` is accepted with a notice at `-t`: HTTP/1.1 "
             "is spoken, and TLS clients are offered `http/1.1` by ALPN. `proxy_protocol`: as "

@@ -22,7 +22,7 @@
 struct config_listen {
     struct sockaddr_storage addr;
     socklen_t addr_len;
-    char text[80]; /* as written, for messages */
+    char text[120]; /* as written, for messages ("unix:" and a path of up to 107 bytes) */
     bool ssl;      /* `listen ADDR ssl`: connections here speak TLS (tls.h) */
     /* `listen ADDR reuseport`: other processes (of the same user, also asking for it) may
      * listen on the address too, and the kernel spreads the connections over all of them.

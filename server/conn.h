@@ -129,6 +129,10 @@ struct conn {
         struct sockaddr_in v4;
         struct sockaddr_in6 v6;
     } peer;
+    /* Its serial number in the process, from 1 (nginx's $connection), set by the layer
+     * above: 32 bits in the room the peer's union leaves, so it wraps after 2^32
+     * connections where nginx's (a machine word) does not. */
+    uint32_t number;
     /* The configuration its requests use (a reference), set and held by the layer above;
      * the transport reads only its send limits (send_min_rate, max_parked_size, sendfile)
      * in it. */

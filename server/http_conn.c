@@ -273,7 +273,7 @@ static void send_continue(struct conn *c)
  * Retry-After) before the client sends it, if it waits for 100 Continue: collected bodies
  * are consumed from memory, so spooling them elsewhere would not bound memory. */
 static void start_collect(struct conn *c, const char *have, size_t n, size_t head_len,
-                          bool wait_continue)
+                          size_t wire_len, bool wait_continue)
 {
     size_t cap = hc(c)->body_mode == REQ_BODY_LENGTH ? head_len + (size_t)hc(c)->body_left
                                                   : n + 65536;
@@ -291,6 +291,7 @@ static void start_collect(struct conn *c, const char *have, size_t n, size_t hea
     k->head_len = head_len;
     k->body_len = n - head_len;
     k->raw_len = n;
+    k->wire_len = wire_len;
     k->cap = cap;
     if (hc(c)->body_mode == REQ_BODY_LENGTH)
         hc(c)->body_left -= k->body_len;
@@ -450,8 +451,11 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     int routed = route(c, req, &r, path, id, file, now_s);
     r.start_us = t0_us;
     r.conn_requests = hc(c)->requests;
+    r.conn_number = c->number;
     r.conn_opened_ms = hc(c)->opened_ms;
-    r.request_length = head_len + (req->framing == HTTP_BODY_LENGTH ? req->content_length : 0);
+    /* The head; a body read for the handler adds its bytes as sent (nginx's count: a
+     * body skipped is not counted). */
+    r.request_length = head_len;
     hc(c)->limits = &r.level->limits; /* the block that answers: its location's */
     resp.keep_alive = keep_alive_allowed(c, req);
 
@@ -481,13 +485,15 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     }
     if (wants_body) {
         size_t decoded;
+        size_t body_at = *pos;
         if (!body_in_buffer(c, buf, pos, len, &r, &decoded, &status)) {
             bool waiting = req->expect_continue && *pos == len;
             size_t have = hc(c)->body_mode == REQ_BODY_LENGTH ? len - head_at
                                                            : *pos + decoded - head_at;
-            start_collect(c, buf + head_at, have, head_len, waiting);
+            start_collect(c, buf + head_at, have, head_len, len - head_at, waiting);
             return false;
         }
+        r.request_length += *pos - body_at;
         body_error = status != 0;
     } else if (!status && hc(c)->body_mode != REQ_BODY_NONE) {
         if (req->expect_continue && *pos == len) {
@@ -547,8 +553,9 @@ static void serve_collected(struct conn *c)
     resp.keep_alive = rc > 0 && keep_alive_allowed(c, &req); /* the same block as before */
     r.start_us = t0_us;
     r.conn_requests = hc(c)->requests;
+    r.conn_number = c->number;
     r.conn_opened_ms = hc(c)->opened_ms;
-    r.request_length = k->head_len + k->body_len;
+    r.request_length = k->wire_len;
     r.body = k->data + k->head_len;
     r.body_len = k->body_len;
     hc(c)->pipeline = false; /* what followed its body came in later reads */
@@ -624,6 +631,7 @@ static void collect_event(struct conn *c)
             return;
         }
         body_progress(c, (size_t)n);
+        k->wire_len += (size_t)n;
         if (hc(c)->body_mode == REQ_BODY_LENGTH) {
             k->raw_len += (size_t)n;
             k->body_len += (size_t)n;
@@ -645,6 +653,7 @@ static void collect_event(struct conn *c)
             return;
         }
         /* Bytes after the body belong to the next request. */
+        k->wire_len -= avail - used;
         if (!http_save_input(c, k->data + start + used, avail - used)) {
             conn_close(c);
             return;
@@ -1026,6 +1035,7 @@ struct conn *http_conn_open(struct http_service *svc, struct lf_group *group,
         return NULL;
     hc(c)->home = &svc->pool;
     hc(c)->opened_ms = clock_now_ms();
+    c->number = atomic_fetch_add_explicit(&svc->shared->conn_serial, 1, memory_order_relaxed) + 1;
     generation_hold(gen);
     c->gen = gen;
     hc(c)->limits = module_chain_default_limits(&gen->chain, local);

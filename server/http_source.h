@@ -61,6 +61,7 @@ struct http_shared {
     /* Connections accepted since start, and of those the ones served (not refused as over
      * a limit): stub_status's "accepts" and "handled". */
     atomic_ulong accepted, handled;
+    atomic_uint conn_serial; /* the last connection's number ($connection) */
     /* Bytes of request bodies being collected (their buffers), every class's: at most
      * max_body_memory; beyond it a body that needs a buffer is refused with 503. */
     _Atomic uint64_t body_memory;
@@ -198,6 +199,9 @@ struct http_collect {
     size_t head_len;
     size_t body_len; /* decoded body bytes after the head */
     size_t raw_len;  /* valid bytes in data: head + body + pending raw */
+    /* The request's bytes as they came, head and body (a chunked body's framing too):
+     * $request_length, as nginx counts it. */
+    uint64_t wire_len;
     size_t cap;
     char data[];
 };

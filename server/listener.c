@@ -19,7 +19,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "listener.h"
@@ -96,6 +98,63 @@ int listener_claim(const struct config_listen *addr)
     return rc;
 }
 
+/* Whether a process listens on the Unix socket at path: a connection to it is taken. */
+static bool unix_in_use(const struct config_listen *addr)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return true;
+    bool used = connect(fd, (const struct sockaddr *)&addr->addr, addr->addr_len) == 0 ||
+                errno != ECONNREFUSED;
+    close(fd);
+    return used;
+}
+
+/* A Unix-domain listener: one socket (no SO_REUSEPORT: the kernel does not spread a Unix
+ * socket's connections), its file readable and writable by all as nginx makes it. A
+ * socket file nobody listens on (left by a process that was killed) is replaced; one in
+ * use is "address already in use", as a TCP port is. */
+static int open_unix(struct listener *l, const struct config_listen *addr)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    const char *path = ((const struct sockaddr_un *)&addr->addr)->sun_path;
+    int rc = bind(fd, (const struct sockaddr *)&addr->addr, addr->addr_len);
+    if (rc < 0 && errno == EADDRINUSE && !unix_in_use(addr)) {
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) && unlink(path) == 0) {
+            log_info("listen on %s: replacing a stale socket file", addr->text);
+            rc = bind(fd, (const struct sockaddr *)&addr->addr, addr->addr_len);
+        } else {
+            errno = EADDRINUSE;
+        }
+    }
+    if (rc < 0 || listen(fd, 4096) < 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    if (chmod(path, 0666) < 0)
+        log_warn("listen on %s: chmod: %s", addr->text, strerror(errno));
+    l->h.fd = fd;
+    return 0;
+}
+
+void listener_close(struct listener *l)
+{
+    if (l->h.fd < 0)
+        return;
+    close(l->h.fd);
+    l->h.fd = -1;
+    if (l->addr.addr.ss_family == AF_UNIX) { /* as nginx: the socket file goes with it */
+        const char *path = ((const struct sockaddr_un *)&l->addr.addr)->sun_path;
+        if (unlink(path) < 0 && errno != ENOENT)
+            log_warn("removing %s: %s", l->addr.text, strerror(errno));
+    }
+}
+
 int listener_open(struct listener *l, struct listener_spare *spare,
                   const struct config_listen *addr, int64_t header_timeout_ms, bool shared)
 {
@@ -103,6 +162,8 @@ int listener_open(struct listener *l, struct listener_spare *spare,
     l->spare = spare;
     l->h.on_event = listener_event;
     l->h.fd = -1;
+    if (addr->addr.ss_family == AF_UNIX)
+        return open_unix(l, addr);
     int fd = socket(addr->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;

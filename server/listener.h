@@ -39,11 +39,14 @@ void listener_spare_fini(struct listener_spare *spare);
  * already in use" as it does without groups. Returns 0, or -1 with errno set. */
 int listener_claim(const struct config_listen *addr);
 /* Bind and listen on addr (TCP_DEFER_ACCEPT for up to header_timeout_ms; SO_REUSEPORT if
- * `shared`: several sockets, one per thread group, on one address). Returns 0, or -1 with
+ * `shared`: several sockets, one per thread group, on one address). A Unix socket
+ * (`unix:PATH`) is one socket, `shared` aside, replacing a stale socket file. Returns 0, or -1 with
  * errno set. Its events go to listener_event once it is in a group's set, and the
  * connections it accepts stay in that group (unless a class rule claims them). */
 int listener_open(struct listener *l, struct listener_spare *spare,
                   const struct config_listen *addr, int64_t header_timeout_ms, bool shared);
+/* Close the listening socket (if open); a Unix socket's file is removed, as nginx does. */
+void listener_close(struct listener *l);
 /* The tick of the listeners' class: re-arm the paused ones (first, first->next, ...), and
  * take back a spare descriptor if shedding used it up. Returns true when there is still no
  * spare (every descriptor is in use: another thread took the one shedding freed), for the

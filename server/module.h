@@ -132,6 +132,7 @@ struct request {
                                      $request_length */
     unsigned long conn_requests;  /* this request's number on its connection, from 1 */
     bool pipelined;               /* it came in one read after the request before ($pipe) */
+    uint32_t conn_number;         /* its connection's serial number, from 1 ($connection) */
     int64_t conn_opened_ms;       /* when its connection was accepted (clock_now_ms) */
     const struct config *cfg;     /* the configuration of the generation that answers */
     int root_fd;                  /* the document root, opened O_PATH | O_DIRECTORY */

@@ -114,6 +114,8 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .server_captures = &req->server_captures,
         .conn_requests = req->conn_requests,
         .pipelined = req->pipelined,
+        .conn_number = req->conn_number,
+        .request_length = req->request_length,
         .conn_opened_ms = req->conn_opened_ms,
         .start_us = req->start_us,
         .user_var = rewrite_var,

@@ -117,6 +117,21 @@ static int add_listeners(struct server *srv, struct service *svc, const struct c
                          int64_t header_timeout_ms)
 {
     struct config_listen at = *a;
+    if (a->addr.ss_family == AF_UNIX) { /* one socket, in the class's first group */
+        struct listener *l = &srv->listeners[srv->n_listeners];
+        if (listener_open(l, &srv->spare, a, header_timeout_ms, false) < 0) {
+            log_error("listen on %s: %s", a->text, strerror(errno));
+            return -1;
+        }
+        srv->n_listeners++;
+        int rc = service_add_listener(svc, l, 0);
+        if (rc < 0) {
+            log_error("epoll: %s", strerror(-rc));
+            return -1;
+        }
+        log_info("listening on %s (class %s)", a->text, svc->name);
+        return 0;
+    }
     bool shared = svc->n_groups > 1 || a->reuseport;
     const struct sockaddr_in *a4 = (const struct sockaddr_in *)&a->addr;
     /* Port 0: the kernel picks a port nobody holds (sin6_port sits at sin_port's offset). */
@@ -300,7 +315,7 @@ void server_fini(struct server *srv)
     for (unsigned i = 0; i < srv->n_svcs; i++)
         service_fini(&srv->svcs[i]);
     for (unsigned i = 0; i < srv->n_listeners; i++)
-        close(srv->listeners[i].h.fd);
+        listener_close(&srv->listeners[i]);
     free(srv->listeners);
     srv->listeners = NULL;
     access_log_close(&srv->http.access_log);

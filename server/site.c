@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 
 /* --- where blocks stand ----------------------------------------------------------------- */
 
@@ -342,9 +343,10 @@ static int parse_site_listen(const struct conf_node *n, struct site_listen *out,
  * copies keep the compiler's aliasing rules intact). An IPv4-mapped IPv6 address (an IPv4
  * client of a `[::]` socket) is read as the IPv4 one. */
 struct endpoint {
-    int family; /* AF_INET, AF_INET6, or 0: neither */
+    int family; /* AF_INET, AF_INET6, AF_UNIX, or 0: none of them */
     uint16_t port;
     uint8_t ip[16];
+    const char *path; /* AF_UNIX: the socket's path, in the sockaddr read (port 0) */
 };
 
 static struct endpoint endpoint_of(const void *sa)
@@ -369,6 +371,9 @@ static struct endpoint endpoint_of(const void *sa)
             e.family = AF_INET6;
             memcpy(e.ip, a.sin6_addr.s6_addr, 16);
         }
+    } else if (family == AF_UNIX) {
+        e.family = AF_UNIX;
+        e.path = ((const struct sockaddr_un *)sa)->sun_path;
     }
     return e;
 }
@@ -376,7 +381,17 @@ static struct endpoint endpoint_of(const void *sa)
 static bool is_any(const struct endpoint *e)
 {
     static const uint8_t zero[16];
-    return memcmp(e->ip, zero, e->family == AF_INET ? 4 : 16) == 0;
+    return e->family != AF_UNIX && memcmp(e->ip, zero, e->family == AF_INET ? 4 : 16) == 0;
+}
+
+/* The same host: the same IP address, or the same Unix socket path. */
+static bool same_host(const struct endpoint *a, const struct endpoint *b)
+{
+    if (a->family != b->family)
+        return false;
+    if (a->family == AF_UNIX)
+        return strcmp(a->path, b->path) == 0;
+    return memcmp(a->ip, b->ip, sizeof(a->ip)) == 0;
 }
 
 /* One address however written: `[::ffff:127.0.0.1]:80` is `127.0.0.1:80`, as a connection
@@ -384,7 +399,7 @@ static bool is_any(const struct endpoint *e)
 static bool same_addr(const struct config_listen *a, const struct config_listen *b)
 {
     struct endpoint x = endpoint_of(&a->addr), y = endpoint_of(&b->addr);
-    return x.family == y.family && x.port == y.port && memcmp(x.ip, y.ip, sizeof(x.ip)) == 0;
+    return x.port == y.port && same_host(&x, &y);
 }
 
 /* Put server s on the address of l: its group, made when new. */
@@ -610,7 +625,7 @@ const struct site_addr *site_addr_for(const struct site_set *set, const struct s
         struct endpoint a = endpoint_of(&g->listen.addr);
         if (a.port != local.port)
             continue;
-        if (a.family == local.family && memcmp(a.ip, local.ip, sizeof(a.ip)) == 0)
+        if (same_host(&a, &local))
             return g;
         if (is_any(&a) && a.family == local.family && !wild)
             wild = g;
@@ -624,7 +639,7 @@ const struct site_addr *site_addr_for(const struct site_set *set, const struct s
     for (unsigned i = 0; i < set->n_addrs; i++) {
         struct endpoint a = endpoint_of(&set->addrs[i].listen.addr);
         if (a.port == 0 && a.family == local.family &&
-            (is_any(&a) || memcmp(a.ip, local.ip, sizeof(a.ip)) == 0))
+            (is_any(&a) || same_host(&a, &local)))
             return &set->addrs[i];
     }
     return NULL;
@@ -636,8 +651,7 @@ int site_listen_match(const struct config_listen *ls, unsigned n, const struct s
     int wild = -1, zero = -1;
     for (unsigned i = 0; local.family && i < n; i++) {
         struct endpoint a = endpoint_of(&ls[i].addr);
-        bool ip = is_any(&a) || (a.family == local.family &&
-                                 memcmp(a.ip, local.ip, sizeof(a.ip)) == 0);
+        bool ip = is_any(&a) || same_host(&a, &local);
         if (a.port == local.port && a.family == local.family && !is_any(&a) && ip)
             return (int)i;
         if (a.port == local.port && is_any(&a) && wild < 0)

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/un.h>
 #include <time.h>
 #include "vars_upstream.h"
 
@@ -68,6 +69,7 @@ enum var_id {
     VAR_REQUEST_LENGTH,
     VAR_REQUEST_BODY,
     VAR_CONNECTION_REQUESTS,
+    VAR_CONNECTION,
     VAR_CONNECTION_TIME,
     VAR_PIPE,
     /* the proxy's tries (vars_upstream.h) */
@@ -248,8 +250,10 @@ static const struct {
     {"request_time", VAR_REQUEST_TIME, "Seconds with milliseconds from the request's start "
      "(its head read; a `limit_req` delay counts) to the answer in an access-log line, "
      "to now elsewhere (`add_header`), as nginx's."},
-    {"request_length", VAR_REQUEST_LENGTH, "The request's bytes: its head, and its body's "
-     "(decoded, if chunked) (in an access-log line; else empty)."},
+    {"request_length", VAR_REQUEST_LENGTH, "The request's bytes, as nginx counts them: its "
+     "head, and the body's bytes as sent (a chunked body's framing too) when the block's "
+     "handler reads it (`proxy_pass`, `fastcgi_pass`, CGI); a body skipped (a `return`, a "
+     "file) is not counted. In `add_header` and the access log."},
     {"request_body", VAR_REQUEST_BODY, "The request's body (decoded, if chunked), as nginx's: "
      "where the block's handler reads it (`proxy_pass`, `fastcgi_pass`, CGI, `echo`), once "
      "read (and in an `error_page` after it), when it is no longer than the block's "
@@ -262,6 +266,8 @@ static const struct {
      "request's before it), else `.`."},
     {"connection_requests", VAR_CONNECTION_REQUESTS, "The request's number on its connection, "
      "from 1."},
+    {"connection", VAR_CONNECTION, "The connection's serial number, from 1 for the first "
+     "connection accepted since start, as nginx's (it wraps after 2^32 connections)."},
     /* the proxy's, one entry a try (the first, then each proxy_next_upstream makes) */
     {"upstream_addr", VAR_UPSTREAM_ADDR, "The upstream servers tried, `HOST:PORT` each, "
      "joined with `, ` (`127.0.0.1:8081, 127.0.0.1:8082`); the upstream's name when no "
@@ -760,6 +766,11 @@ static bool is_wildcard(const struct sockaddr *sa)
 static size_t server_addr_of(const struct vars_source *src, char *tmp, size_t cap)
 {
     const struct sockaddr *sa = src->local;
+    if (sa && sa->sa_family == AF_UNIX) { /* the listener's path, as nginx's "unix:PATH" */
+        const struct sockaddr_un *un = (const void *)sa;
+        int n = snprintf(tmp, cap, "unix:%.*s", (int)sizeof(un->sun_path), un->sun_path);
+        return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+    }
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     if (is_wildcard(sa) && src->local_fd > 0 &&
@@ -984,13 +995,17 @@ static struct http_slice log_var_of(enum var_id id, const struct vars_source *sr
         }
         break;
     }
-    case VAR_REQUEST_LENGTH:
-        if (src->answered)
+    case VAR_REQUEST_LENGTH: /* 0: not a request's (a stream's log line) */
+        if (src->answered || src->request_length)
             v.len = decimal(tmp, cap, src->request_length, 1);
         break;
     case VAR_CONNECTION_REQUESTS:
         if (src->conn_requests)
             v.len = decimal(tmp, cap, src->conn_requests, 1);
+        break;
+    case VAR_CONNECTION:
+        if (src->conn_number)
+            v.len = decimal(tmp, cap, src->conn_number, 1);
         break;
     case VAR_CONNECTION_TIME: {
         int64_t ms = src->conn_opened_ms ? clock_now_ms() - src->conn_opened_ms : -1;
@@ -1112,7 +1127,7 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
                          const struct vars_source *src, bool esc)
 {
     const struct http_request *h = src->http;
-    char tmp[INET6_ADDRSTRLEN + 8];
+    char tmp[128]; /* an address's text: "unix:" and a socket path the longest */
     struct http_slice v = {tmp, 0};
     switch (id) {
     case VAR_URI: v = (struct http_slice){src->uri, src->uri ? src->uri_len : 0}; break;
@@ -1227,6 +1242,7 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_REQUEST_TIME:
     case VAR_REQUEST_LENGTH:
     case VAR_CONNECTION_REQUESTS:
+    case VAR_CONNECTION:
     case VAR_CONNECTION_TIME: v = log_var_of(id, src, tmp, sizeof(tmp)); break;
     case VAR_UPSTREAM_ADDR:
     case VAR_UPSTREAM_STATUS:

@@ -46,8 +46,10 @@
  *   $msec, $time_local, $time_iso8601   the time of the expansion: seconds with
  *                    milliseconds, "27/Nov/2026:18:00:00 +0000", "2026-11-27T18:00:00+00:00"
  *   $request_time    seconds with milliseconds from the request's start to the answer
- *   $request_length  the request's head and body bytes (a chunked body's decoded bytes)
+ *   $request_length  the request's head, and its body's bytes as sent when a handler
+ *                    reads it (not a body skipped)
  *   $connection_requests  the request's number on its connection
+ *   $connection      the connection's serial number in the process, from 1
  *   $request_body    the body, once the block's handler has read it whole (the proxy,
  *                    FastCGI, CGI, echo; an error page's request keeps it), when it is no
  *                    longer than client_body_buffer_size: nginx's value, which is there
@@ -204,6 +206,7 @@ struct vars_source {
      * NULL: none. */
     const char *trailers;
     size_t trailers_len;
+    uint32_t conn_number;          /* $connection (0: not known, empty) */
     int64_t conn_opened_ms;        /* $connection_time: the connection's accept (clock_now_ms);
                                       0: not known, empty */
     const struct vars_upstream *upstream; /* the proxy's tries (vars_upstream.h); NULL:

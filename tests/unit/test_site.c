@@ -464,6 +464,32 @@ TEST(ipv4_mapped_local_address_is_its_ipv4_one)
     site_set_free(set);
 }
 
+TEST(unix_socket_servers_are_chosen_by_path)
+{
+    struct site_set *set = build("server { tag a; listen unix:/run/a.sock; }\n"
+                                 "server { tag b; listen unix:/run/b.sock; }\n"
+                                 "server { tag any; listen 8080; }\n");
+    CHECK(set);
+    CHECK_HOST(set, "unix:/run/a.sock", "", "a");
+    CHECK_HOST(set, "unix:/run/b.sock", "", "b");
+    CHECK_HOST(set, "unix:/run/c.sock", "", ""); /* no wildcard reaches a Unix socket */
+    CHECK_HOST(set, "127.0.0.1:8080", "", "any");
+    site_set_free(set);
+}
+
+TEST(unix_listen_path_must_fit_a_socket_address)
+{
+    struct config_listen l;
+    CHECK(config_parse_listen("unix:/run/x.sock", &l) == 0);
+    CHECK(l.addr.ss_family == AF_UNIX);
+    CHECK(config_parse_listen("unix:", &l) < 0);
+    char path[5 + 109];
+    memcpy(path, "unix:", 5);
+    memset(path + 5, 'x', 108); /* 108 bytes: no room for the NUL in sun_path */
+    path[113] = '\0';
+    CHECK(config_parse_listen(path, &l) < 0);
+}
+
 TEST(no_server_on_the_connection_address_is_null)
 {
     struct site_set *set = build(two_sites);
