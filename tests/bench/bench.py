@@ -320,7 +320,7 @@ WORKLOADS = [
              skip={"lighttpd": "no proxy configuration in this comparison",
                    "h2o": "no proxy configuration in this comparison"}),
     Workload("proxy_100k", "100 KiB, keep-alive, 50 connections, proxied to an upstream "
-             "(lfhttpd and nginx, upstream keepalive 32): a streamed response",
+             "(lfhttpd and nginx, upstream keepalive 32, proxy_buffering on)",
              "proxied 100 KiB c50", conns=50, path="/100k.bin", variant="proxy",
              variant_of="small_ka", plot_label="proxied 100 KiB c50",
              probes=[("/100k.bin", 200), ("/upstream.txt", 200)],
@@ -2023,7 +2023,8 @@ class Bench:
             self.notes[("sites_ka", kind)] = ("the default of 2 servers, location / of 12 "
                                               "(3 regexes): try_files $uri $uri/ =404")
         for key in ("proxy_ka", "proxy_100k"):
-            self.notes[(key, "lfhttpd")] = "proxy_pass, keepalive 32 (HTTP/1.1, streamed)"
+            self.notes[(key, "lfhttpd")] = ("proxy_pass, keepalive 32, proxy_http_version 1.1, "
+                                            "Connection \"\" (proxy_buffering on)")
             self.notes[(key, "nginx")] = ("proxy_pass, keepalive 32, proxy_http_version 1.1, "
                                           "Connection \"\" (proxy_buffering on)")
         self.notes[("large", "lfhttpd")] = "sendfile, as much as the socket takes an event"
