@@ -33,6 +33,7 @@
  */
 #include <arpa/inet.h>
 #include <assert.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -536,7 +537,11 @@ static int set_temp_path(void *base, const struct conf_node *n, void *ctx, char 
     for (unsigned i = 1; i < n->n_args; i++)
         if (strcmp(n->args[i], "1") != 0 && strcmp(n->args[i], "2") != 0)
             return snprintf(msg, len, "invalid level \"%s\" (1 or 2)", n->args[i]), -1;
+    /* Made when missing, as nginx makes it (its parent must exist). */
     struct stat st;
+    if (stat(n->args[0], &st) < 0 && errno == ENOENT && mkdir(n->args[0], 0700) < 0 &&
+        errno != EEXIST)
+        return snprintf(msg, len, "cannot make \"%s\": %s", n->args[0], strerror(errno)), -1;
     if (stat(n->args[0], &st) < 0 || !S_ISDIR(st.st_mode))
         return snprintf(msg, len, "\"%s\" is not a directory", n->args[0]), -1;
     c->temp_path = n->args[0];
@@ -762,8 +767,8 @@ static const struct conf_directive proxy_directives[] = {
      .usage = "DIR [LEVEL...]", .dflt = "(the system's temporary directory, /tmp)",
      .doc = "Where the temporary files of `proxy_buffering on` are made: without a name "
         "(`O_TMPFILE`, or unlinked at once where the file system lacks it), so that none "
-        "is ever left behind; the directory must exist. LEVELs are accepted and mean "
-        "nothing."},
+        "is ever left behind; the directory is made at load when missing (mode 0700, as "
+        "nginx makes it; its parent must exist). LEVELs are accepted and mean nothing."},
     {"proxy_pass_request_headers", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
      .set = set_default_only, .usage = "on", .dflt = "on",
      .doc = "The client's header fields go upstream (nginx's default); `off` is refused."},

@@ -449,3 +449,27 @@ def test_a_compressed_answer_goes_through_the_buffers_whole_and_in_order(upstrea
     assert b"transfer-encoding: chunked" in head.lower()
     plain = gzip.decompress(dechunk(body)[0])
     assert plain.endswith(b"\r\n\r\n" + sent)
+
+
+def _check(tmp_path, temp):
+    import subprocess
+    from conftest import BIN
+    conf = tmp_path / "t.conf"
+    conf.write_text("listen 127.0.0.1:0;\nserver {\n  location / {\n"
+                    f"    proxy_pass http://127.0.0.1:9; proxy_temp_path {temp} 1 2;\n"
+                    "  }\n}\n")
+    return subprocess.run([BIN, "-t", "-c", str(conf)], capture_output=True, text=True,
+                          timeout=30), conf
+
+
+def test_a_missing_proxy_temp_path_is_made_as_nginx_makes_it(tmp_path):
+    temp = tmp_path / "proxy_temp"
+    r, _ = _check(tmp_path, temp)
+    assert r.returncode == 0, r.stderr
+    assert temp.is_dir() and (temp.stat().st_mode & 0o777) == 0o700
+
+
+def test_a_proxy_temp_path_whose_parent_is_missing_names_its_line(tmp_path):
+    r, conf = _check(tmp_path, tmp_path / "no" / "proxy_temp")
+    assert r.returncode == 1 and f"{conf}:4:" in r.stderr and "cannot make" in r.stderr, \
+        r.stderr
