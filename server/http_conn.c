@@ -526,9 +526,10 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
         return false;
     }
     set_pace(&r, &resp, t0_us); /* not a stream's: its pieces are not paced */
-    bool go_on = http_send(c, &resp, buf + *pos, len - *pos);
+    /* Counted before it is sent: a client that has the answer and asks again (a status
+     * page) must find this request counted, as nginx counts a request when it begins. */
     http_stats_record(&svc->stats, clock_now_us() - t0_us, resp.status, resp_body_bytes(&resp));
-    return go_on;
+    return http_send(c, &resp, buf + *pos, len - *pos);
 }
 
 static void http_process(struct conn *c);
@@ -568,8 +569,8 @@ static void serve_collected(struct conn *c)
     set_pace(&r, &resp, t0_us);
     /* The response may point into k (an echo of the body): sending copies whatever it
      * cannot send at once, so k can go as soon as the send returns. */
-    bool go_on = http_send(c, &resp, NULL, 0);
     http_stats_record(&svc->stats, clock_now_us() - t0_us, resp.status, resp_body_bytes(&resp));
+    bool go_on = http_send(c, &resp, NULL, 0);
     http_collect_free(svc->shared, k);
     if (go_on)
         http_process(c);
