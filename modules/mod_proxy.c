@@ -33,6 +33,7 @@
  */
 #include <arpa/inet.h>
 #include <assert.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -526,7 +527,8 @@ static int set_buffer_size(void *base, const struct conf_node *n, void *ctx, cha
     return 0;
 }
 
-/* proxy_temp_path DIR [LEVEL...]: the directory must be one (the levels mean nothing here:
+/* proxy_temp_path DIR [LEVEL...]: made when missing (its parent not), as nginx makes its
+ * temporary paths at start, and then it must be a directory (the levels mean nothing here:
  * the files have no names). */
 static int set_temp_path(void *base, const struct conf_node *n, void *ctx, char *msg,
                          size_t len)
@@ -537,6 +539,9 @@ static int set_temp_path(void *base, const struct conf_node *n, void *ctx, char 
         if (strcmp(n->args[i], "1") != 0 && strcmp(n->args[i], "2") != 0)
             return snprintf(msg, len, "invalid level \"%s\" (1 or 2)", n->args[i]), -1;
     struct stat st;
+    if (mkdir(n->args[0], 0700) < 0 && errno != EEXIST)
+        return snprintf(msg, len, "mkdir() \"%s\" failed: %s", n->args[0], strerror(errno)),
+               -1;
     if (stat(n->args[0], &st) < 0 || !S_ISDIR(st.st_mode))
         return snprintf(msg, len, "\"%s\" is not a directory", n->args[0]), -1;
     c->temp_path = n->args[0];

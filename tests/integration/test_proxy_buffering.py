@@ -449,3 +449,18 @@ def test_a_compressed_answer_goes_through_the_buffers_whole_and_in_order(upstrea
     assert b"transfer-encoding: chunked" in head.lower()
     plain = gzip.decompress(dechunk(body)[0])
     assert plain.endswith(b"\r\n\r\n" + sent)
+
+
+def test_missing_temp_path_is_made_as_nginx_makes_it(tmp_path):
+    """nginx makes a proxy_temp_path that is not there yet (its parent must be): so does
+    lfhttpd, at -t as at start, rather than refusing the configuration."""
+    import subprocess
+    from conftest import BIN
+    temp = tmp_path / "proxy_temp"
+    path = tmp_path / "t.conf"
+    path.write_text(f"listen 127.0.0.1:0;\nroot {tmp_path};\naccess_log off;\n"
+                    f"proxy_temp_path {temp};\n")
+    r = subprocess.run([BIN, "-t", "-c", str(path)], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert temp.is_dir()
