@@ -8,6 +8,8 @@ import subprocess
 import time
 import zlib
 
+import pytest
+
 from conftest import BIN, Nginx, scaled, wait_until
 from test_access_log import conf, get, www
 
@@ -123,15 +125,17 @@ def test_flush_time_writes_a_member_zcat_reads(tmp_path, start_server):
     assert zcat(a) == ["/one", "/two"]
 
 
-def test_gzip_alone_buffers_64k_until_shutdown(tmp_path, start_server):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGQUIT])
+def test_gzip_alone_buffers_64k_until_shutdown(tmp_path, start_server, sig):
     """gzip without buffer= is a buffer of 64k (nginx's): twenty short lines stay in it
-    until the server stops, and are then one member, every line in it."""
+    until the server stops (SIGTERM, or nginx's graceful SIGQUIT), and are then one
+    member, every line in it."""
     s, a = gzipped(tmp_path, start_server, "gzip")
     for i in range(20):
         get(s, f"/n{i}")
     time.sleep(0.3)
     assert size(a) == 0
-    assert s.stop() == 0
+    assert s.stop(sig) == 0
     assert members(a) == 1
     assert zcat(a) == [f"/n{i}" for i in range(20)]
 
