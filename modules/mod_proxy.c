@@ -767,8 +767,8 @@ static const struct conf_directive proxy_directives[] = {
      .usage = "DIR [LEVEL...]", .dflt = "(the system's temporary directory, /tmp)",
      .doc = "Where the temporary files of `proxy_buffering on` are made: without a name "
         "(`O_TMPFILE`, or unlinked at once where the file system lacks it), so that none "
-        "is ever left behind; the directory must exist. LEVELs are accepted and mean "
-        "nothing."},
+        "is ever left behind; the directory is made (0700) when missing, its parent "
+        "not, as nginx makes it. LEVELs are accepted and mean nothing."},
     {"proxy_pass_request_headers", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
      .set = set_default_only, .usage = "on", .dflt = "on",
      .doc = "The client's header fields go upstream (nginx's default); `off` is refused."},
