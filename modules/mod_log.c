@@ -1,7 +1,8 @@
 /* mod_log.c — nginx's `log_format` and a server's or a location's `access_log`.
  *
  *   log_format NAME [escape=default|json|none] STRING...;   (top level, nginx's http)
- *   access_log PATH [FORMAT [buffer=SIZE] [flush=TIME] [if=CONDITION]];  |  access_log off;
+ *   access_log PATH [FORMAT [buffer=SIZE] [gzip[=LEVEL]] [flush=TIME] [if=CONDITION]];
+ *   access_log off;
  *
  * A format is compiled once (vars.h), with the escaping its escape= names applied to what
  * the variables bring, and expanded after the response, in the log hook, so that $status
@@ -19,6 +20,11 @@
  * generation is let go: at a reload once its last request is done, and at shutdown. The
  * request path allocates nothing: the line is built on the stack, and a thread's buffer
  * for a file is made at its first line there.
+ *
+ * With gzip[=LEVEL] (a buffer of 64k unless buffer= says), what a buffer writes is one
+ * whole gzip member, written by one write(2), so that the file is always a series of
+ * members that zcat reads whole, whichever threads wrote them. Each buffer keeps its
+ * compressor and its output space, made with it, reset for each member.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "../server/clock.h"
 #include "../server/directive.h"
@@ -39,6 +46,7 @@
 #define LOG_FORMAT_NAME_MAX 64
 #define LOG_LINE_MAX 8192 /* a longer line is left out (the error log says nothing) */
 #define LOG_BUFFER_MAX (64u << 20) /* buffer=: per thread, so kept sane */
+#define LOG_GZIP_BUFFER (64u << 10) /* gzip without buffer=: nginx's */
 
 /* nginx's predefined format, the Combined Log Format. */
 static const char combined[] = "$remote_addr - $remote_user [$time_local] \"$request\" "
@@ -57,6 +65,9 @@ struct log_tbuf {
     pthread_t owner;
     int64_t oldest_ms; /* when its first unwritten line came, for flush= */
     size_t len;
+    z_stream z;           /* gzip=: the compressor, reset for each member */
+    unsigned char *zout;  /* gzip=: room for a member of the most a flush writes */
+    size_t zout_size;
     char data[]; /* the file's buffer_bytes */
 };
 
@@ -70,6 +81,7 @@ struct log_file {
     uint64_t id;            /* never reused: the key of the threads' buffer caches */
     size_t buffer_bytes;    /* buffer=; 0: every line written at once */
     unsigned flush_ms;      /* flush=; 0: only when full and when let go */
+    int gzip;               /* gzip=: the level, 1-9; 0: the lines as they are */
     pthread_mutex_t lock;   /* guards bufs (the list, not their contents) */
     struct log_tbuf *bufs;  /* one per thread that wrote here */
 };
@@ -165,18 +177,71 @@ static struct {
 
 static atomic_uint_fast64_t next_file_id = 1;
 
-/* Write out b's lines (b->lock held). */
-static void tbuf_write_locked(const struct log_file *f, struct log_tbuf *b)
+static void write_all(int fd, const void *data, size_t n)
 {
     size_t off = 0;
-    while (off < b->len) {
-        ssize_t w = write(f->fd, b->data + off, b->len - off);
+    while (off < n) {
+        ssize_t w = write(fd, (const char *)data + off, n - off);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
             break; /* a full disk must not stop serving: the lines are dropped */
         off += (size_t)w;
     }
+}
+
+/* The most one gzip member holds: a buffer's worth, or one line longer than the buffer. */
+static size_t gzip_input_max(const struct log_file *f)
+{
+    return f->buffer_bytes > LOG_LINE_MAX + 1 ? f->buffer_bytes : LOG_LINE_MAX + 1;
+}
+
+/* b's compressor for f: as nginx's, deflate's window and memory level no larger than the
+ * input needs; the output space deflateBound's for the most a member holds. */
+static int tbuf_gzip_init(const struct log_file *f, struct log_tbuf *b)
+{
+    size_t in = gzip_input_max(f);
+    int wbits = 15, mem_level = 8;
+    while (wbits > 9 && in < (size_t)((1 << (wbits - 1)) - 262)) {
+        wbits--;
+        mem_level--;
+    }
+    /* 16 + wbits: the gzip wrapper, with zlib's default header (no name, mtime 0) */
+    if (deflateInit2(&b->z, f->gzip, Z_DEFLATED, 16 + wbits, mem_level,
+                     Z_DEFAULT_STRATEGY) != Z_OK)
+        return -1;
+    b->zout_size = deflateBound(&b->z, (uLong)in);
+    if (!(b->zout = malloc(b->zout_size))) {
+        deflateEnd(&b->z);
+        return -1;
+    }
+    return 0;
+}
+
+/* n bytes to f as they are, or (gzip=) as one gzip member, one write (b->lock held). */
+static void tbuf_emit(const struct log_file *f, struct log_tbuf *b, const char *data,
+                      size_t n)
+{
+    if (!f->gzip) {
+        write_all(f->fd, data, n);
+        return;
+    }
+    if (deflateReset(&b->z) != Z_OK)
+        return;
+    b->z.next_in = (Bytef *)data;
+    b->z.avail_in = (uInt)n;
+    b->z.next_out = b->zout;
+    b->z.avail_out = (uInt)b->zout_size;
+    if (deflate(&b->z, Z_FINISH) != Z_STREAM_END)
+        return; /* cannot be, within deflateBound: nothing half made is written */
+    write_all(f->fd, b->zout, b->zout_size - b->z.avail_out);
+}
+
+/* Write out b's lines (b->lock held). */
+static void tbuf_write_locked(const struct log_file *f, struct log_tbuf *b)
+{
+    if (b->len)
+        tbuf_emit(f, b, b->data, b->len);
     b->len = 0;
 }
 
@@ -193,7 +258,22 @@ static void file_flush(struct log_file *f, int64_t now_ms, bool all)
     pthread_mutex_unlock(&f->lock);
 }
 
-/* The calling thread's buffer for f, made at its first line there. A few files' buffers
+/* A buffer for f, with its compressor when f is gzip=. */
+static struct log_tbuf *tbuf_new(const struct log_file *f)
+{
+    struct log_tbuf *b = calloc(1, sizeof(*b) + f->buffer_bytes);
+    if (!b)
+        return NULL;
+    if (f->gzip && tbuf_gzip_init(f, b) < 0) {
+        free(b);
+        return NULL;
+    }
+    pthread_mutex_init(&b->lock, NULL);
+    return b;
+}
+
+/* The calling thread's buffer for f, made at its first line there (with, for gzip=, its
+ * compressor: nothing is allocated per line or per flush). A few files' buffers
  * are remembered per thread, by the file's id, which no other file ever has. */
 static struct log_tbuf *thread_tbuf(struct log_file *f)
 {
@@ -210,8 +290,7 @@ static struct log_tbuf *thread_tbuf(struct log_file *f)
     struct log_tbuf *b = f->bufs;
     while (b && !pthread_equal(b->owner, self))
         b = b->next;
-    if (!b && (b = calloc(1, sizeof(*b) + f->buffer_bytes)) != NULL) {
-        pthread_mutex_init(&b->lock, NULL);
+    if (!b && (b = tbuf_new(f)) != NULL) {
         b->owner = self;
         b->next = f->bufs;
         f->bufs = b;
@@ -236,14 +315,15 @@ static void file_write(struct log_file *f, const char *line, size_t n, int64_t n
 {
     struct log_tbuf *b = f->buffer_bytes ? thread_tbuf(f) : NULL;
     if (!b) {
-        write_now(f, line, n);
+        if (!f->gzip) /* (out of memory for a gzip buffer: plain text would spoil it) */
+            write_now(f, line, n);
         return;
     }
     pthread_mutex_lock(&b->lock);
     if (b->len + n > f->buffer_bytes)
         tbuf_write_locked(f, b);
     if (n > f->buffer_bytes) {
-        write_now(f, line, n);
+        tbuf_emit(f, b, line, n);
     } else {
         if (b->len == 0)
             b->oldest_ms = now_ms;
@@ -269,6 +349,10 @@ static void file_close(struct log_file *f)
     while (b) {
         struct log_tbuf *next = b->next;
         pthread_mutex_destroy(&b->lock);
+        if (f->gzip) {
+            deflateEnd(&b->z);
+            free(b->zout);
+        }
         free(b);
         b = next;
     }
@@ -279,16 +363,17 @@ static void file_close(struct log_file *f)
     free(f);
 }
 
-/* The file at path for an access_log with buffer=size and flush=flush_ms (0: none): one
- * already named shares its descriptor and buffer, as in nginx, where two buffers that
- * differ are an error. */
+/* The file at path for an access_log with buffer=size, flush=flush_ms (0: none) and
+ * gzip=level (0: none): one already named shares its descriptor and buffer, as in nginx,
+ * where two buffers that differ are an error. */
 static struct log_file *file_open(struct log_module *m, const char *path, size_t size,
-                                  unsigned flush_ms, char *msg, size_t len)
+                                  unsigned flush_ms, int gzip, char *msg, size_t len)
 {
     struct log_file *f = m->files;
     while (f && strcmp(f->path, path) != 0)
         f = f->next;
-    if (f && size && f->buffer_bytes && (f->buffer_bytes != size || f->flush_ms != flush_ms))
+    if (f && size && f->buffer_bytes &&
+        (f->buffer_bytes != size || f->flush_ms != flush_ms || f->gzip != gzip))
         return snprintf(msg, len, "access_log \"%s\" already defined with conflicting "
                         "parameters", path), NULL;
     if (!f) {
@@ -314,6 +399,7 @@ static struct log_file *file_open(struct log_module *m, const char *path, size_t
     if (size && !f->buffer_bytes) {
         f->buffer_bytes = size;
         f->flush_ms = flush_ms;
+        f->gzip = gzip;
         pthread_mutex_lock(&busy_files.lock);
         f->next_busy = busy_files.head;
         busy_files.head = f;
@@ -322,11 +408,26 @@ static struct log_file *file_open(struct log_module *m, const char *path, size_t
     return f;
 }
 
-/* What follows FORMAT: buffer=SIZE, flush=TIME and if=CONDITION. */
+/* What follows FORMAT: buffer=SIZE, gzip[=LEVEL], flush=TIME and if=CONDITION. */
 struct log_options {
     uint64_t buffer_bytes;
     unsigned flush_ms;
+    int gzip;
 };
+
+/* gzip=LEVEL: 1 (fastest) to 9 (smallest), digits only, as nginx's. */
+static int read_gzip_level(const char *s)
+{
+    int level = 0;
+    if (!*s)
+        return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || level > 9)
+            return -1;
+        level = level * 10 + (*s - '0');
+    }
+    return level >= 1 && level <= 9 ? level : -1;
+}
 
 static int read_option(struct log_target *t, struct log_options *o, const char *a, char *msg,
                        size_t len)
@@ -342,8 +443,15 @@ static int read_option(struct log_target *t, struct log_options *o, const char *
             return snprintf(msg, len, "invalid flush time \"%s\"", a + 6), -1;
         return 0;
     }
-    if (strcmp(a, "gzip") == 0 || strncmp(a, "gzip=", 5) == 0)
-        return snprintf(msg, len, "gzip is not supported"), -1;
+    if (strcmp(a, "gzip") == 0) {
+        o->gzip = Z_BEST_SPEED;
+        return 0;
+    }
+    if (strncmp(a, "gzip=", 5) == 0) {
+        if ((o->gzip = read_gzip_level(a + 5)) < 0)
+            return snprintf(msg, len, "invalid compression level \"%s\"", a + 5), -1;
+        return 0;
+    }
     if (strncmp(a, "if=", 3) == 0) {
         if (t->cond)
             return snprintf(msg, len, "duplicate \"if=\""), -1;
@@ -352,7 +460,8 @@ static int read_option(struct log_target *t, struct log_options *o, const char *
     return snprintf(msg, len, "invalid parameter \"%s\"", a), -1;
 }
 
-/* `access_log PATH [FORMAT [buffer=SIZE] [flush=TIME] [if=CONDITION]];` or `off`. */
+/* `access_log PATH [FORMAT [buffer=SIZE] [gzip[=LEVEL]] [flush=TIME] [if=CONDITION]];` or
+ * `off`. */
 static int set_access_log(void *base, const struct conf_node *n, void *ctx, char *msg,
                           size_t len)
 {
@@ -365,7 +474,7 @@ static int set_access_log(void *base, const struct conf_node *n, void *ctx, char
         return 0;
     }
     struct log_target t = {.file = NULL};
-    struct log_options o = {0, 0};
+    struct log_options o = {0, 0, 0};
     const char *name = n->n_args > 1 ? n->args[1] : "combined";
     t.format = format_named(c->m, name);
     if (!t.format)
@@ -373,6 +482,8 @@ static int set_access_log(void *base, const struct conf_node *n, void *ctx, char
     for (unsigned i = 2; i < n->n_args; i++)
         if (read_option(&t, &o, n->args[i], msg, len) < 0)
             goto fail;
+    if (o.gzip && !o.buffer_bytes)
+        o.buffer_bytes = LOG_GZIP_BUFFER;
     if (o.flush_ms && !o.buffer_bytes) {
         snprintf(msg, len, "no buffer is defined for access_log \"%s\"", n->args[0]);
         goto fail;
@@ -383,7 +494,8 @@ static int set_access_log(void *base, const struct conf_node *n, void *ctx, char
         goto fail;
     }
     c->targets = grown;
-    t.file = file_open(c->m, n->args[0], (size_t)o.buffer_bytes, o.flush_ms, msg, len);
+    t.file = file_open(c->m, n->args[0], (size_t)o.buffer_bytes, o.flush_ms, o.gzip, msg,
+                       len);
     if (!t.file)
         goto fail;
     c->targets[c->n_targets++] = t;
@@ -403,8 +515,8 @@ static const struct conf_directive log_directives[] = {
             "as `-`; `json` as in a JSON string; `none` not at all. `combined` is predefined, "
             "nginx's."},
     {"access_log", CONF_LIST, CONF_SERVER | CONF_LOCATION, CONF_REPEATS, .min_args = 1,
-     .max_args = 5, .set = set_access_log,
-     .usage = "PATH [FORMAT [buffer=SIZE] [flush=TIME] [if=CONDITION]] | off",
+     .max_args = 6, .set = set_access_log,
+     .usage = "PATH [FORMAT [buffer=SIZE] [gzip[=LEVEL]] [flush=TIME] [if=CONDITION]] | off",
      .doc = "In a server or location: one more log of its requests, in FORMAT (`combined` "
             "when not named); several write the same request each. A block with any "
             "`access_log` has exactly its own (`off`: none), one without its outer block's, "
@@ -413,8 +525,10 @@ static const struct conf_directive log_directives[] = {
             "keeps the file's lines in a buffer of SIZE per thread (nginx's is per worker), "
             "written when a line would overflow it, `flush=TIME` after its oldest line "
             "(within a quarter second more), at a reload and at shutdown; lines of "
-            "several threads then reach the file out of time order. Not reopened on "
-            "`SIGUSR1`."},
+            "several threads then reach the file out of time order. `gzip[=LEVEL]` "
+            "(1 fastest to 9 smallest; 1 when not said) compresses what the buffer writes, "
+            "a buffer of 64k unless `buffer=` says: each write is one whole gzip member, "
+            "so `zcat` reads the file whenever it is read. Not reopened on `SIGUSR1`."},
     {.name = NULL},
 };
 

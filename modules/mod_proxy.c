@@ -527,7 +527,8 @@ static int set_buffer_size(void *base, const struct conf_node *n, void *ctx, cha
     return 0;
 }
 
-/* proxy_temp_path DIR [LEVEL...]: the directory must be one (the levels mean nothing here:
+/* proxy_temp_path DIR [LEVEL...]: made when missing (its parent not), as nginx makes its
+ * temporary paths at start, and then it must be a directory (the levels mean nothing here:
  * the files have no names). */
 static int set_temp_path(void *base, const struct conf_node *n, void *ctx, char *msg,
                          size_t len)

@@ -1483,14 +1483,14 @@ static const struct conf_directive core_directives[] = {
      .set = set_keepalive_disable, .usage = "none | msie6 | safari ...", .dflt = "msie6",
      .doc = "Browsers whose requests close their connection, as nginx's: `msie6`, MSIE 6 and "
             "older on a POST; `safari`, Safari on Mac OS X; `none`."},
-    {"access_log", CONF_LIST, TOP, CONF_REPEATS, .min_args = 1, .max_args = 5,
+    {"access_log", CONF_LIST, TOP, CONF_REPEATS, .min_args = 1, .max_args = 6,
      .set = set_access_log, .usage = "PATH|stdout|stderr|off [FORMAT [OPTION...]]",
      .dflt = "stdout",
      .doc = "Where the access log goes: a file path, `stdout`, `stderr`, or `off`; buffered "
             "per thread, written at least once a second. Reopened on `SIGUSR1`. With a "
-            "`log_format` name (other than `combined`), `buffer=`, `flush=` or `if=`, or "
-            "stated more than once, the top level's access logs are nginx's, as in a server "
-            "or location (module log): every statement one log, each line written at once."},
+            "`log_format` name (other than `combined`), `buffer=`, `gzip`, `flush=` or "
+            "`if=`, or stated more than once, the top level's access logs are nginx's, as "
+            "in a server or location (module log): every statement one log."},
     {"access_log_format", CONF_ENUM, TOP, .names = log_formats, CFG(access_log_json),
      .dflt = "combined",
      .doc = "Combined Log Format, or JSON lines (`time`, `remote`, `request`, `status`, "

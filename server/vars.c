@@ -577,8 +577,8 @@ static const char hex_digits[] = "0123456789ABCDEF";
 static size_t log_escape(enum vars_context ctx, unsigned char c, char *e)
 {
     static const char lower_hex[] = "0123456789abcdef";
-    static const char json_short[] = {['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't',
-                                      ['\b'] = 'b', ['\f'] = 'f'};
+    static const char json_short[0x20] = {['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't',
+                                          ['\b'] = 'b', ['\f'] = 'f'};
     if (ctx == VARS_LOG_DEFAULT && (c == '"' || c == '\\' || c < 0x20 || c > 0x7e))
         return e[0] = '\\', e[1] = 'x', e[2] = hex_digits[c >> 4], e[3] = hex_digits[c & 15],
                4;

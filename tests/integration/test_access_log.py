@@ -176,6 +176,16 @@ def test_json_escape_writes_a_json_string(tmp_path, start_server):
     assert json.loads(line) == {"a": 'a"b\\c\td\u00e9', "none": ""}
 
 
+def test_json_escape_writes_other_control_bytes_as_u00xx(tmp_path, start_server):
+    """Bytes below 32 without a short escape (ESC, FS...) are \\u00XX, as nginx's."""
+    d = www(tmp_path)
+    log = tmp_path / "a.log"
+    s = start_server(d, conf=conf(tmp_path, f"server {{ access_log {log} j; }}",
+                                  top="access_log off;\nlog_format j escape=json '$uri';"))
+    get(s, "/%1B%1C%1F%0E")
+    assert lines(log) == ["/\\u001b\\u001c\\u001f\\u000e"]
+
+
 def test_escape_none_writes_the_bytes_as_sent(tmp_path, start_server):
     d = www(tmp_path)
     log = tmp_path / "a.log"

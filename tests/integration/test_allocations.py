@@ -306,3 +306,26 @@ def test_variable_roots_and_if_settings_do_not_allocate_per_request(start_server
     run_rooted(5000)
     after = allocations(counter)
     assert after - before < 50, f"{after - before} allocations over 5,000 requests"
+
+
+def test_gzip_access_log_does_not_allocate_per_request_nor_per_flush(start_server, docroot,
+                                                                      tmp_path, connect):
+    """access_log with gzip and a small buffer, written a few hundred times over the run:
+    each thread's buffer keeps its compressor and output space, reset for every member."""
+    if SANITIZED:
+        pytest.skip("the sanitizers replace malloc, so there is nothing to count " + BY_DESIGN)
+    lib = alloc_counter()
+    (docroot / "index.html").write_bytes(b"x" * 1024)
+    counter = tmp_path / "allocs"
+    log = tmp_path / "gz.log"
+    s = start_server(docroot, "access_log off;\nkeepalive_requests 0;\n"
+                     "log_format t '$remote_addr [$time_local] \"$request\" $status';\n"
+                     f"server {{\n  location / {{ access_log {log} t gzip buffer=4k; }}\n}}\n",
+                     env={"LD_PRELOAD": lib, "LFHTTPD_ALLOC_COUNTER": str(counter)})
+    c = connect(s, timeout=10)
+    run(c, 500)
+    before = allocations(counter)
+    run(c, 5000)
+    after = allocations(counter)
+    assert after - before < 50, f"{after - before} allocations over 5,000 requests"
+    assert log.stat().st_size > 0  # members were written

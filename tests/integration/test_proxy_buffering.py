@@ -473,3 +473,18 @@ def test_a_proxy_temp_path_whose_parent_is_missing_names_its_line(tmp_path):
     r, conf = _check(tmp_path, tmp_path / "no" / "proxy_temp")
     assert r.returncode == 1 and f"{conf}:4:" in r.stderr and "cannot make" in r.stderr, \
         r.stderr
+
+
+def test_missing_temp_path_is_made_as_nginx_makes_it(tmp_path):
+    """nginx makes a proxy_temp_path that is not there yet (its parent must be): so does
+    lfhttpd, at -t as at start, rather than refusing the configuration."""
+    import subprocess
+    from conftest import BIN
+    temp = tmp_path / "proxy_temp"
+    path = tmp_path / "t.conf"
+    path.write_text(f"listen 127.0.0.1:0;\nroot {tmp_path};\naccess_log off;\n"
+                    f"proxy_temp_path {temp};\n")
+    r = subprocess.run([BIN, "-t", "-c", str(path)], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert temp.is_dir()
