@@ -473,6 +473,9 @@ static int set_access_log(void *base, const struct conf_node *n, void *ctx, char
         c->off = true;
         return 0;
     }
+    if (strchr(n->args[0], '$'))
+        return snprintf(msg, len, "variables in a log's path (\"%s\") are not supported: "
+                        "one file per statement", n->args[0]), -1;
     struct log_target t = {.file = NULL};
     struct log_options o = {0, 0, 0};
     const char *name = n->n_args > 1 ? n->args[1] : "combined";

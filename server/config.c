@@ -510,6 +510,9 @@ static int set_access_log(void *base, const struct conf_node *n, void *ctx, char
     bool plain = n->n_args == 1 || (n->n_args == 2 && strcmp(n->args[1], "combined") == 0);
     if (strcmp(n->args[0], "off") == 0 && n->n_args > 1)
         return snprintf(msg, len, "\"off\" takes no other parameter"), -1;
+    if (strchr(n->args[0], '$'))
+        return snprintf(msg, len, "variables in a log's path (\"%s\") are not supported: "
+                        "one file per statement", n->args[0]), -1;
     if (cfg->access_log_statements > 0 &&
         (strcmp(n->args[0], "off") == 0 ||
          (!cfg->access_log_by_format && strcmp(cfg->access_log, "off") == 0)))

@@ -10,6 +10,8 @@ import socket
 import subprocess
 import time
 
+import pytest
+
 from conftest import BIN, Nginx, scaled, wait_until
 from proxy_harness import proxy, upstream  # noqa: F401 fixtures
 from test_proxy import request
@@ -521,3 +523,18 @@ def test_if_reading_a_map_of_status_sees_the_answers_status(tmp_path, start_serv
         assert lines(ours_log) == ["/missing 404"]
     finally:
         theirs.stop()
+
+
+@pytest.mark.parametrize("where", ["top", "location"])
+def test_a_variable_in_a_log_path_is_refused_naming_its_line(tmp_path, where):
+    """nginx opens a file per value; lfhttpd has one file per statement, so a `$` in the
+    path is an error rather than a file named after the text."""
+    line = "access_log /tmp/never_$host.log;"
+    conf = tmp_path / "t.conf"
+    conf.write_text("listen 127.0.0.1:0;\nroot /tmp;\n" +
+                    (line + "\n" if where == "top" else
+                     "server { location / { " + line + " } }\n"))
+    r = subprocess.run([BIN, "-t", "-c", str(conf)], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 1 and f"{conf}:3:" in r.stderr and \
+        "variables in a log's path" in r.stderr, r.stderr
