@@ -206,7 +206,7 @@ install: $(B)/lfhttpd
 	install -m 755 $(B)/lfhttpd $(DESTDIR)$(SBINDIR)/lfhttpd
 	[ -e $(DESTDIR)$(SYSCONFDIR)/lfhttpd/lfhttpd.conf ] || \
 	  install -m 644 conf/lfhttpd.conf $(DESTDIR)$(SYSCONFDIR)/lfhttpd/lfhttpd.conf
-	for f in fastcgi.conf fastcgi_params; do \
+	for f in fastcgi.conf fastcgi_params uwsgi_params scgi_params; do \
 	  [ -e $(DESTDIR)$(SYSCONFDIR)/lfhttpd/$$f ] || \
 	    install -m 644 conf/$$f $(DESTDIR)$(SYSCONFDIR)/lfhttpd/$$f; \
 	done
