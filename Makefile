@@ -122,14 +122,15 @@ conf/tls/localhost.pem:
 # Compose example (deploy/compose/, test_compose.py); promtool (Debian's prometheus)
 # checks the metrics scrape (test_metrics.py) and the Kubernetes pod's (test_kubernetes.py,
 # which reads the manifests with python3-yaml); groff checks the man pages (check-docs);
-# php-fpm8.2 is the FastCGI application of test_fastcgi.py; dnsmasq (Debian's dnsmasq-base)
+# php-fpm8.2 is the FastCGI application of test_fastcgi.py, uWSGI (uwsgi with its python3
+# plugin) the uwsgi and SCGI one of test_uwsgi.py; dnsmasq (Debian's dnsmasq-base)
 # the DNS server of the resolver's tests (test_proxy_resolver.py).
 TEST_PKGS := gcc:gcc curl:curl ab:apache2-utils htpasswd:apache2-utils nginx:nginx-light \
              wrk:wrk clang:clang setpriv:util-linux \
              slowhttptest:slowhttptest valgrind:valgrind chromium:chromium \
              systemd-analyze:systemd podman-compose:podman-compose \
              openssl:openssl testssl:testssl.sh promtool:prometheus groff:groff-base \
-             php-fpm8.2:php8.2-fpm dnsmasq:dnsmasq-base
+             php-fpm8.2:php8.2-fpm dnsmasq:dnsmasq-base uwsgi:uwsgi
 check-deps:
 	@missing=""; \
 	for pair in $(TEST_PKGS); do \
@@ -141,6 +142,7 @@ check-deps:
 	$(PYTHON) -c 'import zstandard' 2>/dev/null || missing="$$missing python3-zstandard"; \
 	$(PYTHON) -c 'import websockets' 2>/dev/null || missing="$$missing python3-websockets"; \
 	$(PYTHON) -c 'import yaml' 2>/dev/null || missing="$$missing python3-yaml"; \
+	[ -n "$$(ls /usr/lib/uwsgi/plugins/python3*_plugin.so 2>/dev/null)" ] || missing="$$missing uwsgi-plugin-python3"; \
 	[ -e /usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.asan-x86_64.a ] || \
 	  [ -n "$$(ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.asan-x86_64.a 2>/dev/null)" ] || \
 	  missing="$$missing libclang-rt-14-dev"; \
