@@ -33,6 +33,11 @@
  * not its failure: the request goes again on a new one. States are never freed while the
  * server runs (an event of an edge-triggered handle may still name one): their buffers
  * are, and a kept connection keeps none.
+ *
+ * uwsgi_pass and scgi_pass (mod_uwsgi.c) go through the same state: their parameters name
+ * a struct fastcgi_wire, which frames the request (a uwsgi packet, an SCGI netstring, then
+ * the body) in place of the records; their answer is raw bytes, its head a status line or
+ * CGI's, and it ends when the application closes (or once its Content-Length came).
  */
 #include <errno.h>
 #include <netinet/in.h>
