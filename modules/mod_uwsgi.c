@@ -593,7 +593,7 @@ static long wire_params(const void *conf, const struct request *req, char *out, 
 /* --- the answer's head --------------------------------------------------------------------- */
 
 /* "HTTP/D.D NNN[ reason]" in line[0..len) (its end of line cut): the code and the reason,
- * or -1. */
+ * or -1 when it is not a status line. */
 static int status_line(const char *line, size_t len, const char **reason, size_t *reason_len)
 {
     size_t i = 5; /* "HTTP/" */
@@ -619,12 +619,7 @@ static int status_line(const char *line, size_t len, const char **reason, size_t
         return -1;
     *reason = i < len ? line + i + 1 : line + i;
     *reason_len = i < len ? len - i - 1 : 0;
-    for (size_t k = 0; k < *reason_len; k++) {
-        unsigned char ch = (unsigned char)(*reason)[k];
-        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-            return -1;
-    }
-    return code;
+    return code; /* (the reason's bytes are checked as a Status field's) */
 }
 
 int uwsgi_parse_head(const char *buf, size_t len, struct response *resp)
