@@ -365,3 +365,20 @@ def test_bad_directive_is_named_with_its_line(tmp_path, directive, error):
                        timeout=scaled(10))
     assert r.returncode != 0
     assert f"{conf}:4" in r.stderr and error in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_upstream_block_s_dead_server_is_passed_over_for_the_next(tmp_path, protocol):
+    u = Uwsgi(tmp_path / "uwsgi", protocol)
+    root = tmp_path / "www"
+    os.makedirs(root)
+    dead = os.path.join(str(tmp_path), "dead.sock")
+    top = f"upstream app {{\n    server unix:{dead};\n    server unix:{u.sock};\n}}\n"
+    text = LOCATION.format(p=protocol, sock="", extra="").replace("unix:;", "app;")
+    s = lfhttpd(tmp_path / "lf", root, text, top=top)
+    try:
+        for _ in range(3):
+            assert request(s, "GET", "/env")[0] == 200
+    finally:
+        check_clean_exit(s)
+        u.stop()
