@@ -17,6 +17,7 @@
  */
 #include "mod_uwsgi.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -624,35 +625,57 @@ static int status_line(const char *line, size_t len, const char **reason, size_t
 
 int uwsgi_parse_head(const char *buf, size_t len, struct response *resp)
 {
-    static const char http[] = "HTTP/";
-    if (memcmp(buf, http, len < 5 ? len : 5) != 0)
-        return cgi_parse_head(buf, len, resp); /* CGI's head */
-    const char *lf = memchr(buf, '\n', len);
-    if (!lf)
-        return len >= WIRE_HEAD_MAX ? -1 : 0;
-    size_t line_len = (size_t)(lf - buf) + 1, end = line_len - 1;
-    if (end > 0 && buf[end - 1] == '\r')
-        end--;
-    const char *reason;
-    size_t reason_len;
-    int code = status_line(buf, end, &reason, &reason_len);
-    if (code < 0)
-        return -1;
-    /* The status line as a Status field before the rest: CGI's reader then checks the
-     * code and the reason, and reads the fields, as for any CGI head. */
+    /* The head is copied for CGI's reader, which then checks every line and reads the
+     * fields: a status line becomes a Status field, and of the Status fields only the
+     * first counts, as nginx's (the status line's, when it came, else the head's first;
+     * CGI's reader would take two as invalid). */
     static _Thread_local char room[WIRE_HEAD_MAX + 32];
-    int o = snprintf(room, sizeof(room), "Status: %03d%s", code, reason_len ? " " : "");
-    size_t rest = len - line_len;
-    if ((size_t)o + reason_len + 2 + rest > sizeof(room))
+    static const char http[] = "HTTP/";
+    size_t line_len = 0, pre = 0;
+    bool have_status = false;
+    if (memcmp(buf, http, len < 5 ? len : 5) == 0) {
+        const char *lf = memchr(buf, '\n', len);
+        if (!lf)
+            return len >= WIRE_HEAD_MAX ? -1 : 0;
+        line_len = (size_t)(lf - buf) + 1;
+        size_t end = line_len - 1;
+        if (end > 0 && buf[end - 1] == '\r')
+            end--;
+        const char *reason;
+        size_t reason_len;
+        int code = status_line(buf, end, &reason, &reason_len);
+        if (code < 0 || reason_len > WIRE_HEAD_MAX)
+            return -1;
+        int o = snprintf(room, sizeof(room), "Status: %03d%s", code, reason_len ? " " : "");
+        memcpy(room + o, reason, reason_len);
+        memcpy(room + o + reason_len, "\r\n", 2);
+        pre = (size_t)o + reason_len + 2;
+        have_status = true;
+    }
+    if (pre + (len - line_len) > sizeof(room))
         return -1;
-    memcpy(room + o, reason, reason_len);
-    memcpy(room + o + reason_len, "\r\n", 2);
-    size_t pre = (size_t)o + reason_len + 2;
-    memcpy(room + pre, buf + line_len, rest);
-    int used = cgi_parse_head(room, pre + rest, resp);
+    size_t at = pre, skipped = 0;
+    const char *p = buf + line_len, *stop = buf + len;
+    bool in_head = true;
+    while (p < stop) {
+        const char *nl = memchr(p, '\n', (size_t)(stop - p));
+        size_t n = nl ? (size_t)(nl - p) + 1 : (size_t)(stop - p);
+        if (in_head && nl && (n == 1 || (n == 2 && p[0] == '\r')))
+            in_head = false; /* the blank line: the body follows */
+        bool status = in_head && nl && n >= 7 && strncasecmp(p, "status:", 7) == 0;
+        if (status && have_status) {
+            skipped += n;
+        } else {
+            have_status = have_status || status;
+            memcpy(room + at, p, n);
+            at += n;
+        }
+        p += n;
+    }
+    int used = cgi_parse_head(room, at, resp);
     if (used <= 0)
         return used;
-    return (int)(line_len + ((size_t)used - pre));
+    return (int)(line_len + skipped + ((size_t)used - pre));
 }
 
 static bool listed(char (*list)[64], unsigned n, const char *name)

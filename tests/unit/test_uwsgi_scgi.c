@@ -138,6 +138,24 @@ TEST(head_with_a_status_line_and_a_location_keeps_the_lines_code)
     CHECK_EQ_INT(resp.status, 301);
 }
 
+TEST(head_with_a_status_line_and_a_status_field_takes_the_line_s)
+{
+    const char *s = "HTTP/1.1 201 Made\r\nX-A: 1\r\nStatus: 404 No\r\n\r\nStatus: body";
+    CHECK_EQ_INT(head(s), (long long)(strlen(s) - 12));
+    CHECK_EQ_INT(resp.status, 201);
+    CHECK(head_has("X-A: 1\r\n"));
+    CHECK(!head_has("Status"));
+}
+
+TEST(head_with_two_status_fields_takes_the_first)
+{
+    const char *s = "Status: 201 Made\r\nX-A: 1\r\nStatus: 404 No\r\n\r\nbody";
+    CHECK_EQ_INT(head(s), (long long)(strlen(s) - 4));
+    CHECK_EQ_INT(resp.status, 201);
+    CHECK(head_has("X-A: 1\r\n"));
+    CHECK(!head_has("Status"));
+}
+
 TEST(head_without_a_status_line_is_cgi_s)
 {
     CHECK(head("Status: 201 Made\r\nContent-Type: a/b\r\n\r\n") > 0);
