@@ -52,6 +52,20 @@ def app(request, tmp_path):
 
 
 @pytest.fixture
+def start_app(tmp_path):
+    """Starts uWSGI on a protocol; each one is stopped at the end, even on failure."""
+    started = []
+
+    def start(protocol):
+        u = Uwsgi(tmp_path / f"uwsgi{len(started)}", protocol)
+        started.append(u)
+        return u
+    yield start
+    for u in started:
+        u.stop()
+
+
+@pytest.fixture
 def pair(tmp_path, app):
     """lfhttpd and nginx on the same location (extra lines inside it), the same app."""
     servers = []
@@ -91,8 +105,8 @@ def test_parameters_the_application_sees_are_nginx_s(pair, method, path, body, h
     assert envs[0] == envs[1]
 
 
-def test_scgi_content_length_is_sent_even_without_a_body(tmp_path):
-    u = Uwsgi(tmp_path / "uwsgi", "scgi")
+def test_scgi_content_length_is_sent_even_without_a_body(tmp_path, start_app):
+    u = start_app("scgi")
     root = tmp_path / "www"
     os.makedirs(root)
     s = lfhttpd(tmp_path / "lf", root, LOCATION.format(p="scgi", sock=u.sock, extra=""))
@@ -102,7 +116,6 @@ def test_scgi_content_length_is_sent_even_without_a_body(tmp_path):
         assert status == 200 and env["CONTENT_LENGTH"] == "0" and env["SCGI"] == "1"
     finally:
         check_clean_exit(s)
-        u.stop()
 
 
 @pytest.mark.parametrize("size", [0, 1, 70000, 1 << 20])
@@ -206,8 +219,8 @@ def test_application_gone_is_502(tmp_path, app):
 
 
 @pytest.mark.parametrize("pfx", ["uwsgi://", ""])
-def test_uwsgi_pass_takes_the_uwsgi_scheme(tmp_path, pfx):
-    u = Uwsgi(tmp_path / "uwsgi", "uwsgi")
+def test_uwsgi_pass_takes_the_uwsgi_scheme(tmp_path, start_app, pfx):
+    u = start_app("uwsgi")
     root = tmp_path / "www"
     os.makedirs(root)
     text = LOCATION.format(p="uwsgi", sock=u.sock, extra="").replace("unix:", pfx + "unix:")
@@ -216,12 +229,11 @@ def test_uwsgi_pass_takes_the_uwsgi_scheme(tmp_path, pfx):
         assert request(s, "GET", "/env")[0] == 200
     finally:
         check_clean_exit(s)
-        u.stop()
 
 
-def test_uwsgi_modifiers_go_in_the_packet_s_header(tmp_path):
+def test_uwsgi_modifiers_go_in_the_packet_s_header(tmp_path, raw_peer):
     """A raw peer reads the packet: modifier1, the size (little-endian), modifier2."""
-    peer = RawPeer(tmp_path, b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nok")
+    peer = raw_peer(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nok")
     root = tmp_path / "www"
     os.makedirs(root)
     s = lfhttpd(tmp_path / "lf", root, LOCATION.format(
@@ -235,7 +247,6 @@ def test_uwsgi_modifiers_go_in_the_packet_s_header(tmp_path):
         assert got.endswith(b"BODY")
     finally:
         check_clean_exit(s)
-        peer.stop()
 
 
 # --- answers no application server writes: a raw peer on the socket ---------------------
@@ -283,6 +294,19 @@ class RawPeer:
             c.close()
 
 
+@pytest.fixture
+def raw_peer(tmp_path):
+    """Starts a RawPeer; stopped at the end, even on failure."""
+    peers = []
+
+    def start(answer, hold=False):
+        peers.append(RawPeer(tmp_path, answer, hold))
+        return peers[-1]
+    yield start
+    for p in peers:
+        p.stop()
+
+
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("answer", [
     b"HTTP/1.1 200 OK\r\nX-A: a\rSet-Cookie: evil=1\r\n\r\nbody",   # CR inside a field
@@ -292,8 +316,8 @@ class RawPeer:
     b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n",              # ends before its end
     b"",                                                             # nothing at all
 ], ids=["cr-in-field", "cr-in-cgi-field", "bad-status-line", "no-colon", "cut-head", "empty"])
-def test_malformed_answer_head_is_502(tmp_path, protocol, answer):
-    peer = RawPeer(tmp_path, answer)
+def test_malformed_answer_head_is_502(tmp_path, raw_peer, protocol, answer):
+    peer = raw_peer(answer)
     root = tmp_path / "www"
     os.makedirs(root)
     s = lfhttpd(tmp_path / "lf", root, LOCATION.format(p=protocol, sock=peer.path, extra=""))
@@ -303,12 +327,11 @@ def test_malformed_answer_head_is_502(tmp_path, protocol, answer):
         assert fields(headers, "Set-Cookie") == {"Set-Cookie": []}
     finally:
         check_clean_exit(s)
-        peer.stop()
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_head_that_never_ends_is_502(tmp_path, protocol):
-    peer = RawPeer(tmp_path, b"HTTP/1.1 200 OK\r\n" + b"X-Long: " + b"a" * 20000, hold=True)
+def test_head_that_never_ends_is_502(tmp_path, raw_peer, protocol):
+    peer = raw_peer(b"HTTP/1.1 200 OK\r\n" + b"X-Long: " + b"a" * 20000, hold=True)
     root = tmp_path / "www"
     os.makedirs(root)
     s = lfhttpd(tmp_path / "lf", root, LOCATION.format(p=protocol, sock=peer.path, extra=""))
@@ -316,12 +339,11 @@ def test_head_that_never_ends_is_502(tmp_path, protocol):
         assert request(s, "GET", "/x")[0] == 502
     finally:
         check_clean_exit(s)
-        peer.stop()
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_no_head_within_read_timeout_is_504(tmp_path, protocol):
-    peer = RawPeer(tmp_path, b"HTTP/1.1 200 OK\r\n", hold=True)
+def test_no_head_within_read_timeout_is_504(tmp_path, raw_peer, protocol):
+    peer = raw_peer(b"HTTP/1.1 200 OK\r\n", hold=True)
     root = tmp_path / "www"
     os.makedirs(root)
     s = lfhttpd(tmp_path / "lf", root, LOCATION.format(
@@ -330,12 +352,11 @@ def test_no_head_within_read_timeout_is_504(tmp_path, protocol):
         assert request(s, "GET", "/x")[0] == 504
     finally:
         check_clean_exit(s)
-        peer.stop()
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_answer_with_content_length_ends_without_waiting_for_the_close(tmp_path, protocol):
-    peer = RawPeer(tmp_path, b"Status: 200 OK\r\nContent-Length: 3\r\n\r\nabc", hold=True)
+def test_answer_with_content_length_ends_without_waiting_for_the_close(tmp_path, raw_peer, protocol):
+    peer = raw_peer(b"Status: 200 OK\r\nContent-Length: 3\r\n\r\nabc", hold=True)
     root = tmp_path / "www"
     os.makedirs(root)
     s = lfhttpd(tmp_path / "lf", root, LOCATION.format(
@@ -351,7 +372,6 @@ def test_answer_with_content_length_ends_without_waiting_for_the_close(tmp_path,
         conn.close()
     finally:
         check_clean_exit(s)
-        peer.stop()
 
 
 @pytest.mark.parametrize("directive,error", [
@@ -372,8 +392,9 @@ def test_bad_directive_is_named_with_its_line(tmp_path, directive, error):
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_upstream_block_s_dead_server_is_passed_over_for_the_next(tmp_path, protocol):
-    u = Uwsgi(tmp_path / "uwsgi", protocol)
+def test_upstream_block_s_dead_server_is_passed_over_for_the_next(tmp_path, start_app,
+                                                                 protocol):
+    u = start_app(protocol)
     root = tmp_path / "www"
     os.makedirs(root)
     dead = os.path.join(str(tmp_path), "dead.sock")
@@ -385,4 +406,3 @@ def test_upstream_block_s_dead_server_is_passed_over_for_the_next(tmp_path, prot
             assert request(s, "GET", "/env")[0] == 200
     finally:
         check_clean_exit(s)
-        u.stop()
