@@ -126,14 +126,15 @@ conf/tls/localhost.pem:
 # which reads the manifests with python3-yaml); groff checks the man pages (check-docs);
 # php-fpm8.2 is the FastCGI application of test_fastcgi.py, and DokuWiki (Debian's
 # dokuwiki, a package of files: looked for by its doku.php) the PHP application of
-# test_dokuwiki.py; dnsmasq (Debian's dnsmasq-base) the DNS server of the resolver's tests
+# test_dokuwiki.py; uWSGI (uwsgi with its python3 plugin) the uwsgi and SCGI one of
+# test_uwsgi.py; dnsmasq (Debian's dnsmasq-base) the DNS server of the resolver's tests
 # (test_proxy_resolver.py).
 TEST_PKGS := gcc:gcc curl:curl ab:apache2-utils htpasswd:apache2-utils nginx:nginx-light \
              wrk:wrk clang:clang setpriv:util-linux \
              slowhttptest:slowhttptest valgrind:valgrind chromium:chromium \
              systemd-analyze:systemd podman-compose:podman-compose \
              openssl:openssl testssl:testssl.sh promtool:prometheus groff:groff-base \
-             php-fpm8.2:php8.2-fpm dnsmasq:dnsmasq-base
+             php-fpm8.2:php8.2-fpm dnsmasq:dnsmasq-base uwsgi:uwsgi
 check-deps:
 	@missing=""; \
 	for pair in $(TEST_PKGS); do \
@@ -146,6 +147,7 @@ check-deps:
 	$(PYTHON) -c 'import websockets' 2>/dev/null || missing="$$missing python3-websockets"; \
 	$(PYTHON) -c 'import yaml' 2>/dev/null || missing="$$missing python3-yaml"; \
 	[ -e /usr/share/dokuwiki/doku.php ] || missing="$$missing dokuwiki"; \
+	[ -n "$$(ls /usr/lib/uwsgi/plugins/python3*_plugin.so 2>/dev/null)" ] || missing="$$missing uwsgi-plugin-python3"; \
 	[ -e /usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.asan-x86_64.a ] || \
 	  [ -n "$$(ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.asan-x86_64.a 2>/dev/null)" ] || \
 	  missing="$$missing libclang-rt-14-dev"; \
@@ -211,7 +213,7 @@ install: $(B)/lfhttpd
 	install -m 755 $(B)/lfhttpd $(DESTDIR)$(SBINDIR)/lfhttpd
 	[ -e $(DESTDIR)$(SYSCONFDIR)/lfhttpd/lfhttpd.conf ] || \
 	  install -m 644 conf/lfhttpd.conf $(DESTDIR)$(SYSCONFDIR)/lfhttpd/lfhttpd.conf
-	for f in fastcgi.conf fastcgi_params; do \
+	for f in fastcgi.conf fastcgi_params uwsgi_params scgi_params; do \
 	  [ -e $(DESTDIR)$(SYSCONFDIR)/lfhttpd/$$f ] || \
 	    install -m 644 conf/$$f $(DESTDIR)$(SYSCONFDIR)/lfhttpd/$$f; \
 	done

@@ -33,6 +33,11 @@
  * not its failure: the request goes again on a new one. States are never freed while the
  * server runs (an event of an edge-triggered handle may still name one): their buffers
  * are, and a kept connection keeps none.
+ *
+ * uwsgi_pass and scgi_pass (mod_uwsgi.c) go through the same state: their parameters name
+ * a struct fastcgi_wire, which frames the request (a uwsgi packet, an SCGI netstring, then
+ * the body) in place of the records; their answer is raw bytes, its head a status line or
+ * CGI's, and it ends when the application closes (or once its Content-Length came).
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -753,6 +758,15 @@ static int take_head(struct conn_fcgi *f, struct response *resp, char *out, size
     return 1;
 }
 
+/* uwsgi's and SCGI's answers are not framed: what came is the answer's next bytes. */
+static enum fcgi_event raw_read(struct conn_fcgi *f, size_t avail, size_t *used,
+                                const uint8_t **data, size_t *len)
+{
+    *data = (const uint8_t *)f->in + f->in_off;
+    *used = *len = avail;
+    return FCGI_EV_STDOUT;
+}
+
 /* Decode records from in[] and read the socket, sending the answer as it comes, until the
  * event must wait or is handed on. */
 static void relay(struct conn_fcgi *f)
@@ -765,6 +779,10 @@ static void relay(struct conn_fcgi *f)
             if (n < 0 && errno == EAGAIN) {
                 fcgi_wait(f, EPOLLIN, true);
                 return;
+            }
+            if (n == 0 && f->fp->wire) {
+                f->ended = true; /* uwsgi, SCGI: the answer ends with the connection */
+                continue;
             }
             if (n <= 0) {
                 const char *why = n < 0 ? strerror(errno)
@@ -790,8 +808,11 @@ static void relay(struct conn_fcgi *f)
             size_t room = sizeof(out) - out_len, used, len;
             size_t avail = f->in_len - f->in_off;
             const uint8_t *data;
-            enum fcgi_event ev = fcgi_read(&f->rd, (const uint8_t *)f->in + f->in_off,
-                                           avail < room ? avail : room, &used, &data, &len);
+            enum fcgi_event ev = f->fp->wire ? raw_read(f, avail < room ? avail : room,
+                                                        &used, &data, &len)
+                                             : fcgi_read(&f->rd, (const uint8_t *)f->in +
+                                                         f->in_off, avail < room ? avail : room,
+                                                         &used, &data, &len);
             f->in_off += used;
             if (ev == FCGI_EV_ERROR) {
                 if (f->src.head_sent)
@@ -829,7 +850,10 @@ static void relay(struct conn_fcgi *f)
         }
         if (!f->src.head_sent) {
             if (f->ended) {
-                attempt_failed(f, FAIL_ERROR, "upstream prematurely closed FastCGI stdout");
+                attempt_failed(f, FAIL_ERROR,
+                               f->fp->wire ? "upstream prematurely closed connection while "
+                                             "reading response header from upstream"
+                                           : "upstream prematurely closed FastCGI stdout");
                 return;
             }
             continue;
@@ -840,6 +864,8 @@ static void relay(struct conn_fcgi *f)
             if (out_len > f->left)
                 out_len = (size_t)f->left;
             f->left -= out_len;
+            if (f->left == 0 && f->fp->wire)
+                f->ended = true; /* all it said it would send came: no wait for the close */
         }
         struct http_piece pc;
         if (out_len > 0 && http_source_body(&f->src, &resp, out, out_len, &pc) < 0) {
@@ -1007,7 +1033,9 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
         params = big;
         plen = fp->ops->params(fp->up.conf, r, params, FCGI_PARAMS_MAX);
     }
-    size_t req_cap = 16 + stream_size(plen > 0 ? (size_t)plen : 0) + stream_size(r->body_len);
+    size_t req_cap = fp->wire ? fp->wire->size(plen > 0 ? (size_t)plen : 0, r->body_len)
+                              : 16 + stream_size(plen > 0 ? (size_t)plen : 0) +
+                                    stream_size(r->body_len);
     struct conn_fcgi *f = http_save_input(c, rest, rest_len)
                               ? fcgi_new(req_cap, http_source_save_room(r) +
                                                       http_source_body_room(r))
@@ -1034,7 +1062,12 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
     f->uvars.head = NULL;
     f->try_now = NULL;
     f->phase = PHASE_CONNECT;
-    if (plen >= 0) {
+    if (plen >= 0 && fp->wire) {
+        f->req_len = fp->wire->frame(fp, f->req, req_cap, params, (size_t)plen, r->body,
+                                     r->body_len);
+        if (f->req_len == 0)
+            plen = -1; /* (uwsgi's parameters are 64 KiB at most) */
+    } else if (plen >= 0) {
         bool keep = fp->keep_conn && fp->up.upstream->keepalive > 0;
         fcgi_begin_request((uint8_t *)f->req, FCGI_REQUEST_ID, keep ? FCGI_KEEP_CONN : 0);
         size_t o = 16;

@@ -26,17 +26,21 @@ extern const struct module mod_stub_status; /* `stub_status;`: nginx's basic sta
 extern const struct module mod_cgi;      /* CGI/1.1 scripts mounted on prefixes */
 extern const struct module mod_proxy;    /* proxy_pass: answers from upstream servers */
 extern const struct module mod_fastcgi;  /* fastcgi_pass: answers from FastCGI applications */
+extern const struct module mod_uwsgi;    /* uwsgi_pass: answers from uwsgi applications */
+extern const struct module mod_scgi;     /* scgi_pass: answers from SCGI applications */
 extern const struct module mod_gzip;     /* compresses responses (a filter) */
 extern const struct module mod_headers;  /* add_header, expires: after gzip, on final statuses */
 extern const struct module mod_log;      /* log_format, a server's or location's access_log */
 
 static const struct module *const module_table[] = {
     &mod_realip,   &mod_limit,   &mod_auth,        &mod_mime, &mod_dirlist, &mod_static,
-    &mod_handlers, &mod_metrics, &mod_stub_status, &mod_cgi,  &mod_fastcgi, &mod_proxy,
+    &mod_handlers, &mod_metrics, &mod_stub_status, &mod_cgi,  &mod_fastcgi, &mod_uwsgi,
+    &mod_scgi,     &mod_proxy,
     &mod_gzip,     &mod_headers, &mod_log,
 };
 
 #define MODULE_COUNT (sizeof(module_table) / sizeof(module_table[0]))
+_Static_assert(MODULE_COUNT <= MODULE_CHAIN_MAX, "the chain's arrays hold every module");
 
 unsigned module_chain_index(const struct module *m)
 {

@@ -12,7 +12,7 @@
 
 #include "module.h"
 
-#define MODULE_CHAIN_MAX 16 /* modules in the table of module_chain.c */
+#define MODULE_CHAIN_MAX 24 /* modules in the table of module_chain.c (at most) */
 
 struct module_level;
 struct level_root;

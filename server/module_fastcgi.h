@@ -27,6 +27,22 @@ struct fastcgi_ops {
                 struct response *resp);
 };
 
+/* The protocol of an application that does not speak FastCGI, for the core's connection
+ * state (http_fastcgi.c): uwsgi_pass and scgi_pass (mod_uwsgi.c) share FastCGI's connect,
+ * send, relay, timeouts and error pages, and differ in the framing of the request and in
+ * the answer, which is raw bytes (a head, then the body until the application closes)
+ * rather than records. */
+struct fastcgi_params;
+struct fastcgi_wire {
+    const char *name; /* "uwsgi", "scgi" */
+    /* The most frame writes for params_len bytes of parameters and body_len of body. */
+    size_t (*size)(size_t params_len, size_t body_len);
+    /* The request: the parameters (as ops->params wrote them) framed, then the body, at
+     * out[0..cap): its length, or 0 when the protocol cannot carry it (500). */
+    size_t (*frame)(const struct fastcgi_params *fp, char *out, size_t cap, const char *params,
+                    size_t params_len, const char *body, size_t body_len);
+};
+
 /* How a location splits its path (fastcgi_split_path_info, fastcgi_index): the first
  * member of mod_fastcgi's settings of every block, read by module_fastcgi_var. */
 struct fastcgi_split {
@@ -39,6 +55,8 @@ struct fastcgi_params {
     struct proxy_params up; /* first: up.fastcgi is true, up.ops NULL */
     const struct fastcgi_ops *ops;
     bool keep_conn;         /* fastcgi_keep_conn on */
+    const struct fastcgi_wire *wire; /* NULL: FastCGI's records */
+    unsigned char modifier1, modifier2; /* uwsgi_modifier1, uwsgi_modifier2 */
 };
 
 /* For the core: the FastCGI parameters of a response that resp_proxy gave them. */

@@ -20,7 +20,8 @@ import sys
 # From the bottom up. A file may include headers of its own layer or of any layer below.
 LAYERS = [
     ("base", ["clock", "lf_*", "http_parse", "proxy_protocol", "http_upstream", "open_beneath",
-              "out_seg", "regex", "fastcgi_record"]),
+              "out_seg", "regex", "fastcgi_record", "uwsgi_packet",
+              "scgi_netstring"]),
     ("text helpers", ["strbuf", "http_params", "vars", "vars_upstream"]),
     ("configuration", ["config", "directive", "log", "site", "upstream", "resolver", "upstream_tls",
                        "tls"]),
