@@ -39,7 +39,8 @@ def test_install_puts_binary_configuration_man_pages_and_unit_under_destdir(tmp_
     # Nothing outside DESTDIR's tree: every file is one of these.
     files = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
     assert files == ["usr/etc/lfhttpd/fastcgi.conf", "usr/etc/lfhttpd/fastcgi_params",
-                     "usr/etc/lfhttpd/lfhttpd.conf", "usr/lib/systemd/system/lfhttpd.service",
+                     "usr/etc/lfhttpd/lfhttpd.conf", "usr/etc/lfhttpd/scgi_params",
+                     "usr/etc/lfhttpd/uwsgi_params", "usr/lib/systemd/system/lfhttpd.service",
                      "usr/sbin/lfhttpd", "usr/share/man/man5/lfhttpd.conf.5",
                      "usr/share/man/man8/lfhttpd.8"]
 
