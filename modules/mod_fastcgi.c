@@ -25,8 +25,6 @@
 #include "vars.h"
 
 #define FCGI_UPSTREAMS_MAX 64
-#define FCGI_PARAMS_LINES_MAX 128
-#define FCGI_NAMES_MAX 32
 #define FCGI_UNSET 0xffffffffu
 #define FCGI_DEFAULT_TIMEOUT_MS 60000
 
@@ -42,13 +40,6 @@ struct fcgi_state {
     struct module_init *mi;
 };
 
-struct fcgi_param_line {
-    char *name;
-    size_t name_len;
-    struct vars_value *value;
-    bool if_not_empty;
-};
-
 struct fcgi_conf {
     struct fastcgi_split split; /* first: module_fastcgi_var reads it */
     int kind;                   /* FCGI_BLOCK */
@@ -62,7 +53,7 @@ struct fcgi_conf {
     unsigned pass_line;
     struct upstream *implicit; /* owned: an address */
 
-    struct fcgi_param_line *lines; /* inherited as a whole when a block has none */
+    struct fastcgi_param_line *lines; /* inherited as a whole when a block has none */
     unsigned n_lines;
     bool lines_owned;
     char (*hide)[64];
@@ -122,71 +113,18 @@ static int set_pass(void *base, const struct conf_node *n, void *ctx, char *msg,
     return 0;
 }
 
-static bool param_name_ok(const char *name)
-{
-    if (!*name)
-        return false;
-    for (const char *p = name; *p; p++)
-        if ((unsigned char)*p <= ' ' || *p == 0x7f)
-            return false;
-    return true;
-}
-
 static int set_param(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
     (void)ctx;
     struct fcgi_conf *c = base;
-    if (n->n_args == 3 && strcmp(n->args[2], "if_not_empty") != 0)
-        return snprintf(msg, len, "invalid parameter \"%s\" (only \"if_not_empty\")",
-                        n->args[2]), -1;
-    if (!param_name_ok(n->args[0]))
-        return snprintf(msg, len, "\"%s\" is not a parameter name", n->args[0]), -1;
-    if (c->n_lines == FCGI_PARAMS_LINES_MAX)
-        return snprintf(msg, len, "too many (%d at most)", FCGI_PARAMS_LINES_MAX), -1;
-    if (!c->lines_owned) {
-        c->lines = calloc(FCGI_PARAMS_LINES_MAX, sizeof(*c->lines));
-        if (!c->lines)
-            return snprintf(msg, len, "out of memory"), -1;
-        c->lines_owned = true;
-        c->n_lines = 0;
-    }
-    struct fcgi_param_line *l = &c->lines[c->n_lines];
-    l->name = strdup(n->args[0]);
-    if (!l->name)
-        return snprintf(msg, len, "out of memory"), -1;
-    l->name_len = strlen(l->name);
-    l->if_not_empty = n->n_args == 3;
-    char why[256];
-    if (vars_compile(n->args[1], VARS_RAW, &l->value, why, sizeof(why)) < 0) {
-        free(l->name);
-        return snprintf(msg, len, "%s", why), -1;
-    }
-    c->n_lines++;
-    return 0;
-}
-
-static int add_name(char (**list)[64], unsigned *n, bool *owned, const char *name, char *msg,
-                    size_t len)
-{
-    if (!param_name_ok(name) || strchr(name, ':'))
-        return snprintf(msg, len, "\"%s\" is not a field name", name), -1;
-    if (*n == FCGI_NAMES_MAX)
-        return snprintf(msg, len, "too many (%d at most)", FCGI_NAMES_MAX), -1;
-    if (!*list) {
-        *list = calloc(FCGI_NAMES_MAX, 64);
-        if (!*list)
-            return snprintf(msg, len, "out of memory"), -1;
-        *owned = true;
-    }
-    snprintf((*list)[(*n)++], 64, "%s", name);
-    return 0;
+    return fastcgi_param_add(&c->lines, &c->n_lines, &c->lines_owned, n, msg, len);
 }
 
 static int set_hide(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
     (void)ctx;
     struct fcgi_conf *c = base;
-    return add_name(&c->hide, &c->n_hide, &c->hide_owned, n->args[0], msg, len);
+    return fastcgi_name_add(&c->hide, &c->n_hide, &c->hide_owned, n->args[0], msg, len);
 }
 
 static int set_pass_header(void *base, const struct conf_node *n, void *ctx, char *msg,
@@ -194,7 +132,7 @@ static int set_pass_header(void *base, const struct conf_node *n, void *ctx, cha
 {
     (void)ctx;
     struct fcgi_conf *c = base;
-    return add_name(&c->pass, &c->n_pass, &c->pass_owned, n->args[0], msg, len);
+    return fastcgi_name_add(&c->pass, &c->n_pass, &c->pass_owned, n->args[0], msg, len);
 }
 
 static int set_index(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
@@ -563,7 +501,7 @@ static long fcgi_params(const void *conf, const struct request *req, char *out, 
     size_t o = 0;
     char value[16384];
     for (unsigned i = 0; i < c->n_lines; i++) {
-        const struct fcgi_param_line *l = &c->lines[i];
+        const struct fastcgi_param_line *l = &c->lines[i];
         long n = vars_expand(l->value, &src, value, sizeof(value));
         if (n < 0)
             return -1;

@@ -32,8 +32,6 @@
 #include "vars.h"
 
 #define WIRE_UPSTREAMS_MAX 64
-#define WIRE_PARAMS_LINES_MAX 128
-#define WIRE_NAMES_MAX 32
 #define WIRE_UNSET 0xffffffffu
 #define WIRE_DEFAULT_TIMEOUT_MS 60000
 #define WIRE_HEAD_MAX 16384 /* http_fastcgi.c's FCGI_HEAD_MAX */
@@ -59,13 +57,6 @@ struct wire_state {
     struct module_init *mi;
 };
 
-struct wire_param_line {
-    char *name;
-    size_t name_len;
-    struct vars_value *value;
-    bool if_not_empty;
-};
-
 struct wire_conf {
     int kind; /* WIRE_BLOCK */
     const struct wire_proto *proto;
@@ -74,7 +65,7 @@ struct wire_conf {
     const char *pass_text; /* ..._pass (this location's only) */
     struct upstream *implicit; /* owned: an address */
 
-    struct wire_param_line *lines; /* inherited as a whole when a block has none */
+    struct fastcgi_param_line *lines; /* inherited as a whole when a block has none */
     unsigned n_lines;
     bool lines_owned;
     char (*hide)[64];
@@ -139,71 +130,18 @@ static int set_pass(void *base, const struct conf_node *n, void *ctx, char *msg,
     return 0;
 }
 
-static bool param_name_ok(const char *name)
-{
-    if (!*name)
-        return false;
-    for (const char *p = name; *p; p++)
-        if ((unsigned char)*p <= ' ' || *p == 0x7f)
-            return false;
-    return true;
-}
-
 static int set_param(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
     (void)ctx;
     struct wire_conf *c = base;
-    if (n->n_args == 3 && strcmp(n->args[2], "if_not_empty") != 0)
-        return snprintf(msg, len, "invalid parameter \"%s\" (only \"if_not_empty\")",
-                        n->args[2]), -1;
-    if (!param_name_ok(n->args[0]))
-        return snprintf(msg, len, "\"%s\" is not a parameter name", n->args[0]), -1;
-    if (c->n_lines == WIRE_PARAMS_LINES_MAX)
-        return snprintf(msg, len, "too many (%d at most)", WIRE_PARAMS_LINES_MAX), -1;
-    if (!c->lines_owned) {
-        c->lines = calloc(WIRE_PARAMS_LINES_MAX, sizeof(*c->lines));
-        if (!c->lines)
-            return snprintf(msg, len, "out of memory"), -1;
-        c->lines_owned = true;
-        c->n_lines = 0;
-    }
-    struct wire_param_line *l = &c->lines[c->n_lines];
-    l->name = strdup(n->args[0]);
-    if (!l->name)
-        return snprintf(msg, len, "out of memory"), -1;
-    l->name_len = strlen(l->name);
-    l->if_not_empty = n->n_args == 3;
-    char why[256];
-    if (vars_compile(n->args[1], VARS_RAW, &l->value, why, sizeof(why)) < 0) {
-        free(l->name);
-        return snprintf(msg, len, "%s", why), -1;
-    }
-    c->n_lines++;
-    return 0;
-}
-
-static int add_name(char (**list)[64], unsigned *n, bool *owned, const char *name, char *msg,
-                    size_t len)
-{
-    if (!param_name_ok(name) || strchr(name, ':') || strlen(name) >= 64)
-        return snprintf(msg, len, "\"%s\" is not a field name", name), -1;
-    if (*n == WIRE_NAMES_MAX)
-        return snprintf(msg, len, "too many (%d at most)", WIRE_NAMES_MAX), -1;
-    if (!*list) {
-        *list = calloc(WIRE_NAMES_MAX, 64);
-        if (!*list)
-            return snprintf(msg, len, "out of memory"), -1;
-        *owned = true;
-    }
-    snprintf((*list)[(*n)++], 64, "%s", name);
-    return 0;
+    return fastcgi_param_add(&c->lines, &c->n_lines, &c->lines_owned, n, msg, len);
 }
 
 static int set_hide(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
     (void)ctx;
     struct wire_conf *c = base;
-    return add_name(&c->hide, &c->n_hide, &c->hide_owned, n->args[0], msg, len);
+    return fastcgi_name_add(&c->hide, &c->n_hide, &c->hide_owned, n->args[0], msg, len);
 }
 
 static int set_pass_header(void *base, const struct conf_node *n, void *ctx, char *msg,
@@ -211,7 +149,7 @@ static int set_pass_header(void *base, const struct conf_node *n, void *ctx, cha
 {
     (void)ctx;
     struct wire_conf *c = base;
-    return add_name(&c->pass, &c->n_pass, &c->pass_owned, n->args[0], msg, len);
+    return fastcgi_name_add(&c->pass, &c->n_pass, &c->pass_owned, n->args[0], msg, len);
 }
 
 static int set_next(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
@@ -562,7 +500,7 @@ static long wire_params(const void *conf, const struct request *req, char *out, 
     size_t o = 0;
     char value[16384];
     for (unsigned i = 0; i < c->n_lines; i++) {
-        const struct wire_param_line *l = &c->lines[i];
+        const struct fastcgi_param_line *l = &c->lines[i];
         long n = vars_expand(l->value, &src, value, sizeof(value));
         if (n < 0)
             return -1;

@@ -16,6 +16,30 @@
 #include "module.h"
 #include "regex.h"
 
+/* A `fastcgi_param` line (`uwsgi_param`, `scgi_param`): NAME, its VALUE compiled, and
+ * whether an empty value leaves the parameter out (if_not_empty). */
+struct fastcgi_param_line {
+    char *name;
+    size_t name_len;
+    struct vars_value *value;
+    bool if_not_empty;
+};
+
+#define FASTCGI_PARAM_LINES_MAX 128 /* a block's parameter lines */
+#define FASTCGI_NAMES_MAX 32        /* a block's hide_header (pass_header) names */
+
+struct conf_node;
+
+/* Add the statement n (NAME VALUE [if_not_empty]) to a block's lines, which become the
+ * block's own (*owned) at its first line. 0, or -1 with msg. */
+int fastcgi_param_add(struct fastcgi_param_line **lines, unsigned *n_lines, bool *owned,
+                      const struct conf_node *n, char *msg, size_t len);
+
+/* Add the field name to a block's list of names (hide_header, pass_header), made the
+ * block's own (*owned) at its first. 0, or -1 with msg. */
+int fastcgi_name_add(char (**list)[64], unsigned *n, bool *owned, const char *name, char *msg,
+                     size_t len);
+
 struct fastcgi_ops {
     /* The request's parameters, as FCGI_PARAMS content (name-value pairs), into
      * out[0..cap): their length, or -1 when they do not fit. */
