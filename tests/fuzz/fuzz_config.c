@@ -12,8 +12,8 @@
  *     its buffer and names the file ("PATH:" or "PATH:LINE:");
  *   - a configuration that loads respects every documented bound: 1..16 listeners (or 0
  *     when only classes listen), 256 <= max_header_size <= 16k, max_headers <= 64,
- *     threads <= 1024, index names without '/', at most 8 classes with at most 16 rules of
- *     each kind, NUL-terminated strings everywhere;
+ *     threads <= 1024, index names without '/' unless absolute ("/URI"), at most 8
+ *     classes with at most 16 rules of each kind, NUL-terminated strings everywhere;
  *   - loading is deterministic: the same text loads to the same result twice.
  * Module directives (gzip, cgi, handler, ...) are accepted by name, as module_known_directive
  * does; their values are the modules' business and are not parsed here.
@@ -76,7 +76,7 @@ static void check_loaded(const struct config *c)
     REQUIRE(c->n_index >= 1 && c->n_index <= CONFIG_MAX_INDEX);
     for (unsigned i = 0; i < c->n_index; i++) {
         REQUIRE(terminated(c->index[i], sizeof c->index[i]));
-        REQUIRE(c->index[i][0] && !strchr(c->index[i], '/'));
+        REQUIRE(c->index[i][0] && (c->index[i][0] == '/' || !strchr(c->index[i], '/')));
     }
     REQUIRE(c->threads <= 1024);
     REQUIRE(c->max_header_size >= 256 && c->max_header_size <= CONFIG_MAX_HEADER_SIZE);
