@@ -769,7 +769,9 @@ static const struct conf_directive proxy_directives[] = {
      .doc = "Where the temporary files of `proxy_buffering on` are made: without a name "
         "(`O_TMPFILE`, or unlinked at once where the file system lacks it), so that none "
         "is ever left behind; the directory is made at load when missing (mode 0700, as "
-        "nginx makes it; its parent must exist). LEVELs are accepted and mean nothing."},
+        "nginx makes it; its parent must exist). Started by root with `user`, the server "
+        "gives the directory to that user, as nginx does, unless all may write in it "
+        "(`/tmp`), which is never given away. LEVELs are accepted and mean nothing."},
     {"proxy_pass_request_headers", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
      .set = set_default_only, .usage = "on", .dflt = "on",
      .doc = "The client's header fields go upstream (nginx's default); `off` is refused."},
@@ -1017,6 +1019,10 @@ static void *proxy_block(void *state, const struct module_block *b)
     c->ssl_verify_depth = PROXY_UNSET;
     if (module_block_read(b, c) < 0)
         goto fail;
+    for (const struct conf_node *n = b->first; n; n = n->next) /* written in once `user` */
+        if (strcmp(n->name, "proxy_temp_path") == 0 &&
+            module_dir_for_user(b->mi, n, n->args[0]) < 0)
+            goto fail;
     if (outer) { /* inherit what this block leaves unset */
         if (c->n_headers == 0 && !c->headers_owned) {
             c->headers = outer->headers;

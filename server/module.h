@@ -346,6 +346,12 @@ const struct conf_node *module_directive_next(struct module_init *mi, const char
 int module_mount_add(struct module_init *mi, const struct conf_node *where, const char *prefix,
                      void *data, bool wants_body);
 
+/* For init and block hooks: a directory the server writes in once it runs as `user`
+ * (proxy_temp_path), when started by root: given to that user if it is another's and not
+ * writable by all, as nginx gives its temporary paths to its workers' user. Returns 0, or
+ * -1 after module_error() (where: the directive's line). */
+int module_dir_for_user(struct module_init *mi, const struct conf_node *where, const char *dir);
+
 /* For init and block hooks: add "FILE:LINE: module: message" (where may be NULL) to the
  * errors, and return -1. */
 int module_error(struct module_init *mi, const struct conf_node *where, const char *fmt, ...)

@@ -2,9 +2,13 @@
 #include "module_chain.h"
 #include "upstream.h"
 
+#include <errno.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "module_figures.h"
 
@@ -85,6 +89,24 @@ int module_error(struct module_init *mi, const struct conf_node *where, const ch
     else
         config_error_append(mi->err, mi->err_len, "%s: %s", name, msg);
     return -1;
+}
+
+int module_dir_for_user(struct module_init *mi, const struct conf_node *where, const char *dir)
+{
+    const struct config *cfg = mi->cfg;
+    if (!cfg->user[0] || geteuid() != 0)
+        return 0;
+    const struct passwd *pw = getpwnam(cfg->user);
+    struct stat st;
+    if (!pw || stat(dir, &st) < 0) /* (an unknown user is the start's error) */
+        return 0;
+    /* A directory all may write in (/tmp) is left as it is: never given away. */
+    if (st.st_uid == pw->pw_uid || (st.st_mode & S_IWOTH))
+        return 0;
+    if (chown(dir, pw->pw_uid, (gid_t)-1) < 0)
+        return module_error(mi, where, "cannot give \"%s\" to user %s: %s", dir, cfg->user,
+                            strerror(errno));
+    return 0;
 }
 
 int module_read_directives(struct module_init *mi, void *base)

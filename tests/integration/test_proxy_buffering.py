@@ -488,3 +488,53 @@ def test_missing_temp_path_is_made_as_nginx_makes_it(tmp_path):
                        timeout=30)
     assert r.returncode == 0, r.stderr
     assert temp.is_dir()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="[by design] only root can become `user`")
+def test_a_proxy_temp_path_started_by_root_is_written_in_as_user(upstream, proxy, tmp_path):
+    """Started by root with `user nobody`, the server gives its proxy_temp_path to nobody
+    (as nginx gives its temporary paths to its workers' user), so that an answer past the
+    memory buffers still goes to a temporary file once the server runs as nobody."""
+    import pwd
+    import shutil
+    import tempfile
+    outer = tempfile.mkdtemp(prefix="lfhttpd-temp-")  # nobody can reach it, not write it
+    try:
+        os.chmod(outer, 0o755)
+        temp = os.path.join(outer, "proxy_temp")
+        u = upstream()
+        p = proxy("user nobody nogroup;\n" + conf(temp, "proxy_buffering on;"), u)
+        assert os.stat(temp).st_uid == pwd.getpwnam("nobody").pw_uid
+        target = f"/_big?mb={BIG_MB}"
+        s, got = slow_client(p, target)
+        try:
+            assert wait_until(lambda: answered(u, target), scaled(30))
+            head, body = read_answer(s, got)
+        finally:
+            s.close()
+        assert head.startswith(b"HTTP/1.1 200")
+        assert body == generated(BIG_MB * MIB)
+    finally:
+        shutil.rmtree(outer, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="[by design] only root can become `user`")
+def test_a_proxy_temp_path_all_may_write_in_is_never_given_to_user(tmp_path):
+    """A directory like /tmp (world-writable, sticky) stays root's: it is usable by the
+    user as it is, and giving it away would hand that user everyone's files."""
+    import subprocess
+    import tempfile
+    from conftest import BIN
+    shared = tempfile.mkdtemp(prefix="lfhttpd-shared-")
+    try:
+        os.chmod(shared, 0o1777)
+        path = tmp_path / "t.conf"
+        path.write_text("user nobody nogroup;\nlisten 127.0.0.1:0;\nserver {\n  location / {\n"
+                        f"    proxy_pass http://127.0.0.1:9; proxy_temp_path {shared};\n"
+                        "  }\n}\n")
+        r = subprocess.run([BIN, "-t", "-c", str(path)], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert os.stat(shared).st_uid == 0
+    finally:
+        os.rmdir(shared)
