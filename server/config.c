@@ -836,6 +836,15 @@ static int check_limit_except(void *base, const struct conf_node *n, void *ctx, 
     return 0;
 }
 
+/* `geo [$ADDRESS] $NAME { }`: as a map's, its $NAME (the last value) declared now. */
+static int declare_geo(void *base, const struct conf_node *n, void *ctx, char *msg,
+                       size_t len)
+{
+    (void)base;
+    (void)ctx;
+    return declare_arg(n, n->n_args - 1, msg, len);
+}
+
 /* `map SOURCE $NAME { }`: $NAME is declared as the file is read, so that a value anywhere
  * may use it; the entries are read with the blocks (rewrite.c). */
 static int declare_map(void *base, const struct conf_node *n, void *ctx, char *msg,
@@ -1596,6 +1605,19 @@ static const struct conf_directive core_directives[] = {
             "FILE;`. An exact KEY first, then the longest leading and trailing wildcards, "
             "then the regexes. VALUE takes variables. A regex KEY's groups do not become "
             "the request's `$1`..`$9` outside VALUE.",
+     .id = CONFIG_ID_NONE},
+    {"geo", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 1, .max_args = 2, .set = declare_geo,
+     .usage = "[$ADDRESS] $NAME { ... }",
+     .doc = "$NAME's value is chosen by the client's address (`$remote_addr`, after "
+            "`real_ip_header`), or by $ADDRESS's value (255.255.255.255 when it is no "
+            "address), as nginx's: `NETWORK VALUE;` (an address, or ADDR/BITS, IPv4 or IPv6: "
+            "the most specific network that holds the address; an IPv4-mapped IPv6 address "
+            "is looked up as IPv4), `default VALUE;` (else empty), `delete NETWORK;`, "
+            "`include FILE;`, `proxy NETWORK;` (a client there is replaced by the last "
+            "address of `X-Forwarded-For`), `proxy_recursive;` (by the last one not in a "
+            "`proxy` network), `ranges;` first (then `FROM-TO VALUE;`, IPv4, the range "
+            "written last that holds the address). Values are text. Of two equal networks "
+            "the later counts, as nginx's (which warns).",
      .id = CONFIG_ID_NONE},
     {"http", CONF_BLOCK, TOP, .min_args = 0, .max_args = 0, .set = conf_set_later,
      .usage = "{ ... }",

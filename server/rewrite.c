@@ -4,6 +4,8 @@
  */
 #include "rewrite.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -491,6 +493,7 @@ struct rewrite_map {
                   many keys */
     unsigned n;
     struct map_entry *entries;
+    struct geo *geo; /* a `geo` block's networks (below); NULL for a map */
 };
 
 static int read_map_entry(struct conf_reader *r, struct rewrite_map *m,
@@ -572,6 +575,10 @@ static int read_map(struct conf_reader *r, const struct conf_node *n, struct rew
     return rc;
 }
 
+struct geo;
+static void geo_free(struct geo *g);
+static long put_constant(const char *text, size_t len, char *out, size_t cap);
+
 static void map_free(struct rewrite_map *m)
 {
     for (unsigned i = 0; i < m->n; i++) {
@@ -582,8 +589,405 @@ static void map_free(struct rewrite_map *m)
     free(m->entries);
     vars_free(m->source);
     vars_free(m->dflt);
+    geo_free(m->geo);
     free(m->name);
     free(m);
+}
+
+/* --- geo ------------------------------------------------------------------------------------
+ *
+ * `geo [$ADDRESS] $NAME { ... }`, nginx's: $NAME's value is chosen by the client's address
+ * (or ADDRESS's value, 255.255.255.255 when it is no address), the most specific network
+ * that holds it. A geo is a map without keys: its networks, sorted by family, then prefix
+ * length (longest first), then address, so that a lookup is a binary search in each
+ * prefix length the family has, longest first. With `ranges;`, IPv4 ranges instead, the
+ * one written last that holds the address. `proxy` networks are trusted: a client among
+ * them is replaced by the last address of X-Forwarded-For (the last untrusted one with
+ * `proxy_recursive`). Values are text, as nginx's (no variables). */
+struct geo_net {
+    uint8_t family; /* 4 or 6 */
+    uint8_t bits;
+    uint8_t addr[16]; /* masked to bits */
+    uint32_t seq;     /* the order written: of two equal networks the later wins */
+    const char *value;
+};
+
+struct geo_range {
+    uint32_t from, to; /* host order, inclusive */
+    const char *value;
+};
+
+struct geo_group { /* the networks of one family and prefix length: nets[start, end) */
+    uint8_t family, bits;
+    unsigned start, end;
+};
+
+struct geo {
+    bool ranges, recursive;
+    unsigned n_nets, n_groups, n_ranges, n_proxies;
+    struct geo_net *nets;
+    struct geo_group *groups;
+    struct geo_range *ranges_list;
+    struct config_cidr *proxies;
+    char *dflt; /* NULL: "" */
+    char **values; /* every value's text, freed with the geo */
+    unsigned n_values;
+};
+
+static void geo_free(struct geo *g)
+{
+    if (!g)
+        return;
+    for (unsigned i = 0; i < g->n_values; i++)
+        free(g->values[i]);
+    free(g->values);
+    free(g->dflt);
+    free(g->nets);
+    free(g->groups);
+    free(g->ranges_list);
+    free(g->proxies);
+    free(g);
+}
+
+/* A network as written: ADDR or ADDR/BITS, its low bits cleared (nginx warns of them). */
+static bool geo_parse_net(const char *text, struct geo_net *n)
+{
+    struct config_cidr c;
+    if (config_cidr_parse(text, &c) < 0 || (c.family != AF_INET && c.family != AF_INET6))
+        return false;
+    memset(n, 0, sizeof(*n));
+    n->family = c.family == AF_INET ? 4 : 6;
+    n->bits = (uint8_t)c.prefix_bits;
+    unsigned len = n->family == 4 ? 4 : 16;
+    memcpy(n->addr, c.addr, len);
+    for (unsigned i = 0; i < len; i++) {
+        unsigned keep = n->bits > i * 8 ? n->bits - i * 8 : 0;
+        n->addr[i] &= keep >= 8 ? 0xff : (uint8_t)(0xff << (8 - keep));
+    }
+    return true;
+}
+
+static bool geo_parse_v4(const char *p, size_t len, uint32_t *out)
+{
+    char text[INET_ADDRSTRLEN];
+    struct in_addr a;
+    if (len >= sizeof(text))
+        return false;
+    memcpy(text, p, len);
+    text[len] = '\0';
+    if (inet_pton(AF_INET, text, &a) != 1)
+        return false;
+    *out = ntohl(a.s_addr);
+    return true;
+}
+
+static int geo_net_order(const void *pa, const void *pb)
+{
+    const struct geo_net *a = pa, *b = pb;
+    if (a->family != b->family)
+        return a->family - b->family;
+    if (a->bits != b->bits)
+        return b->bits - a->bits;
+    int c = memcmp(a->addr, b->addr, a->family == 4 ? 4 : 16);
+    if (c)
+        return c;
+    return a->seq < b->seq ? 1 : -1; /* the later first: it is the one kept */
+}
+
+static const char *geo_keep_value(struct geo *g, const char *text)
+{
+    char *v = strdup(text);
+    if (!v)
+        return NULL;
+    g->values[g->n_values++] = v;
+    return v;
+}
+
+/* The networks sorted, equal ones reduced to the later, deleted ones gone, and grouped. */
+static int geo_index(struct geo *g, const bool *deleted)
+{
+    unsigned kept = 0;
+    for (unsigned i = 0; i < g->n_nets; i++)
+        if (!deleted[i])
+            g->nets[kept++] = g->nets[i];
+    g->n_nets = kept;
+    qsort(g->nets, g->n_nets, sizeof(*g->nets), geo_net_order);
+    kept = 0;
+    for (unsigned i = 0; i < g->n_nets; i++) {
+        const struct geo_net *prev = kept ? &g->nets[kept - 1] : NULL;
+        if (prev && prev->family == g->nets[i].family && prev->bits == g->nets[i].bits &&
+            memcmp(prev->addr, g->nets[i].addr, 16) == 0)
+            continue;
+        g->nets[kept++] = g->nets[i];
+    }
+    g->n_nets = kept;
+    g->groups = calloc(g->n_nets + 1, sizeof(*g->groups));
+    if (!g->groups)
+        return -1;
+    for (unsigned i = 0; i < g->n_nets; i++) {
+        struct geo_group *last = g->n_groups ? &g->groups[g->n_groups - 1] : NULL;
+        if (last && last->family == g->nets[i].family && last->bits == g->nets[i].bits) {
+            last->end = i + 1;
+            continue;
+        }
+        g->groups[g->n_groups++] = (struct geo_group){g->nets[i].family, g->nets[i].bits, i,
+                                                       i + 1};
+    }
+    return 0;
+}
+
+/* A networks' entry NET VALUE, `delete NET` (the same network written before), a range
+ * FROM-TO VALUE. */
+static int read_geo_entry(struct conf_reader *r, struct geo *g, const struct conf_node *s,
+                          bool *deleted, unsigned *seq)
+{
+    bool del = strcmp(s->name, "delete") == 0;
+    const char *what = del ? s->args[0] : s->name;
+    if (g->ranges) {
+        const char *dash = strchr(what, '-');
+        uint32_t from, to;
+        if (!dash || !geo_parse_v4(what, (size_t)(dash - what), &from) ||
+            !geo_parse_v4(dash + 1, strlen(dash + 1), &to) || from > to)
+            return conf_error(r, s->line, "geo: invalid range \"%s\" (FROM-TO, IPv4)", what);
+        if (del) { /* what of earlier ranges lies inside is no longer theirs */
+            for (unsigned i = 0; i < g->n_ranges; i++)
+                if (g->ranges_list[i].from >= from && g->ranges_list[i].to <= to)
+                    g->ranges_list[i].value = NULL;
+            return 0;
+        }
+        const char *v = geo_keep_value(g, s->args[0]);
+        if (!v)
+            return conf_error(r, s->line, "out of memory");
+        g->ranges_list[g->n_ranges++] = (struct geo_range){from, to, v};
+        return 0;
+    }
+    struct geo_net n;
+    if (!geo_parse_net(what, &n))
+        return conf_error(r, s->line, "geo: invalid network \"%s\"", what);
+    if (del) {
+        for (unsigned i = 0; i < g->n_nets; i++)
+            if (g->nets[i].family == n.family && g->nets[i].bits == n.bits &&
+                memcmp(g->nets[i].addr, n.addr, 16) == 0)
+                deleted[i] = true;
+        return 0;
+    }
+    n.seq = (*seq)++;
+    n.value = geo_keep_value(g, s->args[0]);
+    if (!n.value)
+        return conf_error(r, s->line, "out of memory");
+    g->nets[g->n_nets++] = n;
+    return 0;
+}
+
+static int read_geo(struct conf_reader *r, const struct conf_node *n, struct rewrite_map *m)
+{
+    const char *name = n->args[n->n_args - 1];
+    if (name[0] != '$')
+        return conf_error(r, n->line, "geo: \"%s\" is not a variable", name);
+    m->name = strdup(name + 1);
+    int user = vars_declare(name + 1, strlen(name + 1));
+    if (user < 0)
+        return conf_error(r, n->line, "geo: invalid variable \"%s\"", name);
+    m->user = (unsigned)user;
+    unsigned count = 0;
+    for (const struct conf_node *s = n->children; s; s = s->next)
+        count++;
+    struct geo *g = m->geo = calloc(1, sizeof(*g));
+    bool *deleted = calloc(count + 1, sizeof(*deleted));
+    if (g) {
+        g->nets = calloc(count + 1, sizeof(*g->nets));
+        g->ranges_list = calloc(count + 1, sizeof(*g->ranges_list));
+        g->proxies = calloc(count + 1, sizeof(*g->proxies));
+        g->values = calloc(count + 1, sizeof(*g->values));
+    }
+    if (!m->name || !g || !deleted || !g->nets || !g->ranges_list || !g->proxies ||
+        !g->values) {
+        free(deleted);
+        return conf_error(r, n->line, "out of memory");
+    }
+    if (n->n_args == 2 && compile_value(r, n->line, n->args[0], VARS_RAW, &m->source) < 0) {
+        free(deleted);
+        return -1;
+    }
+    int rc = 0;
+    unsigned seq = 0;
+    for (const struct conf_node *s = n->children; s; s = s->next) {
+        bool bare = s->n_args == 0 && !s->is_block;
+        if (bare && strcmp(s->name, "ranges") == 0) {
+            if (s != n->children)
+                rc |= conf_error(r, s->line, "geo: ranges comes first");
+            g->ranges = true;
+        } else if (bare && strcmp(s->name, "proxy_recursive") == 0) {
+            g->recursive = true;
+        } else if (s->n_args != 1 || s->is_block) {
+            rc |= conf_error(r, s->line, "geo: \"%s\": a network and its value", s->name);
+        } else if (strcmp(s->name, "default") == 0) {
+            free(g->dflt);
+            g->dflt = strdup(s->args[0]);
+            if (!g->dflt)
+                rc |= conf_error(r, s->line, "out of memory");
+        } else if (strcmp(s->name, "proxy") == 0) {
+            struct config_cidr *c = &g->proxies[g->n_proxies];
+            if (config_cidr_parse(s->args[0], c) < 0 ||
+                (c->family != AF_INET && c->family != AF_INET6))
+                rc |= conf_error(r, s->line, "geo: invalid proxy \"%s\"", s->args[0]);
+            else
+                g->n_proxies++;
+        } else {
+            rc |= read_geo_entry(r, g, s, deleted, &seq);
+        }
+    }
+    if (!rc && geo_index(g, deleted) < 0)
+        rc = conf_error(r, n->line, "out of memory");
+    free(deleted);
+    return rc;
+}
+
+static bool geo_trusted(const struct geo *g, const struct sockaddr *sa)
+{
+    for (unsigned i = 0; i < g->n_proxies; i++)
+        if (config_cidr_match(&g->proxies[i], sa))
+            return true;
+    return false;
+}
+
+/* ADDR (IPv4 or IPv6) in p[0, len) into sa. */
+static bool geo_addr_of(const char *p, size_t len, union request_addr *sa)
+{
+    char text[INET6_ADDRSTRLEN];
+    if (len == 0 || len >= sizeof(text))
+        return false;
+    memcpy(text, p, len);
+    text[len] = '\0';
+    memset(sa, 0, sizeof(*sa));
+    if (inet_pton(AF_INET, text, &sa->in.sin_addr) == 1) {
+        sa->in.sin_family = AF_INET;
+        return true;
+    }
+    if (inet_pton(AF_INET6, text, &sa->in6.sin6_addr) == 1) {
+        sa->in6.sin6_family = AF_INET6;
+        return true;
+    }
+    return false;
+}
+
+/* A trusted client's address from X-Forwarded-For: its fields read as one list, from the
+ * end; the last address, or with proxy_recursive the last that is not trusted. */
+static void geo_forwarded(const struct geo *g, const struct request *req, union request_addr *a)
+{
+    const struct http_request *h = req->http;
+    if (!h || !geo_trusted(g, &a->sa))
+        return;
+    for (unsigned i = h->n_headers; i-- > 0;) {
+        const struct http_header *f = &h->headers[i];
+        if (f->name.len != 15 || !http_bytes_eq_nocase(f->name.p, "x-forwarded-for", 15))
+            continue;
+        size_t end = f->value.len;
+        while (end > 0) {
+            while (end > 0 && (f->value.p[end - 1] == ' ' || f->value.p[end - 1] == ','))
+                end--;
+            size_t start = end;
+            while (start > 0 && f->value.p[start - 1] != ' ' && f->value.p[start - 1] != ',')
+                start--;
+            union request_addr next;
+            if (start == end || !geo_addr_of(f->value.p + start, end - start, &next))
+                return;
+            *a = next;
+            if (!g->recursive || !geo_trusted(g, &a->sa))
+                return;
+            end = start;
+        }
+    }
+}
+
+/* The address a geo looks up, as 4 or 16 bytes (an IPv4-mapped IPv6 address as IPv4). */
+static unsigned geo_key(const struct sockaddr *sa, uint8_t key[16])
+{
+    if (sa->sa_family == AF_INET) {
+        memcpy(key, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        return 4;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a)) {
+            memcpy(key, a->s6_addr + 12, 4);
+            return 4;
+        }
+        memcpy(key, a->s6_addr, 16);
+        return 16;
+    }
+    memset(key, 0xff, 4); /* not an address (a Unix socket's client): 255.255.255.255 */
+    return 4;
+}
+
+static const char *geo_find(const struct geo *g, const uint8_t *key, unsigned len)
+{
+    if (g->ranges) {
+        if (len != 4)
+            return NULL;
+        uint32_t a = (uint32_t)key[0] << 24 | (uint32_t)key[1] << 16 | (uint32_t)key[2] << 8 |
+                     key[3];
+        for (unsigned i = g->n_ranges; i-- > 0;)
+            if (g->ranges_list[i].value && a >= g->ranges_list[i].from &&
+                a <= g->ranges_list[i].to)
+                return g->ranges_list[i].value;
+        return NULL;
+    }
+    uint8_t family = len == 4 ? 4 : 6;
+    for (unsigned k = 0; k < g->n_groups; k++) {
+        const struct geo_group *gr = &g->groups[k];
+        if (gr->family != family)
+            continue;
+        uint8_t masked[16];
+        for (unsigned i = 0; i < len; i++) {
+            unsigned keep = gr->bits > i * 8 ? gr->bits - i * 8 : 0;
+            masked[i] = key[i] & (keep >= 8 ? 0xff : (uint8_t)(0xff << (8 - keep)));
+        }
+        unsigned lo = gr->start, hi = gr->end;
+        while (lo < hi) {
+            unsigned mid = lo + (hi - lo) / 2;
+            int c = memcmp(g->nets[mid].addr, masked, len);
+            if (c == 0)
+                return g->nets[mid].value;
+            if (c < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+    }
+    return NULL;
+}
+
+/* A geo's value: the address (the client's, or the source's value), then its network's. */
+static long geo_value(const struct rewrite_map *m, const struct vars_source *src, char *out,
+                      size_t cap)
+{
+    const struct geo *g = m->geo;
+    const struct request *req = src->user_vars;
+    union request_addr a;
+    memset(&a, 0, sizeof(a));
+    if (m->source) {
+        char text[256];
+        long n = vars_expand(m->source, src, text, sizeof(text));
+        if (n < 0 || !geo_addr_of(text, (size_t)n, &a)) {
+            a.in.sin_family = AF_INET;
+            a.in.sin_addr.s_addr = INADDR_NONE; /* 255.255.255.255, as nginx */
+        }
+    } else if (req->peer && req->peer->sa_family == AF_INET6) {
+        memcpy(&a.in6, req->peer, sizeof(a.in6));
+    } else if (req->peer && req->peer->sa_family == AF_INET) {
+        memcpy(&a.in, req->peer, sizeof(a.in));
+    } else {
+        a.sa.sa_family = AF_UNIX;
+    }
+    if (g->n_proxies)
+        geo_forwarded(g, req, &a);
+    uint8_t key[16];
+    unsigned len = geo_key(&a.sa, key);
+    const char *v = geo_find(g, key, len);
+    if (!v)
+        v = g->dflt ? g->dflt : "";
+    return put_constant(v, strlen(v), out, cap);
 }
 
 int rewrite_maps_build(struct conf_reader *r, const struct conf_node *tree,
@@ -593,14 +997,16 @@ int rewrite_maps_build(struct conf_reader *r, const struct conf_node *tree,
     struct rewrite_map **tail = out;
     int rc = 0;
     for (const struct conf_node *n = tree; n; n = n->next) {
-        if (strcmp(n->name, "map") != 0 || !n->is_block || n->n_args != 2)
+        bool geo = strcmp(n->name, "geo") == 0 && n->is_block && n->n_args >= 1 &&
+                   n->n_args <= 2;
+        if (!geo && (strcmp(n->name, "map") != 0 || !n->is_block || n->n_args != 2))
             continue;
         struct rewrite_map *m = calloc(1, sizeof(*m));
         if (!m)
             return conf_error(r, n->line, "out of memory");
         *tail = m;
         tail = &m->next;
-        rc |= read_map(r, n, m);
+        rc |= geo ? read_geo(r, n, m) : read_map(r, n, m);
     }
     if (rc) {
         rewrite_maps_free(*out);
@@ -734,6 +1140,8 @@ static long put_constant(const char *text, size_t len, char *out, size_t cap)
 static long map_value(const struct rewrite_map *m, uint64_t build,
                       const struct vars_source *outer, char *out, size_t cap)
 {
+    if (m->geo)
+        return geo_value(m, outer, out, cap);
     static _Thread_local unsigned depth;
     if (depth > 8)
         return 0;
