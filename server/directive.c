@@ -433,6 +433,69 @@ static const struct conf_node *earlier(const struct conf_node *first, const stru
     return NULL;
 }
 
+/* nginx's modules that lfhttpd does not have, by their directives (a name, or a prefix
+ * ending in '_'), so that a configuration that uses one is told which, rather than only
+ * that a name is unknown. */
+static const struct {
+    const char *name; /* "proxy_cache" also matches "proxy_cache_valid" and the like */
+    const char *module;
+    const char *what; /* what it would do, or what to do instead */
+} nginx_lacking[] = {
+    {"auth_request", "nginx's ngx_http_auth_request_module", "subrequests for access"},
+    {"sub_filter", "nginx's ngx_http_sub_module", "replacing text in answers"},
+    {"split_clients", "nginx's ngx_http_split_clients_module", "A/B splits"},
+    {"secure_link", "nginx's ngx_http_secure_link_module", "signed links"},
+    {"ssi", "nginx's ngx_http_ssi_module", "server-side includes"},
+    {"dav_methods", "nginx's ngx_http_dav_module", "WebDAV"},
+    {"dav_access", "nginx's ngx_http_dav_module", "WebDAV"},
+    {"create_full_put_path", "nginx's ngx_http_dav_module", "WebDAV"},
+    {"min_delete_depth", "nginx's ngx_http_dav_module", "WebDAV"},
+    {"valid_referers", "nginx's ngx_http_referer_module", "$invalid_referer"},
+    {"referer_hash", "nginx's ngx_http_referer_module", "$invalid_referer"},
+    {"userid", "nginx's ngx_http_userid_module", "identifying cookies"},
+    {"empty_gif", "nginx's ngx_http_empty_gif_module", "a 1x1 GIF"},
+    {"mirror", "nginx's ngx_http_mirror_module", "mirrored subrequests"},
+    {"add_before_body", "nginx's ngx_http_addition_module", "text added to answers"},
+    {"add_after_body", "nginx's ngx_http_addition_module", "text added to answers"},
+    {"addition_types", "nginx's ngx_http_addition_module", "text added to answers"},
+    {"flv", "nginx's ngx_http_flv_module", "FLV pseudo-streaming"},
+    {"mp4", "nginx's ngx_http_mp4_module", "MP4 pseudo-streaming"},
+    {"random_index", "nginx's ngx_http_random_index_module", "a random index file"},
+    {"slice", "nginx's ngx_http_slice_module", "sliced subrequests"},
+    {"image_filter", "nginx's ngx_http_image_filter_module", "image transformation"},
+    {"xslt_", "nginx's ngx_http_xslt_module", "XSLT"},
+    {"xml_entities", "nginx's ngx_http_xslt_module", "XSLT"},
+    {"perl", "nginx's ngx_http_perl_module", "embedded Perl"},
+    {"geoip_", "nginx's ngx_http_geoip_module", "GeoIP databases"},
+    {"memcached_", "nginx's ngx_http_memcached_module", "answers from memcached"},
+    {"grpc_", "nginx's ngx_http_grpc_module", "gRPC upstreams"},
+    {"js_", "nginx's njs", "JavaScript"},
+    {"proxy_cache", "nginx's proxy cache", "answers are never cached here; without the "
+                                           "line every request goes upstream"},
+    {"fastcgi_cache", "nginx's FastCGI cache", "answers are never cached here; without the "
+                                               "line every request goes to the application"},
+    {"uwsgi_cache", "nginx's uwsgi cache", "answers are never cached here"},
+    {"scgi_cache", "nginx's SCGI cache", "answers are never cached here"},
+    {"more_set_headers", "the third-party headers-more module", "use add_header"},
+    {"more_clear_headers", "the third-party headers-more module", "use proxy_hide_header"},
+};
+
+const char *conf_unknown_hint(const char *name)
+{
+    static _Thread_local char hint[192];
+    for (size_t i = 0; i < sizeof(nginx_lacking) / sizeof(nginx_lacking[0]); i++) {
+        const char *p = nginx_lacking[i].name;
+        size_t n = strlen(p);
+        if (strncmp(name, p, n) != 0 ||
+            (name[n] != '\0' && name[n] != '_' && p[n - 1] != '_'))
+            continue;
+        snprintf(hint, sizeof(hint), " (%s, which lfhttpd does not have: %s)",
+                 nginx_lacking[i].module, nginx_lacking[i].what);
+        return hint;
+    }
+    return "";
+}
+
 int conf_read_block(struct conf_reader *r, const struct conf_directive *table,
                     config_known_fn known, const struct conf_node *first, void *base)
 {
@@ -447,7 +510,8 @@ int conf_read_block(struct conf_reader *r, const struct conf_directive *table,
         }
         const struct conf_node *m = NULL;
         if (!d)
-            conf_error(r, n->line, "unknown directive \"%s\"", n->name);
+            conf_error(r, n->line, "unknown directive \"%s\"%s", n->name,
+                       conf_unknown_hint(n->name));
         else if (!(d->contexts & r->context))
             conf_error(r, n->line, "\"%s\" directive is not allowed %s", n->name,
                        context_name(r->context));

@@ -148,6 +148,11 @@ struct conf_reader {
  * conf_table_find, or NULL. */
 typedef const struct conf_directive *(*config_known_fn)(const char *name, unsigned context);
 
+/* For "unknown directive": what nginx module `name` belongs to, when it is one of nginx's
+ * that lfhttpd does not have, as " (nginx's MODULE, which lfhttpd does not have...)"; else
+ * "". */
+const char *conf_unknown_hint(const char *name);
+
 /* Read a block's statements, from first on: each must be a directive of table, or of known;
  * it must be allowed where it stands (r->context), and one that does not repeat must not.
  * Those of table are applied to base; those of known are left to their owner. Every error

@@ -572,7 +572,8 @@ static int check_in_location(struct level_build *b, const struct conf_node *n)
         d = m && (!d || (m->contexts & CONF_LOCATION)) ? m : d;
     }
     if (!d)
-        return conf_error(&b->r, n->line, "unknown directive \"%s\"", n->name);
+        return conf_error(&b->r, n->line, "unknown directive \"%s\"%s", n->name,
+                          conf_unknown_hint(n->name));
     if (!(d->contexts & CONF_LOCATION))
         return conf_error(&b->r, n->line, "\"%s\" directive is not allowed in a location "
                           "block", n->name);

@@ -238,6 +238,30 @@ def test_check_reports_every_error_with_its_file_and_line(tmp_path):
         assert line in out, out
 
 
+@pytest.mark.parametrize("line,module", [
+    ("auth_request /auth;", "ngx_http_auth_request_module"),
+    ("proxy_cache_valid 200 1h;", "proxy cache"),
+    ("fastcgi_cache WORDPRESS;", "FastCGI cache"),
+    ("sub_filter_once off;", "ngx_http_sub_module"),
+])
+def test_a_directive_of_an_nginx_module_lfhttpd_lacks_is_named_with_its_module(tmp_path, line,
+                                                                              module):
+    conf = write(tmp_path / "nginx.conf",
+                 f"http {{\n  server {{\n    location / {{ {line} }}\n  }}\n}}\n")
+    rc, out = check(conf)
+    name = line.split()[0]
+    assert rc == 1
+    assert f'{conf}:3: unknown directive "{name}" (' in out and module in out and \
+        "which lfhttpd does not have" in out, out
+
+
+def test_an_unknown_name_that_only_starts_like_an_nginx_directive_gets_no_module(tmp_path):
+    conf = write(tmp_path / "nginx.conf",
+                 "http {\n  server {\n    location / { mirrors on; }\n  }\n}\n")
+    rc, out = check(conf)
+    assert rc == 1 and f'{conf}:3: unknown directive "mirrors"\n' in out + "\n", out
+
+
 def test_worker_processes_and_connections_map_to_threads_and_max_connections(tmp_path):
     conf = write(tmp_path / "nginx.conf",
                  "worker_processes 3;\nevents { worker_connections 100; multi_accept on; "
