@@ -30,7 +30,8 @@
  *     one of the chain's levels, before and after answering;
  *   - every file a body refers to is one of the tree's own (same st_dev and st_ino), or a
  *     memfd the server made (a directory listing) that does not hold the secret; no
- *     in-memory body holds the secret unless the request itself named it;
+ *     in-memory body holds the secret unless the request or the configuration named it
+ *     (or a piece of it);
  *   - the same request twice is placed in the same block and gets the same status (the
  *     per-thread location memo must not change an answer);
  *   - no descriptor outlives the input.
@@ -297,9 +298,20 @@ static void check_file_segment(const struct out_seg *s)
     REQUIRE(got >= 0 && !holds_secret(buf, (size_t)got));
 }
 
+/* The secret's text, or a piece of it, written in the configuration or a request line: a
+ * body may then hold it (an administrator's `return 200 "..."`, a request's arguments
+ * echoed), which says nothing of the file. */
+static bool names_secret(const char *p, size_t len)
+{
+    return holds_secret(p, len) || memmem(p, len, "ZZOUT", 5) || memmem(p, len, "SIDEZZ", 6) ||
+           memmem(p, len, "OUTSIDE", 7);
+}
+
+static bool conf_names_secret; /* the input's configuration does (names_secret) */
+
 static void check_body(const struct response *resp, const struct probe *p)
 {
-    bool named = holds_secret(p->line, p->line_len);
+    bool named = conf_names_secret || names_secret(p->line, p->line_len);
     unsigned n;
     const struct out_seg *segs = resp_body_segs(resp, &n);
     for (unsigned i = 0; i < n; i++) {
@@ -432,6 +444,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!nul)
         return 0; /* no requests */
     unsigned fds = open_descriptors();
+    conf_names_secret = names_secret(text, (size_t)(nul - text));
     REQUIRE(write_config(fd, text, (size_t)(nul - text)));
     struct generation_source src = {.conf = conf, .root = site};
     struct generation *g = generation_build(&src, 1, err, sizeof(err));
