@@ -1800,6 +1800,21 @@ static const struct conf_directive core_directives[] = {
     {"send_timeout", CONF_DURATION, SITE | LOC, .set = conf_set_later, .usage = "TIME",
      .dflt = "(the outer block's)", .id = CONFIG_ID_SEND_TIMEOUT,
      .doc = "How long a response of this block may wait for the client to read more."},
+    {"valid_referers", CONF_LIST, SITE | LOC, CONF_REPEATS, .min_args = 1,
+     .max_args = CONFIG_MAX_ARGS, .set = conf_set_later,
+     .usage = "none|blocked|server_names|NAME[/URI]|~REGEX ...",
+     .doc = "Which `Referer` fields make `$invalid_referer` empty (else it is `1`), as "
+            "nginx's: `none` (no field), `blocked` (a field that does not begin with "
+            "`http://` or `https://`), `server_names` (the server's names), a host "
+            "(`example.org`, `*.example.org`, `.example.org`, `example.*`; its port "
+            "ignored, without case) with an optional URI prefix (`example.org/galleries/`), "
+            "`~REGEX` (without case, on what follows the scheme). The lines of a block add "
+            "up; a block without any takes its outer block's. `if ($invalid_referer) { "
+            "return 403; }` refuses hotlinks."},
+    {"referer_hash_bucket_size", CONF_SIZE, SITE | LOC, .set = note_nginx_only,
+     .usage = "SIZE", .doc = "The referer names are a list here: there is no hash to size."},
+    {"referer_hash_max_size", CONF_SIZE, SITE | LOC, .set = note_nginx_only,
+     .usage = "SIZE", .doc = "The referer names are a list here: there is no hash to size."},
     {"limit_rate", CONF_SIZE, SITE | LOC, .set = conf_set_later, .usage = "RATE",
      .dflt = "(the outer block's)", .id = CONFIG_ID_LIMIT_RATE,
      .doc = "The responses of this block go out at most RATE bytes a second (0: no limit)."},

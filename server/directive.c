@@ -450,8 +450,6 @@ static const struct {
     {"dav_access", "nginx's ngx_http_dav_module", "WebDAV"},
     {"create_full_put_path", "nginx's ngx_http_dav_module", "WebDAV"},
     {"min_delete_depth", "nginx's ngx_http_dav_module", "WebDAV"},
-    {"valid_referers", "nginx's ngx_http_referer_module", "$invalid_referer"},
-    {"referer_hash", "nginx's ngx_http_referer_module", "$invalid_referer"},
     {"userid", "nginx's ngx_http_userid_module", "identifying cookies"},
     {"empty_gif", "nginx's ngx_http_empty_gif_module", "a 1x1 GIF"},
     {"mirror", "nginx's ngx_http_mirror_module", "mirrored subrequests"},

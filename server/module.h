@@ -132,6 +132,9 @@ struct request {
                                      $request_length */
     unsigned long conn_requests;  /* this request's number on its connection, from 1 */
     bool pipelined;               /* it came in one read after the request before ($pipe) */
+    /* $invalid_referer once read: 0 not yet, 1 "" (valid), 2 "1". nginx keeps a variable's
+     * first value for the request, so a later block's valid_referers does not change it. */
+    unsigned char invalid_referer;
     uint32_t conn_number;         /* its connection's serial number, from 1 ($connection) */
     int64_t conn_opened_ms;       /* when its connection was accepted (clock_now_ms) */
     const struct config *cfg;     /* the configuration of the generation that answers */

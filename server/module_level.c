@@ -26,6 +26,7 @@
 
 #include "http_parse.h"
 #include "log.h"
+#include "referer.h"
 #include "rewrite.h"
 #include "site.h"
 #include "vars.h"
@@ -506,6 +507,7 @@ settings:
     if ((n = find(first, l->context, CONFIG_ID_ERROR_LOG)))
         rc |= read_error_log(b, l, n);
     l->log_not_found = outer->log_not_found;
+    l->referers = outer->referers; /* (a block's own: read_referers) */
     if ((n = find(first, l->context, CONFIG_ID_LOG_NOT_FOUND)))
         l->log_not_found = strcmp(n->args[0], "on") == 0;
     l->class_index = outer->class_index;
@@ -688,6 +690,20 @@ static int build_limit_except(struct level_build *b, struct module_level *loc_le
 }
 
 /* The top level: the configuration's root (the -r flag's, when given) and index. */
+/* The block's own `valid_referers`, if it has any (else the outer block's stay). */
+static int read_referers(struct level_build *b, struct module_level *l,
+                         const struct conf_node *first, const struct site_server *server)
+{
+    struct referer_list *list;
+    if (referer_list_build(&b->r, first, server, &list) < 0)
+        return -1;
+    if (list) {
+        l->referers = list;
+        l->referers_own = true;
+    }
+    return 0;
+}
+
 static int build_top(struct level_build *b, struct module_level *l, char *err, size_t len)
 {
     l->context = CONF_TOP;
@@ -784,6 +800,7 @@ int module_levels_build(struct module_chain *c, const struct config *cfg, char *
         sl->context = CONF_SERVER;
         sl->line = s->node->line;
         rc |= read_core(&b, sl, &c->levels[0], NULL, s->first, index_room[c->n_levels]);
+        rc |= read_referers(&b, sl, s->first, s);
         c->n_levels++;
         rc |= read_modules(&b, sl, &c->levels[0], s->node, s->first, NULL, err, err_len);
         s->level = sl;
@@ -796,6 +813,7 @@ int module_levels_build(struct module_chain *c, const struct config *cfg, char *
             ll->line = loc->node->line;
             ll->outer = outer;
             rc |= read_core(&b, ll, outer, loc, loc->first, index_room[c->n_levels]);
+            rc |= read_referers(&b, ll, loc->first, s);
             c->n_levels++;
             rc |= read_modules(&b, ll, outer, loc->node, loc->first, loc, err, err_len);
             loc->level = ll;
@@ -829,6 +847,8 @@ static void free_level(struct module_chain *c, struct module_level *l)
     if (l->root_value_own)
         vars_free((struct vars_value *)l->root_value);
     rewrite_free((struct rewrite_prog *)l->rewrite);
+    if (l->referers_own)
+        referer_list_free((struct referer_list *)l->referers);
     if (l->error_log_own) {
         if (l->error_log->fd > 2)
             close(l->error_log->fd);

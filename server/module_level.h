@@ -92,6 +92,10 @@ struct module_level {
     const struct log_dest *error_log;
     bool error_log_own;
     bool log_not_found; /* `log_not_found`, inherited */
+    /* `valid_referers` (referer.h), inherited; NULL: none ($invalid_referer is empty).
+     * referers_own: this block's (freed with it). */
+    const struct referer_list *referers;
+    bool referers_own;
     void *conf[MODULE_CHAIN_MAX];     /* each module's block settings */
 };
 

@@ -37,6 +37,7 @@
 
 #include "log.h"
 #include "module_level.h"
+#include "referer.h"
 #include "rewrite.h"
 #include "site.h"
 #include "tls.h"
@@ -360,6 +361,18 @@ static long route_path_var(const void *request, int which, char *out, size_t cap
     const struct request *req = request;
     if (!req->level)
         return 0;
+    if (which == VARS_INVALID_REFERER) {
+        /* kept for the request (a cache of the request's own, as nginx's) */
+        unsigned char *kept = (unsigned char *)&req->invalid_referer;
+        if (!*kept)
+            *kept = referer_valid(req->level->referers, req->http) ? 1 : 2;
+        if (*kept == 1)
+            return 0;
+        if (cap < 2)
+            return -1;
+        memcpy(out, "1", 2);
+        return 1;
+    }
     if (which == VARS_FASTCGI_SCRIPT_NAME || which == VARS_FASTCGI_PATH_INFO)
         return module_fastcgi_var(req, which == VARS_FASTCGI_PATH_INFO ? FASTCGI_PATH_INFO
                                                                         : FASTCGI_SCRIPT_NAME,

@@ -109,6 +109,7 @@ enum var_id {
     VAR_SSL_CLIENT_I_DN_LEGACY,
     VAR_DOCUMENT_ROOT,
     VAR_REALPATH_ROOT,
+    VAR_INVALID_REFERER,
     VAR_FASTCGI_SCRIPT_NAME,
     VAR_FASTCGI_PATH_INFO,
     VAR_REQUEST_FILENAME,
@@ -291,6 +292,8 @@ static const struct {
      "`proxy_cache` (there is no cache): empty, `-` in a log line."},
     {"document_root", VAR_DOCUMENT_ROOT, "The `root` or `alias` that serves the request, "
      "its variables expanded (a root's trailing `/` left out, as nginx's)."},
+    {"invalid_referer", VAR_INVALID_REFERER, "Empty when the `Referer` field is valid for "
+     "the block's `valid_referers` (or it has none), else `1`."},
     {"realpath_root", VAR_REALPATH_ROOT, "The real path of `$document_root` (symlinks "
      "resolved); empty when it does not exist."},
     {"request_filename", VAR_REQUEST_FILENAME, "The file the request names: the root and "
@@ -1306,6 +1309,7 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_SSL_CLIENT_I_DN_LEGACY: put_tls(s, id, src, esc); return;
     case VAR_DOCUMENT_ROOT: put_path(s, VARS_DOCUMENT_ROOT, src, esc); return;
     case VAR_REALPATH_ROOT: put_path(s, VARS_REALPATH_ROOT, src, esc); return;
+    case VAR_INVALID_REFERER: put_path(s, VARS_INVALID_REFERER, src, esc); return;
     case VAR_FASTCGI_SCRIPT_NAME: put_path(s, VARS_FASTCGI_SCRIPT_NAME, src, esc); return;
     case VAR_FASTCGI_PATH_INFO: put_path(s, VARS_FASTCGI_PATH_INFO, src, esc); return;
     case VAR_REQUEST_FILENAME: put_path(s, VARS_REQUEST_FILENAME, src, esc); return;
