@@ -1606,6 +1606,13 @@ static const struct conf_directive core_directives[] = {
             "then the regexes. VALUE takes variables. A regex KEY's groups do not become "
             "the request's `$1`..`$9` outside VALUE.",
      .id = CONFIG_ID_NONE},
+    {"split_clients", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 2, .max_args = 2,
+     .set = declare_map, .usage = "STRING $NAME { ... }",
+     .doc = "$NAME for A/B tests, as nginx's: STRING (variables expanded) is hashed with "
+            "MurmurHash2, and `PERCENT% VALUE;` lines (two decimals at most, 100% at most "
+            "in all) take their share of the hashes in order, `* VALUE;` the rest; past "
+            "them the value is empty. The same STRING always gets the same VALUE.",
+     .id = CONFIG_ID_NONE},
     {"geo", CONF_BLOCK, TOP, CONF_REPEATS, .min_args = 1, .max_args = 2, .set = declare_geo,
      .usage = "[$ADDRESS] $NAME { ... }",
      .doc = "$NAME's value is chosen by the client's address (`$remote_addr`, after "

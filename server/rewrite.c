@@ -494,6 +494,7 @@ struct rewrite_map {
     unsigned n;
     struct map_entry *entries;
     struct geo *geo; /* a `geo` block's networks (below); NULL for a map */
+    struct split *split; /* a `split_clients` block's parts (below); NULL for a map */
 };
 
 static int read_map_entry(struct conf_reader *r, struct rewrite_map *m,
@@ -577,6 +578,8 @@ static int read_map(struct conf_reader *r, const struct conf_node *n, struct rew
 
 struct geo;
 static void geo_free(struct geo *g);
+struct split;
+static void split_free(struct split *sp);
 static long put_constant(const char *text, size_t len, char *out, size_t cap);
 
 static void map_free(struct rewrite_map *m)
@@ -590,6 +593,7 @@ static void map_free(struct rewrite_map *m)
     vars_free(m->source);
     vars_free(m->dflt);
     geo_free(m->geo);
+    split_free(m->split);
     free(m->name);
     free(m);
 }
@@ -990,6 +994,136 @@ static long geo_value(const struct rewrite_map *m, const struct vars_source *src
     return put_constant(v, strlen(v), out, cap);
 }
 
+/* --- split_clients ---------------------------------------------------------------------------
+ *
+ * `split_clients STRING $NAME { PERCENT% VALUE; ... * VALUE; }`, nginx's A/B split: STRING
+ * (variables expanded) is hashed with MurmurHash2 (seed 0, as nginx's), and the hash's
+ * place among 2^32 picks the part: the first part takes the first PERCENT of the range,
+ * the next the following PERCENT, `*` the rest; past them all, the value is empty.
+ * Percentages have at most two decimals and add up to at most 100%. */
+struct split_part {
+    uint32_t below; /* the part takes hashes below this; 0: `*`, every hash left */
+    char *value;
+};
+
+struct split {
+    unsigned n;
+    struct split_part *parts;
+};
+
+static void split_free(struct split *sp)
+{
+    if (!sp)
+        return;
+    for (unsigned i = 0; i < sp->n; i++)
+        free(sp->parts[i].value);
+    free(sp->parts);
+    free(sp);
+}
+
+/* MurmurHash2 (Austin Appleby's, public domain) of p[0, len), seed 0. */
+static uint32_t murmur2(const unsigned char *p, size_t len)
+{
+    const uint32_t m = 0x5bd1e995;
+    uint32_t h = (uint32_t)len;
+    while (len >= 4) {
+        uint32_t k = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                     (uint32_t)p[3] << 24;
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h = h * m ^ k;
+        p += 4;
+        len -= 4;
+    }
+    switch (len) {
+    case 3: h ^= (uint32_t)p[2] << 16; /* fall through */
+    case 2: h ^= (uint32_t)p[1] << 8;  /* fall through */
+    case 1: h ^= p[0]; h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return h;
+}
+
+/* "12.34%" into hundredths of a percent (1234); -1 when it is not one. */
+static long split_percent(const char *s)
+{
+    long whole = 0, frac = 0;
+    unsigned digits = 0, decimals = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++, digits++)
+        if ((whole = whole * 10 + (*p - '0')) > 100)
+            return -1;
+    if (*p == '.') {
+        for (p++; *p >= '0' && *p <= '9'; p++) {
+            if (++decimals > 2)
+                return -1;
+            frac = frac * 10 + (*p - '0');
+        }
+    }
+    if (!digits || *p != '%' || p[1] != '\0')
+        return -1;
+    while (decimals++ < 2)
+        frac *= 10;
+    return whole * 100 + frac;
+}
+
+static int read_split(struct conf_reader *r, const struct conf_node *n, struct rewrite_map *m)
+{
+    const char *name = n->args[1];
+    if (name[0] != '$')
+        return conf_error(r, n->line, "split_clients: \"%s\" is not a variable", name);
+    m->name = strdup(name + 1);
+    int user = vars_declare(name + 1, strlen(name + 1));
+    if (user < 0)
+        return conf_error(r, n->line, "split_clients: invalid variable \"%s\"", name);
+    m->user = (unsigned)user;
+    unsigned count = 0;
+    for (const struct conf_node *s = n->children; s; s = s->next)
+        count++;
+    struct split *sp = m->split = calloc(1, sizeof(*sp));
+    if (!m->name || !sp || !(sp->parts = calloc(count + 1, sizeof(*sp->parts))))
+        return conf_error(r, n->line, "out of memory");
+    if (compile_value(r, n->line, n->args[0], VARS_RAW, &m->source) < 0)
+        return -1;
+    long sum = 0;
+    for (const struct conf_node *s = n->children; s; s = s->next) {
+        if (s->n_args != 1 || s->is_block)
+            return conf_error(r, s->line, "split_clients: \"%s\": a PERCENT%% and its value",
+                              s->name);
+        long pct = strcmp(s->name, "*") == 0 ? 0 : split_percent(s->name);
+        if (pct < 0 || (pct == 0 && strcmp(s->name, "*") != 0))
+            return conf_error(r, s->line, "split_clients: invalid percent value \"%s\"",
+                              s->name);
+        sum = pct ? sum + pct : 10000;
+        if (sum > 10000)
+            return conf_error(r, s->line, "split_clients: percent total is greater than 100%%");
+        struct split_part *part = &sp->parts[sp->n++];
+        part->below = pct ? (uint32_t)((uint64_t)sum * 0xffffffffu / 10000) : 0;
+        part->value = strdup(s->args[0]);
+        if (!part->value)
+            return conf_error(r, s->line, "out of memory");
+    }
+    return 0;
+}
+
+static long split_value(const struct rewrite_map *m, const struct vars_source *src, char *out,
+                        size_t cap)
+{
+    char text[2048];
+    long n = vars_expand(m->source, src, text, sizeof(text));
+    if (n < 0)
+        n = 0;
+    uint32_t h = murmur2((const unsigned char *)text, (size_t)n);
+    const struct split *sp = m->split;
+    for (unsigned i = 0; i < sp->n; i++)
+        if (!sp->parts[i].below || h < sp->parts[i].below)
+            return put_constant(sp->parts[i].value, strlen(sp->parts[i].value), out, cap);
+    return 0;
+}
+
 int rewrite_maps_build(struct conf_reader *r, const struct conf_node *tree,
                        struct rewrite_map **out)
 {
@@ -999,14 +1133,16 @@ int rewrite_maps_build(struct conf_reader *r, const struct conf_node *tree,
     for (const struct conf_node *n = tree; n; n = n->next) {
         bool geo = strcmp(n->name, "geo") == 0 && n->is_block && n->n_args >= 1 &&
                    n->n_args <= 2;
-        if (!geo && (strcmp(n->name, "map") != 0 || !n->is_block || n->n_args != 2))
+        bool split = strcmp(n->name, "split_clients") == 0 && n->is_block && n->n_args == 2;
+        if (!geo && !split &&
+            (strcmp(n->name, "map") != 0 || !n->is_block || n->n_args != 2))
             continue;
         struct rewrite_map *m = calloc(1, sizeof(*m));
         if (!m)
             return conf_error(r, n->line, "out of memory");
         *tail = m;
         tail = &m->next;
-        rc |= geo ? read_geo(r, n, m) : read_map(r, n, m);
+        rc |= geo ? read_geo(r, n, m) : split ? read_split(r, n, m) : read_map(r, n, m);
     }
     if (rc) {
         rewrite_maps_free(*out);
@@ -1142,6 +1278,8 @@ static long map_value(const struct rewrite_map *m, uint64_t build,
 {
     if (m->geo)
         return geo_value(m, outer, out, cap);
+    if (m->split)
+        return split_value(m, outer, out, cap);
     static _Thread_local unsigned depth;
     if (depth > 8)
         return 0;
