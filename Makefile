@@ -142,6 +142,7 @@ check-deps:
 	  command -v $$cmd >/dev/null 2>&1 || missing="$$missing $$pkg"; \
 	done; \
 	$(PYTHON) -c 'import pytest' 2>/dev/null || missing="$$missing python3-pytest"; \
+	$(PYTHON) -c 'import xdist' 2>/dev/null || missing="$$missing python3-pytest-xdist"; \
 	$(PYTHON) -c 'import brotli' 2>/dev/null || missing="$$missing python3-brotli"; \
 	$(PYTHON) -c 'import zstandard' 2>/dev/null || missing="$$missing python3-zstandard"; \
 	$(PYTHON) -c 'import websockets' 2>/dev/null || missing="$$missing python3-websockets"; \
@@ -156,8 +157,16 @@ check-deps:
 unit: $(UNIT_BIN)
 	@for t in $(UNIT_BIN); do $$t || exit 1; done
 
+# The integration tests run on TEST_JOBS pytest-xdist workers (default: one per core), a
+# file to a worker, so that a file's shared servers start once; TEST_JOBS=1 runs them in
+# one process, as does a machine without pytest-xdist.
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+XDIST = $(if $(filter-out 0 1,$(TEST_JOBS)),$(if $(shell $(PYTHON) -c 'import xdist' \
+        2>/dev/null && echo y),-n $(TEST_JOBS) --dist loadfile))
+
 integration: $(B)/lfhttpd $(B)/tests/alloc_counter.so
-	LFHTTPD_BIN=$(abspath $(B)/lfhttpd) $(PYTHON) -m pytest -q -p no:cacheprovider -rs tests/integration
+	LFHTTPD_BIN=$(abspath $(B)/lfhttpd) $(PYTHON) -m pytest -q -p no:cacheprovider -rs $(XDIST) \
+	  tests/integration
 
 SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
@@ -166,7 +175,7 @@ test-asan:
 	$(MAKE) --no-print-directory B=build/asan CC=clang CFLAGS="$(SAN_FLAGS)" unit build/asan/lfhttpd
 	LFHTTPD_BIN=$(abspath build/asan/lfhttpd) LFHTTPD_SANITIZE=asan \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider -rs tests/integration
+	  $(PYTHON) -m pytest -q -p no:cacheprovider -rs $(XDIST) tests/integration
 
 # The thread pool and the open-file cache (their unit tests) and the server under load,
 # under ThreadSanitizer.
