@@ -1622,8 +1622,9 @@ static const struct conf_directive core_directives[] = {
             "is looked up as IPv4), `default VALUE;` (else empty), `delete NETWORK;`, "
             "`include FILE;`, `proxy NETWORK;` (a client there is replaced by the last "
             "address of `X-Forwarded-For`), `proxy_recursive;` (by the last one not in a "
-            "`proxy` network), `ranges;` first (then `FROM-TO VALUE;`, IPv4, the range "
-            "written last that holds the address). Values are text. Of two equal networks "
+            "`proxy` network), `ranges;` first (then `FROM-TO VALUE;`, IPv4: a range "
+            "inside another splits it, one that overlaps others partly is refused, and "
+            "`delete` takes away only a range that is exactly so). Values are text. Of two equal networks "
             "the later counts, as nginx's (which warns).",
      .id = CONFIG_ID_NONE},
     {"http", CONF_BLOCK, TOP, .min_args = 0, .max_args = 0, .set = conf_set_later,
@@ -1691,6 +1692,14 @@ static const struct conf_directive core_directives[] = {
     {"fastcgi_temp_path", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = 4,
      .set = note_nginx_only, .usage = "DIR [LEVEL...]",
      .doc = "A FastCGI application's answer streams to the client through memory, never a "
+            "file: there is no directory to use."},
+    {"uwsgi_temp_path", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = 4,
+     .set = note_nginx_only, .usage = "DIR [LEVEL...]",
+     .doc = "A uwsgi application's answer streams to the client through memory, never a "
+            "file: there is no directory to use."},
+    {"scgi_temp_path", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = 4,
+     .set = note_nginx_only, .usage = "DIR [LEVEL...]",
+     .doc = "An SCGI application's answer streams to the client through memory, never a "
             "file: there is no directory to use."},
     {"tcp_nopush", CONF_FLAG, TOP | SITE | LOC, .set = note_nginx_only,
      .doc = "A response's head leaves with the first part of its body already (one `writev`, "

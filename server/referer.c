@@ -74,7 +74,7 @@ static int add_name(struct conf_reader *r, unsigned line, struct referer_list *l
                                                                     : n->host[i]);
     n->host_len = host_len;
     if (slash) {
-        n->uri_len = len - host_len - (size_t)(host - text);
+        n->uri_len = len - (size_t)(slash - text);
         n->uri = strndup(slash, n->uri_len);
         if (!n->uri)
             return conf_error(r, line, "out of memory");

@@ -604,8 +604,8 @@ static void map_free(struct rewrite_map *m)
  * (or ADDRESS's value, 255.255.255.255 when it is no address), the most specific network
  * that holds it. A geo is a map without keys: its networks, sorted by family, then prefix
  * length (longest first), then address, so that a lookup is a binary search in each
- * prefix length the family has, longest first. With `ranges;`, IPv4 ranges instead, the
- * one written last that holds the address. `proxy` networks are trusted: a client among
+ * prefix length the family has, longest first. With `ranges;`, IPv4 ranges instead, kept
+ * as nginx keeps them (geo_range_add): a binary search. `proxy` networks are trusted: a client among
  * them is replaced by the last address of X-Forwarded-For (the last untrusted one with
  * `proxy_recursive`). Values are text, as nginx's (no variables). */
 struct geo_net {
@@ -740,6 +740,65 @@ static int geo_index(struct geo *g, const bool *deleted)
     return 0;
 }
 
+/* Ranges are kept as nginx keeps them: sorted segments that do not overlap. A new range
+ * is one apart from the others, the same as one (its value replaced), or inside one (which
+ * it splits); one that overlaps others otherwise is refused. `delete` takes a segment that
+ * is exactly the range away (else nothing, as nginx, which warns). */
+static void geo_range_put(struct geo *g, unsigned at, struct geo_range seg)
+{
+    memmove(&g->ranges_list[at + 1], &g->ranges_list[at],
+            (g->n_ranges - at) * sizeof(*g->ranges_list));
+    g->ranges_list[at] = seg;
+    g->n_ranges++;
+}
+
+static int geo_range_add(struct conf_reader *r, unsigned line, struct geo *g, uint32_t from,
+                         uint32_t to, const char *value, const char *text)
+{
+    unsigned i = 0;
+    while (i < g->n_ranges && g->ranges_list[i].to < from)
+        i++;
+    if (i == g->n_ranges || to < g->ranges_list[i].from) {
+        geo_range_put(g, i, (struct geo_range){from, to, value});
+        return 0;
+    }
+    struct geo_range old = g->ranges_list[i];
+    if (from < old.from || to > old.to)
+        return conf_error(r, line, "geo: range \"%s\" overlaps another range", text);
+    if (from == old.from && to == old.to) {
+        g->ranges_list[i].value = value;
+        return 0;
+    }
+    unsigned at = i;
+    if (from > old.from) { /* the old range's head stays where it was */
+        g->ranges_list[at].to = from - 1;
+        at++;
+    } else {
+        g->ranges_list[at].from = to + 1; /* (to < old.to) */
+        geo_range_put(g, at, (struct geo_range){from, to, value});
+        return 0;
+    }
+    geo_range_put(g, at, (struct geo_range){from, to, value});
+    if (to < old.to)
+        geo_range_put(g, at + 1, (struct geo_range){to + 1, old.to, old.value});
+    return 0;
+}
+
+static int geo_range_delete(struct conf_reader *r, unsigned line, struct geo *g, uint32_t from,
+                            uint32_t to)
+{
+    (void)r;
+    (void)line;
+    for (unsigned i = 0; i < g->n_ranges; i++)
+        if (g->ranges_list[i].from == from && g->ranges_list[i].to == to) {
+            memmove(&g->ranges_list[i], &g->ranges_list[i + 1],
+                    (g->n_ranges - i - 1) * sizeof(*g->ranges_list));
+            g->n_ranges--;
+            break;
+        }
+    return 0;
+}
+
 /* A networks' entry NET VALUE, `delete NET` (the same network written before), a range
  * FROM-TO VALUE. */
 static int read_geo_entry(struct conf_reader *r, struct geo *g, const struct conf_node *s,
@@ -753,17 +812,12 @@ static int read_geo_entry(struct conf_reader *r, struct geo *g, const struct con
         if (!dash || !geo_parse_v4(what, (size_t)(dash - what), &from) ||
             !geo_parse_v4(dash + 1, strlen(dash + 1), &to) || from > to)
             return conf_error(r, s->line, "geo: invalid range \"%s\" (FROM-TO, IPv4)", what);
-        if (del) { /* what of earlier ranges lies inside is no longer theirs */
-            for (unsigned i = 0; i < g->n_ranges; i++)
-                if (g->ranges_list[i].from >= from && g->ranges_list[i].to <= to)
-                    g->ranges_list[i].value = NULL;
-            return 0;
-        }
+        if (del)
+            return geo_range_delete(r, s->line, g, from, to);
         const char *v = geo_keep_value(g, s->args[0]);
         if (!v)
             return conf_error(r, s->line, "out of memory");
-        g->ranges_list[g->n_ranges++] = (struct geo_range){from, to, v};
-        return 0;
+        return geo_range_add(r, s->line, g, from, to, v, what);
     }
     struct geo_net n;
     if (!geo_parse_net(what, &n))
@@ -800,7 +854,7 @@ static int read_geo(struct conf_reader *r, const struct conf_node *n, struct rew
     bool *deleted = calloc(count + 1, sizeof(*deleted));
     if (g) {
         g->nets = calloc(count + 1, sizeof(*g->nets));
-        g->ranges_list = calloc(count + 1, sizeof(*g->ranges_list));
+        g->ranges_list = calloc(2 * count + 1, sizeof(*g->ranges_list));
         g->proxies = calloc(count + 1, sizeof(*g->proxies));
         g->values = calloc(count + 1, sizeof(*g->values));
     }
@@ -931,10 +985,16 @@ static const char *geo_find(const struct geo *g, const uint8_t *key, unsigned le
             return NULL;
         uint32_t a = (uint32_t)key[0] << 24 | (uint32_t)key[1] << 16 | (uint32_t)key[2] << 8 |
                      key[3];
-        for (unsigned i = g->n_ranges; i-- > 0;)
-            if (g->ranges_list[i].value && a >= g->ranges_list[i].from &&
-                a <= g->ranges_list[i].to)
-                return g->ranges_list[i].value;
+        unsigned lo = 0, hi = g->n_ranges; /* the sorted segments: a binary search */
+        while (lo < hi) {
+            unsigned mid = lo + (hi - lo) / 2;
+            if (g->ranges_list[mid].to < a)
+                lo = mid + 1;
+            else if (g->ranges_list[mid].from > a)
+                hi = mid;
+            else
+                return g->ranges_list[mid].value;
+        }
         return NULL;
     }
     uint8_t family = len == 4 ? 4 : 6;

@@ -68,10 +68,20 @@ geo $arg_ip $range {
     10.0.1.0-10.0.1.255       second;
     10.0.0.128-10.0.0.200     inner;
 }
+geo $arg_ip $rdel {
+    ranges;
+    default                   ZZ;
+    10.0.0.0-10.0.0.255       all;
+    10.0.0.7-10.0.0.7         seven;
+    10.0.0.9-10.0.0.9         nine;
+    delete                    10.0.0.5-10.0.0.9;
+    delete                    10.0.0.9-10.0.0.9;
+    10.0.0.8-10.0.0.8         eight;
+}
 server {
     listen 127.0.0.1:{port0};
     location / {
-        return 200 "client=$client net=$net nodefault=[$nodefault] behind=$behind behindr=$behindr notbehind=$notbehind range=$range\n";
+        return 200 "client=$client net=$net nodefault=[$nodefault] behind=$behind behindr=$behindr notbehind=$notbehind range=$range rdel=$rdel\n";
     }
 }
 """
@@ -202,7 +212,7 @@ def test_without_forwarded_field_a_trusted_client_stays_itself(daemons):
     ("10.0.2.1", "ZZ"),
     ("2001:db8::1", "ZZ"),
 ])
-def test_ranges_choose_the_range_written_last_that_holds_the_address(daemons, ip, rng):
+def test_a_range_inside_another_splits_it(daemons, ip, rng):
     same(daemons, f"?ip={ip}", range=rng)
 
 
@@ -214,3 +224,25 @@ def test_a_geo_with_a_bad_network_is_refused_with_its_line(tmp_path):
                        timeout=30)
     assert r.returncode == 1 and f"{conf}:4:" in r.stderr and "10.0.0.0/33" in r.stderr, \
         r.stderr
+
+
+@pytest.mark.parametrize("ip,value", [
+    ("10.0.0.1", "all"),
+    ("10.0.0.6", "all"),
+    ("10.0.0.7", "seven"),
+    ("10.0.0.8", "eight"),
+    ("10.0.0.9", "ZZ"),
+    ("10.0.0.10", "all"),
+])
+def test_delete_takes_away_only_a_range_written_exactly_so(daemons, ip, value):
+    same(daemons, f"?ip={ip}", rdel=value)
+
+
+def test_a_range_that_overlaps_another_partly_is_refused_with_its_line(tmp_path):
+    import subprocess
+    conf = tmp_path / "t.conf"
+    conf.write_text("listen 127.0.0.1:0;\ngeo $g {\n  ranges;\n  10.0.0.0-10.0.0.10 a;\n"
+                    "  10.0.0.5-10.0.0.20 b;\n}\n")
+    r = subprocess.run([BIN, "-t", "-c", str(conf)], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 1 and f"{conf}:5:" in r.stderr and "overlaps" in r.stderr, r.stderr

@@ -26,6 +26,7 @@ server {
         return 200 "[$invalid_referer]";
     }
     location /re/ { valid_referers ~\.google\.; return 200 "[$invalid_referer]"; }
+    location /wcuri/ { valid_referers www.other.*/uri; return 200 "[$invalid_referer]"; }
     location /two/ {
         valid_referers none;
         valid_referers example.com;
@@ -197,3 +198,12 @@ def test_none_or_blocked_alone_is_refused_as_nginx_refuses_it(tmp_path):
                                               ("http://evil.test/", "[1]")])
 def test_a_location_without_a_list_takes_its_servers(daemons, referer, expected):
     same(daemons, "/", referer, expected, server=2)
+
+
+@pytest.mark.parametrize("referer,expected", [
+    ("http://www.other.net/uri", "[]"),
+    ("http://www.other.net/urii", "[]"),
+    ("http://www.other.net/x", "[1]"),
+])
+def test_a_trailing_wildcard_takes_a_uri_prefix_too(daemons, referer, expected):
+    same(daemons, "/wcuri/", referer, expected)
