@@ -520,8 +520,10 @@ class Nginx:
             self.proc = subprocess.Popen([NGINX, "-p", self.dir + "/", "-c", conf],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                          start_new_session=True)
+            # A port taken meanwhile (by another test's process, which then answers on it)
+            # leaves nginx retrying its bind() and logging so: that start is not nginx's.
             if wait_until(lambda: self.proc.poll() is not None or self.answers(), scaled(10)) \
-                    and self.proc.poll() is None:
+                    and self.proc.poll() is None and "bind() to" not in self.log():
                 return
             self.stop()
         raise RuntimeError("nginx did not start: " + self.log())
