@@ -450,7 +450,6 @@ static const struct {
     {"create_full_put_path", "nginx's ngx_http_dav_module", "WebDAV"},
     {"min_delete_depth", "nginx's ngx_http_dav_module", "WebDAV"},
     {"userid", "nginx's ngx_http_userid_module", "identifying cookies"},
-    {"empty_gif", "nginx's ngx_http_empty_gif_module", "a 1x1 GIF"},
     {"mirror", "nginx's ngx_http_mirror_module", "mirrored subrequests"},
     {"add_before_body", "nginx's ngx_http_addition_module", "text added to answers"},
     {"add_after_body", "nginx's ngx_http_addition_module", "text added to answers"},
