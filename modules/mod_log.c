@@ -11,7 +11,9 @@
  *
  * The blocks inherit as nginx's: a server or location with any access_log has exactly its
  * own list, `off` none; one without takes its outer block's. A path is opened once a
- * generation (O_APPEND), whichever blocks name it, as nginx's open files. Without
+ * generation (O_APPEND), whichever blocks name it, as nginx's open files; a path with
+ * variables is made per line and its file opened, written and closed for it (nginx's
+ * without open_log_file_cache), never beneath a ".." a value brought. Without
  * buffer=, each line is one write(2), so lines of several threads never interleave and a
  * line is in the file when the response has gone. With buffer=SIZE, the file's lines
  * wait in a buffer of SIZE per thread (nginx's is per worker process), written whole when
@@ -28,6 +30,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -95,7 +98,8 @@ struct log_module {
 
 /* One `access_log`: where, how, and when. */
 struct log_target {
-    struct log_file *file;
+    struct log_file *file;   /* NULL when the path has variables: */
+    struct vars_value *path; /* then made per line, and the file opened for it (below) */
     const struct log_format *format;
     struct vars_value *cond; /* if=: a line only when it is neither "" nor "0"; or NULL */
 };
@@ -473,10 +477,10 @@ static int set_access_log(void *base, const struct conf_node *n, void *ctx, char
         c->off = true;
         return 0;
     }
-    if (strchr(n->args[0], '$'))
-        return snprintf(msg, len, "variables in a log's path (\"%s\") are not supported: "
-                        "one file per statement", n->args[0]), -1;
     struct log_target t = {.file = NULL};
+    if (strchr(n->args[0], '$') &&
+        vars_compile(n->args[0], VARS_RAW, &t.path, msg, len) < 0)
+        return -1;
     struct log_options o = {0, 0, 0};
     const char *name = n->n_args > 1 ? n->args[1] : "combined";
     t.format = format_named(c->m, name);
@@ -491,20 +495,27 @@ static int set_access_log(void *base, const struct conf_node *n, void *ctx, char
         snprintf(msg, len, "no buffer is defined for access_log \"%s\"", n->args[0]);
         goto fail;
     }
+    if (t.path && o.buffer_bytes) {
+        snprintf(msg, len, "buffered logs cannot have variables in name (as nginx)");
+        goto fail;
+    }
     struct log_target *grown = realloc(c->targets, (c->n_targets + 1) * sizeof(*grown));
     if (!grown) {
         snprintf(msg, len, "out of memory");
         goto fail;
     }
     c->targets = grown;
-    t.file = file_open(c->m, n->args[0], (size_t)o.buffer_bytes, o.flush_ms, o.gzip, msg,
-                       len);
-    if (!t.file)
-        goto fail;
+    if (!t.path) {
+        t.file = file_open(c->m, n->args[0], (size_t)o.buffer_bytes, o.flush_ms, o.gzip,
+                           msg, len);
+        if (!t.file)
+            goto fail;
+    }
     c->targets[c->n_targets++] = t;
     return 0;
 fail:
     vars_free(t.cond);
+    vars_free(t.path);
     return -1;
 }
 
@@ -531,14 +542,49 @@ static const struct conf_directive log_directives[] = {
             "several threads then reach the file out of time order. `gzip[=LEVEL]` "
             "(1 fastest to 9 smallest; 1 when not said) compresses what the buffer writes, "
             "a buffer of 64k unless `buffer=` says: each write is one whole gzip member, "
-            "so `zcat` reads the file whenever it is read. Not reopened on `SIGUSR1`."},
+            "so `zcat` reads the file whenever it is read. Not reopened on `SIGUSR1`. "
+            "PATH may hold variables (`/var/log/nginx/$host.log`): the file is opened for "
+            "each line and closed (made, 0644), without `buffer=` or `gzip`, not when the "
+            "request's root is missing, as nginx's; a value that would put `..` in the "
+            "path writes nothing."},
     {.name = NULL},
 };
 
 /* --- the module --------------------------------------------------------------------------- */
 
+/* A path made of variables names a file beneath what its literal text says, never a
+ * "..": a value a client sends cannot take the log elsewhere. */
+static bool safe_log_path(const char *p, size_t n)
+{
+    if (n == 0 || memchr(p, '\0', n))
+        return false;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (p[i] == '.' && p[i + 1] == '.' && (i == 0 || p[i - 1] == '/') &&
+            (i + 2 == n || p[i + 2] == '/'))
+            return false;
+    return true;
+}
+
+/* A line for a path with variables: the file opened (made, 0644) for it, written with one
+ * write(2), and closed, as nginx without open_log_file_cache. Not when the request's root
+ * is missing, as nginx, which tests the root before it makes a log there. */
+static void write_to_path(const struct log_target *t, const struct vars_source *src,
+                          const struct request *req, const char *line, size_t n)
+{
+    char path[PATH_MAX];
+    long len = vars_expand(t->path, src, path, sizeof(path));
+    if (len < 0 || !safe_log_path(path, (size_t)len) || req->root_fd < 0)
+        return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    ssize_t w = write(fd, line, n);
+    (void)w; /* a line that does not go is lost, as a full disk loses it */
+    close(fd);
+}
+
 static void log_target_write(const struct log_target *t, const struct vars_source *src,
-                             int64_t now_ms)
+                             const struct request *req, int64_t now_ms)
 {
     char line[LOG_LINE_MAX + 1];
     if (t->cond) {
@@ -550,7 +596,10 @@ static void log_target_write(const struct log_target *t, const struct vars_sourc
     if (n < 0)
         return; /* longer than a line may be */
     line[n++] = '\n';
-    file_write(t->file, line, (size_t)n, now_ms);
+    if (t->path)
+        write_to_path(t, src, req, line, (size_t)n);
+    else
+        file_write(t->file, line, (size_t)n, now_ms);
 }
 
 static void log_log(void *state, const struct request *req, const struct response *resp)
@@ -572,7 +621,7 @@ static void log_log(void *state, const struct request *req, const struct respons
     src.conn_requests = req->conn_requests;
     src.pipelined = req->pipelined;
     for (unsigned i = 0; i < c->n_targets; i++)
-        log_target_write(&c->targets[i], &src, src.now_us / 1000);
+        log_target_write(&c->targets[i], &src, req, src.now_us / 1000);
 }
 
 /* Four times a second: the buffered lines whose flush= has come, of every generation. */
@@ -627,8 +676,10 @@ static void log_block_free(void *state, void *settings)
 {
     (void)state;
     struct log_conf *c = settings;
-    for (unsigned i = 0; i < c->n_targets; i++)
+    for (unsigned i = 0; i < c->n_targets; i++) {
         vars_free(c->targets[i].cond); /* the files are the module's (log_fini) */
+        vars_free(c->targets[i].path);
+    }
     free(c->targets);
     free(c);
 }

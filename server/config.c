@@ -510,9 +510,8 @@ static int set_access_log(void *base, const struct conf_node *n, void *ctx, char
     bool plain = n->n_args == 1 || (n->n_args == 2 && strcmp(n->args[1], "combined") == 0);
     if (strcmp(n->args[0], "off") == 0 && n->n_args > 1)
         return snprintf(msg, len, "\"off\" takes no other parameter"), -1;
-    if (strchr(n->args[0], '$'))
-        return snprintf(msg, len, "variables in a log's path (\"%s\") are not supported: "
-                        "one file per statement", n->args[0]), -1;
+    if (strchr(n->args[0], '$')) /* a file per line: the log module's (mod_log.c) */
+        plain = false;
     if (cfg->access_log_statements > 0 &&
         (strcmp(n->args[0], "off") == 0 ||
          (!cfg->access_log_by_format && strcmp(cfg->access_log, "off") == 0)))
@@ -1748,7 +1747,8 @@ static const struct conf_directive core_directives[] = {
     {"open_log_file_cache", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = 4,
      .set = note_nginx_only, .usage = "max=N [inactive=TIME] [min_uses=N] [valid=TIME] | off",
      .doc = "A log file is opened when the configuration is loaded (start, reload) and "
-            "kept: there are no descriptors to cache."},
+            "kept; one whose path has variables is opened for each line and closed, as "
+            "nginx's without this cache: no descriptors are cached."},
     {"types_hash_max_size", CONF_STRING, TOP | SITE | LOC, .set = note_nginx_only,
      .usage = "SIZE", .doc = "The type table grows as it needs; there is nothing to size."},
     {"types_hash_bucket_size", CONF_STRING, TOP | SITE | LOC, .set = note_nginx_only,

@@ -579,7 +579,7 @@ static const char hex_digits[] = "0123456789ABCDEF";
  * e (at most 6 bytes), its length. */
 static size_t log_escape(enum vars_context ctx, unsigned char c, char *e)
 {
-    static const char lower_hex[] = "0123456789abcdef";
+    static const char upper_hex[] = "0123456789ABCDEF"; /* JSON's \u00XX, as nginx's */
     static const char json_short[0x20] = {['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't',
                                           ['\b'] = 'b', ['\f'] = 'f'};
     if (ctx == VARS_LOG_DEFAULT && (c == '"' || c == '\\' || c < 0x20 || c > 0x7e))
@@ -590,7 +590,7 @@ static size_t log_escape(enum vars_context ctx, unsigned char c, char *e)
     if (ctx == VARS_LOG_JSON && c < 0x20 && json_short[c])
         return e[0] = '\\', e[1] = json_short[c], 2;
     if (ctx == VARS_LOG_JSON && c < 0x20)
-        return memcpy(e, "\\u00", 4), e[4] = lower_hex[c >> 4], e[5] = lower_hex[c & 15], 6;
+        return memcpy(e, "\\u00", 4), e[4] = upper_hex[c >> 4], e[5] = upper_hex[c & 15], 6;
     e[0] = (char)c;
     return 1;
 }
@@ -1357,8 +1357,9 @@ long vars_expand(const struct vars_value *v, const struct vars_source *src, char
         }
         size_t before = s.n;
         put_variable(&s, p->id, (struct part_name){v->text + p->off, p->len, p->user}, src, esc);
-        /* nginx's log writes a value that is not there as "-" (but not in JSON) */
-        if (s.n == before && (v->ctx == VARS_LOG_DEFAULT || v->ctx == VARS_LOG_NONE))
+        /* nginx's log writes a value that is not there as "-" (but not with escape=json
+         * or escape=none) */
+        if (s.n == before && v->ctx == VARS_LOG_DEFAULT)
             put(&s, "-", 1, false, false);
     }
     out[s.failed ? 0 : s.n] = '\0';
