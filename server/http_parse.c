@@ -427,7 +427,8 @@ struct head_state {
     unsigned te_chunked;  /* how many of them are "chunked" */
     bool te_last_chunked; /* the last one is "chunked" */
     bool conn_close, conn_keep_alive;
-    bool expect_continue, expect_other;
+    bool expect_seen, expect_continue, expect_other;
+    bool authorization_seen, content_range_seen;
 };
 
 static int on_host(struct head_state *st, struct http_slice *slot, struct http_slice value)
@@ -456,6 +457,8 @@ static int on_transfer_encoding(struct head_state *st, struct http_slice *slot,
                                 struct http_slice value)
 {
     (void)slot;
+    if (st->te_seen) /* two fields: refused, as nginx refuses them (a smuggler's tool) */
+        return -400;
     st->te_seen = true;
     struct http_slice elem;
     while (list_next(&value, &elem)) {
@@ -485,6 +488,9 @@ static int on_connection(struct head_state *st, struct http_slice *slot, struct 
 static int on_expect(struct head_state *st, struct http_slice *slot, struct http_slice value)
 {
     (void)slot;
+    if (st->expect_seen) /* two fields: refused, as nginx refuses them */
+        return -400;
+    st->expect_seen = true;
     struct http_slice elem;
     while (list_next(&value, &elem)) {
         if (elem.len == 0) continue;
@@ -503,6 +509,29 @@ static int on_single(struct head_state *st, struct http_slice *slot, struct http
     (void)st;
     if (slot->p != NULL) return -400;
     *slot = value;
+    return 0;
+}
+
+/* Authorization and Content-Range, read elsewhere (the auth module; a request's
+ * Content-Range is never honoured): two of either are refused, as nginx refuses them, so
+ * that no two readers of the request can take different ones. */
+static int on_authorization(struct head_state *st, struct http_slice *slot,
+                            struct http_slice value)
+{
+    (void)slot;
+    (void)value;
+    if (st->authorization_seen) return -400;
+    st->authorization_seen = true;
+    return 0;
+}
+
+static int on_content_range(struct head_state *st, struct http_slice *slot,
+                            struct http_slice value)
+{
+    (void)slot;
+    (void)value;
+    if (st->content_range_seen) return -400;
+    st->content_range_seen = true;
     return 0;
 }
 
@@ -531,6 +560,8 @@ enum field_rule_index {
     RULE_RANGE,
     RULE_IF_RANGE,
     RULE_CONTENT_TYPE,
+    RULE_AUTHORIZATION,
+    RULE_CONTENT_RANGE,
     RULE_USER_AGENT,
     RULE_REFERER,
     RULE_ACCEPT_ENCODING,
@@ -556,6 +587,8 @@ static const struct field_rule {
     [RULE_RANGE] = {"range", 5, on_single, SLOT(range)},
     [RULE_IF_RANGE] = {"if-range", 8, on_single, SLOT(if_range)},
     [RULE_CONTENT_TYPE] = {"content-type", 12, on_single, SLOT(content_type)},
+    [RULE_AUTHORIZATION] = {"authorization", 13, on_authorization, NO_SLOT},
+    [RULE_CONTENT_RANGE] = {"content-range", 13, on_content_range, NO_SLOT},
     [RULE_USER_AGENT] = {"user-agent", 10, on_first, SLOT(user_agent)},
     [RULE_REFERER] = {"referer", 7, on_first, SLOT(referer)},
     [RULE_ACCEPT_ENCODING] = {"accept-encoding", 15, on_first, SLOT(accept_encoding)},
@@ -575,7 +608,8 @@ static enum field_rule_index field_rule_candidate(struct http_slice name)
     case 8: return ((unsigned char)name.p[3] | 0x20) == 'm' ? RULE_IF_MATCH : RULE_IF_RANGE;
     case 10: return first == 'c' ? RULE_CONNECTION : RULE_USER_AGENT;
     case 12: return RULE_CONTENT_TYPE;
-    case 13: return RULE_IF_NONE_MATCH;
+    case 13: return first == 'i' ? RULE_IF_NONE_MATCH
+                    : first == 'a' ? RULE_AUTHORIZATION : RULE_CONTENT_RANGE;
     case 14: return RULE_CONTENT_LENGTH;
     case 15: return RULE_ACCEPT_ENCODING;
     case 17: return first == 't' ? RULE_TRANSFER_ENCODING : RULE_IF_MODIFIED_SINCE;

@@ -903,6 +903,26 @@ TEST(two_host_fields_are_400)
     CHECK_EQ_INT(status("GET / HTTP/1.1\r\nHost: a\r\nhost: a\r\n\r\n"), -400);
 }
 
+TEST(two_authorization_fields_are_400_as_nginx)
+{
+    CHECK_EQ_INT(status("GET / HTTP/1.1\r\nHost: a\r\nAuthorization: Basic a\r\n"
+                        "authorization: Basic a\r\n\r\n"), -400);
+    CHECK(status("GET / HTTP/1.1\r\nHost: a\r\nAuthorization: Basic a\r\n\r\n") > 0);
+}
+
+TEST(two_content_range_fields_are_400_as_nginx)
+{
+    CHECK_EQ_INT(status("GET / HTTP/1.1\r\nHost: a\r\nContent-Range: a\r\n"
+                        "Content-Range: b\r\n\r\n"), -400);
+    CHECK(status("GET / HTTP/1.1\r\nHost: a\r\nContent-Range: a\r\n\r\n") > 0);
+}
+
+TEST(two_expect_fields_are_400_as_nginx)
+{
+    CHECK_EQ_INT(status("PUT / HTTP/1.1\r\n" HOST "Expect: 100-continue\r\n"
+                        "Expect: 100-continue\r\nContent-Length: 1\r\n\r\n"), -400);
+}
+
 TEST(empty_host_is_400)
 {
     CHECK_EQ_INT(status("GET / HTTP/1.1\r\nHost:\r\n\r\n"), -400);
@@ -1044,7 +1064,13 @@ TEST(chunked_not_last_is_400)
 TEST(other_coding_before_chunked_is_501)
 {
     CHECK_EQ_INT(te_status("Transfer-Encoding: gzip, chunked\r\n"), -501);
-    CHECK_EQ_INT(te_status("Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"), -501);
+}
+
+TEST(two_transfer_encoding_fields_are_400_as_nginx)
+{
+    CHECK_EQ_INT(te_status("Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"), -400);
+    CHECK_EQ_INT(te_status("Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n"),
+                 -400);
 }
 
 TEST(single_coding_other_than_chunked_is_501)
