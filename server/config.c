@@ -1816,6 +1816,19 @@ static const struct conf_directive core_directives[] = {
     {"send_timeout", CONF_DURATION, SITE | LOC, .set = conf_set_later, .usage = "TIME",
      .dflt = "(the outer block's)", .id = CONFIG_ID_SEND_TIMEOUT,
      .doc = "How long a response of this block may wait for the client to read more."},
+    {"secure_link", CONF_STRING, TOP | SITE | LOC, .set = conf_set_later,
+     .usage = "EXPRESSION",
+     .doc = "The link's hash and, after a comma, its expiry (a Unix time), as nginx's: "
+            "`secure_link $arg_md5,$arg_expires;`. `$secure_link` is `1` when the hash is "
+            "the MD5 (base64url) of `secure_link_md5` and the link has not expired, `0` when "
+            "it has expired, else empty; `$secure_link_expires` is the expiry."},
+    {"secure_link_md5", CONF_STRING, TOP | SITE | LOC, .set = conf_set_later,
+     .usage = "EXPRESSION",
+     .doc = "What the hash of `secure_link` is of, as nginx's: `secure_link_md5 "
+            "\"$secure_link_expires$uri$remote_addr secret\";`."},
+    {"secure_link_secret", CONF_STRING, LOC, .set = conf_set_later, .usage = "WORD",
+     .doc = "nginx's older secure links: a URI /PREFIX/HASH/LINK where HASH is the hex MD5 "
+            "of LINK and WORD; `$secure_link` is LINK when it is right, else empty."},
     {"valid_referers", CONF_LIST, SITE | LOC, CONF_REPEATS, .min_args = 1,
      .max_args = CONFIG_MAX_ARGS, .set = conf_set_later,
      .usage = "none|blocked|server_names|NAME[/URI]|~REGEX ...",

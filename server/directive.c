@@ -443,7 +443,6 @@ static const struct {
 } nginx_lacking[] = {
     {"auth_request", "nginx's ngx_http_auth_request_module", "subrequests for access"},
     {"sub_filter", "nginx's ngx_http_sub_module", "replacing text in answers"},
-    {"secure_link", "nginx's ngx_http_secure_link_module", "signed links"},
     {"ssi", "nginx's ngx_http_ssi_module", "server-side includes"},
     {"dav_methods", "nginx's ngx_http_dav_module", "WebDAV"},
     {"dav_access", "nginx's ngx_http_dav_module", "WebDAV"},

@@ -508,6 +508,7 @@ settings:
         rc |= read_error_log(b, l, n);
     l->log_not_found = outer->log_not_found;
     l->referers = outer->referers; /* (a block's own: read_referers) */
+    l->secure_link = outer->secure_link; /* (a block's own: read_secure_link) */
     if ((n = find(first, l->context, CONFIG_ID_LOG_NOT_FOUND)))
         l->log_not_found = strcmp(n->args[0], "on") == 0;
     l->class_index = outer->class_index;
@@ -704,6 +705,34 @@ static int read_referers(struct level_build *b, struct module_level *l,
     return 0;
 }
 
+/* The block's own secure_link, secure_link_md5 and secure_link_secret, over the outer
+ * block's. */
+static int read_secure_link(struct level_build *b, struct module_level *l,
+                            const struct conf_node *first)
+{
+    int rc = 0;
+    for (const struct conf_node *n = first; n; n = n->next) {
+        if (n->is_block || n->n_args != 1)
+            continue;
+        unsigned k = strcmp(n->name, "secure_link") == 0       ? 1
+                     : strcmp(n->name, "secure_link_md5") == 0 ? 2
+                     : strcmp(n->name, "secure_link_secret") == 0 ? 3
+                                                                  : 0;
+        if (k == 3) {
+            l->secure_link.secret = n->args[0];
+        } else if (k) {
+            const struct vars_value *v;
+            if (compile(b, n->line, n->args[0], VARS_RAW, &v) < 0) {
+                rc = -1;
+                continue;
+            }
+            *(k == 1 ? &l->secure_link.link : &l->secure_link.md5) = v;
+            l->secure_link_own[k - 1] = true;
+        }
+    }
+    return rc;
+}
+
 static int build_top(struct level_build *b, struct module_level *l, char *err, size_t len)
 {
     l->context = CONF_TOP;
@@ -735,6 +764,8 @@ static int build_top(struct level_build *b, struct module_level *l, char *err, s
     if (compile_index(b, l, ix ? ix->line : 0) < 0)
         return -1;
     l->relative_redirect = !b->cfg->absolute_redirect;
+    if (read_secure_link(b, l, b->cfg->tree) < 0)
+        return -1;
     l->limits = (struct config_limits){
         .max_body_size = b->cfg->max_body_size,
         .client_body_buffer_size = b->cfg->client_body_buffer_size,
@@ -801,6 +832,7 @@ int module_levels_build(struct module_chain *c, const struct config *cfg, char *
         sl->line = s->node->line;
         rc |= read_core(&b, sl, &c->levels[0], NULL, s->first, index_room[c->n_levels]);
         rc |= read_referers(&b, sl, s->first, s);
+        rc |= read_secure_link(&b, sl, s->first);
         c->n_levels++;
         rc |= read_modules(&b, sl, &c->levels[0], s->node, s->first, NULL, err, err_len);
         s->level = sl;
@@ -814,6 +846,7 @@ int module_levels_build(struct module_chain *c, const struct config *cfg, char *
             ll->outer = outer;
             rc |= read_core(&b, ll, outer, loc, loc->first, index_room[c->n_levels]);
             rc |= read_referers(&b, ll, loc->first, s);
+            rc |= read_secure_link(&b, ll, loc->first);
             c->n_levels++;
             rc |= read_modules(&b, ll, outer, loc->node, loc->first, loc, err, err_len);
             loc->level = ll;
@@ -849,6 +882,10 @@ static void free_level(struct module_chain *c, struct module_level *l)
     rewrite_free((struct rewrite_prog *)l->rewrite);
     if (l->referers_own)
         referer_list_free((struct referer_list *)l->referers);
+    if (l->secure_link_own[0])
+        vars_free((struct vars_value *)l->secure_link.link);
+    if (l->secure_link_own[1])
+        vars_free((struct vars_value *)l->secure_link.md5);
     if (l->error_log_own) {
         if (l->error_log->fd > 2)
             close(l->error_log->fd);

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "module_chain.h"
+#include "secure_link.h"
 
 #define LEVEL_INDEX_MAX CONFIG_MAX_INDEX /* names of one `index` */
 #define LEVEL_TRY_MAX CONFIG_MAX_ARGS    /* entries of one `try_files` */
@@ -96,6 +97,10 @@ struct module_level {
      * referers_own: this block's (freed with it). */
     const struct referer_list *referers;
     bool referers_own;
+    /* secure_link, secure_link_md5, secure_link_secret (secure_link.h), each inherited;
+     * secure_link_own: which of the first two are this block's (freed with it). */
+    struct secure_link_conf secure_link;
+    bool secure_link_own[2];
     void *conf[MODULE_CHAIN_MAX];     /* each module's block settings */
 };
 

@@ -38,6 +38,7 @@
 #include "log.h"
 #include "module_level.h"
 #include "referer.h"
+#include "secure_link.h"
 #include "rewrite.h"
 #include "site.h"
 #include "tls.h"
@@ -361,6 +362,12 @@ static long route_path_var(const void *request, int which, char *out, size_t cap
     const struct request *req = request;
     if (!req->level)
         return 0;
+    if (which == VARS_SECURE_LINK || which == VARS_SECURE_LINK_EXPIRES) {
+        struct vars_source src;
+        module_vars_source(req, &src);
+        return secure_link_value(&req->level->secure_link, req, &src,
+                                 which == VARS_SECURE_LINK_EXPIRES, out, cap);
+    }
     if (which == VARS_INVALID_REFERER) {
         /* kept for the request (a cache of the request's own, as nginx's) */
         unsigned char *kept = (unsigned char *)&req->invalid_referer;

@@ -110,6 +110,8 @@ enum var_id {
     VAR_DOCUMENT_ROOT,
     VAR_REALPATH_ROOT,
     VAR_INVALID_REFERER,
+    VAR_SECURE_LINK,
+    VAR_SECURE_LINK_EXPIRES,
     VAR_FASTCGI_SCRIPT_NAME,
     VAR_FASTCGI_PATH_INFO,
     VAR_REQUEST_FILENAME,
@@ -292,6 +294,11 @@ static const struct {
      "`proxy_cache` (there is no cache): empty, `-` in a log line."},
     {"document_root", VAR_DOCUMENT_ROOT, "The `root` or `alias` that serves the request, "
      "its variables expanded (a root's trailing `/` left out, as nginx's)."},
+    {"secure_link", VAR_SECURE_LINK, "`1` when the link's hash (`secure_link`, "
+     "`secure_link_md5`) is right and it has not expired, `0` when it has expired, else "
+     "empty; with `secure_link_secret`, the link when its hash is right."},
+    {"secure_link_expires", VAR_SECURE_LINK_EXPIRES, "The expiry `secure_link` names (after "
+     "its comma)."},
     {"invalid_referer", VAR_INVALID_REFERER, "Empty when the `Referer` field is valid for "
      "the block's `valid_referers` (or it has none), else `1`."},
     {"realpath_root", VAR_REALPATH_ROOT, "The real path of `$document_root` (symlinks "
@@ -1310,6 +1317,8 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
     case VAR_DOCUMENT_ROOT: put_path(s, VARS_DOCUMENT_ROOT, src, esc); return;
     case VAR_REALPATH_ROOT: put_path(s, VARS_REALPATH_ROOT, src, esc); return;
     case VAR_INVALID_REFERER: put_path(s, VARS_INVALID_REFERER, src, esc); return;
+    case VAR_SECURE_LINK: put_path(s, VARS_SECURE_LINK, src, esc); return;
+    case VAR_SECURE_LINK_EXPIRES: put_path(s, VARS_SECURE_LINK_EXPIRES, src, esc); return;
     case VAR_FASTCGI_SCRIPT_NAME: put_path(s, VARS_FASTCGI_SCRIPT_NAME, src, esc); return;
     case VAR_FASTCGI_PATH_INFO: put_path(s, VARS_FASTCGI_PATH_INFO, src, esc); return;
     case VAR_REQUEST_FILENAME: put_path(s, VARS_REQUEST_FILENAME, src, esc); return;

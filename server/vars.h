@@ -98,7 +98,8 @@
 #include "regex.h"
 
 enum vars_path { VARS_DOCUMENT_ROOT, VARS_REALPATH_ROOT, VARS_REQUEST_FILENAME,
-                 VARS_FASTCGI_SCRIPT_NAME, VARS_FASTCGI_PATH_INFO, VARS_INVALID_REFERER };
+                 VARS_FASTCGI_SCRIPT_NAME, VARS_FASTCGI_PATH_INFO, VARS_INVALID_REFERER,
+                 VARS_SECURE_LINK, VARS_SECURE_LINK_EXPIRES };
 
 /* The $ssl_* variables, in the order of their ids in vars.c; asked of vars_source.tls_var. */
 enum vars_tls {

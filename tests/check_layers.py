@@ -27,7 +27,7 @@ LAYERS = [
                        "tls"]),
     ("responses", ["http_response"]),
     ("periodic tick", ["timer"]),
-    ("module interface", ["module", "module_*", "rewrite", "referer"]),
+    ("module interface", ["module", "module_*", "rewrite", "referer", "secure_link"]),
     ("modules", ["mod_*", "file_cache", "htpasswd", "keyed_hash"]),
     ("generation", ["generation"]),
     ("transport", ["conn", "conn_tls"]),
