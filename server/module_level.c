@@ -711,6 +711,22 @@ static int read_secure_link(struct level_build *b, struct module_level *l,
                             const struct conf_node *first)
 {
     int rc = 0;
+    const struct conf_node *secret = NULL, *other = NULL;
+    for (const struct conf_node *n = first; n; n = n->next) {
+        if (strcmp(n->name, "secure_link_secret") == 0)
+            secret = n;
+        else if (strcmp(n->name, "secure_link") == 0 || strcmp(n->name, "secure_link_md5") == 0)
+            other = other ? other : n;
+    }
+    /* nginx's merge: a block's secret stands alone (the outer block's expressions are not
+     * its), and a block's expressions end the outer block's secret. */
+    if (secret && other)
+        return conf_error(&b->r, other->line, "secure_link_secret cannot be mixed with "
+                          "secure_link and secure_link_md5 (as nginx)");
+    if (secret)
+        l->secure_link.link = l->secure_link.md5 = NULL;
+    if (other)
+        l->secure_link.secret = NULL;
     for (const struct conf_node *n = first; n; n = n->next) {
         if (n->is_block || n->n_args != 1)
             continue;

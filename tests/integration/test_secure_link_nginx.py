@@ -31,6 +31,14 @@ server {
         secure_link_secret word;
         return 200 "link=[$secure_link]";
     }
+    location /inherit/ {
+        secure_link_secret word;
+        location /inherit/new {
+            secure_link $arg_md5;
+            secure_link_md5 "$uri secret";
+            return 200 "link=[$secure_link]";
+        }
+    }
 }
 """
 LFHTTPD_TOP = "threads 2;\nerror_log stderr info;\nshutdown_timeout 5s;\n"
@@ -142,3 +150,8 @@ def test_a_hash_with_base64urls_own_characters_is_read(daemons):
         t += 1
     h = b64url(f"{t}/s/file secret").rstrip("=")
     same(daemons, f"/s/file?md5={h}&expires={t}", f"link=[1] expires=[{t}]")
+
+
+def test_a_block_with_its_own_expressions_does_not_take_the_outer_secret(daemons):
+    h = b64url("/inherit/new secret").rstrip("=")
+    same(daemons, f"/inherit/new?md5={h}", "link=[1]")
