@@ -478,6 +478,17 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     if (!status && req->expect_continue && req->framing == HTTP_BODY_LENGTH &&
         req->content_length == 0 && r.mount && r.mount->wants_body)
         send_continue(c); /* nothing to wait for, but the client asked: as nginx answers */
+    /* A body the handler streams (proxy_request_buffering off) is left where it is: the
+     * handler reads it from here on, as it arrives; a client waiting for "100 Continue"
+     * is told to send it now, as nginx tells it before it connects upstream. */
+    bool streams = wants_body && r.mount->streams_body &&
+                   (hc(c)->body_mode == REQ_BODY_LENGTH || r.mount->streams_chunked);
+    if (streams) {
+        wants_body = false;
+        r.body_streams = true;
+        if (req->expect_continue && *pos == len)
+            send_continue(c);
+    }
     if (wants_body && hc(c)->body_mode == REQ_BODY_LENGTH && hc(c)->body_left > collect_limit(c)) {
         status = 413; /* too large to hold, though max_body_size would let it be skipped */
         body_error = true;
@@ -495,7 +506,7 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
         }
         r.request_length += *pos - body_at;
         body_error = status != 0;
-    } else if (!status && hc(c)->body_mode != REQ_BODY_NONE) {
+    } else if (!status && hc(c)->body_mode != REQ_BODY_NONE && !streams) {
         if (req->expect_continue && *pos == len) {
             resp.keep_alive = false; /* the client waits for 100: don't ask for the body */
         } else {
@@ -505,11 +516,11 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     }
     if (body_error)
         resp.keep_alive = false;
-    if (!resp.keep_alive)
+    if (!resp.keep_alive && !streams)
         hc(c)->body_mode = REQ_BODY_NONE; /* closing: the rest of the body is drained, not parsed */
     /* What follows this request in the read is pipelined, as nginx counts it ($pipe). */
     bool pipelined = r.pipelined;
-    hc(c)->pipeline = *pos < len;
+    hc(c)->pipeline = !streams && *pos < len;
     r.marks.resumed = hc(c)->resumed;
     hc(c)->resumed = false;
     /* Only a request whose bytes are all in buf can be put aside and read again. */
