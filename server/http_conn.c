@@ -481,11 +481,19 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     /* A body the handler streams (proxy_request_buffering off) is left where it is: the
      * handler reads it from here on, as it arrives; a client waiting for "100 Continue"
      * is told to send it now, as nginx tells it before it connects upstream. */
+    /* (A Content-Length body all read with the head is as good as read whole: nginx's
+     * $request_body then has it.) */
     bool streams = wants_body && r.mount->streams_body &&
-                   (hc(c)->body_mode == REQ_BODY_LENGTH || r.mount->streams_chunked);
+                   (hc(c)->body_mode == REQ_BODY_LENGTH ? len - *pos < hc(c)->body_left
+                                                        : r.mount->streams_chunked);
     if (streams) {
         wants_body = false;
         r.body_streams = true;
+        if (hc(c)->body_mode == REQ_BODY_LENGTH) { /* what came with the head, still in buf:
+                                                    * $request_body while the head goes */
+            r.body = buf + *pos;
+            r.body_len = len - *pos;
+        }
         if (req->expect_continue && *pos == len)
             send_continue(c);
     }

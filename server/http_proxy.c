@@ -2524,8 +2524,8 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     px->req_len = (size_t)len;
     px->request_keeps = keeps;
     px->tunnel_asked = asks_upgrade(h);
-    const char *kept;
-    if (!keep_body(px, r, body_owner, &kept)) {
+    const char *kept = NULL; /* (a streamed body's first bytes stay on the connection) */
+    if (!r->body_streams && !keep_body(px, r, body_owner, &kept)) {
         if (s)
             upstream_done(u, s, false, now);
         proxy_finish(px, 500, "no room for the request's body");
@@ -2533,7 +2533,7 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     }
     http_source_save_request(&px->src, r, px->req + px->req_len, PROXY_REQ_MAX - px->req_len);
     px->src.saved.upstream = &px->uvars;
-    http_source_keep_body(&px->src, kept, r->body_len); /* for $request_body */
+    http_source_keep_body(&px->src, kept, kept ? r->body_len : 0); /* for $request_body */
     /* A collected body not kept where it lies goes now: the head (in it too) is saved. */
     if (body_owner && px->body_owner != body_owner)
         http_collect_free(shared, body_owner);

@@ -152,8 +152,10 @@ struct request {
      * is skipped). */
     const char *body;
     size_t body_len;
-    /* The mount takes the body as it arrives (module_block_stream_body): body is NULL, and
-     * the body, framed as the request's head says, is still the connection's to read. */
+    /* The mount takes the body as it arrives (module_block_stream_body): the body, framed
+     * as the request's head says, is still the connection's to read; body is then the
+     * part of a Content-Length one that came with the head (nginx's $request_body while
+     * the request's head is made), else NULL. */
     bool body_streams;
     /* An error page's request: the body its first request read, which the page's handler
      * does not get but $request_body still shows, as nginx's after the redirect; else

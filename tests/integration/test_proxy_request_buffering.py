@@ -269,7 +269,8 @@ def test_an_upstream_answering_before_the_body_ends_is_relayed_and_the_connectio
     c.send(head(fields=["Content-Length: 100"]) + b"part1")
     status, headers, body = answer(c)
     assert (status, body) == (413, b"early")
-    assert headers.get("connection") == "close"
+    if not UNDER_NGINX:  # (nginx says keep-alive here, and closes all the same)
+        assert headers.get("connection") == "close"
     c.sock.settimeout(scaled(10))
     try:  # the rest of the body is not taken for a request: the connection ends
         c.sock.sendall(b"x" * 95 + head("GET"))
@@ -352,16 +353,30 @@ server {{
     assert other.conns == []
 
 
-def test_request_length_counts_the_streamed_body_and_request_body_is_empty(proxy, recorder):
+def test_request_body_is_what_came_with_the_head_when_the_request_goes(proxy, recorder):
     rec = recorder()
     p = proxy(conf(rec, 'proxy_request_buffering off; '
-                        'proxy_set_header X-Len $request_length; '
+                        'proxy_set_header X-Body "[$request_body]";'))
+    c = connect(p)
+    c.send(head(fields=["Content-Length: 10"]) + b"part1")
+    assert rec.wait(lambda: rec.body_seen(b"part1"))
+    c.send(b"part2")
+    status, _, body = answer(c)
+    assert status == 200
+    got = json.loads(body)
+    assert "x-body: [part1]" in got["head"].lower()
+    assert got["body"] == "part1part2"
+
+
+def test_a_body_that_came_whole_with_the_head_is_in_request_body(proxy, recorder):
+    rec = recorder()
+    p = proxy(conf(rec, 'proxy_request_buffering off; '
                         'proxy_set_header X-Body "[$request_body]";'))
     c = connect(p)
     c.send(head(fields=["Content-Length: 5"]) + b"part1")
     status, _, body = answer(c)
     assert status == 200
-    assert "x-body: []" in json.loads(body)["head"].lower()
+    assert "x-body: [part1]" in json.loads(body)["head"].lower()
 
 
 def test_two_hundred_slow_uploaders_hold_bounded_memory(proxy, recorder):
