@@ -373,15 +373,18 @@ def test_request_body_is_what_came_with_the_head_when_the_request_goes(proxy, re
     assert got["body"] == "part1part2"
 
 
-def test_a_body_that_came_whole_with_the_head_is_in_request_body(proxy, recorder):
+def test_a_body_that_came_whole_with_the_head_is_request_body_and_no_more(proxy, recorder):
+    """(and the request pipelined after it is a request of its own)"""
     rec = recorder()
     p = proxy(conf(rec, 'proxy_request_buffering off; '
                         'proxy_set_header X-Body "[$request_body]";'))
     c = connect(p)
-    c.send(head(fields=["Content-Length: 5"]) + b"part1")
-    status, _, body = answer(c)
-    assert status == 200
-    assert "x-body: [part1]" in json.loads(body)["head"].lower()
+    c.send(head(fields=["Content-Length: 5"]) + b"part1" + head("GET"))
+    for _ in range(2):
+        status, _, body = answer(c)
+        assert status == 200
+    first = rec.conns[0]["raw"].decode("latin-1").lower()
+    assert "x-body: [part1]\r\n" in first
 
 
 def test_two_hundred_slow_uploaders_hold_bounded_memory(proxy, recorder):
