@@ -10,6 +10,7 @@ while the client still held part 2" is proved by the order of events, not by a c
 Every test runs under nginx too (PROXY_UNDER_TEST=nginx), where the two must agree.
 """
 import json
+import os
 import socket
 import ssl
 import subprocess
@@ -216,10 +217,9 @@ def test_chunked_body_to_an_http10_upstream_is_read_whole_first(proxy, recorder)
     assert "content-length: 10" in got["head"].lower()
 
 
-def test_with_request_buffering_on_the_upstream_gets_nothing_before_the_body_ends(
-        proxy, recorder):
+def test_by_default_the_upstream_gets_nothing_before_the_body_ends(proxy, recorder):
     rec = recorder()
-    p = proxy(conf(rec, "proxy_request_buffering on;"))
+    p = proxy(conf(rec, ""))  # (proxy_request_buffering on)
     c = connect(p)
     c.send(head(fields=["Content-Length: 10"]) + b"part1")
     time.sleep(scaled(0.5))
@@ -259,11 +259,14 @@ def test_chunked_body_past_client_max_body_size_midway_is_413_and_the_upstream_l
 def test_a_client_leaving_mid_body_closes_the_upstream_connection(proxy, recorder):
     rec = recorder()
     p = proxy(conf(rec))
+    fds = lambda: len(os.listdir(f"/proc/{p.pid}/fd"))  # noqa: E731
+    before = fds()
     c = connect(p)
     c.send(head(fields=["Content-Length: 100"]) + b"part1")
     assert rec.wait(lambda: rec.body_seen(b"part1"))
     c.close()
     assert rec.wait(lambda: rec.conns[-1]["closed"]), "the upstream connection stayed open"
+    assert wait_until(lambda: fds() == before, scaled(10)), "a descriptor was left open"
 
 
 def test_an_upstream_answering_before_the_body_ends_is_relayed_and_the_connection_closes(
