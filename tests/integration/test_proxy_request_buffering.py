@@ -20,7 +20,7 @@ import time
 import pytest
 
 from conftest import Client, scaled, wait_until
-from proxy_harness import UNDER_NGINX, proxy  # noqa: F401 fixtures
+from proxy_harness import UNDER_NGINX, lfhttpd_only, proxy  # noqa: F401 fixtures
 
 
 class Recorder:
@@ -479,3 +479,22 @@ def test_a_client_over_tls_streams_its_body(proxy, recorder, tmp_path):
     status, _, body = answer(c)
     assert status == 200
     assert json.loads(body)["body"] == "part1part2"
+
+
+@lfhttpd_only("the event models are lfhttpd's")
+@pytest.mark.parametrize("model", ["reactivation oneshot;", "concurrency half_sync_half_async;",
+                                   "concurrency thread_per_connection;"])
+def test_every_event_model_streams_the_body_and_sees_an_early_answer(proxy, recorder, model):
+    rec = recorder()
+    p = proxy(model + "\n" + conf(rec))
+    c = connect(p)
+    c.send(head(fields=["Content-Length: 10"]) + b"part1")
+    assert rec.wait(lambda: rec.body_seen(b"part1")), "the upstream did not get part 1"
+    c.send(b"part2")
+    status, _, body = answer(c)
+    assert status == 200 and json.loads(body)["body"] == "part1part2"
+    early = recorder(early=5)
+    p = proxy(model + "\n" + conf(early))
+    c = connect(p)
+    c.send(head(fields=["Content-Length: 100"]) + b"part1")
+    assert answer(c)[:1] == (413,)
