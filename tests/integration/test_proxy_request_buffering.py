@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import Client, scaled, wait_until
+from conftest import Client, past_buffers, scaled, wait_until
 from proxy_harness import UNDER_NGINX, lfhttpd_only, proxy  # noqa: F401 fixtures
 
 
@@ -29,11 +29,14 @@ class Recorder:
     with a JSON body {"head": request head, "body": the body decoded}; with early=N, 413
     as soon as N bytes of the body have come, without reading on. Stopped by close()."""
 
-    def __init__(self, early=None, tls=None):
+    def __init__(self, early=None, tls=None, stall=False):
         self.early = early
+        self.stall = stall  # read no more once a request's head has come
         self.tls = tls  # an ssl.SSLContext: the upstream speaks TLS
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if stall:  # (a small receive buffer: what it does not read stays with the proxy)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(512)
         self.port = self.sock.getsockname()[1]
@@ -71,6 +74,8 @@ class Recorder:
                 head, sep, body = rec["raw"].partition(b"\r\n\r\n")
                 if not sep or answered:
                     continue
+                while self.stall and not self.stopping:
+                    time.sleep(0.05)
                 done, decoded = body_state(head, body)
                 if self.early is not None and len(body) >= self.early:
                     s.sendall(b"HTTP/1.1 413 Too Large\r\nContent-Length: 5\r\n"
@@ -498,3 +503,27 @@ def test_every_event_model_streams_the_body_and_sees_an_early_answer(proxy, reco
     c = connect(p)
     c.send(head(fields=["Content-Length: 100"]) + b"part1")
     assert answer(c)[:1] == (413,)
+
+
+def test_an_upstream_that_takes_no_more_stops_the_client_being_read_then_times_out(
+        proxy, recorder):
+    rec = recorder(stall=True)
+    p = proxy(conf(rec, "proxy_request_buffering off; proxy_send_timeout 2s; "
+                        "client_max_body_size 0;"))
+    # the proxy's two sockets' buffers, with the client's and the upstream's (small)
+    bound = past_buffers(sends=1, receives=1)
+    c = connect(p)
+    c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
+    c.send(head(fields=[f"Content-Length: {4 * bound}"]))
+    c.sock.setblocking(False)
+    sent, piece, last = 0, b"x" * 65536, time.monotonic()
+    while time.monotonic() - last < scaled(1):  # until a second passes without a byte taken
+        try:
+            sent += c.sock.send(piece)
+            last = time.monotonic()
+        except BlockingIOError:
+            time.sleep(0.01)
+        assert sent < bound, "the client was read on while the upstream took nothing"
+    c.sock.setblocking(True)
+    status, _, _ = answer(c)
+    assert status == 504
