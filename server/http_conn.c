@@ -9,7 +9,9 @@
  * Request bodies: the request is routed (path decoded, rewrite hooks, mount found) before
  * its body is touched. If the mount's module wants bodies, the whole body is read first:
  * from the stack buffer when it is all there, else collected on the connection across
- * events (after a "100 Continue" if the client waits for one). Every other body is
+ * events (after a "100 Continue" if the client waits for one), unless the mount streams it
+ * (proxy_request_buffering off): then its handler reads it, as it arrives, from where the
+ * skipping would have (body_mode, c->in), and what it leaves is skipped. Every other body is
  * skipped, exactly, so that the next request starts where the body ends: what is already
  * in the buffer is checked before the request is answered (a malformed chunked body is a
  * 400), the rest is skipped after the answer as it arrives. A body the client has not

@@ -21,6 +21,9 @@
  * is read whole its upstream connection goes to the idle list (with a spare state, which
  * has no buffers) while this state serves the client from what it read.
  *
+ * A request's body goes with its head, read whole first; with proxy_request_buffering off
+ * it is relayed as it arrives instead (PHASE_UPLOAD: see "the request's body, streamed").
+ *
  * Deadlines (proxy_connect_, _send_, _read_timeout) are the connection's, as every other
  * one: the sweep, finding one passed, shuts the upstream socket down (conn_set_wake_fd),
  * which wakes its handle; it does the same when it finds that the client has closed its
