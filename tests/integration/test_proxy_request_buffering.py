@@ -527,3 +527,18 @@ def test_an_upstream_that_takes_no_more_stops_the_client_being_read_then_times_o
     c.sock.setblocking(True)
     status, _, _ = answer(c)
     assert status == 504
+
+
+def test_request_length_counts_a_streamed_body(proxy, recorder, tmp_path):
+    rec = recorder()
+    log = tmp_path / "length.log"
+    p = proxy('log_format length "$request_length";\n' +
+              conf(rec, server_lines=f"access_log {log} length;"))
+    c = connect(p)
+    h = head(fields=["Content-Length: 10"])
+    c.send(h + b"part1")
+    assert rec.wait(lambda: rec.body_seen(b"part1"))
+    c.send(b"part2")
+    assert answer(c)[0] == 200
+    assert wait_until(lambda: log.exists() and log.read_text().strip(), scaled(10))
+    assert log.read_text().split() == [str(len(h) + 10)]
