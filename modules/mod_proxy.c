@@ -19,7 +19,8 @@
  * `http { }`, Host alone, as nginx's), then the client's fields
  * but those the set list names, Host, the hop-by-hop ones (Connection and the fields it
  * names, Keep-Alive, TE, Trailer, Transfer-Encoding, Upgrade, Proxy-*), Content-Length
- * and Expect (the body was read whole: it goes with one Content-Length). As nginx's, the
+ * and Expect (the body was read whole: it goes with one Content-Length; with
+ * proxy_request_buffering off, the client's Content-Length, or chunked again). As nginx's, the
  * request line says HTTP/1.0 unless proxy_http_version 1.1, and `Connection: close` goes
  * unless proxy_set_header Connection says otherwise: a site keeps upstream connections with
  * `Connection ""` and passes WebSocket with `Upgrade $http_upgrade` and `Connection
@@ -124,6 +125,7 @@ struct proxy_conf {
     /* proxy_buffering and its buffers: -1 / PROXY_UNSET / 0 unset (inherited, each on its
      * own); temp_path: NULL unset */
     int buffering;
+    int request_buffering; /* proxy_request_buffering: -1 unset, 0 off, 1 on */
     unsigned buffers_n;
     uint64_t buffers_size, buffer_size, busy_size, max_temp, temp_write;
     bool max_temp_set, buffer_size_set, busy_size_set, temp_write_set;
@@ -466,15 +468,26 @@ static int set_intercept(void *base, const struct conf_node *n, void *ctx, char 
     return 0;
 }
 
+static int set_on_off(int *to, const struct conf_node *n, char *msg, size_t len)
+{
+    static const struct conf_name words[] = {{"off", 0}, {"on", 1}, {NULL, 0}};
+    if (conf_name_value(words, n->args[0], to) < 0)
+        return snprintf(msg, len, "invalid value \"%s\" (on or off)", n->args[0]), -1;
+    return 0;
+}
+
 static int set_buffering(void *base, const struct conf_node *n, void *ctx, char *msg,
                          size_t len)
 {
     (void)ctx;
-    struct proxy_conf *c = base;
-    static const struct conf_name words[] = {{"off", 0}, {"on", 1}, {NULL, 0}};
-    if (conf_name_value(words, n->args[0], &c->buffering) < 0)
-        return snprintf(msg, len, "invalid value \"%s\" (on or off)", n->args[0]), -1;
-    return 0;
+    return set_on_off(&((struct proxy_conf *)base)->buffering, n, msg, len);
+}
+
+static int set_request_buffering(void *base, const struct conf_node *n, void *ctx, char *msg,
+                                 size_t len)
+{
+    (void)ctx;
+    return set_on_off(&((struct proxy_conf *)base)->request_buffering, n, msg, len);
 }
 
 /* proxy_buffers NUMBER SIZE: as nginx, at least 2 buffers. */
@@ -546,17 +559,6 @@ static int set_temp_path(void *base, const struct conf_node *n, void *ctx, char 
     if (stat(n->args[0], &st) < 0 || !S_ISDIR(st.st_mode))
         return snprintf(msg, len, "\"%s\" is not a directory", n->args[0]), -1;
     c->temp_path = n->args[0];
-    return 0;
-}
-
-/* Accepted for nginx configurations, with the only behaviour there is. */
-static int set_accepted(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
-{
-    (void)base;
-    (void)ctx;
-    const char *v = n->args[0];
-    if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
-        return snprintf(msg, len, "invalid value \"%s\" (on or off)", v), -1;
     return 0;
 }
 
@@ -780,10 +782,16 @@ static const struct conf_directive proxy_directives[] = {
      .doc = "Answers are never saved to files (nginx's default); any other value is "
         "refused."},
     {"proxy_request_buffering", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
-     .set = set_accepted, .usage = "on|off",
-     .doc = "Accepted for nginx's configurations: request bodies are read whole first (as "
-        "nginx's `proxy_request_buffering on`), bounded by `max_body_size` and "
-        "`max_body_memory`, and sent with one `Content-Length`."},
+     .set = set_request_buffering, .usage = "on|off", .dflt = "on",
+     .doc = "`on`: a request's body is read whole first, bounded by `max_body_size` and "
+        "`max_body_memory`, and sent with one `Content-Length`. `off`: the upstream is "
+        "connected to once the head is read, and the body relayed as it arrives through "
+        "a fixed 16 KiB (a client faster than the upstream waits for it): a "
+        "`Content-Length` one as it is, a chunked one chunked again with "
+        "`proxy_http_version 1.1` (read whole first with 1.0, as nginx). As nginx's, "
+        "`$request_body` is then empty, a request whose body began to go is never sent "
+        "to the next server, and an answer that comes before the body's end ends the "
+        "client's connection after it."},
     {.name = NULL},
 };
 
@@ -1014,6 +1022,7 @@ static void *proxy_block(void *state, const struct module_block *b)
     c->http_minor = -1;
     c->intercept = -1;
     c->buffering = -1;
+    c->request_buffering = -1;
     c->resolver_timeout_ms = PROXY_UNSET;
     c->ssl_server_name = c->ssl_verify = c->ssl_session_reuse = -1;
     c->ssl_verify_depth = PROXY_UNSET;
@@ -1054,6 +1063,8 @@ static void *proxy_block(void *state, const struct module_block *b)
             c->intercept = outer->intercept;
         if (c->buffering < 0)
             c->buffering = outer->buffering;
+        if (c->request_buffering < 0)
+            c->request_buffering = outer->request_buffering;
         if (!c->buffers_n) {
             c->buffers_n = outer->buffers_n;
             c->buffers_size = outer->buffers_size;
@@ -1086,6 +1097,8 @@ static void *proxy_block(void *state, const struct module_block *b)
             c->intercept = 0;
         if (c->buffering < 0) /* nginx's default in nginx's files; streaming in ours */
             c->buffering = b->mi->cfg->http_block;
+        if (c->request_buffering < 0)
+            c->request_buffering = 1;
         if (!c->buffers_n) {
             c->buffers_n = 8;
             c->buffers_size = 4096;
@@ -1105,6 +1118,8 @@ static void *proxy_block(void *state, const struct module_block *b)
                 where = n;
         if (resolve_pass(st, c, b, where) < 0 || module_block_mount(b, where, c, true) < 0)
             goto fail;
+        if (!c->request_buffering) /* a chunked body only re-chunked to HTTP/1.1 (nginx) */
+            module_block_stream_body(b, c->http_minor > 0);
         module_block_slash_redirect(b);
     }
     make_effective(c, b->mi->cfg->http_block);
@@ -1466,9 +1481,11 @@ static long proxy_request(const void *conf, const struct request *req,
         put(&o, f->value.p, f->value.len);
         puts_(&o, "\r\n");
     }
-    if (h->framing != HTTP_BODY_NONE) {
+    if (req->body_streams && h->framing == HTTP_BODY_CHUNKED) {
+        puts_(&o, "Transfer-Encoding: chunked\r\n");
+    } else if (h->framing != HTTP_BODY_NONE) {
         char num[24];
-        char *e = http_fmt_u64(num, req->body_len);
+        char *e = http_fmt_u64(num, req->body_streams ? h->content_length : req->body_len);
         puts_(&o, "Content-Length: ");
         put(&o, num, (size_t)(e - num));
         puts_(&o, "\r\n");

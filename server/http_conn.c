@@ -9,7 +9,9 @@
  * Request bodies: the request is routed (path decoded, rewrite hooks, mount found) before
  * its body is touched. If the mount's module wants bodies, the whole body is read first:
  * from the stack buffer when it is all there, else collected on the connection across
- * events (after a "100 Continue" if the client waits for one). Every other body is
+ * events (after a "100 Continue" if the client waits for one), unless the mount streams it
+ * (proxy_request_buffering off): then its handler reads it, as it arrives, from where the
+ * skipping would have (body_mode, c->in), and what it leaves is skipped. Every other body is
  * skipped, exactly, so that the next request starts where the body ends: what is already
  * in the buffer is checked before the request is answered (a malformed chunked body is a
  * 400), the rest is skipped after the answer as it arrives. A body the client has not
@@ -478,6 +480,25 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     if (!status && req->expect_continue && req->framing == HTTP_BODY_LENGTH &&
         req->content_length == 0 && r.mount && r.mount->wants_body)
         send_continue(c); /* nothing to wait for, but the client asked: as nginx answers */
+    /* A body the handler streams (proxy_request_buffering off) is left where it is: the
+     * handler reads it from here on, as it arrives; a client waiting for "100 Continue"
+     * is told to send it now, as nginx tells it before it connects upstream. */
+    /* (A Content-Length body all read with the head is as good as read whole: nginx's
+     * $request_body then has it.) */
+    bool streams = wants_body && r.mount->streams_body &&
+                   (hc(c)->body_mode == REQ_BODY_LENGTH ? len - *pos < hc(c)->body_left
+                                                        : r.mount->streams_chunked);
+    if (streams) {
+        wants_body = false;
+        r.body_streams = true;
+        if (hc(c)->body_mode == REQ_BODY_LENGTH) { /* what came with the head, still in buf:
+                                                    * $request_body while the head goes */
+            r.body = buf + *pos;
+            r.body_len = len - *pos;
+        }
+        if (req->expect_continue && *pos == len)
+            send_continue(c);
+    }
     if (wants_body && hc(c)->body_mode == REQ_BODY_LENGTH && hc(c)->body_left > collect_limit(c)) {
         status = 413; /* too large to hold, though max_body_size would let it be skipped */
         body_error = true;
@@ -495,7 +516,7 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
         }
         r.request_length += *pos - body_at;
         body_error = status != 0;
-    } else if (!status && hc(c)->body_mode != REQ_BODY_NONE) {
+    } else if (!status && hc(c)->body_mode != REQ_BODY_NONE && !streams) {
         if (req->expect_continue && *pos == len) {
             resp.keep_alive = false; /* the client waits for 100: don't ask for the body */
         } else {
@@ -505,11 +526,11 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     }
     if (body_error)
         resp.keep_alive = false;
-    if (!resp.keep_alive)
+    if (!resp.keep_alive && !streams)
         hc(c)->body_mode = REQ_BODY_NONE; /* closing: the rest of the body is drained, not parsed */
     /* What follows this request in the read is pipelined, as nginx counts it ($pipe). */
     bool pipelined = r.pipelined;
-    hc(c)->pipeline = *pos < len;
+    hc(c)->pipeline = !streams && *pos < len;
     r.marks.resumed = hc(c)->resumed;
     hc(c)->resumed = false;
     /* Only a request whose bytes are all in buf can be put aside and read again. */

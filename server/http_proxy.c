@@ -21,6 +21,9 @@
  * is read whole its upstream connection goes to the idle list (with a spare state, which
  * has no buffers) while this state serves the client from what it read.
  *
+ * A request's body goes with its head, read whole first; with proxy_request_buffering off
+ * it is relayed as it arrives instead (PHASE_UPLOAD: see "the request's body, streamed").
+ *
  * Deadlines (proxy_connect_, _send_, _read_timeout) are the connection's, as every other
  * one: the sweep, finding one passed, shuts the upstream socket down (conn_set_wake_fd),
  * which wakes its handle; it does the same when it finds that the client has closed its
@@ -96,8 +99,8 @@ struct proxy_store {
     uint64_t frd, fwr;   /* its bytes [frd, fwr) wait for the client */
 };
 
-enum proxy_phase { PHASE_RESOLVE, PHASE_CONNECT, PHASE_HANDSHAKE, PHASE_SEND, PHASE_HEAD,
-                   PHASE_BODY, PHASE_TUNNEL };
+enum proxy_phase { PHASE_RESOLVE, PHASE_CONNECT, PHASE_HANDSHAKE, PHASE_SEND, PHASE_UPLOAD,
+                   PHASE_HEAD, PHASE_BODY, PHASE_TUNNEL };
 
 /* Why an attempt ended without an answer to relay. */
 enum proxy_failure { FAIL_ERROR, FAIL_TIMEOUT, FAIL_INVALID, FAIL_STALE };
@@ -168,6 +171,13 @@ struct conn_proxy {
     struct vars_upstream_try *try_now, try_spare;
     char tls_name[256]; /* proxy_ssl_name expanded, without a port */
     bool tls_sni;       /* send it (proxy_ssl_server_name on, and not an IP address) */
+
+    /* proxy_request_buffering off (see "the request's body, streamed"): the client's body
+     * is read as it comes (body_taken: some of it was, and the request cannot go again),
+     * through head[up_off, up_len) to the upstream; upload_waits_client: for its bytes,
+     * else for room at the upstream. */
+    bool streams_body, body_taken, upload_waits_client;
+    size_t up_off, up_len;
 
     /* proxy_buffering on (see "buffering" below): this answer is read ahead of the client,
      * into the store, and the upstream let go of once it is read whole (up_ended). */
@@ -451,6 +461,12 @@ static void proxy_wait(struct conn_proxy *px, uint32_t events, bool drained)
     /* From here on another thread may own c: touch nothing. */
 }
 
+/* Is some of a streamed body still the client's to send (proxy_request_buffering off)? */
+static bool body_unread(const struct conn_proxy *px)
+{
+    return px->streams_body && px->src.c && hc(px->src.c)->body_mode != REQ_BODY_NONE;
+}
+
 /* --- ending ------------------------------------------------------------------------------ */
 
 static void body_release(struct conn_proxy *px)
@@ -630,7 +646,7 @@ static void proxy_finish_after(struct conn_proxy *px, int error_status, const ch
     if (!tail)
         resp_init(&own);
     try_end(px, 0);
-    bool keep_alive = s->keep_alive;
+    bool keep_alive = s->keep_alive && !body_unread(px);
     if (!s->head_sent && px->accel_head) {
         answer_accel(px, resp, &page);
         resp->head_only = s->head_only;
@@ -678,6 +694,13 @@ static void proxy_finish(struct conn_proxy *px, int error_status, const char *fa
 /* --- attempts ---------------------------------------------------------------------------- */
 
 static void proxy_step(struct conn_proxy *px);
+
+/* May the request go to another server? Not once some of a streamed body was taken from
+ * the client (nginx: not once it began to be sent): it cannot be read again. */
+static bool body_resendable(const struct conn_proxy *px)
+{
+    return !px->body_taken;
+}
 
 static bool idempotent(enum http_method m)
 {
@@ -819,8 +842,8 @@ static void attempt_failed(struct conn_proxy *px, enum proxy_failure why, const 
     int64_t now = clock_now_ms();
     const struct proxy_params *p = px->p;
     up_close(px);
-    bool may_resend = !px->sent_any || idempotent(px->method) ||
-                      (p->next_upstream & PROXY_NEXT_NON_IDEMPOTENT);
+    bool may_resend = body_resendable(px) && (!px->sent_any || idempotent(px->method) ||
+                                              (p->next_upstream & PROXY_NEXT_NON_IDEMPOTENT));
     if (why == FAIL_STALE) { /* the kept connection was closed: not the server's fault */
         if (may_resend) {
             px->fresh_only = true;
@@ -968,6 +991,249 @@ static int send_request(struct conn_proxy *px)
             px->req_off = px->req_len;
             px->body_off += (size_t)w - in_head;
         }
+    }
+}
+
+/* --- the request's body, streamed ---------------------------------------------------------
+ *
+ * proxy_request_buffering off. Once the request's head went (PHASE_SEND), PHASE_UPLOAD
+ * relays the client's body as it arrives, through head[] (which the answer's head needs
+ * only once the body is over): a read from the client, then its bytes to the upstream, and
+ * no read before they all went, so that an upstream that does not take them stops the
+ * client being read. A chunked body is decoded and chunked again (its trailers dropped, as
+ * nginx's). Where the body stands is the connection's (hc(c)->body_mode, body_left,
+ * chunked), as for a body the core skips: the bytes that came with the head wait in c->in,
+ * and what follows a chunked body's end goes back there, the next request's.
+ *
+ * While the client is waited for, the upstream is too, for an answer that comes before
+ * the body's end: both sockets are one set of their own (as both_wait's), the one handle
+ * waited on, until client_body_timeout; while the upstream is (it takes no more), its own
+ * handle, for room and for an answer, until proxy_send_timeout. An answer that comes first
+ * ends the relay: it is read and relayed as any, and the client's connection closes after
+ * it (the rest of its body is drained by the linger), the upstream's too. */
+
+#define UPLOAD_PREFIX 24 /* room before a chunk's data for its size line */
+#define UPLOAD_SUFFIX 8  /* and after it, for its CRLF and the last chunk, "0" CRLF CRLF */
+
+static void upload_event(struct lf_handle *h, uint32_t events);
+
+/* The client's body cannot go on (a chunked one too large or malformed, a timeout): the
+ * client is answered `status`, and its connection closes; the upstream's attempt is not
+ * counted as a failure of the server's. */
+static void upload_refused(struct conn_proxy *px, int status, const char *why)
+{
+    tunnel_close(px);
+    up_close(px);
+    if (px->server && !px->attempt_done)
+        upstream_done(px->up, px->server, false, clock_now_ms());
+    px->attempt_done = true;
+    try_end(px, status);
+    proxy_finish(px, status, why);
+}
+
+/* Has the upstream said anything yet (an answer, a close) while the body goes? */
+static bool up_spoke(struct conn_proxy *px)
+{
+    if (px->tls)
+        return upstream_tls_spoke(px->tls, px->h.fd);
+    char b;
+    ssize_t n = recv(px->h.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+}
+
+/* Body bytes to the upstream, as send (through TLS for https). */
+static ssize_t up_write(struct conn_proxy *px, const char *p, size_t n)
+{
+    if (px->tls) {
+        struct iovec iov = {(void *)p, n};
+        return up_send_tls(px, &iov);
+    }
+    return send(px->h.fd, p, n, MSG_NOSIGNAL);
+}
+
+/* Bytes of the client's body into buf[0..cap), as read: those that came with the head
+ * first (left on the connection, and taken only once used: *from_in), then the socket's.
+ * A Content-Length body is never read past its end. */
+static ssize_t upload_read(struct conn_proxy *px, char *buf, size_t cap, bool *from_in)
+{
+    struct conn *c = px->src.c;
+    if (hc(c)->body_mode == REQ_BODY_LENGTH && hc(c)->body_left < cap)
+        cap = (size_t)hc(c)->body_left;
+    *from_in = c->in != NULL;
+    if (c->in) {
+        size_t n = c->in->len < cap ? c->in->len : cap;
+        memcpy(buf, c->in->data, n);
+        return (ssize_t)n;
+    }
+    ssize_t n = conn_read(c, buf, cap);
+    if (n > 0)
+        atomic_fetch_add_explicit(&http_service_of(c)->stats.bytes_received, (unsigned long)n,
+                                  memory_order_relaxed);
+    return n;
+}
+
+/* `used` bytes of what the connection kept were taken. */
+static void upload_take_in(struct conn *c, size_t used)
+{
+    if (used < c->in->len) {
+        memmove(c->in->data, c->in->data + used, c->in->len - used);
+        c->in->len -= (uint32_t)used;
+        return;
+    }
+    conn_buf_put(c->pool, c->in);
+    c->in = NULL;
+}
+
+/* n raw body bytes read at data (head + UPLOAD_PREFIX): made what goes upstream, in
+ * head[up_off, up_len). false when the body is refused (answered). */
+static bool upload_frame(struct conn_proxy *px, char *data, size_t n, bool from_in)
+{
+    struct conn *c = px->src.c;
+    px->src.saved.request_length += n; /* $request_length: as the client sent it */
+    if (hc(c)->body_mode == REQ_BODY_LENGTH) {
+        if (from_in)
+            upload_take_in(c, n);
+        hc(c)->body_left -= n;
+        if (hc(c)->body_left == 0)
+            hc(c)->body_mode = REQ_BODY_NONE;
+        px->up_off = UPLOAD_PREFIX;
+        px->up_len = UPLOAD_PREFIX + n;
+        return true;
+    }
+    size_t used = 0, out = 0;
+    enum http_chunked_result r = http_chunked_decode(&hc(c)->chunked, data, n,
+                                                     hc(c)->limits->max_body_size, &used, &out);
+    if (r == HTTP_CHUNKED_ERROR || r == HTTP_CHUNKED_TOO_LARGE) {
+        upload_refused(px, r == HTTP_CHUNKED_ERROR ? 400 : 413,
+                       r == HTTP_CHUNKED_ERROR ? "client sent invalid chunked body"
+                                               : "client intended to send too large chunked "
+                                                 "body");
+        return false;
+    }
+    if (from_in) {
+        upload_take_in(c, used);
+    } else if (used < n && !http_save_input(c, data + used, n - used)) {
+        conn_close(c); /* (what follows the body is the next request's) */
+        return false;
+    }
+    px->src.saved.request_length -= n - used;
+    size_t start = UPLOAD_PREFIX, end = UPLOAD_PREFIX;
+    if (out > 0) {
+        char line[UPLOAD_PREFIX];
+        int k = snprintf(line, sizeof(line), "%zx\r\n", out);
+        start -= (size_t)k;
+        memcpy(px->head + start, line, (size_t)k);
+        end += out;
+        memcpy(px->head + end, "\r\n", 2);
+        end += 2;
+    }
+    if (r == HTTP_CHUNKED_DONE) {
+        hc(c)->body_mode = REQ_BODY_NONE;
+        memcpy(px->head + end, "0\r\n\r\n", 5);
+        end += 5;
+    }
+    px->up_off = start;
+    px->up_len = end;
+    return true;
+}
+
+/* Wait for the client's bytes, and for the upstream's answer: the last act of the event. */
+static void upload_wait_client(struct conn_proxy *px)
+{
+    struct conn *c = px->src.c;
+    px->upload_waits_client = true;
+    set_deadline(px, clock_now_ms() + hc(c)->limits->client_body_timeout_ms);
+    if (px->tun.fd >= 0) {
+        conn_wait_on(c, &px->tun, CONN_STREAM, px->deadline_ms);
+        return;
+    }
+    px->tun.fd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ue = {.events = EPOLLIN, .data.u32 = TUNNEL_UP};
+    struct epoll_event ce = {.events = EPOLLIN, .data.u32 = TUNNEL_CLIENT};
+    if (px->tun.fd < 0 || epoll_ctl(px->tun.fd, EPOLL_CTL_ADD, px->h.fd, &ue) < 0 ||
+        epoll_ctl(px->tun.fd, EPOLL_CTL_ADD, c->h.fd, &ce) < 0) {
+        log_error("proxy: a streamed body's epoll set: %s", strerror(errno));
+        conn_close(c);
+        return;
+    }
+    /* The upstream socket's own handle and the client's stay ours, not armed: the set
+     * speaks for both until another wait. */
+    px->tun.on_event = upload_event;
+    atomic_store_explicit(&c->deadline_ms, px->deadline_ms, memory_order_relaxed);
+    atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
+    int rc = lf_group_add(c->h.group, &px->tun, EPOLLIN);
+    if (rc < 0) {
+        log_error("proxy: epoll: cannot add a streamed body's set: %s", strerror(-rc));
+        conn_close(c);
+    }
+}
+
+/* The relay is over (the body went whole, or the upstream spoke first): the answer's head
+ * is read next, into head[]. */
+static void upload_end(struct conn_proxy *px)
+{
+    tunnel_close(px); /* (both_wait makes a set of its own, for other events) */
+    px->upload_waits_client = false;
+    px->up_off = px->up_len = 0;
+    px->head_len = 0;
+    px->phase = PHASE_HEAD;
+    set_deadline(px, clock_now_ms() + px->p->read_ms);
+}
+
+/* Relay the body as far as both sides allow. true: go on (to the answer's head); false:
+ * the event is over (waiting, answered or closed). */
+static bool upload(struct conn_proxy *px)
+{
+    struct conn *c = px->src.c;
+    if (up_spoke(px)) {
+        upload_end(px);
+        return true;
+    }
+    for (;;) {
+        if (px->up_off < px->up_len) {
+            ssize_t w = up_write(px, px->head + px->up_off, px->up_len - px->up_off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0 && errno == EAGAIN) {
+                px->upload_waits_client = false;
+                proxy_wait(px, EPOLLOUT | EPOLLIN, true);
+                return false;
+            }
+            if (w < 0) {
+                attempt_failed(px, FAIL_ERROR, strerror(errno));
+                return false;
+            }
+            px->sent_any = true;
+            if (px->try_now)
+                px->try_now->bytes_sent += (uint64_t)w;
+            px->up_off += (size_t)w;
+            set_deadline(px, clock_now_ms() + px->p->send_ms); /* between two writes */
+            continue;
+        }
+        if (hc(c)->body_mode == REQ_BODY_NONE) {
+            upload_end(px);
+            return true;
+        }
+        bool from_in;
+        char *data = px->head + UPLOAD_PREFIX;
+        ssize_t n = upload_read(px, data, PROXY_HEAD_MAX - UPLOAD_PREFIX - UPLOAD_SUFFIX,
+                                &from_in);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN) {
+            upload_wait_client(px);
+            return false;
+        }
+        if (n <= 0) { /* nginx: "client prematurely closed connection" */
+            px->src.status = 400;
+            proxy_log(px, "proxy: %s: the client closed its connection inside the body",
+                      where(px));
+            conn_close(c);
+            return false;
+        }
+        px->body_taken = true;
+        if (!upload_frame(px, data, (size_t)n, from_in))
+            return false;
     }
 }
 
@@ -1463,6 +1729,10 @@ static bool relay_head(struct conn_proxy *px, const struct http_response_head *u
     px->src.status = resp.status;
     px->framing = uh->framing;
     px->left = uh->content_length;
+    if (body_unread(px)) { /* answered before the body's end: neither connection goes on */
+        px->src.keep_alive = false;
+        px->request_keeps = false;
+    }
     px->up_reusable = uh->keep_alive && px->request_keeps;
     http_chunked_init(&px->dechunk);
     resp.keep_alive = px->src.keep_alive;
@@ -1596,7 +1866,7 @@ static bool read_head(struct conn_proxy *px)
                            : uh.status == 404 ? PROXY_NEXT_404
                            : uh.status == 429 ? PROXY_NEXT_429 : 0;
             struct upstream_server *next = NULL;
-            if (bit && (px->p->next_upstream & bit) &&
+            if (bit && (px->p->next_upstream & bit) && body_resendable(px) &&
                 (idempotent(px->method) || (px->p->next_upstream & PROXY_NEXT_NON_IDEMPOTENT)) &&
                 (px->p->tries == 0 || px->attempts < px->p->tries)) {
                 uint64_t tried = px->tried | 1ull << (px->server - px->up->servers);
@@ -1903,6 +2173,10 @@ static void proxy_step(struct conn_proxy *px)
                 proxy_wait(px, EPOLLOUT, true);
                 return;
             }
+            if (body_unread(px)) {
+                px->phase = PHASE_UPLOAD;
+                continue;
+            }
             px->phase = PHASE_HEAD;
             set_deadline(px, clock_now_ms() + px->p->read_ms);
             /* The answer has not come yet: no read to try. The socket held nothing unread
@@ -1910,6 +2184,10 @@ static void proxy_step(struct conn_proxy *px)
             proxy_wait(px, EPOLLIN, true);
             return;
         }
+        case PHASE_UPLOAD:
+            if (!upload(px))
+                return;
+            continue;
         case PHASE_HEAD:
             if (!read_head(px))
                 return;
@@ -1942,6 +2220,12 @@ static void proxy_timeout(struct conn_proxy *px)
         return;
     case PHASE_SEND:
         attempt_failed(px, FAIL_TIMEOUT, "send timed out");
+        return;
+    case PHASE_UPLOAD:
+        if (px->upload_waits_client)
+            upload_refused(px, 408, "client timed out while sending the request body");
+        else
+            attempt_failed(px, FAIL_TIMEOUT, "send timed out");
         return;
     case PHASE_HEAD:
         attempt_failed(px, FAIL_TIMEOUT, "no answer within proxy_read_timeout");
@@ -1984,6 +2268,15 @@ static void buffered_event(struct lf_handle *h, uint32_t events)
     struct conn_proxy *px = (struct conn_proxy *)((char *)h - offsetof(struct conn_proxy, tun));
     if (!swept(px))
         buffered_relay(px);
+}
+
+/* An event of a streamed body's set: the client's bytes, or the upstream's answer. */
+static void upload_event(struct lf_handle *h, uint32_t events)
+{
+    (void)events;
+    struct conn_proxy *px = (struct conn_proxy *)((char *)h - offsetof(struct conn_proxy, tun));
+    if (!swept(px))
+        proxy_step(px);
 }
 
 /* A parked part of the answer went out: read more of it, or end it. */
@@ -2202,6 +2495,9 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     px->try_now = NULL;
     px->tls_want = 0;
     px->buffering = px->up_ended = false;
+    px->streams_body = r->body_streams;
+    px->body_taken = px->upload_waits_client = false;
+    px->up_off = px->up_len = 0;
     if (p->tls_ctx)
         tls_name_for(px, r);
 
@@ -2231,8 +2527,8 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     px->req_len = (size_t)len;
     px->request_keeps = keeps;
     px->tunnel_asked = asks_upgrade(h);
-    const char *kept;
-    if (!keep_body(px, r, body_owner, &kept)) {
+    const char *kept = NULL; /* (a streamed body's first bytes stay on the connection) */
+    if (!r->body_streams && !keep_body(px, r, body_owner, &kept)) {
         if (s)
             upstream_done(u, s, false, now);
         proxy_finish(px, 500, "no room for the request's body");
@@ -2240,7 +2536,7 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     }
     http_source_save_request(&px->src, r, px->req + px->req_len, PROXY_REQ_MAX - px->req_len);
     px->src.saved.upstream = &px->uvars;
-    http_source_keep_body(&px->src, kept, r->body_len); /* for $request_body */
+    http_source_keep_body(&px->src, kept, kept ? r->body_len : 0); /* for $request_body */
     /* A collected body not kept where it lies goes now: the head (in it too) is saved. */
     if (body_owner && px->body_owner != body_owner)
         http_collect_free(shared, body_owner);

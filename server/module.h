@@ -155,6 +155,11 @@ struct request {
      * is skipped). */
     const char *body;
     size_t body_len;
+    /* The mount takes the body as it arrives (module_block_stream_body): the body, framed
+     * as the request's head says, is still the connection's to read; body is then the
+     * part of a Content-Length one that came with the head (nginx's $request_body while
+     * the request's head is made), else NULL. */
+    bool body_streams;
     /* An error page's request: the body its first request read, which the page's handler
      * does not get but $request_body still shows, as nginx's after the redirect; else
      * NULL. */
@@ -217,6 +222,9 @@ struct module_mount {
     unsigned module;   /* the owner's place in the chain (its mi->index) */
     void *data;        /* the owner's own, from module_mount_add or module_block_mount */
     bool wants_body;   /* the core reads the whole request body before calling handle */
+    /* ...unless it streams: then the handler is called once the head is read, and reads
+     * the body itself (req->body_streams); a chunked one too if streams_chunked. */
+    bool streams_body, streams_chunked;
     bool level_only;   /* a location's handler: not found by its prefix */
     unsigned line;     /* the statement that mounted it, for messages */
 };
@@ -372,6 +380,11 @@ bool module_block_has(const struct module_block *b);
  * (`handler NAME;`, `cgi DIR;`). Returns 0, or -1 after module_error(). */
 int module_block_mount(const struct module_block *b, const struct conf_node *where,
                        void *data, bool wants_body);
+
+/* For a block hook of a location whose handler module_block_mount made with wants_body:
+ * the body is not read first but streamed by the handler (proxy_request_buffering off),
+ * a Content-Length one, and a chunked one too if `chunked`. */
+void module_block_stream_body(const struct module_block *b, bool chunked);
 
 /* For a block hook of a location that an upstream answers (proxy_pass): when its pattern
  * ends in '/', a request for it without that slash (/api for `location /api/`) is answered

@@ -155,6 +155,7 @@ int module_mount_add(struct module_init *mi, const struct conf_node *where, cons
     m->module = mi->index;
     m->data = data;
     m->wants_body = wants_body;
+    m->streams_body = m->streams_chunked = false;
     m->line = where ? where->line : 0;
     c->has_mounts[mi->index] = true;
     return 0;

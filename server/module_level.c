@@ -1016,6 +1016,16 @@ void module_block_slash_redirect(const struct module_block *b)
         b->level->slash_redirect = true;
 }
 
+void module_block_stream_body(const struct module_block *b, bool chunked)
+{
+    struct module_chain *c = b->mi->chain;
+    if (!b->level->mount)
+        return;
+    struct module_mount *m = &c->mounts[b->level->mount - c->mounts]; /* (the chain's own) */
+    m->streams_body = true;
+    m->streams_chunked = chunked;
+}
+
 int module_block_mount(const struct module_block *b, const struct conf_node *where, void *data,
                        bool wants_body)
 {
@@ -1039,6 +1049,7 @@ int module_block_mount(const struct module_block *b, const struct conf_node *whe
     m->module = mi->index;
     m->data = data;
     m->wants_body = wants_body;
+    m->streams_body = m->streams_chunked = false;
     m->level_only = true;
     m->line = where ? where->line : 0;
     c->has_mounts[mi->index] = true;

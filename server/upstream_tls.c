@@ -397,6 +397,29 @@ bool upstream_tls_idle_alive(void *p, int fd)
     }
 }
 
+bool upstream_tls_spoke(void *p, int fd)
+{
+    SSL *ssl = p;
+    if (SSL_pending(ssl) > 0 || (SSL_get_shutdown(ssl) & SSL_RECEIVED_SHUTDOWN))
+        return true;
+    char b;
+    for (;;) {
+        ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n < 0)
+            return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+        if (n == 0)
+            return true;
+        ERR_clear_error();
+        int r = SSL_peek(ssl, &b, 1); /* (a ticket is taken; data stays) */
+        if (r > 0)
+            return true;
+        int err = SSL_get_error(ssl, r);
+        ERR_clear_error();
+        if (err != SSL_ERROR_WANT_READ)
+            return true;
+    }
+}
+
 void upstream_tls_shutdown(void *p)
 {
     SSL *ssl = p;

@@ -72,6 +72,10 @@ ssize_t upstream_tls_write(void *ssl, const void *buf, size_t len, uint32_t *wan
  * not data (a TLS 1.3 ticket, a key update, read and taken here), no close_notify, no
  * close. Never waits. */
 bool upstream_tls_idle_alive(void *ssl, int fd);
+/* Has the upstream said something (data, close_notify, a close, an error) while the
+ * request still goes? Records that are not data are taken; data is left to be read. Never
+ * waits. */
+bool upstream_tls_spoke(void *ssl, int fd);
 
 /* Sends close_notify (once, without waiting: a socket that is full does without), then
  * frees it. notify false: freed only (the connection failed). */
