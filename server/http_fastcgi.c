@@ -1045,7 +1045,7 @@ static void relay(struct conn_fcgi *f)
             continue;
         }
         if (f->buffering) { /* the client is not waited for here */
-            if (resp.n_segs && !parked &&
+            if ((made_head || resp.n_segs) && !parked &&
                 http_send_response(f->src.c, &resp, true) == SEND_ERROR) {
                 conn_close(f->src.c);
                 return;
