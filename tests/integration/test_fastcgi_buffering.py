@@ -9,6 +9,7 @@ What the application did is seen through a pool of one worker (PHP-FPM's pm.max_
 = 1, uWSGI's one worker): a second request is answered only once the first answer has
 left the worker. The temporary files are seen from lfhttpd's open descriptors."""
 import os
+import signal
 import socket
 import time
 
@@ -52,12 +53,12 @@ def read_answer(c, got, timeout=60):
     return head, dechunk(body)[0] if chunked else body
 
 
-def php_location(sock, temp, lines, pass_to=None):
+def php_location(sock, temp, lines, pass_to=None, read_timeout="30s"):
     return f"""
     location ~ \\.php$ {{
         fastcgi_pass {pass_to or "unix:" + sock};
         fastcgi_temp_path {temp};
-        fastcgi_read_timeout 30s;
+        fastcgi_read_timeout {read_timeout};
         include fastcgi.conf;
         {lines}
     }}
@@ -76,9 +77,9 @@ def one_worker(tmp_path):
     temp.mkdir()
     servers = []
 
-    def start(lines, top=""):
+    def start(lines, top="", read_timeout="30s"):
         s = lfhttpd(tmp_path / f"lf{len(servers)}", root,
-                    php_location(fpm.sock, temp, lines, "php" if top else None),
+                    php_location(fpm.sock, temp, lines, "php" if top else None, read_timeout),
                     top=top.format(sock=fpm.sock))
         servers.append(s)
         return s, temp
@@ -173,6 +174,42 @@ def test_a_client_that_leaves_mid_answer_leaves_no_temporary_file(one_worker):
         c.close()
     assert wait_until(lambda: temp_fds(s.proc.pid, temp) == [], scaled(5))
     assert os.listdir(temp) == []
+
+
+def children(pid):
+    """The processes whose parent is pid."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            pass
+    return found
+
+
+@pytest.mark.parametrize("end", ["the_application_dies", "the_read_timeout_passes"])
+def test_an_answer_cut_midway_leaves_no_temporary_file(one_worker, tmp_path, end):
+    s, temp = one_worker("fastcgi_buffering on;", read_timeout="2s")
+    with open(tmp_path / "www" / "pause.php", "w") as f:
+        f.write(f"<?php echo str_repeat('x', {BIG_MIB} << 20); flush(); sleep(30);"
+                " echo 'never';\n")
+    c, got = slow_client(s, "/pause.php")
+    try:
+        assert wait_until(lambda: len(temp_fds(s.proc.pid, temp)) == 1, scaled(20))
+        if end == "the_application_dies":
+            fpm_master = int(open(tmp_path / "fpm" / "fpm.pid").read())
+            for child in children(fpm_master):
+                os.kill(child, signal.SIGKILL)
+        # The answer is cut: its file goes at once, and the client's connection closes.
+        assert wait_until(lambda: temp_fds(s.proc.pid, temp) == [], scaled(10))
+        assert os.listdir(temp) == []
+        c.settimeout(scaled(30))
+        while c.recv(1 << 20):
+            pass
+    finally:
+        c.close()
 
 
 def test_fastcgi_max_temp_file_size_0_keeps_to_the_memory_buffers(one_worker):
