@@ -212,6 +212,22 @@ def test_an_answer_cut_midway_leaves_no_temporary_file(one_worker, tmp_path, end
         c.close()
 
 
+def test_an_answer_served_across_a_reload_leaves_no_temporary_file(one_worker):
+    from test_reload import reload
+    s, temp = one_worker("fastcgi_buffering on;")
+    c, got = slow_client(s, f"/big.php?mib={BIG_MIB}")
+    try:
+        assert answered_meanwhile(s, scaled(20))
+        reload(s)  # the answer goes on with the generation it began in
+        assert len(temp_fds(s.proc.pid, temp)) == 1
+        _, body = read_answer(c, got)
+    finally:
+        c.close()
+    assert body == php_big(BIG_MIB)
+    assert wait_until(lambda: temp_fds(s.proc.pid, temp) == [], scaled(5))
+    assert os.listdir(temp) == []
+
+
 def test_fastcgi_max_temp_file_size_0_keeps_to_the_memory_buffers(one_worker):
     s, temp = one_worker("fastcgi_buffering on;\n        fastcgi_max_temp_file_size 0;")
     c, got = slow_client(s, f"/big.php?mib={BIG_MIB}")
