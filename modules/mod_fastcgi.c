@@ -65,6 +65,7 @@ struct fcgi_conf {
     unsigned next_upstream, tries;
     int keep_conn; /* -1 unset */
     int intercept; /* fastcgi_intercept_errors; -1 unset */
+    struct fastcgi_buffering buf;
 };
 
 /* --- setters ------------------------------------------------------------------------------ */
@@ -221,9 +222,15 @@ static int set_accepted(void *base, const struct conf_node *n, void *ctx, char *
 {
     (void)base;
     (void)ctx;
-    if (strcmp(n->name, "fastcgi_buffering") == 0 || strcmp(n->name, "fastcgi_request_buffering") == 0)
-        return on_off(n->args[0], msg, len) < 0 ? -1 : 0;
-    return 0;
+    return on_off(n->args[0], msg, len) < 0 ? -1 : 0; /* fastcgi_request_buffering */
+}
+
+static int set_buffering(void *base, const struct conf_node *n, void *ctx, char *msg,
+                         size_t len)
+{
+    (void)ctx;
+    struct fcgi_conf *c = base;
+    return fastcgi_buffering_set(&c->buf, n, msg, len);
 }
 
 #define LOC CONF_TOP | CONF_SERVER | CONF_LOCATION
@@ -232,7 +239,8 @@ static const struct conf_directive fastcgi_directives[] = {
      .usage = "unix:PATH | HOST:PORT | UPSTREAM",
      .doc = "Answers the location from a FastCGI application (PHP-FPM): a unix socket, an "
         "address, or the servers of an `upstream` block (its balancing and failures as "
-        "`proxy_pass`'s). The answer streams to the client as it comes. No variables."},
+        "`proxy_pass`'s). The answer goes to the client as it comes, and is read ahead of a "
+        "slow client with `fastcgi_buffering on`. No variables."},
     {"fastcgi_param", CONF_LIST, LOC, CONF_REPEATS, .min_args = 2, .max_args = 3,
      .set = set_param, .usage = "NAME VALUE [if_not_empty]",
      .doc = "A parameter passed to the application (variables allowed; `if_not_empty`: not "
@@ -282,20 +290,11 @@ static const struct conf_directive fastcgi_directives[] = {
      .set = set_intercept, .usage = "on|off", .dflt = "off",
      .doc = "`on`: an application's answer of 300 or more for which the block has an "
         "`error_page` is answered by that page instead (its body is not read), as nginx's."},
-    {"fastcgi_buffering", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_accepted,
-     .usage = "on|off",
-     .doc = "Accepted for nginx's configurations: answers stream to the client through 16 KiB, "
-        "never buffered to disk (nginx's `fastcgi_buffering off`)."},
     {"fastcgi_request_buffering", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
      .set = set_accepted, .usage = "on|off",
      .doc = "Accepted for nginx's configurations: request bodies are read whole, then sent "
         "as FCGI_STDIN (nginx's `on`)."},
-    {"fastcgi_buffer_size", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_accepted,
-     .usage = "SIZE",
-     .doc = "Accepted for nginx's configurations: the answer's head may be 16 KiB."},
-    {"fastcgi_buffers", CONF_LIST, LOC, .min_args = 2, .max_args = 2, .set = set_accepted,
-     .usage = "NUMBER SIZE",
-     .doc = "Accepted for nginx's configurations: answers stream through 16 KiB."},
+    FASTCGI_BUFFERING_DIRECTIVES("fastcgi", set_buffering, LOC),
     {.name = NULL},
 };
 
@@ -351,6 +350,7 @@ static void *fcgi_block(void *state, const struct module_block *b)
     c->next_upstream = c->tries = FCGI_UNSET;
     c->keep_conn = -1;
     c->intercept = -1;
+    c->buf.buffering = -1;
     if (module_block_read(b, c) < 0)
         goto fail;
     if (c->split_owned)
@@ -428,6 +428,8 @@ static void *fcgi_block(void *state, const struct module_block *b)
         .ops = &fcgi_ops,
         .keep_conn = c->keep_conn > 0,
     };
+    fastcgi_buffering_merge(&c->buf, outer ? &outer->buf : NULL, b->mi->cfg->http_block,
+                            &c->params.up);
     return c;
 fail:
     fcgi_block_free(state, c);

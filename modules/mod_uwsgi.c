@@ -77,6 +77,7 @@ struct wire_conf {
     unsigned next_upstream, tries;
     unsigned modifier1, modifier2; /* WIRE_UNSET: unset */
     int intercept; /* ..._intercept_errors; -1 unset */
+    struct fastcgi_buffering buf;
 };
 
 /* --- setters ------------------------------------------------------------------------------ */
@@ -201,10 +202,15 @@ static int set_accepted(void *base, const struct conf_node *n, void *ctx, char *
 {
     (void)base;
     (void)ctx;
-    const char *flag = strrchr(n->name, '_');
-    if (flag && strcmp(flag, "_buffering") == 0)
-        return on_off(n->args[0], msg, len) < 0 ? -1 : 0;
-    return 0;
+    return on_off(n->args[0], msg, len) < 0 ? -1 : 0; /* ..._request_buffering */
+}
+
+static int set_buffering(void *base, const struct conf_node *n, void *ctx, char *msg,
+                         size_t len)
+{
+    (void)ctx;
+    struct wire_conf *c = base;
+    return fastcgi_buffering_set(&c->buf, n, msg, len);
 }
 
 #define LOC CONF_TOP | CONF_SERVER | CONF_LOCATION
@@ -214,8 +220,9 @@ static int set_accepted(void *base, const struct conf_node *n, void *ctx, char *
      .usage = "unix:PATH | HOST:PORT | UPSTREAM",                                             \
      .doc = "Answers the location from " WHO ": a unix socket, an address (`" P "://` "      \
         "before it allowed), or the servers of an `upstream` block (its balancing and "      \
-        "failures as `proxy_pass`'s). A connection per request; the answer streams to the "  \
-        "client as it comes and ends when the application closes. No variables."},          \
+        "failures as `proxy_pass`'s). A connection per request; the answer goes to the "     \
+        "client as it comes (read ahead of a slow client with `" P "_buffering on`) and "    \
+        "ends when the application closes. No variables."},                                  \
     {P "_param", CONF_LIST, LOC, CONF_REPEATS, .min_args = 2, .max_args = 3,                  \
      .set = set_param, .usage = "NAME VALUE [if_not_empty]",                                  \
      .doc = "A parameter passed to the application (variables allowed; `if_not_empty`: not " \
@@ -252,20 +259,11 @@ static int set_accepted(void *base, const struct conf_node *n, void *ctx, char *
      .set = set_intercept, .usage = "on|off", .dflt = "off",                                  \
      .doc = "`on`: an application's answer of 300 or more for which the block has an "       \
         "`error_page` is answered by that page instead (its body is not read), as nginx's."}, \
-    {P "_buffering", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_accepted,      \
-     .usage = "on|off",                                                                       \
-     .doc = "Accepted for nginx's configurations: answers stream to the client through 16 " \
-        "KiB, never buffered to disk (nginx's `" P "_buffering off`)."},                     \
     {P "_request_buffering", CONF_LIST, LOC, .min_args = 1, .max_args = 1,                   \
      .set = set_accepted, .usage = "on|off",                                                  \
      .doc = "Accepted for nginx's configurations: request bodies are read whole, then sent " \
         "after the parameters (nginx's `on`)."},                                             \
-    {P "_buffer_size", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_accepted,    \
-     .usage = "SIZE", .doc = "Accepted for nginx's configurations: the answer's head may be " \
-        "16 KiB."},                                                                          \
-    {P "_buffers", CONF_LIST, LOC, .min_args = 2, .max_args = 2, .set = set_accepted,        \
-     .usage = "NUMBER SIZE",                                                                  \
-     .doc = "Accepted for nginx's configurations: answers stream through 16 KiB."}
+    FASTCGI_BUFFERING_DIRECTIVES(P, set_buffering, LOC)
 
 static const struct conf_directive uwsgi_directives[] = {
     WIRE_DIRECTIVES("uwsgi", "a uwsgi application (uWSGI)"),
@@ -378,6 +376,7 @@ static void *wire_block(void *state, const struct module_block *b)
     c->next_upstream = c->tries = WIRE_UNSET;
     c->modifier1 = c->modifier2 = WIRE_UNSET;
     c->intercept = -1;
+    c->buf.buffering = -1;
     if (module_block_read(b, c) < 0)
         goto fail;
     if (outer && !c->lines_owned) {
@@ -429,6 +428,8 @@ static void *wire_block(void *state, const struct module_block *b)
         .modifier1 = (unsigned char)c->modifier1,
         .modifier2 = (unsigned char)c->modifier2,
     };
+    fastcgi_buffering_merge(&c->buf, outer ? &outer->buf : NULL, b->mi->cfg->http_block,
+                            &c->params.up);
     return c;
 fail:
     wire_block_free(state, c);

@@ -1688,18 +1688,6 @@ static const struct conf_directive core_directives[] = {
      .set = note_nginx_only, .usage = "DIR [LEVEL...]",
      .doc = "Request bodies are held in memory (see `max_body_memory`), never written to "
             "files: there is no directory to use."},
-    {"fastcgi_temp_path", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = 4,
-     .set = note_nginx_only, .usage = "DIR [LEVEL...]",
-     .doc = "A FastCGI application's answer streams to the client through memory, never a "
-            "file: there is no directory to use."},
-    {"uwsgi_temp_path", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = 4,
-     .set = note_nginx_only, .usage = "DIR [LEVEL...]",
-     .doc = "A uwsgi application's answer streams to the client through memory, never a "
-            "file: there is no directory to use."},
-    {"scgi_temp_path", CONF_LIST, TOP | SITE | LOC, .min_args = 1, .max_args = 4,
-     .set = note_nginx_only, .usage = "DIR [LEVEL...]",
-     .doc = "An SCGI application's answer streams to the client through memory, never a "
-            "file: there is no directory to use."},
     {"tcp_nopush", CONF_FLAG, TOP | SITE | LOC, .set = note_nginx_only,
      .doc = "A response's head leaves with the first part of its body already (one `writev`, "
             "or the head before `sendfile` with `MSG_MORE`); there is nothing to set."},

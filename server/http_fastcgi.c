@@ -56,6 +56,7 @@
 #include "module_chain.h"
 #include "module_fastcgi.h"
 #include "upstream.h"
+#include "upstream_store.h"
 #include "vars_upstream.h"
 
 #define FCGI_HEAD_MAX 16384 /* the answer's head (nginx's fastcgi_buffer_size is 4k or 8k) */
@@ -119,6 +120,13 @@ struct conn_fcgi {
     char *saved_room;
     struct vars_upstream uvars;
     struct vars_upstream_try *try_now, try_spare;
+
+    /* fastcgi_buffering on (see "buffering" below): this answer is read ahead of a slow
+     * client into the store, both sockets waited on through `both` while a part is parked,
+     * and the application let go of once the answer is read whole (up_ended). */
+    bool buffering, up_ended;
+    struct upstream_store store;
+    struct lf_handle both; /* the set of the two sockets (both.fd, -1 without one) */
 };
 
 /* --- states, their sockets and their waits ---------------------------------------------- */
@@ -155,6 +163,8 @@ static void room_trim(struct conn_fcgi *f)
 static void fcgi_release(struct conn_fcgi *f)
 {
     up_close(f);
+    upstream_store_free(&f->store);
+    upstream_store_wait_end(&f->both);
     room_trim(f);
     pthread_mutex_lock(&fcgi_free.lock);
     f->next_free = fcgi_free.list;
@@ -232,8 +242,8 @@ static bool idle_claim(struct upstream_idle *idle)
     return true;
 }
 
-/* A state, with a buffer of req_cap + save_cap bytes for the request and its copy. */
-static struct conn_fcgi *fcgi_new(size_t req_cap, size_t save_cap)
+/* A state from the free list (with the buffer it kept, if any), or new. */
+static struct conn_fcgi *fcgi_state(void)
 {
     pthread_mutex_lock(&fcgi_free.lock);
     struct conn_fcgi *f = fcgi_free.list;
@@ -244,11 +254,21 @@ static struct conn_fcgi *fcgi_new(size_t req_cap, size_t save_cap)
         f = calloc(1, sizeof(*f));
         if (!f)
             return NULL;
-        f->h.fd = -1;
+        f->h.fd = f->both.fd = -1;
         f->idle.watch = idle_watch;
         f->idle.claim = idle_claim;
         f->idle.close = idle_close;
+        upstream_store_init(&f->store);
     }
+    return f;
+}
+
+/* A state, with a buffer of req_cap + save_cap bytes for the request and its copy. */
+static struct conn_fcgi *fcgi_new(size_t req_cap, size_t save_cap)
+{
+    struct conn_fcgi *f = fcgi_state();
+    if (!f)
+        return NULL;
     size_t need = req_cap + FCGI_HEAD_MAX + FCGI_RELAY + save_cap;
     if (f->room < need) {
         free(f->req);
@@ -300,6 +320,8 @@ static void fcgi_wait(struct conn_fcgi *f, uint32_t events, bool drained)
 static void fcgi_detach(struct conn_fcgi *f, bool keep_up, bool failed)
 {
     struct conn *c = f->src.c;
+    upstream_store_free(&f->store); /* (its file, without a name, goes with it) */
+    upstream_store_wait_end(&f->both);
     conn_set_wake_fd(c, -1, false);
     /* A kept socket stays in its group's set; not in a connection's own set. */
     if (f->registered && (!keep_up || lf_group_is_private(f->h.group))) {
@@ -674,6 +696,99 @@ static void log_stderr(struct conn_fcgi *f, const uint8_t *p, size_t n)
              server_name(f), text, o + 5 >= sizeof(text) ? "..." : "");
 }
 
+/* --- buffering ---------------------------------------------------------------------------
+ *
+ * fastcgi_buffering on (uwsgi_, scgi_ alike), as the proxy's proxy_buffering
+ * (upstream_store.h): while the client takes the answer as fast as it comes, it goes to the
+ * client as it is read, as without. Once a part of it is parked on the client's connection,
+ * the application is read on into the store instead of waiting for the client, both
+ * sockets waited on at once (both_wait); once the answer is read whole, the application's
+ * connection is let go of (kept in the idle list by a spare state, when it may be) while
+ * the client is served from the store alone. So a slow client does not hold a worker of
+ * the application (a PHP-FPM child) for the whole of its send. A full store waits for the
+ * client, as streaming does. An answer read whole while nothing is parked ends as without
+ * buffering. */
+
+/* Does this answer go through the store? fastcgi_buffering, unless the application's
+ * X-Accel-Buffering says otherwise (nginx's rule: "yes" or "no", any case). */
+static bool wants_buffering(const struct conn_fcgi *f)
+{
+    struct http_slice v;
+    if (raw_head_field(f, "X-Accel-Buffering", &v)) {
+        if (v.len == 3 && strncasecmp(v.p, "yes", 3) == 0)
+            return true;
+        if (v.len == 2 && strncasecmp(v.p, "no", 2) == 0)
+            return false;
+    }
+    return f->fp->up.buffering;
+}
+
+/* Wait for the client to take what is parked on its connection; the last act of the
+ * event. */
+static void client_wait(struct conn *c)
+{
+    c->close_after_send = false;
+    conn_wait(c, CONN_SEND, EPOLLOUT, clock_now_ms() + hc(c)->limits->send_timeout_ms);
+}
+
+static void both_event(struct lf_handle *h, uint32_t events);
+
+/* Wait for the application's bytes and for room at the client at once (a part is parked
+ * while the application still sends); the last act of the event. Without a set to be had,
+ * the application alone is waited for, and the client written to when its bytes come. */
+static void both_wait(struct conn_fcgi *f)
+{
+    if (upstream_store_wait_both(&f->both, f->h.fd, f->src.c, f->deadline_ms, both_event) == 0)
+        fcgi_wait(f, EPOLLIN, true);
+}
+
+/* The whole answer is read: the application's connection goes, kept (by a spare state, in
+ * the upstream's idle list, for the next request) when it may be, else closed, while f
+ * goes on serving the client from the store. */
+static void up_let_go(struct conn_fcgi *f)
+{
+    struct conn *c = f->src.c;
+    f->up_ended = true;
+    try_end(f, 0);
+    f->try_now = NULL; /* $upstream_response_time is the application's, not the client's */
+    conn_set_wake_fd(c, -1, false);
+    if (f->h.fd < 0)
+        return;
+    upstream_store_wait_drop(&f->both, f->h.fd);
+    struct conn_fcgi *spare = f->keep_up && f->server ? fcgi_state() : NULL;
+    if (!spare) {
+        up_close(f);
+        return;
+    }
+    if (f->registered)
+        lf_group_remove(&f->h, false);
+    f->registered = false;
+    spare->h.fd = f->h.fd;
+    spare->h.on_event = idle_event;
+    spare->registered = spare->watched = false;
+    spare->up = f->up;
+    spare->server = f->server;
+    spare->fp = f->fp;
+    spare->attempt_done = true; /* (answered: counted) */
+    spare->src.c = c;
+    f->h.fd = -1;
+    f->server = NULL;
+    f->keep_up = false;
+    fcgi_detach(spare, true, false);
+}
+
+/* The answer cannot be finished: as fcgi_finish says, unless a part of it still waits for
+ * the client (parked, or in the store): then the connection is cut at once. */
+static void body_cut(struct conn_fcgi *f, const char *why)
+{
+    if (!f->src.c->out && upstream_store_empty(&f->store)) {
+        fcgi_finish(f, 0, why);
+        return;
+    }
+    fcgi_log(f, LOG_LEVEL_ERROR, "fastcgi: %s: the response was cut: %s", server_name(f), why);
+    conn_close(f->src.c);
+}
+
 /* The head is whole in head[]: make the client's head in resp, and put what came after it
  * in out (its length in *out_len). Returns 1 when done, 0 to wait for more of it, -1 after
  * the attempt failed. */
@@ -753,6 +868,7 @@ static int take_head(struct conn_fcgi *f, struct response *resp, char *out, size
     resp->say_keep_alive = hc(f->src.c)->limits->say_keep_alive;
     resp_finish(resp, f->src.http10);
     f->src.head_sent = true;
+    f->buffering = !f->src.head_only && wants_buffering(f);
     *out_len = f->head_len - (size_t)used;
     memcpy(out, f->head + used, *out_len);
     return 1;
@@ -767,17 +883,56 @@ static enum fcgi_event raw_read(struct conn_fcgi *f, size_t avail, size_t *used,
     return FCGI_EV_STDOUT;
 }
 
-/* Decode records from in[] and read the socket, sending the answer as it comes, until the
- * event must wait or is handed on. */
+/* Buffering: send what waits for the client (parked, then the store), and say how much of
+ * the application's answer to take now: *want bytes (0: the event is over), *parked when a
+ * part still waits for the client. */
+static void buffered_turn(struct conn_fcgi *f, size_t *want, bool *parked)
+{
+    struct conn *c = f->src.c;
+    *want = 0;
+    enum send_result r = c->out ? conn_send_pending(c) : SEND_DONE;
+    while (r == SEND_DONE && !upstream_store_empty(&f->store))
+        r = upstream_store_flush(&f->store, c);
+    if (r == SEND_ERROR) {
+        conn_close(c);
+        return;
+    }
+    *parked = c->out != NULL;
+    if (f->up_ended && !*parked) {
+        fcgi_finish(f, 0, NULL); /* (the filter's last bytes, the last chunk) */
+        return;
+    }
+    size_t room = f->up_ended ? 0
+                  : *parked ? upstream_store_room(&f->store, &f->src, &f->fp->up, FCGI_RELAY)
+                            : FCGI_RELAY;
+    if (room == 0) { /* the client takes some first: its wait's deadline is its own */
+        client_wait(c);
+        return;
+    }
+    *want = room;
+}
+
+/* Decode records from in[] and read the socket, sending the answer as it comes (or into
+ * the store, buffering), until the event must wait or is handed on. */
 static void relay(struct conn_fcgi *f)
 {
     for (;;) {
+        size_t want = FCGI_RELAY; /* at most: what the decoded bytes may be */
+        bool parked = false;
+        if (f->buffering) {
+            buffered_turn(f, &want, &parked);
+            if (want == 0)
+                return;
+        }
         if (f->in_off == f->in_len && !f->ended) {
-            ssize_t n = recv(f->h.fd, f->in, FCGI_RELAY, 0);
+            ssize_t n = recv(f->h.fd, f->in, want, 0);
             if (n < 0 && errno == EINTR)
                 continue;
             if (n < 0 && errno == EAGAIN) {
-                fcgi_wait(f, EPOLLIN, true);
+                if (parked)
+                    both_wait(f);
+                else
+                    fcgi_wait(f, EPOLLIN, true);
                 return;
             }
             if (n == 0 && f->fp->wire) {
@@ -788,7 +943,7 @@ static void relay(struct conn_fcgi *f)
                 const char *why = n < 0 ? strerror(errno)
                                         : "upstream prematurely closed FastCGI stdout";
                 if (f->src.head_sent)
-                    fcgi_finish(f, 0, why);
+                    body_cut(f, why);
                 else
                     attempt_failed(f, f->reused && !f->got_any ? FAIL_STALE : FAIL_ERROR, why);
                 return;
@@ -804,8 +959,8 @@ static void relay(struct conn_fcgi *f)
         size_t out_len = 0;
         struct response resp;
         bool made_head = false;
-        while (f->in_off < f->in_len && !f->ended && !made_head && out_len < sizeof(out)) {
-            size_t room = sizeof(out) - out_len, used, len;
+        while (f->in_off < f->in_len && !f->ended && !made_head && out_len < want) {
+            size_t room = want - out_len, used, len;
             size_t avail = f->in_len - f->in_off;
             const uint8_t *data;
             enum fcgi_event ev = f->fp->wire ? raw_read(f, avail < room ? avail : room,
@@ -816,7 +971,7 @@ static void relay(struct conn_fcgi *f)
             f->in_off += used;
             if (ev == FCGI_EV_ERROR) {
                 if (f->src.head_sent)
-                    fcgi_finish(f, 0, f->rd.why);
+                    body_cut(f, f->rd.why);
                 else
                     attempt_failed(f, FAIL_INVALID, f->rd.why);
                 return;
@@ -869,15 +1024,37 @@ static void relay(struct conn_fcgi *f)
         }
         struct http_piece pc;
         if (out_len > 0 && http_source_body(&f->src, &resp, out, out_len, &pc) < 0) {
-            fcgi_finish(f, 0, "the body filter failed");
+            body_cut(f, "the body filter failed");
             return;
         }
         if (f->ended) {
-            if (f->server)
+            if (f->server && !f->attempt_done)
                 upstream_done(f->up, f->server, false, clock_now_ms());
             f->attempt_done = true;
-            fcgi_finish_after(f, 0, NULL, &resp);
-            return;
+            if (!parked) {
+                fcgi_finish_after(f, 0, NULL, &resp);
+                return;
+            }
+            /* buffering, a part parked: the last of the answer joins the store, and the
+             * application is let go of now */
+            if (resp.n_segs && upstream_store_put(&f->store, &resp) < 0) {
+                body_cut(f, "its temporary file cannot be written");
+                return;
+            }
+            up_let_go(f);
+            continue;
+        }
+        if (f->buffering) { /* the client is not waited for here */
+            if ((made_head || resp.n_segs) && !parked &&
+                http_send_response(f->src.c, &resp, true) == SEND_ERROR) {
+                conn_close(f->src.c);
+                return;
+            }
+            if (resp.n_segs && parked && upstream_store_put(&f->store, &resp) < 0) {
+                body_cut(f, "its temporary file cannot be written");
+                return;
+            }
+            continue;
         }
         enum send_result r = made_head || resp.n_segs ? http_source_send(&f->src, &resp)
                                                       : SEND_DONE;
@@ -954,7 +1131,7 @@ static void fcgi_timeout(struct conn_fcgi *f)
         return;
     case PHASE_ANSWER:
         if (f->src.head_sent)
-            fcgi_finish(f, 0, "read timed out");
+            body_cut(f, "read timed out");
         else
             attempt_failed(f, FAIL_TIMEOUT, "upstream timed out (no answer within "
                                             "fastcgi_read_timeout)");
@@ -962,24 +1139,43 @@ static void fcgi_timeout(struct conn_fcgi *f)
     }
 }
 
+/* Did the sweep wake the connection (a deadline passed, or the client has gone)? Then it
+ * is handled here. */
+static bool swept(struct conn_fcgi *f)
+{
+    if (!atomic_load_explicit(&f->src.c->woken, memory_order_relaxed))
+        return false;
+    if (clock_now_ms() >= f->deadline_ms)
+        fcgi_timeout(f);
+    else
+        conn_close(f->src.c); /* the client has gone */
+    return true;
+}
+
 static void fcgi_event(struct lf_handle *h, uint32_t events)
 {
     (void)events;
     struct conn_fcgi *f = of_handle(h);
-    if (atomic_load_explicit(&f->src.c->woken, memory_order_relaxed)) {
-        if (clock_now_ms() >= f->deadline_ms)
-            fcgi_timeout(f);
-        else
-            conn_close(f->src.c); /* the client has gone */
-        return;
-    }
-    fcgi_step(f);
+    if (!swept(f))
+        fcgi_step(f);
+}
+
+/* An event of both_wait's set: the application's bytes, or room at the client. */
+static void both_event(struct lf_handle *h, uint32_t events)
+{
+    (void)events;
+    struct conn_fcgi *f = (struct conn_fcgi *)((char *)h - offsetof(struct conn_fcgi, both));
+    if (!swept(f))
+        relay(f);
 }
 
 static void fcgi_resume(struct http_source *s)
 {
     struct conn_fcgi *f = (struct conn_fcgi *)s;
-    set_deadline(f, clock_now_ms() + f->fp->up.read_ms);
+    /* (buffering, the application was not read meanwhile: its read timeout starts again;
+     * once it is let go of, the deadline is the client's) */
+    if (!f->up_ended)
+        set_deadline(f, clock_now_ms() + f->fp->up.read_ms);
     fcgi_step(f);
 }
 
@@ -1058,6 +1254,8 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
     f->server = NULL;
     f->attempt_done = f->failed = false;
     f->keep_up = f->fresh_only = f->reused = false;
+    f->intercepted = f->accel = false; /* (a state from the free list had its own) */
+    f->buffering = f->up_ended = false;
     f->uvars.n = 0;
     f->uvars.head = NULL;
     f->try_now = NULL;

@@ -69,6 +69,7 @@
 #include "module_chain.h"
 #include "resolver.h"
 #include "upstream.h"
+#include "upstream_store.h"
 #include "upstream_tls.h"
 #include "vars_upstream.h"
 
@@ -85,19 +86,6 @@ static_assert(PROXY_RELAY <= HTTP_SOURCE_PIECE && PROXY_HEAD_MAX <= HTTP_SOURCE_
 
 /* The members of a tunnel's set, as its events name them. */
 enum { TUNNEL_UP = 1u << 0, TUNNEL_CLIENT = 1u << 1 };
-
-/* What an answer read ahead of its client waits in, in order: memory first, then a
- * temporary file. Bytes go to memory only while the file has nothing pending, so that
- * every byte in memory comes before every byte in the file; the file only grows (its
- * parts parked on the connection are read from it until sent), up to max_temp_bytes. */
-struct proxy_store {
-    char *mem;           /* proxy_buffers' bytes, taken when first needed; NULL: not yet */
-    size_t cap;          /* its size */
-    size_t rd, wr;       /* mem[rd, wr) waits for the client */
-    int fd;              /* the temporary file, without a name; -1: none yet */
-    bool no_file;        /* it cannot be made: memory only */
-    uint64_t frd, fwr;   /* its bytes [frd, fwr) wait for the client */
-};
 
 enum proxy_phase { PHASE_RESOLVE, PHASE_CONNECT, PHASE_HANDSHAKE, PHASE_SEND, PHASE_UPLOAD,
                    PHASE_HEAD, PHASE_BODY, PHASE_TUNNEL };
@@ -182,7 +170,7 @@ struct conn_proxy {
     /* proxy_buffering on (see "buffering" below): this answer is read ahead of the client,
      * into the store, and the upstream let go of once it is read whole (up_ended). */
     bool buffering, up_ended;
-    struct proxy_store store;
+    struct upstream_store store;
 };
 
 /* --- states, their sockets and their waits ---------------------------------------------- */
@@ -219,67 +207,11 @@ static void tunnel_close(struct conn_proxy *px)
     px->tun.fd = -1;
 }
 
-/* Buffers let go of, kept for the next state that needs some, so that a warm server
- * allocates none even when an upstream connection is kept by a spare state (up_let_go):
- * head and request buffers, and stores' memory up to PROXY_SPARE_STORE_MAX bytes (of any
- * proxy_buffers size), at most PROXY_SPARE_BUFS of each. */
-#define PROXY_SPARE_BUFS 64
-#define PROXY_SPARE_STORE_MAX (1u << 20)
+/* Head and request buffers let go of, kept for the next state that needs some, so that a
+ * warm server allocates none even when an upstream connection is kept by a spare state
+ * (up_let_go); stores' memory is kept the same way (upstream_store.h). */
 #define PROXY_BUFS_SIZE (PROXY_HEAD_MAX + PROXY_REQ_MAX)
-static struct {
-    pthread_mutex_t lock;
-    struct spare_buf {
-        void *p;
-        size_t size;
-    } bufs[PROXY_SPARE_BUFS], stores[PROXY_SPARE_BUFS];
-    unsigned n_bufs, n_stores;
-} proxy_spares = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-/* size bytes: a spare of that size from `list` (n of them), or new. */
-static void *spare_get(struct spare_buf *list, unsigned *n, size_t size)
-{
-    void *p = NULL;
-    pthread_mutex_lock(&proxy_spares.lock);
-    for (unsigned i = *n; i-- > 0;)
-        if (list[i].size == size) {
-            p = list[i].p;
-            list[i] = list[--*n];
-            break;
-        }
-    pthread_mutex_unlock(&proxy_spares.lock);
-    return p ? p : malloc(size);
-}
-
-/* p (size bytes) is let go of: kept in `list` if it has room, else freed. */
-static void spare_put(struct spare_buf *list, unsigned *n, void *p, size_t size)
-{
-    if (!p)
-        return;
-    pthread_mutex_lock(&proxy_spares.lock);
-    if (*n < PROXY_SPARE_BUFS) {
-        list[(*n)++] = (struct spare_buf){p, size};
-        p = NULL;
-    }
-    pthread_mutex_unlock(&proxy_spares.lock);
-    free(p);
-}
-
-/* The store lets go of its memory and its file (which, without a name, is gone with it). */
-static void store_free(struct proxy_store *st)
-{
-    if (st->mem && st->cap <= PROXY_SPARE_STORE_MAX)
-        spare_put(proxy_spares.stores, &proxy_spares.n_stores, st->mem, st->cap);
-    else
-        free(st->mem);
-    st->mem = NULL;
-    st->cap = 0;
-    if (st->fd >= 0)
-        close(st->fd);
-    st->fd = -1;
-    st->no_file = false;
-    st->rd = st->wr = 0;
-    st->frd = st->fwr = 0;
-}
+static struct upstream_spares proxy_spares = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* A state goes back to the free list, its connection closed and its buffers freed. Never
  * freed itself while the server runs: an event fetched for its handle may still name it. */
@@ -287,8 +219,8 @@ static void proxy_release(struct conn_proxy *px)
 {
     up_close(px);
     tunnel_close(px);
-    store_free(&px->store);
-    spare_put(proxy_spares.bufs, &proxy_spares.n_bufs, px->head, PROXY_BUFS_SIZE);
+    upstream_store_free(&px->store);
+    upstream_spare_put(&proxy_spares, px->head, PROXY_BUFS_SIZE);
     px->head = px->req = NULL;
     if (px->dyn) {
         upstream_release(px->dyn);
@@ -396,7 +328,7 @@ static struct conn_proxy *proxy_spare(void)
         px->idle.watch = idle_watch;
         px->idle.claim = idle_claim;
         px->idle.close = idle_close;
-        px->store.fd = -1;
+        upstream_store_init(&px->store);
     }
     return px;
 }
@@ -406,7 +338,7 @@ static bool proxy_buffers(struct conn_proxy *px)
 {
     if (px->head)
         return true;
-    px->head = spare_get(proxy_spares.bufs, &proxy_spares.n_bufs, PROXY_BUFS_SIZE);
+    px->head = upstream_spare_get(&proxy_spares, PROXY_BUFS_SIZE);
     if (!px->head)
         return false;
     px->req = px->head + PROXY_HEAD_MAX;
@@ -486,7 +418,7 @@ static void proxy_detach(struct conn_proxy *px, bool keep_up, bool failed)
     struct conn *c = px->src.c;
     body_release(px);
     tunnel_close(px);
-    store_free(&px->store);
+    upstream_store_free(&px->store);
     if (px->resolving) {
         resolver_cancel(px->p->resolver, &px->rwait);
         px->resolving = false;
@@ -1310,135 +1242,13 @@ static int take_body(struct conn_proxy *px, struct response *resp, char *buf, si
  *
  * proxy_buffering on. While the client takes the answer as fast as it comes, it goes to the
  * client as it is read, as without. Once a part of it is parked on the client's connection,
- * the upstream is read on into the store (proxy_buffers' memory, then a temporary file)
- * instead of waiting for the client, both sockets waited on at once (both_wait), and the
+ * the upstream is read on into the store (proxy_buffers' memory, then a temporary file:
+ * upstream_store.h, shared with FastCGI's) instead of waiting for the client, both sockets waited on at once (both_wait), and the
  * client is written to at every event of either. Once the answer is read
  * whole, the upstream connection is let go of at once (kept, when it may be) and the client
  * is served from the store alone. A full store (no file, or the file at its largest) waits
  * for the client, as streaming does. One handle is waited on at a time, as ever: the
  * upstream's, the client's, or a set of the two. */
-
-/* The most a read of PROXY_RELAY bytes becomes once filtered and framed. */
-#define STORE_PIECE_MAX (sizeof(((struct http_piece *)0)->out) + 64)
-#define STORE_FRAMING 64     /* a chunk's size line and its CRLF, at most, with room */
-#define STORE_FLUSH_MAX 65536 /* memory sent (or parked, copied) at a time */
-
-static bool store_empty(const struct proxy_store *st)
-{
-    return st->rd == st->wr && st->frd == st->fwr;
-}
-
-/* The temporary file, made now if it is not yet: without a name, in proxy_temp_path. */
-static bool store_open(struct conn_proxy *px)
-{
-    struct proxy_store *st = &px->store;
-    if (st->fd >= 0)
-        return true;
-    if (st->no_file)
-        return false;
-    const char *dir = px->p->temp_path;
-    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
-        char name[PATH_MAX];
-        if (snprintf(name, sizeof(name), "%s/lfhttpd-proxy-XXXXXX", dir) < (int)sizeof(name)) {
-            fd = mkostemp(name, O_CLOEXEC);
-            if (fd >= 0)
-                unlink(name); /* at once: it is never seen, and never left behind */
-        }
-    }
-    if (fd < 0) {
-        proxy_log(px, "proxy: cannot make a temporary file in %s: %s", dir, strerror(errno));
-        st->no_file = true;
-        return false;
-    }
-    st->fd = fd;
-    return true;
-}
-
-/* How many of the upstream's bytes to read now, so that what they become fits whole in the
- * store's memory or in its file; 0 when it is full. */
-static size_t store_room(struct conn_proxy *px)
-{
-    struct proxy_store *st = &px->store;
-    bool file_pending = st->frd < st->fwr;
-    bool filtered = px->src.filter != NULL;
-    uint64_t need = filtered ? STORE_PIECE_MAX : STORE_FRAMING + 1;
-    if (st->rd == st->wr)
-        st->rd = st->wr = 0;
-    uint64_t room = 0;
-    if (!file_pending && px->p->buffers_bytes > 0 && !st->mem) {
-        size_t size = px->p->buffers_bytes;
-        st->mem = size <= PROXY_SPARE_STORE_MAX
-                      ? spare_get(proxy_spares.stores, &proxy_spares.n_stores, size)
-                      : malloc(size);
-        st->cap = st->mem ? size : 0;
-    }
-    if (!file_pending && st->mem)
-        room = st->cap - st->wr;
-    uint64_t max = px->p->max_temp_bytes;
-    uint64_t file_room = st->fwr < max ? max - st->fwr : 0;
-    if (room < need && file_room >= need && store_open(px))
-        room = file_room;
-    if (room < need)
-        return 0;
-    if (filtered || room - STORE_FRAMING >= PROXY_RELAY)
-        return PROXY_RELAY;
-    return (size_t)(room - STORE_FRAMING);
-}
-
-/* resp's body pieces (memory) join the store: in its memory if nothing waits in the file
- * and they fit (store_room said where they would), else at the end of its file. */
-static int store_put(struct conn_proxy *px, const struct response *resp)
-{
-    struct proxy_store *st = &px->store;
-    size_t total = 0;
-    for (unsigned i = 0; i < resp->n_segs; i++)
-        total += resp->segs[i].len;
-    if (st->frd == st->fwr && st->mem && st->cap - st->wr >= total) {
-        for (unsigned i = 0; i < resp->n_segs; i++) {
-            memcpy(st->mem + st->wr, resp->segs[i].mem, resp->segs[i].len);
-            st->wr += resp->segs[i].len;
-        }
-        return 0;
-    }
-    if (st->fd < 0)
-        return -1;
-    for (unsigned i = 0; i < resp->n_segs; i++) {
-        const char *p = resp->segs[i].mem;
-        size_t left = resp->segs[i].len;
-        while (left > 0) {
-            ssize_t w = pwrite(st->fd, p, left, (off_t)st->fwr);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                return -1;
-            st->fwr += (uint64_t)w;
-            p += w;
-            left -= (size_t)w;
-        }
-    }
-    return 0;
-}
-
-/* The store's next part goes to the client: its memory (some of it), or once that is
- * drained its file's bytes; sent, or parked on the connection (memory copied, the file
- * read from until sent: it only grows, and stays open until the answer ends). */
-static enum send_result store_flush(struct conn_proxy *px)
-{
-    struct proxy_store *st = &px->store;
-    struct response resp;
-    resp_init(&resp);
-    if (st->rd < st->wr) {
-        size_t n = st->wr - st->rd < STORE_FLUSH_MAX ? st->wr - st->rd : STORE_FLUSH_MAX;
-        resp.segs[0] = (struct out_seg){.mem = st->mem + st->rd, .fd = -1, .len = n};
-        st->rd += n;
-    } else {
-        resp.segs[0] = (struct out_seg){.fd = st->fd, .off = st->frd, .len = st->fwr - st->frd};
-        st->frd = st->fwr;
-    }
-    resp.n_segs = 1;
-    return http_send_response(px->src.c, &resp, true);
-}
 
 /* The whole answer is read: the upstream connection goes, kept (by a spare state, in the
  * upstream's idle list, for the next request) when it may be, else closed, while px goes
@@ -1451,8 +1261,7 @@ static void up_let_go(struct conn_proxy *px)
     conn_set_wake_fd(c, -1, false);
     if (px->h.fd < 0)
         return;
-    if (px->tun.fd >= 0) /* (both_wait's set: never waited on again for this answer) */
-        epoll_ctl(px->tun.fd, EPOLL_CTL_DEL, px->h.fd, NULL);
+    upstream_store_wait_drop(&px->tun, px->h.fd); /* (both_wait's set: never again) */
     struct conn_proxy *spare = NULL;
     if (px->up_reusable && !px->dyn && px->up->keepalive > 0)
         spare = proxy_spare();
@@ -1497,7 +1306,7 @@ static void up_end(struct conn_proxy *px)
  * the client (parked, or in the store): then the connection is cut at once. */
 static void body_cut(struct conn_proxy *px, const char *why)
 {
-    if (!px->src.c->out && store_empty(&px->store)) {
+    if (!px->src.c->out && upstream_store_empty(&px->store)) {
         proxy_finish(px, 0, why);
         return;
     }
@@ -1544,29 +1353,8 @@ static void both_wait(struct conn_proxy *px)
         proxy_wait(px, EPOLLIN, true);
         return;
     }
-    if (px->tun.fd >= 0) {
-        conn_wait_on(c, &px->tun, CONN_STREAM, px->deadline_ms);
-        return;
-    }
-    px->tun.fd = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event ue = {.events = EPOLLIN, .data.u32 = TUNNEL_UP};
-    struct epoll_event ce = {.events = EPOLLOUT, .data.u32 = TUNNEL_CLIENT};
-    if (px->tun.fd < 0 || epoll_ctl(px->tun.fd, EPOLL_CTL_ADD, px->h.fd, &ue) < 0 ||
-        epoll_ctl(px->tun.fd, EPOLL_CTL_ADD, c->h.fd, &ce) < 0) {
-        tunnel_close(px);
+    if (upstream_store_wait_both(&px->tun, px->h.fd, c, px->deadline_ms, buffered_event) == 0)
         proxy_wait(px, EPOLLIN, true);
-        return;
-    }
-    /* The upstream socket's own handle and the client's stay ours, not armed: the set
-     * speaks for both until another wait. */
-    px->tun.on_event = buffered_event;
-    atomic_store_explicit(&c->deadline_ms, px->deadline_ms, memory_order_relaxed);
-    atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
-    int rc = lf_group_add(c->h.group, &px->tun, EPOLLIN);
-    if (rc < 0) {
-        log_error("proxy: epoll: cannot add a buffered answer's set: %s", strerror(-rc));
-        conn_close(c);
-    }
 }
 
 /* The body with proxy_buffering on: see above. The last act of the event. */
@@ -1577,8 +1365,8 @@ static void buffered_relay(struct conn_proxy *px)
     struct http_piece pc;
     for (;;) {
         enum send_result r = c->out ? conn_send_pending(c) : SEND_DONE;
-        while (r == SEND_DONE && !store_empty(&px->store))
-            r = store_flush(px);
+        while (r == SEND_DONE && !upstream_store_empty(&px->store))
+            r = upstream_store_flush(&px->store, c);
         if (r == SEND_ERROR) {
             conn_close(c);
             return;
@@ -1588,7 +1376,9 @@ static void buffered_relay(struct conn_proxy *px)
             proxy_finish(px, 0, NULL); /* (the filter's last bytes, the last chunk) */
             return;
         }
-        size_t want = px->up_ended ? 0 : parked ? store_room(px) : PROXY_RELAY;
+        size_t want = px->up_ended  ? 0
+                      : parked ? upstream_store_room(&px->store, &px->src, px->p, PROXY_RELAY)
+                               : PROXY_RELAY;
         if (want == 0) { /* the client takes some first: its wait's deadline is its own */
             client_wait(c);
             return;
@@ -1631,7 +1421,7 @@ static void buffered_relay(struct conn_proxy *px)
                 conn_close(c);
                 return;
             }
-        } else if (resp.n_segs && store_put(px, &resp) < 0) {
+        } else if (resp.n_segs && upstream_store_put(&px->store, &resp) < 0) {
             body_cut(px, "its temporary file cannot be written");
             return;
         }
@@ -2574,13 +2364,8 @@ static void proxy_fini(void)
         free(list);
         list = next;
     }
-    pthread_mutex_lock(&proxy_spares.lock);
-    for (unsigned i = 0; i < proxy_spares.n_bufs; i++)
-        free(proxy_spares.bufs[i].p);
-    for (unsigned i = 0; i < proxy_spares.n_stores; i++)
-        free(proxy_spares.stores[i].p);
-    proxy_spares.n_bufs = proxy_spares.n_stores = 0;
-    pthread_mutex_unlock(&proxy_spares.lock);
+    upstream_spares_free(&proxy_spares);
+    upstream_store_fini();
 }
 
 const struct http_source_kind http_proxy_source = {

@@ -4,9 +4,11 @@
  * and SCGI modules read alike. */
 #include "module_fastcgi.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "directive.h"
 #include "module_chain.h"
@@ -100,4 +102,108 @@ int fastcgi_name_add(char (**list)[64], unsigned *n, bool *owned, const char *na
     }
     snprintf((*list)[(*n)++], 64, "%s", name);
     return 0;
+}
+
+/* PREFIX_temp_path DIR [LEVEL...]: made when missing (its parent not), as nginx makes its
+ * temporary paths at start; then it must be a directory (the levels mean nothing here: the
+ * files have no names). */
+static int temp_path_set(struct fastcgi_buffering *b, const struct conf_node *n, char *msg,
+                         size_t len)
+{
+    for (unsigned i = 1; i < n->n_args; i++)
+        if (strcmp(n->args[i], "1") != 0 && strcmp(n->args[i], "2") != 0)
+            return snprintf(msg, len, "invalid level \"%s\" (1 or 2)", n->args[i]), -1;
+    struct stat st;
+    if (stat(n->args[0], &st) < 0 && errno == ENOENT && mkdir(n->args[0], 0700) < 0 &&
+        errno != EEXIST)
+        return snprintf(msg, len, "cannot make \"%s\": %s", n->args[0], strerror(errno)), -1;
+    if (stat(n->args[0], &st) < 0 || !S_ISDIR(st.st_mode))
+        return snprintf(msg, len, "\"%s\" is not a directory", n->args[0]), -1;
+    b->temp_path = n->args[0];
+    return 0;
+}
+
+/* PREFIX_buffers NUMBER SIZE: as nginx, at least 2 buffers. */
+static int buffers_set(struct fastcgi_buffering *b, const struct conf_node *n, char *msg,
+                       size_t len)
+{
+    char *end;
+    unsigned long num = strtoul(n->args[0], &end, 10);
+    uint64_t size;
+    if (*n->args[0] < '0' || *n->args[0] > '9' || *end || num > 65536)
+        return snprintf(msg, len, "invalid value \"%s\" (a number of buffers)", n->args[0]), -1;
+    if (num < 2)
+        return snprintf(msg, len, "there must be at least 2 \"%s\"", n->name), -1;
+    if (config_parse_size(n->args[1], &size) < 0 || size == 0 || size > (64u << 20))
+        return snprintf(msg, len, "invalid value \"%s\" (a size, 64m at most)", n->args[1]), -1;
+    if ((uint64_t)num * size > (1ull << 30))
+        return snprintf(msg, len, "%s: more than 1g in all", n->name), -1;
+    b->buffers_n = (unsigned)num;
+    b->buffers_size = size;
+    return 0;
+}
+
+int fastcgi_buffering_set(struct fastcgi_buffering *b, const struct conf_node *n, char *msg,
+                          size_t len)
+{
+    const char *name = strchr(n->name, '_'); /* after the prefix: "_buffering"... */
+    if (!name)
+        return snprintf(msg, len, "unknown directive"), -1;
+    if (strcmp(name, "_buffering") == 0) {
+        static const struct conf_name words[] = {{"off", 0}, {"on", 1}, {NULL, 0}};
+        if (conf_name_value(words, n->args[0], &b->buffering) < 0)
+            return snprintf(msg, len, "invalid value \"%s\" (on or off)", n->args[0]), -1;
+        return 0;
+    }
+    if (strcmp(name, "_buffers") == 0)
+        return buffers_set(b, n, msg, len);
+    if (strcmp(name, "_temp_path") == 0)
+        return temp_path_set(b, n, msg, len);
+    uint64_t size;
+    if (config_parse_size(n->args[0], &size) < 0 || size > (1ull << 40))
+        return snprintf(msg, len, "invalid value \"%s\" (a size)", n->args[0]), -1;
+    if (strcmp(name, "_max_temp_file_size") == 0) {
+        b->max_temp = size;
+        b->max_temp_set = true;
+        return 0;
+    }
+    if (size == 0)
+        return snprintf(msg, len, "invalid value \"%s\" (a size above 0)", n->args[0]), -1;
+    return 0; /* _buffer_size, _busy_buffers_size, _temp_file_write_size: accepted */
+}
+
+void fastcgi_buffering_merge(struct fastcgi_buffering *b, const struct fastcgi_buffering *outer,
+                             bool http_block, struct proxy_params *p)
+{
+    if (outer) {
+        if (b->buffering < 0)
+            b->buffering = outer->buffering;
+        if (!b->buffers_n) {
+            b->buffers_n = outer->buffers_n;
+            b->buffers_size = outer->buffers_size;
+        }
+        if (!b->max_temp_set) {
+            b->max_temp = outer->max_temp;
+            b->max_temp_set = true;
+        }
+        if (!b->temp_path)
+            b->temp_path = outer->temp_path;
+    } else {
+        if (b->buffering < 0) /* nginx's default in nginx's files; streaming in ours */
+            b->buffering = http_block;
+        if (!b->buffers_n) {
+            b->buffers_n = 8;
+            b->buffers_size = 4096;
+        }
+        if (!b->max_temp_set) {
+            b->max_temp = 1024ull << 20;
+            b->max_temp_set = true;
+        }
+        if (!b->temp_path)
+            b->temp_path = P_tmpdir;
+    }
+    p->buffering = b->buffering > 0;
+    p->buffers_bytes = (size_t)b->buffers_n * b->buffers_size;
+    p->max_temp_bytes = b->max_temp;
+    p->temp_path = b->temp_path;
 }

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "module.h"
 #include "regex.h"
@@ -39,6 +40,71 @@ int fastcgi_param_add(struct fastcgi_param_line **lines, unsigned *n_lines, bool
  * block's own (*owned) at its first. 0, or -1 with msg. */
 int fastcgi_name_add(char (**list)[64], unsigned *n, bool *owned, const char *name, char *msg,
                      size_t len);
+
+/* A block's fastcgi_buffering and its buffers (uwsgi_, scgi_ alike), as read: unset ones
+ * (-1, 0, false, NULL) are inherited each on its own, then take nginx's defaults. */
+struct fastcgi_buffering {
+    int buffering;         /* -1 unset, 0 off, 1 on */
+    unsigned buffers_n;    /* PREFIX_buffers NUMBER; 0 unset */
+    uint64_t buffers_size; /* ... SIZE */
+    uint64_t max_temp;     /* PREFIX_max_temp_file_size, when max_temp_set */
+    bool max_temp_set;
+    const char *temp_path; /* PREFIX_temp_path; NULL unset */
+};
+
+/* One of the directives PREFIX_buffering, _buffers, _buffer_size, _busy_buffers_size,
+ * _max_temp_file_size, _temp_file_write_size, _temp_path, read into b (a missing temp
+ * path is made, as nginx makes it). 0, or -1 with msg. */
+int fastcgi_buffering_set(struct fastcgi_buffering *b, const struct conf_node *n, char *msg,
+                          size_t len);
+/* b's unset settings: outer's, or without one nginx's defaults (buffering on in a file with
+ * `http { }`, off in lfhttpd's own, as proxy_buffering); then b's part of the parameters. */
+void fastcgi_buffering_merge(struct fastcgi_buffering *b, const struct fastcgi_buffering *outer,
+                             bool http_block, struct proxy_params *p);
+
+/* The table lines of those directives, for a module whose prefix is P ("fastcgi") and
+ * whose setter SET calls fastcgi_buffering_set. */
+#define FASTCGI_BUFFERING_DIRECTIVES(P, SET, CTX)                                              \
+    {P "_buffering", CONF_LIST, CTX, .min_args = 1, .max_args = 1, .set = SET,                \
+     .usage = "on|off", .dflt = "(on in a file with `http { }`, as nginx; off in lfhttpd's own)", \
+     .doc = "`on`: the answer is read as fast as the application sends it, into `" P         \
+        "_buffers` and past them a temporary file (`" P "_temp_path`, at most `" P            \
+        "_max_temp_file_size`), and the application's connection is let go of (kept for "    \
+        "the next request when `fastcgi_keep_conn` and `keepalive` allow) once the whole "    \
+        "answer is read, while a slow client is still served from them, as nginx's: a slow client does not "  \
+        "hold a worker of the application. `off`: the answer streams through 16 KiB, and a "   \
+        "client that does not read holds the application. The application's "                \
+        "`X-Accel-Buffering: yes|no` turns it on or off for its answer. nginx's default is "   \
+        "`on`; in lfhttpd's own files (without `http { }`) it is `off`."},                     \
+    {P "_buffers", CONF_LIST, CTX, .min_args = 2, .max_args = 2, .set = SET,                 \
+     .usage = "NUMBER SIZE", .dflt = "8 4k",                                                   \
+     .doc = "The memory an answer is read ahead into, per connection, with `" P               \
+        "_buffering on`: NUMBER times SIZE bytes, taken only when the client is slower than " \
+        "the application and let go of when the answer ends."},                               \
+    {P "_buffer_size", CONF_LIST, CTX, .min_args = 1, .max_args = 1, .set = SET,             \
+     .usage = "SIZE", .dflt = "4k",                                                            \
+     .doc = "Accepted for nginx's configurations: the answer's head may be 16 KiB whatever "  \
+        "this says (a larger head is a 502)."},                                               \
+    {P "_busy_buffers_size", CONF_LIST, CTX, .min_args = 1, .max_args = 1, .set = SET,       \
+     .usage = "SIZE", .dflt = "8k",                                                            \
+     .doc = "Accepted for nginx's configurations: what the client has not taken is parked "   \
+        "on its connection (bounded by `max_parked_size`), and the rest of `" P               \
+        "_buffers` goes on reading."},                                                        \
+    {P "_max_temp_file_size", CONF_LIST, CTX, .min_args = 1, .max_args = 1, .set = SET,      \
+     .usage = "SIZE", .dflt = "1024m",                                                         \
+     .doc = "With `" P "_buffering on`, the most of an answer written to its temporary "      \
+        "file; past it, the application is read only as the client takes the answer. `0`: "  \
+        "no file, only `" P "_buffers`."},                                                    \
+    {P "_temp_file_write_size", CONF_LIST, CTX, .min_args = 1, .max_args = 1, .set = SET,    \
+     .usage = "SIZE", .dflt = "8k",                                                            \
+     .doc = "Accepted for nginx's configurations: the temporary file is written a read at a " \
+        "time (16 KiB at most)."},                                                            \
+    {P "_temp_path", CONF_LIST, CTX, .min_args = 1, .max_args = 4, .set = SET,               \
+     .usage = "DIR [LEVEL...]", .dflt = "(the system's temporary directory, /tmp)",           \
+     .doc = "Where the temporary files of `" P "_buffering on` are made: without a name "      \
+        "(`O_TMPFILE`, or unlinked at once where the file system lacks it), so that none is " \
+        "ever left behind; the directory is made at load when missing (mode 0700, as nginx " \
+        "makes it; its parent must exist). LEVELs are accepted and mean nothing."}
 
 struct fastcgi_ops {
     /* The request's parameters, as FCGI_PARAMS content (name-value pairs), into

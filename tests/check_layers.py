@@ -31,7 +31,8 @@ LAYERS = [
     ("modules", ["mod_*", "file_cache", "htpasswd", "keyed_hash"]),
     ("generation", ["generation"]),
     ("transport", ["conn", "conn_tls"]),
-    ("http services", ["http_source"]),  # the end of every answer; the sources' seam
+    # the end of every answer, the sources' seam; an answer read ahead of its client
+    ("http services", ["http_source", "upstream_store"]),
     ("http sources", ["http_stream", "http_proxy", "http_fastcgi"]),  # late responses, a file each
     ("http", ["http_conn"]),  # the request loop
     ("listener", ["listener"]),

@@ -611,14 +611,12 @@ def test_nginx_buffer_and_pool_sizes_are_accepted_with_a_notice(tmp_path):
     request_pool_size 4k;
     client_header_buffer_size 1k;
     open_log_file_cache max=1000 inactive=20s;
-    fastcgi_temp_path /var/lib/nginx/fastcgi 1 2;
     server { listen 127.0.0.1:0; }
 }
 """)
     assert r.returncode == 0, r.stderr
     for line, name in ((2, "connection_pool_size"), (3, "request_pool_size"),
-                       (4, "client_header_buffer_size"), (5, "open_log_file_cache"),
-                       (6, "fastcgi_temp_path")):
+                       (4, "client_header_buffer_size"), (5, "open_log_file_cache")):
         assert f"{conf}:{line}: {name}: accepted, not used" in r.stderr, r.stderr
 
 
