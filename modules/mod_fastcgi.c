@@ -353,6 +353,10 @@ static void *fcgi_block(void *state, const struct module_block *b)
     c->buf.buffering = -1;
     if (module_block_read(b, c) < 0)
         goto fail;
+    for (const struct conf_node *n = b->first; n; n = n->next) /* written in once `user` */
+        if (strcmp(n->name, "fastcgi_temp_path") == 0 &&
+            module_dir_for_user(b->mi, n, n->args[0]) < 0)
+            goto fail;
     if (c->split_owned)
         c->split.split = &c->split_re;
     if (c->index_set)

@@ -379,6 +379,10 @@ static void *wire_block(void *state, const struct module_block *b)
     c->buf.buffering = -1;
     if (module_block_read(b, c) < 0)
         goto fail;
+    for (const struct conf_node *n = b->first; n; n = n->next) /* written in once `user` */
+        if ((strcmp(n->name, "uwsgi_temp_path") == 0 || strcmp(n->name, "scgi_temp_path") == 0) &&
+            module_dir_for_user(b->mi, n, n->args[0]) < 0)
+            goto fail;
     if (outer && !c->lines_owned) {
         c->lines = outer->lines;
         c->n_lines = outer->n_lines;

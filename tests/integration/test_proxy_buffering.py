@@ -538,3 +538,28 @@ def test_a_proxy_temp_path_all_may_write_in_is_never_given_to_user(tmp_path):
         assert os.stat(shared).st_uid == 0
     finally:
         os.rmdir(shared)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="[by design] only root can become `user`")
+@pytest.mark.parametrize("kind", ["fastcgi", "uwsgi", "scgi"])
+def test_an_application_temp_path_started_by_root_is_given_to_user(tmp_path, kind):
+    """As proxy_temp_path: fastcgi_, uwsgi_ and scgi_temp_path are written in once the
+    server runs as `user`."""
+    import pwd
+    import shutil
+    import subprocess
+    import tempfile
+    from conftest import BIN
+    outer = tempfile.mkdtemp(prefix="lfhttpd-temp-")
+    try:
+        os.chmod(outer, 0o755)
+        temp = os.path.join(outer, f"{kind}_temp")
+        path = tmp_path / "t.conf"
+        path.write_text("user nobody nogroup;\nlisten 127.0.0.1:0;\nserver {\n  location / {\n"
+                        f"    {kind}_temp_path {temp};\n  }}\n}}\n")
+        r = subprocess.run([BIN, "-t", "-c", str(path)], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert os.stat(temp).st_uid == pwd.getpwnam("nobody").pw_uid
+    finally:
+        shutil.rmtree(outer, ignore_errors=True)
