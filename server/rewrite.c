@@ -605,9 +605,9 @@ static void map_free(struct rewrite_map *m)
  * that holds it. A geo is a map without keys: its networks, sorted by family, then prefix
  * length (longest first), then address, so that a lookup is a binary search in each
  * prefix length the family has, longest first. With `ranges;`, IPv4 ranges instead, kept
- * as nginx keeps them (geo_range_add): a binary search. `proxy` networks are trusted: a client among
- * them is replaced by the last address of X-Forwarded-For (the last untrusted one with
- * `proxy_recursive`). Values are text, as nginx's (no variables). */
+ * as nginx keeps them (geo_range_add): a binary search. `proxy` networks are trusted: a
+ * client among them is replaced by the last address of X-Forwarded-For (the last untrusted
+ * one with `proxy_recursive`). Values are text, as nginx's (no variables). */
 struct geo_net {
     uint8_t family; /* 4 or 6 */
     uint8_t bits;
