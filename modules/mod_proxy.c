@@ -540,24 +540,15 @@ static int set_buffer_size(void *base, const struct conf_node *n, void *ctx, cha
     return 0;
 }
 
-/* proxy_temp_path DIR [LEVEL...]: made when missing (its parent not), as nginx makes its
- * temporary paths at start, and then it must be a directory (the levels mean nothing here:
- * the files have no names). */
+/* proxy_temp_path DIR [LEVEL...]: made when missing, as nginx makes its temporary paths
+ * (module_temp_path_read). */
 static int set_temp_path(void *base, const struct conf_node *n, void *ctx, char *msg,
                          size_t len)
 {
     (void)ctx;
     struct proxy_conf *c = base;
-    for (unsigned i = 1; i < n->n_args; i++)
-        if (strcmp(n->args[i], "1") != 0 && strcmp(n->args[i], "2") != 0)
-            return snprintf(msg, len, "invalid level \"%s\" (1 or 2)", n->args[i]), -1;
-    /* Made when missing, as nginx makes it (its parent must exist). */
-    struct stat st;
-    if (stat(n->args[0], &st) < 0 && errno == ENOENT && mkdir(n->args[0], 0700) < 0 &&
-        errno != EEXIST)
-        return snprintf(msg, len, "cannot make \"%s\": %s", n->args[0], strerror(errno)), -1;
-    if (stat(n->args[0], &st) < 0 || !S_ISDIR(st.st_mode))
-        return snprintf(msg, len, "\"%s\" is not a directory", n->args[0]), -1;
+    if (module_temp_path_read(n, msg, len) < 0)
+        return -1;
     c->temp_path = n->args[0];
     return 0;
 }

@@ -357,6 +357,12 @@ const struct conf_node *module_directive_next(struct module_init *mi, const char
 int module_mount_add(struct module_init *mi, const struct conf_node *where, const char *prefix,
                      void *data, bool wants_body);
 
+/* A `*_temp_path DIR [LEVEL...]` statement (proxy_, fastcgi_, uwsgi_, scgi_): DIR made
+ * when missing (its parent not; mode 0700), as nginx makes its temporary paths at start,
+ * then it must be a directory; LEVELs are 1 or 2 and mean nothing (the files have no
+ * names). Returns 0, or -1 with the reason in msg. */
+int module_temp_path_read(const struct conf_node *n, char *msg, size_t len);
+
 /* For init and block hooks: a directory the server writes in once it runs as `user`
  * (proxy_temp_path), when started by root: given to that user if it is another's and not
  * writable by all, as nginx gives its temporary paths to its workers' user. Returns 0, or

@@ -91,6 +91,20 @@ int module_error(struct module_init *mi, const struct conf_node *where, const ch
     return -1;
 }
 
+int module_temp_path_read(const struct conf_node *n, char *msg, size_t len)
+{
+    for (unsigned i = 1; i < n->n_args; i++)
+        if (strcmp(n->args[i], "1") != 0 && strcmp(n->args[i], "2") != 0)
+            return snprintf(msg, len, "invalid level \"%s\" (1 or 2)", n->args[i]), -1;
+    struct stat st;
+    if (stat(n->args[0], &st) < 0 && errno == ENOENT && mkdir(n->args[0], 0700) < 0 &&
+        errno != EEXIST)
+        return snprintf(msg, len, "cannot make \"%s\": %s", n->args[0], strerror(errno)), -1;
+    if (stat(n->args[0], &st) < 0 || !S_ISDIR(st.st_mode))
+        return snprintf(msg, len, "\"%s\" is not a directory", n->args[0]), -1;
+    return 0;
+}
+
 int module_dir_for_user(struct module_init *mi, const struct conf_node *where, const char *dir)
 {
     const struct config *cfg = mi->cfg;

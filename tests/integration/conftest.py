@@ -486,6 +486,35 @@ def free_port(host="127.0.0.1"):
         return s.getsockname()[1]
 
 
+NGINX_BESIDE_TOP = "threads 2;\nerror_log stderr info;\nshutdown_timeout 5s;\n"
+
+
+def nginx_beside_lfhttpd(tmp_path_factory, site):
+    """For a module-scoped fixture of a differential test: nginx and lfhttpd each running
+    `site` (server blocks inside http { }, listening on {port0}, {port1}...), yielding
+    (nginx's ports, lfhttpd's ports); both stopped when the module's tests are done, and
+    lfhttpd checked to exit cleanly."""
+    count = max(port_placeholders(site), 1)
+    theirs = Nginx(tmp_path_factory.mktemp("nginx"), None, site, http=True)
+    ours = None
+    try:
+        for attempt in range(3):  # a port picked may be taken before lfhttpd binds it
+            ports = [free_port() for _ in range(count)]
+            try:
+                ours = Server(tmp_path_factory.mktemp("lfhttpd"), None,
+                              conf=NGINX_BESIDE_TOP + "http {\n" + with_ports(site, ports) +
+                              "}\n")
+                break
+            except RuntimeError as e:
+                if "in use" not in str(e) or attempt == 2:
+                    raise
+        yield theirs.ports, ports
+    finally:
+        theirs.stop()
+        if ours:
+            check_clean_exit(ours)
+
+
 def with_ports(text, ports):
     """text with each {portN} placeholder replaced by ports[N]."""
     for i, port in enumerate(ports):

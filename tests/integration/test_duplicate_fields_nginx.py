@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from conftest import Nginx, Server, check_clean_exit, free_port, with_ports
+from conftest import nginx_beside_lfhttpd
 
 SITE = r"""
 server {
@@ -15,31 +15,15 @@ server {
     root ROOT;
 }
 """
-LFHTTPD_TOP = "threads 2;\nerror_log stderr info;\nshutdown_timeout 5s;\n"
 
 
 @pytest.fixture(scope="module")
 def daemons(tmp_path_factory):
+    """(nginx's port, lfhttpd's port)."""
     root = tmp_path_factory.mktemp("www")
     (root / "a.txt").write_text("hello\n")
-    site = SITE.replace("ROOT", str(root))
-    theirs = Nginx(tmp_path_factory.mktemp("nginx"), None, site, http=True)
-    ours = None
-    try:
-        for attempt in range(3):  # a port picked may be taken before lfhttpd binds it
-            port = free_port()
-            try:
-                ours = Server(tmp_path_factory.mktemp("lfhttpd"), None,
-                              conf=LFHTTPD_TOP + "http {\n" + with_ports(site, [port]) + "}\n")
-                break
-            except RuntimeError as e:
-                if "in use" not in str(e) or attempt == 2:
-                    raise
-        yield theirs.port, port
-    finally:
-        theirs.stop()
-        if ours:
-            check_clean_exit(ours)
+    for theirs, ours in nginx_beside_lfhttpd(tmp_path_factory, SITE.replace("ROOT", str(root))):
+        yield theirs[0], ours[0]
 
 
 def status(port, fields):

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import BIN, Nginx, Server, check_clean_exit, free_port, with_ports
+from conftest import BIN, nginx_beside_lfhttpd
 
 SITE = r"""
 server {
@@ -47,29 +47,12 @@ server {
 }
 """
 
-LFHTTPD_TOP = "threads 2;\nerror_log stderr info;\nshutdown_timeout 5s;\n"
 
 
 @pytest.fixture(scope="module")
 def daemons(tmp_path_factory):
     """(nginx's ports, lfhttpd's ports)."""
-    theirs = Nginx(tmp_path_factory.mktemp("nginx"), None, SITE, http=True)
-    ours = None
-    try:
-        for attempt in range(3):  # a port picked may be taken before lfhttpd binds it
-            ports = [free_port(), free_port(), free_port()]
-            try:
-                ours = Server(tmp_path_factory.mktemp("lfhttpd"), None,
-                              conf=LFHTTPD_TOP + "http {\n" + with_ports(SITE, ports) + "}\n")
-                break
-            except RuntimeError as e:
-                if "in use" not in str(e) or attempt == 2:
-                    raise
-        yield theirs.ports, ports
-    finally:
-        theirs.stop()
-        if ours:
-            check_clean_exit(ours)
+    yield from nginx_beside_lfhttpd(tmp_path_factory, SITE)
 
 
 def answer(port, path, referer=None):
