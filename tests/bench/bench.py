@@ -72,6 +72,7 @@ COLD_CONNS = 4            # gzip cold: connections fetching them (each file once
 # Variants in which only these servers differ from "main" (the others' "main" instance
 # runs the workload).
 OWN_INSTANCES = {"nomem": ("lfhttpd",), "metrics": ("lfhttpd",), "copy": ("lfhttpd", "nginx"),
+                 "sndbuf": ("lfhttpd", "nginx"),
                  "sites": ("lfhttpd", "nginx"), "rewrite": ("lfhttpd", "nginx"),
                  "proxy": ("lfhttpd", "nginx"), "proxytls": ("lfhttpd", "nginx"),
                  "limit": ("lfhttpd", "nginx"), "php": ("lfhttpd", "nginx")}
@@ -149,7 +150,10 @@ H2O_TLS = """  ssl:
     cipher-preference: client"""
 # Variants whose lfhttpd may refuse its configuration while the feature is being written:
 # its rows are then skipped with `lfhttpd -t`'s message, and everything else runs.
-OPTIONAL_VARIANTS = ("proxy", "proxytls", "tls", "memtls", "php")
+OPTIONAL_VARIANTS = ("proxy", "proxytls", "tls", "memtls", "php", "sndbuf")
+# The "sndbuf" variant: lfhttpd and nginx with a fixed send buffer on the listener
+# (`listen ... sndbuf=`), the same size in both; lighttpd and h2o have no such option.
+SNDBUF = "256k"
 # nginx's listening socket options (nginx.conf.in says why each): nginx takes them once
 # per address, so in the sites variant only the default server's listen line has them.
 NGINX_LISTEN_OPTIONS = "backlog=4096 deferred reuseport"
@@ -296,6 +300,13 @@ WORKLOADS = [
              "off (the file read into a buffer and written, as h2o does)",
              "10 MiB c10, sendfile off", conns=10, path="/big.bin", variant="copy",
              variant_of="large", plot_label="10 MiB c10, sendfile off"),
+    # The same download with a fixed socket send buffer in lfhttpd and nginx (`listen ...
+    # sndbuf=256k`; the kernel doubles it): what a bounded queue per connection changes on
+    # loopback, where the sender's CPU also does the receiver's TCP work.
+    Workload("large_sndbuf", "10 MiB file, 10 connections, lfhttpd and nginx listening "
+             "with sndbuf=" + SNDBUF, "10 MiB c10, sndbuf=" + SNDBUF, conns=10,
+             path="/big.bin", variant="sndbuf", variant_of="large",
+             plot_label="10 MiB c10, sndbuf=" + SNDBUF),
     Workload("gzip", "100 KiB text, Accept-Encoding: gzip, 50 connections",
              "gzip 100 KiB", conns=50, path="/text.txt",
              headers=["Accept-Encoding: gzip"]),
@@ -589,8 +600,10 @@ class Server:
                   "METRICS": "handler /metrics metrics;" if self.variant == "metrics" else "",
                   "LIMIT": LIMIT_LINES if self.variant == "limit" else "",
                   "SENDFILE": "off" if self.variant == "copy" else "on",
-                  "LISTEN_OPTIONS": NGINX_LISTEN_OPTIONS + (" ssl" if self.tls else ""),
-                  "LISTEN_SSL": " ssl" if self.tls else "",
+                  "LISTEN_OPTIONS": NGINX_LISTEN_OPTIONS + (" ssl" if self.tls else "") +
+                  (" sndbuf=" + SNDBUF if self.variant == "sndbuf" else ""),
+                  "LISTEN_SSL": (" ssl" if self.tls else "") +
+                  (" sndbuf=" + SNDBUF if self.variant == "sndbuf" else ""),
                   "TLS": tls_block(self.kind) if self.tls else "",
                   "SITES": sites_block(self.kind, self.port) if self.variant == "sites"
                   else sites_block(self.kind, self.port, REWRITE_TEMPLATE, rundir=self.dir)
@@ -1367,6 +1380,8 @@ GOALS = [
     ("Connection: close (ab): req/s >= 1.1x nginx", "close_ab", "rps", "nginx", 1.1),
     ("Connection: close (ab): req/s >= the best peer", "close_ab", "rps", "best peer", 1.0),
     ("10 MiB c10: req/s >= the best peer", "large", "rps", "best peer", 1.0),
+    ("10 MiB c10, sndbuf=" + SNDBUF + ": req/s >= the best peer", "large_sndbuf", "rps",
+     "best peer", 1.0),
     ("10 MiB c10, sendfile off: req/s >= the best peer", "large_copy", "rps", "best peer",
      1.0),
     ("pipelined x16: req/s >= 1.2x nginx", "pipelined", "rps", "nginx", 1.2),
@@ -1719,6 +1734,8 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
                 else " (lfhttpd and nginx with a limit_req zone of rate 10000000r/s on "
                 "every request)" if wl.variant == "limit"
                 else " (lfhttpd and nginx started with sendfile off)" if wl.variant == "copy"
+                else " (lfhttpd and nginx listening with sndbuf=%s)" % SNDBUF
+                if wl.variant == "sndbuf"
                 else " (lfhttpd and nginx serving the server and location blocks of "
                 "tests/bench/sites.conf.in)" if wl.variant == "sites"
                 else " (lfhttpd and nginx serving the maps, log format and server block "
@@ -2035,13 +2052,16 @@ class Bench:
                                           "Connection \"\" (proxy_buffering on)")
         self.notes[("large", "lfhttpd")] = "sendfile, as much as the socket takes an event"
         self.notes[("large", "nginx")] = "sendfile on, tcp_nopush"
-        self.notes[("large", "lighttpd")] = "sendfile, 256 KiB a call"
+        self.notes[("large", "lighttpd")] = "sendfile, 256 KiB a call, one process"
         self.notes[("large", "h2o")] = "pread into a buffer, writev"
         self.notes[("large_copy", "lfhttpd")] = ("sendfile off: 64 KiB pread into the "
                                                  "thread's buffer, then sendmsg")
         self.notes[("large_copy", "nginx")] = "sendfile off: output_buffers, read and writev"
         for kind in ("lighttpd", "h2o"):
             self.notes[("large_copy", kind)] = "the 10 MiB c10 instance, measured again"
+            self.notes[("large_sndbuf", kind)] = "the 10 MiB c10 instance, measured again"
+        for kind in ("lfhttpd", "nginx"):
+            self.notes[("large_sndbuf", kind)] = "sendfile, listen ... sndbuf=" + SNDBUF
         for wl in WORKLOADS:
             if wl.ceiling:
                 self.notes[(wl.key, CEILING)] = ("canned 1 KiB response, nothing parsed but "
@@ -2205,7 +2225,7 @@ class Bench:
         self.check_access_logs()
         summary = summarize(self.results)
         for kind in SERVERS:
-            for key in ("large", "large_copy", "https_10m"):
+            for key in ("large", "large_copy", "large_sndbuf", "https_10m"):
                 s = summary.get((key, kind))
                 if s and s["mib_s"]:
                     note = self.notes.get((key, kind))
