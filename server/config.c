@@ -1342,9 +1342,24 @@ static const struct conf_name log_formats[] = {{"combined", 0}, {"json", 1}, {NU
     "first name, else the local address) and the port the connection came in on, left out " \
     "when 80, as nginx. `off`: the `Location` is the path alone."
 
+#define DOC_LISTEN_SOCKET "nginx's socket parameters, each giving the address a socket of " \
+    "its own: `backlog=N` (listen()'s queue, default 4096 here, nginx's 511; the kernel caps " \
+    "it at `net.core.somaxconn`); `rcvbuf=SIZE` and `sndbuf=SIZE` (SO_RCVBUF and SO_SNDBUF, " \
+    "`k` or `m`; accepted connections inherit them); `so_keepalive=on|off|" \
+    "[IDLE]:[INTVL]:[CNT]` (SO_KEEPALIVE, and TCP_KEEPIDLE, TCP_KEEPINTVL in seconds, `30m` " \
+    "as nginx's times, and TCP_KEEPCNT; an empty or 0 field keeps the kernel's, not all " \
+    "three); `fastopen=N` (TCP Fast Open's queue, net.ipv4.tcp_fastopen permitting); " \
+    "`ipv6only=on|off` (default on; off: a `[::]` socket takes IPv4 connections too); " \
+    "`deferred` (accepted: every listener has TCP_DEFER_ACCEPT, up to " \
+    "`client_header_timeout`); `bind`. `accept_filter=` (FreeBSD's) is ignored with a " \
+    "notice and `setfib=` refused, as nginx on Linux does. A parameter the kernel refuses " \
+    "is logged and left out. Changing one needs a restart."
+
 static const struct conf_directive core_directives[] = {
-    {"listen", CONF_LIST, TOP, CONF_REPEATS, .min_args = 1, .max_args = 4, .set = set_listen,
-     .usage = "ADDR:PORT|unix:PATH [ssl] [reuseport] [proxy_protocol]", .dflt = "8080",
+    {"listen", CONF_LIST, TOP, CONF_REPEATS, .min_args = 1, .max_args = 16, .set = set_listen,
+     .usage = "ADDR:PORT|unix:PATH [ssl] [reuseport] [proxy_protocol] [bind] [deferred] "
+              "[backlog=N] [rcvbuf=SIZE] [sndbuf=SIZE] [ipv6only=on|off] "
+              "[so_keepalive=on|off|[IDLE]:[INTVL]:[CNT]] [fastopen=N]", .dflt = "8080",
      .doc = "Where to accept connections; repeatable. `8080`, `127.0.0.1:8080`, `*:8080`, "
             "`[::]:8080`, or a range of ports, `127.0.0.1:8000-8003` (each an address; at "
             "most 16 in all); port 0 picks a free port and logs it. `unix:PATH`: a Unix-domain "
@@ -1358,13 +1373,16 @@ static const struct conf_directive core_directives[] = {
             "with \"Address already in use\". `proxy_protocol`: each connection starts with "
             "a PROXY protocol header (v1 or v2), read before the TLS handshake and the first "
             "request within `client_header_timeout`; a missing or malformed one closes the "
-            "connection with an error-log line. The `-l` flag replaces the top level's lines."},
+            "connection with an error-log line. " DOC_LISTEN_SOCKET " The `-l` flag replaces the "
+            "top level's lines."},
     {"listen", CONF_STRING, CLASS, CONF_REPEATS, .set = set_class_listen, .usage = "ADDR:PORT",
      .doc = "Connections accepted here belong to the class; an address belongs to one "
             "class only."},
-    {"listen", CONF_LIST, SITE, CONF_REPEATS, .min_args = 1, .max_args = 6,
+    {"listen", CONF_LIST, SITE, CONF_REPEATS, .min_args = 1, .max_args = 16,
      .set = check_site_listen,
-     .usage = "ADDR:PORT|unix:PATH [default_server] [ssl] [reuseport] [http2] [proxy_protocol]",
+     .usage = "ADDR:PORT|unix:PATH [default_server] [ssl] [http2] [proxy_protocol] "
+              "[reuseport] [bind] [deferred] [backlog=N] [rcvbuf=SIZE] [sndbuf=SIZE] "
+              "[ipv6only=on|off] [so_keepalive=on|off|[IDLE]:[INTVL]:[CNT]] [fastopen=N]",
      .dflt = "(the top level's, else 8080)",
      .doc = "The addresses a server answers on (`unix:PATH` as the top level's); at most "
             "one `default_server` (or nginx's older `default`) per address; a range of ports, "
@@ -1373,7 +1391,14 @@ static const struct conf_directive core_directives[] = {
             "for every server on it, and one server's `reuseport` shares the address's "
             "socket with other processes. `http2` is accepted with a notice at `-t`: HTTP/1.1 "
             "is spoken, and TLS clients are offered `http/1.1` by ALPN. `proxy_protocol`: as "
-            "the top level's (one server's makes the address expect the header)."},
+            "the top level's (one server's makes the address expect the header). " DOC_LISTEN_SOCKET
+            " An address an other server's `listen` names too takes the parameters of the one "
+            "that says them: two that do are refused (\"duplicate listen options\", as "
+            "nginx's). Without `bind` (or another socket parameter), an address beside the "
+            "wildcard of its port (`listen 80` in one server, `listen 127.0.0.1:80` in "
+            "another) has no socket of its own: the wildcard's accepts its connections, and "
+            "they still go to its servers, as nginx's; with one, it cannot listen beside the "
+            "wildcard on Linux, and `-t` says so (nginx's start fails at `bind()`)."},
     {"root", CONF_PATH, TOP, CFG(root), .usage = "DIR", .dflt = "www", .doc = DOC_ROOT,
      .id = CONFIG_ID_ROOT},
     {"root", CONF_PATH, SITE | LOC, .set = conf_set_later, .usage = "DIR",

@@ -102,7 +102,7 @@ static void set_socket_params(int fd, const struct config_listen *addr)
         set_opt(fd, addr, SOL_SOCKET, SO_SNDBUF, "SO_SNDBUF", addr->sndbuf_bytes);
     if (addr->addr.ss_family == AF_UNIX || !addr->so_keepalive)
         return;
-    set_opt(fd, addr, SOL_SOCKET, SO_KEEPALIVE, "SO_KEEPALIVE", addr->so_keepalive == 1);
+    set_opt(fd, addr, SOL_SOCKET, SO_KEEPALIVE, "SO_KEEPALIVE", addr->so_keepalive != 2);
     if (addr->keepidle_s)
         set_opt(fd, addr, IPPROTO_TCP, TCP_KEEPIDLE, "TCP_KEEPIDLE", addr->keepidle_s);
     if (addr->keepintvl_s)
