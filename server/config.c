@@ -2473,7 +2473,7 @@ int config_load(struct config *cfg, const char *path, config_known_fn known, cha
     check_class_listens(cfg, &r);
     add_site_listens(cfg, &r);
     char msg[512];
-    unsigned at;
+    unsigned at = 0;
     if (!r.errors && config_listen_settle(cfg->listen, cfg->n_listen, &at, msg, sizeof(msg)) < 0)
         conf_error(&r, cfg->listen[at].line, "listen: %s", msg);
     return r.errors ? -1 : 0;

@@ -80,7 +80,7 @@ static int load_config(struct config *cfg, const struct generation_source *o, ch
                 return -1;
             }
         }
-        unsigned at;
+        unsigned at = 0;
         char msg[400];
         if (config_listen_settle(cfg->listen, cfg->n_listen, &at, msg, sizeof(msg)) < 0) {
             snprintf(err, len, "-l: %s", msg);
