@@ -409,9 +409,10 @@ int config_listen_settle(struct config_listen *ls, unsigned n, unsigned *at, cha
         for (unsigned j = i + 1; j < n; j++)
             if (!ls[i].via_wildcard && !ls[j].via_wildcard && listen_overlaps(&ls[i], &ls[j]))
                 return *at = j, snprintf(msg, len, "%s and %s cannot both be listened on: on Linux an "
-                                "address with a socket of its own (bind or another socket "
-                                "parameter) and the wildcard of its port exclude one another, "
-                                "as nginx's bind() fails there", ls[i].text, ls[j].text), -1;
+                                "address with a socket of its own (`bind` or another socket "
+                                "parameter) beside the wildcard of its port, or a [::] with "
+                                "`ipv6only=off` beside an IPv4 address of its port, fails to "
+                                "bind, as nginx's start does there", ls[i].text, ls[j].text), -1;
     return 0;
 }
 

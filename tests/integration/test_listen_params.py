@@ -407,6 +407,12 @@ def test_bind_beside_the_wildcard_of_its_port_is_refused_at_check(tmp_path):
     assert f"{conf}:5: listen: 18080 and 127.0.0.1:18080 cannot both be listened on" in out
 
 
+def test_ipv6only_off_beside_an_ipv4_address_of_its_port_is_refused_at_check(tmp_path):
+    code, out, conf = check(tmp_path, "server { listen 18080; listen [::]:18080 ipv6only=off; }\n")
+    assert code != 0
+    assert f"{conf}:4: listen: 18080 and [::]:18080 cannot both be listened on" in out
+
+
 def test_bind_address_gets_its_own_socket(tmp_path):
     port = free_port()
     server = Server(tmp_path, None, conf="threads 2;\nerror_log stderr info;\n"
@@ -488,6 +494,16 @@ def test_socket_parameters_in_two_servers_for_one_address_are_refused(tmp_path):
     assert code != 0
     assert (f"{conf}:5: listen: duplicate listen options for 127.0.0.1:18080 (the first at "
             f"{conf}:4)") in out, out
+    ncode, nout = nginx_check(tmp_path, site)
+    assert ncode != 0 and "duplicate listen options for 127.0.0.1:18080" in nout, nout
+
+
+def test_reuseport_in_two_servers_for_one_address_is_refused_as_nginx(tmp_path):
+    site = ("server { listen 127.0.0.1:18080 reuseport; }\n"
+            "server { listen 127.0.0.1:18080 reuseport; }\n")
+    code, out, _ = check(tmp_path, site)
+    assert code != 0
+    assert "duplicate listen options for 127.0.0.1:18080" in out, out
     ncode, nout = nginx_check(tmp_path, site)
     assert ncode != 0 and "duplicate listen options for 127.0.0.1:18080" in nout, nout
 
