@@ -163,6 +163,43 @@ TEST(listen_parameter_none_of_nginx_linux_ones_is_refused)
     config_free(&cfg);
 }
 
+TEST(listen_so_keepalive_fields_are_nginx_seconds_and_a_count)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("listen 9000 so_keepalive=1h30m:75:9;\n", &cfg, err, sizeof(err)), 0);
+    CHECK_EQ_INT(cfg.listen[0].so_keepalive, 1);
+    CHECK_EQ_INT(cfg.listen[0].keepidle_s, 5400);
+    CHECK_EQ_INT(cfg.listen[0].keepintvl_s, 75);
+    CHECK_EQ_INT(cfg.listen[0].keepcnt, 9);
+    config_free(&cfg);
+}
+
+TEST(listen_buffer_sizes_take_k_and_m)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("listen 9000 rcvbuf=8k sndbuf=1m backlog=511;\n", &cfg, err,
+                           sizeof(err)), 0);
+    CHECK_EQ_INT(cfg.listen[0].rcvbuf_bytes, 8192);
+    CHECK_EQ_INT(cfg.listen[0].sndbuf_bytes, 1048576);
+    CHECK_EQ_INT(cfg.listen[0].backlog, 511);
+    config_free(&cfg);
+}
+
+TEST(listen_address_beside_its_ports_wildcard_goes_through_it_without_bind)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("server { listen 9000; }\nserver { listen 127.0.0.1:9000; }\n"
+                           "server { listen 127.0.0.1:9001; }\n", &cfg, err, sizeof(err)), 0);
+    CHECK_EQ_INT(cfg.n_listen, 3);
+    CHECK(!cfg.listen[0].via_wildcard);
+    CHECK(cfg.listen[1].via_wildcard);
+    CHECK(!cfg.listen[2].via_wildcard); /* no wildcard on its port */
+    config_free(&cfg);
+}
+
 TEST(comments_and_quoted_values_are_understood)
 {
     struct config cfg;
