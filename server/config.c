@@ -405,14 +405,18 @@ int config_listen_settle(struct config_listen *ls, unsigned n, unsigned *at, cha
                 ls[i].via_wildcard = true;
         /* both reuseport: the kernel lets both listen, and prefers the exact address */
     }
-    for (unsigned i = 0; i < n; i++)
-        for (unsigned j = i + 1; j < n; j++)
-            if (!ls[i].via_wildcard && !ls[j].via_wildcard && listen_overlaps(&ls[i], &ls[j]))
-                return *at = j, snprintf(msg, len, "%s and %s cannot both be listened on: on Linux an "
-                                "address with a socket of its own (`bind` or another socket "
-                                "parameter) beside the wildcard of its port, or a [::] with "
-                                "`ipv6only=off` beside an IPv4 address of its port, fails to "
-                                "bind, as nginx's start does there", ls[i].text, ls[j].text), -1;
+    for (unsigned i = 0; i < n; i++) {
+        for (unsigned j = i + 1; j < n; j++) {
+            if (ls[i].via_wildcard || ls[j].via_wildcard || !listen_overlaps(&ls[i], &ls[j]))
+                continue;
+            *at = j;
+            return snprintf(msg, len, "%s and %s cannot both be listened on: on Linux an "
+                            "address with a socket of its own (`bind` or another socket "
+                            "parameter) beside the wildcard of its port, or a [::] with "
+                            "`ipv6only=off` beside an IPv4 address of its port, fails to "
+                            "bind, as nginx's start does there", ls[i].text, ls[j].text), -1;
+        }
+    }
     return 0;
 }
 

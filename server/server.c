@@ -110,9 +110,10 @@ static int priority_shift(const struct config *cfg)
     return -lowest;
 }
 
-/* Listen on `a` (one of the class's ls[0 .. n)) for class svc: one socket per group of the class, all bound to the same
- * address with SO_REUSEPORT when there are several (the first one's port is the others'
- * when port 0 was asked) or when `reuseport` shares it with other processes. */
+/* Listen on `a` (one of the class's ls[0 .. n)) for class svc: one socket per group of the
+ * class, all bound to the same address with SO_REUSEPORT when there are several (the first
+ * one's port is the others' when port 0 was asked) or when `reuseport` shares it with other
+ * processes. A wildcard's sockets accept for the addresses of ls that have none. */
 static int add_listeners(struct server *srv, struct service *svc, const struct config_listen *a,
                          const struct config_listen *ls, unsigned n, int64_t header_timeout_ms)
 {
