@@ -1397,7 +1397,7 @@ static const struct conf_directive core_directives[] = {
             "socket with other processes. `http2` is accepted with a notice at `-t`: HTTP/1.1 "
             "is spoken, and TLS clients are offered `http/1.1` by ALPN. `proxy_protocol`: as "
             "the top level's (one server's makes the address expect the header). " DOC_LISTEN_SOCKET
-            " An address an other server's `listen` names too takes the parameters of the one "
+            " An address another server's `listen` names too takes the parameters of the one "
             "that says them: two that do are refused (\"duplicate listen options\", as "
             "nginx's). Without `bind` (or another socket parameter), an address beside the "
             "wildcard of its port (`listen 80` in one server, `listen 127.0.0.1:80` in "
