@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <limits.h>
 #include <errno.h>
 #include <glob.h>
 #include <grp.h>
@@ -220,17 +221,203 @@ static int parse_one_listen(const char *text, struct config_listen *l)
     return inet_pton(AF_INET, host, &a4->sin_addr) == 1 ? 0 : -1;
 }
 
-bool config_listen_param(struct config_listen *l, const char *word)
+bool config_listen_is_wildcard(const struct config_listen *l)
 {
-    if (strcmp(word, "ssl") == 0)
+    if (l->addr.ss_family == AF_INET)
+        return ((const struct sockaddr_in *)&l->addr)->sin_addr.s_addr == htonl(INADDR_ANY);
+    return l->addr.ss_family == AF_INET6 &&
+           IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)&l->addr)->sin6_addr);
+}
+
+/* nginx's time in seconds, so_keepalive's idle and interval: "30", "1m", "1h30m" (units y M
+ * w d h m s; a number without one, last, is seconds). Returns 0 or -1. */
+static int parse_seconds(const char *s, size_t n, int *out)
+{
+    static const char units[] = "yMwdhms";
+    static const long long unit_s[] = {365 * 86400LL, 30 * 86400LL, 7 * 86400LL, 86400, 3600,
+                                       60, 1};
+    long long total = 0;
+    size_t i = 0;
+    if (n == 0)
+        return -1;
+    while (i < n) {
+        long long v = 0;
+        size_t start = i;
+        while (i < n && isdigit((unsigned char)s[i]) && v <= INT_MAX)
+            v = v * 10 + (s[i++] - '0');
+        if (i == start || v > INT_MAX)
+            return -1;
+        const char *u = i < n ? memchr(units, s[i], sizeof(units) - 1) : NULL;
+        if (i < n && !u)
+            return -1;
+        total += v * (u ? unit_s[u - units] : 1);
+        i += u ? 1 : 0;
+        if (total > INT_MAX)
+            return -1;
+    }
+    *out = (int)total;
+    return 0;
+}
+
+/* `so_keepalive=on|off|[IDLE]:[INTVL]:[CNT]`, v the part after '=': nginx's rules (each
+ * field may be empty, not all of them; a zero is "the kernel's"). */
+static int parse_so_keepalive(struct config_listen *l, const char *v)
+{
+    if (strcmp(v, "on") == 0 || strcmp(v, "off") == 0) {
+        l->so_keepalive = v[1] == 'n' ? 1 : 2;
+        return 0;
+    }
+    const char *c1 = strchr(v, ':');
+    const char *f2 = c1 ? c1 + 1 : v + strlen(v);
+    const char *c2 = c1 ? strchr(f2, ':') : NULL;
+    const char *f3 = c2 ? c2 + 1 : f2 + strlen(f2);
+    size_t n1 = (size_t)((c1 ? c1 : f2) - v), n2 = (size_t)((c2 ? c2 : f3) - f2);
+    if (n1 && parse_seconds(v, n1, &l->keepidle_s) < 0)
+        return -1;
+    if (n2 && parse_seconds(f2, n2, &l->keepintvl_s) < 0)
+        return -1;
+    uint64_t cnt = 0;
+    if (*f3 && (config_parse_count(f3, &cnt) < 0 || cnt > INT_MAX))
+        return -1;
+    l->keepcnt = (int)cnt;
+    if (!l->keepidle_s && !l->keepintvl_s && !l->keepcnt)
+        return -1;
+    l->so_keepalive = 1;
+    return 0;
+}
+
+/* rcvbuf= and sndbuf=: a size with k or m, as nginx's (no g), that an int holds. */
+static int parse_buf_size(const char *v, int *out)
+{
+    uint64_t n;
+    size_t len = strlen(v);
+    if (len && (v[len - 1] == 'g' || v[len - 1] == 'G'))
+        return -1;
+    if (config_parse_size(v, &n) < 0 || n > INT_MAX)
+        return -1;
+    *out = (int)n;
+    return 0;
+}
+
+/* value of word when it starts with name (as "backlog="), else NULL */
+static const char *param_value(const char *word, const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(word, name, n) == 0 ? word + n : NULL;
+}
+
+/* nginx's socket parameters: each says the address's options, and gives it a socket of
+ * its own. Returns as config_listen_param. */
+static enum config_listen_word socket_param(struct config_listen *l, const char *word,
+                                            char *msg, size_t len)
+{
+    const char *v;
+    uint64_t n;
+    if (strcmp(word, "bind") == 0) {
+        /* nothing more than what every parameter here does */
+    } else if (strcmp(word, "deferred") == 0) {
+        l->deferred = true;
+    } else if ((v = param_value(word, "backlog="))) {
+        if (config_parse_count(v, &n) < 0 || n == 0 || n > INT_MAX)
+            return snprintf(msg, len, "invalid backlog \"%s\"", word), CONFIG_LISTEN_INVALID;
+        l->backlog = (int)n;
+    } else if ((v = param_value(word, "rcvbuf="))) {
+        if (parse_buf_size(v, &l->rcvbuf_bytes) < 0)
+            return snprintf(msg, len, "invalid rcvbuf \"%s\"", word), CONFIG_LISTEN_INVALID;
+    } else if ((v = param_value(word, "sndbuf="))) {
+        if (parse_buf_size(v, &l->sndbuf_bytes) < 0)
+            return snprintf(msg, len, "invalid sndbuf \"%s\"", word), CONFIG_LISTEN_INVALID;
+    } else if ((v = param_value(word, "fastopen="))) {
+        if (config_parse_count(v, &n) < 0 || n > INT_MAX)
+            return snprintf(msg, len, "invalid fastopen \"%s\"", word), CONFIG_LISTEN_INVALID;
+        l->fastopen = true;
+        l->fastopen_qlen = (int)n;
+    } else if ((v = param_value(word, "ipv6only="))) {
+        if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+            return snprintf(msg, len, "invalid ipv6only flags \"%s\"", v),
+                   CONFIG_LISTEN_INVALID;
+        l->ipv6only_off = strcmp(v, "off") == 0;
+    } else if ((v = param_value(word, "so_keepalive="))) {
+        if (parse_so_keepalive(l, v) < 0)
+            return snprintf(msg, len, "invalid so_keepalive value: \"%s\"", v),
+                   CONFIG_LISTEN_INVALID;
+    } else {
+        return CONFIG_LISTEN_UNKNOWN;
+    }
+    l->options_set = true;
+    l->bind = true;
+    return CONFIG_LISTEN_SET;
+}
+
+enum config_listen_word config_listen_param(struct config_listen *l, const char *word,
+                                            char *msg, size_t len)
+{
+    if (strcmp(word, "ssl") == 0) {
         l->ssl = true;
-    else if (strcmp(word, "reuseport") == 0)
-        l->reuseport = true;
-    else if (strcmp(word, "proxy_protocol") == 0)
+    } else if (strcmp(word, "reuseport") == 0) {
+        l->reuseport = true; /* a socket option too, in nginx: said once, bound apart */
+        l->options_set = true;
+        l->bind = true;
+    } else if (strcmp(word, "proxy_protocol") == 0) {
         l->proxy_protocol = true;
-    else
+    } else if (param_value(word, "accept_filter=")) {
+        snprintf(msg, len, "\"%s\": ignored: accept filters are FreeBSD's (nginx on Linux "
+                 "ignores them too; every listener here has TCP_DEFER_ACCEPT)", word);
+        return CONFIG_LISTEN_IGNORED;
+    } else if (param_value(word, "setfib=")) {
+        snprintf(msg, len, "unsupported parameter \"%s\" (setfib is FreeBSD's: nginx on "
+                 "Linux refuses it too)", word);
+        return CONFIG_LISTEN_INVALID;
+    } else {
+        return socket_param(l, word, msg, len);
+    }
+    return CONFIG_LISTEN_SET;
+}
+
+/* Both bound, a and b could not listen at once on Linux: the same port, one of them the
+ * wildcard of the other's family (or a [::] taking IPv4 too, beside an IPv4 address), and
+ * not both with SO_REUSEPORT. */
+static bool listen_overlaps(const struct config_listen *a, const struct config_listen *b)
+{
+    int fa = a->addr.ss_family, fb = b->addr.ss_family;
+    if (fa == AF_UNIX || fb == AF_UNIX || (a->reuseport && b->reuseport))
         return false;
-    return true;
+    const struct sockaddr_in *a4 = (const struct sockaddr_in *)&a->addr;
+    const struct sockaddr_in *b4 = (const struct sockaddr_in *)&b->addr;
+    if (a4->sin_port != b4->sin_port || a4->sin_port == 0) /* sin6_port sits there too */
+        return false;
+    if (fa == fb)
+        return config_listen_is_wildcard(a) || config_listen_is_wildcard(b);
+    const struct config_listen *v6 = fa == AF_INET6 ? a : b;
+    return config_listen_is_wildcard(v6) && v6->ipv6only_off;
+}
+
+int config_listen_settle(struct config_listen *ls, unsigned n, unsigned *at, char *msg,
+                         size_t len)
+{
+    for (unsigned i = 0; i < n; i++) {
+        ls[i].via_wildcard = false;
+        if (ls[i].bind || config_listen_is_wildcard(&ls[i]) || ls[i].addr.ss_family == AF_UNIX)
+            continue;
+        for (unsigned j = 0; j < n; j++)
+            if (j != i && ls[j].addr.ss_family == ls[i].addr.ss_family &&
+                config_listen_is_wildcard(&ls[j]) && listen_overlaps(&ls[i], &ls[j]))
+                ls[i].via_wildcard = true;
+        /* both reuseport: the kernel lets both listen, and prefers the exact address */
+    }
+    for (unsigned i = 0; i < n; i++) {
+        for (unsigned j = i + 1; j < n; j++) {
+            if (ls[i].via_wildcard || ls[j].via_wildcard || !listen_overlaps(&ls[i], &ls[j]))
+                continue;
+            *at = j;
+            return snprintf(msg, len, "%s and %s cannot both be listened on: on Linux an "
+                            "address with a socket of its own (`bind` or another socket "
+                            "parameter) beside the wildcard of its port, or a [::] with "
+                            "`ipv6only=off` beside an IPv4 address of its port, fails to "
+                            "bind, as nginx's start does there", ls[i].text, ls[j].text), -1;
+        }
+    }
+    return 0;
 }
 
 /* --- tokenizer and statement tree --------------------------------------------------- */
@@ -459,21 +646,37 @@ static int add_listen(struct config_listen *l, unsigned *n, const char *text, un
     return 0;
 }
 
+/* The parameters of a top-level `listen` (n's words after the address) on its addresses
+ * l[0 .. added). */
+static int listen_params(struct config_listen *l, unsigned added, const struct conf_node *n,
+                         struct core_read *cr, char *msg, size_t len)
+{
+    for (unsigned i = 1; i < n->n_args; i++) {
+        enum config_listen_word w = CONFIG_LISTEN_UNKNOWN;
+        for (unsigned k = 0; k < added; k++)
+            w = config_listen_param(&l[k], n->args[i], msg, len);
+        if (w == CONFIG_LISTEN_IGNORED)
+            conf_notice(cr->r, n->line, "listen: %s", msg);
+        else if (w == CONFIG_LISTEN_UNKNOWN)
+            return snprintf(msg, len, "unsupported parameter \"%s\" (only " LISTEN_PARAMS ")",
+                            n->args[i]), -1;
+        else if (w == CONFIG_LISTEN_INVALID)
+            return -1;
+    }
+    return 0;
+}
+
 static int set_listen(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
 {
     struct config *cfg = base;
-    (void)ctx;
     if (config_next(cfg, "listen", NULL) == n)
         cfg->n_listen = 0; /* the first listen replaces the default */
     unsigned added;
     if (add_listen(cfg->listen, &cfg->n_listen, n->args[0], &added, msg, len) < 0)
         return -1;
-    for (unsigned i = 1; i < n->n_args; i++)
-        for (unsigned k = cfg->n_listen - added; k < cfg->n_listen; k++)
-            if (!config_listen_param(&cfg->listen[k], n->args[i]))
-                return snprintf(msg, len, "unsupported parameter \"%s\" (only ssl, reuseport "
-                                "and proxy_protocol)", n->args[i]), -1;
-    return 0;
+    for (unsigned k = cfg->n_listen - added; k < cfg->n_listen; k++)
+        cfg->listen[k].line = n->line;
+    return listen_params(&cfg->listen[cfg->n_listen - added], added, n, ctx, msg, len);
 }
 
 static int set_index(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
@@ -911,7 +1114,8 @@ static int check_flag(void *base, const struct conf_node *n, void *ctx, char *ms
     return 0;
 }
 
-/* `listen ADDR [default_server];` in a server: checked here, grouped by the sites. */
+/* `listen ADDR [default_server] ...;` in a server: checked here (the notices are the
+ * sites'), grouped by the sites. */
 static int check_site_listen(void *base, const struct conf_node *n, void *ctx, char *msg,
                              size_t len)
 {
@@ -922,11 +1126,17 @@ static int check_site_listen(void *base, const struct conf_node *n, void *ctx, c
     int rc = config_parse_listen_range(n->args[0], &l, &ports);
     if (rc < 0)
         return bad_listen(rc, n->args[0], msg, len);
-    for (unsigned i = 1; i < n->n_args; i++)
-        if (strcmp(n->args[i], "default_server") != 0 && strcmp(n->args[i], "default") != 0 &&
-            strcmp(n->args[i], "http2") != 0 && !config_listen_param(&l, n->args[i]))
+    for (unsigned i = 1; i < n->n_args; i++) {
+        if (strcmp(n->args[i], "default_server") == 0 || strcmp(n->args[i], "default") == 0 ||
+            strcmp(n->args[i], "http2") == 0)
+            continue;
+        enum config_listen_word w = config_listen_param(&l, n->args[i], msg, len);
+        if (w == CONFIG_LISTEN_UNKNOWN)
             return snprintf(msg, len, "unsupported parameter \"%s\" (only default_server, "
-                            "ssl, reuseport, proxy_protocol and http2)", n->args[i]), -1;
+                            "http2, " LISTEN_PARAMS ")", n->args[i]), -1;
+        if (w == CONFIG_LISTEN_INVALID)
+            return -1;
+    }
     return 0;
 }
 
@@ -1137,9 +1347,24 @@ static const struct conf_name log_formats[] = {{"combined", 0}, {"json", 1}, {NU
     "first name, else the local address) and the port the connection came in on, left out " \
     "when 80, as nginx. `off`: the `Location` is the path alone."
 
+#define DOC_LISTEN_SOCKET "nginx's socket parameters, each giving the address a socket of " \
+    "its own: `backlog=N` (listen()'s queue, default 4096 here, nginx's 511; the kernel caps " \
+    "it at `net.core.somaxconn`); `rcvbuf=SIZE` and `sndbuf=SIZE` (SO_RCVBUF and SO_SNDBUF, " \
+    "`k` or `m`; accepted connections inherit them); `so_keepalive=on|off|" \
+    "[IDLE]:[INTVL]:[CNT]` (SO_KEEPALIVE, and TCP_KEEPIDLE, TCP_KEEPINTVL in seconds, `30m` " \
+    "as nginx's times, and TCP_KEEPCNT; an empty or 0 field keeps the kernel's, not all " \
+    "three); `fastopen=N` (TCP Fast Open's queue, net.ipv4.tcp_fastopen permitting); " \
+    "`ipv6only=on|off` (default on; off: a `[::]` socket takes IPv4 connections too); " \
+    "`deferred` (accepted: every listener has TCP_DEFER_ACCEPT, up to " \
+    "`client_header_timeout`); `bind`. `accept_filter=` (FreeBSD's) is ignored with a " \
+    "notice and `setfib=` refused, as nginx on Linux does. A parameter the kernel refuses " \
+    "is logged and left out. Changing one needs a restart."
+
 static const struct conf_directive core_directives[] = {
-    {"listen", CONF_LIST, TOP, CONF_REPEATS, .min_args = 1, .max_args = 4, .set = set_listen,
-     .usage = "ADDR:PORT|unix:PATH [ssl] [reuseport] [proxy_protocol]", .dflt = "8080",
+    {"listen", CONF_LIST, TOP, CONF_REPEATS, .min_args = 1, .max_args = 16, .set = set_listen,
+     .usage = "ADDR:PORT|unix:PATH [ssl] [reuseport] [proxy_protocol] [bind] [deferred] "
+              "[backlog=N] [rcvbuf=SIZE] [sndbuf=SIZE] [ipv6only=on|off] "
+              "[so_keepalive=on|off|[IDLE]:[INTVL]:[CNT]] [fastopen=N]", .dflt = "8080",
      .doc = "Where to accept connections; repeatable. `8080`, `127.0.0.1:8080`, `*:8080`, "
             "`[::]:8080`, or a range of ports, `127.0.0.1:8000-8003` (each an address; at "
             "most 16 in all); port 0 picks a free port and logs it. `unix:PATH`: a Unix-domain "
@@ -1153,13 +1378,16 @@ static const struct conf_directive core_directives[] = {
             "with \"Address already in use\". `proxy_protocol`: each connection starts with "
             "a PROXY protocol header (v1 or v2), read before the TLS handshake and the first "
             "request within `client_header_timeout`; a missing or malformed one closes the "
-            "connection with an error-log line. The `-l` flag replaces the top level's lines."},
+            "connection with an error-log line. " DOC_LISTEN_SOCKET " The `-l` flag replaces the "
+            "top level's lines."},
     {"listen", CONF_STRING, CLASS, CONF_REPEATS, .set = set_class_listen, .usage = "ADDR:PORT",
      .doc = "Connections accepted here belong to the class; an address belongs to one "
             "class only."},
-    {"listen", CONF_LIST, SITE, CONF_REPEATS, .min_args = 1, .max_args = 6,
+    {"listen", CONF_LIST, SITE, CONF_REPEATS, .min_args = 1, .max_args = 16,
      .set = check_site_listen,
-     .usage = "ADDR:PORT|unix:PATH [default_server] [ssl] [reuseport] [http2] [proxy_protocol]",
+     .usage = "ADDR:PORT|unix:PATH [default_server] [ssl] [http2] [proxy_protocol] "
+              "[reuseport] [bind] [deferred] [backlog=N] [rcvbuf=SIZE] [sndbuf=SIZE] "
+              "[ipv6only=on|off] [so_keepalive=on|off|[IDLE]:[INTVL]:[CNT]] [fastopen=N]",
      .dflt = "(the top level's, else 8080)",
      .doc = "The addresses a server answers on (`unix:PATH` as the top level's); at most "
             "one `default_server` (or nginx's older `default`) per address; a range of ports, "
@@ -1168,7 +1396,14 @@ static const struct conf_directive core_directives[] = {
             "for every server on it, and one server's `reuseport` shares the address's "
             "socket with other processes. `http2` is accepted with a notice at `-t`: HTTP/1.1 "
             "is spoken, and TLS clients are offered `http/1.1` by ALPN. `proxy_protocol`: as "
-            "the top level's (one server's makes the address expect the header)."},
+            "the top level's (one server's makes the address expect the header). " DOC_LISTEN_SOCKET
+            " An address another server's `listen` names too takes the parameters of the one "
+            "that says them: two that do are refused (\"duplicate listen options\", as "
+            "nginx's). Without `bind` (or another socket parameter), an address beside the "
+            "wildcard of its port (`listen 80` in one server, `listen 127.0.0.1:80` in "
+            "another) has no socket of its own: the wildcard's accepts its connections, and "
+            "they still go to its servers, as nginx's; with one, it cannot listen beside the "
+            "wildcard on Linux, and `-t` says so (nginx's start fails at `bind()`)."},
     {"root", CONF_PATH, TOP, CFG(root), .usage = "DIR", .dflt = "www", .doc = DOC_ROOT,
      .id = CONFIG_ID_ROOT},
     {"root", CONF_PATH, SITE | LOC, .set = conf_set_later, .usage = "DIR",
@@ -1918,11 +2153,21 @@ static int add_site_listen(struct config *cfg, struct conf_reader *r, unsigned l
 {
     /* One address, one socket: port 0 too (the sites take it as one address). */
     for (unsigned i = 0; i < cfg->n_listen; i++) {
-        if (cfg->listen[i].addr_len == l->addr_len &&
-            memcmp(&cfg->listen[i].addr, &l->addr, l->addr_len) == 0) {
-            cfg->listen[i].ssl |= l->ssl;
-            cfg->listen[i].reuseport |= l->reuseport; /* one socket: shared or not */
-            cfg->listen[i].proxy_protocol |= l->proxy_protocol;
+        struct config_listen *have = &cfg->listen[i];
+        if (have->addr_len == l->addr_len && memcmp(&have->addr, &l->addr, l->addr_len) == 0) {
+            if (l->options_set && have->options_set)
+                return conf_error(r, line, "listen: duplicate listen options for %s (the "
+                                  "first at %s:%u): an address's socket parameters are said "
+                                  "in one listen, as nginx's", have->text,
+                                  conf_line_file(have->line, r->file),
+                                  conf_line_no(have->line));
+            bool ssl = have->ssl | l->ssl, pp = have->proxy_protocol | l->proxy_protocol;
+            if (l->options_set) { /* the socket's options are that listen's */
+                *have = *l;
+                have->line = line;
+            }
+            have->ssl = ssl;
+            have->proxy_protocol = pp;
             return 0;
         }
     }
@@ -1932,7 +2177,8 @@ static int add_site_listen(struct config *cfg, struct conf_reader *r, unsigned l
                 return 0;
     if (cfg->n_listen == CONFIG_MAX_LISTEN)
         return conf_error(r, line, "at most %d listen addresses", CONFIG_MAX_LISTEN);
-    cfg->listen[cfg->n_listen++] = *l;
+    cfg->listen[cfg->n_listen] = *l;
+    cfg->listen[cfg->n_listen++].line = line;
     return 0;
 }
 
@@ -1965,8 +2211,9 @@ static void add_site_listens(struct config *cfg, struct conf_reader *r)
             if (strcmp(c->name, "listen") != 0 || c->n_args < 1 ||
                 config_parse_listen_range(c->args[0], &first, &ports) < 0)
                 continue; /* reported where it stands */
-            for (unsigned i = 1; i < c->n_args; i++)
-                config_listen_param(&first, c->args[i]); /* default_server is the sites' */
+            char msg[256];
+            for (unsigned i = 1; i < c->n_args; i++) /* default_server is the sites' */
+                config_listen_param(&first, c->args[i], msg, sizeof(msg));
             for (unsigned k = 0; k < ports; k++) {
                 struct config_listen l = first;
                 config_listen_nth(&l, k);
@@ -2230,6 +2477,10 @@ int config_load(struct config *cfg, const char *path, config_known_fn known, cha
     check_reactivation(cfg, &r);
     check_class_listens(cfg, &r);
     add_site_listens(cfg, &r);
+    char msg[512];
+    unsigned at = 0;
+    if (!r.errors && config_listen_settle(cfg->listen, cfg->n_listen, &at, msg, sizeof(msg)) < 0)
+        conf_error(&r, cfg->listen[at].line, "listen: %s", msg);
     return r.errors ? -1 : 0;
 }
 

@@ -23,6 +23,7 @@ struct config_listen {
     struct sockaddr_storage addr;
     socklen_t addr_len;
     char text[120]; /* as written, for messages ("unix:" and a path of up to 107 bytes) */
+    unsigned line;  /* of its `listen` statement, for messages (0: the command line's) */
     bool ssl;      /* `listen ADDR ssl`: connections here speak TLS (tls.h) */
     /* `listen ADDR reuseport`: other processes (of the same user, also asking for it) may
      * listen on the address too, and the kernel spreads the connections over all of them.
@@ -31,6 +32,27 @@ struct config_listen {
     /* `listen ADDR proxy_protocol`: each connection starts with a PROXY protocol header
      * (proxy_protocol.h), read before the TLS handshake and the first request. */
     bool proxy_protocol;
+    /* nginx's socket parameters of the address (0 where not said). As nginx's, they are said
+     * for an address in one `listen` only (options_set), and any of them, or `bind`, gives
+     * the address a socket of its own even where the wildcard of its port listens. */
+    bool options_set;
+    bool bind;
+    /* Computed once the servers' addresses are merged: no `bind` and a wildcard address of
+     * the same family and port listens, so that socket accepts this address's connections
+     * (nginx's one `*:80` for `listen 80` and `listen 127.0.0.1:80`); the address still
+     * chooses its servers, `ssl` and `proxy_protocol`. */
+    bool via_wildcard;
+    bool deferred;     /* `deferred`: said; every listener has TCP_DEFER_ACCEPT anyway */
+    bool ipv6only_off; /* `ipv6only=off`: a [::] socket takes IPv4 connections too */
+    bool fastopen;     /* `fastopen=N`: TCP_FASTOPEN with fastopen_qlen */
+    uint8_t so_keepalive; /* `so_keepalive=`: 0 not said, 1 on, 2 off */
+    int fastopen_qlen;
+    int backlog;       /* `backlog=N`: listen()'s queue; 0: 4096 */
+    int rcvbuf_bytes;  /* `rcvbuf=SIZE`: SO_RCVBUF of the socket (and so of its connections) */
+    int sndbuf_bytes;  /* `sndbuf=SIZE`: SO_SNDBUF, the same way */
+    int keepidle_s;    /* so_keepalive=IDLE:INTVL:CNT (TCP_KEEPIDLE, TCP_KEEPINTVL, */
+    int keepintvl_s;   /* TCP_KEEPCNT); 0: the kernel's */
+    int keepcnt;
 };
 
 enum log_level { LOG_LEVEL_ERROR = 0, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_DEBUG };
@@ -257,9 +279,30 @@ void config_listen_nth(struct config_listen *l, unsigned k);
 /* How many addresses the `listen` statements of a block hold, their ranges counted
  * (one for a statement that does not parse: it is reported where it stands). */
 unsigned config_listen_count(const struct conf_node *first);
-/* A parameter of `listen` after the address, `ssl` or `reuseport`, set in l; false for
- * any other word. */
-bool config_listen_param(struct config_listen *l, const char *word);
+/* The parameters a `listen` takes, for messages (a server's takes default_server and http2
+ * too). */
+#define LISTEN_PARAMS "ssl, reuseport, proxy_protocol, bind, deferred, backlog=, rcvbuf=, " \
+    "sndbuf=, ipv6only=, so_keepalive= and fastopen="
+/* What config_listen_param made of a word. */
+enum config_listen_word {
+    CONFIG_LISTEN_INVALID = -1, /* one of them with a wrong value: msg says why */
+    CONFIG_LISTEN_UNKNOWN = 0,  /* none of them (msg says so, for the caller to extend) */
+    CONFIG_LISTEN_SET = 1,      /* set in l */
+    CONFIG_LISTEN_IGNORED = 2,  /* `accept_filter=`: FreeBSD's; msg says it is ignored */
+};
+/* A parameter of `listen` after the address, set in l: `ssl`, `reuseport`,
+ * `proxy_protocol` and nginx's socket parameters (`backlog=`, `rcvbuf=`, `sndbuf=`,
+ * `deferred`, `bind`, `ipv6only=`, `so_keepalive=`, `fastopen=`). */
+enum config_listen_word config_listen_param(struct config_listen *l, const char *word,
+                                            char *msg, size_t len);
+/* Whether l is 0.0.0.0 or [::] (any port). */
+bool config_listen_is_wildcard(const struct config_listen *l);
+/* The last step of the addresses in ls: which of them the wildcard of their port accepts
+ * for (via_wildcard). -1 with msg when two of them cannot both be bound on Linux (an
+ * address with its own socket beside the wildcard of its port, as nginx's bind() fails);
+ * *at is then the later one. */
+int config_listen_settle(struct config_listen *ls, unsigned n, unsigned *at, char *msg,
+                         size_t len);
 
 void config_free(struct config *cfg);
 

@@ -80,6 +80,12 @@ static int load_config(struct config *cfg, const struct generation_source *o, ch
                 return -1;
             }
         }
+        unsigned at = 0;
+        char msg[400];
+        if (config_listen_settle(cfg->listen, cfg->n_listen, &at, msg, sizeof(msg)) < 0) {
+            snprintf(err, len, "-l: %s", msg);
+            return -1;
+        }
     }
     if (o->root)
         snprintf(cfg->root, sizeof(cfg->root), "%s", o->root);
@@ -165,10 +171,28 @@ static bool same_listen(const struct config_listen *a, unsigned na,
     return true;
 }
 
+/* The socket parameters of the same addresses: what the sockets were made with (a
+ * listening socket's are not changed in place). */
+static bool same_socket_params(const struct config_listen *a, const struct config_listen *b,
+                               unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (a[i].via_wildcard != b[i].via_wildcard || a[i].backlog != b[i].backlog ||
+            a[i].rcvbuf_bytes != b[i].rcvbuf_bytes || a[i].sndbuf_bytes != b[i].sndbuf_bytes ||
+            a[i].ipv6only_off != b[i].ipv6only_off || a[i].fastopen != b[i].fastopen ||
+            a[i].fastopen_qlen != b[i].fastopen_qlen || a[i].so_keepalive != b[i].so_keepalive ||
+            a[i].keepidle_s != b[i].keepidle_s || a[i].keepintvl_s != b[i].keepintvl_s ||
+            a[i].keepcnt != b[i].keepcnt)
+            return false;
+    return true;
+}
+
 const char *generation_needs_restart(const struct config *a, const struct config *b)
 {
     if (!same_listen(a->listen, a->n_listen, b->listen, b->n_listen))
         return "listen";
+    if (!same_socket_params(a->listen, b->listen, a->n_listen))
+        return "listen (backlog=, rcvbuf=, sndbuf=, ipv6only=, so_keepalive=, fastopen= or bind)";
     if (a->threads != b->threads)
         return "threads";
     if (a->groups != b->groups)

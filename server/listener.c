@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -81,6 +82,41 @@ void listener_spare_fini(struct listener_spare *spare)
     spare->fd = -1;
 }
 
+/* One of the listen parameters' socket options; as nginx's, one the kernel refuses is
+ * logged and the socket used without it. */
+static void set_opt(int fd, const struct config_listen *addr, int level, int name,
+                    const char *what, int value)
+{
+    if (setsockopt(fd, level, name, &value, sizeof(value)) < 0)
+        log_warn("listen on %s: setsockopt(%s, %d): %s; ignored", addr->text, what, value,
+                 strerror(errno));
+}
+
+/* Before bind: the buffers (accepted connections inherit them) and keep-alive probes, as
+ * the `listen` said (nginx's rcvbuf=, sndbuf=, so_keepalive=). */
+static void set_socket_params(int fd, const struct config_listen *addr)
+{
+    if (addr->rcvbuf_bytes)
+        set_opt(fd, addr, SOL_SOCKET, SO_RCVBUF, "SO_RCVBUF", addr->rcvbuf_bytes);
+    if (addr->sndbuf_bytes)
+        set_opt(fd, addr, SOL_SOCKET, SO_SNDBUF, "SO_SNDBUF", addr->sndbuf_bytes);
+    if (addr->addr.ss_family == AF_UNIX || !addr->so_keepalive)
+        return;
+    set_opt(fd, addr, SOL_SOCKET, SO_KEEPALIVE, "SO_KEEPALIVE", addr->so_keepalive != 2);
+    if (addr->keepidle_s)
+        set_opt(fd, addr, IPPROTO_TCP, TCP_KEEPIDLE, "TCP_KEEPIDLE", addr->keepidle_s);
+    if (addr->keepintvl_s)
+        set_opt(fd, addr, IPPROTO_TCP, TCP_KEEPINTVL, "TCP_KEEPINTVL", addr->keepintvl_s);
+    if (addr->keepcnt)
+        set_opt(fd, addr, IPPROTO_TCP, TCP_KEEPCNT, "TCP_KEEPCNT", addr->keepcnt);
+}
+
+/* listen()'s queue: `backlog=N`, else 4096 (the kernel caps it at net.core.somaxconn). */
+static int backlog_of(const struct config_listen *addr)
+{
+    return addr->backlog ? addr->backlog : 4096;
+}
+
 int listener_claim(const struct config_listen *addr)
 {
     int fd = socket(addr->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -88,8 +124,9 @@ int listener_claim(const struct config_listen *addr)
         return -1;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    int v6only = !addr->ipv6only_off;
     if (addr->addr.ss_family == AF_INET6)
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
     /* Without SO_REUSEPORT this bind fails if anyone listens there, with or without it. */
     int rc = bind(fd, (const struct sockaddr *)&addr->addr, addr->addr_len);
     int saved = errno;
@@ -120,6 +157,7 @@ static int open_unix(struct listener *l, const struct config_listen *addr)
     if (fd < 0)
         return -1;
     const char *path = ((const struct sockaddr_un *)&addr->addr)->sun_path;
+    set_socket_params(fd, addr);
     int rc = bind(fd, (const struct sockaddr *)&addr->addr, addr->addr_len);
     if (rc < 0 && errno == EADDRINUSE && !unix_in_use(addr)) {
         struct stat st;
@@ -130,7 +168,7 @@ static int open_unix(struct listener *l, const struct config_listen *addr)
             errno = EADDRINUSE;
         }
     }
-    if (rc < 0 || listen(fd, 4096) < 0) {
+    if (rc < 0 || listen(fd, backlog_of(addr)) < 0) {
         int saved = errno;
         close(fd);
         errno = saved;
@@ -142,8 +180,49 @@ static int open_unix(struct listener *l, const struct config_listen *addr)
     return 0;
 }
 
+int listener_accept_for(struct listener *l, const struct config_listen *ls, unsigned n)
+{
+    const struct sockaddr_in *w4 = (const struct sockaddr_in *)&l->addr.addr;
+    for (unsigned i = 0; i < n; i++) {
+        const struct sockaddr_in *a4 = (const struct sockaddr_in *)&ls[i].addr;
+        if (!ls[i].via_wildcard || ls[i].addr.ss_family != l->addr.addr.ss_family ||
+            a4->sin_port != w4->sin_port) /* sin6_port sits at sin_port's offset */
+            continue;
+        if (!l->via && !(l->via = calloc(n, sizeof(*l->via))))
+            return -1;
+        l->via[l->n_via++] = ls[i].addr;
+    }
+    return 0;
+}
+
+/* The local address of connection fd accepted by l: the listener's, or one of those it
+ * accepts for (a wildcard socket's). Points into l: the listener outlives its connections. */
+static const struct sockaddr *local_of(const struct listener *l, int fd)
+{
+    if (!l->n_via)
+        return (const struct sockaddr *)&l->addr.addr;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+        return (const struct sockaddr *)&l->addr.addr;
+    for (unsigned i = 0; i < l->n_via; i++) {
+        if (ss.ss_family == AF_INET &&
+            ((struct sockaddr_in *)&ss)->sin_addr.s_addr ==
+                ((struct sockaddr_in *)&l->via[i])->sin_addr.s_addr)
+            return (const struct sockaddr *)&l->via[i];
+        if (ss.ss_family == AF_INET6 &&
+            memcmp(&((struct sockaddr_in6 *)&ss)->sin6_addr,
+                   &((struct sockaddr_in6 *)&l->via[i])->sin6_addr, 16) == 0)
+            return (const struct sockaddr *)&l->via[i];
+    }
+    return (const struct sockaddr *)&l->addr.addr;
+}
+
 void listener_close(struct listener *l)
 {
+    free(l->via);
+    l->via = NULL;
+    l->n_via = 0;
     if (l->h.fd < 0)
         return;
     close(l->h.fd);
@@ -175,17 +254,24 @@ int listener_open(struct listener *l, struct listener_spare *spare,
         errno = saved;
         return -1;
     }
+    /* `ipv6only=off`: a [::] socket takes IPv4 connections too (as ::ffff:a.b.c.d) */
+    int v6only = !addr->ipv6only_off;
     if (addr->addr.ss_family == AF_INET6)
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
     /* Accepted sockets inherit TCP_NODELAY: small responses leave at once. */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    set_socket_params(fd, addr);
     if (bind(fd, (const struct sockaddr *)&addr->addr, addr->addr_len) < 0 ||
-        listen(fd, 4096) < 0) {
+        listen(fd, backlog_of(addr)) < 0) {
         int saved = errno;
         close(fd);
         errno = saved;
         return -1;
     }
+    if (addr->fastopen) /* the queue of connections whose SYN carried data (RFC 7413) */
+        set_opt(fd, addr, IPPROTO_TCP, TCP_FASTOPEN, "TCP_FASTOPEN", addr->fastopen_qlen);
+    /* Whether `deferred` is said or not: a connection is handed over once it has sent
+     * something, or when the header timeout has passed. */
     int defer_s = (int)(header_timeout_ms / 1000);
     defer_s = defer_s < 1 ? 1 : defer_s;
     setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof(defer_s));
@@ -320,7 +406,7 @@ static void listener_event(struct lf_handle *h, uint32_t events)
         /* Its own class's connections stay in this listener's group. */
         struct conn *c = http_conn_open(to, to == svc ? h->group : NULL, gen, fd,
                                         (struct sockaddr *)&peer, plen,
-                                        (const struct sockaddr *)&l->addr.addr);
+                                        local_of(l, fd));
         if (!c)
             continue;
         atomic_fetch_add_explicit(&shared->handled, 1, memory_order_relaxed);

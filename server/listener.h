@@ -24,6 +24,11 @@ struct listener {
     struct listener_spare *spare;
     struct listener *next;        /* the next listener of the same class */
     struct config_listen addr;    /* as bound (port filled in when 0 was asked) */
+    /* A wildcard socket's addresses of its port that have none of their own (no `bind`,
+     * config_listen.via_wildcard): a connection to one of them has it as its local address,
+     * so that it chooses that address's servers, ssl and proxy_protocol, as nginx's. */
+    struct sockaddr_storage *via;
+    unsigned n_via;
     /* Out of descriptors with nothing left to shed with, or a failed re-arm: not armed
      * (it would fire again at once and spin); the tick re-arms it. */
     atomic_bool paused;
@@ -45,6 +50,9 @@ int listener_claim(const struct config_listen *addr);
  * connections it accepts stay in that group (unless a class rule claims them). */
 int listener_open(struct listener *l, struct listener_spare *spare,
                   const struct config_listen *addr, int64_t header_timeout_ms, bool shared);
+/* l, a wildcard address's socket, accepts for the addresses of ls[0 .. n) with
+ * via_wildcard of its family and port too. Returns 0, or -1 (out of memory). */
+int listener_accept_for(struct listener *l, const struct config_listen *ls, unsigned n);
 /* Close the listening socket (if open); a Unix socket's file is removed, as nginx does. */
 void listener_close(struct listener *l);
 /* The tick of the listeners' class: re-arm the paused ones (first, first->next, ...), and

@@ -110,11 +110,12 @@ static int priority_shift(const struct config *cfg)
     return -lowest;
 }
 
-/* Listen on `a` for class svc: one socket per group of the class, all bound to the same
- * address with SO_REUSEPORT when there are several (the first one's port is the others'
- * when port 0 was asked) or when `reuseport` shares it with other processes. */
+/* Listen on `a` (one of the class's ls[0 .. n)) for class svc: one socket per group of the
+ * class, all bound to the same address with SO_REUSEPORT when there are several (the first
+ * one's port is the others' when port 0 was asked) or when `reuseport` shares it with other
+ * processes. A wildcard's sockets accept for the addresses of ls that have none. */
 static int add_listeners(struct server *srv, struct service *svc, const struct config_listen *a,
-                         int64_t header_timeout_ms)
+                         const struct config_listen *ls, unsigned n, int64_t header_timeout_ms)
 {
     struct config_listen at = *a;
     if (a->addr.ss_family == AF_UNIX) { /* one socket, in the class's first group */
@@ -147,6 +148,10 @@ static int add_listeners(struct server *srv, struct service *svc, const struct c
         }
         srv->n_listeners++;
         at = l->addr; /* the port actually bound */
+        if (config_listen_is_wildcard(a) && listener_accept_for(l, ls, n) < 0) {
+            log_error("out of memory");
+            return -1;
+        }
         int rc = service_add_listener(svc, l, g);
         if (rc < 0) {
             log_error("epoll: %s", strerror(-rc));
@@ -185,6 +190,20 @@ static int alloc_listeners(struct server *srv, const struct config *cfg, const u
     return srv->listeners ? 0 : -1;
 }
 
+/* The text of the wildcard address of a's port and family among ls[0 .. n). */
+static const char *wildcard_of(const struct config_listen *ls, unsigned n,
+                               const struct config_listen *a)
+{
+    const struct sockaddr_in *a4 = (const struct sockaddr_in *)&a->addr;
+    for (unsigned i = 0; i < n; i++) {
+        const struct sockaddr_in *w4 = (const struct sockaddr_in *)&ls[i].addr;
+        if (ls[i].addr.ss_family == a->addr.ss_family && config_listen_is_wildcard(&ls[i]) &&
+            w4->sin_port == a4->sin_port) /* sin6_port sits at sin_port's offset */
+            return ls[i].text;
+    }
+    return "the wildcard";
+}
+
 /* One service (its thread groups) per class, the default class first. */
 static int start_services(struct server *srv, const struct config *cfg)
 {
@@ -221,9 +240,15 @@ static int start_services(struct server *srv, const struct config *cfg)
         srv->http.n_services = srv->n_svcs;
         const struct config_listen *ls = k ? k->listen : cfg->listen;
         unsigned n = k ? k->n_listen : cfg->n_listen;
-        for (unsigned j = 0; j < n; j++)
-            if (add_listeners(srv, svc, &ls[j], cfg->header_timeout_ms) < 0)
+        for (unsigned j = 0; j < n; j++) {
+            if (ls[j].via_wildcard) { /* the wildcard's socket accepts for it */
+                log_info("%s: accepted by the socket of %s (no `bind`, as nginx)", ls[j].text,
+                         wildcard_of(ls, n, &ls[j]));
+                continue;
+            }
+            if (add_listeners(srv, svc, &ls[j], ls, n, cfg->header_timeout_ms) < 0)
                 return -1;
+        }
     }
     if (srv->before_serving && srv->before_serving(cfg) < 0)
         return -1;

@@ -311,10 +311,12 @@ static int parse_site_listen(const struct conf_node *n, struct site_listen *out,
                              struct conf_reader *r)
 {
     if (n->is_block || n->n_args < 1)
-        return conf_error(r, n->line, "listen: usage: listen ADDR:PORT [default_server] [ssl] "
-                                            "[reuseport];");
+        return conf_error(r, n->line, "listen: usage: listen ADDR:PORT [default_server] "
+                                            "[PARAMETER...];");
     memset(out, 0, sizeof(*out));
     out->line = n->line;
+    char msg[256];
+    enum config_listen_word w;
     unsigned ports;
     int rc = config_parse_listen_range(n->args[0], &out->addr, &ports);
     if (rc == -2)
@@ -327,9 +329,14 @@ static int parse_site_listen(const struct conf_node *n, struct site_listen *out,
         else if (strcmp(n->args[i], "http2") == 0)
             conf_notice(r, n->line, "listen: http2: accepted, not used: lfhttpd speaks "
                         "HTTP/1.1 only; TLS clients are offered http/1.1 by ALPN and use it");
-        else if (!config_listen_param(&out->addr, n->args[i]))
+        else if ((w = config_listen_param(&out->addr, n->args[i], msg, sizeof(msg))) ==
+                 CONFIG_LISTEN_IGNORED)
+            conf_notice(r, n->line, "listen: %s", msg);
+        else if (w == CONFIG_LISTEN_INVALID)
+            return conf_error(r, n->line, "listen: %s", msg);
+        else if (w == CONFIG_LISTEN_UNKNOWN)
             return conf_error(r, n->line, "listen: unsupported parameter \"%s\" (only "
-                              "default_server, ssl, reuseport, proxy_protocol and http2)", n->args[i]);
+                              "default_server, http2, " LISTEN_PARAMS ")", n->args[i]);
     }
     for (unsigned k = 1; k < ports; k++) {
         out[k] = out[0];
@@ -489,8 +496,9 @@ static unsigned top_listens(const struct conf_node *tree, struct site_listen *ou
         out[n].line = c->line;
         unsigned ports; /* a port range's every address */
         if (config_parse_listen_range(c->args[0], &out[n].addr, &ports) == 0) {
+            char msg[256];
             for (unsigned i = 1; i < c->n_args; i++) /* else config_load says */
-                config_listen_param(&out[n].addr, c->args[i]);
+                config_listen_param(&out[n].addr, c->args[i], msg, sizeof(msg));
             for (unsigned k = 1; k < ports; k++) {
                 out[n + k] = out[n];
                 config_listen_nth(&out[n + k].addr, k);

@@ -149,15 +149,54 @@ TEST(listen_reuseport_in_a_server_shares_the_address)
     config_free(&cfg);
 }
 
-TEST(listen_parameter_other_than_ssl_reuseport_and_proxy_protocol_is_refused)
+TEST(listen_parameter_none_of_nginx_linux_ones_is_refused)
 {
     struct config cfg;
     char err[512];
     CHECK_EQ_INT(load_text("listen 9000 http2;\n", &cfg, err, sizeof(err)), -1);
-    CHECK(strstr(err, "unsupported parameter \"http2\" (only ssl, reuseport and proxy_protocol)") != NULL);
+    CHECK(strstr(err, "unsupported parameter \"http2\" (only ssl, reuseport, proxy_protocol, "
+                      "bind, deferred, backlog=") != NULL);
     config_free(&cfg);
-    CHECK_EQ_INT(load_text("server { listen 9000 backlog=5; }\n", &cfg, err, sizeof(err)), -1);
-    CHECK(strstr(err, "(only default_server, ssl, reuseport, proxy_protocol and http2)") != NULL);
+    CHECK_EQ_INT(load_text("server { listen 9000 bogus; }\n", &cfg, err, sizeof(err)), -1);
+    CHECK(strstr(err, "unsupported parameter \"bogus\" (only default_server, http2, ssl, ")
+          != NULL);
+    config_free(&cfg);
+}
+
+TEST(listen_so_keepalive_fields_are_nginx_seconds_and_a_count)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("listen 9000 so_keepalive=1h30m:75:9;\n", &cfg, err, sizeof(err)), 0);
+    CHECK_EQ_INT(cfg.listen[0].so_keepalive, 1);
+    CHECK_EQ_INT(cfg.listen[0].keepidle_s, 5400);
+    CHECK_EQ_INT(cfg.listen[0].keepintvl_s, 75);
+    CHECK_EQ_INT(cfg.listen[0].keepcnt, 9);
+    config_free(&cfg);
+}
+
+TEST(listen_buffer_sizes_take_k_and_m)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("listen 9000 rcvbuf=8k sndbuf=1m backlog=511;\n", &cfg, err,
+                           sizeof(err)), 0);
+    CHECK_EQ_INT(cfg.listen[0].rcvbuf_bytes, 8192);
+    CHECK_EQ_INT(cfg.listen[0].sndbuf_bytes, 1048576);
+    CHECK_EQ_INT(cfg.listen[0].backlog, 511);
+    config_free(&cfg);
+}
+
+TEST(listen_address_beside_its_ports_wildcard_goes_through_it_without_bind)
+{
+    struct config cfg;
+    char err[512];
+    CHECK_EQ_INT(load_text("server { listen 9000; }\nserver { listen 127.0.0.1:9000; }\n"
+                           "server { listen 127.0.0.1:9001; }\n", &cfg, err, sizeof(err)), 0);
+    CHECK_EQ_INT(cfg.n_listen, 3);
+    CHECK(!cfg.listen[0].via_wildcard);
+    CHECK(cfg.listen[1].via_wildcard);
+    CHECK(!cfg.listen[2].via_wildcard); /* no wildcard on its port */
     config_free(&cfg);
 }
 

@@ -676,11 +676,11 @@ TEST(caret_tilde_parent_tries_its_nested_regexes_but_not_the_outer_ones)
     site_set_free(set);
 }
 
-TEST(listen_parameter_other_than_default_server_ssl_reuseport_and_http2_is_refused)
+TEST(listen_parameter_none_of_nginx_linux_ones_is_refused_by_the_sites)
 {
-    CHECK(refused_with("server {\n listen 8080 backlog=5;\n}\n",
-                       "site.conf:2: listen: unsupported parameter \"backlog=5\" (only "
-                       "default_server, ssl, reuseport, proxy_protocol and http2)"));
+    CHECK(refused_with("server {\n listen 8080 bogus;\n}\n",
+                       "site.conf:2: listen: unsupported parameter \"bogus\" (only "
+                       "default_server, http2, ssl, reuseport, proxy_protocol, bind"));
 }
 
 TEST(listen_reuseport_marks_only_its_address_shared)
