@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import socket
+import threading
 import time
 
 import pytest
@@ -80,15 +81,17 @@ def location(sock, buffering, extra=""):
 
 @pytest.fixture
 def php(tmp_path):
-    """start(buffering, children=2, extra=""): lfhttpd on a PHP-FPM pool of its own; every
-    server and pool stopped by PID at the end."""
+    """start(buffering, children=2, extra="", top=""): lfhttpd on a PHP-FPM pool of its own
+    (extra: lines in the PHP location; top: before the server block); every server and pool
+    stopped by PID at the end."""
     started = []
     root = php_files(str(tmp_path / "www"))
 
-    def start(buffering, children=2, extra=""):
+    def start(buffering, children=2, extra="", top=""):
         fpm = Fpm(tmp_path / f"fpm{len(started)}", children=children)
         started.append(fpm)
-        s = lfhttpd(tmp_path / f"lf{len(started)}", root, location(fpm.sock, buffering, extra))
+        s = lfhttpd(tmp_path / f"lf{len(started)}", root, location(fpm.sock, buffering, extra),
+                    top=top)
         started.append(s)
         s.fpm = fpm
         return s
@@ -256,6 +259,178 @@ def test_a_client_leaving_mid_body_frees_the_php_worker_and_leaks_no_socket(php,
     n.close()
     assert (status, body) == (200, b"hello")
     assert wait_until(lambda: fds(s.proc.pid) <= before, scaled(5)), (fds(s.proc.pid), before)
+
+
+def test_a_body_that_began_to_go_is_not_sent_to_the_next_server(tmp_path):
+    """The first server takes the parameters and some of the body, then closes: the body
+    cannot be read again, so the request is 502 rather than tried on the next server (a PUT,
+    which fastcgi_next_upstream would otherwise send again)."""
+    taker = socket.socket(socket.AF_UNIX)
+    path = str(tmp_path / "taker.sock")
+    taker.bind(path)
+    taker.listen(8)
+    got = []
+
+    def take():
+        conn, _ = taker.accept()
+        with conn:
+            data = b""
+            while len(data) < 100 << 10:
+                piece = conn.recv(65536)
+                if not piece:
+                    break
+                data += piece
+            got.append(data)
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    fpm = Fpm(tmp_path / "fpm")
+    root = php_files(str(tmp_path / "www"))
+    s = None
+    try:
+        s = lfhttpd(tmp_path / "lf", root,
+                    location("x", "off").replace("unix:x", "php"),
+                    top=f"upstream php {{ server unix:{path}; server unix:{fpm.sock}; }}\n")
+        c = connect(s)
+        c.send(put_head("/stream.php", [f"Content-Length: {MIB}"]) + body_of(256 << 10))
+        thread.join(scaled(10))
+        assert got and len(got[0]) >= 100 << 10  # the parameters and a part of the body
+        status, _, _ = answer(c)
+        assert status == 502
+    finally:
+        if s:
+            check_clean_exit(s)
+        fpm.stop()
+        taker.close()
+
+
+def test_request_length_counts_a_streamed_body(php, tmp_path):
+    log = tmp_path / "rl.log"
+    s = php("off", top="log_format rl '$request_length';\n",
+            extra=f"access_log {log} rl;")
+    head = put_head("/stream.php", [f"Content-Length: {MIB}"])
+    c = connect(s)
+    c.send(head + body_of(64 << 10))
+    time.sleep(0.2)
+    c.send(body_of(MIB)[64 << 10:])
+    assert answer(c)[0] == 200
+    c.close()
+    assert wait_until(lambda: log.exists() and log.read_text().strip(), scaled(5))
+    assert log.read_text().split() == [str(len(head) + MIB)]
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+@pytest.mark.skipif(os.environ.get("LFHTTPD_SANITIZE") == "tsan",
+                    reason="ThreadSanitizer's shadow memory grows with every byte a thread "
+                    "touches, so resident memory says nothing of the bound [by design]")
+def test_a_hundred_slow_uploaders_hold_bounded_memory(php):
+    """Each has sent 512 KiB of a 1 MiB body and holds the rest: the server holds a fixed
+    buffer a connection, not what passed through it (read whole first, the same bodies
+    would hold 50 MiB). The application takes what it can; the rest waits in the kernel."""
+    s = php("off", children=4)
+    warm = connect(s)
+    warm.send(b"GET /hello.php HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert answer(warm)[2] == b"hello"
+    warm.close()
+    before = rss_kib(s.proc.pid)
+    part = body_of(512 << 10)
+    clients = []
+    try:
+        for _ in range(100):
+            c = connect(s)
+            c.send(put_head("/stream.php", [f"Content-Length: {MIB}"]) + part)
+            clients.append(c)
+        time.sleep(scaled(2))  # (what the server would read, it has read)
+        grown = rss_kib(s.proc.pid) - before
+    finally:
+        for c in clients:
+            c.close()
+    print(f"RSS grown by {grown} KiB for 100 uploaders")
+    assert grown < 16 * 1024, grown
+    # and the pool is free again once they have gone
+    n = connect(s)
+    n.send(b"GET /hello.php HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert answer(n, timeout=30)[2] == b"hello"
+    n.close()
+
+
+# --- beside nginx -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def shared_fpm(tmp_path_factory):
+    f = Fpm(tmp_path_factory.mktemp("fpm"), children=4)
+    yield f
+    f.stop()
+
+
+@pytest.fixture(scope="module")
+def beside(tmp_path_factory, shared_fpm):
+    """(nginx's port, lfhttpd's port) on the same site and PHP-FPM pool."""
+    root = php_files(str(tmp_path_factory.mktemp("www")))
+    site = f"""
+    server {{
+        listen 127.0.0.1:{{port0}};
+        root {root};
+        client_max_body_size 1m;
+        location ~ \\.php$ {{
+            fastcgi_pass unix:{shared_fpm.sock};
+            fastcgi_request_buffering off;
+            include {ROOT}/conf/fastcgi.conf;
+        }}
+        location = /late.php {{
+            client_max_body_size 100k;
+            fastcgi_pass unix:{shared_fpm.sock};
+            fastcgi_request_buffering off;
+            include {ROOT}/conf/fastcgi.conf;
+        }}
+    }}
+"""
+    for theirs, ours in nginx_beside_lfhttpd(tmp_path_factory, site):
+        yield theirs[0], ours[0]
+
+
+def exchange(port, path, fields, parts):
+    """Send a PUT's head and then parts (a pause between two), and read the answer:
+    (status, body)."""
+    c = Client(socket.create_connection(("127.0.0.1", port), timeout=scaled(20)))
+    try:
+        c.send(put_head(path, fields) + parts[0])
+        for p in parts[1:]:
+            time.sleep(0.2)
+            try:
+                c.send(p)
+            except OSError:  # (answered and closed meanwhile)
+                break
+        status, _, body = answer(c)
+        return status, body
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("case", ["content_length", "chunked", "over_max_body_size",
+                                  "chunked_over_max_body_size", "early_answer"])
+def test_the_script_and_the_client_see_what_nginx_gives(beside, case):
+    data = body_of(300 << 10)
+    path, fields, parts = {
+        "content_length": ("/stream.php", [f"Content-Length: {len(data)}"],
+                           [data[:4096], data[4096:]]),
+        "chunked": ("/stream.php", ["Transfer-Encoding: chunked"],
+                    [chunked(data[:4096])[:-5], chunked(data[4096:])]),
+        "over_max_body_size": ("/stream.php", [f"Content-Length: {2 * MIB}"], [data[:4096]]),
+        "chunked_over_max_body_size": ("/late.php", ["Transfer-Encoding: chunked"],
+                                       [chunked(data[:4096])[:-5],
+                                        chunked(body_of(200 << 10))]),
+        "early_answer": ("/early.php", [f"Content-Length: {MIB}"], [data[:65536]]),
+    }[case]
+    theirs, ours = (exchange(port, path, fields, parts) for port in beside)
+    assert ours[0] == theirs[0]
+    if ours[0] == 200:
+        assert json.loads(ours[1]) == json.loads(theirs[1])
+    elif ours[0] != 413:  # (the error pages are each server's own)
+        assert ours[1] == theirs[1]
 
 
 # --- uwsgi and SCGI -----------------------------------------------------------------------
