@@ -56,12 +56,18 @@ echo "early\n";
 fastcgi_finish_request();
 """
 
+# Sends warnings before it reads the body (PHP-FPM sends them as FCGI_STDERR records, more
+# than its 8 KiB output buffer holds, so they go at once), then reads as stream.php.
+WARN_PHP = "<?php for ($i = 0; $i < 20; $i++) error_log(str_repeat('w', 1000));\n" + \
+    STREAM_PHP.replace("<?php", "", 1)
+
 
 def php_files(root):
     os.makedirs(root, exist_ok=True)
     for name, text in (("stream.php", STREAM_PHP), ("early.php", EARLY_PHP),
                        ("hello.php", "<?php echo 'hello';\n"),
-                       ("late.php", "<?php sleep(3); echo 'late';\n")):
+                       ("late.php", "<?php sleep(3); echo 'late';\n"),
+                       ("warn.php", WARN_PHP)):
         with open(os.path.join(root, name), "w") as f:
             f.write(text)
     return root
@@ -199,6 +205,31 @@ def test_a_chunked_body_whole_with_the_head_is_read_first_and_its_length_passed(
     assert status == 200
     assert json.loads(body) == {"n": 3000, "md5": hashlib.md5(data).hexdigest(),
                                 "cl": "3000"}
+
+
+def test_warnings_the_script_sends_meanwhile_are_logged_and_the_body_goes_on(php, tmp_path):
+    s = php("off", extra="fastcgi_read_timeout 10s;")
+    mark = tmp_path / "mark"
+    data = body_of(MIB)
+    c = connect(s)
+    c.send(put_head(f"/warn.php?mark={mark}", [f"Content-Length: {MIB}"]) + data[:256 << 10])
+    assert wait_until(lambda: mark.exists(), scaled(15))
+    c.send(data[256 << 10:])
+    status, _, body = answer(c)
+    assert status == 200
+    assert json.loads(body)["md5"] == hashlib.md5(data).hexdigest()
+    assert "FastCGI sent in stderr" in s.error_log()
+
+
+def test_expect_100_continue_is_answered_at_once(php):
+    s = php("off")
+    c = connect(s)
+    c.send(put_head("/stream.php", ["Content-Length: 5", "Expect: 100-continue"]))
+    c.sock.settimeout(scaled(5))
+    assert c.sock.recv(64).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+    c.send(b"hello")
+    status, _, body = answer(c)
+    assert status == 200 and json.loads(body)["n"] == 5
 
 
 # --- limits, early answers, clients that leave ----------------------------------------------
