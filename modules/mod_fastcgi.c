@@ -300,8 +300,8 @@ static const struct conf_directive fastcgi_directives[] = {
      .doc = "`on`: the request's body is read whole before the application is contacted; "
         "`off`: the application is contacted once the head is read, and the body goes to it "
         "as FCGI_STDIN records as it arrives (a chunked one too, decoded, with "
-        "`$content_length` empty, as nginx's), through a fixed buffer: a slow uploader holds "
-        "no more than it. The request is then not tried on the next server once a byte of "
+        "`$content_length` empty, as nginx's, unless it came whole with the head), through a "
+        "fixed buffer: a slow uploader holds no more than it. The request is then not tried on the next server once a byte of "
         "its body was read."},
     FASTCGI_BUFFERING_DIRECTIVES("fastcgi", set_buffering, LOC),
     {.name = NULL},
