@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import (Client, check_clean_exit, nginx_beside_lfhttpd, scaled,  # noqa: F401
+from conftest import (Client, check_clean_exit, nginx_beside_lfhttpd, scaled,
                       wait_until)
 from fastcgi_harness import ROOT, Fpm, lfhttpd
 from uwsgi_harness import Uwsgi
@@ -292,6 +292,24 @@ def test_a_client_leaving_mid_body_frees_the_php_worker_and_leaks_no_socket(php,
     assert wait_until(lambda: fds(s.proc.pid) <= before, scaled(5)), (fds(s.proc.pid), before)
 
 
+def test_a_client_that_stalls_mid_body_is_answered_408_and_the_worker_let_go(php, tmp_path):
+    """(nginx closes such a connection without an answer; lfhttpd answers 408 as it does
+    for every body it waits for past client_body_timeout.)"""
+    s = php("off", children=1, extra="client_body_timeout 1s;")
+    mark = tmp_path / "mark"
+    c = connect(s)
+    c.send(put_head(f"/stream.php?mark={mark}", [f"Content-Length: {MIB}"]) +
+           body_of(128 << 10))
+    assert wait_until(lambda: mark.exists(), scaled(15))
+    status, _, _ = answer(c)
+    assert status == 408
+    assert c.is_closed(timeout=scaled(5))
+    n = connect(s)
+    n.send(b"GET /hello.php HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert answer(n, timeout=15)[::2] == (200, b"hello")
+    n.close()
+
+
 def test_a_body_that_began_to_go_is_not_sent_to_the_next_server(tmp_path):
     """The first server takes the parameters and some of the body, then closes: the body
     cannot be read again, so the request is 502 rather than tried on the next server (a PUT,
@@ -545,3 +563,40 @@ def test_wire_a_chunked_body_is_read_whole_first_and_its_length_passed(wire, tmp
     assert status == 200
     assert json.loads(body) == {"n": MIB, "md5": hashlib.md5(data).hexdigest(),
                                 "cl": str(MIB)}
+
+
+@pytest.fixture(scope="module")
+def uwsgi_beside(tmp_path_factory):
+    """(nginx's port, lfhttpd's port) on the same uwsgi_pass, request buffering off. (Not
+    SCGI: nginx 1.22 sends an SCGI application the CONTENT_LENGTH of what it had read with
+    the head, fixed in later versions; lfhttpd sends the request's.)"""
+    u = Uwsgi(tmp_path_factory.mktemp("uwsgi"), "uwsgi")
+    try:
+        site = f"""
+    server {{
+        listen 127.0.0.1:{{port0}};
+        client_max_body_size 64m;
+        location / {{
+            uwsgi_pass unix:{u.sock};
+            uwsgi_request_buffering off;
+            include {ROOT}/conf/uwsgi_params;
+        }}
+    }}
+"""
+        for theirs, ours in nginx_beside_lfhttpd(tmp_path_factory, site):
+            yield theirs[0], ours[0]
+    finally:
+        u.stop()
+
+
+@pytest.mark.parametrize("framing", ["content_length", "chunked"])
+def test_uwsgi_application_sees_what_nginx_gives(uwsgi_beside, framing):
+    data = body_of(300 << 10)
+    fields, parts = {
+        "content_length": ([f"Content-Length: {len(data)}"], [data[:4096], data[4096:]]),
+        "chunked": (["Transfer-Encoding: chunked"],
+                    [chunked(data[:4096])[:-5], chunked(data[4096:])]),
+    }[framing]
+    theirs, ours = (exchange(port, "/stream", fields, parts) for port in uwsgi_beside)
+    assert ours[0] == theirs[0] == 200
+    assert json.loads(ours[1]) == json.loads(theirs[1])
