@@ -74,11 +74,13 @@ def php_files(root):
 
 
 def location(sock, buffering, extra=""):
+    """The PHP location; buffering None: no fastcgi_request_buffering line in it."""
+    line = f"fastcgi_request_buffering {buffering};" if buffering else ""
     return f"""
     client_max_body_size 64m;
     location ~ \\.php$ {{
         fastcgi_pass unix:{sock};
-        fastcgi_request_buffering {buffering};
+        {line}
         include {ROOT}/conf/fastcgi.conf;
         {extra}
     }}
@@ -167,6 +169,17 @@ def test_with_on_the_script_gets_the_body_only_once_it_is_whole(php, tmp_path):
     status, _, body = answer(c)
     assert status == 200 and json.loads(body)["n"] == MIB
     assert mark.exists()
+
+
+def test_off_from_the_top_level_holds_in_a_location_that_says_nothing(php, tmp_path):
+    s = php(None, top="fastcgi_request_buffering off;\n")
+    mark = tmp_path / "mark"
+    c = connect(s)
+    c.send(put_head(f"/stream.php?mark={mark}", [f"Content-Length: {MIB}"]) +
+           body_of(256 << 10))
+    assert wait_until(lambda: mark.exists(), scaled(15)), "the script got nothing yet"
+    c.send(body_of(MIB)[256 << 10:])
+    assert answer(c)[0] == 200
 
 
 def test_a_20_mib_upload_arrives_byte_identical(php):
