@@ -365,6 +365,29 @@ def test_a_body_that_began_to_go_is_not_sent_to_the_next_server(tmp_path):
         taker.close()
 
 
+def test_a_server_that_refuses_the_connection_is_passed_for_the_next_with_the_whole_body(
+        tmp_path):
+    fpm = Fpm(tmp_path / "fpm")
+    root = php_files(str(tmp_path / "www"))
+    s = None
+    try:
+        s = lfhttpd(tmp_path / "lf", root, location("x", "off").replace("unix:x", "php"),
+                    top=f"upstream php {{ server unix:{tmp_path}/nobody.sock; "
+                    f"server unix:{fpm.sock}; }}\n")
+        data = body_of(MIB)
+        c = connect(s)
+        c.send(put_head("/stream.php", [f"Content-Length: {MIB}"]) + data[:4096])
+        time.sleep(0.2)
+        c.send(data[4096:])
+        status, _, body = answer(c)
+        assert status == 200
+        assert json.loads(body)["md5"] == hashlib.md5(data).hexdigest()
+    finally:
+        if s:
+            check_clean_exit(s)
+        fpm.stop()
+
+
 def test_request_length_counts_a_streamed_body(php, tmp_path):
     log = tmp_path / "rl.log"
     s = php("off", top="log_format rl '$request_length';\n",
