@@ -65,6 +65,7 @@ struct fcgi_conf {
     unsigned next_upstream, tries;
     int keep_conn; /* -1 unset */
     int intercept; /* fastcgi_intercept_errors; -1 unset */
+    int request_buffering; /* fastcgi_request_buffering; -1 unset */
     struct fastcgi_buffering buf;
 };
 
@@ -217,12 +218,16 @@ static int set_keep_conn(void *base, const struct conf_node *n, void *ctx, char 
     return 0;
 }
 
-/* Accepted for nginx's configurations, with the only behaviour there is. */
-static int set_accepted(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+static int set_request_buffering(void *base, const struct conf_node *n, void *ctx, char *msg,
+                                 size_t len)
 {
-    (void)base;
     (void)ctx;
-    return on_off(n->args[0], msg, len) < 0 ? -1 : 0; /* fastcgi_request_buffering */
+    struct fcgi_conf *c = base;
+    int v = on_off(n->args[0], msg, len);
+    if (v < 0)
+        return -1;
+    c->request_buffering = v;
+    return 0;
 }
 
 static int set_buffering(void *base, const struct conf_node *n, void *ctx, char *msg,
@@ -291,9 +296,13 @@ static const struct conf_directive fastcgi_directives[] = {
      .doc = "`on`: an application's answer of 300 or more for which the block has an "
         "`error_page` is answered by that page instead (its body is not read), as nginx's."},
     {"fastcgi_request_buffering", CONF_LIST, LOC, .min_args = 1, .max_args = 1,
-     .set = set_accepted, .usage = "on|off",
-     .doc = "Accepted for nginx's configurations: request bodies are read whole, then sent "
-        "as FCGI_STDIN (nginx's `on`)."},
+     .set = set_request_buffering, .usage = "on|off", .dflt = "on",
+     .doc = "`on`: the request's body is read whole before the application is contacted; "
+        "`off`: the application is contacted once the head is read, and the body goes to it "
+        "as FCGI_STDIN records as it arrives (a chunked one too, decoded, with "
+        "`$content_length` empty, as nginx's, unless it came whole with the head), through a "
+        "fixed buffer: a slow uploader holds no more than it. The request is then not tried on the next server once a byte of "
+        "its body was read."},
     FASTCGI_BUFFERING_DIRECTIVES("fastcgi", set_buffering, LOC),
     {.name = NULL},
 };
@@ -350,6 +359,7 @@ static void *fcgi_block(void *state, const struct module_block *b)
     c->next_upstream = c->tries = FCGI_UNSET;
     c->keep_conn = -1;
     c->intercept = -1;
+    c->request_buffering = -1;
     c->buf.buffering = -1;
     if (module_block_read(b, c) < 0)
         goto fail;
@@ -392,6 +402,8 @@ static void *fcgi_block(void *state, const struct module_block *b)
             c->keep_conn = outer->keep_conn;
         if (c->intercept < 0)
             c->intercept = outer->intercept;
+        if (c->request_buffering < 0)
+            c->request_buffering = outer->request_buffering;
     } else {
         if (c->connect_ms == FCGI_UNSET)
             c->connect_ms = FCGI_DEFAULT_TIMEOUT_MS;
@@ -407,6 +419,8 @@ static void *fcgi_block(void *state, const struct module_block *b)
             c->keep_conn = 0;
         if (c->intercept < 0)
             c->intercept = 0;
+        if (c->request_buffering < 0)
+            c->request_buffering = 1;
     }
     if (c->pass_text) {
         const struct conf_node *where = b->node;
@@ -415,6 +429,8 @@ static void *fcgi_block(void *state, const struct module_block *b)
                 where = n;
         if (resolve_pass(st, c, b, where) < 0 || module_block_mount(b, where, c, true) < 0)
             goto fail;
+        if (!c->request_buffering) /* a chunked body too, as nginx's */
+            module_block_stream_body(b, true);
     }
     c->params = (struct fastcgi_params){
         .up = {

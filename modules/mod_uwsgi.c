@@ -77,6 +77,7 @@ struct wire_conf {
     unsigned next_upstream, tries;
     unsigned modifier1, modifier2; /* WIRE_UNSET: unset */
     int intercept; /* ..._intercept_errors; -1 unset */
+    int request_buffering; /* ..._request_buffering; -1 unset */
     struct fastcgi_buffering buf;
 };
 
@@ -197,12 +198,16 @@ static int set_intercept(void *base, const struct conf_node *n, void *ctx, char 
     return 0;
 }
 
-/* Accepted for nginx's configurations, with the only behaviour there is. */
-static int set_accepted(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
+static int set_request_buffering(void *base, const struct conf_node *n, void *ctx, char *msg,
+                                 size_t len)
 {
-    (void)base;
     (void)ctx;
-    return on_off(n->args[0], msg, len) < 0 ? -1 : 0; /* ..._request_buffering */
+    struct wire_conf *c = base;
+    int v = on_off(n->args[0], msg, len);
+    if (v < 0)
+        return -1;
+    c->request_buffering = v;
+    return 0;
 }
 
 static int set_buffering(void *base, const struct conf_node *n, void *ctx, char *msg,
@@ -260,9 +265,12 @@ static int set_buffering(void *base, const struct conf_node *n, void *ctx, char 
      .doc = "`on`: an application's answer of 300 or more for which the block has an "       \
         "`error_page` is answered by that page instead (its body is not read), as nginx's."}, \
     {P "_request_buffering", CONF_LIST, LOC, .min_args = 1, .max_args = 1,                   \
-     .set = set_accepted, .usage = "on|off",                                                  \
-     .doc = "Accepted for nginx's configurations: request bodies are read whole, then sent " \
-        "after the parameters (nginx's `on`)."},                                             \
+     .set = set_request_buffering, .usage = "on|off", .dflt = "on",                           \
+     .doc = "`on`: the request's body is read whole before the application is contacted; "   \
+        "`off`: a body with a `Content-Length` goes to the application as it arrives, "       \
+        "after the parameters, through a fixed buffer (a chunked one is still read whole "    \
+        "first, as nginx's: the protocol needs its length). The request is then not tried "  \
+        "on the next server once a byte of its body was read."},                             \
     FASTCGI_BUFFERING_DIRECTIVES(P, set_buffering, LOC)
 
 static const struct conf_directive uwsgi_directives[] = {
@@ -289,8 +297,9 @@ static size_t uwsgi_size(size_t params_len, size_t body_len)
 
 static size_t uwsgi_frame(const struct fastcgi_params *fp, char *out, size_t cap,
                           const char *params, size_t params_len, const char *body,
-                          size_t body_len)
+                          size_t body_len, uint64_t content_length)
 {
+    (void)content_length; /* (the packet's CONTENT_LENGTH is a parameter's) */
     return uwsgi_request((uint8_t *)out, cap, fp->modifier1, fp->modifier2, params, params_len,
                          body, body_len);
 }
@@ -302,10 +311,15 @@ static size_t scgi_size(size_t params_len, size_t body_len)
 
 static size_t scgi_frame(const struct fastcgi_params *fp, char *out, size_t cap,
                          const char *params, size_t params_len, const char *body,
-                         size_t body_len)
+                         size_t body_len, uint64_t content_length)
 {
     (void)fp;
-    return scgi_request((uint8_t *)out, cap, params, params_len, body, body_len);
+    size_t o = scgi_request_head((uint8_t *)out, cap, params, params_len, content_length);
+    if (o == 0 || body_len > cap - o)
+        return 0;
+    if (body_len)
+        memcpy(out + o, body, body_len);
+    return o + body_len;
 }
 
 static const struct fastcgi_wire uwsgi_wire = {
@@ -376,6 +390,7 @@ static void *wire_block(void *state, const struct module_block *b)
     c->next_upstream = c->tries = WIRE_UNSET;
     c->modifier1 = c->modifier2 = WIRE_UNSET;
     c->intercept = -1;
+    c->request_buffering = -1;
     c->buf.buffering = -1;
     if (module_block_read(b, c) < 0)
         goto fail;
@@ -403,6 +418,7 @@ static void *wire_block(void *state, const struct module_block *b)
     INHERIT(modifier1, WIRE_UNSET, 0);
     INHERIT(modifier2, WIRE_UNSET, 0);
     INHERIT(intercept, -1, 0);
+    INHERIT(request_buffering, -1, 1);
     if (c->pass_text) {
         char pass_name[32];
         snprintf(pass_name, sizeof(pass_name), "%s_pass", st->proto->name);
@@ -412,6 +428,8 @@ static void *wire_block(void *state, const struct module_block *b)
                 where = n;
         if (resolve_pass(st, c, b, where) < 0 || module_block_mount(b, where, c, true) < 0)
             goto fail;
+        if (!c->request_buffering) /* a Content-Length body only, as nginx's */
+            module_block_stream_body(b, false);
     }
     c->params = (struct fastcgi_params){
         .up = {

@@ -263,6 +263,24 @@ static bool body_in_buffer(struct conn *c, char *buf, size_t *pos, size_t len,
     return true;
 }
 
+/* Is a chunked body, decoded from state st, whole in buf[0..n)? Tried on a copy (the
+ * decoder moves what it decodes), a piece at a time. */
+static bool chunked_whole(const struct http_chunked *st, const char *buf, size_t n)
+{
+    struct http_chunked probe = *st;
+    char room[4096];
+    while (n > 0) {
+        size_t k = n < sizeof(room) ? n : sizeof(room), used, out;
+        memcpy(room, buf, k);
+        enum http_chunked_result r = http_chunked_decode(&probe, room, k, 0, &used, &out);
+        if (r != HTTP_CHUNKED_MORE)
+            return r == HTTP_CHUNKED_DONE;
+        buf += k;
+        n -= k;
+    }
+    return false;
+}
+
 static void send_continue(struct conn *c)
 {
     static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -483,11 +501,13 @@ static bool serve_one(struct conn *c, char *buf, size_t *pos, size_t len,
     /* A body the handler streams (proxy_request_buffering off) is left where it is: the
      * handler reads it from here on, as it arrives; a client waiting for "100 Continue"
      * is told to send it now, as nginx tells it before it connects upstream. */
-    /* (A Content-Length body all read with the head is as good as read whole: nginx's
-     * $request_body then has it.) */
+    /* (A body all read with the head is as good as read whole, as nginx reads it whole
+     * then: $request_body has it, and a chunked one's length is known.) */
     bool streams = wants_body && r.mount->streams_body &&
-                   (hc(c)->body_mode == REQ_BODY_LENGTH ? len - *pos < hc(c)->body_left
-                                                        : r.mount->streams_chunked);
+                   (hc(c)->body_mode == REQ_BODY_LENGTH
+                        ? len - *pos < hc(c)->body_left
+                        : r.mount->streams_chunked &&
+                              !chunked_whole(&hc(c)->chunked, buf + *pos, len - *pos));
     if (streams) {
         wants_body = false;
         r.body_streams = true;

@@ -34,6 +34,10 @@
  * server runs (an event of an edge-triggered handle may still name one): their buffers
  * are, and a kept connection keeps none.
  *
+ * A request's body goes with the parameters, read whole first; with
+ * fastcgi_request_buffering off it is relayed as it arrives instead (PHASE_UPLOAD: see "the
+ * request's body, streamed").
+ *
  * uwsgi_pass and scgi_pass (mod_uwsgi.c) go through the same state: their parameters name
  * a struct fastcgi_wire, which frames the request (a uwsgi packet, an SCGI netstring, then
  * the body) in place of the records; their answer is raw bytes, its head a status line or
@@ -51,6 +55,7 @@
 
 #include "clock.h"
 #include "fastcgi_record.h"
+#include "http_body_stream.h"
 #include "http_source.h"
 #include "log.h"
 #include "module_chain.h"
@@ -71,7 +76,7 @@
 #define FCGI_REQUEST_ID 1
 static_assert(FCGI_RELAY <= HTTP_SOURCE_PIECE, "a piece of the body fits the filter's room");
 
-enum fcgi_phase { PHASE_CONNECT, PHASE_SEND, PHASE_ANSWER };
+enum fcgi_phase { PHASE_CONNECT, PHASE_SEND, PHASE_UPLOAD, PHASE_ANSWER };
 
 /* Why an attempt ended without an answer to relay. */
 enum fcgi_failure { FAIL_ERROR, FAIL_TIMEOUT, FAIL_INVALID, FAIL_STALE };
@@ -118,6 +123,13 @@ struct conn_fcgi {
     char *in;
     size_t in_off, in_len;
     char *saved_room;
+    /* *_request_buffering off (see "the request's body, streamed"): the client's body is
+     * read as it comes (body_taken: some of it was, and the request cannot go again),
+     * through upload[up_off, up_len) to the application; upload_waits_client: for its bytes,
+     * else for room at the application. */
+    bool streams_body, body_taken, upload_waits_client;
+    char *upload;
+    size_t up_off, up_len;
     struct vars_upstream uvars;
     struct vars_upstream_try *try_now, try_spare;
 
@@ -157,7 +169,7 @@ static void room_trim(struct conn_fcgi *f)
         f->req = NULL;
         f->room = 0;
     }
-    f->head = f->in = f->saved_room = NULL;
+    f->head = f->in = f->saved_room = f->upload = NULL;
 }
 
 static void fcgi_release(struct conn_fcgi *f)
@@ -263,13 +275,14 @@ static struct conn_fcgi *fcgi_state(void)
     return f;
 }
 
-/* A state, with a buffer of req_cap + save_cap bytes for the request and its copy. */
-static struct conn_fcgi *fcgi_new(size_t req_cap, size_t save_cap)
+/* A state, with a buffer of req_cap + save_cap bytes for the request and its copy, and
+ * up_cap for a body relayed as it arrives. */
+static struct conn_fcgi *fcgi_new(size_t req_cap, size_t save_cap, size_t up_cap)
 {
     struct conn_fcgi *f = fcgi_state();
     if (!f)
         return NULL;
-    size_t need = req_cap + FCGI_HEAD_MAX + FCGI_RELAY + save_cap;
+    size_t need = req_cap + FCGI_HEAD_MAX + FCGI_RELAY + save_cap + up_cap;
     if (f->room < need) {
         free(f->req);
         f->req = malloc(need);
@@ -282,6 +295,7 @@ static struct conn_fcgi *fcgi_new(size_t req_cap, size_t save_cap)
     f->head = f->req + req_cap;
     f->in = f->head + FCGI_HEAD_MAX;
     f->saved_room = f->in + FCGI_RELAY;
+    f->upload = up_cap ? f->saved_room + save_cap : NULL;
     return f;
 }
 
@@ -311,6 +325,12 @@ static void fcgi_wait(struct conn_fcgi *f, uint32_t events, bool drained)
         conn_close(c);
     }
     /* From here on another thread may own c: touch nothing. */
+}
+
+/* Is some of a streamed body still the client's to send (*_request_buffering off)? */
+static bool body_unread(const struct conn_fcgi *f)
+{
+    return f->streams_body && f->src.c && hc(f->src.c)->body_mode != REQ_BODY_NONE;
 }
 
 /* --- ending ------------------------------------------------------------------------------ */
@@ -486,10 +506,13 @@ static void fcgi_finish_after(struct conn_fcgi *f, int error_status, const char 
     if (!tail)
         resp_init(&own);
     try_end(f, 0);
-    f->keep_up = f->keep_up && !failure && !error_status;
+    /* answered before the body's end: neither connection goes on (the rest of the body is
+     * drained by the linger) */
+    bool unread = body_unread(f);
+    f->keep_up = f->keep_up && !failure && !error_status && !unread;
     if (!f->keep_up)
         up_close(f); /* the application's part is over: its connection goes now */
-    bool keep_alive = s->keep_alive;
+    bool keep_alive = s->keep_alive && !unread;
     if (!s->head_sent && f->accel) {
         answer_accel(f, resp, &page);
         resp->head_only = s->head_only;
@@ -586,6 +609,8 @@ static void attempt_begin(struct conn_fcgi *f, struct upstream_server *s)
     f->req_off = 0;
     f->head_len = 0;
     f->in_off = f->in_len = 0;
+    f->up_off = f->up_len = 0;
+    upstream_store_wait_end(&f->both); /* (a streamed body's wait on the last attempt's) */
     fcgi_reader_init(&f->rd, FCGI_REQUEST_ID);
     struct upstream_idle *idle;
     bool stale = false;
@@ -629,8 +654,10 @@ static void attempt_failed(struct conn_fcgi *f, enum fcgi_failure why, const cha
     int64_t now = clock_now_ms();
     const struct proxy_params *p = &f->fp->up;
     up_close(f);
-    bool may_resend = !f->sent_any || idempotent(f->method) ||
-                      (p->next_upstream & PROXY_NEXT_NON_IDEMPOTENT);
+    /* not once some of a streamed body was taken from the client (nginx: not once it began
+     * to be sent): it cannot be read again */
+    bool may_resend = !f->body_taken && (!f->sent_any || idempotent(f->method) ||
+                                         (p->next_upstream & PROXY_NEXT_NON_IDEMPOTENT));
     if (why == FAIL_STALE) { /* the kept connection was closed: not the server's fault */
         if (may_resend) {
             f->fresh_only = true;
@@ -1067,6 +1094,199 @@ static void relay(struct conn_fcgi *f)
     }
 }
 
+/* --- the request's body, streamed ---------------------------------------------------------
+ *
+ * *_request_buffering off. Once the parameters went (PHASE_SEND), PHASE_UPLOAD relays the
+ * client's body as it arrives (http_body_stream.h) through upload[], a fixed buffer of the
+ * state's: a read from the client, framed as an FCGI_STDIN record (uwsgi, SCGI: as it is,
+ * their head said CONTENT_LENGTH), then sent, and no read before it all went, so that an
+ * application that does not read stops the client being read. A chunked body (FastCGI's
+ * alone) is decoded. The body's end is the empty FCGI_STDIN record.
+ *
+ * While the client is waited for, the application is too: both sockets are one set of their
+ * own (both), waited on until client_body_timeout; while the application is (it takes no
+ * more), its own handle, for room and for its bytes, until the send timeout. What it sends
+ * meanwhile: its STDERR records are logged and the body goes on (PHP sends its warnings so);
+ * anything else (its answer, a close; for uwsgi and SCGI any byte) ends the relay, as
+ * nginx's ends once the answer's head went: the answer is read and relayed as any, and the
+ * client's connection closes after it (the rest of its body is drained by the linger), the
+ * application's too. */
+
+/* A read of the client's: room before it for its record's header, after it for the last. */
+#define UPLOAD_ROOM (FCGI_RELAY - 2 * FCGI_HEADER_LEN)
+static_assert(UPLOAD_ROOM <= FCGI_CONTENT_MAX, "a read of the body is one FCGI_STDIN record");
+
+static void both_event(struct lf_handle *h, uint32_t events);
+
+/* The client's body cannot go on (a chunked one too large or malformed, a timeout): the
+ * client is answered `status`, and its connection closes; the attempt is not counted as a
+ * failure of the server's. */
+static void upload_refused(struct conn_fcgi *f, int status, const char *why)
+{
+    upstream_store_wait_end(&f->both);
+    up_close(f);
+    if (f->server && !f->attempt_done)
+        upstream_done(f->up, f->server, false, clock_now_ms());
+    f->attempt_done = true;
+    try_end(f, status);
+    fcgi_finish(f, status, why);
+}
+
+/* Has the application said anything but STDERR (logged here) while the body goes? Its
+ * answer, or a close: then the relay is over, and relay() reads on from in[in_off]. */
+static bool up_spoke(struct conn_fcgi *f)
+{
+    if (f->fp->wire) {
+        char b;
+        ssize_t n = recv(f->h.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+    }
+    for (;;) {
+        if (f->in_off == f->in_len) {
+            ssize_t n = recv(f->h.fd, f->in, FCGI_RELAY, 0);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                return false;
+            if (n <= 0)
+                return true; /* (relay() finds the close again) */
+            f->got_any = true;
+            f->in_off = 0;
+            f->in_len = (size_t)n;
+            if (f->try_now)
+                f->try_now->bytes_received += (uint64_t)n;
+        }
+        /* Read on a copy of the reader: a record that is not STDERR is left, whole, to
+         * relay(). */
+        struct fcgi_reader probe = f->rd;
+        size_t used, len;
+        const uint8_t *data;
+        enum fcgi_event ev = fcgi_read(&probe, (const uint8_t *)f->in + f->in_off,
+                                       f->in_len - f->in_off, &used, &data, &len);
+        if (ev != FCGI_EV_STDERR && ev != FCGI_EV_NEED)
+            return true;
+        f->rd = probe;
+        f->in_off += used;
+        if (ev == FCGI_EV_STDERR)
+            log_stderr(f, data, len);
+    }
+}
+
+/* n raw body bytes read at data (upload + FCGI_HEADER_LEN): made what goes to the
+ * application, in upload[up_off, up_len). false when the body is refused (answered) or the
+ * connection closed. */
+static bool upload_frame(struct conn_fcgi *f, char *data, size_t n, bool from_in)
+{
+    struct conn *c = f->src.c;
+    size_t out, used;
+    enum http_body_take r = http_body_stream_take(c, data, n, from_in, &out, &used);
+    if (r == HTTP_BODY_INVALID || r == HTTP_BODY_TOO_LARGE) {
+        f->src.saved.request_length += n;
+        upload_refused(f, r == HTTP_BODY_INVALID ? 400 : 413,
+                       r == HTTP_BODY_INVALID ? "client sent invalid chunked body"
+                                              : "client intended to send too large chunked "
+                                                "body");
+        return false;
+    }
+    if (r == HTTP_BODY_NO_ROOM) {
+        conn_close(c);
+        return false;
+    }
+    f->src.saved.request_length += used; /* $request_length: as the client sent it */
+    f->up_off = f->up_len = FCGI_HEADER_LEN;
+    if (f->fp->wire) {
+        f->up_len += out;
+        return true;
+    }
+    if (out > 0) {
+        fcgi_header((uint8_t *)f->upload, FCGI_STDIN, FCGI_REQUEST_ID, (uint16_t)out, 0);
+        f->up_off = 0;
+        f->up_len += out;
+    }
+    if (hc(c)->body_mode == REQ_BODY_NONE) { /* the stream's end */
+        fcgi_header((uint8_t *)f->upload + f->up_len, FCGI_STDIN, FCGI_REQUEST_ID, 0, 0);
+        f->up_len += FCGI_HEADER_LEN;
+    }
+    return true;
+}
+
+/* Wait for the client's bytes, and for the application's: the last act of the event. */
+static void upload_wait_client(struct conn_fcgi *f)
+{
+    struct conn *c = f->src.c;
+    f->upload_waits_client = true;
+    set_deadline(f, clock_now_ms() + hc(c)->limits->client_body_timeout_ms);
+    http_body_stream_wait(&f->both, f->h.fd, c, f->deadline_ms, both_event);
+}
+
+/* The relay is over (the body went whole, or the application answered first): the answer
+ * is read next. */
+static void upload_end(struct conn_fcgi *f)
+{
+    upstream_store_wait_end(&f->both); /* (both_wait makes a set of its own) */
+    f->upload_waits_client = false;
+    f->up_off = f->up_len = 0;
+    f->phase = PHASE_ANSWER;
+    set_deadline(f, clock_now_ms() + f->fp->up.read_ms);
+}
+
+/* Relay the body as far as both sides allow. true: go on (to the answer); false: the event
+ * is over (waiting, answered or closed). */
+static bool upload(struct conn_fcgi *f)
+{
+    struct conn *c = f->src.c;
+    if (up_spoke(f)) {
+        upload_end(f);
+        return true;
+    }
+    for (;;) {
+        if (f->up_off < f->up_len) {
+            ssize_t w = send(f->h.fd, f->upload + f->up_off, f->up_len - f->up_off, MSG_NOSIGNAL);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                f->upload_waits_client = false;
+                fcgi_wait(f, EPOLLOUT | EPOLLIN, true);
+                return false;
+            }
+            if (w < 0) { /* it closed: what it said before, if anything, is the answer */
+                upload_end(f);
+                return true;
+            }
+            f->sent_any = true;
+            if (f->try_now)
+                f->try_now->bytes_sent += (uint64_t)w;
+            f->up_off += (size_t)w;
+            set_deadline(f, clock_now_ms() + f->fp->up.send_ms); /* between two writes */
+            continue;
+        }
+        if (hc(c)->body_mode == REQ_BODY_NONE) {
+            upload_end(f);
+            return true;
+        }
+        bool from_in;
+        char *data = f->upload + FCGI_HEADER_LEN;
+        ssize_t n = http_body_stream_read(c, data, UPLOAD_ROOM, &from_in);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            upload_wait_client(f);
+            return false;
+        }
+        if (n <= 0) { /* nginx: "client prematurely closed connection" */
+            f->src.status = 400;
+            fcgi_log(f, LOG_LEVEL_ERROR,
+                     "fastcgi: %s: the client closed its connection inside the body",
+                     server_name(f));
+            conn_close(c);
+            return false;
+        }
+        f->body_taken = true;
+        if (!upload_frame(f, data, (size_t)n, from_in))
+            return false;
+    }
+}
+
 /* --- the event --------------------------------------------------------------------------- */
 
 static void fcgi_step(struct conn_fcgi *f)
@@ -1108,11 +1328,19 @@ static void fcgi_step(struct conn_fcgi *f)
                 fcgi_wait(f, EPOLLOUT, true);
                 return;
             }
+            if (body_unread(f)) {
+                f->phase = PHASE_UPLOAD;
+                continue;
+            }
             f->phase = PHASE_ANSWER;
             set_deadline(f, clock_now_ms() + f->fp->up.read_ms);
             fcgi_wait(f, EPOLLIN, true);
             return;
         }
+        case PHASE_UPLOAD:
+            if (!upload(f))
+                return;
+            continue;
         case PHASE_ANSWER:
             relay(f);
             return;
@@ -1128,6 +1356,12 @@ static void fcgi_timeout(struct conn_fcgi *f)
         return;
     case PHASE_SEND:
         attempt_failed(f, FAIL_TIMEOUT, "send timed out");
+        return;
+    case PHASE_UPLOAD:
+        if (f->upload_waits_client)
+            upload_refused(f, 408, "client timed out while sending the request body");
+        else
+            attempt_failed(f, FAIL_TIMEOUT, "send timed out");
         return;
     case PHASE_ANSWER:
         if (f->src.head_sent)
@@ -1160,13 +1394,14 @@ static void fcgi_event(struct lf_handle *h, uint32_t events)
         fcgi_step(f);
 }
 
-/* An event of both_wait's set: the application's bytes, or room at the client. */
+/* An event of both_wait's set (the application's bytes, or room at the client), or of
+ * upload_wait_client's (the client's bytes, or the application's). */
 static void both_event(struct lf_handle *h, uint32_t events)
 {
     (void)events;
     struct conn_fcgi *f = (struct conn_fcgi *)((char *)h - offsetof(struct conn_fcgi, both));
     if (!swept(f))
-        relay(f);
+        fcgi_step(f);
 }
 
 static void fcgi_resume(struct http_source *s)
@@ -1229,12 +1464,18 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
         params = big;
         plen = fp->ops->params(fp->up.conf, r, params, FCGI_PARAMS_MAX);
     }
-    size_t req_cap = fp->wire ? fp->wire->size(plen > 0 ? (size_t)plen : 0, r->body_len)
+    /* A streamed body goes after the parameters, as it arrives (what came with the head
+     * is in rest, kept on the connection); else the whole body goes with them. */
+    bool streams = r->body_streams;
+    const char *body = streams ? NULL : r->body;
+    size_t body_len = streams ? 0 : r->body_len;
+    size_t req_cap = fp->wire ? fp->wire->size(plen > 0 ? (size_t)plen : 0, body_len)
                               : 16 + stream_size(plen > 0 ? (size_t)plen : 0) +
-                                    stream_size(r->body_len);
+                                    (streams ? 0 : stream_size(body_len));
     struct conn_fcgi *f = http_save_input(c, rest, rest_len)
-                              ? fcgi_new(req_cap, http_source_save_room(r) +
-                                                      http_source_body_room(r))
+                              ? fcgi_new(req_cap,
+                                         http_source_save_room(r) + http_source_body_room(r),
+                                         streams ? FCGI_RELAY : 0)
                               : NULL;
     if (!f) {
         free(big);
@@ -1256,13 +1497,16 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
     f->keep_up = f->fresh_only = f->reused = false;
     f->intercepted = f->accel = false; /* (a state from the free list had its own) */
     f->buffering = f->up_ended = false;
+    f->streams_body = streams;
+    f->body_taken = f->upload_waits_client = false;
+    f->up_off = f->up_len = 0;
     f->uvars.n = 0;
     f->uvars.head = NULL;
     f->try_now = NULL;
     f->phase = PHASE_CONNECT;
     if (plen >= 0 && fp->wire) {
-        f->req_len = fp->wire->frame(fp, f->req, req_cap, params, (size_t)plen, r->body,
-                                     r->body_len);
+        f->req_len = fp->wire->frame(fp, f->req, req_cap, params, (size_t)plen, body, body_len,
+                                     streams ? r->http->content_length : body_len);
         if (f->req_len == 0)
             plen = -1; /* (uwsgi's parameters are 64 KiB at most) */
     } else if (plen >= 0) {
@@ -1272,9 +1516,12 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
         o += put_stream(f->req + o, FCGI_PARAMS, params, (size_t)plen);
         fcgi_header((uint8_t *)f->req + o, FCGI_PARAMS, FCGI_REQUEST_ID, 0, 0);
         o += FCGI_HEADER_LEN;
-        o += put_stream(f->req + o, FCGI_STDIN, r->body, r->body_len);
-        fcgi_header((uint8_t *)f->req + o, FCGI_STDIN, FCGI_REQUEST_ID, 0, 0);
-        f->req_len = o + FCGI_HEADER_LEN;
+        if (!streams) {
+            o += put_stream(f->req + o, FCGI_STDIN, body, body_len);
+            fcgi_header((uint8_t *)f->req + o, FCGI_STDIN, FCGI_REQUEST_ID, 0, 0);
+            o += FCGI_HEADER_LEN;
+        }
+        f->req_len = o;
     }
     free(big);
     http_source_save_request(&f->src, r, f->saved_room, http_source_save_room(r));

@@ -62,6 +62,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "http_body_stream.h"
 #include "http_source.h"
 #include "http_upstream.h"
 #include "generation.h"
@@ -983,72 +984,32 @@ static ssize_t up_write(struct conn_proxy *px, const char *p, size_t n)
     return send(px->h.fd, p, n, MSG_NOSIGNAL);
 }
 
-/* Bytes of the client's body into buf[0..cap), as read: those that came with the head
- * first (left on the connection, and taken only once used: *from_in), then the socket's.
- * A Content-Length body is never read past its end. */
-static ssize_t upload_read(struct conn_proxy *px, char *buf, size_t cap, bool *from_in)
-{
-    struct conn *c = px->src.c;
-    if (hc(c)->body_mode == REQ_BODY_LENGTH && hc(c)->body_left < cap)
-        cap = (size_t)hc(c)->body_left;
-    *from_in = c->in != NULL;
-    if (c->in) {
-        size_t n = c->in->len < cap ? c->in->len : cap;
-        memcpy(buf, c->in->data, n);
-        return (ssize_t)n;
-    }
-    ssize_t n = conn_read(c, buf, cap);
-    if (n > 0)
-        atomic_fetch_add_explicit(&http_service_of(c)->stats.bytes_received, (unsigned long)n,
-                                  memory_order_relaxed);
-    return n;
-}
-
-/* `used` bytes of what the connection kept were taken. */
-static void upload_take_in(struct conn *c, size_t used)
-{
-    if (used < c->in->len) {
-        memmove(c->in->data, c->in->data + used, c->in->len - used);
-        c->in->len -= (uint32_t)used;
-        return;
-    }
-    conn_buf_put(c->pool, c->in);
-    c->in = NULL;
-}
-
 /* n raw body bytes read at data (head + UPLOAD_PREFIX): made what goes upstream, in
- * head[up_off, up_len). false when the body is refused (answered). */
+ * head[up_off, up_len). false when the body is refused (answered) or the connection closed. */
 static bool upload_frame(struct conn_proxy *px, char *data, size_t n, bool from_in)
 {
     struct conn *c = px->src.c;
-    px->src.saved.request_length += n; /* $request_length: as the client sent it */
-    if (hc(c)->body_mode == REQ_BODY_LENGTH) {
-        if (from_in)
-            upload_take_in(c, n);
-        hc(c)->body_left -= n;
-        if (hc(c)->body_left == 0)
-            hc(c)->body_mode = REQ_BODY_NONE;
+    bool chunked = hc(c)->body_mode == REQ_BODY_CHUNKED;
+    size_t out, used;
+    enum http_body_take r = http_body_stream_take(c, data, n, from_in, &out, &used);
+    if (r == HTTP_BODY_INVALID || r == HTTP_BODY_TOO_LARGE) {
+        px->src.saved.request_length += n;
+        upload_refused(px, r == HTTP_BODY_INVALID ? 400 : 413,
+                       r == HTTP_BODY_INVALID ? "client sent invalid chunked body"
+                                              : "client intended to send too large chunked "
+                                                "body");
+        return false;
+    }
+    if (r == HTTP_BODY_NO_ROOM) {
+        conn_close(c);
+        return false;
+    }
+    px->src.saved.request_length += used; /* $request_length: as the client sent it */
+    if (!chunked) {
         px->up_off = UPLOAD_PREFIX;
-        px->up_len = UPLOAD_PREFIX + n;
+        px->up_len = UPLOAD_PREFIX + out;
         return true;
     }
-    size_t used = 0, out = 0;
-    enum http_chunked_result r = http_chunked_decode(&hc(c)->chunked, data, n,
-                                                     hc(c)->limits->max_body_size, &used, &out);
-    if (r == HTTP_CHUNKED_ERROR || r == HTTP_CHUNKED_TOO_LARGE) {
-        upload_refused(px, r == HTTP_CHUNKED_ERROR ? 400 : 413,
-                       r == HTTP_CHUNKED_ERROR ? "client sent invalid chunked body"
-                                               : "client intended to send too large chunked "
-                                                 "body");
-        return false;
-    }
-    if (from_in) {
-        upload_take_in(c, used);
-    } else if (used < n && !http_save_input(c, data + used, n - used)) {
-        conn_close(c); /* (what follows the body is the next request's) */
-        return false;
-    }
-    px->src.saved.request_length -= n - used;
     size_t start = UPLOAD_PREFIX, end = UPLOAD_PREFIX;
     if (out > 0) {
         char line[UPLOAD_PREFIX];
@@ -1059,8 +1020,7 @@ static bool upload_frame(struct conn_proxy *px, char *data, size_t n, bool from_
         memcpy(px->head + end, "\r\n", 2);
         end += 2;
     }
-    if (r == HTTP_CHUNKED_DONE) {
-        hc(c)->body_mode = REQ_BODY_NONE;
+    if (hc(c)->body_mode == REQ_BODY_NONE) {
         memcpy(px->head + end, "0\r\n\r\n", 5);
         end += 5;
     }
@@ -1075,29 +1035,7 @@ static void upload_wait_client(struct conn_proxy *px)
     struct conn *c = px->src.c;
     px->upload_waits_client = true;
     set_deadline(px, clock_now_ms() + hc(c)->limits->client_body_timeout_ms);
-    if (px->tun.fd >= 0) {
-        conn_wait_on(c, &px->tun, CONN_STREAM, px->deadline_ms);
-        return;
-    }
-    px->tun.fd = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event ue = {.events = EPOLLIN, .data.u32 = TUNNEL_UP};
-    struct epoll_event ce = {.events = EPOLLIN, .data.u32 = TUNNEL_CLIENT};
-    if (px->tun.fd < 0 || epoll_ctl(px->tun.fd, EPOLL_CTL_ADD, px->h.fd, &ue) < 0 ||
-        epoll_ctl(px->tun.fd, EPOLL_CTL_ADD, c->h.fd, &ce) < 0) {
-        log_error("proxy: a streamed body's epoll set: %s", strerror(errno));
-        conn_close(c);
-        return;
-    }
-    /* The upstream socket's own handle and the client's stay ours, not armed: the set
-     * speaks for both until another wait. */
-    px->tun.on_event = upload_event;
-    atomic_store_explicit(&c->deadline_ms, px->deadline_ms, memory_order_relaxed);
-    atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
-    int rc = lf_group_add(c->h.group, &px->tun, EPOLLIN);
-    if (rc < 0) {
-        log_error("proxy: epoll: cannot add a streamed body's set: %s", strerror(-rc));
-        conn_close(c);
-    }
+    http_body_stream_wait(&px->tun, px->h.fd, c, px->deadline_ms, upload_event);
 }
 
 /* The relay is over (the body went whole, or the upstream spoke first): the answer's head
@@ -1148,8 +1086,9 @@ static bool upload(struct conn_proxy *px)
         }
         bool from_in;
         char *data = px->head + UPLOAD_PREFIX;
-        ssize_t n = upload_read(px, data, PROXY_HEAD_MAX - UPLOAD_PREFIX - UPLOAD_SUFFIX,
-                                &from_in);
+        ssize_t n = http_body_stream_read(c, data,
+                                          PROXY_HEAD_MAX - UPLOAD_PREFIX - UPLOAD_SUFFIX,
+                                          &from_in);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN) {

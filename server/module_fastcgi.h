@@ -128,9 +128,12 @@ struct fastcgi_wire {
     /* The most frame writes for params_len bytes of parameters and body_len of body. */
     size_t (*size)(size_t params_len, size_t body_len);
     /* The request: the parameters (as ops->params wrote them) framed, then the body, at
-     * out[0..cap): its length, or 0 when the protocol cannot carry it (500). */
+     * out[0..cap): its length, or 0 when the protocol cannot carry it (500). The body's
+     * length as the head says it is content_length: body_len, or more when the rest of the
+     * body follows as it arrives (*_request_buffering off). */
     size_t (*frame)(const struct fastcgi_params *fp, char *out, size_t cap, const char *params,
-                    size_t params_len, const char *body, size_t body_len);
+                    size_t params_len, const char *body, size_t body_len,
+                    uint64_t content_length);
 };
 
 /* How a location splits its path (fastcgi_split_path_info, fastcgi_index): the first

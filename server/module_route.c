@@ -124,6 +124,7 @@ void module_vars_source(const struct request *req, struct vars_source *src)
         .user_vars = req,
         .upstream = req->upstream,
         .body_len = req->body_len,
+        .body_streams = req->body_streams,
         .request_body = module_request_body(req),
         .request_body_len = module_request_body_len(req),
         .path_var = route_path_var,

@@ -21,16 +21,16 @@ size_t scgi_pair(uint8_t *out, size_t cap, const char *name, size_t name_len,
     return need;
 }
 
-size_t scgi_request(uint8_t *out, size_t cap, const char *vars, size_t vars_len,
-                    const char *body, size_t body_len)
+size_t scgi_request_head(uint8_t *out, size_t cap, const char *vars, size_t vars_len,
+                         uint64_t content_length)
 {
     char length[24];
-    int ll = snprintf(length, sizeof(length), "%zu", body_len);
+    int ll = snprintf(length, sizeof(length), "%llu", (unsigned long long)content_length);
     size_t headers = sizeof("CONTENT_LENGTH") + (size_t)ll + 1 + vars_len;
     char prefix[24];
     int pl = snprintf(prefix, sizeof(prefix), "%zu:", headers);
-    size_t need = (size_t)pl + headers + 1 + body_len;
-    if (vars_len > cap || body_len > cap || need > cap)
+    size_t need = (size_t)pl + headers + 1;
+    if (vars_len > cap || need > cap)
         return 0;
     size_t o = 0;
     memcpy(out, prefix, (size_t)pl);
@@ -43,6 +43,15 @@ size_t scgi_request(uint8_t *out, size_t cap, const char *vars, size_t vars_len,
         memcpy(out + o, vars, vars_len);
     o += vars_len;
     out[o++] = ',';
+    return o;
+}
+
+size_t scgi_request(uint8_t *out, size_t cap, const char *vars, size_t vars_len,
+                    const char *body, size_t body_len)
+{
+    size_t o = scgi_request_head(out, cap, vars, vars_len, body_len);
+    if (o == 0 || body_len > cap - o)
+        return 0;
     if (body_len)
         memcpy(out + o, body, body_len);
     return o + body_len;

@@ -19,6 +19,10 @@ size_t scgi_pair(uint8_t *out, size_t cap, const char *name, size_t name_len,
 size_t scgi_request(uint8_t *out, size_t cap, const char *vars, size_t vars_len,
                     const char *body, size_t body_len);
 
+/* The netstring alone, for a body that follows as it arrives (content_length bytes). */
+size_t scgi_request_head(uint8_t *out, size_t cap, const char *vars, size_t vars_len,
+                         uint64_t content_length);
+
 /* The most scgi_request writes for vars_len and body_len bytes. */
 static inline size_t scgi_request_size(size_t vars_len, size_t body_len)
 {

@@ -1169,6 +1169,8 @@ static void put_variable(struct sink *s, enum var_id id, struct part_name nm,
         return;
     case VAR_CONTENT_LENGTH:
         if (h && h->framing == HTTP_BODY_CHUNKED) {
+            if (src->body_streams) /* not known yet: empty */
+                break;
             v.len = (size_t)snprintf(tmp, sizeof(tmp), "%llu",
                                      (unsigned long long)src->body_len);
             v.p = tmp;

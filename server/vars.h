@@ -214,6 +214,8 @@ struct vars_source {
                                              not proxied, $upstream_* empty */
     uint64_t body_len; /* the request body's length, read whole: $content_length of a
                           chunked body (as nginx's once it has read it) */
+    bool body_streams; /* the body goes on as it arrives: a chunked one's length is not
+                          known ($content_length empty, as nginx's while it reads) */
     /* $request_body: the body, or NULL (empty): not read, or longer than nginx keeps in
      * memory (module_vars_source decides) */
     const char *request_body;

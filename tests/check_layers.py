@@ -32,7 +32,7 @@ LAYERS = [
     ("generation", ["generation"]),
     ("transport", ["conn", "conn_tls"]),
     # the end of every answer, the sources' seam; an answer read ahead of its client
-    ("http services", ["http_source", "upstream_store"]),
+    ("http services", ["http_source", "upstream_store", "http_body_stream"]),
     ("http sources", ["http_stream", "http_proxy", "http_fastcgi"]),  # late responses, a file each
     ("http", ["http_conn"]),  # the request loop
     ("listener", ["listener"]),

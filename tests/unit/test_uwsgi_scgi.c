@@ -115,6 +115,16 @@ TEST(scgi_request_that_does_not_fit_is_zero)
     CHECK_EQ_INT(scgi_request(out, sizeof(out), "", 0, "", 0), 0);
 }
 
+TEST(scgi_request_head_says_the_content_length_of_a_body_to_follow)
+{
+    uint8_t vars[32], out[128];
+    size_t v = scgi_pair(vars, sizeof(vars), "SCGI", 4, "1", 1);
+    size_t n = scgi_request_head(out, sizeof(out), (const char *)vars, v, 20971520);
+    static const char want[] = "31:CONTENT_LENGTH\0" "20971520\0" "SCGI\0" "1\0" ",";
+    CHECK_EQ_INT(n, sizeof(want) - 1);
+    CHECK(memcmp(out, want, n) == 0);
+}
+
 TEST(head_with_a_status_line_takes_its_code_and_reason)
 {
     const char *s = "HTTP/1.1 404 Gone Away\r\nContent-Type: text/plain\r\n\r\nbody";

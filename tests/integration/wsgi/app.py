@@ -1,5 +1,6 @@
 """The WSGI application of test_uwsgi.py, run by uWSGI over uwsgi or SCGI: it answers by
 the path of REQUEST_URI (both protocols' parameter files pass it)."""
+import hashlib
 import json
 from urllib.parse import parse_qsl
 
@@ -41,5 +42,24 @@ def application(environ, start_response):
             headers.append(("Content-Length", str(n)))
         start_response("200 OK", headers)
         return (piece[:min(1000, n - at)] for at in range(0, n, 1000))
+    if path == "/stream":
+        # the body read a piece at a time: after the first, the file named by `mark` says
+        # how many bytes came; the answer: the length and MD5 of the whole
+        n = int(environ.get("CONTENT_LENGTH") or 0)
+        md5, got, first = hashlib.md5(), 0, True
+        while got < n:
+            piece = environ["wsgi.input"].read(min(65536, n - got))
+            if not piece:
+                break
+            if first and dict(args).get("mark"):
+                with open(dict(args)["mark"], "w") as f:
+                    f.write(str(len(piece)))
+            first = False
+            md5.update(piece)
+            got += len(piece)
+        out = json.dumps({"n": got, "md5": md5.hexdigest(),
+                          "cl": environ.get("CONTENT_LENGTH")}).encode()
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [out]
     start_response("404 Not Found", [("Content-Type", "text/plain")])
     return [b"no such path\n"]
