@@ -604,6 +604,11 @@ static void source_log(struct http_source *s)
     s->filter_state = NULL;
 }
 
+/* The connection whose next request waits to be read, when a source ended while this
+ * thread was already serving from an earlier end (see http_source_end). */
+static _Thread_local struct conn *serve_next;
+static _Thread_local bool serving_after_end;
+
 void http_source_end(struct http_source *s, struct response *resp, bool keep_alive)
 {
     struct conn *c = s->c;
@@ -611,8 +616,28 @@ void http_source_end(struct http_source *s, struct response *resp, bool keep_ali
     hc(c)->source = NULL;
     s->ops->release(s); /* s may be another thread's from here on */
     resp->keep_alive = keep_alive;
-    if (http_send(c, resp, NULL, 0))
+    if (!http_send(c, resp, NULL, 0))
+        return;
+    /* The next request may fail at once too (an application whose socket is gone), and
+     * end its source inside this serve: serving it from there would nest one more serve
+     * per request for as long as the client keeps asking, and overflow the stack. The
+     * inner end leaves the connection here instead, and this loop serves it once the
+     * stack is back to where the first end ran. */
+    if (serving_after_end && !serve_next) {
+        serve_next = c;
+        return;
+    }
+    if (serving_after_end) { /* a second connection at once: served from here, as it comes */
         http_service_of(c)->serve(c);
+        return;
+    }
+    serving_after_end = true;
+    for (struct conn *next = c; next; ) {
+        serve_next = NULL;
+        http_service_of(next)->serve(next);
+        next = serve_next;
+    }
+    serving_after_end = false;
 }
 
 void http_source_abort(struct conn *c)
