@@ -275,28 +275,24 @@ static struct conn_fcgi *fcgi_state(void)
     return f;
 }
 
-/* A state, with a buffer of req_cap + save_cap bytes for the request and its copy, and
- * up_cap for a body relayed as it arrives. */
-static struct conn_fcgi *fcgi_new(size_t req_cap, size_t save_cap, size_t up_cap)
+/* Give f (from the free list, or a kept connection's) a buffer of req_cap + save_cap bytes
+ * for the request and its copy, and up_cap for a body relayed as it arrives: the one it
+ * kept if large enough. false without memory (f is then the caller's to release). */
+static bool fcgi_room(struct conn_fcgi *f, size_t req_cap, size_t save_cap, size_t up_cap)
 {
-    struct conn_fcgi *f = fcgi_state();
-    if (!f)
-        return NULL;
     size_t need = req_cap + FCGI_HEAD_MAX + FCGI_RELAY + save_cap + up_cap;
     if (f->room < need) {
         free(f->req);
         f->req = malloc(need);
         f->room = f->req ? need : 0;
-        if (!f->req) {
-            fcgi_release(f);
-            return NULL;
-        }
+        if (!f->req)
+            return false;
     }
     f->head = f->req + req_cap;
     f->in = f->head + FCGI_HEAD_MAX;
     f->saved_room = f->in + FCGI_RELAY;
     f->upload = up_cap ? f->saved_room + save_cap : NULL;
-    return f;
+    return true;
 }
 
 static void set_deadline(struct conn_fcgi *f, int64_t deadline_ms)
@@ -614,8 +610,12 @@ static void attempt_begin(struct conn_fcgi *f, struct upstream_server *s)
     fcgi_reader_init(&f->rd, FCGI_REQUEST_ID);
     struct upstream_idle *idle;
     bool stale = false;
-    if (f->h.fd < 0 && !f->fresh_only && f->fp->keep_conn &&
-        (idle = upstream_idle_take(f->up, s, f->src.c->h.group))) {
+    if (f->h.fd >= 0) {
+        /* f is a kept connection to s itself (fcgi_start took it): its socket stays where
+         * it is registered, and the next wait is a reactivation. */
+        stale = clock_now_ms() - f->idle.since_ms > (int64_t)f->up->keepalive_timeout_ms;
+    } else if (!f->fresh_only && f->fp->keep_conn &&
+               (idle = upstream_idle_take(f->up, s, f->src.c->h.group))) {
         /* A kept connection to s: its socket is this attempt's, the rest of it goes. */
         struct conn_fcgi *kept = of_idle(idle);
         if (kept->registered)
@@ -1472,12 +1472,28 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
     size_t req_cap = fp->wire ? fp->wire->size(plen > 0 ? (size_t)plen : 0, body_len)
                               : 16 + stream_size(plen > 0 ? (size_t)plen : 0) +
                                     (streams ? 0 : stream_size(body_len));
-    struct conn_fcgi *f = http_save_input(c, rest, rest_len)
-                              ? fcgi_new(req_cap,
-                                         http_source_save_room(r) + http_source_body_room(r),
-                                         streams ? FCGI_RELAY : 0)
-                              : NULL;
+    /* The server first: a connection kept to it is the state itself (its registration in
+     * the group's set stays), else a state from the free list. */
+    struct upstream *u = fp->up.upstream;
+    int64_t now = clock_now_ms();
+    struct upstream_server *s = plen >= 0 ? upstream_pick(u, now, 0, NULL) : NULL;
+    struct upstream_idle *idle = s && fp->keep_conn ? upstream_idle_take(u, s, c->h.group) : NULL;
+    struct conn_fcgi *f = idle ? of_idle(idle) : NULL;
+    if (!http_save_input(c, rest, rest_len)) {
+        if (f)
+            fcgi_release(f);
+        f = NULL;
+    } else if (!f) {
+        f = fcgi_state();
+    }
+    if (f && !fcgi_room(f, req_cap, http_source_save_room(r) + http_source_body_room(r),
+                        streams ? FCGI_RELAY : 0)) {
+        fcgi_release(f);
+        f = NULL;
+    }
     if (!f) {
+        if (s)
+            upstream_done(u, s, false, now);
         free(big);
         if (body_owner)
             http_collect_free(shared, body_owner);
@@ -1487,7 +1503,7 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
     http_source_init(&f->src, &fcgi_ops, c, resp, r);
     f->h.on_event = fcgi_event;
     f->fp = fp;
-    f->up = fp->up.upstream;
+    f->up = u;
     f->shared = shared;
     f->method = r->http->method;
     f->tried = 0;
@@ -1529,12 +1545,18 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
     f->src.saved.upstream = &f->uvars;
     if (body_owner)
         http_collect_free(shared, body_owner);
+    /* A socket kept in another group's set leaves it: this request's group has it now. */
+    if (f->registered && f->h.group != c->h.group) {
+        lf_group_remove(&f->h, false);
+        f->registered = false;
+    }
     atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
     if (plen < 0) {
+        if (s) /* (uwsgi's framing refused the parameters: the server was not tried) */
+            upstream_done(u, s, false, now);
         fcgi_finish(f, 500, "the request's parameters are too large");
         return;
     }
-    struct upstream_server *s = upstream_pick(f->up, clock_now_ms(), 0, NULL);
     if (!s) {
         try_begin(f, f->up->name, clock_now_us());
         try_end(f, 502);
