@@ -2,10 +2,21 @@
 a worker of its own until the web server closes it, so a connection idle past its block's
 keepalive_timeout is closed (nginx's upstream keepalive timer), and the worker serves
 others. A pool of one worker makes it visible: a second server's request is answered only
-once the first server lets go of its kept connection."""
-import os
+once the first server lets go of its kept connection.
 
-from conftest import check_clean_exit
+A request that takes a kept connection takes it where it is registered: its socket stays in
+the handle set, and waiting on it again is a reactivation, no epoll_ctl (strace shows it)."""
+import http.client
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import check_clean_exit, scaled, wait_until
 from fastcgi_harness import Fpm, lfhttpd, php_root
 from test_fastcgi import request
 
@@ -39,4 +50,60 @@ def test_kept_connection_idle_past_keepalive_timeout_frees_the_applications_work
         for s in (keeper, other):
             if s:
                 check_clean_exit(s)
+        fpm.stop()
+
+
+def registrations_during(server, work):
+    """The EPOLL_CTL_ADD and _DEL calls server makes while work() runs (strace attached to
+    all its threads; a timer's re-arm is a MOD, not counted)."""
+    strace = shutil.which("strace")
+    if not strace:
+        pytest.skip("strace is not installed")
+    out = os.path.join(server.dir, "epoll_ctl.trace")
+    tracer = subprocess.Popen([strace, "-f", "-qq", "-e", "trace=epoll_ctl", "-o", out,
+                               "-p", str(server.proc.pid)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        # attached once the trace file names the threads' calls or strace says nothing more:
+        # wait for the file, then a little for every thread to be seized
+        assert wait_until(lambda: os.path.exists(out) or tracer.poll() is not None, scaled(10))
+        assert tracer.poll() is None, "strace could not attach"
+        time.sleep(scaled(0.5))
+        work()
+    finally:
+        tracer.send_signal(signal.SIGINT)  # detaches; the server goes on
+        try:
+            tracer.wait(timeout=scaled(10))
+        except subprocess.TimeoutExpired:
+            tracer.kill()
+            tracer.wait()
+    with open(out) as f:
+        return re.findall(r"epoll_ctl\(\d+, EPOLL_CTL_(?:ADD|DEL)\b.*", f.read())
+
+
+def test_requests_through_a_kept_connection_leave_its_socket_registered(tmp_path):
+    fpm = Fpm(tmp_path / "fpm")
+    keeper = None
+    try:
+        root = php_root(tmp_path)
+        with open(os.path.join(root, "hello.php"), "w") as f:
+            f.write("<?php echo 'hello';\n")
+        keeper = lfhttpd(tmp_path / "keeper", root, """
+    location ~ \\.php$ { fastcgi_pass php; fastcgi_keep_conn on; include fastcgi.conf; }
+""", top=f"upstream php {{ server unix:{fpm.sock}; keepalive 2; }}\n")
+        client = http.client.HTTPConnection(keeper.host, keeper.port, timeout=scaled(20))
+
+        def get():
+            client.request("GET", "/hello.php")
+            r = client.getresponse()
+            assert (r.status, r.read()) == (200, b"hello")
+
+        get()  # the application's connection is made, registered, then kept
+        calls = registrations_during(keeper, lambda: [get() for _ in range(20)])
+        client.close()
+        # one client connection, one kept connection: nothing joins or leaves a set
+        assert calls == []
+    finally:
+        if keeper:
+            check_clean_exit(keeper)
         fpm.stop()
