@@ -29,8 +29,10 @@
  * upstream block keeps idle connections (`keepalive N`): then a connection whose answer
  * ended exactly with its END_REQUEST is kept in the upstream's idle list, watched as the
  * proxy watches its own (a byte or a close from the application drops it), and the next
- * request to that server takes it. A kept connection the application closed meanwhile is
- * not its failure: the request goes again on a new one. States are never freed while the
+ * request to that server takes it: the kept state becomes that request's, its socket still
+ * registered in the group's set, so waiting on it again costs no epoll_ctl. A kept
+ * connection the application closed meanwhile is not its failure: the request goes again
+ * on a new one. States are never freed while the
  * server runs (an event of an edge-triggered handle may still name one): their buffers
  * are, and a kept connection keeps none.
  *
