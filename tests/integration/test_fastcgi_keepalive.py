@@ -7,6 +7,7 @@ once the first server lets go of its kept connection.
 A request that takes a kept connection takes it where it is registered: its socket stays in
 the handle set, and waiting on it again is a reactivation, no epoll_ctl (strace shows it)."""
 import http.client
+import json
 import os
 import re
 import shutil
@@ -103,6 +104,33 @@ def test_requests_through_a_kept_connection_leave_its_socket_registered(tmp_path
         client.close()
         # one client connection, one kept connection: nothing joins or leaves a set
         assert calls == []
+    finally:
+        if keeper:
+            check_clean_exit(keeper)
+        fpm.stop()
+
+
+def test_a_kept_connection_carries_a_request_larger_than_its_buffer_whole(tmp_path):
+    # The state that kept the connection becomes the next request's, with the buffer it
+    # kept (a small request's); a 200 KiB body needs a larger one, and the one after a
+    # small one again.
+    fpm = Fpm(tmp_path / "fpm")
+    keeper = None
+    try:
+        root = php_root(tmp_path)
+        keeper = lfhttpd(tmp_path / "keeper", root, """
+    client_max_body_size 1m;
+    location ~ \\.php$ { fastcgi_pass php; fastcgi_keep_conn on; include fastcgi.conf; }
+""", top=f"upstream php {{ server unix:{fpm.sock}; keepalive 2; }}\n")
+        client = http.client.HTTPConnection(keeper.host, keeper.port, timeout=scaled(20))
+        big = b"".join(b"%07d\n" % i for i in range(25600))  # 200 KiB, each line its own
+        for body in (b"small", big, b"small again", big):
+            client.request("POST", "/env.php", body=body,
+                           headers={"Content-Type": "application/octet-stream"})
+            r = client.getresponse()
+            assert r.status == 200
+            assert json.loads(r.read())["body"] == body.decode()
+        client.close()
     finally:
         if keeper:
             check_clean_exit(keeper)
