@@ -33,8 +33,9 @@
  * registered in the group's set, so waiting on it again costs no epoll_ctl. A kept
  * connection the application closed meanwhile is not its failure: the request goes again
  * on a new one. States are never freed while the
- * server runs (an event of an edge-triggered handle may still name one): their buffers
- * are, and a kept connection keeps none.
+ * server runs (an event of an edge-triggered handle may still name one), and a state on
+ * the free list or kept with its connection keeps a buffer up to FCGI_ROOM_KEEP, for the
+ * next request; a larger one is freed.
  *
  * A request's body goes with the parameters, read whole first; with
  * fastcgi_request_buffering off it is relayed as it arrives instead (PHASE_UPLOAD: see "the
