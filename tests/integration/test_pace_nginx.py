@@ -230,6 +230,19 @@ def open_fds(pid):
     return n
 
 
+def accept_queue(port):
+    """Connections the kernel holds for the listeners on port, not yet accepted (a LISTEN
+    row's rx_queue in /proc/net/tcp)."""
+    n = 0
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].split(":")[1], 16) == port:
+                n += int(fields[4].split(":")[1], 16)
+    return n
+
+
 def test_a_client_that_closes_while_delayed_is_let_go_when_it_wakes(both):
     ours = both[1]
     # Fill the burst so that the next requests are delayed, then leave before the answer.
@@ -243,6 +256,12 @@ def test_a_client_that_closes_while_delayed_is_let_go_when_it_wakes(both):
         c = connect(ours, "127.0.0.6")
         c.send(get("/delay/x"))
         c.close()
+    # Counted from when the server has taken all three: until then the kernel holds them
+    # (a request and its close arrive together), and none is the server's yet.
+    deadline = time.monotonic() + scaled(10)
+    while accept_queue(ours.ports[0]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert accept_queue(ours.ports[0]) == 0
     # Delayed 0.5, 1 and 1.5 s: each wakes, finds its client gone and closes.
     deadline = time.monotonic() + scaled(10)
     while open_fds(ours.pid) > before and time.monotonic() < deadline:
