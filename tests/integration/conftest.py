@@ -134,7 +134,8 @@ class Server:
     By default its configuration is the fixture's (a loopback port it picks itself,
     `docroot`, 4 threads, an access log file, debug error log) plus `conf_extra`;
     `conf` replaces all of that with the test's own text. The first listener the server
-    reports ("listening on ADDR:PORT") gives host and port. stdout goes to a file that
+    reports ("listening on ADDR:PORT") gives host and port, taken once the server says
+    what it serves (all its listeners open). stdout goes to a file that
     stdout() reads, stderr (the error log) to one that error_log() reads."""
 
     def __init__(self, tmp_path, docroot, conf_extra="", args=(), env=None, wrap=(),
@@ -182,8 +183,11 @@ class Server:
     def _wait_for_port(self, timeout=15.0):
         deadline = time.time() + timeout
         while time.time() < deadline:
-            m = re.search(r"listening on (\[[0-9a-fA-F:.]+\]|[0-9.]+):(\d+)", self.error_log())
-            if m:
+            log = self.error_log()
+            m = re.search(r"listening on (\[[0-9a-fA-F:.]+\]|[0-9.]+):(\d+)", log)
+            # Every listener (a Unix socket's file too) is open once the server says what
+            # it serves; the first port alone comes before the others are.
+            if m and re.search(r"lfhttpd \S+ serving ", log):
                 return m.group(1).strip("[]"), int(m.group(2))
             if self.proc.poll() is not None:
                 raise RuntimeError("lfhttpd exited at start:\n" + self.error_log())
