@@ -500,8 +500,8 @@ ssize_t conn_read(struct conn *c, void *buf, size_t len)
     if (c->tls) /* the socket BIO's watch notes rd_drained */
         return conn_tls_read(c, buf, len);
     ssize_t n = read(c->h.fd, buf, len);
-    if ((n >= 0 && (size_t)n < len) || (n < 0 && errno == EAGAIN))
-        c->rd_drained = true;
+    /* What the last read says: a full one may have left more behind. */
+    c->rd_drained = (n >= 0 && (size_t)n < len) || (n < 0 && errno == EAGAIN);
     return n;
 }
 
@@ -513,8 +513,7 @@ ssize_t conn_peek_raw(struct conn *c, void *buf, size_t len)
 ssize_t conn_read_raw(struct conn *c, void *buf, size_t len)
 {
     ssize_t n = recv(c->h.fd, buf, len, MSG_DONTWAIT);
-    if ((n >= 0 && (size_t)n < len) || (n < 0 && errno == EAGAIN))
-        c->rd_drained = true;
+    c->rd_drained = (n >= 0 && (size_t)n < len) || (n < 0 && errno == EAGAIN);
     return n;
 }
 

@@ -112,8 +112,9 @@ struct conn {
     /* CONN_TIMED: its owner has let go of it (set last), so the waker may take it out of
      * the pool's timed list, where it is while this is set, and make its handle ready. */
     _Atomic bool parked;
-    /* In this event so far: the socket was read empty (EAGAIN or a short read), or a write
-     * found it full: the kernel will report more (see lf_group_reactivate). */
+    /* In this event so far: the socket's last read found it empty (EAGAIN or a short
+     * read; TLS: any read of its records did), or a write found it full: the kernel will
+     * report more (see lf_group_reactivate). */
     bool rd_drained, wr_blocked;
     bool close_after_send;       /* the parked response is the last one */
     /* TLS (conn_tls.c): the connection's SSL object, or NULL on a plain connection; and

@@ -749,6 +749,13 @@ static void http_process(struct conn *c)
     size_t len = 0, pos = 0;
     bool served = false;
     bool head_started = atomic_load_explicit(&c->state, memory_order_relaxed) == CONN_HEAD;
+    /* A source's answer has gone whole and nothing was left of the socket when its request
+     * was read (a plain socket's read says so: TLS may hold records of its own): what the
+     * client sent since raised an edge, which the handle has kept for its owner, so a read
+     * now would only say EAGAIN (lf_group_reactivate runs this again if something came). */
+    bool drained = hc(c)->source_ended && !c->in && !c->tls && c->rd_drained &&
+                   hc(c)->body_mode == REQ_BODY_NONE;
+    hc(c)->source_ended = false;
     if (!head_started && hc(c)->body_mode == REQ_BODY_NONE)
         renew_generation(c); /* between requests: where a reload takes effect */
 
@@ -785,7 +792,7 @@ static void http_process(struct conn *c)
                 return;
             }
         }
-        if (pos == len && served)
+        if (pos == len && (served || drained))
             break; /* wait for the next request: a read now would only say EAGAIN */
         if (pos > 0) {
             memmove(buf, buf + pos, len - pos);

@@ -618,6 +618,7 @@ void http_source_end(struct http_source *s, struct response *resp, bool keep_ali
     resp->keep_alive = keep_alive;
     if (!http_send(c, resp, NULL, 0))
         return;
+    hc(c)->source_ended = true;
     /* The next request may fail at once too (an application whose socket is gone), and
      * end its source inside this serve: serving it from there would nest one more serve
      * per request for as long as the client keeps asking, and overflow the stack. The

@@ -98,6 +98,8 @@ struct http_conn {
                                     preaccess hooks see it resumed when it runs again */
     bool pipeline;               /* bytes followed the last request's in its read: the
                                     next request is pipelined ($pipe), as nginx counts */
+    bool source_ended;           /* a source's answer has just gone whole: the request loop
+                                    reads again only if the socket may hold more */
     uint32_t requests;           /* requests served on this connection */
     int64_t opened_ms;           /* clock_now_ms() at accept: keepalive_time, $connection_time */
     int64_t body_due_us;         /* the body's deadline by client_body_min_rate (clock_now_ms

@@ -153,3 +153,59 @@ def test_proxied_requests_of_connections_accepted_together_are_all_answered(upst
     p = proxy(KEPT.replace("keepalive 8", "keepalive 32"), u, threads=4)
     for _ in range(100):
         assert burst(p, 16, "/_slow?head=0&pieces=60&size=1500&gap=0") == [200] * 16
+
+
+def read_syscalls(pid):
+    """The read(2)-family calls the process has made so far (/proc/PID/io's syscr)."""
+    with open(f"/proc/{pid}/io") as f:
+        return int(next(line for line in f if line.startswith("syscr:")).split()[1])
+
+
+@pytest.mark.parametrize("extra", ["", "concurrency thread_per_connection;",
+                                   "concurrency half_sync_half_async;",
+                                   "reactivation oneshot;"])
+def test_a_request_sent_while_the_previous_one_is_proxied_is_answered_after_it(
+        upstream, proxy, extra):
+    # The first request was read whole and the socket left empty; the second comes while the
+    # first waits on the upstream, so it is not read until the first's answer has gone:
+    # what the socket raised meanwhile must not be lost.
+    u = upstream()
+    p = proxy(extra + "\n" + KEPT, u)
+    from conftest import Client
+    c = Client(socket.create_connection((p.host, p.port), timeout=scaled(10)))
+    try:
+        # A first answer: the connection is in the handle set from then on (a registration
+        # would report what the socket holds, as a new edge does).
+        c.send(b"GET /first HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert c.read_response(timeout=scaled(10))[0] == 200
+        c.send(b"GET /_slow?head=0.5 HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert wait_until(lambda: len(u.requests()) == 2, scaled(5))
+        c.send(b"GET /second HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert c.read_response(timeout=scaled(10))[0] == 200
+        status, _, body, _ = c.read_response(timeout=scaled(10))
+        assert status == 200 and json.loads(body)["target"] == "/second"
+    finally:
+        c.close()
+
+
+def test_a_proxied_answer_gone_whole_costs_no_read_that_finds_nothing(upstream, proxy):
+    # Its request was read with room to spare, so the client's socket held nothing more;
+    # anything the client sends after raises an event of its own. nginx reads then too.
+    u = upstream()
+    p = proxy(KEPT, u)
+    from conftest import Client
+    c = Client(socket.create_connection((p.host, p.port), timeout=scaled(10)))
+    try:
+        c.send(b"GET /warm HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert c.read_response(timeout=scaled(10))[0] == 200
+        n = 200
+        before = read_syscalls(p.pid)
+        for i in range(n):
+            c.send(f"GET /r{i} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+            assert c.read_response(timeout=scaled(10))[0] == 200
+        reads = read_syscalls(p.pid) - before
+    finally:
+        c.close()
+    # One read a request (its head), not a second that says EAGAIN after each answer;
+    # the margin is for the server's own timers and the upstream's reads (recv, uncounted).
+    assert reads < n * 1.25, reads
