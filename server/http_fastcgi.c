@@ -350,14 +350,20 @@ static void fcgi_detach(struct conn_fcgi *f, bool keep_up, bool failed)
     if (f->server && !f->attempt_done)
         upstream_done(f->up, f->server, failed, clock_now_ms());
     f->src.c = NULL;
-    if (keep_up && f->h.fd >= 0 && f->server && f->up->keepalive > 0) {
+    int64_t now = clock_now_ms();
+    /* keepalive_requests and keepalive_time, as nginx's: the connection that carried its
+     * last request, or was made that long ago, is closed, not kept */
+    if (keep_up && f->h.fd >= 0 && f->server && f->up->keepalive > 0 &&
+        f->idle.requests + 1 < f->up->keepalive_requests &&
+        now - f->idle.born_ms < (int64_t)f->up->keepalive_time_ms) {
+        f->idle.requests++;
         if (!f->registered)
             idle_register(f, c->h.group);
         room_trim(f); /* kept with its socket, for the request that takes it */
         f->idle.server = f->server;
         f->idle.home = f->registered ? f->h.group : NULL;
         f->server = NULL;
-        if (upstream_idle_put(f->up, &f->idle, clock_now_ms()))
+        if (upstream_idle_put(f->up, &f->idle, now))
             return; /* another thread may have it now */
     }
     f->server = NULL;
@@ -576,6 +582,8 @@ static bool up_connect(struct conn_fcgi *f)
     }
     f->h.fd = fd;
     f->registered = false;
+    f->idle.born_ms = clock_now_ms();
+    f->idle.requests = 0;
     if (connect(fd, (const struct sockaddr *)&s->addr, s->addr_len) == 0) {
         f->phase = PHASE_SEND;
         return true;
@@ -627,6 +635,8 @@ static void attempt_begin(struct conn_fcgi *f, struct upstream_server *s)
         f->h.fd = kept->h.fd;
         f->registered = false;
         stale = clock_now_ms() - kept->idle.since_ms > (int64_t)f->up->keepalive_timeout_ms;
+        f->idle.born_ms = kept->idle.born_ms;
+        f->idle.requests = kept->idle.requests;
         kept->h.fd = -1;
         fcgi_release(kept);
     }
