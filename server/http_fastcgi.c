@@ -736,6 +736,27 @@ static void log_stderr(struct conn_fcgi *f, const uint8_t *p, size_t n)
              server_name(f), text, o + 5 >= sizeof(text) ? "..." : "");
 }
 
+/* Does a piece of STDERR, read before the head, hold one of fastcgi_catch_stderr's strings?
+ * As nginx's: searched in the piece as read, up to a NUL, less its trailing line ends,
+ * spaces and dots; an empty string is never found. */
+static bool stderr_caught(const struct conn_fcgi *f, const uint8_t *p, size_t n)
+{
+    if (f->fp->n_catch_stderr == 0 || f->src.head_sent)
+        return false;
+    const uint8_t *nul = memchr(p, 0, n);
+    if (nul)
+        n = (size_t)(nul - p);
+    while (n > 0 && (p[n - 1] == '\n' || p[n - 1] == '\r' || p[n - 1] == '.' || p[n - 1] == ' '))
+        n--;
+    for (unsigned i = 0; i < f->fp->n_catch_stderr; i++) {
+        const char *want = f->fp->catch_stderr[i];
+        size_t len = strlen(want);
+        if (len > 0 && memmem(p, n, want, len))
+            return true;
+    }
+    return false;
+}
+
 /* --- buffering ---------------------------------------------------------------------------
  *
  * fastcgi_buffering on (uwsgi_, scgi_ alike), as the proxy's proxy_buffering
@@ -1018,6 +1039,11 @@ static void relay(struct conn_fcgi *f)
             }
             if (ev == FCGI_EV_STDERR) {
                 log_stderr(f, data, len);
+                if (stderr_caught(f, data, len)) {
+                    attempt_failed(f, FAIL_INVALID, "the application's stderr holds a "
+                                                    "fastcgi_catch_stderr string");
+                    return;
+                }
             } else if (ev == FCGI_EV_END) {
                 f->ended = true;
                 /* kept only when nothing came after END_REQUEST */
@@ -1178,6 +1204,8 @@ static bool up_spoke(struct conn_fcgi *f)
                                        f->in_len - f->in_off, &used, &data, &len);
         if (ev != FCGI_EV_STDERR && ev != FCGI_EV_NEED)
             return true;
+        if (ev == FCGI_EV_STDERR && stderr_caught(f, data, len))
+            return true; /* (relay() reads it again, logs it and ends the attempt) */
         f->rd = probe;
         f->in_off += used;
         if (ev == FCGI_EV_STDERR)
