@@ -831,6 +831,8 @@ static void up_let_go(struct conn_fcgi *f)
     spare->server = f->server;
     spare->fp = f->fp;
     spare->attempt_done = true; /* (answered: counted) */
+    spare->idle.born_ms = f->idle.born_ms; /* (keepalive_time, keepalive_requests) */
+    spare->idle.requests = f->idle.requests;
     spare->src.c = c;
     f->h.fd = -1;
     f->server = NULL;

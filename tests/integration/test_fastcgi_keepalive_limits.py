@@ -164,3 +164,42 @@ def test_a_kept_connection_within_its_limits_carries_every_request(tmp_path, lin
         assert made == [1, 1]
     finally:
         stop_all(servers)
+
+
+def test_a_connection_let_go_before_a_slow_client_is_served_keeps_its_count(tmp_path):
+    # fastcgi_buffering on: the answer for a client that does not read is read whole into a
+    # temporary file, and the application's connection is put back then, while the client
+    # waits; it still carries its count of requests, and its age
+    from test_fastcgi_buffering import BIG_MIB, php_big, read_answer, read_whole_into_file
+    from test_proxy_buffering import slow_client
+    root = hello_root(tmp_path)
+    fpm, port = pool(tmp_path, "fpm")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    s = None
+    try:
+        s = lfhttpd(tmp_path / "lf", root, f"""
+    location ~ \\.php$ {{ fastcgi_pass php; fastcgi_keep_conn on; fastcgi_buffering on;
+                         fastcgi_temp_path {temp}; include fastcgi.conf; }}
+""", top=f"upstream php {{ server 127.0.0.1:{port}; keepalive 2; keepalive_requests 3; }}\n")
+        before = connections_to(port)
+        made = []
+        for step in ("hello", "big", "hello", "hello", "hello", "hello"):
+            if step == "hello":
+                hello(s)
+            else:
+                c, got = slow_client(s, f"/big.php?mib={BIG_MIB}")
+                try:
+                    assert read_whole_into_file(s.proc.pid, temp)
+                    _, body = read_answer(c, got)
+                finally:
+                    c.close()
+                assert body == php_big(BIG_MIB)
+                time.sleep(scaled(0.2))
+            made.append(connections_to(port) - before)
+        # the first connection carries hello, big.php and hello, the second the rest
+        assert made == [1, 1, 1, 2, 2, 2]
+    finally:
+        if s:
+            check_clean_exit(s)
+        fpm.stop()
