@@ -1222,7 +1222,7 @@ static bool upload_frame(struct conn_fcgi *f, char *data, size_t n, bool from_in
 {
     struct conn *c = f->src.c;
     size_t out, used;
-    enum http_body_take r = http_body_stream_take(c, data, n, from_in, &out, &used);
+    enum http_body_take r = http_body_stream_take(&f->src, data, n, from_in, &out, &used);
     if (r == HTTP_BODY_INVALID || r == HTTP_BODY_TOO_LARGE) {
         f->src.saved.request_length += n;
         upload_refused(f, r == HTTP_BODY_INVALID ? 400 : 413,
