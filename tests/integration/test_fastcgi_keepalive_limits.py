@@ -56,21 +56,24 @@ LOCATION = """
 """
 
 
-def start_both(tmp_path, root, keepalive_lines):
-    """lfhttpd and nginx, each on a pool of its own with the same upstream block: [(server,
-    pool's port, pool)]."""
+def start_both(tmp_path, root, keepalive_lines, first="", backup=""):
+    """lfhttpd and nginx, each on a pool of its own with the same upstream block (`first`:
+    server lines before the pool's; `backup`: " backup" on the pool's): [(server, pool's
+    port, pool)]."""
     servers = []
     try:
         fpm, port = pool(tmp_path, "fpm-lf")
         servers.append([None, port, fpm])
         servers[-1][0] = lfhttpd(tmp_path / "lf", root, LOCATION,
-                                 top=f"upstream php {{ server 127.0.0.1:{port}; keepalive 2; "
+                                 top=f"upstream php {{ {first} server 127.0.0.1:{port}"
+                                     f"{backup}; "
+                                     f"keepalive 2; "
                                      f"{keepalive_lines} }}\n")
         fpm, port = pool(tmp_path, "fpm-ng")
         servers.append([None, port, fpm])
         with_conf_files(tmp_path / "ng")
         servers[-1][0] = Nginx(tmp_path / "ng", root, f"""
-    upstream php {{ server 127.0.0.1:{port}; keepalive 2; {keepalive_lines} }}
+    upstream php {{ {first} server 127.0.0.1:{port}{backup}; keepalive 2; {keepalive_lines} }}
     server {{
         listen 127.0.0.1:{{port0}};
         root {root};
@@ -162,6 +165,48 @@ def test_a_kept_connection_within_its_limits_carries_every_request(tmp_path, lin
                 hello(server)
             made.append(connections_to(port) - before)
         assert made == [1, 1]
+    finally:
+        stop_all(servers)
+
+
+def test_a_kept_connection_taken_after_a_failed_try_keeps_its_count_as_nginx(tmp_path):
+    # A server nothing listens on, never taken out (max_fails=0), comes first every other
+    # request: that request fails there at once and goes to the pool's server, whose kept
+    # connection it takes then; its count of requests goes with it.
+    root = hello_root(tmp_path)
+    dead = free_port()
+    servers = start_both(tmp_path, root, "keepalive_requests 2;",
+                         first=f"server 127.0.0.1:{dead} max_fails=0;")
+    try:
+        made = []
+        for server, port, _ in servers:
+            before = connections_to(port)
+            for _ in range(6):
+                hello(server)
+            made.append(connections_to(port) - before)
+        assert made == [3, 3]
+    finally:
+        stop_all(servers)
+
+
+def test_a_kept_connection_taken_after_a_failed_try_keeps_its_age_as_nginx(tmp_path):
+    # The pool's server is the backup of one nothing listens on (never taken out): every
+    # request fails there first, then takes the backup's kept connection, with its age.
+    root = hello_root(tmp_path)
+    dead = free_port()
+    servers = start_both(tmp_path, root, "keepalive_time 1s;",
+                         first=f"server 127.0.0.1:{dead} max_fails=0;", backup=" backup")
+    try:
+        made = []
+        for server, port, _ in servers:
+            before = connections_to(port)
+            hello(server)
+            time.sleep(1.5)
+            hello(server)  # carried by the first connection, then past its time: closed
+            hello(server)  # on a second one
+            hello(server)
+            made.append(connections_to(port) - before)
+        assert made == [2, 2]
     finally:
         stop_all(servers)
 
