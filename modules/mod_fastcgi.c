@@ -61,6 +61,9 @@ struct fcgi_conf {
     char (*pass)[64];
     unsigned n_pass;
     bool hide_owned, pass_owned;
+    const char **catch_stderr; /* fastcgi_catch_stderr's strings (the lines' own) */
+    unsigned n_catch_stderr;
+    bool catch_owned;
     unsigned connect_ms, send_ms, read_ms;
     unsigned next_upstream, tries;
     int keep_conn; /* -1 unset */
@@ -135,6 +138,23 @@ static int set_pass_header(void *base, const struct conf_node *n, void *ctx, cha
     (void)ctx;
     struct fcgi_conf *c = base;
     return fastcgi_name_add(&c->pass, &c->n_pass, &c->pass_owned, n->args[0], msg, len);
+}
+
+/* fastcgi_catch_stderr STRING: one more, the block's own list from its first (nginx's: a
+ * block with none has its outer block's). */
+static int set_catch_stderr(void *base, const struct conf_node *n, void *ctx, char *msg,
+                            size_t len)
+{
+    (void)ctx;
+    struct fcgi_conf *c = base;
+    const char **list = realloc(c->catch_owned ? c->catch_stderr : NULL,
+                                (c->n_catch_stderr + 1) * sizeof(*list));
+    if (!list)
+        return snprintf(msg, len, "out of memory"), -1;
+    list[c->n_catch_stderr++] = n->args[0];
+    c->catch_stderr = list;
+    c->catch_owned = true;
+    return 0;
 }
 
 static int set_index(void *base, const struct conf_node *n, void *ctx, char *msg, size_t len)
@@ -286,6 +306,15 @@ static const struct conf_directive fastcgi_directives[] = {
      .set = set_pass_header, .usage = "NAME",
      .doc = "Passes a field hidden by default (`X-Accel-...`); `Date` and `Server` stay "
         "lfhttpd's own."},
+    {"fastcgi_catch_stderr", CONF_LIST, LOC, CONF_REPEATS, .min_args = 1, .max_args = 1,
+     .set = set_catch_stderr, .usage = "STRING",
+     .doc = "While the answer's head has not come, a FCGI_STDERR record of the "
+        "application's (logged as ever) that contains STRING (case-sensitive; trailing "
+        "spaces, dots and line ends of the record's text are not searched) makes the answer "
+        "invalid, as nginx's: the connection is closed and the request goes to the next "
+        "server when `fastcgi_next_upstream invalid_header` allows, else 502. Once the head "
+        "came, the application's stderr is only logged. Repeatable; a block with none has "
+        "its outer block's."},
     {"fastcgi_keep_conn", CONF_LIST, LOC, .min_args = 1, .max_args = 1, .set = set_keep_conn,
      .usage = "on|off", .dflt = "off",
      .doc = "`on`: the application is asked to keep its connection (FCGI_KEEP_CONN), and "
@@ -384,6 +413,10 @@ static void *fcgi_block(void *state, const struct module_block *b)
             c->pass = outer->pass;
             c->n_pass = outer->n_pass;
         }
+        if (!c->catch_owned) {
+            c->catch_stderr = outer->catch_stderr;
+            c->n_catch_stderr = outer->n_catch_stderr;
+        }
         if (!c->split.split)
             c->split.split = outer->split.split;
         if (!c->split.index)
@@ -447,6 +480,8 @@ static void *fcgi_block(void *state, const struct module_block *b)
         },
         .ops = &fcgi_ops,
         .keep_conn = c->keep_conn > 0,
+        .catch_stderr = c->catch_stderr,
+        .n_catch_stderr = c->n_catch_stderr,
     };
     fastcgi_buffering_merge(&c->buf, outer ? &outer->buf : NULL, b->mi->cfg->http_block,
                             &c->params.up);
@@ -475,6 +510,8 @@ static void fcgi_block_free(void *state, void *settings)
         free(c->hide);
     if (c->pass_owned)
         free(c->pass);
+    if (c->catch_owned)
+        free(c->catch_stderr);
     if (c->implicit) {
         upstream_idle_close_all(c->implicit);
         upstream_release(c->implicit);

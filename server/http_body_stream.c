@@ -36,9 +36,10 @@ static void take_in(struct conn *c, size_t used)
     c->in = NULL;
 }
 
-enum http_body_take http_body_stream_take(struct conn *c, char *data, size_t n, bool from_in,
-                                          size_t *out, size_t *used)
+enum http_body_take http_body_stream_take(struct http_source *s, char *data, size_t n,
+                                          bool from_in, size_t *out, size_t *used)
 {
+    struct conn *c = s->c;
     if (hc(c)->body_mode == REQ_BODY_LENGTH) {
         if (from_in)
             take_in(c, n);
@@ -59,8 +60,11 @@ enum http_body_take http_body_stream_take(struct conn *c, char *data, size_t n, 
         take_in(c, *used);
     else if (*used < n && !http_save_input(c, data + *used, n - *used))
         return HTTP_BODY_NO_ROOM; /* (what follows the body is the next request's) */
-    if (r == HTTP_CHUNKED_DONE)
+    if (r == HTTP_CHUNKED_DONE) {
         hc(c)->body_mode = REQ_BODY_NONE;
+        s->saved.streamed_whole = true; /* (nginx's $content_length, once it has the body) */
+        s->saved.streamed_len = hc(c)->chunked.total;
+    }
     return HTTP_BODY_TAKEN;
 }
 

@@ -33,11 +33,12 @@ enum http_body_take {
     HTTP_BODY_NO_ROOM,   /* what follows it could not be kept: close the connection */
 };
 
-/* n bytes read at data by http_body_stream_read: decoded in place (data[0..*out) is the
- * body's), the connection's count and c->in moved on; *used: the bytes of the request
- * they were ($request_length counts them). */
-enum http_body_take http_body_stream_take(struct conn *c, char *data, size_t n, bool from_in,
-                                          size_t *out, size_t *used);
+/* n bytes read at data by http_body_stream_read for source s: decoded in place
+ * (data[0..*out) is the body's), the connection's count and c->in moved on; *used: the
+ * bytes of the request they were ($request_length counts them). At a chunked body's end
+ * its length goes to s's copy of the request ($content_length). */
+enum http_body_take http_body_stream_take(struct http_source *s, char *data, size_t n,
+                                          bool from_in, size_t *out, size_t *used);
 
 /* Wait for the client's bytes and for the upstream's (an answer before the body's end) at
  * once: `set` is an epoll set of the two sockets, made at the first wait and kept until the

@@ -350,14 +350,20 @@ static void fcgi_detach(struct conn_fcgi *f, bool keep_up, bool failed)
     if (f->server && !f->attempt_done)
         upstream_done(f->up, f->server, failed, clock_now_ms());
     f->src.c = NULL;
-    if (keep_up && f->h.fd >= 0 && f->server && f->up->keepalive > 0) {
+    int64_t now = clock_now_ms();
+    /* keepalive_requests and keepalive_time, as nginx's: the connection that carried its
+     * last request, or was made that long ago, is closed, not kept */
+    if (keep_up && f->h.fd >= 0 && f->server && f->up->keepalive > 0 &&
+        f->idle.requests + 1 < f->up->keepalive_requests &&
+        now - f->idle.born_ms < (int64_t)f->up->keepalive_time_ms) {
+        f->idle.requests++;
         if (!f->registered)
             idle_register(f, c->h.group);
         room_trim(f); /* kept with its socket, for the request that takes it */
         f->idle.server = f->server;
         f->idle.home = f->registered ? f->h.group : NULL;
         f->server = NULL;
-        if (upstream_idle_put(f->up, &f->idle, clock_now_ms()))
+        if (upstream_idle_put(f->up, &f->idle, now))
             return; /* another thread may have it now */
     }
     f->server = NULL;
@@ -576,6 +582,8 @@ static bool up_connect(struct conn_fcgi *f)
     }
     f->h.fd = fd;
     f->registered = false;
+    f->idle.born_ms = clock_now_ms();
+    f->idle.requests = 0;
     if (connect(fd, (const struct sockaddr *)&s->addr, s->addr_len) == 0) {
         f->phase = PHASE_SEND;
         return true;
@@ -627,6 +635,8 @@ static void attempt_begin(struct conn_fcgi *f, struct upstream_server *s)
         f->h.fd = kept->h.fd;
         f->registered = false;
         stale = clock_now_ms() - kept->idle.since_ms > (int64_t)f->up->keepalive_timeout_ms;
+        f->idle.born_ms = kept->idle.born_ms;
+        f->idle.requests = kept->idle.requests;
         kept->h.fd = -1;
         fcgi_release(kept);
     }
@@ -726,6 +736,27 @@ static void log_stderr(struct conn_fcgi *f, const uint8_t *p, size_t n)
              server_name(f), text, o + 5 >= sizeof(text) ? "..." : "");
 }
 
+/* Does a piece of STDERR, read before the head, hold one of fastcgi_catch_stderr's strings?
+ * As nginx's: searched in the piece as read, up to a NUL, less its trailing line ends,
+ * spaces and dots; an empty string is never found. */
+static bool stderr_caught(const struct conn_fcgi *f, const uint8_t *p, size_t n)
+{
+    if (f->fp->n_catch_stderr == 0 || f->src.head_sent)
+        return false;
+    const uint8_t *nul = memchr(p, 0, n);
+    if (nul)
+        n = (size_t)(nul - p);
+    while (n > 0 && (p[n - 1] == '\n' || p[n - 1] == '\r' || p[n - 1] == '.' || p[n - 1] == ' '))
+        n--;
+    for (unsigned i = 0; i < f->fp->n_catch_stderr; i++) {
+        const char *want = f->fp->catch_stderr[i];
+        size_t len = strlen(want);
+        if (len > 0 && memmem(p, n, want, len))
+            return true;
+    }
+    return false;
+}
+
 /* --- buffering ---------------------------------------------------------------------------
  *
  * fastcgi_buffering on (uwsgi_, scgi_ alike), as the proxy's proxy_buffering
@@ -800,6 +831,8 @@ static void up_let_go(struct conn_fcgi *f)
     spare->server = f->server;
     spare->fp = f->fp;
     spare->attempt_done = true; /* (answered: counted) */
+    spare->idle.born_ms = f->idle.born_ms; /* (keepalive_time, keepalive_requests) */
+    spare->idle.requests = f->idle.requests;
     spare->src.c = c;
     f->h.fd = -1;
     f->server = NULL;
@@ -1008,6 +1041,11 @@ static void relay(struct conn_fcgi *f)
             }
             if (ev == FCGI_EV_STDERR) {
                 log_stderr(f, data, len);
+                if (stderr_caught(f, data, len)) {
+                    attempt_failed(f, FAIL_INVALID, "the application's stderr holds a "
+                                                    "fastcgi_catch_stderr string");
+                    return;
+                }
             } else if (ev == FCGI_EV_END) {
                 f->ended = true;
                 /* kept only when nothing came after END_REQUEST */
@@ -1168,6 +1206,8 @@ static bool up_spoke(struct conn_fcgi *f)
                                        f->in_len - f->in_off, &used, &data, &len);
         if (ev != FCGI_EV_STDERR && ev != FCGI_EV_NEED)
             return true;
+        if (ev == FCGI_EV_STDERR && stderr_caught(f, data, len))
+            return true; /* (relay() reads it again, logs it and ends the attempt) */
         f->rd = probe;
         f->in_off += used;
         if (ev == FCGI_EV_STDERR)
@@ -1182,7 +1222,7 @@ static bool upload_frame(struct conn_fcgi *f, char *data, size_t n, bool from_in
 {
     struct conn *c = f->src.c;
     size_t out, used;
-    enum http_body_take r = http_body_stream_take(c, data, n, from_in, &out, &used);
+    enum http_body_take r = http_body_stream_take(&f->src, data, n, from_in, &out, &used);
     if (r == HTTP_BODY_INVALID || r == HTTP_BODY_TOO_LARGE) {
         f->src.saved.request_length += n;
         upload_refused(f, r == HTTP_BODY_INVALID ? 400 : 413,

@@ -991,7 +991,7 @@ static bool upload_frame(struct conn_proxy *px, char *data, size_t n, bool from_
     struct conn *c = px->src.c;
     bool chunked = hc(c)->body_mode == REQ_BODY_CHUNKED;
     size_t out, used;
-    enum http_body_take r = http_body_stream_take(c, data, n, from_in, &out, &used);
+    enum http_body_take r = http_body_stream_take(&px->src, data, n, from_in, &out, &used);
     if (r == HTTP_BODY_INVALID || r == HTTP_BODY_TOO_LARGE) {
         px->src.saved.request_length += n;
         upload_refused(px, r == HTTP_BODY_INVALID ? 400 : 413,

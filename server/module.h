@@ -160,6 +160,10 @@ struct request {
      * part of a Content-Length one that came with the head (nginx's $request_body while
      * the request's head is made), else NULL. */
     bool body_streams;
+    /* A streamed chunked body read whole (set in the copy of the request its source keeps):
+     * its decoded length, $content_length as nginx's once it has read the body. */
+    bool streamed_whole;
+    uint64_t streamed_len;
     /* An error page's request: the body its first request read, which the page's handler
      * does not get but $request_body still shows, as nginx's after the redirect; else
      * NULL. */

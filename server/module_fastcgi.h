@@ -148,6 +148,10 @@ struct fastcgi_params {
     struct proxy_params up; /* first: up.fastcgi is true, up.ops NULL */
     const struct fastcgi_ops *ops;
     bool keep_conn;         /* fastcgi_keep_conn on */
+    /* fastcgi_catch_stderr's strings: one in a STDERR record before the head makes the
+     * answer invalid */
+    const char *const *catch_stderr;
+    unsigned n_catch_stderr;
     const struct fastcgi_wire *wire; /* NULL: FastCGI's records */
     unsigned char modifier1, modifier2; /* uwsgi_modifier1, uwsgi_modifier2 */
 };

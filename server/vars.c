@@ -144,7 +144,9 @@ static const struct {
      "else empty: `$uri$is_args$args`."},
     {"document_uri", VAR_DOCUMENT_URI, "The same as `$uri`."},
     {"content_type", VAR_CONTENT_TYPE, "The request's `Content-Type` field."},
-    {"content_length", VAR_CONTENT_LENGTH, "The request's `Content-Length` field."},
+    {"content_length", VAR_CONTENT_LENGTH, "The request's `Content-Length` field; of a "
+     "chunked body, its decoded length once it was read whole, empty before (a body streamed "
+     "with `*_request_buffering off` that the answer cut short stays empty), as nginx's."},
     {"server_protocol", VAR_SERVER_PROTOCOL, "The request's protocol: `HTTP/1.0` or "
      "`HTTP/1.1`."},
     {"nginx_version", VAR_NGINX_VERSION, "The version of nginx whose configuration language "
