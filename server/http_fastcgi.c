@@ -363,7 +363,7 @@ static void fcgi_detach(struct conn_fcgi *f, bool keep_up, bool failed)
         f->idle.server = f->server;
         f->idle.home = f->registered ? f->h.group : NULL;
         f->server = NULL;
-        if (upstream_idle_put(f->up, &f->idle, now))
+        if (upstream_idle_put(f->up, &f->idle, now, c->pool->n_groups))
             return; /* another thread may have it now */
     }
     f->server = NULL;

@@ -445,7 +445,7 @@ static void proxy_detach(struct conn_proxy *px, bool keep_up, bool failed)
         px->idle.server = px->server;
         px->idle.home = px->registered ? px->h.group : NULL;
         px->server = NULL;
-        if (upstream_idle_put(px->up, &px->idle, now))
+        if (upstream_idle_put(px->up, &px->idle, now, c->pool->n_groups))
             return; /* another thread may have it now */
     }
     proxy_release(px);

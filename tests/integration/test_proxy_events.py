@@ -209,3 +209,37 @@ def test_a_proxied_answer_gone_whole_costs_no_read_that_finds_nothing(upstream, 
     # One read a request (its head), not a second that says EAGAIN after each answer;
     # the margin is for the server's own timers and the upstream's reads (recv, uncounted).
     assert reads < n * 1.25, reads
+
+
+def in_flight_together(p, n, path):
+    """n clients, each with a proxied request sent at once (the upstream holds each head a
+    moment, so that all are at the upstream together); every answer must be 200."""
+    socks = [socket.create_connection((p.host, p.port), timeout=scaled(10)) for _ in range(n)]
+    for s in socks:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode())
+    for s in socks:
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+        s.close()
+        assert data.startswith(b"HTTP/1.1 200"), data[:200]
+
+
+def test_an_upstream_keeps_keepalive_times_the_groups_whichever_group_was_busier(upstream,
+                                                                                  proxy):
+    # keepalive 8 with two thread groups: 16 idle connections in all, as two nginx worker
+    # processes keep 8 each, but wherever the kernel spread the clients. nginx's busier
+    # worker would close what passes its 8 and connect again in the next round; here
+    # every round after the first reuses the 16 the first one left.
+    u = upstream()
+    p = proxy("groups 2;\n" + KEPT
+              .replace("proxy_pass http://app;",
+                       'proxy_pass http://app; proxy_http_version 1.1; '
+                       'proxy_set_header Connection "";'), u)
+    for _ in range(4):  # new clients each round: the kernel spreads them anew
+        in_flight_together(p, 16, "/_slow?head=0.3")
+        assert wait_until(lambda: sum(1 for r in u.requests() if r.get("answered")) ==
+                          len(u.requests()), scaled(5))
+    assert len(u.requests()) == 64
+    # the first round's 16 connections carried all 64 requests
+    assert len(u.conns()) == 16, [(c["id"], c["closed_by"]) for c in u.conns()]
