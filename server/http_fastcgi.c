@@ -363,7 +363,12 @@ static void fcgi_detach(struct conn_fcgi *f, bool keep_up, bool failed)
         f->idle.server = f->server;
         f->idle.home = f->registered ? f->h.group : NULL;
         f->server = NULL;
-        if (upstream_idle_put(f->up, &f->idle, now, c->pool->n_groups))
+        /* Bounded per group, not in all as the proxy's: an application's worker waits on
+         * the connection it keeps, so a connection opened while every worker's is busy
+         * waits in its backlog until one is closed. Each group closing what passes its
+         * own `keepalive` frees one soon; a bound in all at the workers' count would keep
+         * every one and leave it waiting (make bench's PHP row: timeouts). */
+        if (upstream_idle_put(f->up, &f->idle, now, 0))
             return; /* another thread may have it now */
     }
     f->server = NULL;

@@ -726,16 +726,35 @@ void upstream_done(struct upstream *u, struct upstream_server *s, bool failed, i
                               memory_order_relaxed);
 }
 
+/* The count of a home's idle connections (under idle_lock): its own slot, a free one, or
+ * the last, which homes past UPSTREAM_HOMES_MAX share. */
+static unsigned *home_count(struct upstream *u, const void *home)
+{
+    int empty = -1;
+    for (unsigned i = 0; i < UPSTREAM_HOMES_MAX; i++) {
+        if (u->homes[i].n > 0 && u->homes[i].home == home)
+            return &u->homes[i].n;
+        if (u->homes[i].n == 0 && empty < 0)
+            empty = (int)i;
+    }
+    unsigned i = empty >= 0 ? (unsigned)empty : UPSTREAM_HOMES_MAX - 1;
+    if (u->homes[i].n == 0)
+        u->homes[i].home = home;
+    return &u->homes[i].n;
+}
+
 bool upstream_idle_put(struct upstream *u, struct upstream_idle *idle, int64_t now_ms,
                        unsigned groups)
 {
     bool kept = false;
     idle->since_ms = now_ms;
     pthread_mutex_lock(&u->idle_lock);
-    if (u->n_idle < u->keepalive * (groups ? groups : 1)) {
+    unsigned *n = home_count(u, idle->home);
+    if (groups ? u->n_idle < u->keepalive * groups : *n < u->keepalive) {
         idle->next = u->idle;
         u->idle = idle;
         u->n_idle++;
+        (*n)++;
         kept = true;
         if (idle->watch)
             idle->watch(idle); /* under the lock: no taker sees it listed and not watched */
@@ -755,6 +774,7 @@ static void idle_unlink(struct upstream *u, struct upstream_idle **at)
     struct upstream_idle *idle = *at;
     *at = idle->next;
     u->n_idle--;
+    (*home_count(u, idle->home))--;
 }
 
 struct upstream_idle *upstream_idle_take(struct upstream *u, const struct upstream_server *s,

@@ -51,6 +51,7 @@
 #define UPSTREAM_NAME_MAX 64
 #define UPSTREAM_SERVERS_MAX 64
 #define UPSTREAM_SCHEDULE_MAX 4096 /* the sum of the weights of one set's primaries */
+#define UPSTREAM_HOMES_MAX 16      /* homes counted apart for a per-home bound; more share one */
 
 struct upstream_server {
     struct sockaddr_storage addr;
@@ -133,14 +134,18 @@ struct upstream {
     uint8_t schedule[UPSTREAM_SCHEDULE_MAX]; /* primaries, smooth weighted order */
     unsigned n_schedule;
     atomic_uint next;              /* the round-robin position */
-    /* The idle connections, newest first: `keepalive` of them for each thread group of the
-     * class that keeps one (as nginx keeps them per worker process), in one list that
-     * every group takes from, its own first. Bounded in all, not per group: a group with
-     * more requests in flight than its share keeps what another's fewer leave room for,
-     * where nginx's busier worker closes them and connects again. */
+    /* The idle connections, newest first, in one list that every thread group takes from,
+     * its own first: `keepalive` of them for each group (as nginx keeps them per worker
+     * process), bounded in all for the proxy (a group with more requests in flight than its
+     * share keeps what another's fewer leave room for, where nginx's busier worker closes
+     * them and connects again), per home for an application (upstream_idle_put). */
     pthread_mutex_t idle_lock;
     struct upstream_idle *idle;
     unsigned n_idle;
+    struct {
+        const void *home;
+        unsigned n;
+    } homes[UPSTREAM_HOMES_MAX];
 };
 
 /* Read an `upstream NAME { ... }` block into u. Messages go to r with their lines.
@@ -172,8 +177,9 @@ void upstream_done(struct upstream *u, struct upstream_server *s, bool failed,
                    int64_t now_ms);
 
 /* Keep an idle connection, and watch it: false when `keepalive` times `groups` (the thread
- * groups of the class whose request let it go) are kept already (the caller closes it).
- * Once it is kept, another thread may have it. */
+ * groups of the class whose request let it go) are kept already, or with groups 0 when
+ * `keepalive` are kept already for its home (the caller closes it). Once it is kept,
+ * another thread may have it. */
 bool upstream_idle_put(struct upstream *u, struct upstream_idle *idle, int64_t now_ms,
                        unsigned groups);
 /* An idle connection to server s that could be claimed, newest first, one whose home is
