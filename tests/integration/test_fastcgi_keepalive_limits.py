@@ -102,17 +102,40 @@ def hello(server):
     time.sleep(scaled(0.2))
 
 
+def connections_made(servers, requests):
+    """For each of servers (lfhttpd's, nginx's), the connections its application was sent
+    while requests(server) ran (the pool's start was checked by one before)."""
+    made = []
+    for server, port, _ in servers:
+        before = connections_to(port)
+        requests(server)
+        made.append(connections_to(port) - before)
+    return made
+
+
+def asking(n):
+    """n requests, one after the other."""
+    def ask(server):
+        for _ in range(n):
+            hello(server)
+    return ask
+
+
+def asking_across_keepalive_time(server):
+    """Four requests, with keepalive_time 1s: the second is carried by the first connection,
+    past its time, which is closed then; the third and fourth go on a second one."""
+    hello(server)
+    time.sleep(1.5)
+    hello(server)
+    hello(server)
+    hello(server)
+
 def test_a_kept_connection_carries_keepalive_requests_requests_then_closes_as_nginx(
         tmp_path):
     root = hello_root(tmp_path)
     servers = start_both(tmp_path, root, "keepalive_requests 2;")
     try:
-        made = []
-        for server, port, _ in servers:
-            before = connections_to(port)  # (the pool's start was checked by a connection)
-            for _ in range(6):
-                hello(server)
-            made.append(connections_to(port) - before)
+        made = connections_made(servers, asking(6))
         # each connection carries two requests: three for six, lfhttpd's and nginx's
         assert made == [3, 3]
     finally:
@@ -124,15 +147,7 @@ def test_a_kept_connection_older_than_keepalive_time_closes_after_its_request_as
     root = hello_root(tmp_path)
     servers = start_both(tmp_path, root, "keepalive_time 1s;")
     try:
-        made = []
-        for server, port, _ in servers:
-            before = connections_to(port)  # (the pool's start was checked by a connection)
-            hello(server)
-            time.sleep(1.5)
-            hello(server)  # carried by the first connection, then past its time: closed
-            hello(server)  # on a second one
-            hello(server)
-            made.append(connections_to(port) - before)
+        made = connections_made(servers, asking_across_keepalive_time)
         assert made == [2, 2]
     finally:
         stop_all(servers)
@@ -142,12 +157,7 @@ def test_keepalive_requests_1_keeps_no_connection_as_nginx(tmp_path):
     root = hello_root(tmp_path)
     servers = start_both(tmp_path, root, "keepalive_requests 1;")
     try:
-        made = []
-        for server, port, _ in servers:
-            before = connections_to(port)  # (the pool's start was checked by a connection)
-            for _ in range(3):
-                hello(server)
-            made.append(connections_to(port) - before)
+        made = connections_made(servers, asking(3))
         assert made == [3, 3]
     finally:
         stop_all(servers)
@@ -158,12 +168,7 @@ def test_a_kept_connection_within_its_limits_carries_every_request(tmp_path, lin
     root = hello_root(tmp_path)
     servers = start_both(tmp_path, root, lines)
     try:
-        made = []
-        for server, port, _ in servers:
-            before = connections_to(port)  # (the pool's start was checked by a connection)
-            for _ in range(5):
-                hello(server)
-            made.append(connections_to(port) - before)
+        made = connections_made(servers, asking(5))
         assert made == [1, 1]
     finally:
         stop_all(servers)
@@ -178,12 +183,7 @@ def test_a_kept_connection_taken_after_a_failed_try_keeps_its_count_as_nginx(tmp
     servers = start_both(tmp_path, root, "keepalive_requests 2;",
                          first=f"server 127.0.0.1:{dead} max_fails=0;")
     try:
-        made = []
-        for server, port, _ in servers:
-            before = connections_to(port)
-            for _ in range(6):
-                hello(server)
-            made.append(connections_to(port) - before)
+        made = connections_made(servers, asking(6))
         assert made == [3, 3]
     finally:
         stop_all(servers)
@@ -197,15 +197,7 @@ def test_a_kept_connection_taken_after_a_failed_try_keeps_its_age_as_nginx(tmp_p
     servers = start_both(tmp_path, root, "keepalive_time 1s;",
                          first=f"server 127.0.0.1:{dead} max_fails=0;", backup=" backup")
     try:
-        made = []
-        for server, port, _ in servers:
-            before = connections_to(port)
-            hello(server)
-            time.sleep(1.5)
-            hello(server)  # carried by the first connection, then past its time: closed
-            hello(server)  # on a second one
-            hello(server)
-            made.append(connections_to(port) - before)
+        made = connections_made(servers, asking_across_keepalive_time)
         assert made == [2, 2]
     finally:
         stop_all(servers)
