@@ -250,9 +250,9 @@ TEST(idle_connections_are_kept_up_to_keepalive_and_taken_by_server)
     struct upstream_idle i1 = {.server = &up.servers[0], .close = count_close};
     struct upstream_idle i2 = {.server = &up.servers[1], .close = count_close};
     struct upstream_idle i3 = {.server = &up.servers[0], .close = count_close};
-    CHECK(upstream_idle_put(&up, &i1, 1000));
-    CHECK(upstream_idle_put(&up, &i2, 1000));
-    CHECK(!upstream_idle_put(&up, &i3, 1000)); /* keepalive 2: the caller closes it */
+    CHECK(upstream_idle_put(&up, &i1, 1000, 0));
+    CHECK(upstream_idle_put(&up, &i2, 1000, 0));
+    CHECK(!upstream_idle_put(&up, &i3, 1000, 0)); /* keepalive 2: the caller closes it */
     CHECK(upstream_idle_take(&up, &up.servers[1], NULL) == &i2);
     CHECK(upstream_idle_take(&up, &up.servers[1], NULL) == NULL);
     CHECK(upstream_idle_take(&up, &up.servers[0], NULL) == &i1);
@@ -264,8 +264,8 @@ TEST(an_idle_connection_of_the_takers_own_group_is_preferred)
     int g1, g2;
     struct upstream_idle a = {.server = &up.servers[0], .home = &g1, .close = count_close};
     struct upstream_idle b = {.server = &up.servers[0], .home = &g2, .close = count_close};
-    CHECK(upstream_idle_put(&up, &a, 1000));
-    CHECK(upstream_idle_put(&up, &b, 1000)); /* newest first: b, then a */
+    CHECK(upstream_idle_put(&up, &a, 1000, 0));
+    CHECK(upstream_idle_put(&up, &b, 1000, 0)); /* newest first: b, then a */
     CHECK(upstream_idle_take(&up, &up.servers[0], &g1) == &a);
     CHECK(upstream_idle_take(&up, &up.servers[0], &g1) == &b); /* none at home: any */
 }
@@ -275,8 +275,8 @@ TEST(closing_every_idle_connection_calls_each_close_hook_once)
     CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1; keepalive 4; }\n"), 0);
     struct upstream_idle a = {.server = &up.servers[0], .close = count_close};
     struct upstream_idle b = {.server = &up.servers[0], .close = count_close};
-    upstream_idle_put(&up, &a, 1000);
-    upstream_idle_put(&up, &b, 1000);
+    upstream_idle_put(&up, &a, 1000, 0);
+    upstream_idle_put(&up, &b, 1000, 0);
     closed = 0;
     upstream_idle_close_all(&up);
     CHECK_EQ_INT(closed, 2);
@@ -290,11 +290,25 @@ TEST(keepalive_bounds_the_idle_connections_of_each_home)
     struct upstream_idle a = {.server = &up.servers[0], .home = &g1, .close = count_close};
     struct upstream_idle b = {.server = &up.servers[0], .home = &g2, .close = count_close};
     struct upstream_idle c = {.server = &up.servers[0], .home = &g1, .close = count_close};
-    CHECK(upstream_idle_put(&up, &a, 1000));
-    CHECK(upstream_idle_put(&up, &b, 1000)); /* another group's: its own one */
-    CHECK(!upstream_idle_put(&up, &c, 1000));
+    CHECK(upstream_idle_put(&up, &a, 1000, 0));
+    CHECK(upstream_idle_put(&up, &b, 1000, 0)); /* another group's: its own one */
+    CHECK(!upstream_idle_put(&up, &c, 1000, 0));
     CHECK(upstream_idle_take(&up, &up.servers[0], &g1) == &a);
-    CHECK(upstream_idle_put(&up, &c, 1000)); /* g1's place is free again */
+    CHECK(upstream_idle_put(&up, &c, 1000, 0)); /* g1's place is free again */
+}
+
+TEST(keepalive_times_the_groups_bounds_the_idle_connections_in_all)
+{
+    CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1; keepalive 1; }\n"), 0);
+    int g1, g2;
+    struct upstream_idle a = {.server = &up.servers[0], .home = &g1, .close = count_close};
+    struct upstream_idle b = {.server = &up.servers[0], .home = &g1, .close = count_close};
+    struct upstream_idle c = {.server = &up.servers[0], .home = &g2, .close = count_close};
+    CHECK(upstream_idle_put(&up, &a, 1000, 2));
+    CHECK(upstream_idle_put(&up, &b, 1000, 2)); /* g1's second: g2 has room for one */
+    CHECK(!upstream_idle_put(&up, &c, 1000, 2)); /* 1 times 2 groups, kept */
+    CHECK(upstream_idle_take(&up, &up.servers[0], &g2) == &b); /* none at g2's: any */
+    CHECK(upstream_idle_put(&up, &c, 1000, 2));
 }
 
 /* An idle connection whose watch is handling an event cannot be claimed: a taker passes it
@@ -312,15 +326,15 @@ TEST(a_taker_passes_by_an_idle_connection_it_cannot_claim)
                               .close = count_close};
     struct upstream_idle b = {.server = &up.servers[0], .claim = claim_unless_busy,
                               .close = count_close};
-    CHECK(upstream_idle_put(&up, &a, 1000));
-    CHECK(upstream_idle_put(&up, &b, 1000)); /* newest first: b */
+    CHECK(upstream_idle_put(&up, &a, 1000, 0));
+    CHECK(upstream_idle_put(&up, &b, 1000, 0)); /* newest first: b */
     busy = &b;
     CHECK(upstream_idle_take(&up, &up.servers[0], NULL) == &a);
     CHECK(upstream_idle_take(&up, &up.servers[0], NULL) == NULL);
     upstream_idle_drop(&up, &b);
     busy = NULL;
     CHECK(upstream_idle_take(&up, &up.servers[0], NULL) == NULL);
-    CHECK(upstream_idle_put(&up, &b, 1000)); /* its place was given back */
+    CHECK(upstream_idle_put(&up, &b, 1000, 0)); /* its place was given back */
 }
 
 static unsigned watched;
@@ -338,8 +352,8 @@ TEST(a_kept_idle_connection_is_watched_once_it_is_listed)
     struct upstream_idle b = {.server = &up.servers[0], .watch = count_watch,
                               .close = count_close};
     watched = 0;
-    CHECK(upstream_idle_put(&up, &a, 1000));
-    CHECK(!upstream_idle_put(&up, &b, 1000)); /* not kept: not watched */
+    CHECK(upstream_idle_put(&up, &a, 1000, 0));
+    CHECK(!upstream_idle_put(&up, &b, 1000, 0)); /* not kept: not watched */
     CHECK_EQ_INT(watched, 1);
 }
 
@@ -357,7 +371,7 @@ TEST(closing_every_idle_connection_waits_for_one_being_handled)
     CHECK_EQ_INT(read_text("upstream a { server 127.0.0.1:1; keepalive 4; }\n"), 0);
     struct upstream_idle a = {.server = &up.servers[0], .claim = claim_after_a_refusal,
                               .close = count_close};
-    upstream_idle_put(&up, &a, 1000);
+    upstream_idle_put(&up, &a, 1000, 0);
     refusals = 0;
     closed = 0;
     upstream_idle_close_all(&up);
