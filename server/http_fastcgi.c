@@ -351,12 +351,8 @@ static void fcgi_detach(struct conn_fcgi *f, bool keep_up, bool failed)
         upstream_done(f->up, f->server, failed, clock_now_ms());
     f->src.c = NULL;
     int64_t now = clock_now_ms();
-    /* keepalive_requests and keepalive_time, as nginx's: the connection that carried its
-     * last request, or was made that long ago, is closed, not kept */
     if (keep_up && f->h.fd >= 0 && f->server && f->up->keepalive > 0 &&
-        f->idle.requests + 1 < f->up->keepalive_requests &&
-        now - f->idle.born_ms < (int64_t)f->up->keepalive_time_ms) {
-        f->idle.requests++;
+        upstream_idle_carried(f->up, &f->idle, now)) {
         if (!f->registered)
             idle_register(f, c->h.group);
         room_trim(f); /* kept with its socket, for the request that takes it */

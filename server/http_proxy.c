@@ -435,11 +435,8 @@ static void proxy_detach(struct conn_proxy *px, bool keep_up, bool failed)
         upstream_done(px->up, px->server, failed, clock_now_ms());
     px->src.c = NULL;
     int64_t now = clock_now_ms();
-    /* keepalive_requests and keepalive_time: a connection that has carried its last */
     if (keep_up && px->h.fd >= 0 && px->up->keepalive > 0 &&
-        px->idle.requests + 1 < px->up->keepalive_requests &&
-        now - px->idle.born_ms < (int64_t)px->up->keepalive_time_ms) {
-        px->idle.requests++;
+        upstream_idle_carried(px->up, &px->idle, now)) {
         if (!px->registered)
             idle_register(px, c->h.group);
         px->idle.server = px->server;

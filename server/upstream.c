@@ -726,6 +726,15 @@ void upstream_done(struct upstream *u, struct upstream_server *s, bool failed, i
                               memory_order_relaxed);
 }
 
+bool upstream_idle_carried(const struct upstream *u, struct upstream_idle *idle, int64_t now_ms)
+{
+    if (idle->requests + 1 >= u->keepalive_requests ||
+        now_ms - idle->born_ms >= (int64_t)u->keepalive_time_ms)
+        return false;
+    idle->requests++;
+    return true;
+}
+
 /* The count of a home's idle connections (under idle_lock): its own slot, a free one, or
  * the last, which homes past UPSTREAM_HOMES_MAX share. */
 static unsigned *home_count(struct upstream *u, const void *home)

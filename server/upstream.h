@@ -176,6 +176,11 @@ struct upstream_server *upstream_pick(struct upstream *u, int64_t now_ms, uint64
 void upstream_done(struct upstream *u, struct upstream_server *s, bool failed,
                    int64_t now_ms);
 
+/* Count the request a connection to be kept has carried: false when it was its
+ * keepalive_requests-th, or the connection was made keepalive_time ago (nginx's: closed,
+ * not kept). */
+bool upstream_idle_carried(const struct upstream *u, struct upstream_idle *idle, int64_t now_ms);
+
 /* Keep an idle connection, and watch it: false when `keepalive` times `groups` (the thread
  * groups of the class whose request let it go) are kept already, or with groups 0 when
  * `keepalive` are kept already for its home (the caller closes it). Once it is kept,
