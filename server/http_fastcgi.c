@@ -1023,7 +1023,10 @@ static void relay(struct conn_fcgi *f)
         size_t out_len = 0;
         struct response resp;
         bool made_head = false;
-        while (f->in_off < f->in_len && !f->ended && !made_head && out_len < want) {
+        const char *cut = NULL; /* a bad record after the head */
+        /* on past the head: what came with it (the rest of the answer, its END_REQUEST)
+         * goes out with it, in one send */
+        while (f->in_off < f->in_len && !f->ended && out_len < want) {
             size_t room = want - out_len, used, len;
             size_t avail = f->in_len - f->in_off;
             const uint8_t *data;
@@ -1034,11 +1037,12 @@ static void relay(struct conn_fcgi *f)
                                                          &used, &data, &len);
             f->in_off += used;
             if (ev == FCGI_EV_ERROR) {
-                if (f->src.head_sent)
-                    body_cut(f, f->rd.why);
-                else
+                if (!f->src.head_sent) {
                     attempt_failed(f, FAIL_INVALID, f->rd.why);
-                return;
+                    return;
+                }
+                cut = f->rd.why; /* what came before it goes first */
+                break;
             }
             if (ev == FCGI_EV_STDERR) {
                 log_stderr(f, data, len);
@@ -1094,6 +1098,13 @@ static void relay(struct conn_fcgi *f)
         struct http_piece pc;
         if (out_len > 0 && http_source_body(&f->src, &resp, out, out_len, &pc) < 0) {
             body_cut(f, "the body filter failed");
+            return;
+        }
+        if (cut) {
+            if (f->src.c->out || !upstream_store_empty(&f->store))
+                body_cut(f, cut);
+            else
+                fcgi_finish_after(f, 0, cut, &resp);
             return;
         }
         if (f->ended) {

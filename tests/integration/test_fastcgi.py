@@ -651,6 +651,19 @@ def test_a_record_of_another_version_is_502(raw):
     assert request(s, "GET", "/a")[0] == 502
 
 
+def test_a_bad_record_read_with_the_head_cuts_the_answer_after_its_head(raw):
+    """The head was whole and the bad record came in the same read: the head goes and the
+    answer is cut (nginx's too), not a connection closed with nothing said."""
+    s = raw(record(6, b"Content-Type: text/plain\r\n\r\nhi") + record(6, b"x", version=2) +
+            END)
+    c = s.connect(timeout=10)
+    c.send(b"GET /a HTTP/1.1\r\nHost: t\r\n\r\n")
+    got = c.recv_all()
+    assert got.startswith(b"HTTP/1.1 200 ")
+    assert got.endswith(b"\r\n\r\n2\r\nhi\r\n")  # no last chunk: cut
+    assert "the response was cut" in s.error_log()
+
+
 def test_a_record_of_another_request_is_502(raw):
     s = raw(record(6, b"Content-Type: text/plain\r\n\r\nhi", rid=7) + END)
     assert request(s, "GET", "/a")[0] == 502

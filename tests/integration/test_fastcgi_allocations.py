@@ -16,9 +16,10 @@ BIG_REQ = (b"GET /hello.php HTTP/1.1\r\nHost: t\r\n" +
            b"".join(b"X-Big-%d: %s\r\n" % (i, b"b" * 2600) for i in range(3)) + b"\r\n")
 
 
-@pytest.fixture
-def counted(tmp_path, fpm):  # noqa: F811
-    """(lfhttpd, counter file): every *.php of the test scripts passed to the pool."""
+def counted_server(tmp_path, fpm, kept):
+    """(lfhttpd, counter file): every *.php of the test scripts passed to the pool, on
+    connections kept (an upstream block with `keepalive` and `fastcgi_keep_conn on`) or
+    on a new connection each (`fastcgi_pass unix:...` as Debian's snippet has it)."""
     if SANITIZED:
         pytest.skip("the sanitizers replace malloc, so there is nothing to count " + BY_DESIGN)
     lib = alloc_counter()
@@ -28,13 +29,28 @@ def counted(tmp_path, fpm):  # noqa: F811
     d = tmp_path / "lf"
     with_conf_files(d)
     counter = tmp_path / "allocs"
+    passing = ("fastcgi_pass php; fastcgi_keep_conn on;" if kept
+               else f"fastcgi_pass unix:{fpm.sock};")
     conf = (f"threads 2;\naccess_log off;\nkeepalive_requests 0;\n"
             f"upstream php {{ server unix:{fpm.sock}; keepalive 4; }}\n"
             f"server {{\n  listen 127.0.0.1:0;\n  root {root};\n"
-            "  location ~ \\.php$ { fastcgi_pass php; fastcgi_keep_conn on; "
-            "include fastcgi.conf; }\n}\n")
-    s = Server(d, None, conf=conf,
-               env={"LD_PRELOAD": lib, "LFHTTPD_ALLOC_COUNTER": str(counter)})
+            f"  location ~ \\.php$ {{ {passing} include fastcgi.conf; }}\n}}\n")
+    return Server(d, None, conf=conf,
+                  env={"LD_PRELOAD": lib, "LFHTTPD_ALLOC_COUNTER": str(counter)}), counter
+
+
+@pytest.fixture
+def counted(tmp_path, fpm):  # noqa: F811
+    """The server passing on kept connections."""
+    s, counter = counted_server(tmp_path, fpm, kept=True)
+    yield s, counter
+    check_clean_exit(s)
+
+
+@pytest.fixture
+def counted_unkept(tmp_path, fpm):  # noqa: F811
+    """The server passing on a new connection each request."""
+    s, counter = counted_server(tmp_path, fpm, kept=False)
     yield s, counter
     check_clean_exit(s)
 
@@ -51,6 +67,20 @@ def test_fastcgi_keepalive_requests_do_not_allocate(counted):
     """2,000 keep-alive requests to PHP after a warm-up of 200: the count must not grow
     with the requests (the same small slack as the proxy's test)."""
     s, counter = counted
+    c = s.connect(timeout=20)
+    run(c, 200)
+    before = allocations(counter)
+    run(c, 2000)
+    after = allocations(counter)
+    c.close()
+    assert after - before < 50, f"{after - before} allocations over 2,000 FastCGI requests"
+
+
+def test_fastcgi_requests_on_a_new_connection_each_do_not_allocate(counted_unkept):
+    """The same with no kept connection (Debian's snippet: `fastcgi_pass unix:...`, a
+    connection to the application per request): a new connection's state is a reused one,
+    not an allocation."""
+    s, counter = counted_unkept
     c = s.connect(timeout=20)
     run(c, 200)
     before = allocations(counter)
