@@ -24,7 +24,7 @@ BENCH_PKGS  := wrk:wrk ab:apache2-utils nginx:nginx-light lighttpd:lighttpd \
 .PHONY: bench bench-strategies bench-deps bench-build bench-clean
 
 bench: bench-deps bench-build build/tests/alloc_counter.so
-	$(PYTHON) tests/bench/bench.py --bin $(BENCH_OUT)/lfhttpd --ceiling $(BENCH_OUT)/ceiling $(if $(QUICK),--quick) $(if $(PIN),--pin) $(BENCH_ARGS)
+	$(PYTHON) tests/bench/bench.py --bin $(BENCH_OUT)/lfhttpd --ceiling $(BENCH_OUT)/ceiling --alloc-lib build/tests/alloc_counter.so $(if $(QUICK),--quick) $(if $(PIN),--pin) $(BENCH_ARGS)
 	$(PYTHON) tests/bench/bench_strategies.py --bin $(BENCH_OUT)/lfhttpd \
 	  --alloc-lib build/tests/alloc_counter.so $(if $(QUICK),--quick)
 

@@ -36,6 +36,7 @@ import shutil
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import threading
@@ -108,6 +109,11 @@ PHP_FPM_TEMPLATE = "php-fpm.conf.in"
 PHP_FPM_NAMES = ("php-fpm8.2", "php-fpm")  # Debian's php8.2-fpm, or one named plainly
 PHP_FPM_PACKAGE = "php8.2-fpm"
 PHP_CHILDREN = 2          # pm = static: one worker per core
+# --alloc-lib (make bench: tests/alloc_counter.c): preloaded into lfhttpd of the variants
+# named here, whose rows then count its heap allocations per request (the PHP row's goal:
+# none once warm). The counter costs a call per allocation, and a warm request makes none.
+ALLOC_VARIANTS = ("php",)
+ALLOC_LIB = None
 # Idle connections kept per nginx worker and per lfhttpd thread group (2 of each): a
 # PHP-FPM worker asked to keep its connection (fastcgi_keep_conn on) waits on it for the
 # next request, so the two servers' kept connections must not outnumber the workers.
@@ -576,6 +582,17 @@ class Server:
         self.access_log = os.path.join(self.dir, "access.log")
         self.proc, self.port, self.restarts = None, None, 0
         self.events = []  # crashes and restarts, for the report
+        # lfhttpd's heap allocations, counted by ALLOC_LIB (tests/alloc_counter.c)
+        self.alloc_counter = os.path.join(self.dir, "allocs") \
+            if ALLOC_LIB and kind == "lfhttpd" and variant in ALLOC_VARIANTS else None
+
+    def allocations(self):
+        """The count so far (None when not counted)."""
+        try:
+            with open(self.alloc_counter, "rb") as f:
+                return struct.unpack("<Q", f.read(8))[0]
+        except (TypeError, OSError, struct.error):
+            return None
 
     @property
     def tls(self):
@@ -689,8 +706,11 @@ class Server:
             cmd = self._command()
             out = open(os.path.join(self.dir, "stdout.log"), "w")
             # Own session: Ctrl-C reaches the driver only, which stops servers in order.
+            env = dict(os.environ, LD_PRELOAD=ALLOC_LIB,
+                       LFHTTPD_ALLOC_COUNTER=self.alloc_counter) if self.alloc_counter \
+                else None
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                         cwd=self.dir, start_new_session=True)
+                                         cwd=self.dir, start_new_session=True, env=env)
             out.close()
             if self._wait_ready():
                 return
@@ -998,6 +1018,7 @@ def run_load_measured(server, wl, opts, record, cmd, pids, up_pids):
     """run_load's measured part: the load generator's command, the server CPU around it."""
     up_before = cpu_ticks(up_pids)
     before = cpu_ticks(pids)
+    allocs_before = server.allocations()
     timeout = (opts.duration if record else opts.warmup) + 60
     if getattr(server, "upstream", None) and server.upstream.port and record:
         # Connections closed just before the run would read like ones closed at its start
@@ -1015,6 +1036,7 @@ def run_load_measured(server, wl, opts, record, cmd, pids, up_pids):
         out, code = out.decode(errors="replace") if isinstance(out, bytes) else out, "timeout"
     after = cpu_ticks(pids)
     up_after = cpu_ticks(up_pids)
+    allocs_after = server.allocations()
     scrapes = scraper.stop() if scraper else None
     if not record:
         return None
@@ -1033,6 +1055,8 @@ def run_load_measured(server, wl, opts, record, cmd, pids, up_pids):
     r["cpu_s"] = (after - before) / CLK_TCK
     r["req_per_cpu_s"] = r["requests"] / r["cpu_s"] if r["cpu_s"] > 0 else None
     r["mib_s"] = r["bytes"] / r["seconds"] / 1024 ** 2 if r["seconds"] else None
+    if allocs_before is not None and allocs_after is not None and r["requests"]:
+        r["allocs_per_req"] = (allocs_after - allocs_before) / r["requests"]
     if up_pids:
         # Upstream connections the proxy (or the upstream) closed during the run: the ones
         # its keep-alive pool did not keep, each a new connection made for a request.
@@ -1306,7 +1330,7 @@ def summarize(results):
                                          "cpu_s", "requests", "seconds", "rss_before_kib",
                                          "rss_after_kib", "bytes_per_conn",
                                          "upstream_req_per_cpu_s",
-                                         "upstream_conns_per_kreq")}
+                                         "upstream_conns_per_kreq", "allocs_per_req")}
         for k in ("errors", "socket_errors", "non2xx"):
             s[k] = sum(r.get(k, 0) for r in ok)
         s["runs_with_errors"] = sum(1 for r in ok if r.get("errors"))
@@ -1381,6 +1405,8 @@ def table_rows(summary, notes, skipped):
 # another workload (round i of each, in the rounds). lfhttpd's figure must be >= factor x
 # the reference's; with AT_MOST (a figure where less is better, such as memory), <=.
 AT_MOST = "at most"
+# Reference ABSOLUTE: lfhttpd's own figure against the factor itself.
+ABSOLUTE = "itself"
 GOALS = [
     ("keep-alive 1 KiB c100: req/s >= 1.05x the best peer", "small_ka", "rps", "best peer",
      1.05),
@@ -1427,6 +1453,8 @@ GOALS = [
     ("PHP row: at least nginx's requests per second", "php", "rps", "nginx", 1.0),
     ("PHP row: fewer CPU-seconds per request in the server than nginx (req/CPU-s > nginx)",
      "php", "req_per_cpu_s", "nginx", 1.0),
+    ("PHP row: 0 allocations per request in the server once warm (< 0.01; --alloc-lib)",
+     "php", "allocs_per_req", ABSOLUTE, 0.01, AT_MOST),
     # Issue 16, HTTPS: lfhttpd and nginx with the same certificate and TLS settings.
     ("https keep-alive 1 KiB c100: req/s >= 1.1x nginx", "https_ka", "rps", "nginx", 1.1),
     ("https handshakes (wrk, Connection: close): req/s >= nginx", "https_hs", "rps",
@@ -1505,7 +1533,9 @@ def goal_figures(get, wk, reference):
     """{name: figures} for one goal: lfhttpd's in wk and the reference candidates', from
     get(workload, server) (medians or one round's; None when missing)."""
     figures = {"lfhttpd": get(wk, "lfhttpd")}
-    if isinstance(reference, tuple):
+    if reference == ABSOLUTE:
+        pass
+    elif isinstance(reference, tuple):
         figures[reference_name(reference)] = get(*reference)
     else:
         for sv in PEERS if reference == "best peer" else (reference,):
@@ -1525,9 +1555,12 @@ def goal_reference(figures, reference, key):
 
 
 def goal_ratio(figures, reference, key):
-    """lfhttpd's figure over the reference's, and the reference's name."""
-    name, value = goal_reference(figures, reference, key)
+    """lfhttpd's figure over the reference's, and the reference's name (ABSOLUTE: the
+    figure itself)."""
     own = (figures.get("lfhttpd") or {}).get(key)
+    if reference == ABSOLUTE:
+        return own, ABSOLUTE
+    name, value = goal_reference(figures, reference, key)
     return ratio(own, value), name
 
 
@@ -1548,6 +1581,7 @@ def goal_rows(results, summary, skipped):
             why = "lfhttpd skipped: " + skipped[(wk, "lfhttpd")] \
                 if (wk, "lfhttpd") in skipped else \
                 "not measured" if not results.get((wk, "lfhttpd")) else \
+                "not counted (no --alloc-lib)" if reference == ABSOLUTE else \
                 "no %s figure" % reference_name(reference)
             rows.append([what, "-", "-", why])
             continue
@@ -1561,7 +1595,8 @@ def goal_rows(results, summary, skipped):
             ri, _ = goal_ratio(goal_figures(round_i, wk, reference), reference, key)
             met += ri is not None and holds(ri)
         ok = holds(r) and met >= runs - 1
-        rows.append([what, "%.2fx %s" % (r, name), "%d/%d" % (met, runs),
+        rows.append([what, "%.3f" % r if reference == ABSOLUTE else "%.2fx %s" % (r, name),
+                     "%d/%d" % (met, runs),
                      "met" if ok else "not met"])
     return head, rows
 
@@ -1601,7 +1636,7 @@ def md_table(head, rows):
 CSV_FIELDS = ["workload", "server", "round", "requests", "seconds", "rps", "p50_ms",
               "p99_ms", "mib_s", "socket_errors", "non2xx", "errors", "cpu_s",
               "req_per_cpu_s", "rss_before_kib", "rss_after_kib", "bytes_per_conn",
-              "upstream_req_per_cpu_s", "upstream_conns_per_kreq", "detail"]
+              "upstream_req_per_cpu_s", "upstream_conns_per_kreq", "allocs_per_req", "detail"]
 
 
 def csv_value(v):
@@ -1619,14 +1654,15 @@ def write_csv(path, results, summary):
                     "requests", "seconds", "rps", "p50", "p99", "mib_s", "socket_errors",
                     "non2xx", "errors", "cpu_s", "req_per_cpu_s", "rss_before_kib",
                     "rss_after_kib", "bytes_per_conn", "upstream_req_per_cpu_s",
-                    "upstream_conns_per_kreq")] +
+                    "upstream_conns_per_kreq", "allocs_per_req")] +
                     [r.get("failed") or r.get("socket_detail", "")])
         for (wk, sv), s in summary.items():
             w.writerow([wk, sv, "median"] + [csv_value(s.get(k)) for k in (
                 "requests", "seconds", "rps", "p50", "p99", "mib_s", "socket_errors",
                 "non2xx", "errors", "cpu_s", "req_per_cpu_s", "rss_before_kib",
                 "rss_after_kib", "bytes_per_conn", "upstream_req_per_cpu_s",
-                "upstream_conns_per_kreq")] + ["errors: total over the rounds"])
+                "upstream_conns_per_kreq", "allocs_per_req")] +
+                ["errors: total over the rounds"])
 
 
 PLOT_SERVERS = SERVERS + (CEILING,)
@@ -2230,10 +2266,13 @@ class Bench:
                 continue
             passing = ("keepalive %d, fastcgi_keep_conn on" % PHP_KEEPALIVE
                        if wl.path.startswith("/kept/") else "a connection per request")
+            allocs = s.get("allocs_per_req")
             self.notes[(wl.key, kind)] = (
                 "fastcgi_pass to the shared pool (%d workers, pm static), %s; PHP-FPM %s "
-                "req/CPU-s" % (PHP_CHILDREN, passing,
-                               fmt(s.get("upstream_req_per_cpu_s"), "int")))
+                "req/CPU-s%s" % (PHP_CHILDREN, passing,
+                                 fmt(s.get("upstream_req_per_cpu_s"), "int"),
+                                 "" if allocs is None else
+                                 "; %.3f allocations/req" % allocs))
 
     def report(self, machine, vers):
         """The table on stdout, results.csv, results.md and bench.png."""
@@ -2324,7 +2363,7 @@ def count_lines(path):
 
 
 def parse_args(argv):
-    global WORKLOADS, GOALS  # --pin adds the pinned twins
+    global WORKLOADS, GOALS, ALLOC_LIB  # --pin adds the pinned twins
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--bin", default=os.path.join(OUT, "lfhttpd"), help="lfhttpd binary")
     p.add_argument("--ceiling", default=os.path.join(OUT, "ceiling"),
@@ -2342,6 +2381,9 @@ def parse_args(argv):
     p.add_argument("--pin", action="store_true", help="also measure each load workload "
                    "pinned (PIN=1): the servers' threads on the first half of the CPUs, the "
                    "load generator (and a proxy's upstream) on the rest, in the same rounds")
+    p.add_argument("--alloc-lib", help="tests/alloc_counter.c built (make bench: "
+                   "build/tests/alloc_counter.so): preloaded into lfhttpd of the PHP rows, "
+                   "which then count its allocations per request")
     p.add_argument("--only", help="comma-separated workloads: " +
                    ",".join(w.key for w in WORKLOADS))
     o = p.parse_args(argv)
@@ -2349,6 +2391,7 @@ def parse_args(argv):
         pin_split()  # fails early on a machine of one CPU
         WORKLOADS, GOALS = add_pinned_twins(WORKLOADS, GOALS)
     o.bin = os.path.abspath(o.bin)  # servers run in their own directories
+    ALLOC_LIB = os.path.abspath(o.alloc_lib) if o.alloc_lib else None
     o.ceiling = os.path.abspath(o.ceiling)
     o.rounds = o.rounds or (2 if o.quick else 5)
     o.duration = o.duration or (2 if o.quick else 5)
