@@ -76,7 +76,7 @@ OWN_INSTANCES = {"nomem": ("lfhttpd",), "metrics": ("lfhttpd",), "copy": ("lfhtt
                  "sndbuf": ("lfhttpd", "nginx"),
                  "sites": ("lfhttpd", "nginx"), "rewrite": ("lfhttpd", "nginx"),
                  "proxy": ("lfhttpd", "nginx"), "proxytls": ("lfhttpd", "nginx"),
-                 "limit": ("lfhttpd", "nginx"), "php": ("lfhttpd", "nginx")}
+                 "limit": ("lfhttpd", "nginx"), "php": SERVERS}
 # The "limit" variant: lfhttpd and nginx as "main", with a limit_req zone keyed by the
 # client's address whose rate (ten million a second) the load never reaches, applied to
 # every request: what the preaccess check costs, beside small_ka in the same run.
@@ -99,11 +99,14 @@ UPSTREAM = "upstream"     # the upstream's variant name (an lfhttpd instance, ne
 # what the upstream side's TLS costs each proxy, sessions reused as both do by default.
 UPSTREAM_TLS = "upstreamtls"
 PROXY_VARIANTS = {"proxy": UPSTREAM, "proxytls": UPSTREAM_TLS}
-# The "php" variant: lfhttpd and nginx pass *.php to one PHP-FPM pool (php-fpm.conf.in,
-# started here before them, never measured as theirs) through the upstream and server
-# blocks of php.conf.in, the same text in both, in place of @PHP@. Each includes its own
-# fastcgi.conf (lfhttpd's conf/fastcgi.conf, nginx's /etc/nginx/fastcgi.conf), copied
-# beside its configuration so that the shared text says `include fastcgi.conf;`.
+# The "php" variant: every server passes *.php to one PHP-FPM pool (php-fpm.conf.in,
+# started here before them, never measured as theirs). lfhttpd and nginx through the
+# upstream and server blocks of php.conf.in, the same text in both, in place of @PHP@;
+# each includes its own fastcgi.conf (lfhttpd's conf/fastcgi.conf, nginx's
+# /etc/nginx/fastcgi.conf), copied beside its configuration so that the shared text says
+# `include fastcgi.conf;`. lighttpd and h2o get the same in their own terms (LIGHTTPD_PHP,
+# H2O_PHP, in place of @PHP@ in their templates, which say what differs), their document
+# root the PHP one.
 PHP_TEMPLATE = "php.conf.in"
 PHP_FPM_TEMPLATE = "php-fpm.conf.in"
 PHP_FPM_NAMES = ("php-fpm8.2", "php-fpm")  # Debian's php8.2-fpm, or one named plainly
@@ -120,6 +123,36 @@ ALLOC_LIB = None
 PHP_KEEPALIVE = 1
 FASTCGI_CONF = {"lfhttpd": os.path.join(ROOT, "conf", "fastcgi.conf"),
                 "nginx": "/etc/nginx/fastcgi.conf"}
+# php.conf.in's `location ~ \.php$ { include fastcgi.conf; fastcgi_pass unix:SOCKET; }` in
+# lighttpd's terms: mod_fastcgi, a connection to the pool per request (it keeps none), no
+# check that the script exists before passing it (nginx makes none either: PHP-FPM answers
+# 404 for a missing one). lighttpd sends the parameters of fastcgi.conf by itself
+# (SCRIPT_FILENAME from its document root), except DOCUMENT_URI, which it has no way to
+# send, and the ones nginx sends empty (CONTENT_TYPE, REMOTE_USER), which it sends when
+# they have a value.
+LIGHTTPD_PHP = """server.modules += ( "mod_fastcgi" )
+fastcgi.server = ( ".php" => ( ( "socket" => "@PHP_SOCKET@",
+                                 "check-local" => "disable" ) ) )"""
+# The same in h2o's terms (under the path "/", whose file.dir is the PHP document root):
+# file.custom-handler passes *.php to the pool, a connection per request (h2o keeps none
+# unless fastcgi.timeout.keepalive is set). h2o sends SCRIPT_FILENAME, SCRIPT_NAME and the
+# request's parameters by itself; DOCUMENT_ROOT with fastcgi.document_root, and the
+# constants of fastcgi.conf it does not send (GATEWAY_INTERFACE, REQUEST_SCHEME,
+# REDIRECT_STATUS) with setenv. As lighttpd, no DOCUMENT_URI, and no empty parameters.
+H2O_PHP = """        fastcgi.document_root: "@PHP_DOCROOT@"
+        setenv:
+          GATEWAY_INTERFACE: "CGI/1.1"
+          REQUEST_SCHEME: "http"
+          REDIRECT_STATUS: "200"
+        file.custom-handler:
+          extension: .php
+          fastcgi.connect:
+            port: "@PHP_SOCKET@"
+            type: unix"""
+# How each server passes to the pool (the PHP rows' notes).
+PHP_HOW = {"lfhttpd": "fastcgi_pass", "nginx": "fastcgi_pass",
+           "lighttpd": "mod_fastcgi (fastcgi.server)",
+           "h2o": "file.custom-handler with fastcgi.connect"}
 # What the PHP page must answer (the probe): PHP's output, not the script's text.
 PHP_ANSWER = r"^hello \d+\.\d+\.\d+\s*$"
 # The lines only nginx needs (proxy.conf.in says why): HTTP/1.1 with an empty Connection
@@ -198,8 +231,8 @@ class Workload:
     access-log-on servers, "nomem" for lfhttpd without small files in memory, "copy"
     for lfhttpd and nginx with sendfile off, "sites" for lfhttpd and nginx with the
     server and location blocks of sites.conf.in, "proxy" for lfhttpd and nginx proxying
-    to one upstream through proxy.conf.in, "php" for lfhttpd and nginx passing to one
-    PHP-FPM pool through php.conf.in, "mem" for fresh ones)."""
+    to one upstream through proxy.conf.in, "php" for every server passing to one PHP-FPM
+    pool (lfhttpd and nginx through php.conf.in), "mem" for fresh ones)."""
 
     def __init__(self, key, title, label, tool="wrk", conns=100, path="/index.html",
                  headers=(), script=None, script_args=(), variant="main", check=False,
@@ -350,18 +383,19 @@ WORKLOADS = [
              probes=[("/index.html", 200), ("/upstream.txt", 200)],
              skip={"lighttpd": "no proxy configuration in this comparison",
                    "h2o": "no proxy configuration in this comparison"}),
-    # PHP (issue 32): wrk -> lfhttpd or nginx -> one PHP-FPM pool (pm static, 2 workers, a
-    # unix socket), through php.conf.in. `php`: `fastcgi_pass unix:...` as Debian's snippet
-    # and most PHP sites have it, a connection to PHP-FPM per request. `php_ka`: an upstream
-    # block with keepalive and fastcgi_keep_conn on, the connections to PHP-FPM kept. The
-    # probe shows that the answer is PHP's output.
+    # PHP (issue 32): wrk -> a server -> one PHP-FPM pool (pm static, 2 workers, a unix
+    # socket). `php`: lfhttpd and nginx with php.conf.in's `fastcgi_pass unix:...`, as
+    # Debian's snippet and most PHP sites have it, lighttpd (mod_fastcgi) and h2o
+    # (file.custom-handler) with the same in their terms: a connection to PHP-FPM per
+    # request. `php_ka`: an upstream block with keepalive and fastcgi_keep_conn on, the
+    # connections to PHP-FPM kept (lfhttpd and nginx). The probe shows that the answer is
+    # PHP's output.
     Workload("php", "PHP page (echo \"hello \", PHP_VERSION) through PHP-FPM, keep-alive, "
-             "50 connections (lfhttpd and nginx, fastcgi_pass unix: to one pool, a "
-             "connection to it per request)", "PHP-FPM c50", conns=50, path="/index.php",
+             "50 connections (every server passing to one pool, a connection to it per "
+             "request: lfhttpd and nginx fastcgi_pass unix:, lighttpd mod_fastcgi, h2o "
+             "file.custom-handler)", "PHP-FPM c50", conns=50, path="/index.php",
              variant="php", variant_of="small_ka", plot_label="PHP-FPM c50",
-             probes=[("/index.php", 200, PHP_ANSWER)],
-             skip={"lighttpd": "no FastCGI configuration in this comparison",
-                   "h2o": "no FastCGI configuration in this comparison"}),
+             probes=[("/index.php", 200, PHP_ANSWER)]),
     Workload("php_ka", "PHP page through PHP-FPM, keep-alive, 50 connections, the "
              "connections to PHP-FPM kept (lfhttpd and nginx, fastcgi_pass to an upstream "
              "block, keepalive 1, fastcgi_keep_conn on)", "PHP-FPM kept c50", conns=50,
@@ -370,7 +404,9 @@ WORKLOADS = [
              probes=[("/kept/index.php", 200, PHP_ANSWER)],
              skip={"lighttpd": "no FastCGI keep-alive (mod_fastcgi opens a connection per "
                                "request): not in this comparison",
-                   "h2o": "no FastCGI configuration in this comparison"}),
+                   "h2o": "h2o 2.2 keeps FastCGI connections (fastcgi.timeout.keepalive) "
+                          "with no bound on how many (its pool has no size setting), not "
+                          "one per thread as keepalive 1: not in this comparison"}),
     Workload("memory", "10,000 idle keep-alive connections: resident memory",
              "memory", tool="mem", variant="mem"),
     # HTTPS (issue 16): lfhttpd and nginx with tls.conf.in (the same certificate, ECDSA
@@ -519,6 +555,15 @@ def find_php_fpm():
                  if found), None)
 
 
+def php_block(kind, port):
+    """The "php" variant's FastCGI configuration for kind: php.conf.in's blocks for lfhttpd
+    and nginx, their equivalent for lighttpd and h2o."""
+    if kind in ("lfhttpd", "nginx"):
+        return sites_block(kind, port, PHP_TEMPLATE)
+    text = {"lighttpd": LIGHTTPD_PHP, "h2o": H2O_PHP}[kind]
+    return text.replace("@PHP_SOCKET@", php_socket()).replace("@PHP_DOCROOT@", PHP_DOCROOT)
+
+
 def tls_block(kind):
     """kind's TLS settings with the certificate: tls.conf.in (the leading comment left
     out) for lfhttpd and nginx (indented into its server block), their equivalents for
@@ -617,7 +662,11 @@ class Server:
         """Write the configuration and return the command line that runs the server."""
         if self.kind == CEILING:  # no configuration: address, port, threads
             return [self.bin, "127.0.0.1", "0", str(THREADS)]
-        values = {"DOCROOT": DOCROOT, "RUNDIR": self.dir, "ERROR_LOG": self.error_log,
+        # lighttpd's and h2o's PHP configuration has no server block of its own: their
+        # document root is the PHP one.
+        docroot = PHP_DOCROOT if self.variant == "php" and self.kind in ("lighttpd", "h2o") \
+            else DOCROOT
+        values = {"DOCROOT": docroot, "RUNDIR": self.dir, "ERROR_LOG": self.error_log,
                   "THREADS": THREADS, "WORKERS": THREADS, "PORT": self.port,
                   "FD_LIMIT": FD_LIMIT, "MAX_CONNS": min(20000, FD_LIMIT // 2),
                   "H2O_MAX_CONNS": min(16384, FD_LIMIT - 1024),
@@ -640,10 +689,10 @@ class Server:
                                        upstream_scheme="https" if self.variant == "proxytls"
                                        else "http")
                   if self.variant in PROXY_VARIANTS else "",
-                  "PHP": sites_block(self.kind, self.port, PHP_TEMPLATE)
-                  if self.variant == "php" else "",
+                  "PHP": php_block(self.kind, self.port) if self.variant == "php" else "",
                   "UPSTREAM_DOCROOT": UPSTREAM_DOCROOT}
-        if self.variant == "php":  # `include fastcgi.conf;`: each server's own, beside it
+        if self.variant == "php" and self.kind in FASTCGI_CONF:
+            # `include fastcgi.conf;`: each server's own, beside it
             shutil.copyfile(FASTCGI_CONF[self.kind], os.path.join(self.dir, "fastcgi.conf"))
         conf = os.path.join(self.dir, self.kind + ".conf")
         # nginx's own server block gives way to the sites' two or the proxy's one.
@@ -806,8 +855,8 @@ class Server:
 
 class PhpFpm(Server):
     """The "php" variant's PHP-FPM pool (php-fpm.conf.in): one master and PHP_CHILDREN
-    workers on a unix socket in its run directory, started before lfhttpd's and nginx's
-    instances and passed to by both; the upstream of their runs, so its CPU is measured
+    workers on a unix socket in its run directory, started before the servers' "php"
+    instances and passed to by all; the upstream of their runs, so its CPU is measured
     apart. Stopped by PID (Server.stop: SIGTERM to the master, then SIGKILL to any process
     of it left)."""
 
@@ -838,10 +887,10 @@ class PhpFpm(Server):
     def restart(self):
         """Stopped and started again before every run (warm-up too), on the same socket: a
         PHP-FPM worker asked to keep its connection (fastcgi_keep_conn on) serves that one
-        connection until the server closes it, and both keep an idle one until the
-        upstream's keepalive_timeout (60 s), so the other server's idle connections would
-        hold the workers of a pool kept running. Each run starts with both
-        workers free."""
+        connection until the server closes it, and lfhttpd and nginx keep an idle one until
+        the upstream's keepalive_timeout (60 s), so another server's idle connections would
+        hold the workers of a pool kept running. Each run, whichever the server, starts with
+        both workers free (and its CPU figures with a pool that served no one else)."""
         self.stop()
         self.start()
 
@@ -1447,7 +1496,7 @@ GOALS = [
     # An HTTPS upstream: the same, with TLS 1.2 and 1.3 offered to it by both.
     ("proxied to https 1 KiB c100: fewer CPU-s per request than nginx (req/CPU-s > nginx)",
      "proxy_tls_ka", "req_per_cpu_s", "nginx", 1.0),
-    # Issue 32, PHP through PHP-FPM: the same pool for both, its CPU not counted.
+    # Issue 32, PHP through PHP-FPM: the same pool for every server, its CPU not counted.
     # The row is Debian's snippet: a connection to PHP-FPM per request (`php_ka`, the
     # connections kept, is measured beside it without a goal: see php.conf.in).
     ("PHP row: at least nginx's requests per second", "php", "rps", "nginx", 1.0),
@@ -1797,9 +1846,10 @@ def write_markdown(path, opts, workloads, tables, machine, vers, notices):
                 "one upstream listening with TLS, an lfhttpd with the settings of "
                 "tests/bench/tls.conf.in; the upstream's CPU is not counted)"
                 if wl.variant == "proxytls"
-                else " (lfhttpd and nginx passing to one PHP-FPM pool, %d workers, pm "
-                "static, on a unix socket, through tests/bench/php.conf.in; PHP-FPM's CPU is "
-                "not counted)" % PHP_CHILDREN if wl.variant == "php"
+                else " (every server passing to one PHP-FPM pool, %d workers, pm static, "
+                "on a unix socket: lfhttpd and nginx through tests/bench/php.conf.in, "
+                "lighttpd and h2o with the same in their terms; PHP-FPM's CPU is not "
+                "counted)" % PHP_CHILDREN if wl.variant == "php"
                 else " (every server listening with TLS: lfhttpd and nginx with the "
                 "settings of tests/bench/tls.conf.in, lighttpd and h2o with the same in "
                 "their terms)" if wl.variant == "tls" else ""))
@@ -2258,7 +2308,7 @@ class Bench:
 
     def note_php(self, wl, summary):
         """The PHP rows' notes: how each server passes to the pool, and PHP-FPM's requests
-        per CPU-second in that server's runs (the same pool for both; not in the server's
+        per CPU-second in that server's runs (the same pool for all; not in the server's
         figures)."""
         for kind in OWN_INSTANCES["php"]:
             s = summary.get((wl.key, kind))
@@ -2268,8 +2318,8 @@ class Bench:
                        if wl.path.startswith("/kept/") else "a connection per request")
             allocs = s.get("allocs_per_req")
             self.notes[(wl.key, kind)] = (
-                "fastcgi_pass to the shared pool (%d workers, pm static), %s; PHP-FPM %s "
-                "req/CPU-s%s" % (PHP_CHILDREN, passing,
+                "%s to the shared pool (%d workers, pm static), %s; PHP-FPM %s "
+                "req/CPU-s%s" % (PHP_HOW[kind], PHP_CHILDREN, passing,
                                  fmt(s.get("upstream_req_per_cpu_s"), "int"),
                                  "" if allocs is None else
                                  "; %.3f allocations/req" % allocs))
