@@ -16,7 +16,7 @@ BENCH_OUT   := build/bench
 BENCH_OBJ   := build/bench-obj
 BENCH_FLAGS := -O2 -DNDEBUG
 # command:package pairs; mod_deflate is its own package on Debian. php-fpm8.2 serves the
-# php_ka workload (bench.py run by hand without it skips that row and says why).
+# PHP workloads, php and php_ka (bench.py run by hand without it skips them and says why).
 BENCH_PKGS  := wrk:wrk ab:apache2-utils nginx:nginx-light lighttpd:lighttpd \
                /usr/lib/lighttpd/mod_deflate.so:lighttpd-mod-deflate gnuplot:gnuplot-nox \
                curl:curl h2o:h2o php-fpm8.2:php8.2-fpm
