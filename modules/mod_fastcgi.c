@@ -51,6 +51,8 @@ struct fcgi_conf {
 
     const char *pass_text; /* fastcgi_pass (this location's only) */
     unsigned pass_line;
+    struct vars_value *pass_vars; /* owned: the value, when it has variables */
+    const struct fcgi_state *st;  /* the upstream blocks a variable's value may name */
     struct upstream *implicit; /* owned: an address */
 
     struct fastcgi_param_line *lines; /* inherited as a whole when a block has none */
@@ -108,9 +110,11 @@ static int set_pass(void *base, const struct conf_node *n, void *ctx, char *msg,
     (void)ctx;
     struct fcgi_conf *c = base;
     const char *a = n->args[0];
-    if (strchr(a, '$'))
-        return snprintf(msg, len, "\"%s\": variables in fastcgi_pass are not supported", a), -1;
-    if (strncasecmp(a, "http://", 7) == 0 || strncasecmp(a, "https://", 8) == 0)
+    if (strchr(a, '$')) { /* made per request (fastcgi_target_eval) */
+        char why[256];
+        if (vars_compile(a, VARS_RAW, &c->pass_vars, why, sizeof(why)) < 0)
+            return snprintf(msg, len, "%s", why), -1;
+    } else if (strncasecmp(a, "http://", 7) == 0 || strncasecmp(a, "https://", 8) == 0)
         return snprintf(msg, len, "\"%s\": an address (unix:PATH, HOST:PORT or an upstream's "
                         "name), not a URL", a), -1;
     c->pass_text = a;
@@ -355,6 +359,13 @@ static int resolve_pass(struct fcgi_state *st, struct fcgi_conf *c, const struct
                         const struct conf_node *where)
 {
     const char *a = c->pass_text;
+    if (c->pass_vars) { /* any block may be named: each is watched, and on the status page */
+        c->st = st;
+        c->params.up.dynamic = true;
+        for (unsigned i = 0; i < st->n_ups; i++)
+            st->used[i] = true;
+        return 0;
+    }
     struct upstream *u = strchr(a, ':') ? NULL : find_upstream(st, a);
     if (!u) {
         char msg[512];
@@ -470,6 +481,7 @@ static void *fcgi_block(void *state, const struct module_block *b)
             .ops = NULL,
             .conf = c,
             .upstream = c->params.up.upstream,
+            .dynamic = c->params.up.dynamic,
             .connect_ms = c->connect_ms,
             .send_ms = c->send_ms,
             .read_ms = c->read_ms,
@@ -506,6 +518,7 @@ static void fcgi_block_free(void *state, void *settings)
     }
     if (c->split_owned)
         regex_free(&c->split_re);
+    vars_free(c->pass_vars);
     if (c->hide_owned)
         free(c->hide);
     if (c->pass_owned)
@@ -618,7 +631,14 @@ static int fcgi_head(const void *conf, const struct request *req, const char *bu
     return resp_failed(resp) ? -1 : used;
 }
 
+static int fcgi_target(const void *conf, const struct request *req, struct fastcgi_target *t)
+{
+    const struct fcgi_conf *c = conf;
+    return fastcgi_target_eval(c->pass_vars, req, c->st->ups, c->st->n_ups, NULL, t);
+}
+
 static const struct fastcgi_ops fcgi_ops = {
+    .target = fcgi_target,
     .params = fcgi_params,
     .head = fcgi_head,
 };
@@ -629,7 +649,7 @@ static enum mod_result fcgi_handle(void *state, const struct request *req, struc
 {
     (void)state;
     const struct fcgi_conf *c = req->mount ? req->mount->data : NULL;
-    if (!c || !c->params.up.upstream)
+    if (!c || (!c->params.up.upstream && !c->params.up.dynamic))
         return MOD_DECLINED;
     resp_proxy(resp, &c->params.up);
     return MOD_HANDLED;

@@ -64,6 +64,8 @@ struct wire_conf {
 
     const char *pass_text; /* ..._pass (this location's only) */
     struct upstream *implicit; /* owned: an address */
+    struct vars_value *pass_vars; /* owned: the value, when it has variables */
+    const struct wire_state *st;  /* the upstream blocks a variable's value may name */
 
     struct fastcgi_param_line *lines; /* inherited as a whole when a block has none */
     unsigned n_lines;
@@ -117,8 +119,13 @@ static int set_pass(void *base, const struct conf_node *n, void *ctx, char *msg,
     (void)ctx;
     struct wire_conf *c = base;
     const char *a = n->args[0];
-    if (strchr(a, '$'))
-        return snprintf(msg, len, "\"%s\": variables in %s are not supported", a, n->name), -1;
+    if (strchr(a, '$')) { /* made per request (fastcgi_target_eval) */
+        char why[256];
+        if (vars_compile(a, VARS_RAW, &c->pass_vars, why, sizeof(why)) < 0)
+            return snprintf(msg, len, "%s", why), -1;
+        c->pass_text = a;
+        return 0;
+    }
     /* nginx allows the protocol's own scheme before the address */
     size_t scheme = strlen(c->proto->name);
     if (strncasecmp(a, c->proto->name, scheme) == 0 && strncmp(a + scheme, "://", 3) == 0)
@@ -350,6 +357,13 @@ static int resolve_pass(struct wire_state *st, struct wire_conf *c,
                         const struct module_block *b, const struct conf_node *where)
 {
     const char *a = c->pass_text;
+    if (c->pass_vars) { /* any block may be named: each is on the status page */
+        c->st = st;
+        c->params.up.dynamic = true;
+        for (unsigned i = 0; i < st->n_ups; i++)
+            st->used[i] = true;
+        return 0;
+    }
     struct upstream *u = strchr(a, ':') ? NULL : find_upstream(st, a);
     if (!u) {
         char msg[512];
@@ -436,6 +450,7 @@ static void *wire_block(void *state, const struct module_block *b)
             .ops = NULL,
             .conf = c,
             .upstream = c->params.up.upstream,
+            .dynamic = c->params.up.dynamic,
             .connect_ms = c->connect_ms,
             .send_ms = c->send_ms,
             .read_ms = c->read_ms,
@@ -471,6 +486,7 @@ static void wire_block_free(void *state, void *settings)
         }
         free(c->lines);
     }
+    vars_free(c->pass_vars);
     if (c->hide_owned)
         free(c->hide);
     if (c->pass_owned)
@@ -666,7 +682,17 @@ static int wire_head(const void *conf, const struct request *req, const char *bu
     return resp_failed(resp) ? -1 : used;
 }
 
+/* uwsgi_pass's value may begin with "uwsgi://", as nginx's (its "suwsgi://" is not
+ * taken: no TLS to the application here) */
+static int wire_target(const void *conf, const struct request *req, struct fastcgi_target *t)
+{
+    const struct wire_conf *c = conf;
+    return fastcgi_target_eval(c->pass_vars, req, c->st->ups, c->st->n_ups,
+                               c->proto == &uwsgi_proto ? "uwsgi" : NULL, t);
+}
+
 static const struct fastcgi_ops wire_ops = {
+    .target = wire_target,
     .params = wire_params,
     .head = wire_head,
 };
@@ -677,7 +703,7 @@ static enum mod_result wire_handle(void *state, const struct request *req, struc
 {
     (void)state;
     const struct wire_conf *c = req->mount ? req->mount->data : NULL;
-    if (!c || c->kind != WIRE_BLOCK || !c->params.up.upstream)
+    if (!c || c->kind != WIRE_BLOCK || (!c->params.up.upstream && !c->params.up.dynamic))
         return MOD_DECLINED;
     resp_proxy(resp, &c->params.up);
     return MOD_HANDLED;

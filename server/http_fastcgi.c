@@ -94,6 +94,9 @@ struct conn_fcgi {
     size_t room; /* the bytes req points to (its buffer is kept between requests) */
     struct upstream *up;
     struct upstream_server *server; /* this attempt's */
+    /* fastcgi_pass with variables naming an address: the set made of it for the request
+     * (kept with the state, so that a warm one allocates nothing) */
+    struct upstream *dyn;
 
     const struct fastcgi_params *fp;
     struct http_shared *shared;
@@ -393,7 +396,7 @@ static void fcgi_done(struct http_source *s)
 
 static const char *server_name(const struct conn_fcgi *f)
 {
-    return f->server ? f->server->text : f->up->name;
+    return f->server ? f->server->text : f->up ? f->up->name : "fastcgi_pass";
 }
 
 /* --- the tries' record, for $upstream_* ------------------------------------------------- */
@@ -1530,8 +1533,13 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
     /* The server first: a connection kept to it is the state itself (its registration in
      * the group's set stays), else a state from the free list. */
     struct upstream *u = fp->up.upstream;
+    struct fastcgi_target t; /* with variables: an upstream block, or an address */
+    int target_rc = fp->up.dynamic ? fp->ops->target(fp->up.conf, r, &t) : 0;
+    if (fp->up.dynamic)
+        u = target_rc == 0 ? t.upstream : NULL;
+    bool to_addr = fp->up.dynamic && target_rc == 0 && !u;
     int64_t now = clock_now_ms();
-    struct upstream_server *s = plen >= 0 ? upstream_pick(u, now, 0, NULL) : NULL;
+    struct upstream_server *s = plen >= 0 && u ? upstream_pick(u, now, 0, NULL) : NULL;
     struct upstream_idle *idle = s && fp->keep_conn ? upstream_idle_take(u, s, c->h.group) : NULL;
     struct conn_fcgi *f = idle ? of_idle(idle) : NULL;
     if (!http_save_input(c, rest, rest_len)) {
@@ -1545,6 +1553,17 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
                         streams ? FCGI_RELAY : 0)) {
         fcgi_release(f);
         f = NULL;
+    }
+    if (f && to_addr) { /* a set of the one address, not kept (nginx's) */
+        if (!f->dyn)
+            f->dyn = malloc(sizeof(*f->dyn));
+        if (!f->dyn || upstream_from_addrs(f->dyn, &t.addr, &t.addr_len, 1, t.port) < 0) {
+            fcgi_release(f);
+            f = NULL;
+        } else {
+            u = f->dyn;
+            s = plen >= 0 ? upstream_pick(u, now, 0, NULL) : NULL;
+        }
     }
     if (!f) {
         if (s)
@@ -1581,7 +1600,7 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
         if (f->req_len == 0)
             plen = -1; /* (uwsgi's parameters are 64 KiB at most) */
     } else if (plen >= 0) {
-        bool keep = fp->keep_conn && fp->up.upstream->keepalive > 0;
+        bool keep = fp->keep_conn && u && u->keepalive > 0;
         fcgi_begin_request((uint8_t *)f->req, FCGI_REQUEST_ID, keep ? FCGI_KEEP_CONN : 0);
         size_t o = 16;
         o += put_stream(f->req + o, FCGI_PARAMS, params, (size_t)plen);
@@ -1606,6 +1625,10 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
         f->registered = false;
     }
     atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
+    if (target_rc < 0) {
+        fcgi_finish(f, t.status, t.why);
+        return;
+    }
     if (plen < 0) {
         if (s) /* (uwsgi's framing refused the parameters: the server was not tried) */
             upstream_done(u, s, false, now);
@@ -1630,6 +1653,7 @@ static void fcgi_fini(void)
     while (list) {
         struct conn_fcgi *next = list->next_free;
         free(list->req);
+        free(list->dyn);
         free(list);
         list = next;
     }

@@ -7,10 +7,12 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "directive.h"
+#include "upstream.h"
 #include "module_chain.h"
 #include "vars.h"
 
@@ -41,6 +43,62 @@ long module_fastcgi_var(const struct request *req, enum fastcgi_var which, char 
     memcpy(out + n, index, index_len);
     out[n + index_len] = '\0';
     return (long)(n + index_len);
+}
+
+/* --- PREFIX_pass with variables ----------------------------------------------------------- */
+
+int fastcgi_target_eval(const struct vars_value *value, const struct request *req,
+                        struct upstream *const *ups, unsigned n_ups, const char *scheme,
+                        struct fastcgi_target *t)
+{
+    char text[1024];
+    struct vars_source src;
+    module_vars_source(req, &src);
+    long n = vars_expand(value, &src, text, sizeof(text));
+    t->upstream = NULL;
+    t->addr_len = 0;
+    t->port = 0;
+    t->status = 500;
+    if (n < 0) {
+        snprintf(t->why, sizeof(t->why), "the address is longer than %zu bytes",
+                 sizeof(text) - 1);
+        return -1;
+    }
+    const char *v = text;
+    size_t sl = scheme ? strlen(scheme) : 0;
+    if (sl && (size_t)n > sl + 3 && strncasecmp(v, scheme, sl) == 0 &&
+        memcmp(v + sl, "://", 3) == 0) {
+        v += sl + 3;
+        n -= (long)(sl + 3);
+    }
+    struct upstream_addr a;
+    const char *err;
+    if (upstream_addr_parse(v, (size_t)n, &a, &err) < 0) {
+        snprintf(t->why, sizeof(t->why), "%s in upstream \"%.300s\"", err, v);
+        return -1;
+    }
+    if (a.kind != UPSTREAM_ADDR_UNIX && a.port == 0) /* (a block is named without a port) */
+        for (unsigned i = 0; i < n_ups; i++)
+            if (strlen(ups[i]->name) == a.host_len &&
+                strncasecmp(ups[i]->name, a.host, a.host_len) == 0) {
+                t->upstream = ups[i];
+                return 0;
+            }
+    if (a.kind != UPSTREAM_ADDR_UNIX && a.port == 0) {
+        snprintf(t->why, sizeof(t->why), "no port in upstream \"%.*s\"", (int)a.host_len,
+                 a.host);
+        return -1;
+    }
+    if (a.kind == UPSTREAM_ADDR_NAME) {
+        t->status = 502;
+        snprintf(t->why, sizeof(t->why), "no resolver defined to resolve %.*s",
+                 (int)a.host_len, a.host);
+        return -1;
+    }
+    t->addr = a.addr;
+    t->addr_len = a.addr_len;
+    t->port = a.port;
+    return 0;
 }
 
 /* --- the directives the FastCGI family shares -------------------------------------------- */

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "module.h"
 #include "regex.h"
@@ -106,7 +107,24 @@ void fastcgi_buffering_merge(struct fastcgi_buffering *b, const struct fastcgi_b
         "ever left behind; the directory is made at load when missing (mode 0700, as nginx " \
         "makes it; its parent must exist). LEVELs are accepted and mean nothing."}
 
+struct upstream;
+
+/* Where a request of `fastcgi_pass $VAR;` (uwsgi_pass, scgi_pass) goes, made per request
+ * by fastcgi_ops.target from the value: an `upstream` block it names, else the address it
+ * is (`unix:PATH`, IP:PORT, [IPv6]:PORT; not kept, as nginx's). */
+struct fastcgi_target {
+    struct upstream *upstream;    /* the block named; NULL: addr */
+    struct sockaddr_storage addr; /* its port set */
+    socklen_t addr_len;
+    unsigned port;
+    int status;     /* when there is no target: the answer (500, 502) ... */
+    char why[400];  /* ... and the error log's line, nginx's words */
+};
+
 struct fastcgi_ops {
+    /* fastcgi_pass with variables: req's target into *t. 0, or -1 when the value names
+     * none (t->status, t->why). */
+    int (*target)(const void *conf, const struct request *req, struct fastcgi_target *t);
     /* The request's parameters, as FCGI_PARAMS content (name-value pairs), into
      * out[0..cap): their length, or -1 when they do not fit. */
     long (*params)(const void *conf, const struct request *req, char *out, size_t cap);
@@ -161,6 +179,17 @@ static inline const struct fastcgi_params *fastcgi_params_of(const struct proxy_
 {
     return p && p->fastcgi ? (const struct fastcgi_params *)p : NULL;
 }
+
+/* The target of `PREFIX_pass VALUE` with variables for req, as nginx's (its _eval and
+ * ngx_http_upstream_init_request): the value made, a name without a port is an `upstream`
+ * block of ups[0..n_ups) when one has it (any case), else the value is an address; a
+ * malformed one is 500 ("invalid port in upstream \"x:y\""), one without a port too ("no
+ * port in upstream \"x\""), a host name 502 ("no resolver defined to resolve x": names are
+ * not resolved here). scheme: "uwsgi" for uwsgi_pass, whose value may begin with
+ * "uwsgi://" (NULL: none). 0, or -1 with t->status and t->why. */
+int fastcgi_target_eval(const struct vars_value *value, const struct request *req,
+                        struct upstream *const *ups, unsigned n_ups, const char *scheme,
+                        struct fastcgi_target *t);
 
 enum fastcgi_var { FASTCGI_SCRIPT_NAME, FASTCGI_PATH_INFO };
 
