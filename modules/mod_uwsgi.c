@@ -66,6 +66,7 @@ struct wire_conf {
     struct upstream *implicit; /* owned: an address */
     struct vars_value *pass_vars; /* owned: the value, when it has variables */
     const struct wire_state *st;  /* the upstream blocks a variable's value may name */
+    struct fastcgi_resolver resolver; /* and the resolver of its names */
 
     struct fastcgi_param_line *lines; /* inherited as a whole when a block has none */
     unsigned n_lines;
@@ -408,6 +409,8 @@ static void *wire_block(void *state, const struct module_block *b)
     c->buf.buffering = -1;
     if (module_block_read(b, c) < 0)
         goto fail;
+    if (fastcgi_resolver_read(&c->resolver, b, outer ? &outer->resolver : NULL) < 0)
+        goto fail;
     for (const struct conf_node *n = b->first; n; n = n->next) /* written in once `user` */
         if ((strcmp(n->name, "uwsgi_temp_path") == 0 || strcmp(n->name, "scgi_temp_path") == 0) &&
             module_dir_for_user(b->mi, n, n->args[0]) < 0)
@@ -451,6 +454,8 @@ static void *wire_block(void *state, const struct module_block *b)
             .conf = c,
             .upstream = c->params.up.upstream,
             .dynamic = c->params.up.dynamic,
+            .resolver = c->resolver.resolver,
+            .resolver_timeout_ms = c->resolver.timeout_ms,
             .connect_ms = c->connect_ms,
             .send_ms = c->send_ms,
             .read_ms = c->read_ms,
@@ -487,6 +492,7 @@ static void wire_block_free(void *state, void *settings)
         free(c->lines);
     }
     vars_free(c->pass_vars);
+    fastcgi_resolver_free(&c->resolver);
     if (c->hide_owned)
         free(c->hide);
     if (c->pass_owned)

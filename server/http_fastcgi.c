@@ -63,6 +63,7 @@
 #include "log.h"
 #include "module_chain.h"
 #include "module_fastcgi.h"
+#include "resolver.h"
 #include "upstream.h"
 #include "upstream_store.h"
 #include "vars_upstream.h"
@@ -79,7 +80,7 @@
 #define FCGI_REQUEST_ID 1
 static_assert(FCGI_RELAY <= HTTP_SOURCE_PIECE, "a piece of the body fits the filter's room");
 
-enum fcgi_phase { PHASE_CONNECT, PHASE_SEND, PHASE_UPLOAD, PHASE_ANSWER };
+enum fcgi_phase { PHASE_RESOLVE, PHASE_CONNECT, PHASE_SEND, PHASE_UPLOAD, PHASE_ANSWER };
 
 /* Why an attempt ended without an answer to relay. */
 enum fcgi_failure { FAIL_ERROR, FAIL_TIMEOUT, FAIL_INVALID, FAIL_STALE };
@@ -97,6 +98,12 @@ struct conn_fcgi {
     /* fastcgi_pass with variables naming an address: the set made of it for the request
      * (kept with the state, so that a warm one allocates nothing) */
     struct upstream *dyn;
+    /* ... or naming a host: its name and port, and the wait for its addresses (PHASE_RESOLVE:
+     * h.fd is rwait.fd) */
+    char host[256];
+    unsigned port;
+    struct resolver_wait rwait;
+    bool resolving; /* rwait is in the resolver's lists */
 
     const struct fastcgi_params *fp;
     struct http_shared *shared;
@@ -342,6 +349,10 @@ static bool body_unread(const struct conn_fcgi *f)
 static void fcgi_detach(struct conn_fcgi *f, bool keep_up, bool failed)
 {
     struct conn *c = f->src.c;
+    if (f->resolving) {
+        resolver_cancel(f->fp->up.resolver, &f->rwait);
+        f->resolving = false;
+    }
     upstream_store_free(&f->store); /* (its file, without a name, goes with it) */
     upstream_store_wait_end(&f->both);
     conn_set_wake_fd(c, -1, false);
@@ -701,6 +712,74 @@ static void attempt_failed(struct conn_fcgi *f, enum fcgi_failure why, const cha
         }
     }
     fcgi_finish(f, why == FAIL_TIMEOUT ? 504 : 502, what);
+}
+
+/* --- names: fastcgi_pass with variables ------------------------------------------------
+ *
+ * A value that is an address has a set of its own (the state's, made anew each request); one
+ * that is a host name is resolved by the location's `resolver` first, as the proxy's
+ * (http_proxy.c): a request whose answer is not cached waits on a descriptor the answer
+ * makes readable, its deadline resolver_timeout, through the sweep. */
+
+/* The addresses a (port: the target's, a unix socket's none) are the request's set,
+ * round-robin, nothing kept: the first attempt begins. */
+static void dyn_begin(struct conn_fcgi *f, const struct sockaddr_storage *addr,
+                      const socklen_t *len, unsigned n, unsigned port)
+{
+    if (!f->dyn)
+        f->dyn = malloc(sizeof(*f->dyn));
+    if (!f->dyn || upstream_from_addrs(f->dyn, addr, len, n, port) < 0) {
+        fcgi_finish(f, 502, "no address to connect to");
+        return;
+    }
+    f->up = f->dyn;
+    struct upstream_server *s = upstream_pick(f->up, clock_now_ms(), 0, NULL);
+    if (!s) {
+        fcgi_finish(f, 502, "no live upstreams");
+        return;
+    }
+    attempt_begin(f, s);
+}
+
+/* nginx's words: "HOST could not be resolved (3: Host not found)". */
+static void resolve_failed(struct conn_fcgi *f, int status)
+{
+    char why[400];
+    snprintf(why, sizeof(why), "%s could not be resolved (%d: %s)", f->host, status,
+             resolver_strerror(status));
+    fcgi_finish(f, 502, why);
+}
+
+static void resolve_answered(struct conn_fcgi *f)
+{
+    if (f->rwait.status != 0)
+        resolve_failed(f, f->rwait.status);
+    else
+        dyn_begin(f, f->rwait.addrs.addr, f->rwait.addrs.len, f->rwait.addrs.n, f->port);
+}
+
+/* The request's target is f->host: its addresses now, or a wait for them. */
+static void resolve_begin(struct conn_fcgi *f)
+{
+    const struct proxy_params *p = &f->fp->up;
+    if (!p->resolver) {
+        char why[320];
+        snprintf(why, sizeof(why), "no resolver defined to resolve %s", f->host);
+        fcgi_finish(f, 502, why);
+        return;
+    }
+    struct conn *c = f->src.c;
+    if (resolver_lookup(p->resolver, f->host, c->h.group, &f->rwait) != 0) {
+        resolve_answered(f);
+        return;
+    }
+    f->resolving = true;
+    f->h.fd = f->rwait.fd;
+    f->registered = false;
+    f->phase = PHASE_RESOLVE;
+    conn_set_wake_fd(c, f->h.fd, true);
+    set_deadline(f, clock_now_ms() + p->resolver_timeout_ms);
+    fcgi_wait(f, EPOLLIN, false);
 }
 
 /* Send what is left of the request's records. 1: all sent; 0: wait for EPOLLOUT; -1. */
@@ -1351,6 +1430,15 @@ static void fcgi_step(struct conn_fcgi *f)
 {
     for (;;) {
         switch (f->phase) {
+        case PHASE_RESOLVE:
+            if (!resolver_take(f->fp->up.resolver, &f->rwait)) {
+                fcgi_wait(f, EPOLLIN, true); /* (not the answer: wait on) */
+                return;
+            }
+            f->resolving = false;
+            up_close(f);
+            resolve_answered(f);
+            return;
         case PHASE_CONNECT: {
             int err = 0;
             socklen_t len = sizeof(err);
@@ -1409,6 +1497,12 @@ static void fcgi_step(struct conn_fcgi *f)
 static void fcgi_timeout(struct conn_fcgi *f)
 {
     switch (f->phase) {
+    case PHASE_RESOLVE:
+        resolver_cancel(f->fp->up.resolver, &f->rwait);
+        f->resolving = false;
+        up_close(f);
+        resolve_failed(f, RESOLVER_ETIMEDOUT);
+        return;
     case PHASE_CONNECT:
         attempt_failed(f, FAIL_TIMEOUT, "connect timed out");
         return;
@@ -1537,7 +1631,8 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
     int target_rc = fp->up.dynamic ? fp->ops->target(fp->up.conf, r, &t) : 0;
     if (fp->up.dynamic)
         u = target_rc == 0 ? t.upstream : NULL;
-    bool to_addr = fp->up.dynamic && target_rc == 0 && !u;
+    bool to_addr = fp->up.dynamic && target_rc == 0 && !u && t.addr_len > 0;
+    bool to_name = fp->up.dynamic && target_rc == 0 && !u && t.addr_len == 0;
     int64_t now = clock_now_ms();
     struct upstream_server *s = plen >= 0 && u ? upstream_pick(u, now, 0, NULL) : NULL;
     struct upstream_idle *idle = s && fp->keep_conn ? upstream_idle_take(u, s, c->h.group) : NULL;
@@ -1593,6 +1688,7 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
     f->uvars.n = 0;
     f->uvars.head = NULL;
     f->try_now = NULL;
+    f->resolving = false;
     f->phase = PHASE_CONNECT;
     if (plen >= 0 && fp->wire) {
         f->req_len = fp->wire->frame(fp, f->req, req_cap, params, (size_t)plen, body, body_len,
@@ -1633,6 +1729,12 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
         if (s) /* (uwsgi's framing refused the parameters: the server was not tried) */
             upstream_done(u, s, false, now);
         fcgi_finish(f, 500, "the request's parameters are too large");
+        return;
+    }
+    if (to_name) {
+        snprintf(f->host, sizeof(f->host), "%s", t.host);
+        f->port = t.port;
+        resolve_begin(f);
         return;
     }
     if (!s) {

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "directive.h"
+#include "resolver.h"
 #include "upstream.h"
 #include "module_chain.h"
 #include "vars.h"
@@ -58,6 +59,7 @@ int fastcgi_target_eval(const struct vars_value *value, const struct request *re
     t->upstream = NULL;
     t->addr_len = 0;
     t->port = 0;
+    t->host[0] = '\0';
     t->status = 500;
     if (n < 0) {
         snprintf(t->why, sizeof(t->why), "the address is longer than %zu bytes",
@@ -89,16 +91,54 @@ int fastcgi_target_eval(const struct vars_value *value, const struct request *re
                  a.host);
         return -1;
     }
+    t->port = a.port;
     if (a.kind == UPSTREAM_ADDR_NAME) {
-        t->status = 502;
-        snprintf(t->why, sizeof(t->why), "no resolver defined to resolve %.*s",
-                 (int)a.host_len, a.host);
-        return -1;
+        if (a.host_len >= sizeof(t->host)) {
+            snprintf(t->why, sizeof(t->why), "invalid host in upstream \"%.300s\"", v);
+            return -1;
+        }
+        memcpy(t->host, a.host, a.host_len);
+        t->host[a.host_len] = '\0';
+        return 0;
     }
     t->addr = a.addr;
     t->addr_len = a.addr_len;
     t->port = a.port;
     return 0;
+}
+
+int fastcgi_resolver_read(struct fastcgi_resolver *r, const struct module_block *b,
+                          const struct fastcgi_resolver *outer)
+{
+    *r = (struct fastcgi_resolver){.timeout_ms = 0};
+    for (const struct conf_node *n = b->first; n; n = n->next) {
+        char msg[300];
+        if (strcmp(n->name, "resolver") == 0) {
+            if (r->owned)
+                resolver_free(r->resolver);
+            r->resolver = resolver_read(n, msg, sizeof(msg));
+            r->owned = r->resolver != NULL;
+            if (!r->resolver)
+                return module_error(b->mi, n, "resolver: %s", msg);
+        } else if (strcmp(n->name, "resolver_timeout") == 0 && n->n_args == 1 &&
+                   config_parse_duration_ms(n->args[0], &r->timeout_ms) < 0) {
+            return module_error(b->mi, n, "resolver_timeout: invalid value \"%s\"",
+                                n->args[0]);
+        }
+    }
+    if (!r->resolver && outer)
+        r->resolver = outer->resolver;
+    if (!r->timeout_ms)
+        r->timeout_ms = outer ? outer->timeout_ms : 30000; /* nginx's */
+    return 0;
+}
+
+void fastcgi_resolver_free(struct fastcgi_resolver *r)
+{
+    if (r->owned)
+        resolver_free(r->resolver);
+    r->resolver = NULL;
+    r->owned = false;
 }
 
 /* --- the directives the FastCGI family shares -------------------------------------------- */

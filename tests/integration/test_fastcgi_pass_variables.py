@@ -265,3 +265,52 @@ def test_uwsgi_and_scgi_pass_take_a_variable(tmp_path, protocol):
                 check_clean_exit(m)
             else:
                 m.stop()
+
+
+# --- names, through `resolver` ----------------------------------------------------------------
+
+needs_dnsmasq = pytest.mark.skipif(not os.path.exists("/usr/sbin/dnsmasq"),
+                                   reason="dnsmasq (dnsmasq-base) is not installed")
+
+
+@needs_dnsmasq
+def test_a_host_name_is_resolved_by_the_resolver(pools, pair, tmp_path):
+    from test_proxy_resolver import Dnsmasq
+    port = free_port()
+    pools(f"127.0.0.1:{port}")
+    d = Dnsmasq(tmp_path / "dns", {"php.test": "127.0.0.1"})
+    try:
+        servers = pair(f"resolver 127.0.0.1:{d.port};\nset $up php.test:{port};\n" + php())
+        assert both(servers, "/pool.php") == [(200, b"a")] * 2
+        assert both(servers, "/pool.php") == [(200, b"a")] * 2  # (the answer kept)
+    finally:
+        d.stop()
+
+
+@needs_dnsmasq
+def test_a_name_that_does_not_exist_is_502_as_nginx_logs_it(pools, pair, tmp_path):
+    from test_proxy_resolver import Dnsmasq
+    pools(None)
+    d = Dnsmasq(tmp_path / "dns", {"php.test": "127.0.0.1"})
+    try:
+        servers = pair(f"resolver 127.0.0.1:{d.port};\nset $up nosuch.test:9000;\n" + php())
+        assert [body(s, "/pool.php")[0] for s in servers] == [502, 502]
+        for log in logs(*servers):
+            assert "nosuch.test could not be resolved (3: Host not found)" in log, log
+    finally:
+        d.stop()
+
+
+def test_a_resolver_that_does_not_answer_is_502_after_resolver_timeout(pools, pair):
+    pools(None)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:
+        silent.bind(("127.0.0.1", 0))
+        dns = silent.getsockname()[1]
+        servers = pair(f"resolver 127.0.0.1:{dns};\nresolver_timeout 1s;\n"
+                       "set $up php.test:9000;\n" + php())
+        for s in servers:
+            start = time.monotonic()
+            assert body(s, "/pool.php")[0] == 502
+            assert time.monotonic() - start >= 0.9
+        for log in logs(*servers):
+            assert "php.test could not be resolved (110: Operation timed out)" in log, log
