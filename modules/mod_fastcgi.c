@@ -270,7 +270,13 @@ static const struct conf_directive fastcgi_directives[] = {
      .doc = "Answers the location from a FastCGI application (PHP-FPM): a unix socket, an "
         "address, or the servers of an `upstream` block (its balancing and failures as "
         "`proxy_pass`'s). The answer goes to the client as it comes, and is read ahead of a "
-        "slow client with `fastcgi_buffering on`. No variables."},
+        "slow client with `fastcgi_buffering on`. With variables (`fastcgi_pass $php;`, the "
+        "value from a `map` or `set`) the value is made per request, as nginx's: a name "
+        "without a port that an `upstream` block has uses that block (its `keepalive` too), "
+        "`unix:PATH`, `IPv4:PORT` and `[IPv6]:PORT` are used as they are (a connection each, "
+        "never kept), another `HOST:PORT` is resolved by `resolver` (none: 502, \"no "
+        "resolver defined to resolve HOST\"); a malformed value, or one without a port, is "
+        "500, logged as nginx logs it (\"no port in upstream \\\"HOST\\\"\")."},
     {"fastcgi_param", CONF_LIST, LOC, CONF_REPEATS, .min_args = 2, .max_args = 3,
      .set = set_param, .usage = "NAME VALUE [if_not_empty]",
      .doc = "A parameter passed to the application (variables allowed; `if_not_empty`: not "

@@ -573,7 +573,8 @@ static const struct conf_directive proxy_directives[] = {
         "by default; see `proxy_ssl_*`), named without variables. HTTP/1.1 only."},
     {"resolver", CONF_LIST, LOC, .min_args = 1, .max_args = 20, .set = set_resolver,
      .usage = "ADDRESS[:PORT] ... [valid=TIME] [ipv4=on|off] [ipv6=on|off] [status_zone=NAME]",
-     .doc = "The DNS servers that resolve the names of `proxy_pass` with variables, at run "
+     .doc = "The DNS servers that resolve the names of `proxy_pass` with variables (and of "
+        "`fastcgi_pass`, `uwsgi_pass`, `scgi_pass`), at run "
         "time, without a thread waiting (c-ares, driven by the thread group's handle set); "
         "answers kept for their TTL, or for `valid=`; requests for a name being asked wait "
         "on the same query. `ipv6=off` asks for IPv4 addresses only, `ipv4=off` IPv6; "

@@ -235,7 +235,9 @@ static int set_buffering(void *base, const struct conf_node *n, void *ctx, char 
         "before it allowed), or the servers of an `upstream` block (its balancing and "      \
         "failures as `proxy_pass`'s). A connection per request; the answer goes to the "     \
         "client as it comes (read ahead of a slow client with `" P "_buffering on`) and "    \
-        "ends when the application closes. No variables."},                                  \
+        "ends when the application closes. With variables, the value made per request is "   \
+        "an `upstream` block's name, an address or a name for `resolver`, as "                \
+        "`fastcgi_pass`'s."},                                                                  \
     {P "_param", CONF_LIST, LOC, CONF_REPEATS, .min_args = 2, .max_args = 3,                  \
      .set = set_param, .usage = "NAME VALUE [if_not_empty]",                                  \
      .doc = "A parameter passed to the application (variables allowed; `if_not_empty`: not " \
