@@ -378,3 +378,63 @@ TEST(closing_every_idle_connection_waits_for_one_being_handled)
     CHECK_EQ_INT(closed, 1);
     CHECK_EQ_INT(refusals, 2);
 }
+
+/* --- a target named at run time (upstream_addr_parse): nginx's ngx_parse_url ------------- */
+
+static const char *parse_err(const char *text, struct upstream_addr *a)
+{
+    const char *why = NULL;
+    return upstream_addr_parse(text, strlen(text), a, &why) == 0 ? NULL : why;
+}
+
+TEST(a_run_time_ipv4_address_and_port_is_an_address)
+{
+    struct upstream_addr a;
+    CHECK(parse_err("127.0.0.1:9000", &a) == NULL);
+    CHECK_EQ_INT(a.kind, UPSTREAM_ADDR_IP);
+    CHECK_EQ_INT(a.port, 9000);
+    CHECK_EQ_INT(ntohs(((struct sockaddr_in *)&a.addr)->sin_port), 9000);
+    CHECK_SLICE(((struct http_slice){a.host, a.host_len}), "127.0.0.1");
+}
+
+TEST(a_run_time_ipv6_address_keeps_its_brackets_as_its_host)
+{
+    struct upstream_addr a;
+    CHECK(parse_err("[::1]:9000", &a) == NULL);
+    CHECK_EQ_INT(a.kind, UPSTREAM_ADDR_IP);
+    CHECK_EQ_INT(a.addr.ss_family, AF_INET6);
+    CHECK_SLICE(((struct http_slice){a.host, a.host_len}), "[::1]");
+    CHECK(strcmp(parse_err("[::zz]:9000", &a), "invalid IPv6 address") == 0);
+    CHECK(strcmp(parse_err("[::1]x", &a), "invalid host") == 0);
+}
+
+TEST(a_run_time_unix_socket_is_its_path)
+{
+    struct upstream_addr a;
+    CHECK(parse_err("unix:/run/php/php8.2-fpm.sock", &a) == NULL);
+    CHECK_EQ_INT(a.kind, UPSTREAM_ADDR_UNIX);
+    CHECK(strcmp(((struct sockaddr_un *)&a.addr)->sun_path, "/run/php/php8.2-fpm.sock") == 0);
+    CHECK(strcmp(parse_err("unix:", &a), "no path in the unix domain socket") == 0);
+}
+
+TEST(a_run_time_name_without_port_has_port_0)
+{
+    struct upstream_addr a;
+    CHECK(parse_err("backend", &a) == NULL);
+    CHECK_EQ_INT(a.kind, UPSTREAM_ADDR_NAME);
+    CHECK_EQ_INT(a.port, 0);
+    CHECK(parse_err("php.example:9000", &a) == NULL);
+    CHECK_EQ_INT(a.kind, UPSTREAM_ADDR_NAME);
+    CHECK_EQ_INT(a.port, 9000);
+}
+
+TEST(a_malformed_run_time_value_is_refused_in_nginx_words)
+{
+    struct upstream_addr a;
+    CHECK(strcmp(parse_err("", &a), "no host") == 0);
+    CHECK(strcmp(parse_err(":9000", &a), "no host") == 0);
+    CHECK(strcmp(parse_err("host:", &a), "invalid port") == 0);
+    CHECK(strcmp(parse_err("host:65536", &a), "invalid port") == 0);
+    CHECK(strcmp(parse_err("host:0", &a), "invalid port") == 0);
+    CHECK(strcmp(parse_err("host:9000/x", &a), "invalid host") == 0);
+}
