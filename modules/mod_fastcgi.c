@@ -274,7 +274,9 @@ static const struct conf_directive fastcgi_directives[] = {
         "value from a `map` or `set`) the value is made per request, as nginx's: a name "
         "without a port that an `upstream` block has uses that block (its `keepalive` too), "
         "`unix:PATH`, `IPv4:PORT` and `[IPv6]:PORT` are used as they are (a connection each, "
-        "never kept), another `HOST:PORT` is resolved by `resolver` (none: 502, \"no "
+        "never kept), a `HOST:PORT` that a `fastcgi_pass` without variables names, as "
+        "written, uses that line's servers (resolved at load), another is resolved by "
+        "`resolver` (none: 502, \"no "
         "resolver defined to resolve HOST\"); a malformed value, or one without a port, is "
         "500, logged as nginx logs it (\"no port in upstream \\\"HOST\\\"\")."},
     {"fastcgi_param", CONF_LIST, LOC, CONF_REPEATS, .min_args = 2, .max_args = 3,
@@ -646,7 +648,9 @@ static int fcgi_head(const void *conf, const struct request *req, const char *bu
 static int fcgi_target(const void *conf, const struct request *req, struct fastcgi_target *t)
 {
     const struct fcgi_conf *c = conf;
-    return fastcgi_target_eval(c->pass_vars, req, c->st->ups, c->st->n_ups, NULL, t);
+    const struct fastcgi_upstreams ups = {c->st->ups, c->st->n_ups, c->st->implicit,
+                                          c->st->n_implicit};
+    return fastcgi_target_eval(c->pass_vars, req, &ups, NULL, t);
 }
 
 static const struct fastcgi_ops fcgi_ops = {

@@ -695,8 +695,10 @@ static int wire_head(const void *conf, const struct request *req, const char *bu
 static int wire_target(const void *conf, const struct request *req, struct fastcgi_target *t)
 {
     const struct wire_conf *c = conf;
-    return fastcgi_target_eval(c->pass_vars, req, c->st->ups, c->st->n_ups,
-                               c->proto == &uwsgi_proto ? "uwsgi" : NULL, t);
+    const struct fastcgi_upstreams ups = {c->st->ups, c->st->n_ups, c->st->implicit,
+                                          c->st->n_implicit};
+    return fastcgi_target_eval(c->pass_vars, req, &ups, c->proto == &uwsgi_proto ? "uwsgi"
+                                                                               : NULL, t);
 }
 
 static const struct fastcgi_ops wire_ops = {

@@ -49,7 +49,7 @@ long module_fastcgi_var(const struct request *req, enum fastcgi_var which, char 
 /* --- PREFIX_pass with variables ----------------------------------------------------------- */
 
 int fastcgi_target_eval(const struct vars_value *value, const struct request *req,
-                        struct upstream *const *ups, unsigned n_ups, const char *scheme,
+                        const struct fastcgi_upstreams *ups, const char *scheme,
                         struct fastcgi_target *t)
 {
     char text[1024];
@@ -80,10 +80,17 @@ int fastcgi_target_eval(const struct vars_value *value, const struct request *re
         return -1;
     }
     if (a.kind != UPSTREAM_ADDR_UNIX && a.port == 0) /* (a block is named without a port) */
-        for (unsigned i = 0; i < n_ups; i++)
-            if (strlen(ups[i]->name) == a.host_len &&
-                strncasecmp(ups[i]->name, a.host, a.host_len) == 0) {
-                t->upstream = ups[i];
+        for (unsigned i = 0; i < ups->n_named; i++)
+            if (strlen(ups->named[i]->name) == a.host_len &&
+                strncasecmp(ups->named[i]->name, a.host, a.host_len) == 0) {
+                t->upstream = ups->named[i];
+                return 0;
+            }
+    if (a.kind == UPSTREAM_ADDR_NAME && a.port != 0) /* (as the line wrote it) */
+        for (unsigned i = 0; i < ups->n_implicit; i++)
+            if (ups->implicit[i]->n_servers &&
+                strcasecmp(ups->implicit[i]->servers[0].written, v) == 0) {
+                t->upstream = ups->implicit[i];
                 return 0;
             }
     if (a.kind != UPSTREAM_ADDR_UNIX && a.port == 0) {

@@ -182,14 +182,24 @@ static inline const struct fastcgi_params *fastcgi_params_of(const struct proxy_
     return p && p->fastcgi ? (const struct fastcgi_params *)p : NULL;
 }
 
+/* The upstreams a value may name: the `upstream` blocks, and the sets of the module's
+ * `PREFIX_pass HOST:PORT` lines without variables (resolved at load, as nginx's). */
+struct fastcgi_upstreams {
+    struct upstream *const *named;
+    unsigned n_named;
+    struct upstream *const *implicit;
+    unsigned n_implicit;
+};
+
 /* The target of `PREFIX_pass VALUE` with variables for req, as nginx's (its _eval and
  * ngx_http_upstream_init_request): the value made, a name without a port is an `upstream`
- * block of ups[0..n_ups) when one has it (any case), else the value is an address; a
+ * block when one has it (any case), a HOST:PORT that a line without variables names is
+ * that line's set, else the value is an address; a
  * malformed one is 500 ("invalid port in upstream \"x:y\""), one without a port too ("no
  * port in upstream \"x\""); a host name is left to the resolver (t->host). scheme: "uwsgi" for uwsgi_pass, whose value may begin with
  * "uwsgi://" (NULL: none). 0, or -1 with t->status and t->why. */
 int fastcgi_target_eval(const struct vars_value *value, const struct request *req,
-                        struct upstream *const *ups, unsigned n_ups, const char *scheme,
+                        const struct fastcgi_upstreams *ups, const char *scheme,
                         struct fastcgi_target *t);
 
 /* A block's `resolver` and `resolver_timeout` (the directives are mod_proxy's, as nginx's

@@ -161,6 +161,17 @@ def test_a_bad_value_is_answered_with_nginx_status_and_log_line(pools, pair, val
     assert line in lf_log, lf_log
 
 
+def test_a_host_and_port_another_fastcgi_pass_names_uses_its_servers(pools, pair):
+    """nginx keeps the set of `fastcgi_pass HOST:PORT;` (resolved at load) among its
+    upstreams, and a variable's HOST:PORT that names it as written uses it: no resolver is
+    asked."""
+    port = free_port()
+    pools(f"127.0.0.1:{port}")
+    servers = pair(f"location /static/ {{ fastcgi_pass localhost:{port}; }}\n"
+                   f"set $up localhost:{port};\n" + php())
+    assert both(servers, "/pool.php") == [(200, b"a")] * 2
+
+
 def test_a_host_name_without_a_resolver_is_502_as_nginx_logs_it(pools, pair):
     pools(None)
     servers = pair("set $up php.invalid:9000;\n" + php())
