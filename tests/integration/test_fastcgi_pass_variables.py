@@ -325,3 +325,38 @@ def test_a_resolver_that_does_not_answer_is_502_after_resolver_timeout(pools, pa
             assert time.monotonic() - start >= 0.9
         for log in logs(*servers):
             assert "php.test could not be resolved (110: Operation timed out)" in log, log
+
+
+def test_a_client_that_leaves_while_its_name_is_asked_for_leaves_no_wait_behind(pools, tmp_path):
+    """The client closes while the resolver has not answered: its wait is cancelled, the
+    descriptors it held closed (counted in /proc), and the server answers the next
+    request."""
+    a, = pools(None)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.settimeout(scaled(5))
+        root = docroot(tmp_path)
+        lf = lfhttpd(tmp_path / "lf", root,
+                     f"resolver 127.0.0.1:{silent.getsockname()[1]};\nresolver_timeout 30s;\n"
+                     f"location = /gone.php {{ include fastcgi.conf; set $up php.test:9000;"
+                     f" fastcgi_pass $up; }}\n"
+                     f"location = /pool.php {{ include fastcgi.conf; set $up unix:{a.sock};"
+                     f" fastcgi_pass $up; }}\n")
+        fds = f"/proc/{lf.proc.pid}/fd"
+
+        def leave():
+            c = socket.create_connection((lf.host, lf.port))
+            c.sendall(b"GET /gone.php HTTP/1.1\r\nHost: t\r\n\r\n")
+            silent.recv(512)  # (asked: the request waits for the name)
+            c.close()
+            time.sleep(scaled(0.3))
+
+        try:
+            leave()  # (the resolver's own socket is made at its first question)
+            before = len(os.listdir(fds))
+            for _ in range(3):
+                leave()
+            assert len(os.listdir(fds)) == before
+            assert body(lf, "/pool.php") == (200, b"a")
+        finally:
+            check_clean_exit(lf)
