@@ -63,8 +63,8 @@
 #include "log.h"
 #include "module_chain.h"
 #include "module_fastcgi.h"
-#include "resolver.h"
 #include "upstream.h"
+#include "upstream_lookup.h"
 #include "upstream_store.h"
 #include "vars_upstream.h"
 
@@ -95,15 +95,10 @@ struct conn_fcgi {
     size_t room; /* the bytes req points to (its buffer is kept between requests) */
     struct upstream *up;
     struct upstream_server *server; /* this attempt's */
-    /* fastcgi_pass with variables naming an address: the set made of it for the request
-     * (kept with the state, so that a warm one allocates nothing) */
-    struct upstream *dyn;
-    /* ... or naming a host: its name and port, and the wait for its addresses (PHASE_RESOLVE:
-     * h.fd is rwait.fd) */
-    char host[256];
-    unsigned port;
-    struct resolver_wait rwait;
-    bool resolving; /* rwait is in the resolver's lists */
+    /* fastcgi_pass with variables naming an address or a host: the set made of it for the
+     * request (kept with the state), and the wait for a name's addresses (PHASE_RESOLVE:
+     * h.fd is look.rwait.fd) */
+    struct upstream_lookup look;
 
     const struct fastcgi_params *fp;
     struct http_shared *shared;
@@ -349,10 +344,7 @@ static bool body_unread(const struct conn_fcgi *f)
 static void fcgi_detach(struct conn_fcgi *f, bool keep_up, bool failed)
 {
     struct conn *c = f->src.c;
-    if (f->resolving) {
-        resolver_cancel(f->fp->up.resolver, &f->rwait);
-        f->resolving = false;
-    }
+    upstream_lookup_cancel(&f->look, f->fp->up.resolver, NULL, 0);
     upstream_store_free(&f->store); /* (its file, without a name, goes with it) */
     upstream_store_wait_end(&f->both);
     conn_set_wake_fd(c, -1, false);
@@ -716,23 +708,20 @@ static void attempt_failed(struct conn_fcgi *f, enum fcgi_failure why, const cha
 
 /* --- names: fastcgi_pass with variables ------------------------------------------------
  *
- * A value that is an address has a set of its own (the state's, made anew each request); one
- * that is a host name is resolved by the location's `resolver` first, as the proxy's
- * (http_proxy.c): a request whose answer is not cached waits on a descriptor the answer
- * makes readable, its deadline resolver_timeout, through the sweep. */
+ * A value that is an address, or a host name the location's `resolver` answers for, has a
+ * set of its own (upstream_lookup.h), as the proxy's: a request whose answer is not cached
+ * waits on a descriptor the answer makes readable, its deadline resolver_timeout, through
+ * the sweep. */
 
-/* The addresses a (port: the target's, a unix socket's none) are the request's set,
- * round-robin, nothing kept: the first attempt begins. */
-static void dyn_begin(struct conn_fcgi *f, const struct sockaddr_storage *addr,
-                      const socklen_t *len, unsigned n, unsigned port)
+/* The lookup's answer: the request's set (nginx's round-robin, nothing kept), its first
+ * attempt; or 502, why in the log. */
+static void look_done(struct conn_fcgi *f, enum upstream_lookup_result rc, const char *why)
 {
-    if (!f->dyn)
-        f->dyn = malloc(sizeof(*f->dyn));
-    if (!f->dyn || upstream_from_addrs(f->dyn, addr, len, n, port) < 0) {
-        fcgi_finish(f, 502, "no address to connect to");
+    if (rc == UPSTREAM_LOOKUP_FAILED) {
+        fcgi_finish(f, 502, why);
         return;
     }
-    f->up = f->dyn;
+    f->up = f->look.set;
     struct upstream_server *s = upstream_pick(f->up, clock_now_ms(), 0, NULL);
     if (!s) {
         fcgi_finish(f, 502, "no live upstreams");
@@ -741,40 +730,19 @@ static void dyn_begin(struct conn_fcgi *f, const struct sockaddr_storage *addr,
     attempt_begin(f, s);
 }
 
-/* nginx's words: "HOST could not be resolved (3: Host not found)". */
-static void resolve_failed(struct conn_fcgi *f, int status)
-{
-    char why[400];
-    snprintf(why, sizeof(why), "%s could not be resolved (%d: %s)", f->host, status,
-             resolver_strerror(status));
-    fcgi_finish(f, 502, why);
-}
-
-static void resolve_answered(struct conn_fcgi *f)
-{
-    if (f->rwait.status != 0)
-        resolve_failed(f, f->rwait.status);
-    else
-        dyn_begin(f, f->rwait.addrs.addr, f->rwait.addrs.len, f->rwait.addrs.n, f->port);
-}
-
-/* The request's target is f->host: its addresses now, or a wait for them. */
+/* The request's target is the host f->look names: its addresses now, or a wait for them. */
 static void resolve_begin(struct conn_fcgi *f)
 {
     const struct proxy_params *p = &f->fp->up;
-    if (!p->resolver) {
-        char why[320];
-        snprintf(why, sizeof(why), "no resolver defined to resolve %s", f->host);
-        fcgi_finish(f, 502, why);
-        return;
-    }
     struct conn *c = f->src.c;
-    if (resolver_lookup(p->resolver, f->host, c->h.group, &f->rwait) != 0) {
-        resolve_answered(f);
+    char why[400];
+    enum upstream_lookup_result rc = upstream_lookup_begin(&f->look, p->resolver, c->h.group,
+                                                           why, sizeof(why));
+    if (rc != UPSTREAM_LOOKUP_WAIT) {
+        look_done(f, rc, why);
         return;
     }
-    f->resolving = true;
-    f->h.fd = f->rwait.fd;
+    f->h.fd = f->look.rwait.fd;
     f->registered = false;
     f->phase = PHASE_RESOLVE;
     conn_set_wake_fd(c, f->h.fd, true);
@@ -1430,15 +1398,18 @@ static void fcgi_step(struct conn_fcgi *f)
 {
     for (;;) {
         switch (f->phase) {
-        case PHASE_RESOLVE:
-            if (!resolver_take(f->fp->up.resolver, &f->rwait)) {
+        case PHASE_RESOLVE: {
+            char why[400];
+            enum upstream_lookup_result rc = upstream_lookup_take(&f->look, f->fp->up.resolver,
+                                                                  why, sizeof(why));
+            if (rc == UPSTREAM_LOOKUP_WAIT) {
                 fcgi_wait(f, EPOLLIN, true); /* (not the answer: wait on) */
                 return;
             }
-            f->resolving = false;
             up_close(f);
-            resolve_answered(f);
+            look_done(f, rc, why);
             return;
+        }
         case PHASE_CONNECT: {
             int err = 0;
             socklen_t len = sizeof(err);
@@ -1497,12 +1468,13 @@ static void fcgi_step(struct conn_fcgi *f)
 static void fcgi_timeout(struct conn_fcgi *f)
 {
     switch (f->phase) {
-    case PHASE_RESOLVE:
-        resolver_cancel(f->fp->up.resolver, &f->rwait);
-        f->resolving = false;
+    case PHASE_RESOLVE: {
+        char why[400];
+        upstream_lookup_cancel(&f->look, f->fp->up.resolver, why, sizeof(why));
         up_close(f);
-        resolve_failed(f, RESOLVER_ETIMEDOUT);
+        fcgi_finish(f, 502, why);
         return;
+    }
     case PHASE_CONNECT:
         attempt_failed(f, FAIL_TIMEOUT, "connect timed out");
         return;
@@ -1650,13 +1622,13 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
         f = NULL;
     }
     if (f && to_addr) { /* a set of the one address, not kept (nginx's) */
-        if (!f->dyn)
-            f->dyn = malloc(sizeof(*f->dyn));
-        if (!f->dyn || upstream_from_addrs(f->dyn, &t.addr, &t.addr_len, 1, t.port) < 0) {
+        char why[64];
+        f->look.port = t.port;
+        if (upstream_lookup_set(&f->look, &t.addr, &t.addr_len, 1, why, sizeof(why)) < 0) {
             fcgi_release(f);
             f = NULL;
         } else {
-            u = f->dyn;
+            u = f->look.set;
             s = plen >= 0 ? upstream_pick(u, now, 0, NULL) : NULL;
         }
     }
@@ -1688,7 +1660,7 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
     f->uvars.n = 0;
     f->uvars.head = NULL;
     f->try_now = NULL;
-    f->resolving = false;
+    f->look.resolving = false;
     f->phase = PHASE_CONNECT;
     if (plen >= 0 && fp->wire) {
         f->req_len = fp->wire->frame(fp, f->req, req_cap, params, (size_t)plen, body, body_len,
@@ -1732,8 +1704,8 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
         return;
     }
     if (to_name) {
-        snprintf(f->host, sizeof(f->host), "%s", t.host);
-        f->port = t.port;
+        snprintf(f->look.host, sizeof(f->look.host), "%s", t.host);
+        f->look.port = t.port;
         resolve_begin(f);
         return;
     }
@@ -1755,7 +1727,7 @@ static void fcgi_fini(void)
     while (list) {
         struct conn_fcgi *next = list->next_free;
         free(list->req);
-        free(list->dyn);
+        upstream_lookup_free(&list->look);
         free(list);
         list = next;
     }
