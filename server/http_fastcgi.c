@@ -344,7 +344,8 @@ static bool body_unread(const struct conn_fcgi *f)
 static void fcgi_detach(struct conn_fcgi *f, bool keep_up, bool failed)
 {
     struct conn *c = f->src.c;
-    upstream_lookup_cancel(&f->look, f->fp->up.resolver, NULL, 0);
+    if (f->look.resolving)
+        upstream_lookup_cancel(&f->look, f->fp->up.resolver, NULL, 0);
     upstream_store_free(&f->store); /* (its file, without a name, goes with it) */
     upstream_store_wait_end(&f->both);
     conn_set_wake_fd(c, -1, false);
