@@ -41,6 +41,11 @@
  * fastcgi_request_buffering off it is relayed as it arrives instead (PHASE_UPLOAD: see "the
  * request's body, streamed").
  *
+ * With variables (`fastcgi_pass $php;`), the module says per request where it goes
+ * (fastcgi_ops.target): an upstream block it names, used as above, or an address or a host
+ * name, made a set of its own kept with the state (upstream_lookup.h, shared with the
+ * proxy), a name resolved first (PHASE_RESOLVE); connections to those are not kept.
+ *
  * uwsgi_pass and scgi_pass (mod_uwsgi.c) go through the same state: their parameters name
  * a struct fastcgi_wire, which frames the request (a uwsgi packet, an SCGI netstring, then
  * the body) in place of the records; their answer is raw bytes, its head a status line or
