@@ -111,6 +111,12 @@ def test_an_upstream_block_is_named_in_any_case(pools, pair):
     assert both(servers, "/pool.php") == [(200, b"a")] * 2
 
 
+def test_a_unix_prefix_in_any_case_is_a_socket(pools, pair):
+    a, = pools(None)
+    servers = pair(f"set $up UNIX:{a.sock};\n" + php())
+    assert both(servers, "/pool.php") == [(200, b"a")] * 2
+
+
 def test_set_to_an_ipv4_address_and_port(pools, pair):
     port = free_port()
     pools(f"127.0.0.1:{port}")
@@ -149,6 +155,8 @@ def test_set_to_an_ipv6_address_in_brackets_and_port(pools, pair):
     ("127.0.0.1:9000/x", 500, 'invalid host in upstream "127.0.0.1:9000/x"'),
     ("[::1", 500, 'invalid host in upstream "[::1"'),
     ("'[::zz]:9000'", 500, 'invalid IPv6 address in upstream "[::zz]:9000"'),
+    ("::1:9000", 500, 'invalid port in upstream "::1:9000"'),
+    ("'php.example:9000?x'", 500, 'invalid host in upstream "php.example:9000?x"'),
 ])
 def test_a_bad_value_is_answered_with_nginx_status_and_log_line(pools, pair, value, status,
                                                                 line):
