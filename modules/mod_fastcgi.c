@@ -51,6 +51,9 @@ struct fcgi_conf {
 
     const char *pass_text; /* fastcgi_pass (this location's only) */
     unsigned pass_line;
+    struct vars_value *pass_vars; /* owned: the value, when it has variables */
+    const struct fcgi_state *st;  /* the upstream blocks a variable's value may name */
+    struct fastcgi_resolver resolver; /* and the resolver of its names */
     struct upstream *implicit; /* owned: an address */
 
     struct fastcgi_param_line *lines; /* inherited as a whole when a block has none */
@@ -108,9 +111,11 @@ static int set_pass(void *base, const struct conf_node *n, void *ctx, char *msg,
     (void)ctx;
     struct fcgi_conf *c = base;
     const char *a = n->args[0];
-    if (strchr(a, '$'))
-        return snprintf(msg, len, "\"%s\": variables in fastcgi_pass are not supported", a), -1;
-    if (strncasecmp(a, "http://", 7) == 0 || strncasecmp(a, "https://", 8) == 0)
+    if (strchr(a, '$')) { /* made per request (fastcgi_target_eval) */
+        char why[256];
+        if (vars_compile(a, VARS_RAW, &c->pass_vars, why, sizeof(why)) < 0)
+            return snprintf(msg, len, "%s", why), -1;
+    } else if (strncasecmp(a, "http://", 7) == 0 || strncasecmp(a, "https://", 8) == 0)
         return snprintf(msg, len, "\"%s\": an address (unix:PATH, HOST:PORT or an upstream's "
                         "name), not a URL", a), -1;
     c->pass_text = a;
@@ -265,7 +270,15 @@ static const struct conf_directive fastcgi_directives[] = {
      .doc = "Answers the location from a FastCGI application (PHP-FPM): a unix socket, an "
         "address, or the servers of an `upstream` block (its balancing and failures as "
         "`proxy_pass`'s). The answer goes to the client as it comes, and is read ahead of a "
-        "slow client with `fastcgi_buffering on`. No variables."},
+        "slow client with `fastcgi_buffering on`. With variables (`fastcgi_pass $php;`, the "
+        "value from a `map` or `set`) the value is made per request, as nginx's: a name "
+        "without a port that an `upstream` block has uses that block (its `keepalive` too), "
+        "`unix:PATH`, `IPv4:PORT` and `[IPv6]:PORT` are used as they are (a connection each, "
+        "never kept), a `HOST:PORT` that a `fastcgi_pass` without variables names, as "
+        "written, uses that line's servers (resolved at load), another is resolved by "
+        "`resolver` (none: 502, \"no "
+        "resolver defined to resolve HOST\"); a malformed value, or one without a port, is "
+        "500, logged as nginx logs it (\"no port in upstream \\\"HOST\\\"\")."},
     {"fastcgi_param", CONF_LIST, LOC, CONF_REPEATS, .min_args = 2, .max_args = 3,
      .set = set_param, .usage = "NAME VALUE [if_not_empty]",
      .doc = "A parameter passed to the application (variables allowed; `if_not_empty`: not "
@@ -355,6 +368,13 @@ static int resolve_pass(struct fcgi_state *st, struct fcgi_conf *c, const struct
                         const struct conf_node *where)
 {
     const char *a = c->pass_text;
+    if (c->pass_vars) { /* any block may be named: each is watched, and on the status page */
+        c->st = st;
+        c->params.up.dynamic = true;
+        for (unsigned i = 0; i < st->n_ups; i++)
+            st->used[i] = true;
+        return 0;
+    }
     struct upstream *u = strchr(a, ':') ? NULL : find_upstream(st, a);
     if (!u) {
         char msg[512];
@@ -391,6 +411,8 @@ static void *fcgi_block(void *state, const struct module_block *b)
     c->request_buffering = -1;
     c->buf.buffering = -1;
     if (module_block_read(b, c) < 0)
+        goto fail;
+    if (fastcgi_resolver_read(&c->resolver, b, outer ? &outer->resolver : NULL) < 0)
         goto fail;
     for (const struct conf_node *n = b->first; n; n = n->next) /* written in once `user` */
         if (strcmp(n->name, "fastcgi_temp_path") == 0 &&
@@ -470,6 +492,9 @@ static void *fcgi_block(void *state, const struct module_block *b)
             .ops = NULL,
             .conf = c,
             .upstream = c->params.up.upstream,
+            .dynamic = c->params.up.dynamic,
+            .resolver = c->resolver.resolver,
+            .resolver_timeout_ms = c->resolver.timeout_ms,
             .connect_ms = c->connect_ms,
             .send_ms = c->send_ms,
             .read_ms = c->read_ms,
@@ -506,6 +531,8 @@ static void fcgi_block_free(void *state, void *settings)
     }
     if (c->split_owned)
         regex_free(&c->split_re);
+    vars_free(c->pass_vars);
+    fastcgi_resolver_free(&c->resolver);
     if (c->hide_owned)
         free(c->hide);
     if (c->pass_owned)
@@ -618,7 +645,16 @@ static int fcgi_head(const void *conf, const struct request *req, const char *bu
     return resp_failed(resp) ? -1 : used;
 }
 
+static int fcgi_target(const void *conf, const struct request *req, struct fastcgi_target *t)
+{
+    const struct fcgi_conf *c = conf;
+    const struct fastcgi_upstreams ups = {c->st->ups, c->st->n_ups, c->st->implicit,
+                                          c->st->n_implicit};
+    return fastcgi_target_eval(c->pass_vars, req, &ups, NULL, t);
+}
+
 static const struct fastcgi_ops fcgi_ops = {
+    .target = fcgi_target,
     .params = fcgi_params,
     .head = fcgi_head,
 };
@@ -629,7 +665,7 @@ static enum mod_result fcgi_handle(void *state, const struct request *req, struc
 {
     (void)state;
     const struct fcgi_conf *c = req->mount ? req->mount->data : NULL;
-    if (!c || !c->params.up.upstream)
+    if (!c || (!c->params.up.upstream && !c->params.up.dynamic))
         return MOD_DECLINED;
     resp_proxy(resp, &c->params.up);
     return MOD_HANDLED;

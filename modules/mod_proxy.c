@@ -55,7 +55,6 @@
 #define PROXY_UNSET 0xffffffffu
 #define PROXY_DEFAULT_TIMEOUT_MS 60000
 #define PROXY_RESOLVER_TIMEOUT_MS 30000 /* nginx's resolver_timeout */
-#define PROXY_RESOLVER_SERVERS_MAX 16
 
 /* The base of the module's setters: its state (upstream blocks) or a block's settings. */
 enum { PROXY_STATE = 1, PROXY_BLOCK = 2 };
@@ -293,39 +292,9 @@ static int set_resolver(void *base, const struct conf_node *n, void *ctx, char *
 {
     (void)ctx;
     struct proxy_conf *c = base;
-    const char *servers[PROXY_RESOLVER_SERVERS_MAX];
-    unsigned n_servers = 0, valid_s = 0;
-    bool ipv4 = true, ipv6 = true;
-    for (unsigned i = 0; i < n->n_args; i++) {
-        const char *a = n->args[i];
-        if (strncmp(a, "valid=", 6) == 0) {
-            unsigned ms;
-            if (config_parse_duration_ms(a + 6, &ms) < 0 || ms < 1000)
-                return snprintf(msg, len, "invalid parameter \"%s\"", a), -1;
-            valid_s = ms / 1000;
-        } else if (strncmp(a, "ipv4=", 5) == 0 || strncmp(a, "ipv6=", 5) == 0) {
-            bool on = strcmp(a + 5, "on") == 0;
-            if (!on && strcmp(a + 5, "off") != 0)
-                return snprintf(msg, len, "invalid parameter \"%s\"", a), -1;
-            *(a[3] == '4' ? &ipv4 : &ipv6) = on;
-        } else if (strncmp(a, "status_zone=", 12) == 0) {
-            continue; /* (accepted: no zone statistics) */
-        } else if (n_servers == PROXY_RESOLVER_SERVERS_MAX) {
-            return snprintf(msg, len, "too many addresses (%d at most)",
-                            PROXY_RESOLVER_SERVERS_MAX), -1;
-        } else {
-            servers[n_servers++] = a;
-        }
-    }
-    if (!ipv4 && !ipv6)
-        return snprintf(msg, len, "\"ipv4\" and \"ipv6\" cannot both be \"off\""), -1;
-    if (n_servers == 0)
-        return snprintf(msg, len, "no address"), -1;
-    char why[256];
-    struct resolver *r = resolver_create(servers, n_servers, valid_s, ipv4, ipv6, why,
-                                         sizeof(why));
+    struct resolver *r = resolver_read(n, msg, len);
     if (!r)
-        return snprintf(msg, len, "%s", why), -1;
+        return -1;
     c->resolver = r;
     c->resolver_owned = true;
     return 0;
@@ -604,7 +573,8 @@ static const struct conf_directive proxy_directives[] = {
         "by default; see `proxy_ssl_*`), named without variables. HTTP/1.1 only."},
     {"resolver", CONF_LIST, LOC, .min_args = 1, .max_args = 20, .set = set_resolver,
      .usage = "ADDRESS[:PORT] ... [valid=TIME] [ipv4=on|off] [ipv6=on|off] [status_zone=NAME]",
-     .doc = "The DNS servers that resolve the names of `proxy_pass` with variables, at run "
+     .doc = "The DNS servers that resolve the names of `proxy_pass` with variables (and of "
+        "`fastcgi_pass`, `uwsgi_pass`, `scgi_pass`), at run "
         "time, without a thread waiting (c-ares, driven by the thread group's handle set); "
         "answers kept for their TTL, or for `valid=`; requests for a name being asked wait "
         "on the same query. `ipv6=off` asks for IPv4 addresses only, `ipv4=off` IPv6; "

@@ -64,6 +64,9 @@ struct wire_conf {
 
     const char *pass_text; /* ..._pass (this location's only) */
     struct upstream *implicit; /* owned: an address */
+    struct vars_value *pass_vars; /* owned: the value, when it has variables */
+    const struct wire_state *st;  /* the upstream blocks a variable's value may name */
+    struct fastcgi_resolver resolver; /* and the resolver of its names */
 
     struct fastcgi_param_line *lines; /* inherited as a whole when a block has none */
     unsigned n_lines;
@@ -117,8 +120,13 @@ static int set_pass(void *base, const struct conf_node *n, void *ctx, char *msg,
     (void)ctx;
     struct wire_conf *c = base;
     const char *a = n->args[0];
-    if (strchr(a, '$'))
-        return snprintf(msg, len, "\"%s\": variables in %s are not supported", a, n->name), -1;
+    if (strchr(a, '$')) { /* made per request (fastcgi_target_eval) */
+        char why[256];
+        if (vars_compile(a, VARS_RAW, &c->pass_vars, why, sizeof(why)) < 0)
+            return snprintf(msg, len, "%s", why), -1;
+        c->pass_text = a;
+        return 0;
+    }
     /* nginx allows the protocol's own scheme before the address */
     size_t scheme = strlen(c->proto->name);
     if (strncasecmp(a, c->proto->name, scheme) == 0 && strncmp(a + scheme, "://", 3) == 0)
@@ -227,7 +235,9 @@ static int set_buffering(void *base, const struct conf_node *n, void *ctx, char 
         "before it allowed), or the servers of an `upstream` block (its balancing and "      \
         "failures as `proxy_pass`'s). A connection per request; the answer goes to the "     \
         "client as it comes (read ahead of a slow client with `" P "_buffering on`) and "    \
-        "ends when the application closes. No variables."},                                  \
+        "ends when the application closes. With variables, the value made per request is "   \
+        "an `upstream` block's name, an address or a name for `resolver`, as "                \
+        "`fastcgi_pass`'s."},                                                                  \
     {P "_param", CONF_LIST, LOC, CONF_REPEATS, .min_args = 2, .max_args = 3,                  \
      .set = set_param, .usage = "NAME VALUE [if_not_empty]",                                  \
      .doc = "A parameter passed to the application (variables allowed; `if_not_empty`: not " \
@@ -350,6 +360,13 @@ static int resolve_pass(struct wire_state *st, struct wire_conf *c,
                         const struct module_block *b, const struct conf_node *where)
 {
     const char *a = c->pass_text;
+    if (c->pass_vars) { /* any block may be named: each is on the status page */
+        c->st = st;
+        c->params.up.dynamic = true;
+        for (unsigned i = 0; i < st->n_ups; i++)
+            st->used[i] = true;
+        return 0;
+    }
     struct upstream *u = strchr(a, ':') ? NULL : find_upstream(st, a);
     if (!u) {
         char msg[512];
@@ -394,6 +411,8 @@ static void *wire_block(void *state, const struct module_block *b)
     c->buf.buffering = -1;
     if (module_block_read(b, c) < 0)
         goto fail;
+    if (fastcgi_resolver_read(&c->resolver, b, outer ? &outer->resolver : NULL) < 0)
+        goto fail;
     for (const struct conf_node *n = b->first; n; n = n->next) /* written in once `user` */
         if ((strcmp(n->name, "uwsgi_temp_path") == 0 || strcmp(n->name, "scgi_temp_path") == 0) &&
             module_dir_for_user(b->mi, n, n->args[0]) < 0)
@@ -436,6 +455,9 @@ static void *wire_block(void *state, const struct module_block *b)
             .ops = NULL,
             .conf = c,
             .upstream = c->params.up.upstream,
+            .dynamic = c->params.up.dynamic,
+            .resolver = c->resolver.resolver,
+            .resolver_timeout_ms = c->resolver.timeout_ms,
             .connect_ms = c->connect_ms,
             .send_ms = c->send_ms,
             .read_ms = c->read_ms,
@@ -471,6 +493,8 @@ static void wire_block_free(void *state, void *settings)
         }
         free(c->lines);
     }
+    vars_free(c->pass_vars);
+    fastcgi_resolver_free(&c->resolver);
     if (c->hide_owned)
         free(c->hide);
     if (c->pass_owned)
@@ -666,7 +690,19 @@ static int wire_head(const void *conf, const struct request *req, const char *bu
     return resp_failed(resp) ? -1 : used;
 }
 
+/* uwsgi_pass's value may begin with "uwsgi://", as nginx's (its "suwsgi://" is not
+ * taken: no TLS to the application here) */
+static int wire_target(const void *conf, const struct request *req, struct fastcgi_target *t)
+{
+    const struct wire_conf *c = conf;
+    const struct fastcgi_upstreams ups = {c->st->ups, c->st->n_ups, c->st->implicit,
+                                          c->st->n_implicit};
+    return fastcgi_target_eval(c->pass_vars, req, &ups, c->proto == &uwsgi_proto ? "uwsgi"
+                                                                               : NULL, t);
+}
+
 static const struct fastcgi_ops wire_ops = {
+    .target = wire_target,
     .params = wire_params,
     .head = wire_head,
 };
@@ -677,7 +713,7 @@ static enum mod_result wire_handle(void *state, const struct request *req, struc
 {
     (void)state;
     const struct wire_conf *c = req->mount ? req->mount->data : NULL;
-    if (!c || c->kind != WIRE_BLOCK || !c->params.up.upstream)
+    if (!c || c->kind != WIRE_BLOCK || (!c->params.up.upstream && !c->params.up.dynamic))
         return MOD_DECLINED;
     resp_proxy(resp, &c->params.up);
     return MOD_HANDLED;

@@ -41,6 +41,11 @@
  * fastcgi_request_buffering off it is relayed as it arrives instead (PHASE_UPLOAD: see "the
  * request's body, streamed").
  *
+ * With variables (`fastcgi_pass $php;`), the module says per request where it goes
+ * (fastcgi_ops.target): an upstream block it names, used as above, or an address or a host
+ * name, made a set of its own kept with the state (upstream_lookup.h, shared with the
+ * proxy), a name resolved first (PHASE_RESOLVE); connections to those are not kept.
+ *
  * uwsgi_pass and scgi_pass (mod_uwsgi.c) go through the same state: their parameters name
  * a struct fastcgi_wire, which frames the request (a uwsgi packet, an SCGI netstring, then
  * the body) in place of the records; their answer is raw bytes, its head a status line or
@@ -64,6 +69,7 @@
 #include "module_chain.h"
 #include "module_fastcgi.h"
 #include "upstream.h"
+#include "upstream_lookup.h"
 #include "upstream_store.h"
 #include "vars_upstream.h"
 
@@ -79,7 +85,7 @@
 #define FCGI_REQUEST_ID 1
 static_assert(FCGI_RELAY <= HTTP_SOURCE_PIECE, "a piece of the body fits the filter's room");
 
-enum fcgi_phase { PHASE_CONNECT, PHASE_SEND, PHASE_UPLOAD, PHASE_ANSWER };
+enum fcgi_phase { PHASE_RESOLVE, PHASE_CONNECT, PHASE_SEND, PHASE_UPLOAD, PHASE_ANSWER };
 
 /* Why an attempt ended without an answer to relay. */
 enum fcgi_failure { FAIL_ERROR, FAIL_TIMEOUT, FAIL_INVALID, FAIL_STALE };
@@ -94,6 +100,10 @@ struct conn_fcgi {
     size_t room; /* the bytes req points to (its buffer is kept between requests) */
     struct upstream *up;
     struct upstream_server *server; /* this attempt's */
+    /* fastcgi_pass with variables naming an address or a host: the set made of it for the
+     * request (kept with the state), and the wait for a name's addresses (PHASE_RESOLVE:
+     * h.fd is look.rwait.fd) */
+    struct upstream_lookup look;
 
     const struct fastcgi_params *fp;
     struct http_shared *shared;
@@ -339,6 +349,8 @@ static bool body_unread(const struct conn_fcgi *f)
 static void fcgi_detach(struct conn_fcgi *f, bool keep_up, bool failed)
 {
     struct conn *c = f->src.c;
+    if (f->look.resolving)
+        upstream_lookup_cancel(&f->look, f->fp->up.resolver, NULL, 0);
     upstream_store_free(&f->store); /* (its file, without a name, goes with it) */
     upstream_store_wait_end(&f->both);
     conn_set_wake_fd(c, -1, false);
@@ -393,7 +405,7 @@ static void fcgi_done(struct http_source *s)
 
 static const char *server_name(const struct conn_fcgi *f)
 {
-    return f->server ? f->server->text : f->up->name;
+    return f->server ? f->server->text : f->up ? f->up->name : "fastcgi_pass";
 }
 
 /* --- the tries' record, for $upstream_* ------------------------------------------------- */
@@ -698,6 +710,50 @@ static void attempt_failed(struct conn_fcgi *f, enum fcgi_failure why, const cha
         }
     }
     fcgi_finish(f, why == FAIL_TIMEOUT ? 504 : 502, what);
+}
+
+/* --- names: fastcgi_pass with variables ------------------------------------------------
+ *
+ * A value that is an address, or a host name the location's `resolver` answers for, has a
+ * set of its own (upstream_lookup.h), as the proxy's: a request whose answer is not cached
+ * waits on a descriptor the answer makes readable, its deadline resolver_timeout, through
+ * the sweep. */
+
+/* The lookup's answer: the request's set (nginx's round-robin, nothing kept), its first
+ * attempt; or 502, why in the log. */
+static void look_done(struct conn_fcgi *f, enum upstream_lookup_result rc, const char *why)
+{
+    if (rc == UPSTREAM_LOOKUP_FAILED) {
+        fcgi_finish(f, 502, why);
+        return;
+    }
+    f->up = f->look.set;
+    struct upstream_server *s = upstream_pick(f->up, clock_now_ms(), 0, NULL);
+    if (!s) {
+        fcgi_finish(f, 502, "no live upstreams");
+        return;
+    }
+    attempt_begin(f, s);
+}
+
+/* The request's target is the host f->look names: its addresses now, or a wait for them. */
+static void resolve_begin(struct conn_fcgi *f)
+{
+    const struct proxy_params *p = &f->fp->up;
+    struct conn *c = f->src.c;
+    char why[400];
+    enum upstream_lookup_result rc = upstream_lookup_begin(&f->look, p->resolver, c->h.group,
+                                                           why, sizeof(why));
+    if (rc != UPSTREAM_LOOKUP_WAIT) {
+        look_done(f, rc, why);
+        return;
+    }
+    f->h.fd = f->look.rwait.fd;
+    f->registered = false;
+    f->phase = PHASE_RESOLVE;
+    conn_set_wake_fd(c, f->h.fd, true);
+    set_deadline(f, clock_now_ms() + p->resolver_timeout_ms);
+    fcgi_wait(f, EPOLLIN, false);
 }
 
 /* Send what is left of the request's records. 1: all sent; 0: wait for EPOLLOUT; -1. */
@@ -1348,6 +1404,18 @@ static void fcgi_step(struct conn_fcgi *f)
 {
     for (;;) {
         switch (f->phase) {
+        case PHASE_RESOLVE: {
+            char why[400];
+            enum upstream_lookup_result rc = upstream_lookup_take(&f->look, f->fp->up.resolver,
+                                                                  why, sizeof(why));
+            if (rc == UPSTREAM_LOOKUP_WAIT) {
+                fcgi_wait(f, EPOLLIN, true); /* (not the answer: wait on) */
+                return;
+            }
+            up_close(f);
+            look_done(f, rc, why);
+            return;
+        }
         case PHASE_CONNECT: {
             int err = 0;
             socklen_t len = sizeof(err);
@@ -1406,6 +1474,13 @@ static void fcgi_step(struct conn_fcgi *f)
 static void fcgi_timeout(struct conn_fcgi *f)
 {
     switch (f->phase) {
+    case PHASE_RESOLVE: {
+        char why[400];
+        upstream_lookup_cancel(&f->look, f->fp->up.resolver, why, sizeof(why));
+        up_close(f);
+        fcgi_finish(f, 502, why);
+        return;
+    }
     case PHASE_CONNECT:
         attempt_failed(f, FAIL_TIMEOUT, "connect timed out");
         return;
@@ -1530,8 +1605,14 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
     /* The server first: a connection kept to it is the state itself (its registration in
      * the group's set stays), else a state from the free list. */
     struct upstream *u = fp->up.upstream;
+    struct fastcgi_target t; /* with variables: an upstream block, or an address */
+    int target_rc = fp->up.dynamic ? fp->ops->target(fp->up.conf, r, &t) : 0;
+    if (fp->up.dynamic)
+        u = target_rc == 0 ? t.upstream : NULL;
+    bool to_addr = fp->up.dynamic && target_rc == 0 && !u && t.addr_len > 0;
+    bool to_name = fp->up.dynamic && target_rc == 0 && !u && t.addr_len == 0;
     int64_t now = clock_now_ms();
-    struct upstream_server *s = plen >= 0 ? upstream_pick(u, now, 0, NULL) : NULL;
+    struct upstream_server *s = plen >= 0 && u ? upstream_pick(u, now, 0, NULL) : NULL;
     struct upstream_idle *idle = s && fp->keep_conn ? upstream_idle_take(u, s, c->h.group) : NULL;
     struct conn_fcgi *f = idle ? of_idle(idle) : NULL;
     if (!http_save_input(c, rest, rest_len)) {
@@ -1545,6 +1626,17 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
                         streams ? FCGI_RELAY : 0)) {
         fcgi_release(f);
         f = NULL;
+    }
+    if (f && to_addr) { /* a set of the one address, not kept (nginx's) */
+        char why[64];
+        f->look.port = t.port;
+        if (upstream_lookup_set(&f->look, &t.addr, &t.addr_len, 1, why, sizeof(why)) < 0) {
+            fcgi_release(f);
+            f = NULL;
+        } else {
+            u = f->look.set;
+            s = plen >= 0 ? upstream_pick(u, now, 0, NULL) : NULL;
+        }
     }
     if (!f) {
         if (s)
@@ -1574,6 +1666,7 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
     f->uvars.n = 0;
     f->uvars.head = NULL;
     f->try_now = NULL;
+    f->look.resolving = false;
     f->phase = PHASE_CONNECT;
     if (plen >= 0 && fp->wire) {
         f->req_len = fp->wire->frame(fp, f->req, req_cap, params, (size_t)plen, body, body_len,
@@ -1581,7 +1674,7 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
         if (f->req_len == 0)
             plen = -1; /* (uwsgi's parameters are 64 KiB at most) */
     } else if (plen >= 0) {
-        bool keep = fp->keep_conn && fp->up.upstream->keepalive > 0;
+        bool keep = fp->keep_conn && u && u->keepalive > 0;
         fcgi_begin_request((uint8_t *)f->req, FCGI_REQUEST_ID, keep ? FCGI_KEEP_CONN : 0);
         size_t o = 16;
         o += put_stream(f->req + o, FCGI_PARAMS, params, (size_t)plen);
@@ -1606,10 +1699,20 @@ static void fcgi_start(struct conn *c, struct response *resp, const struct reque
         f->registered = false;
     }
     atomic_store_explicit(&c->state, CONN_STREAM, memory_order_relaxed);
+    if (target_rc < 0) {
+        fcgi_finish(f, t.status, t.why);
+        return;
+    }
     if (plen < 0) {
         if (s) /* (uwsgi's framing refused the parameters: the server was not tried) */
             upstream_done(u, s, false, now);
         fcgi_finish(f, 500, "the request's parameters are too large");
+        return;
+    }
+    if (to_name) {
+        snprintf(f->look.host, sizeof(f->look.host), "%s", t.host);
+        f->look.port = t.port;
+        resolve_begin(f);
         return;
     }
     if (!s) {
@@ -1630,6 +1733,7 @@ static void fcgi_fini(void)
     while (list) {
         struct conn_fcgi *next = list->next_free;
         free(list->req);
+        upstream_lookup_free(&list->look);
         free(list);
         list = next;
     }

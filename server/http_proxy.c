@@ -68,7 +68,7 @@
 #include "generation.h"
 #include "log.h"
 #include "module_chain.h"
-#include "resolver.h"
+#include "upstream_lookup.h"
 #include "upstream.h"
 #include "upstream_store.h"
 #include "upstream_tls.h"
@@ -105,11 +105,10 @@ struct conn_proxy {
     struct upstream *up;
     struct upstream_server *server; /* this attempt's */
     /* proxy_pass with variables: where this request goes, and, for an address or a name
-     * resolved, the set made of it (owned, freed with the buffers) */
+     * resolved, the set made of it (kept with the state) and the wait for a name
+     * (PHASE_RESOLVE: h.fd is look.rwait.fd) */
     struct proxy_target target;
-    struct upstream *dyn;
-    struct resolver_wait rwait; /* parked for a name (PHASE_RESOLVE): h.fd is rwait.fd */
-    bool resolving;             /* rwait is in the resolver's lists */
+    struct upstream_lookup look;
     void *tls;        /* https: the connection's SSL object (upstream_tls.h), kept with it */
     bool tls_ok;      /* and it has failed in nothing (close_notify may be sent) */
     uint32_t tls_want; /* the event a TLS read or write that would block waits for */
@@ -223,11 +222,6 @@ static void proxy_release(struct conn_proxy *px)
     upstream_store_free(&px->store);
     upstream_spare_put(&proxy_spares, px->head, PROXY_BUFS_SIZE);
     px->head = px->req = NULL;
-    if (px->dyn) {
-        upstream_release(px->dyn);
-        free(px->dyn);
-        px->dyn = NULL;
-    }
     pthread_mutex_lock(&proxy_free.lock);
     px->next_free = proxy_free.list;
     proxy_free.list = px;
@@ -420,10 +414,8 @@ static void proxy_detach(struct conn_proxy *px, bool keep_up, bool failed)
     body_release(px);
     tunnel_close(px);
     upstream_store_free(&px->store);
-    if (px->resolving) {
-        resolver_cancel(px->p->resolver, &px->rwait);
-        px->resolving = false;
-    }
+    if (px->look.resolving)
+        upstream_lookup_cancel(&px->look, px->p->resolver, NULL, 0);
     conn_set_wake_fd(c, -1, false);
     /* A kept socket stays in its group's set for the next request there; not in a
      * connection's own set (thread-per-connection), which goes with the connection. */
@@ -806,20 +798,19 @@ static void attempt_failed(struct conn_proxy *px, enum proxy_failure why, const 
  * A host that names no upstream block is an address, used as it is, or a name, resolved
  * by the location's `resolver`. A request whose answer is not cached waits as it waits for
  * an upstream's connect: its handle is one end of a socket pair the answer makes readable
- * (resolver.h), its deadline resolver_timeout, through the sweep. */
+ * (resolver.h, upstream_lookup.h, shared with fastcgi_pass), its deadline resolver_timeout,
+ * through the sweep. */
 
-/* The addresses a are the request's set (nginx's round-robin over them, no keepalive): the
- * first attempt begins. */
-static void dyn_begin(struct conn_proxy *px, const struct resolver_addrs *a)
+/* The lookup's answer: the request's set (nginx's round-robin over the addresses, no
+ * keepalive), its first attempt; or 502, why in the log. */
+static void look_done(struct conn_proxy *px, enum upstream_lookup_result rc, const char *why)
 {
-    if (!px->dyn)
-        px->dyn = malloc(sizeof(*px->dyn));
-    if (!px->dyn || upstream_from_addrs(px->dyn, a->addr, a->len, a->n, px->target.port) < 0) {
-        proxy_finish(px, 502, "no address to connect to");
+    if (rc == UPSTREAM_LOOKUP_FAILED) {
+        proxy_finish(px, 502, why);
         return;
     }
-    px->up = px->dyn;
-    snprintf(px->dyn->name, sizeof(px->dyn->name), "%.*s", (int)sizeof(px->dyn->name) - 1,
+    px->up = px->look.set;
+    snprintf(px->up->name, sizeof(px->up->name), "%.*s", (int)sizeof(px->up->name) - 1,
              px->target.proxy_host); /* (what the log names once no server is tried) */
     struct upstream_server *s = upstream_pick(px->up, clock_now_ms(), 0, &px->choice);
     if (!s) {
@@ -829,59 +820,21 @@ static void dyn_begin(struct conn_proxy *px, const struct resolver_addrs *a)
     attempt_begin(px, s);
 }
 
-/* nginx's words: "HOST could not be resolved (3: Host not found)". */
-static void resolve_failed(struct conn_proxy *px, int status)
-{
-    char why[400];
-    snprintf(why, sizeof(why), "%s could not be resolved (%d: %s)", px->target.host, status,
-             resolver_strerror(status));
-    proxy_finish(px, 502, why);
-}
-
-static void resolve_answered(struct conn_proxy *px)
-{
-    if (px->rwait.status != 0)
-        resolve_failed(px, px->rwait.status);
-    else
-        dyn_begin(px, &px->rwait.addrs);
-}
-
 /* The request's target is a host (px->target): its address now, or a wait for it. */
 static void resolve_begin(struct conn_proxy *px)
 {
     const struct proxy_params *p = px->p;
-    const char *host = px->target.host;
-    struct resolver_addrs *a = &px->rwait.addrs;
-    memset(&a->addr[0], 0, sizeof(a->addr[0]));
-    struct sockaddr_in *in = (struct sockaddr_in *)&a->addr[0];
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&a->addr[0];
-    a->n = 1;
-    if (inet_pton(AF_INET, host, &in->sin_addr) == 1) {
-        in->sin_family = AF_INET;
-        a->len[0] = sizeof(*in);
-        dyn_begin(px, a);
-        return;
-    }
-    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
-        in6->sin6_family = AF_INET6;
-        a->len[0] = sizeof(*in6);
-        dyn_begin(px, a);
-        return;
-    }
-    if (!p->resolver) {
-        char why[320];
-        snprintf(why, sizeof(why), "no resolver defined to resolve %s", host);
-        proxy_finish(px, 502, why);
-        return;
-    }
     struct conn *c = px->src.c;
-    int rc = resolver_lookup(p->resolver, host, c->h.group, &px->rwait);
-    if (rc != 0) {
-        resolve_answered(px);
+    snprintf(px->look.host, sizeof(px->look.host), "%s", px->target.host);
+    px->look.port = px->target.port;
+    char why[400];
+    enum upstream_lookup_result rc = upstream_lookup_begin(&px->look, p->resolver, c->h.group,
+                                                           why, sizeof(why));
+    if (rc != UPSTREAM_LOOKUP_WAIT) {
+        look_done(px, rc, why);
         return;
     }
-    px->resolving = true;
-    px->h.fd = px->rwait.fd;
+    px->h.fd = px->look.rwait.fd;
     px->registered = false;
     px->phase = PHASE_RESOLVE;
     conn_set_wake_fd(c, px->h.fd, true);
@@ -1199,7 +1152,7 @@ static void up_let_go(struct conn_proxy *px)
         return;
     upstream_store_wait_drop(&px->tun, px->h.fd); /* (both_wait's set: never again) */
     struct conn_proxy *spare = NULL;
-    if (px->up_reusable && !px->dyn && px->up->keepalive > 0)
+    if (px->up_reusable && px->up != px->look.set && px->up->keepalive > 0)
         spare = proxy_spare();
     if (!spare) {
         up_close(px);
@@ -1210,7 +1163,7 @@ static void up_let_go(struct conn_proxy *px)
     px->registered = false;
     spare->h.fd = px->h.fd;
     spare->h.on_event = idle_event;
-    spare->registered = spare->watched = spare->resolving = false;
+    spare->registered = spare->watched = spare->look.resolving = false;
     spare->tls = px->tls;
     spare->tls_ok = px->tls_ok;
     spare->idle.born_ms = px->idle.born_ms;
@@ -1219,7 +1172,6 @@ static void up_let_go(struct conn_proxy *px)
     spare->up = px->up;
     spare->server = px->server;
     spare->p = px->p;
-    spare->dyn = NULL;
     spare->body_owner = NULL;
     spare->attempt_done = true; /* (answered: counted) */
     spare->src.c = c;
@@ -1845,15 +1797,18 @@ static void proxy_step(struct conn_proxy *px)
 {
     for (;;) {
         switch (px->phase) {
-        case PHASE_RESOLVE:
-            if (!resolver_take(px->p->resolver, &px->rwait)) {
+        case PHASE_RESOLVE: {
+            char why[400];
+            enum upstream_lookup_result rc = upstream_lookup_take(&px->look, px->p->resolver,
+                                                                  why, sizeof(why));
+            if (rc == UPSTREAM_LOOKUP_WAIT) {
                 proxy_wait(px, EPOLLIN, true); /* (not the answer: wait on) */
                 return;
             }
-            px->resolving = false;
             up_close(px);
-            resolve_answered(px);
+            look_done(px, rc, why);
             return;
+        }
         case PHASE_CONNECT: {
             int err = 0;
             socklen_t len = sizeof(err);
@@ -1932,12 +1887,13 @@ static void proxy_step(struct conn_proxy *px)
 static void proxy_timeout(struct conn_proxy *px)
 {
     switch (px->phase) {
-    case PHASE_RESOLVE:
-        resolver_cancel(px->p->resolver, &px->rwait);
-        px->resolving = false;
+    case PHASE_RESOLVE: {
+        char why[400];
+        upstream_lookup_cancel(&px->look, px->p->resolver, why, sizeof(why));
         up_close(px);
-        resolve_failed(px, RESOLVER_ETIMEDOUT);
+        proxy_finish(px, 502, why);
         return;
+    }
     case PHASE_CONNECT:
         attempt_failed(px, FAIL_TIMEOUT, "connect timed out");
         return;
@@ -2198,7 +2154,7 @@ static void proxy_start(struct conn *c, struct response *resp, const struct requ
     px->h.on_event = proxy_event;
     px->p = p;
     px->up = u;
-    px->resolving = false;
+    px->look.resolving = false;
     px->shared = shared;
     px->method = h->method;
     px->tried = 0;
@@ -2297,6 +2253,7 @@ static void proxy_fini(void)
     pthread_mutex_unlock(&proxy_free.lock);
     while (list) {
         struct conn_proxy *next = list->next_free;
+        upstream_lookup_free(&list->look);
         free(list);
         list = next;
     }

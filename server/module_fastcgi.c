@@ -7,10 +7,13 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "directive.h"
+#include "resolver.h"
+#include "upstream.h"
 #include "module_chain.h"
 #include "vars.h"
 
@@ -41,6 +44,108 @@ long module_fastcgi_var(const struct request *req, enum fastcgi_var which, char 
     memcpy(out + n, index, index_len);
     out[n + index_len] = '\0';
     return (long)(n + index_len);
+}
+
+/* --- PREFIX_pass with variables ----------------------------------------------------------- */
+
+int fastcgi_target_eval(const struct vars_value *value, const struct request *req,
+                        const struct fastcgi_upstreams *ups, const char *scheme,
+                        struct fastcgi_target *t)
+{
+    char text[1024];
+    struct vars_source src;
+    module_vars_source(req, &src);
+    long n = vars_expand(value, &src, text, sizeof(text));
+    t->upstream = NULL;
+    t->addr_len = 0;
+    t->port = 0;
+    t->host[0] = '\0';
+    t->status = 500;
+    if (n < 0) {
+        snprintf(t->why, sizeof(t->why), "the address is longer than %zu bytes",
+                 sizeof(text) - 1);
+        return -1;
+    }
+    const char *v = text;
+    size_t sl = scheme ? strlen(scheme) : 0;
+    if (sl && (size_t)n > sl + 3 && strncasecmp(v, scheme, sl) == 0 &&
+        memcmp(v + sl, "://", 3) == 0) {
+        v += sl + 3;
+        n -= (long)(sl + 3);
+    }
+    struct upstream_addr a;
+    const char *err;
+    if (upstream_addr_parse(v, (size_t)n, &a, &err) < 0) {
+        snprintf(t->why, sizeof(t->why), "%s in upstream \"%.300s\"", err, v);
+        return -1;
+    }
+    if (a.kind != UPSTREAM_ADDR_UNIX && a.port == 0) /* (a block is named without a port) */
+        for (unsigned i = 0; i < ups->n_named; i++)
+            if (strlen(ups->named[i]->name) == a.host_len &&
+                strncasecmp(ups->named[i]->name, a.host, a.host_len) == 0) {
+                t->upstream = ups->named[i];
+                return 0;
+            }
+    if (a.kind == UPSTREAM_ADDR_NAME && a.port != 0) /* (as the line wrote it) */
+        for (unsigned i = 0; i < ups->n_implicit; i++)
+            if (ups->implicit[i]->n_servers &&
+                strcasecmp(ups->implicit[i]->servers[0].written, v) == 0) {
+                t->upstream = ups->implicit[i];
+                return 0;
+            }
+    if (a.kind != UPSTREAM_ADDR_UNIX && a.port == 0) {
+        snprintf(t->why, sizeof(t->why), "no port in upstream \"%.*s\"", (int)a.host_len,
+                 a.host);
+        return -1;
+    }
+    t->port = a.port;
+    if (a.kind == UPSTREAM_ADDR_NAME) {
+        if (a.host_len >= sizeof(t->host)) {
+            snprintf(t->why, sizeof(t->why), "invalid host in upstream \"%.300s\"", v);
+            return -1;
+        }
+        memcpy(t->host, a.host, a.host_len);
+        t->host[a.host_len] = '\0';
+        return 0;
+    }
+    t->addr = a.addr;
+    t->addr_len = a.addr_len;
+    t->port = a.port;
+    return 0;
+}
+
+int fastcgi_resolver_read(struct fastcgi_resolver *r, const struct module_block *b,
+                          const struct fastcgi_resolver *outer)
+{
+    *r = (struct fastcgi_resolver){.timeout_ms = 0};
+    for (const struct conf_node *n = b->first; n; n = n->next) {
+        char msg[300];
+        if (strcmp(n->name, "resolver") == 0) {
+            if (r->owned)
+                resolver_free(r->resolver);
+            r->resolver = resolver_read(n, msg, sizeof(msg));
+            r->owned = r->resolver != NULL;
+            if (!r->resolver)
+                return module_error(b->mi, n, "resolver: %s", msg);
+        } else if (strcmp(n->name, "resolver_timeout") == 0 && n->n_args == 1 &&
+                   config_parse_duration_ms(n->args[0], &r->timeout_ms) < 0) {
+            return module_error(b->mi, n, "resolver_timeout: invalid value \"%s\"",
+                                n->args[0]);
+        }
+    }
+    if (!r->resolver && outer)
+        r->resolver = outer->resolver;
+    if (!r->timeout_ms)
+        r->timeout_ms = outer ? outer->timeout_ms : 30000; /* nginx's */
+    return 0;
+}
+
+void fastcgi_resolver_free(struct fastcgi_resolver *r)
+{
+    if (r->owned)
+        resolver_free(r->resolver);
+    r->resolver = NULL;
+    r->owned = false;
 }
 
 /* --- the directives the FastCGI family shares -------------------------------------------- */

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "module.h"
 #include "regex.h"
@@ -106,7 +107,26 @@ void fastcgi_buffering_merge(struct fastcgi_buffering *b, const struct fastcgi_b
         "ever left behind; the directory is made at load when missing (mode 0700, as nginx " \
         "makes it; its parent must exist). LEVELs are accepted and mean nothing."}
 
+struct upstream;
+
+/* Where a request of `fastcgi_pass $VAR;` (uwsgi_pass, scgi_pass) goes, made per request
+ * by fastcgi_ops.target from the value: an `upstream` block it names, else the address it
+ * is (`unix:PATH`, IP:PORT, [IPv6]:PORT) or a host name to resolve, on port; connections
+ * to an address are not kept, as nginx's. */
+struct fastcgi_target {
+    struct upstream *upstream;    /* the block named; NULL: addr, or host when addr_len is 0 */
+    struct sockaddr_storage addr; /* its port set */
+    socklen_t addr_len;
+    char host[256];               /* a name to resolve */
+    unsigned port;
+    int status;     /* when there is no target: the answer (500, 502) ... */
+    char why[400];  /* ... and the error log's line, nginx's words */
+};
+
 struct fastcgi_ops {
+    /* fastcgi_pass with variables: req's target into *t. 0, or -1 when the value names
+     * none (t->status, t->why). */
+    int (*target)(const void *conf, const struct request *req, struct fastcgi_target *t);
     /* The request's parameters, as FCGI_PARAMS content (name-value pairs), into
      * out[0..cap): their length, or -1 when they do not fit. */
     long (*params)(const void *conf, const struct request *req, char *out, size_t cap);
@@ -161,6 +181,40 @@ static inline const struct fastcgi_params *fastcgi_params_of(const struct proxy_
 {
     return p && p->fastcgi ? (const struct fastcgi_params *)p : NULL;
 }
+
+/* The upstreams a value may name: the `upstream` blocks, and the sets of the module's
+ * `PREFIX_pass HOST:PORT` lines without variables (resolved at load, as nginx's). */
+struct fastcgi_upstreams {
+    struct upstream *const *named;
+    unsigned n_named;
+    struct upstream *const *implicit;
+    unsigned n_implicit;
+};
+
+/* The target of `PREFIX_pass VALUE` with variables for req, as nginx's (its _eval and
+ * ngx_http_upstream_init_request): the value made, a name without a port is an `upstream`
+ * block when one has it (any case), a HOST:PORT that a line without variables names is
+ * that line's set, else the value is an address; a
+ * malformed one is 500 ("invalid port in upstream \"x:y\""), one without a port too ("no
+ * port in upstream \"x\""); a host name is left to the resolver (t->host). scheme: "uwsgi" for uwsgi_pass, whose value may begin with
+ * "uwsgi://" (NULL: none). 0, or -1 with t->status and t->why. */
+int fastcgi_target_eval(const struct vars_value *value, const struct request *req,
+                        const struct fastcgi_upstreams *ups, const char *scheme,
+                        struct fastcgi_target *t);
+
+/* A block's `resolver` and `resolver_timeout` (the directives are mod_proxy's, as nginx's
+ * are its core's): the names of PREFIX_pass with variables are resolved by it. */
+struct fastcgi_resolver {
+    struct resolver *resolver; /* the block's own (owned) or its outer block's; NULL: none */
+    bool owned;
+    unsigned timeout_ms;
+};
+
+/* Read b's statements into r, what b does not say taken from outer (NULL at the top: no
+ * resolver, 30s). 0, or -1 after module_error. */
+int fastcgi_resolver_read(struct fastcgi_resolver *r, const struct module_block *b,
+                          const struct fastcgi_resolver *outer);
+void fastcgi_resolver_free(struct fastcgi_resolver *r);
 
 enum fastcgi_var { FASTCGI_SCRIPT_NAME, FASTCGI_PATH_INFO };
 

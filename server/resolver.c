@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "directive.h"
 #include "log.h"
 
 #define RESOLVER_ENTRIES_MAX 1024  /* names cached; past it, expired ones go first */
@@ -780,4 +781,44 @@ void resolver_free(struct resolver *r)
     }
     pthread_mutex_destroy(&r->lock);
     free(r);
+}
+
+#define RESOLVER_SERVERS_MAX 16
+
+struct resolver *resolver_read(const struct conf_node *n, char *msg, size_t len)
+{
+    const char *servers[RESOLVER_SERVERS_MAX];
+    unsigned n_servers = 0, valid_s = 0;
+    bool ipv4 = true, ipv6 = true;
+    for (unsigned i = 0; i < n->n_args; i++) {
+        const char *a = n->args[i];
+        if (strncmp(a, "valid=", 6) == 0) {
+            unsigned ms;
+            if (config_parse_duration_ms(a + 6, &ms) < 0 || ms < 1000)
+                return snprintf(msg, len, "invalid parameter \"%s\"", a), NULL;
+            valid_s = ms / 1000;
+        } else if (strncmp(a, "ipv4=", 5) == 0 || strncmp(a, "ipv6=", 5) == 0) {
+            bool on = strcmp(a + 5, "on") == 0;
+            if (!on && strcmp(a + 5, "off") != 0)
+                return snprintf(msg, len, "invalid parameter \"%s\"", a), NULL;
+            *(a[3] == '4' ? &ipv4 : &ipv6) = on;
+        } else if (strncmp(a, "status_zone=", 12) == 0) {
+            continue; /* (accepted: no zone statistics) */
+        } else if (n_servers == RESOLVER_SERVERS_MAX) {
+            return snprintf(msg, len, "too many addresses (%d at most)", RESOLVER_SERVERS_MAX),
+                   NULL;
+        } else {
+            servers[n_servers++] = a;
+        }
+    }
+    if (!ipv4 && !ipv6)
+        return snprintf(msg, len, "\"ipv4\" and \"ipv6\" cannot both be \"off\""), NULL;
+    if (n_servers == 0)
+        return snprintf(msg, len, "no address"), NULL;
+    char why[256];
+    struct resolver *r = resolver_create(servers, n_servers, valid_s, ipv4, ipv6, why,
+                                         sizeof(why));
+    if (!r)
+        snprintf(msg, len, "%s", why);
+    return r;
 }

@@ -61,6 +61,11 @@ enum {
  * how long an answer is kept (0: its TTL). Returns NULL with the reason in msg. */
 struct resolver *resolver_create(const char *const *servers, unsigned n, unsigned valid_s,
                                  bool ipv4, bool ipv6, char *msg, size_t len);
+struct conf_node;
+/* A resolver for the statement `resolver ADDRESS ... [valid=TIME] [ipv4=on|off]
+ * [ipv6=on|off] [status_zone=NAME]` (proxy_pass's, fastcgi_pass's alike). Returns NULL with
+ * the reason in msg. */
+struct resolver *resolver_read(const struct conf_node *n, char *msg, size_t len);
 /* Once no request uses it (its generation has gone). */
 void resolver_free(struct resolver *r);
 

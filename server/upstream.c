@@ -430,13 +430,19 @@ int upstream_from_addrs(struct upstream *u, const struct sockaddr_storage *addrs
     u->keepalive_time_ms = 3600000;
     for (unsigned i = 0; i < n && u->n_servers < UPSTREAM_SERVERS_MAX; i++) {
         int fam = addrs[i].ss_family;
-        if (fam != AF_INET && fam != AF_INET6)
+        if (fam != AF_INET && fam != AF_INET6 && fam != AF_UNIX)
             continue;
         struct upstream_server *s = &u->servers[u->n_servers++];
         *s = (struct upstream_server){.weight = 1, .max_fails = 1, .fail_timeout_ms = 10000};
         memcpy(&s->addr, &addrs[i], len[i]);
         s->addr_len = len[i];
         char ip[INET6_ADDRSTRLEN] = "?";
+        if (fam == AF_UNIX) {
+            snprintf(s->text, sizeof(s->text), "unix:%.*s", (int)sizeof(s->text) - 6,
+                     ((const struct sockaddr_un *)&s->addr)->sun_path);
+            memcpy(s->written, s->text, sizeof(s->written));
+            continue;
+        }
         if (fam == AF_INET) {
             struct sockaddr_in *in = (struct sockaddr_in *)&s->addr;
             in->sin_port = htons((uint16_t)port);
@@ -454,6 +460,104 @@ int upstream_from_addrs(struct upstream *u, const struct sockaddr_storage *addrs
     char msg[128];
     struct conf_reader r = {.file = "", .owner = "", .err = msg, .err_len = sizeof(msg)};
     return build_schedule(u, &r);
+}
+
+/* nginx's ngx_parse_url, as its fastcgi_pass with variables calls it: no URI part, no
+ * default port, names not resolved. */
+static int addr_unix(const char *text, size_t len, struct upstream_addr *a, const char **err)
+{
+    struct sockaddr_un *un = (struct sockaddr_un *)&a->addr;
+    const char *path = text + 5;
+    size_t plen = len - 5;
+    if (plen == 0)
+        return *err = "no path in the unix domain socket", -1;
+    if (plen >= sizeof(un->sun_path) || memchr(path, '\0', plen))
+        return *err = "too long path in the unix domain socket", -1;
+    un->sun_family = AF_UNIX;
+    memcpy(un->sun_path, path, plen);
+    un->sun_path[plen] = '\0';
+    a->addr_len = (socklen_t)sizeof(*un);
+    a->kind = UPSTREAM_ADDR_UNIX;
+    a->host = path;
+    a->host_len = plen;
+    return 0;
+}
+
+/* PORT: 1..65535, digits only (ngx_atoi). */
+static int addr_port(const char *p, size_t len, unsigned *port)
+{
+    unsigned long v = 0;
+    if (len == 0)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        if (p[i] < '0' || p[i] > '9' || v > 65535)
+            return -1;
+        v = v * 10 + (unsigned)(p[i] - '0');
+    }
+    if (v < 1 || v > 65535)
+        return -1;
+    *port = (unsigned)v;
+    return 0;
+}
+
+int upstream_addr_parse(const char *text, size_t len, struct upstream_addr *a, const char **err)
+{
+    memset(a, 0, sizeof(*a));
+    *err = NULL;
+    if (len >= 5 && strncasecmp(text, "unix:", 5) == 0)
+        return addr_unix(text, len, a, err);
+    const char *end = text + len, *host = text, *host_end, *port = NULL;
+    if (memchr(text, '/', len) || memchr(text, '?', len))
+        return *err = "invalid host", -1;
+    char ip[INET6_ADDRSTRLEN + 1];
+    if (len && text[0] == '[') {
+        const char *close = memchr(text, ']', len);
+        if (!close)
+            return *err = "invalid host", -1;
+        if (close + 1 < end && close[1] != ':')
+            return *err = "invalid host", -1;
+        port = close + 1 < end ? close + 2 : NULL;
+        host_end = close + 1;
+        size_t v6 = (size_t)(close - text - 1);
+        if (v6 == 0)
+            return *err = "no host", -1;
+        if (port && addr_port(port, (size_t)(end - port), &a->port) < 0)
+            return *err = "invalid port", -1;
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&a->addr;
+        if (v6 >= sizeof(ip))
+            return *err = "invalid IPv6 address", -1;
+        memcpy(ip, text + 1, v6);
+        ip[v6] = '\0';
+        if (inet_pton(AF_INET6, ip, &in6->sin6_addr) != 1)
+            return *err = "invalid IPv6 address", -1;
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)a->port);
+        a->addr_len = sizeof(*in6);
+        a->kind = UPSTREAM_ADDR_IP;
+    } else {
+        const char *colon = memchr(text, ':', len);
+        host_end = colon ? colon : end;
+        if (colon && addr_port(colon + 1, (size_t)(end - colon - 1), &a->port) < 0)
+            return *err = "invalid port", -1;
+        if (host_end == host)
+            return *err = "no host", -1;
+        struct sockaddr_in *in = (struct sockaddr_in *)&a->addr;
+        size_t hl = (size_t)(host_end - host);
+        a->kind = UPSTREAM_ADDR_NAME;
+        if (hl < sizeof(ip)) {
+            memcpy(ip, host, hl);
+            ip[hl] = '\0';
+            if (inet_pton(AF_INET, ip, &in->sin_addr) == 1) {
+                in->sin_family = AF_INET;
+                in->sin_port = htons((uint16_t)a->port);
+                a->addr_len = sizeof(*in);
+                a->kind = UPSTREAM_ADDR_IP;
+            }
+        }
+    }
+    a->host = host;
+    a->host_len = (size_t)(host_end - host);
+    return 0;
 }
 
 /* --- choosing --------------------------------------------------------------------------- */

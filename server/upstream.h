@@ -157,10 +157,29 @@ int upstream_read(struct upstream *u, const struct conf_node *block, struct conf
 int upstream_from_host(struct upstream *u, const char *hostport, unsigned line, char *msg,
                        size_t len);
 
-/* A set for a name resolved at run time (proxy_pass with variables): its addresses
- * (addrs[i], len[i]) on `port`, round-robin, no keepalive, as nginx's. Returns 0 or -1. */
+/* A set for a name resolved at run time (proxy_pass with variables), or an address named
+ * so (fastcgi_pass with variables): its addresses (addrs[i], len[i]) on `port` (a unix
+ * socket's as it is), round-robin, no keepalive, as nginx's. Returns 0 or -1. */
 int upstream_from_addrs(struct upstream *u, const struct sockaddr_storage *addrs,
                         const socklen_t *len, unsigned n, unsigned port);
+
+/* A target named at run time (fastcgi_pass, uwsgi_pass, scgi_pass with variables), read
+ * as nginx reads one (ngx_parse_url, no name resolved): `unix:PATH`, IPv4[:PORT],
+ * [IPv6][:PORT], or NAME[:PORT] (an `upstream` block's name, or a host to resolve). */
+enum upstream_addr_kind { UPSTREAM_ADDR_UNIX, UPSTREAM_ADDR_IP, UPSTREAM_ADDR_NAME };
+struct upstream_addr {
+    enum upstream_addr_kind kind;
+    struct sockaddr_storage addr; /* UNIX, IP: the address (its port, if one was given) */
+    socklen_t addr_len;
+    const char *host; /* a slice of the text: the host ([IPv6] with its brackets), the path */
+    size_t host_len;
+    unsigned port;    /* 0: none was given */
+};
+
+/* Read text[0..len) into *a: 0, or -1 with nginx's words for what is wrong in *err ("no
+ * host", "invalid host", "invalid port", "invalid IPv6 address", "no path in the unix
+ * domain socket", "too long path in the unix domain socket"). */
+int upstream_addr_parse(const char *text, size_t len, struct upstream_addr *a, const char **err);
 
 /* Let go of what u owns (not u itself, nor its idle connections). */
 void upstream_release(struct upstream *u);

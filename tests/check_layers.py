@@ -24,6 +24,7 @@ LAYERS = [
               "scgi_netstring"]),
     ("text helpers", ["strbuf", "http_params", "vars", "vars_upstream"]),
     ("configuration", ["config", "directive", "log", "site", "upstream", "resolver", "upstream_tls",
+                       "upstream_lookup",
                        "tls"]),
     ("responses", ["http_response"]),
     ("periodic tick", ["timer"]),

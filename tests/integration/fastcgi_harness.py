@@ -62,7 +62,7 @@ class Fpm:
             return os.path.exists(self.sock)
         host, port = self.listen.rsplit(":", 1)
         try:
-            socket.create_connection((host, int(port)), timeout=1).close()
+            socket.create_connection((host.strip("[]"), int(port)), timeout=1).close()
             return True
         except OSError:
             return False

@@ -16,10 +16,11 @@ BIG_REQ = (b"GET /hello.php HTTP/1.1\r\nHost: t\r\n" +
            b"".join(b"X-Big-%d: %s\r\n" % (i, b"b" * 2600) for i in range(3)) + b"\r\n")
 
 
-def counted_server(tmp_path, fpm, kept):
+def counted_server(tmp_path, fpm, kept, variable=False):
     """(lfhttpd, counter file): every *.php of the test scripts passed to the pool, on
     connections kept (an upstream block with `keepalive` and `fastcgi_keep_conn on`) or
-    on a new connection each (`fastcgi_pass unix:...` as Debian's snippet has it)."""
+    on a new connection each (`fastcgi_pass unix:...` as Debian's snippet has it); with
+    `variable`, through `fastcgi_pass $up;`, $up set to the block's name or the address."""
     if SANITIZED:
         pytest.skip("the sanitizers replace malloc, so there is nothing to count " + BY_DESIGN)
     lib = alloc_counter()
@@ -31,6 +32,9 @@ def counted_server(tmp_path, fpm, kept):
     counter = tmp_path / "allocs"
     passing = ("fastcgi_pass php; fastcgi_keep_conn on;" if kept
                else f"fastcgi_pass unix:{fpm.sock};")
+    if variable:
+        passing = ("set $up php; fastcgi_pass $up; fastcgi_keep_conn on;" if kept
+                   else f"set $up unix:{fpm.sock}; fastcgi_pass $up;")
     conf = (f"threads 2;\naccess_log off;\nkeepalive_requests 0;\n"
             f"upstream php {{ server unix:{fpm.sock}; keepalive 4; }}\n"
             f"server {{\n  listen 127.0.0.1:0;\n  root {root};\n"
@@ -97,3 +101,21 @@ def test_fastcgi_parameters_larger_than_a_threads_room_are_still_passed(counted)
     c = s.connect(timeout=20)
     run(c, 50, BIG_REQ, batch=10)
     c.close()
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_fastcgi_pass_with_a_variable_does_not_allocate(tmp_path, fpm, kept):  # noqa: F811
+    """`fastcgi_pass $up;` naming the upstream block (its connections kept) or the
+    address (a connection each, and a set of that one address made for the request, in the
+    state's own room): no more allocations than the same without a variable."""
+    s, counter = counted_server(tmp_path, fpm, kept=kept, variable=True)
+    try:
+        c = s.connect(timeout=20)
+        run(c, 200)
+        before = allocations(counter)
+        run(c, 2000)
+        after = allocations(counter)
+        c.close()
+        assert after - before < 50, f"{after - before} allocations over 2,000 requests"
+    finally:
+        check_clean_exit(s)

@@ -376,7 +376,7 @@ def test_answer_with_content_length_ends_without_waiting_for_the_close(tmp_path,
 
 @pytest.mark.parametrize("directive,error", [
     ("uwsgi_pass http://127.0.0.1:1;", "not a URL"),
-    ("uwsgi_pass unix:/x/$uri;", "variables"),
+    ("uwsgi_pass $no_such_thing;", 'unknown "no_such_thing" variable'),
     ("uwsgi_modifier1 256;", "uwsgi_modifier1"),
     ("scgi_param A b c;", "if_not_empty"),
     ("scgi_pass uwsgi://127.0.0.1:1;", "not a URL"),

@@ -378,3 +378,70 @@ TEST(closing_every_idle_connection_waits_for_one_being_handled)
     CHECK_EQ_INT(closed, 1);
     CHECK_EQ_INT(refusals, 2);
 }
+
+/* --- a target named at run time (upstream_addr_parse): nginx's ngx_parse_url ------------- */
+
+static const char *parse_err(const char *text, struct upstream_addr *a)
+{
+    const char *why = NULL;
+    return upstream_addr_parse(text, strlen(text), a, &why) == 0 ? NULL : why;
+}
+
+/* Is text refused, in these words? */
+static int refused_as(const char *text, const char *words)
+{
+    struct upstream_addr a;
+    const char *why = parse_err(text, &a);
+    return why && strcmp(why, words) == 0;
+}
+
+TEST(a_run_time_ipv4_address_and_port_is_an_address)
+{
+    struct upstream_addr a;
+    CHECK(parse_err("127.0.0.1:9000", &a) == NULL);
+    CHECK_EQ_INT(a.kind, UPSTREAM_ADDR_IP);
+    CHECK_EQ_INT(a.port, 9000);
+    CHECK_EQ_INT(ntohs(((struct sockaddr_in *)&a.addr)->sin_port), 9000);
+    CHECK_SLICE(((struct http_slice){a.host, a.host_len}), "127.0.0.1");
+}
+
+TEST(a_run_time_ipv6_address_keeps_its_brackets_as_its_host)
+{
+    struct upstream_addr a;
+    CHECK(parse_err("[::1]:9000", &a) == NULL);
+    CHECK_EQ_INT(a.kind, UPSTREAM_ADDR_IP);
+    CHECK_EQ_INT(a.addr.ss_family, AF_INET6);
+    CHECK_SLICE(((struct http_slice){a.host, a.host_len}), "[::1]");
+    CHECK(refused_as("[::zz]:9000", "invalid IPv6 address"));
+    CHECK(refused_as("[::1]x", "invalid host"));
+}
+
+TEST(a_run_time_unix_socket_is_its_path)
+{
+    struct upstream_addr a;
+    CHECK(parse_err("unix:/run/php/php8.2-fpm.sock", &a) == NULL);
+    CHECK_EQ_INT(a.kind, UPSTREAM_ADDR_UNIX);
+    CHECK(strcmp(((struct sockaddr_un *)&a.addr)->sun_path, "/run/php/php8.2-fpm.sock") == 0);
+    CHECK(refused_as("unix:", "no path in the unix domain socket"));
+}
+
+TEST(a_run_time_name_without_port_has_port_0)
+{
+    struct upstream_addr a;
+    CHECK(parse_err("backend", &a) == NULL);
+    CHECK_EQ_INT(a.kind, UPSTREAM_ADDR_NAME);
+    CHECK_EQ_INT(a.port, 0);
+    CHECK(parse_err("php.example:9000", &a) == NULL);
+    CHECK_EQ_INT(a.kind, UPSTREAM_ADDR_NAME);
+    CHECK_EQ_INT(a.port, 9000);
+}
+
+TEST(a_malformed_run_time_value_is_refused_in_nginx_words)
+{
+    CHECK(refused_as("", "no host"));
+    CHECK(refused_as(":9000", "no host"));
+    CHECK(refused_as("host:", "invalid port"));
+    CHECK(refused_as("host:65536", "invalid port"));
+    CHECK(refused_as("host:0", "invalid port"));
+    CHECK(refused_as("host:9000/x", "invalid host"));
+}
