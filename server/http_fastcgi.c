@@ -897,16 +897,22 @@ static void up_let_go(struct conn_fcgi *f)
     fcgi_detach(spare, true, false);
 }
 
-/* The answer cannot be finished: as fcgi_finish says, unless a part of it still waits for
- * the client (parked, or in the store): then the connection is cut at once. */
-static void body_cut(struct conn_fcgi *f, const char *why)
+/* The answer cannot be finished: what came of it (tail, if not NULL) goes, and it ends as
+ * fcgi_finish_after says, unless a part of it still waits for the client (parked, or in the
+ * store): then the connection is cut at once. */
+static void body_cut_after(struct conn_fcgi *f, const char *why, struct response *tail)
 {
     if (!f->src.c->out && upstream_store_empty(&f->store)) {
-        fcgi_finish(f, 0, why);
+        fcgi_finish_after(f, 0, why, tail);
         return;
     }
     fcgi_log(f, LOG_LEVEL_ERROR, "fastcgi: %s: the response was cut: %s", server_name(f), why);
     conn_close(f->src.c);
+}
+
+static void body_cut(struct conn_fcgi *f, const char *why)
+{
+    body_cut_after(f, why, NULL);
 }
 
 /* The head is whole in head[]: make the client's head in resp, and put what came after it
@@ -1157,10 +1163,7 @@ static void relay(struct conn_fcgi *f)
             return;
         }
         if (cut) {
-            if (f->src.c->out || !upstream_store_empty(&f->store))
-                body_cut(f, cut);
-            else
-                fcgi_finish_after(f, 0, cut, &resp);
+            body_cut_after(f, cut, &resp);
             return;
         }
         if (f->ended) {
